@@ -1,0 +1,789 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
+)
+
+// Load reads a policy file, or every *.yaml and *.yml file in a directory,
+// merges them and validates the result. The error, if any, is an Errors value
+// listing every problem as FILE:LINE:COLUMN: message.
+func Load(path string) (*Policy, error) {
+	files, err := policyFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	p := Default()
+	var errs Errors
+	seen := &mergeState{stores: map[string]Pos{}, endpoints: map[string]Pos{}}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read policy: %w", err)
+		}
+		d := &decoder{file: f, p: p, seen: seen}
+		d.decodeFile(data)
+		errs = append(errs, d.errs...)
+		p.Files = append(p.Files, f)
+	}
+	if len(errs) > 0 {
+		return nil, errs.sorted()
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Parse decodes one policy document held in memory; name is used in messages.
+func Parse(name string, data []byte) (*Policy, error) {
+	p := Default()
+	d := &decoder{file: name, p: p, seen: &mergeState{stores: map[string]Pos{}, endpoints: map[string]Pos{}}}
+	d.decodeFile(data)
+	p.Files = []string{name}
+	if len(d.errs) > 0 {
+		return nil, d.errs.sorted()
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func policyFiles(path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("open policy: %w", err)
+	}
+	if !fi.IsDir() {
+		return []string{path}, nil
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("read policy directory: %w", err)
+	}
+	var files []string
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || strings.HasPrefix(n, ".") {
+			continue
+		}
+		if strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml") {
+			files = append(files, filepath.Join(path, n))
+		}
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// mergeState remembers where names were defined across the files of a directory.
+type mergeState struct {
+	stores       map[string]Pos
+	endpoints    map[string]Pos
+	stateDirPos  *Pos
+	controlPos   *Pos
+	versionSeen  bool
+	shutdownSeen *Pos
+	maxJobsSeen  *Pos
+}
+
+type decoder struct {
+	file string
+	p    *Policy
+	seen *mergeState
+	errs Errors
+}
+
+func (d *decoder) pos(n ast.Node) Pos {
+	if n == nil || n.GetToken() == nil {
+		return Pos{File: d.file, Line: 1, Column: 1}
+	}
+	tp := n.GetToken().Position
+	return Pos{File: d.file, Line: tp.Line, Column: tp.Column}
+}
+
+func (d *decoder) errorf(n ast.Node, format string, args ...any) {
+	d.errs = append(d.errs, &Error{Pos: d.pos(n), Msg: fmt.Sprintf(format, args...)})
+}
+
+func (d *decoder) decodeFile(data []byte) {
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		d.syntaxError(err)
+		return
+	}
+	var body ast.Node
+	for _, doc := range f.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		if _, isComment := doc.Body.(*ast.CommentGroupNode); isComment {
+			continue
+		}
+		if body != nil {
+			d.errorf(doc.Body, "a policy file holds one YAML document; split the others into their own files")
+			return
+		}
+		body = doc.Body
+	}
+	if body == nil {
+		return // empty, or only comments: a valid policy that configures nothing
+	}
+	top, ok := d.mapping(body, "the policy file")
+	if !ok {
+		return
+	}
+	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "shutdown_timeout", "max_jobs", "llm", "stores"}, nil)
+	var versionNode ast.Node
+	for _, kv := range top {
+		k, v := keyOf(kv), kv.Value
+		switch k {
+		case "version":
+			versionNode = kv.Key
+			if n, ok := d.intVal(v, "version"); ok && n != Version {
+				d.errorf(v, "unsupported policy version %d: this memwatch reads version %d", n, Version)
+			}
+		case "state_dir":
+			if s, ok := d.str(v, "state_dir"); ok {
+				d.once(&d.seen.stateDirPos, kv.Key, "state_dir")
+				d.p.StateDir = expandHome(s)
+			}
+		case "shutdown_timeout":
+			d.once(&d.seen.shutdownSeen, kv.Key, "shutdown_timeout")
+			if dur, ok := d.duration(v, "shutdown_timeout"); ok {
+				d.p.ShutdownTimeout = dur
+			}
+		case "max_jobs":
+			d.once(&d.seen.maxJobsSeen, kv.Key, "max_jobs")
+			if n, ok := d.intVal(v, "max_jobs"); ok {
+				if n < 1 {
+					d.errorf(v, "max_jobs must be at least 1")
+				} else {
+					d.p.MaxJobs = n
+				}
+			}
+		case "control":
+			d.once(&d.seen.controlPos, kv.Key, "control")
+			d.decodeControl(v)
+		case "llm":
+			d.decodeLLM(v)
+		case "stores":
+			d.decodeStores(v)
+		}
+	}
+	if versionNode == nil {
+		d.errorf(body, "missing required key version: add `version: %d` at the top", Version)
+	}
+}
+
+// once reports a top-level key that more than one file of a directory sets.
+func (d *decoder) once(seen **Pos, key ast.Node, name string) {
+	if *seen != nil {
+		d.errorf(key, "%s is already set at %s; set it in one file only", name, **seen)
+		return
+	}
+	p := d.pos(key)
+	*seen = &p
+}
+
+func (d *decoder) syntaxError(err error) {
+	var te interface {
+		GetToken() *token.Token
+		GetMessage() string
+	}
+	if errors.As(err, &te) && te.GetToken() != nil {
+		tp := te.GetToken().Position
+		d.errs = append(d.errs, &Error{Pos: Pos{File: d.file, Line: tp.Line, Column: tp.Column}, Msg: "invalid YAML: " + te.GetMessage()})
+		return
+	}
+	d.errs = append(d.errs, &Error{Pos: Pos{File: d.file, Line: 1, Column: 1}, Msg: "invalid YAML: " + err.Error()})
+}
+
+func unwrap(n ast.Node) ast.Node {
+	for {
+		switch t := n.(type) {
+		case *ast.AnchorNode:
+			n = t.Value
+		case *ast.TagNode:
+			n = t.Value
+		default:
+			return n
+		}
+	}
+}
+
+// mapping returns the key/value pairs of a mapping node. An empty value (null) is an empty mapping.
+func (d *decoder) mapping(n ast.Node, what string) ([]*ast.MappingValueNode, bool) {
+	switch t := unwrap(n).(type) {
+	case *ast.MappingNode:
+		return t.Values, true
+	case *ast.MappingValueNode:
+		return []*ast.MappingValueNode{t}, true
+	case *ast.NullNode, nil:
+		return nil, true
+	case *ast.AliasNode:
+		d.errorf(n, "YAML aliases are not supported in policy files; repeat the value instead")
+		return nil, false
+	}
+	d.errorf(n, "%s must be a mapping of key: value", what)
+	return nil, false
+}
+
+func keyOf(kv *ast.MappingValueNode) string {
+	if kv.Key == nil {
+		return ""
+	}
+	if s, ok := kv.Key.(ast.ScalarNode); ok {
+		return fmt.Sprint(s.GetValue())
+	}
+	return kv.Key.String()
+}
+
+// checkKeys reports unknown and duplicate keys. other maps a key that is valid
+// elsewhere (another layout) to an explanation.
+func (d *decoder) checkKeys(kvs []*ast.MappingValueNode, where string, allowed []string, other map[string]string) {
+	seen := map[string]bool{}
+	for _, kv := range kvs {
+		k := keyOf(kv)
+		if seen[k] {
+			d.errorf(kv.Key, "duplicate key %q in %s", k, where)
+			continue
+		}
+		seen[k] = true
+		if slices.Contains(allowed, k) {
+			continue
+		}
+		if why, ok := other[k]; ok {
+			d.errorf(kv.Key, "key %q %s", k, why)
+			continue
+		}
+		d.errorf(kv.Key, "unknown key %q in %s%s", k, where, suggest(k, allowed))
+	}
+}
+
+func (d *decoder) scalar(n ast.Node) (ast.ScalarNode, bool) {
+	s, ok := unwrap(n).(ast.ScalarNode)
+	return s, ok
+}
+
+func (d *decoder) str(n ast.Node, field string) (string, bool) {
+	switch t := unwrap(n).(type) {
+	case *ast.StringNode:
+		return t.Value, true
+	case *ast.LiteralNode:
+		return t.Value.Value, true
+	case *ast.NullNode:
+		return "", true
+	}
+	d.errorf(n, "%s must be a string, not %s", field, describe(n))
+	return "", false
+}
+
+func (d *decoder) intVal(n ast.Node, field string) (int, bool) {
+	if t, ok := unwrap(n).(*ast.IntegerNode); ok {
+		switch v := t.Value.(type) {
+		case int64:
+			if v >= math.MinInt32 && v <= math.MaxInt32 {
+				return int(v), true
+			}
+		case uint64:
+			if v <= math.MaxInt32 {
+				return int(v), true
+			}
+		}
+		d.errorf(n, "%s is out of range", field)
+		return 0, false
+	}
+	d.errorf(n, "%s must be an integer, not %s", field, describe(n))
+	return 0, false
+}
+
+func (d *decoder) int64Val(n ast.Node, field string) (int64, bool) {
+	if t, ok := unwrap(n).(*ast.IntegerNode); ok {
+		switch v := t.Value.(type) {
+		case int64:
+			return v, true
+		case uint64:
+			if v <= math.MaxInt64 {
+				return int64(v), true
+			}
+		}
+	}
+	d.errorf(n, "%s must be an integer, not %s", field, describe(n))
+	return 0, false
+}
+
+func (d *decoder) floatVal(n ast.Node, field string) (float64, bool) {
+	switch t := unwrap(n).(type) {
+	case *ast.FloatNode:
+		return t.Value, true
+	case *ast.IntegerNode:
+		if v, ok := t.Value.(int64); ok {
+			return float64(v), true
+		}
+	}
+	d.errorf(n, "%s must be a number, not %s", field, describe(n))
+	return 0, false
+}
+
+func (d *decoder) boolVal(n ast.Node, field string) (bool, bool) {
+	if t, ok := unwrap(n).(*ast.BoolNode); ok {
+		return t.Value, true
+	}
+	d.errorf(n, "%s must be true or false, not %s", field, describe(n))
+	return false, false
+}
+
+func (d *decoder) size(n ast.Node, field string) (Size, bool) {
+	switch t := unwrap(n).(type) {
+	case *ast.IntegerNode:
+		if v, ok := t.Value.(int64); ok && v >= 0 {
+			return Size(v), true
+		}
+	case *ast.StringNode:
+		s, err := ParseSize(t.Value)
+		if err == nil {
+			return s, true
+		}
+		d.errorf(n, "%s: %v", field, err)
+		return 0, false
+	}
+	d.errorf(n, "%s must be a size such as 100KiB, not %s", field, describe(n))
+	return 0, false
+}
+
+func (d *decoder) duration(n ast.Node, field string) (time.Duration, bool) {
+	switch t := unwrap(n).(type) {
+	case *ast.IntegerNode:
+		if v, ok := t.Value.(int64); ok && v == 0 {
+			return 0, true
+		}
+		d.errorf(n, "%s needs a unit, e.g. %vs or %vm", field, t.Value, t.Value)
+		return 0, false
+	case *ast.StringNode:
+		v, err := ParseDuration(t.Value)
+		if err == nil {
+			return v, true
+		}
+		d.errorf(n, "%s: %v", field, err)
+		return 0, false
+	}
+	d.errorf(n, "%s must be a duration such as 30s, not %s", field, describe(n))
+	return 0, false
+}
+
+func describe(n ast.Node) string {
+	switch t := unwrap(n).(type) {
+	case *ast.MappingNode, *ast.MappingValueNode:
+		return "a mapping"
+	case *ast.SequenceNode:
+		return "a list"
+	case *ast.NullNode:
+		return "an empty value"
+	case ast.ScalarNode:
+		return fmt.Sprintf("%q", fmt.Sprint(t.GetValue()))
+	}
+	return n.Type().String()
+}
+
+func (d *decoder) decodeControl(n ast.Node) {
+	kvs, ok := d.mapping(n, "control")
+	if !ok {
+		return
+	}
+	d.checkKeys(kvs, "control", []string{"socket", "tcp", "token_file"}, nil)
+	for _, kv := range kvs {
+		switch keyOf(kv) {
+		case "socket":
+			if s, ok := d.str(kv.Value, "control.socket"); ok {
+				d.p.Control.Socket = expandHome(s)
+			}
+		case "tcp":
+			if s, ok := d.str(kv.Value, "control.tcp"); ok {
+				host, _, err := net.SplitHostPort(s)
+				ip := net.ParseIP(host)
+				if err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+					d.errorf(kv.Value, "control.tcp must be a loopback address such as 127.0.0.1:7070, not %q", s)
+				} else {
+					d.p.Control.TCP = s
+				}
+			}
+		case "token_file":
+			if s, ok := d.str(kv.Value, "control.token_file"); ok {
+				d.p.Control.TokenFile = expandHome(s)
+			}
+		}
+	}
+}
+
+var endpointKeys = []string{"base_url", "model", "api_key_env", "api_key_file", "timeout", "max_concurrency",
+	"temperature", "max_output_tokens", "max_input_tokens", "daily_token_budget", "headers"}
+
+func (d *decoder) decodeLLM(n ast.Node) {
+	kvs, ok := d.mapping(n, "llm")
+	if !ok {
+		return
+	}
+	for _, kv := range kvs {
+		name := keyOf(kv)
+		if prev, dup := d.seen.endpoints[name]; dup {
+			d.errorf(kv.Key, "llm endpoint %q is already defined at %s", name, prev)
+			continue
+		}
+		d.seen.endpoints[name] = d.pos(kv.Key)
+		ep := &Endpoint{Name: name, Timeout: 30 * time.Second, MaxConcurrency: 2, Temperature: 0.2,
+			MaxInputTokens: 8000, DailyTokenBudget: 200_000, Pos: d.pos(kv.Key)}
+		fields, ok := d.mapping(kv.Value, "llm."+name)
+		if !ok {
+			continue
+		}
+		where := "llm." + name
+		d.checkKeys(fields, where, endpointKeys, nil)
+		has := map[string]bool{}
+		for _, f := range fields {
+			k, v := keyOf(f), f.Value
+			has[k] = true
+			field := where + "." + k
+			switch k {
+			case "base_url":
+				if s, ok := d.str(v, field); ok {
+					u, err := url.Parse(s)
+					if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+						d.errorf(v, "%s must be an http(s) URL such as http://127.0.0.1:11434/v1", field)
+					} else {
+						ep.BaseURL = s
+					}
+				}
+			case "model":
+				ep.Model, _ = d.str(v, field)
+			case "api_key_env":
+				ep.APIKeyEnv, _ = d.str(v, field)
+			case "api_key_file":
+				if s, ok := d.str(v, field); ok {
+					ep.APIKeyFile = expandHome(s)
+					if fi, err := os.Stat(ep.APIKeyFile); err != nil {
+						d.errorf(v, "%s: cannot read %s: %v", field, ep.APIKeyFile, errors.Unwrap(err))
+					} else if fi.Mode().Perm()&0o077 != 0 {
+						d.errorf(v, "%s: %s is readable by group or others (mode %04o); run chmod 600 %s", field, ep.APIKeyFile, fi.Mode().Perm(), ep.APIKeyFile)
+					}
+				}
+			case "timeout":
+				if t, ok := d.duration(v, field); ok {
+					if t <= 0 {
+						d.errorf(v, "%s must be positive", field)
+					} else {
+						ep.Timeout = t
+					}
+				}
+			case "max_concurrency":
+				if i, ok := d.intVal(v, field); ok {
+					if i < 1 {
+						d.errorf(v, "%s must be at least 1", field)
+					} else {
+						ep.MaxConcurrency = i
+					}
+				}
+			case "temperature":
+				if t, ok := d.floatVal(v, field); ok {
+					if t < 0 || t > 2 {
+						d.errorf(v, "%s must be between 0 and 2", field)
+					} else {
+						ep.Temperature = t
+					}
+				}
+			case "max_output_tokens":
+				if i, ok := d.intVal(v, field); ok {
+					ep.MaxOutputTokens = i
+				}
+			case "max_input_tokens":
+				if i, ok := d.intVal(v, field); ok {
+					if i < 256 {
+						d.errorf(v, "%s must be at least 256", field)
+					} else {
+						ep.MaxInputTokens = i
+					}
+				}
+			case "daily_token_budget":
+				if i, ok := d.int64Val(v, field); ok {
+					if i < 1 {
+						d.errorf(v, "%s must be at least 1: the budget is a hard cap and cannot be switched off", field)
+					} else {
+						ep.DailyTokenBudget = i
+					}
+				}
+			case "headers":
+				hs, ok := d.mapping(v, field)
+				if !ok {
+					continue
+				}
+				ep.Headers = map[string]string{}
+				for _, h := range hs {
+					if s, ok := d.str(h.Value, field+"."+keyOf(h)); ok {
+						ep.Headers[keyOf(h)] = s
+					}
+				}
+			}
+		}
+		if !has["base_url"] {
+			d.errorf(kv.Key, "missing required key base_url in %s", where)
+		}
+		if !has["model"] {
+			d.errorf(kv.Key, "missing required key model in %s", where)
+		}
+		if has["api_key_env"] && has["api_key_file"] {
+			d.errorf(kv.Key, "%s sets both api_key_env and api_key_file; keep one", where)
+		}
+		d.p.LLM[name] = ep
+	}
+}
+
+var storeKeys = []string{"name", "layout", "paths", "compactor", "llm", "settle", "cooldown", "sweep", "max_loss"}
+
+func (d *decoder) decodeStores(n ast.Node) {
+	seq, ok := unwrap(n).(*ast.SequenceNode)
+	if !ok {
+		if _, null := unwrap(n).(*ast.NullNode); null {
+			return
+		}
+		d.errorf(n, "stores must be a list of stores (each item starts with `- name: ...`)")
+		return
+	}
+	for _, item := range seq.Values {
+		if s := d.decodeStore(item); s != nil {
+			d.p.Stores = append(d.p.Stores, s)
+		}
+	}
+}
+
+func (d *decoder) decodeStore(n ast.Node) *Store {
+	kvs, ok := d.mapping(n, "a store")
+	if !ok {
+		return nil
+	}
+	s := &Store{Compactor: "heuristic", LLM: "default", Settle: 500 * time.Millisecond,
+		Cooldown: 5 * time.Minute, Sweep: time.Hour, MaxLoss: 0.25, Options: Options{}, Pos: d.pos(n)}
+	byKey := map[string]*ast.MappingValueNode{}
+	for _, kv := range kvs {
+		byKey[keyOf(kv)] = kv
+	}
+	// The layout decides which flat keys are valid, so read it first.
+	var specs []optSpec
+	if kv, ok := byKey["layout"]; ok {
+		if l, ok := d.str(kv.Value, "layout"); ok {
+			if _, known := layoutOptions[l]; !known {
+				d.errorf(kv.Value, "unknown layout %q: want one of %s%s", l, strings.Join(Layouts, ", "), suggest(l, Layouts))
+			} else {
+				s.Layout = l
+				specs = layoutOptions[l]
+			}
+		}
+	} else {
+		d.errorf(n, "missing required key layout: one of %s", strings.Join(Layouts, ", "))
+	}
+	allowed := slices.Clone(storeKeys)
+	for _, sp := range specs {
+		allowed = append(allowed, sp.key)
+		s.Options[sp.key] = sp.def
+	}
+	other := map[string]string{}
+	if s.Layout != "" {
+		for _, l := range Layouts {
+			for _, sp := range layoutOptions[l] {
+				if !slices.Contains(allowed, sp.key) {
+					other[sp.key] = fmt.Sprintf("belongs to layout %s, not %s", l, s.Layout)
+				}
+			}
+		}
+	}
+	where := "store"
+	if kv, ok := byKey["name"]; ok {
+		if name, ok := d.scalar(kv.Value); ok {
+			where = fmt.Sprintf("store %q", fmt.Sprint(name.GetValue()))
+		}
+	}
+	if s.Layout != "" || byKey["layout"] == nil {
+		d.checkKeys(kvs, where, allowed, other)
+	}
+	for _, kv := range kvs {
+		k, v := keyOf(kv), kv.Value
+		switch k {
+		case "layout":
+		case "name":
+			if name, ok := d.str(v, "name"); ok {
+				if !storeNameRE.MatchString(name) {
+					d.errorf(v, "store name %q must be lowercase letters, digits, '.', '_' or '-' (it is used in API paths)", name)
+					continue
+				}
+				if prev, dup := d.seen.stores[name]; dup {
+					d.errorf(v, "store %q is already defined at %s", name, prev)
+					continue
+				}
+				d.seen.stores[name] = d.pos(v)
+				s.Name = name
+			}
+		case "paths":
+			s.Paths = d.globs(v)
+		case "compactor":
+			if c, ok := d.str(v, "compactor"); ok {
+				if c != "heuristic" && c != "llm" {
+					d.errorf(v, "compactor must be heuristic or llm, not %q%s", c, suggest(c, []string{"heuristic", "llm"}))
+				} else {
+					s.Compactor = c
+				}
+			}
+		case "llm":
+			if c, ok := d.str(v, "llm"); ok {
+				s.LLM = c
+			}
+		case "settle":
+			if t, ok := d.duration(v, "settle"); ok {
+				if t <= 0 {
+					d.errorf(v, "settle must be positive, e.g. 500ms")
+				} else {
+					s.Settle = t
+				}
+			}
+		case "cooldown":
+			if t, ok := d.duration(v, "cooldown"); ok {
+				s.Cooldown = t
+			}
+		case "sweep":
+			if t, ok := d.duration(v, "sweep"); ok {
+				if t != 0 && t < time.Minute {
+					d.errorf(v, "sweep must be 0 (off) or at least 1m")
+				} else {
+					s.Sweep = t
+				}
+			}
+		case "max_loss":
+			s.MaxLoss = d.fraction(v, "max_loss")
+		default:
+			for _, sp := range specs {
+				if sp.key == k {
+					if val, ok := d.option(v, sp); ok {
+						s.Options[k] = val
+					}
+				}
+			}
+		}
+	}
+	if _, ok := byKey["name"]; !ok {
+		d.errorf(n, "missing required key name in store")
+	}
+	if _, ok := byKey["paths"]; !ok {
+		d.errorf(n, "missing required key paths in %s: at least one glob of store roots", where)
+	}
+	if s.Name == "" || s.Layout == "" {
+		return nil
+	}
+	return s
+}
+
+func (d *decoder) fraction(n ast.Node, field string) float64 {
+	var f float64
+	switch t := unwrap(n).(type) {
+	case *ast.StringNode:
+		v := strings.TrimSpace(t.Value)
+		if !strings.HasSuffix(v, "%") {
+			d.errorf(n, "%s must be a percentage such as 25%% or a fraction such as 0.25", field)
+			return 0.25
+		}
+		if _, err := fmt.Sscanf(strings.TrimSuffix(v, "%"), "%g", &f); err != nil {
+			d.errorf(n, "%s must be a percentage such as 25%%", field)
+			return 0.25
+		}
+		f /= 100
+	case *ast.FloatNode:
+		f = t.Value
+	case *ast.IntegerNode:
+		if v, ok := t.Value.(int64); ok {
+			f = float64(v)
+		}
+	default:
+		d.errorf(n, "%s must be a percentage such as 25%%, not %s", field, describe(n))
+		return 0.25
+	}
+	if f < 0 || f > 1 {
+		d.errorf(n, "%s must be between 0%% and 100%%", field)
+		return 0.25
+	}
+	return f
+}
+
+func (d *decoder) option(n ast.Node, sp optSpec) (any, bool) {
+	switch sp.kind {
+	case kindSize:
+		return d.size(n, sp.key)
+	case kindDuration:
+		return d.duration(n, sp.key)
+	case kindInt:
+		v, ok := d.intVal(n, sp.key)
+		if ok && v < 0 {
+			d.errorf(n, "%s must not be negative", sp.key)
+			return nil, false
+		}
+		return v, ok
+	case kindBool:
+		return d.boolVal(n, sp.key)
+	default:
+		v, ok := d.str(n, sp.key)
+		if ok && len(sp.enum) > 0 && !slices.Contains(sp.enum, v) {
+			d.errorf(n, "%s must be one of %s, not %q%s", sp.key, strings.Join(sp.enum, ", "), v, suggest(v, sp.enum))
+			return nil, false
+		}
+		if ok && (sp.key == "sessions" || sp.key == "conversations") {
+			if _, err := filepath.Match(v, ""); err != nil {
+				d.errorf(n, "%s: bad glob %q: %v", sp.key, v, err)
+				return nil, false
+			}
+		}
+		return v, ok
+	}
+}
+
+func (d *decoder) globs(n ast.Node) []string {
+	var items []ast.Node
+	switch t := unwrap(n).(type) {
+	case *ast.SequenceNode:
+		items = t.Values
+	case *ast.StringNode:
+		items = []ast.Node{t}
+	default:
+		d.errorf(n, "paths must be a list of globs, not %s", describe(n))
+		return nil
+	}
+	if len(items) == 0 {
+		d.errorf(n, "paths needs at least one glob")
+	}
+	var out []string
+	for _, it := range items {
+		g, ok := d.str(it, "paths")
+		if !ok {
+			continue
+		}
+		g = expandHome(g)
+		if !filepath.IsAbs(g) {
+			d.errorf(it, "path %q must be absolute (or start with ~/)", g)
+			continue
+		}
+		if _, err := filepath.Match(g, ""); err != nil {
+			d.errorf(it, "bad glob %q: %v", g, err)
+			continue
+		}
+		out = append(out, filepath.Clean(g))
+	}
+	return out
+}

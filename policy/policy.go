@@ -1,0 +1,255 @@
+// Package policy loads and validates memwatch policy files.
+//
+// Loading is Default → decode → Validate and has no side effects. Every error
+// names the file, line and column it comes from, so a user can jump to it.
+package policy
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Version is the only policy schema version this build understands.
+const Version = 1
+
+// Policy is a loaded, merged and validated set of policy files.
+type Policy struct {
+	Version         int
+	StateDir        string
+	Control         Control
+	ShutdownTimeout time.Duration
+	// MaxJobs bounds how many jobs run at once across all roots.
+	MaxJobs int
+	LLM     map[string]*Endpoint
+	Stores  []*Store
+	// Files lists the files the policy was loaded from, for messages.
+	Files []string
+}
+
+// Control configures the control API.
+type Control struct {
+	Socket    string
+	TCP       string // optional loopback address, e.g. 127.0.0.1:7070
+	TokenFile string // bearer token for TCP; required when TCP is set
+}
+
+// Endpoint is a named OpenAI-compatible LLM endpoint.
+type Endpoint struct {
+	Name             string
+	BaseURL          string
+	Model            string
+	APIKeyEnv        string
+	APIKeyFile       string
+	Timeout          time.Duration
+	MaxConcurrency   int
+	Temperature      float64
+	MaxOutputTokens  int
+	MaxInputTokens   int
+	DailyTokenBudget int64
+	Headers          map[string]string
+	Pos              Pos
+}
+
+// Store is one configured store: a layout applied to every root its globs match.
+type Store struct {
+	Name      string
+	Layout    string
+	Paths     []string // globs, with ~ already expanded
+	Compactor string   // heuristic | llm
+	LLM       string   // endpoint name
+	Settle    time.Duration
+	Cooldown  time.Duration
+	Sweep     time.Duration
+	// MaxLoss is the fraction (0..1) of protected units a rewrite may drop.
+	MaxLoss float64
+	Options Options
+	Pos     Pos
+}
+
+// Pos is a position in a policy file.
+type Pos struct {
+	File   string
+	Line   int
+	Column int
+}
+
+func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Column) }
+
+// Default returns the policy used before any file is decoded.
+func Default() *Policy {
+	return &Policy{
+		Version:         Version,
+		ShutdownTimeout: 30 * time.Second,
+		MaxJobs:         2,
+		LLM:             map[string]*Endpoint{},
+	}
+}
+
+// Layouts lists the layout names a policy may use, in documentation order.
+var Layouts = []string{"now-history", "facts-episodes", "memory-history", "session-detail", "app-records"}
+
+type optKind int
+
+const (
+	kindSize optKind = iota
+	kindDuration
+	kindInt
+	kindString
+	kindBool
+)
+
+type optSpec struct {
+	key  string
+	kind optKind
+	def  any
+	enum []string
+}
+
+// layoutOptions is the schema of each layout's flat store keys; each layout
+// issue defines its own. Keys are validated here so a typo is caught by
+// `memwatch validate` before the daemon runs.
+var layoutOptions = map[string][]optSpec{
+	"now-history": {
+		{key: "max_size", kind: kindSize, def: Size(100 << 10)},
+		{key: "keep_history", kind: kindInt, def: 10},
+		{key: "run_retention", kind: kindDuration, def: time.Duration(0)},
+		{key: "snapshot_file", kind: kindString, def: ""},
+	},
+	"facts-episodes": {
+		{key: "index_file", kind: kindString, def: "INDEX.md"},
+		{key: "summary_words", kind: kindInt, def: 10},
+		{key: "episodes_max_size", kind: kindSize, def: Size(0)},
+		{key: "summarize_after", kind: kindDuration, def: time.Duration(0)},
+	},
+	"memory-history": {
+		{key: "memory_max_size", kind: kindSize, def: Size(8 << 10)},
+		{key: "sessions", kind: kindString, def: "sessions/*.jsonl"},
+		{key: "window", kind: kindInt, def: 50},
+		{key: "keep", kind: kindInt, def: 10},
+		{key: "session_idle", kind: kindDuration, def: 30 * time.Minute},
+		{key: "history_mode", kind: kindString, def: "mirror", enum: []string{"mirror", "move"}},
+		{key: "fallback_messages", kind: kindInt, def: 10},
+		{key: "fallback_chars", kind: kindInt, def: 200},
+	},
+	"session-detail": {
+		{key: "summary_every", kind: kindInt, def: 200},
+		{key: "session_idle", kind: kindDuration, def: 30 * time.Minute},
+		{key: "overview_max_size", kind: kindSize, def: Size(0)},
+	},
+	"app-records": {
+		{key: "table", kind: kindString, def: "app_memories"},
+		{key: "limit_per_app", kind: kindInt, def: 10},
+		{key: "max_chars", kind: kindInt, def: 200},
+		{key: "conversations", kind: kindString, def: ""},
+		{key: "conversation_idle", kind: kindDuration, def: 10 * time.Minute},
+		{key: "create_table", kind: kindBool, def: false},
+	},
+}
+
+// Options holds a store's layout options with defaults filled in.
+type Options map[string]any
+
+// Size returns a size option; it panics on a key the layout does not declare,
+// which is a programming error caught by tests.
+func (o Options) Size(key string) Size { return o[key].(Size) }
+
+// Duration returns a duration option.
+func (o Options) Duration(key string) time.Duration { return o[key].(time.Duration) }
+
+// Int returns an integer option.
+func (o Options) Int(key string) int { return o[key].(int) }
+
+// String returns a string option.
+func (o Options) String(key string) string { return o[key].(string) }
+
+// Bool returns a boolean option.
+func (o Options) Bool(key string) bool { return o[key].(bool) }
+
+var storeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+
+// Validate checks cross-field rules that decoding cannot see. Decoding already
+// reports per-key problems with positions; Validate reports the rest.
+func (p *Policy) Validate() error {
+	var errs Errors
+	for _, s := range p.Stores {
+		if s.Compactor == "llm" {
+			if _, ok := p.LLM[s.LLM]; !ok {
+				errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: compactor llm needs endpoint %q under llm:, which is not defined%s", s.Name, s.LLM, suggest(s.LLM, mapKeys(p.LLM)))})
+			}
+		}
+	}
+	if p.Control.TCP != "" && p.Control.TokenFile == "" {
+		errs = append(errs, &Error{Pos: Pos{File: firstFile(p.Files)}, Msg: "control.tcp needs control.token_file: the TCP API is only served with a bearer token"})
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+func firstFile(fs []string) string {
+	if len(fs) == 0 {
+		return "policy"
+	}
+	return fs[0]
+}
+
+// StoreByName returns the store with that name, or nil.
+func (p *Policy) StoreByName(name string) *Store {
+	for _, s := range p.Stores {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Roots expands the store's globs now. A glob that matches nothing is not an
+// error: roots may appear later and the watcher picks them up.
+func (s *Store) Roots() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range s.Paths {
+		m, _ := filepath.Glob(g) // patterns were checked at load
+		for _, r := range m {
+			r = filepath.Clean(r)
+			if seen[r] {
+				continue
+			}
+			fi, err := os.Stat(r)
+			if err != nil {
+				continue
+			}
+			// app-records roots are database files; every other layout's root is a directory.
+			if (s.Layout == "app-records") == fi.IsDir() {
+				continue
+			}
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// MatchesRoot reports whether path matches one of the store's globs.
+func (s *Store) MatchesRoot(path string) bool {
+	for _, g := range s.Paths {
+		if ok, _ := filepath.Match(g, path); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, strings.TrimPrefix(p, "~"))
+		}
+	}
+	return p
+}

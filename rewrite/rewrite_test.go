@@ -1,0 +1,369 @@
+package rewrite
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memwatch/memwatch/state"
+)
+
+func newRewriter(t *testing.T) *Rewriter {
+	t.Helper()
+	db, err := state.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	w := New(db, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	w.Now = func() time.Time { return time.Date(2026, 1, 15, 14, 30, 0, 0, time.Local) }
+	return w
+}
+
+func write(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func constant(s string) func(context.Context, []byte) ([]byte, error) {
+	return func(context.Context, []byte) ([]byte, error) { return []byte(s), nil }
+}
+
+func TestApplyArchivesAndJournals(t *testing.T) {
+	w := newRewriter(t)
+	root := t.TempDir()
+	target := filepath.Join(root, "memory.md")
+	write(t, target, "old content\n")
+	rec := &state.Record{Store: "s", Rule: "compact"}
+	out, err := w.Apply(context.Background(), Request{Root: root, Target: "memory.md", Archive: "memory/2026-01-15-1430.md", Compute: constant("new\n")}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.Status, state.Done; got != want {
+		t.Fatalf("status = %q, want %q", got, want)
+	}
+	if got, want := read(t, target), "new\n"; got != want {
+		t.Errorf("target = %q, want %q", got, want)
+	}
+	if got, want := read(t, filepath.Join(root, "memory/2026-01-15-1430.md")), "old content\n"; got != want {
+		t.Errorf("archive = %q, want %q", got, want)
+	}
+	fi, _ := os.Stat(target)
+	if got, want := fi.Mode().Perm(), os.FileMode(0o640); got != want {
+		t.Errorf("mode = %v, want %v", got, want)
+	}
+	recs, err := w.DB.Journal(context.Background(), state.Filter{})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("journal = %v, %v; want one record", recs, err)
+	}
+	r := recs[0]
+	if r.Outcome != state.Done || r.Archive != "memory/2026-01-15-1430.md" || r.BeforeSHA != Hash([]byte("old content\n")) || r.AfterSHA != Hash([]byte("new\n")) || r.Target != "memory.md" {
+		t.Errorf("record = %+v", r)
+	}
+	// A second rewrite in the same minute must not overwrite the first archive.
+	if _, err := w.Apply(context.Background(), Request{Root: root, Target: "memory.md", Archive: "memory/2026-01-15-1430.md", Compute: constant("newer\n")}, &state.Record{Store: "s", Rule: "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := read(t, filepath.Join(root, "memory/2026-01-15-1430.md")), "old content\n"; got != want {
+		t.Errorf("first archive = %q, want %q", got, want)
+	}
+	if got, want := read(t, filepath.Join(root, "memory/2026-01-15-1430-2.md")), "new\n"; got != want {
+		t.Errorf("second archive = %q, want %q", got, want)
+	}
+	if n, _ := CleanTemp(root); n != 0 {
+		t.Errorf("temp files left behind: %d", n)
+	}
+}
+
+func TestApplyUnchangedAndRejected(t *testing.T) {
+	w := newRewriter(t)
+	root := t.TempDir()
+	write(t, filepath.Join(root, "f"), "same")
+	out, err := w.Apply(context.Background(), Request{Root: root, Target: "f", Compute: constant("same")}, &state.Record{Rule: "r"})
+	if err != nil || out.Status != state.Skipped {
+		t.Fatalf("unchanged: %+v, %v", out, err)
+	}
+	out, err = w.Apply(context.Background(), Request{Root: root, Target: "f", Compute: func(context.Context, []byte) ([]byte, error) {
+		return nil, &Rejected{Reason: "result lost # now"}
+	}}, &state.Record{Rule: "r"})
+	if err != nil || out.Status != state.Rejected {
+		t.Fatalf("rejected: %+v, %v", out, err)
+	}
+	if got := read(t, filepath.Join(root, "f")); got != "same" {
+		t.Errorf("target changed by rejected rewrite: %q", got)
+	}
+	recs, _ := w.DB.Journal(context.Background(), state.Filter{Outcome: state.Rejected})
+	if len(recs) != 1 || recs[0].Reason != "result lost # now" {
+		t.Errorf("rejected journal = %+v", recs)
+	}
+	if _, err := os.Stat(filepath.Join(root, DefaultArchiveDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("no archive should be written when nothing changes: %v", err)
+	}
+}
+
+func TestApplyCarriesAppendedTail(t *testing.T) {
+	w := newRewriter(t)
+	root := t.TempDir()
+	target := filepath.Join(root, "HISTORY.md")
+	write(t, target, "a\nb\n")
+	compute := func(_ context.Context, old []byte) ([]byte, error) {
+		// The agent appends while we compute.
+		f, _ := os.OpenFile(target, os.O_WRONLY|os.O_APPEND, 0)
+		f.WriteString("c\n")
+		f.Close()
+		return bytes.ToUpper(old), nil
+	}
+	out, err := w.Apply(context.Background(), Request{Root: root, Target: "HISTORY.md", AppendOnly: true, Compute: compute}, &state.Record{Rule: "r"})
+	if err != nil || out.Status != state.Done {
+		t.Fatalf("%+v, %v", out, err)
+	}
+	if got, want := read(t, target), "A\nB\nc\n"; got != want {
+		t.Errorf("target = %q, want %q", got, want)
+	}
+	if got, want := read(t, filepath.Join(root, out.Archive)), "a\nb\nc\n"; got != want {
+		t.Errorf("archive = %q, want %q", got, want)
+	}
+}
+
+func TestApplyRestartsOnConflict(t *testing.T) {
+	w := newRewriter(t)
+	root := t.TempDir()
+	target := filepath.Join(root, "memory.md")
+	write(t, target, "v1")
+	calls := 0
+	compute := func(_ context.Context, old []byte) ([]byte, error) {
+		calls++
+		if calls == 1 {
+			write(t, target, "v2 edited by agent") // not an append
+		}
+		return append([]byte("compacted:"), old...), nil
+	}
+	if _, err := w.Apply(context.Background(), Request{Root: root, Target: "memory.md", Compute: compute}, &state.Record{Rule: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := read(t, target), "compacted:v2 edited by agent"; got != want {
+		t.Errorf("target = %q, want %q (the agent's edit must survive)", got, want)
+	}
+	if calls != 2 {
+		t.Errorf("compute calls = %d, want 2", calls)
+	}
+}
+
+func TestSandbox(t *testing.T) {
+	w := newRewriter(t)
+	root := t.TempDir()
+	outside := t.TempDir()
+	write(t, filepath.Join(outside, "secret"), "x")
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "dirlink")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"../x", "link", "dirlink/secret", filepath.Join(outside, "secret"), "/etc/passwd"} {
+		_, err := w.Apply(context.Background(), Request{Root: root, Target: p, Compute: constant("pwned")}, &state.Record{Rule: "r"})
+		if !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("Apply(%q) error = %v, want ErrOutsideRoot", p, err)
+		}
+	}
+	if got := read(t, filepath.Join(outside, "secret")); got != "x" {
+		t.Errorf("file outside root changed: %q", got)
+	}
+	// An archive path may not escape either.
+	write(t, filepath.Join(root, "f"), "data")
+	_, err := w.Apply(context.Background(), Request{Root: root, Target: "f", Archive: "../escape", Compute: constant("n")}, &state.Record{Rule: "r"})
+	if !errors.Is(err, ErrOutsideRoot) {
+		t.Errorf("archive escape error = %v, want ErrOutsideRoot", err)
+	}
+	if got := read(t, filepath.Join(root, "f")); got != "data" {
+		t.Errorf("target changed although its archive was refused: %q", got)
+	}
+}
+
+func TestRecoverPending(t *testing.T) {
+	ctx := context.Background()
+	w := newRewriter(t)
+	root := t.TempDir()
+	write(t, filepath.Join(root, "a"), "after")
+	write(t, filepath.Join(root, "b"), "before")
+	write(t, filepath.Join(root, "c"), "something else")
+	for _, n := range []string{"a", "b", "c"} {
+		w.DB.Append(ctx, &state.Record{Root: root, Target: n, Rule: "r", Outcome: state.Pending,
+			BeforeSHA: Hash([]byte("before")), AfterSHA: Hash([]byte("after")), AfterSize: 5})
+	}
+	write(t, filepath.Join(root, ".a"+TempMarker+"x"), "left over")
+	if n, err := w.Recover(ctx); err != nil || n != 3 {
+		t.Fatalf("Recover = %d, %v", n, err)
+	}
+	recs, _ := w.DB.Journal(ctx, state.Filter{})
+	got := map[string]string{}
+	for _, r := range recs {
+		got[r.Target] = r.Outcome
+	}
+	want := map[string]string{"a": state.Done, "b": state.Failed, "c": state.Failed}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("outcome of %s = %q, want %q", k, got[k], v)
+		}
+	}
+	if n, _ := CleanTemp(root); n != 1 {
+		t.Errorf("CleanTemp removed %d, want 1", n)
+	}
+}
+
+func TestUndo(t *testing.T) {
+	ctx := context.Background()
+	w := newRewriter(t)
+	root := t.TempDir()
+	target := filepath.Join(root, "memory.md")
+	write(t, target, "original")
+	out, err := w.Apply(ctx, Request{Root: root, Target: "memory.md", Archive: "memory/a.md", Compute: constant("compacted")}, &state.Record{Rule: "compact"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent edits after the compaction: undo refuses.
+	write(t, target, "compacted + agent edit")
+	if _, err := w.Undo(ctx, out.Record, false); !errors.Is(err, ErrTargetChanged) {
+		t.Fatalf("undo after agent edit: %v, want ErrTargetChanged", err)
+	}
+	if got := read(t, target); got != "compacted + agent edit" {
+		t.Fatalf("refused undo changed the target: %q", got)
+	}
+	u, err := w.Undo(ctx, out.Record, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := read(t, target), "original"; got != want {
+		t.Errorf("after undo = %q, want %q", got, want)
+	}
+	if got, want := read(t, filepath.Join(root, u.Archive)), "compacted + agent edit"; got != want {
+		t.Errorf("forced undo archived %q, want %q", got, want)
+	}
+	// Undo of an append restores the prefix.
+	h := filepath.Join(root, "HISTORY.md")
+	write(t, h, "one\n")
+	out, err = w.Apply(ctx, Request{Root: root, Target: "HISTORY.md", AppendOnly: true, Compute: constant("one\ntwo\n")}, &state.Record{Rule: "mirror"})
+	if err != nil || out.Archive != "" {
+		t.Fatalf("append: %+v, %v (an append needs no archive)", out, err)
+	}
+	if _, err := w.Undo(ctx, out.Record, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := read(t, h), "one\n"; got != want {
+		t.Errorf("after undo of append = %q, want %q", got, want)
+	}
+}
+
+// TestConcurrentWriter has a separate process append 5,000 entries to an
+// append-only target while memwatch rewrites it over and over; every entry
+// must be present exactly once at the end.
+func TestConcurrentWriter(t *testing.T) {
+	if os.Getenv("MEMWATCH_TEST_APPENDER") != "" {
+		appender(os.Getenv("MEMWATCH_TEST_APPENDER"))
+		return
+	}
+	const entries = 5000
+	w := newRewriter(t)
+	root := t.TempDir()
+	target := filepath.Join(root, "HISTORY.md")
+	write(t, target, "")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestConcurrentWriter$")
+	cmd.Env = append(os.Environ(), "MEMWATCH_TEST_APPENDER="+target)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// The rewrite reformats every line ("entry N" -> "entry N ok") and bumps
+	// a counter line, so each pass rewrites bytes the agent wrote.
+	compute := func(_ context.Context, old []byte) ([]byte, error) {
+		var b strings.Builder
+		n := 0
+		for _, l := range strings.Split(strings.TrimSuffix(string(old), "\n"), "\n") {
+			switch {
+			case strings.HasPrefix(l, "# rewrites: "):
+				n, _ = strconv.Atoi(strings.TrimPrefix(l, "# rewrites: "))
+			case l == "":
+			case strings.HasSuffix(l, " ok"):
+				b.WriteString(l + "\n")
+			default:
+				b.WriteString(l + " ok\n")
+			}
+		}
+		return []byte(fmt.Sprintf("# rewrites: %d\n%s", n+1, b.String())), nil
+	}
+	rewrites := 0
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("appender: %v", err)
+			}
+			running = false
+		default:
+		}
+		_, err := w.Apply(context.Background(), Request{Root: root, Target: "HISTORY.md", AppendOnly: true, Compute: compute}, &state.Record{Rule: "reformat"})
+		if err != nil && !errors.Is(err, ErrConflict) {
+			t.Fatal(err)
+		}
+		rewrites++
+	}
+	// One last pass so every line is reformatted.
+	if _, err := w.Apply(context.Background(), Request{Root: root, Target: "HISTORY.md", AppendOnly: true, Compute: compute}, &state.Record{Rule: "reformat"}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, l := range strings.Split(read(t, target), "\n") {
+		if strings.HasPrefix(l, "entry ") {
+			seen[strings.TrimSuffix(l, " ok")]++
+		}
+	}
+	for i := range entries {
+		if c := seen[fmt.Sprintf("entry %d", i)]; c != 1 {
+			t.Errorf("entry %d present %d times, want 1", i, c)
+		}
+	}
+	if len(seen) != entries {
+		t.Errorf("distinct entries = %d, want %d", len(seen), entries)
+	}
+	t.Logf("%d rewrites while %d entries were appended", rewrites, entries)
+	if rewrites < 10 {
+		t.Errorf("only %d rewrites overlapped the writer; the test did not exercise the race", rewrites)
+	}
+}
+
+func appender(path string) {
+	for i := range 5000 {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(f, "entry %d\n", i)
+		f.Close()
+	}
+}

@@ -1,0 +1,159 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Outcomes of a journal record.
+const (
+	Pending  = "pending" // written before a swap; resolved at the next start if memwatch died
+	Done     = "done"
+	Skipped  = "skipped"
+	Rejected = "rejected"
+	Failed   = "failed"
+)
+
+// Record is one action memwatch took, or decided not to take.
+type Record struct {
+	ID         int64         `json:"id"`
+	Time       time.Time     `json:"time"`
+	Store      string        `json:"store"`
+	Root       string        `json:"root"`
+	Rule       string        `json:"rule"`
+	Target     string        `json:"target"`
+	Archive    string        `json:"archive,omitempty"`
+	BeforeSHA  string        `json:"before_sha256,omitempty"`
+	BeforeSize int64         `json:"before_size"`
+	AfterSHA   string        `json:"after_sha256,omitempty"`
+	AfterSize  int64         `json:"after_size"`
+	Tokens     int64         `json:"tokens"`
+	Duration   time.Duration `json:"duration_ns"`
+	Outcome    string        `json:"outcome"`
+	Reason     string        `json:"reason,omitempty"`
+	Data       []byte        `json:"data,omitempty"`
+}
+
+// Append writes a record and returns its id.
+func (d *DB) Append(ctx context.Context, r *Record) (int64, error) {
+	if r.Time.IsZero() {
+		r.Time = time.Now()
+	}
+	res, err := d.db.ExecContext(ctx, `INSERT INTO journal(time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,outcome,reason,data)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		r.Time.UnixNano(), r.Store, r.Root, r.Rule, r.Target, r.Archive, r.BeforeSHA, r.BeforeSize, r.AfterSHA, r.AfterSize,
+		r.Tokens, r.Duration.Milliseconds(), r.Outcome, r.Reason, r.Data)
+	if err != nil {
+		return 0, fmt.Errorf("append journal record: %w", err)
+	}
+	r.ID, _ = res.LastInsertId()
+	return r.ID, nil
+}
+
+// Update rewrites a record in place (a pending record becoming final).
+func (d *DB) Update(ctx context.Context, r *Record) error {
+	_, err := d.db.ExecContext(ctx, `UPDATE journal SET archive=?,before_sha=?,before_size=?,after_sha=?,after_size=?,tokens=?,duration_ms=?,outcome=?,reason=?,data=? WHERE id=?`,
+		r.Archive, r.BeforeSHA, r.BeforeSize, r.AfterSHA, r.AfterSize, r.Tokens, r.Duration.Milliseconds(), r.Outcome, r.Reason, r.Data, r.ID)
+	if err != nil {
+		return fmt.Errorf("update journal record %d: %w", r.ID, err)
+	}
+	return nil
+}
+
+// Filter selects journal records; zero fields match everything.
+type Filter struct {
+	Store   string
+	Root    string
+	Target  string
+	Rule    string
+	Outcome string
+	Limit   int
+}
+
+const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,outcome,reason,data`
+
+// Journal returns records newest first.
+func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
+	var where []string
+	var args []any
+	for _, c := range []struct{ col, v string }{{"store", f.Store}, {"root", f.Root}, {"target", f.Target}, {"rule", f.Rule}, {"outcome", f.Outcome}} {
+		if c.v != "" {
+			where = append(where, c.col+"=?")
+			args = append(args, c.v)
+		}
+	}
+	q := `SELECT ` + recordCols + ` FROM journal`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id DESC"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := d.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read journal: %w", err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ErrNoRecord is returned when a journal id does not exist.
+var ErrNoRecord = errors.New("no such journal record")
+
+// Get returns one record.
+func (d *DB) GetRecord(ctx context.Context, id int64) (Record, error) {
+	r, err := scanRecord(d.db.QueryRowContext(ctx, `SELECT `+recordCols+` FROM journal WHERE id=?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("journal record %d: %w", id, ErrNoRecord)
+	}
+	return r, err
+}
+
+// LastFor returns the newest record for (root, rule, target) with one of the outcomes, if any.
+func (d *DB) LastFor(ctx context.Context, root, rule, target string, outcomes ...string) (Record, bool, error) {
+	q := `SELECT ` + recordCols + ` FROM journal WHERE root=? AND rule=? AND target=?`
+	args := []any{root, rule, target}
+	if len(outcomes) > 0 {
+		q += ` AND outcome IN (?` + strings.Repeat(",?", len(outcomes)-1) + `)`
+		for _, o := range outcomes {
+			args = append(args, o)
+		}
+	}
+	q += ` ORDER BY id DESC LIMIT 1`
+	r, err := scanRecord(d.db.QueryRowContext(ctx, q, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	return r, err == nil, err
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanRecord(s scanner) (Record, error) {
+	var r Record
+	var t, ms int64
+	err := s.Scan(&r.ID, &t, &r.Store, &r.Root, &r.Rule, &r.Target, &r.Archive, &r.BeforeSHA, &r.BeforeSize,
+		&r.AfterSHA, &r.AfterSize, &r.Tokens, &ms, &r.Outcome, &r.Reason, &r.Data)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return r, err
+		}
+		return r, fmt.Errorf("read journal record: %w", err)
+	}
+	r.Time = time.Unix(0, t)
+	r.Duration = time.Duration(ms) * time.Millisecond
+	return r, nil
+}

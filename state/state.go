@@ -1,0 +1,202 @@
+// Package state is memwatch's own durable state: the action journal, tail
+// cursors, schedule and budget bookkeeping, in one SQLite database in the
+// state directory.
+//
+// The database uses WAL with synchronous=FULL: a journal record that was
+// committed survives a power cut, which the crash-consistency guarantees rely on.
+package state
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// FileName is the database file inside the state directory.
+const FileName = "memwatch.db"
+
+// DB is the state database.
+type DB struct {
+	db   *sql.DB
+	Path string
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS journal (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	time        INTEGER NOT NULL,          -- unix nanoseconds
+	store       TEXT NOT NULL,
+	root        TEXT NOT NULL,
+	rule        TEXT NOT NULL,
+	target      TEXT NOT NULL,
+	archive     TEXT NOT NULL DEFAULT '',
+	before_sha  TEXT NOT NULL DEFAULT '',
+	before_size INTEGER NOT NULL DEFAULT 0,
+	after_sha   TEXT NOT NULL DEFAULT '',
+	after_size  INTEGER NOT NULL DEFAULT 0,
+	tokens      INTEGER NOT NULL DEFAULT 0,
+	duration_ms INTEGER NOT NULL DEFAULT 0,
+	outcome     TEXT NOT NULL,             -- pending, done, skipped, rejected, failed
+	reason      TEXT NOT NULL DEFAULT '',
+	data        BLOB                       -- layout data needed by undo (e.g. a deleted row)
+);
+CREATE INDEX IF NOT EXISTS journal_target ON journal(root, target, rule, id);
+CREATE INDEX IF NOT EXISTS journal_outcome ON journal(outcome);
+CREATE TABLE IF NOT EXISTS kv (
+	ns    TEXT NOT NULL,
+	key   TEXT NOT NULL,
+	value BLOB NOT NULL,
+	PRIMARY KEY (ns, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tokens (
+	endpoint TEXT NOT NULL,
+	day      TEXT NOT NULL,
+	used     INTEGER NOT NULL,
+	PRIMARY KEY (endpoint, day)
+) WITHOUT ROWID;
+`
+
+// Open opens (creating if needed) the state database in dir.
+func Open(ctx context.Context, dir string) (*DB, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open state database %s: %w", path, err)
+	}
+	// One writer connection avoids SQLITE_BUSY between our own goroutines;
+	// readers in other processes (memwatch log) still work thanks to WAL.
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("initialise state database %s: %w", path, err)
+	}
+	return &DB{db: db, Path: path}, nil
+}
+
+// Close closes the database.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Get reads a value from namespace ns; ok is false when it is absent.
+func (d *DB) Get(ctx context.Context, ns, key string) (value []byte, ok bool, err error) {
+	err = d.db.QueryRowContext(ctx, `SELECT value FROM kv WHERE ns=? AND key=?`, ns, key).Scan(&value)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read state %s/%s: %w", ns, key, err)
+	}
+	return value, true, nil
+}
+
+// Put writes one value.
+func (d *DB) Put(ctx context.Context, ns, key string, value []byte) error {
+	return d.PutMany(ctx, ns, map[string][]byte{key: value})
+}
+
+// PutMany writes many values of one namespace in a single transaction; a nil
+// value deletes the key.
+func (d *DB) PutMany(ctx context.Context, ns string, values map[string][]byte) error {
+	if len(values) == 0 {
+		return nil
+	}
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("write state %s: %w", ns, err)
+	}
+	defer tx.Rollback()
+	for k, v := range values {
+		if v == nil {
+			_, err = tx.ExecContext(ctx, `DELETE FROM kv WHERE ns=? AND key=?`, ns, k)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO kv(ns,key,value) VALUES(?,?,?) ON CONFLICT(ns,key) DO UPDATE SET value=excluded.value`, ns, k, v)
+		}
+		if err != nil {
+			return fmt.Errorf("write state %s/%s: %w", ns, k, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("write state %s: %w", ns, err)
+	}
+	return nil
+}
+
+// Scan returns every key/value of a namespace.
+func (d *DB) Scan(ctx context.Context, ns string) (map[string][]byte, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT key, value FROM kv WHERE ns=?`, ns)
+	if err != nil {
+		return nil, fmt.Errorf("scan state %s: %w", ns, err)
+	}
+	defer rows.Close()
+	out := map[string][]byte{}
+	for rows.Next() {
+		var k string
+		var v []byte
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, fmt.Errorf("scan state %s: %w", ns, err)
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}
+
+// AddTokens adds n tokens to an endpoint's use on day (YYYY-MM-DD) and returns the new total.
+func (d *DB) AddTokens(ctx context.Context, endpoint, day string, n int64) (int64, error) {
+	var total int64
+	err := d.db.QueryRowContext(ctx, `INSERT INTO tokens(endpoint,day,used) VALUES(?,?,?)
+		ON CONFLICT(endpoint,day) DO UPDATE SET used=used+excluded.used RETURNING used`, endpoint, day, n).Scan(&total)
+	if err != nil {
+		return 0, fmt.Errorf("record token use: %w", err)
+	}
+	return total, nil
+}
+
+// Tokens returns an endpoint's token use on day.
+func (d *DB) Tokens(ctx context.Context, endpoint, day string) (int64, error) {
+	var used int64
+	err := d.db.QueryRowContext(ctx, `SELECT used FROM tokens WHERE endpoint=? AND day=?`, endpoint, day).Scan(&used)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read token use: %w", err)
+	}
+	return used, nil
+}
+
+// ErrLocked is returned by Lock when another memwatch holds the state directory.
+var ErrLocked = errors.New("state directory is in use by another memwatch")
+
+// Lock is an exclusive advisory lock on a state directory: one daemon per state.
+type Lock struct{ f *os.File }
+
+// TryLock takes the state directory's lock without waiting.
+func TryLock(dir string) (*Lock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open state lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("lock %s: %w", dir, ErrLocked)
+		}
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return &Lock{f: f}, nil
+}
+
+// Unlock releases the lock.
+func (l *Lock) Unlock() error { return l.f.Close() }
