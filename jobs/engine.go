@@ -1,0 +1,420 @@
+// Package jobs runs layout rules as jobs: at most one job per store root at a
+// time, a global limit on concurrent jobs, merged triggers, bounded retries
+// with backoff, and cooldowns so that no rule can loop.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Job is one unit of work: a rule of a store applied to one target of a root.
+type Job struct {
+	Store  string `json:"store"`
+	Root   string `json:"root"`
+	Rule   string `json:"rule"`
+	Target string `json:"target"`
+	Reason string `json:"reason,omitempty"` // why it was triggered, for logs
+
+	attempt int
+	fn      func(context.Context) error // exclusive work (undo) instead of a rule
+	reply   chan error
+}
+
+type key struct{ store, root string }
+
+type jobKey struct{ store, root, rule, target string }
+
+func (j *Job) key() key       { return key{j.Store, j.Root} }
+func (j *Job) jobKey() jobKey { return jobKey{j.Store, j.Root, j.Rule, j.Target} }
+
+// Result is what a runner reports about a finished job.
+type Result struct {
+	// Changed is true when the job rewrote something; the rule then cools down.
+	Changed bool
+	// CoolDown asks for a cooldown even without a change (e.g. the heuristic
+	// could not get under a threshold and said so once).
+	CoolDown bool
+}
+
+// Runner executes one job.
+type Runner func(ctx context.Context, j Job) (Result, error)
+
+// retryable marks an error worth another attempt.
+type retryable struct{ err error }
+
+func (r retryable) Error() string { return r.err.Error() }
+func (r retryable) Unwrap() error { return r.err }
+
+// Retry marks err as transient: the engine retries the job with backoff.
+func Retry(err error) error {
+	if err == nil {
+		return nil
+	}
+	return retryable{err}
+}
+
+// IsRetryable reports whether err was marked with Retry.
+func IsRetryable(err error) bool {
+	var r retryable
+	return errors.As(err, &r)
+}
+
+// Config tunes the engine.
+type Config struct {
+	MaxJobs     int           // global concurrent jobs, default 2
+	MaxAttempts int           // attempts per job, default 4
+	Backoff     time.Duration // first retry delay, default 2s; doubles each time
+	MaxBackoff  time.Duration // default 2m
+	Cooldown    func(store string) time.Duration
+	// OnFail is called (from a worker) when a job failed for good.
+	OnFail func(j Job, err error)
+	// ShutdownTimeout is how long running jobs may finish after Run's context ends.
+	ShutdownTimeout time.Duration
+}
+
+// Engine queues and runs jobs. All its mutable state is owned by the
+// goroutine in Run; other goroutines talk to it through channels.
+type Engine struct {
+	cfg  Config
+	run  Runner
+	log  *slog.Logger
+	msgs chan func(*loopState)
+
+	jobCtx    context.Context
+	cancelJob context.CancelFunc
+	workers   sync.WaitGroup
+	started   chan struct{}
+	stopped   chan struct{}
+}
+
+// loopState is touched only by the Run goroutine.
+type loopState struct {
+	queues   map[key][]*Job
+	order    []key // roots with queued work, oldest first
+	running  map[key]*Job
+	rerun    map[jobKey]bool
+	cooling  map[jobKey]time.Time
+	deferred map[jobKey]*time.Timer
+	retries  map[*time.Timer]bool
+	stopping bool
+	stats    Stats
+}
+
+// Stats counts what the engine did since start.
+type Stats struct {
+	Started  int64 `json:"started"`
+	Finished int64 `json:"finished"`
+	Failed   int64 `json:"failed"`
+	Retried  int64 `json:"retried"`
+	Merged   int64 `json:"merged"`
+	Deferred int64 `json:"deferred"`
+}
+
+// Status is a snapshot of the engine.
+type Status struct {
+	Queued  []Job `json:"queued"`
+	Running []Job `json:"running"`
+	Cooling int   `json:"cooling"`
+	Stats   Stats `json:"stats"`
+}
+
+// New returns an engine; call Run to start it.
+func New(cfg Config, run Runner, log *slog.Logger) *Engine {
+	if cfg.MaxJobs < 1 {
+		cfg.MaxJobs = 2
+	}
+	if cfg.MaxAttempts < 1 {
+		cfg.MaxAttempts = 4
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = 2 * time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 2 * time.Minute
+	}
+	if cfg.Cooldown == nil {
+		cfg.Cooldown = func(string) time.Duration { return 0 }
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	jctx, cancel := context.WithCancel(context.Background())
+	return &Engine{cfg: cfg, run: run, log: log, msgs: make(chan func(*loopState), 64),
+		jobCtx: jctx, cancelJob: cancel, started: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// send hands f to the loop; it is dropped once the engine has stopped.
+func (e *Engine) send(f func(*loopState)) bool {
+	select {
+	case e.msgs <- f:
+		return true
+	case <-e.stopped:
+		return false
+	}
+}
+
+// Submit queues a job. A job already queued for the same target merges with
+// it; one submitted while it runs causes one re-evaluation afterwards.
+func (e *Engine) Submit(j Job) {
+	e.send(func(s *loopState) { e.submit(s, &j) })
+}
+
+// Exclusive runs fn in the root's slot, so it never overlaps a job of that
+// root (undo uses it), and waits for it.
+func (e *Engine) Exclusive(ctx context.Context, store, root, what string, fn func(context.Context) error) error {
+	j := &Job{Store: store, Root: root, Rule: what, fn: fn, reply: make(chan error, 1)}
+	if !e.send(func(s *loopState) { e.enqueue(s, j) }) {
+		return errors.New("engine stopped")
+	}
+	select {
+	case err := <-j.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Status returns the queue and running jobs.
+func (e *Engine) Status(ctx context.Context) (Status, error) {
+	ch := make(chan Status, 1)
+	if !e.send(func(s *loopState) {
+		var st Status
+		for _, k := range s.order {
+			for _, j := range s.queues[k] {
+				st.Queued = append(st.Queued, *j)
+			}
+		}
+		for _, j := range s.running {
+			st.Running = append(st.Running, *j)
+		}
+		st.Cooling = len(s.cooling)
+		st.Stats = s.stats
+		ch <- st
+	}) {
+		return Status{}, errors.New("engine stopped")
+	}
+	select {
+	case st := <-ch:
+		return st, nil
+	case <-ctx.Done():
+		return Status{}, ctx.Err()
+	}
+}
+
+// Run processes jobs until ctx ends, then lets running jobs finish for up to
+// ShutdownTimeout, cancels the rest and waits for every worker.
+func (e *Engine) Run(ctx context.Context) error {
+	s := &loopState{queues: map[key][]*Job{}, running: map[key]*Job{}, rerun: map[jobKey]bool{},
+		cooling: map[jobKey]time.Time{}, deferred: map[jobKey]*time.Timer{}, retries: map[*time.Timer]bool{}}
+	close(e.started)
+	defer close(e.stopped)
+	var deadline <-chan time.Time
+	for {
+		select {
+		case f := <-e.msgs:
+			f(s)
+		case <-ctx.Done():
+			if !s.stopping {
+				s.stopping = true
+				e.stopTimers(s)
+				e.dropQueued(s)
+				if len(s.running) > 0 {
+					e.log.Info("waiting for running jobs", "jobs", len(s.running), "timeout", e.cfg.ShutdownTimeout)
+				}
+				deadline = time.After(e.cfg.ShutdownTimeout)
+			}
+		case <-deadline:
+			e.log.Warn("shutdown timeout reached; cancelling running jobs", "jobs", len(s.running))
+			e.cancelJob()
+			deadline = nil
+		}
+		if s.stopping && len(s.running) == 0 {
+			e.cancelJob()
+			e.workers.Wait()
+			return nil
+		}
+		if !s.stopping {
+			e.dispatch(s)
+		}
+	}
+}
+
+func (e *Engine) stopTimers(s *loopState) {
+	for _, t := range s.deferred {
+		t.Stop()
+	}
+	for t := range s.retries {
+		t.Stop()
+	}
+}
+
+func (e *Engine) dropQueued(s *loopState) {
+	for _, k := range s.order {
+		for _, j := range s.queues[k] {
+			if j.reply != nil {
+				j.reply <- errors.New("memwatch is shutting down")
+			}
+		}
+	}
+	s.queues, s.order = map[key][]*Job{}, nil
+}
+
+func (e *Engine) submit(s *loopState, j *Job) {
+	if s.stopping {
+		return
+	}
+	jk := j.jobKey()
+	if _, ok := s.deferred[jk]; ok {
+		s.stats.Merged++ // the deferred evaluation will see this change too
+		return
+	}
+	if until, ok := s.cooling[jk]; ok {
+		if d := time.Until(until); d > 0 {
+			// Cooling: evaluate once when the cooldown ends, not now.
+			s.stats.Deferred++
+			jj := *j
+			s.deferred[jk] = time.AfterFunc(d, func() {
+				e.send(func(s *loopState) {
+					delete(s.deferred, jk)
+					delete(s.cooling, jk)
+					e.submit(s, &jj)
+				})
+			})
+			return
+		}
+		delete(s.cooling, jk)
+	}
+	if r, ok := s.running[j.key()]; ok && r.jobKey() == jk {
+		s.rerun[jk] = true
+		s.stats.Merged++
+		return
+	}
+	for _, q := range s.queues[j.key()] {
+		if q.fn == nil && q.jobKey() == jk {
+			s.stats.Merged++
+			return
+		}
+	}
+	e.enqueue(s, j)
+}
+
+func (e *Engine) enqueue(s *loopState, j *Job) {
+	if s.stopping {
+		if j.reply != nil {
+			j.reply <- errors.New("memwatch is shutting down")
+		}
+		return
+	}
+	k := j.key()
+	if len(s.queues[k]) == 0 {
+		s.order = append(s.order, k)
+	}
+	s.queues[k] = append(s.queues[k], j)
+}
+
+func (e *Engine) dispatch(s *loopState) {
+	for i := 0; i < len(s.order) && len(s.running) < e.cfg.MaxJobs; {
+		k := s.order[i]
+		if _, busy := s.running[k]; busy {
+			i++
+			continue
+		}
+		q := s.queues[k]
+		j := q[0]
+		if len(q) == 1 {
+			delete(s.queues, k)
+			s.order = append(s.order[:i], s.order[i+1:]...)
+		} else {
+			s.queues[k] = q[1:]
+			// Move the root to the back so other roots get their turn.
+			s.order = append(append(s.order[:i], s.order[i+1:]...), k)
+		}
+		s.running[k] = j
+		s.stats.Started++
+		e.workers.Add(1)
+		go e.work(j)
+	}
+}
+
+func (e *Engine) work(j *Job) {
+	defer e.workers.Done()
+	var res Result
+	var err error
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("job panicked: %v", p)
+			}
+		}()
+		if j.fn != nil {
+			err = j.fn(e.jobCtx)
+		} else {
+			res, err = e.run(e.jobCtx, *j)
+		}
+	}()
+	if j.reply != nil {
+		j.reply <- err
+		err = nil // the caller reports it
+	}
+	// The loop may already be draining; finish() must still reach it, which
+	// send guarantees until Run returns (Run waits for running jobs).
+	e.msgs <- func(s *loopState) { e.finish(s, j, res, err) }
+}
+
+func (e *Engine) finish(s *loopState, j *Job, res Result, err error) {
+	delete(s.running, j.key())
+	jk := j.jobKey()
+	s.stats.Finished++
+	if err != nil && IsRetryable(err) && j.attempt+1 < e.cfg.MaxAttempts && !s.stopping && e.jobCtx.Err() == nil {
+		d := backoff(e.cfg.Backoff, e.cfg.MaxBackoff, j.attempt)
+		e.log.Warn("job failed; will retry", "store", j.Store, "root", j.Root, "rule", j.Rule, "path", j.Target, "attempt", j.attempt+1, "retry_in", d.Round(time.Millisecond), "err", err)
+		s.stats.Retried++
+		jj := *j
+		jj.attempt++
+		var t *time.Timer
+		t = time.AfterFunc(d, func() {
+			e.send(func(s *loopState) {
+				delete(s.retries, t)
+				delete(s.rerun, jk)
+				e.enqueue(s, &jj)
+			})
+		})
+		s.retries[t] = true
+		return
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.stats.Failed++
+		e.log.Error("job failed", "store", j.Store, "root", j.Root, "rule", j.Rule, "path", j.Target, "attempts", j.attempt+1, "err", err)
+		if e.cfg.OnFail != nil {
+			e.cfg.OnFail(*j, err)
+		}
+	}
+	if (err != nil || res.Changed || res.CoolDown) && j.fn == nil {
+		if cd := e.cfg.Cooldown(j.Store); cd > 0 {
+			s.cooling[jk] = time.Now().Add(cd)
+		}
+	}
+	if s.rerun[jk] {
+		delete(s.rerun, jk)
+		e.submit(s, j.fresh())
+	}
+}
+
+func (j *Job) fresh() *Job {
+	return &Job{Store: j.Store, Root: j.Root, Rule: j.Rule, Target: j.Target, Reason: "changed while running"}
+}
+
+// backoff is exponential with full jitter between half and the whole delay.
+func backoff(base, max time.Duration, attempt int) time.Duration {
+	d := base << attempt
+	if d > max || d <= 0 {
+		d = max
+	}
+	return d/2 + rand.N(d/2+1)
+}

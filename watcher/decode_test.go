@@ -1,0 +1,56 @@
+package watcher
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestDecodeLine(t *testing.T) {
+	tests := []struct {
+		name, line string
+		want       Message
+	}{
+		{"plain", `{"role":"user","content":"hello"}`, Message{Role: "user", Text: "hello"}},
+		{"parts", `{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"tool_use","name":"Read","input":{}}]}`,
+			Message{Role: "assistant", Text: "a\n[tool: Read]", Tools: []string{"Read"}}},
+		{"tool result", `{"role":"user","content":[{"type":"tool_result","content":[{"type":"text","text":"ok"}]}]}`,
+			Message{Role: "user", Text: "[tool result] ok"}},
+		{"openai tool calls", `{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"grep","arguments":"{}"}}]}`,
+			Message{Role: "assistant", Text: "[tool: grep]", Tools: []string{"grep"}}},
+		{"claude code", `{"type":"user","message":{"role":"user","content":"fix it"},"timestamp":"2026-02-27T14:30:00.000Z","uuid":"x"}`,
+			Message{Role: "user", Text: "fix it"}},
+		{"metadata", `{"type":"metadata","createdAt":"2026-02-27T14:30:00Z"}`, Message{Meta: true}},
+		{"broken json", `{"role":"user","content":"unterminated`, Message{Raw: true, Text: `{"role":"user","content":"unterminated`}},
+		{"unknown shape", `[1,2,3]`, Message{Raw: true, Text: `[1,2,3]`}},
+		{"tools used", `{"role":"assistant","content":"done","toolsUsed":["Edit"]}`, Message{Role: "assistant", Text: "done", Tools: []string{"Edit"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := DecodeLine([]byte(tt.line))
+			got.Time = got.Time.UTC()
+			if got.Role != tt.want.Role || got.Text != tt.want.Text || got.Raw != tt.want.Raw || got.Meta != tt.want.Meta ||
+				strings.Join(got.Tools, ",") != strings.Join(tt.want.Tools, ",") {
+				t.Errorf("DecodeLine(%s)\n got  %+v\n want %+v", tt.line, got, tt.want)
+			}
+		})
+	}
+	if m := DecodeLine([]byte(`{"type":"user","message":{"role":"user","content":"x"},"timestamp":"2026-02-27T14:30:00.000Z"}`)); m.Time.IsZero() {
+		t.Error("Claude Code timestamp not decoded")
+	}
+}
+
+func FuzzDecodeLine(f *testing.F) {
+	for _, s := range []string{`{"role":"user","content":"hi"}`, `{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]}}`, "\xff\xfe", `{"content":[{"type":"tool_result","content":"r"}]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		m := DecodeLine(line)
+		if !utf8.ValidString(m.Text) {
+			t.Errorf("invalid UTF-8 in decoded text %q", m.Text)
+		}
+		if m.Role == "" && !m.Raw && !m.Meta {
+			t.Errorf("line %q decoded to nothing: %+v", line, m)
+		}
+	})
+}

@@ -1,0 +1,638 @@
+// Package watcher notices every change agents make under the store roots,
+// with no help from the agents: recursive fsnotify watches on directories
+// (so write-to-temp-and-rename saves are seen), roots discovered from globs
+// as they appear, changes coalesced per path until they settle, a rescan after
+// a kernel queue overflow and polling where inotify watches ran out.
+package watcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Store is what the watcher needs to know of a store.
+type Store struct {
+	Name   string
+	Globs  []string
+	Settle time.Duration
+	// FileRoots is true when each root is a file (a database) rather than a directory.
+	FileRoots bool
+}
+
+// Change is handed on when changes under a root have settled.
+type Change struct {
+	Store  string
+	Root   string
+	Paths  []string // settled paths; empty for a whole-root scan
+	Reason string   // change, scan, new-root, rescan, poll
+}
+
+// Config configures a Watcher.
+type Config struct {
+	Stores       []Store
+	Handle       func(Change) // called from the watcher goroutine; must not block for long
+	PollInterval time.Duration
+	// MaxWaitFactor bounds the wait under constant writes to factor x settle.
+	MaxWaitFactor int
+	// BufferedEvents sizes fsnotify's event channel.
+	BufferedEvents uint
+}
+
+// IgnoreDir is memwatch's own directory inside roots (default archives); its
+// changes are not agent changes.
+const IgnoreDir = ".memwatch"
+
+// Watcher watches the roots of every store.
+type Watcher struct {
+	cfg   Config
+	log   *slog.Logger
+	fsw   *fsnotify.Watcher
+	msgs  chan func()
+	ready chan struct{}
+	done  chan struct{}
+
+	// Owned by the Run goroutine.
+	stores   map[string]*Store
+	roots    map[string]*rootState // root path -> state
+	watched  map[string]string     // watched directory -> root ("" for glob ancestors)
+	ancestor map[string][]string   // glob-ancestor directory -> store names
+	pending  map[string]*pend
+	timer    *time.Timer
+	enospc   bool
+	paused   chan struct{} // tests only: the loop waits on it
+}
+
+type rootState struct {
+	store  string
+	polled bool
+	snap   map[string]fileSig // poll fallback only
+}
+
+type fileSig struct {
+	size  int64
+	mtime int64
+}
+
+type pend struct {
+	root        string
+	first, last time.Time
+}
+
+// New creates a watcher; Run starts it.
+func New(cfg Config, log *slog.Logger) (*Watcher, error) {
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 30 * time.Second
+	}
+	if cfg.MaxWaitFactor <= 0 {
+		cfg.MaxWaitFactor = 10
+	}
+	if cfg.BufferedEvents == 0 {
+		cfg.BufferedEvents = 4096
+	}
+	fsw, err := fsnotify.NewBufferedWatcher(cfg.BufferedEvents)
+	if err != nil {
+		return nil, fmt.Errorf("create watcher: %w", err)
+	}
+	w := &Watcher{cfg: cfg, log: log, fsw: fsw, msgs: make(chan func(), 16), ready: make(chan struct{}), done: make(chan struct{}),
+		stores: map[string]*Store{}, roots: map[string]*rootState{}, watched: map[string]string{}, ancestor: map[string][]string{},
+		pending: map[string]*pend{}}
+	for i := range cfg.Stores {
+		s := cfg.Stores[i]
+		w.stores[s.Name] = &s
+	}
+	return w, nil
+}
+
+// Ready is closed when every root has been scanned once and is watched.
+func (w *Watcher) Ready() <-chan struct{} { return w.ready }
+
+// Counts reports stores, roots and watched directories.
+type Counts struct {
+	Stores  int `json:"stores"`
+	Roots   int `json:"roots"`
+	Watches int `json:"watches"`
+	Polled  int `json:"polled"`
+}
+
+// do runs f on the Run goroutine and waits for it.
+func (w *Watcher) do(ctx context.Context, f func()) error {
+	ch := make(chan struct{})
+	select {
+	case w.msgs <- func() { f(); close(ch) }:
+	case <-w.done:
+		return errors.New("watcher stopped")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Counts returns the current counts.
+func (w *Watcher) Counts(ctx context.Context) (Counts, error) {
+	var c Counts
+	err := w.do(ctx, func() {
+		c = Counts{Stores: len(w.stores), Roots: len(w.roots), Watches: len(w.watched)}
+		for _, r := range w.roots {
+			if r.polled {
+				c.Polled++
+			}
+		}
+	})
+	return c, err
+}
+
+// Roots returns the current roots of each store.
+func (w *Watcher) Roots(ctx context.Context) (map[string][]string, error) {
+	out := map[string][]string{}
+	err := w.do(ctx, func() {
+		for r, st := range w.roots {
+			out[st.store] = append(out[st.store], r)
+		}
+		for _, rs := range out {
+			sort.Strings(rs)
+		}
+	})
+	return out, err
+}
+
+// SetStores replaces the stores (policy reload). Roots of stores whose globs
+// did not change are kept as they are; new roots are scanned.
+func (w *Watcher) SetStores(ctx context.Context, stores []Store) error {
+	return w.do(ctx, func() {
+		next := map[string]*Store{}
+		for i := range stores {
+			s := stores[i]
+			next[s.Name] = &s
+		}
+		for name, old := range w.stores {
+			if n, ok := next[name]; !ok || !sameGlobs(old, n) {
+				for r, st := range w.roots {
+					if st.store == name {
+						w.dropRoot(r)
+					}
+				}
+			}
+		}
+		w.stores = next
+		w.ancestor = map[string][]string{}
+		for _, s := range w.stores {
+			w.discover(s, "scan")
+		}
+	})
+}
+
+func sameGlobs(a, b *Store) bool {
+	return strings.Join(a.Globs, "\x00") == strings.Join(b.Globs, "\x00") && a.FileRoots == b.FileRoots
+}
+
+// Run watches until ctx ends, then closes the fsnotify watcher.
+func (w *Watcher) Run(ctx context.Context) error {
+	defer close(w.done)
+	defer w.fsw.Close()
+	w.timer = time.NewTimer(time.Hour)
+	w.timer.Stop()
+	for _, s := range w.stores {
+		w.discover(s, "scan")
+	}
+	close(w.ready)
+	poll := time.NewTicker(w.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		if w.paused != nil {
+			select {
+			case <-w.paused:
+				w.paused = nil
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case f := <-w.msgs:
+			f()
+		case ev, ok := <-w.fsw.Events:
+			if !ok {
+				return errors.New("fsnotify closed its event channel")
+			}
+			w.event(ev)
+		case err, ok := <-w.fsw.Errors:
+			if !ok {
+				return errors.New("fsnotify closed its error channel")
+			}
+			w.watchError(err)
+		case <-w.timer.C:
+			w.flush(time.Now())
+		case <-poll.C:
+			w.pollRoots()
+		}
+	}
+}
+
+// globParts splits a glob into its static directory prefix and the rest.
+func globParts(g string) (static string, parts []string) {
+	parts = strings.Split(filepath.Clean(g), string(filepath.Separator))
+	i := 0
+	for i < len(parts) && !strings.ContainsAny(parts[i], `*?[\`) {
+		i++
+	}
+	static = string(filepath.Separator) + filepath.Join(parts[:i]...)
+	return static, parts
+}
+
+// discover globs a store's roots, adds new ones, drops vanished ones and
+// watches the directories between the static prefix and the roots, so new
+// roots are noticed without a restart.
+func (w *Watcher) discover(s *Store, reason string) {
+	found := map[string]bool{}
+	for _, g := range s.Globs {
+		static, parts := globParts(g)
+		// Watch the deepest existing ancestor of the static prefix, then each
+		// level of partial matches below it.
+		anc := static
+		for {
+			if fi, err := os.Stat(anc); err == nil && fi.IsDir() {
+				break
+			}
+			parent := filepath.Dir(anc)
+			if parent == anc {
+				break
+			}
+			anc = parent
+		}
+		w.watchAncestor(anc, s.Name)
+		nStatic := len(strings.Split(strings.Trim(static, string(filepath.Separator)), string(filepath.Separator)))
+		for k := nStatic + 1; k < len(parts); k++ {
+			prefix := string(filepath.Separator) + filepath.Join(parts[:k]...)
+			ms, _ := filepath.Glob(prefix)
+			for _, m := range ms {
+				if fi, err := os.Stat(m); err == nil && fi.IsDir() {
+					w.watchAncestor(m, s.Name)
+				}
+			}
+		}
+		ms, _ := filepath.Glob(g)
+		for _, m := range ms {
+			fi, err := os.Stat(m)
+			if err != nil || fi.IsDir() == s.FileRoots {
+				continue
+			}
+			found[filepath.Clean(m)] = true
+		}
+	}
+	for r, st := range w.roots {
+		if st.store == s.Name && !found[r] {
+			w.log.Info("root removed", "store", s.Name, "root", r)
+			w.dropRoot(r)
+		}
+	}
+	for r := range found {
+		if st, ok := w.roots[r]; ok {
+			if st.store != s.Name {
+				w.log.Warn("root matches two stores; keeping the first", "root", r, "store", st.store, "ignored_store", s.Name)
+			}
+			continue
+		}
+		w.addRoot(s, r, reason)
+	}
+}
+
+func (w *Watcher) watchAncestor(dir, store string) {
+	for _, n := range w.ancestor[dir] {
+		if n == store {
+			return
+		}
+	}
+	w.ancestor[dir] = append(w.ancestor[dir], store)
+	if _, ok := w.watched[dir]; !ok {
+		if err := w.fsw.Add(dir); err != nil {
+			w.addFailed(dir, err)
+			return
+		}
+		w.watched[dir] = ""
+	}
+}
+
+func (w *Watcher) addRoot(s *Store, root, reason string) {
+	st := &rootState{store: s.Name}
+	w.roots[root] = st
+	if s.FileRoots {
+		dir := filepath.Dir(root)
+		if _, ok := w.watched[dir]; !ok {
+			if err := w.fsw.Add(dir); err != nil {
+				w.addFailed(dir, err)
+				st.polled = true
+			} else {
+				w.watched[dir] = root
+			}
+		}
+	} else if !w.watchTree(root, root, nil) {
+		st.polled = true
+		st.snap = snapshotTree(root)
+		w.log.Warn("root falls back to polling", "store", s.Name, "root", root, "interval", w.cfg.PollInterval)
+	}
+	if reason == "scan" {
+		w.log.Debug("root added", "store", s.Name, "root", root)
+	} else {
+		w.log.Info("new root", "store", s.Name, "root", root)
+	}
+	w.emit(Change{Store: s.Name, Root: root, Reason: reason})
+}
+
+func (w *Watcher) dropRoot(root string) {
+	delete(w.roots, root)
+	for d, r := range w.watched {
+		if r == root {
+			_ = w.fsw.Remove(d)
+			delete(w.watched, d)
+		}
+	}
+	for p, pd := range w.pending {
+		if pd.root == root {
+			delete(w.pending, p)
+		}
+	}
+}
+
+// watchTree adds watches for dir and every directory below it; found files
+// are appended to files when it is not nil. It returns false if a watch
+// could not be added (the root then needs polling).
+func (w *Watcher) watchTree(root, dir string, files *[]string) bool {
+	ok := true
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // vanished meanwhile
+		}
+		if !d.IsDir() {
+			if files != nil && !ignored(root, p) {
+				*files = append(*files, p)
+			}
+			return nil
+		}
+		if p != root && d.Name() == IgnoreDir {
+			return filepath.SkipDir
+		}
+		if _, seen := w.watched[p]; seen {
+			return nil
+		}
+		if err := w.fsw.Add(p); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				w.addFailed(p, err)
+				ok = false
+				return filepath.SkipAll
+			}
+			return nil
+		}
+		w.watched[p] = root
+		return nil
+	})
+	return ok
+}
+
+func (w *Watcher) addFailed(dir string, err error) {
+	if errors.Is(err, syscall.ENOSPC) {
+		if !w.enospc {
+			w.enospc = true
+			w.log.Error("inotify watch limit reached; affected roots are polled instead. Raise it with: sysctl -w fs.inotify.max_user_watches=524288 (and persist it in /etc/sysctl.d/)", "dir", dir, "poll_interval", w.cfg.PollInterval)
+		}
+		return
+	}
+	w.log.Warn("cannot watch directory", "dir", dir, "err", err)
+}
+
+func ignored(root, p string) bool {
+	if strings.Contains(filepath.Base(p), ".memwatch-tmp-") {
+		return true
+	}
+	rel, err := filepath.Rel(root, p)
+	return err == nil && (rel == IgnoreDir || strings.HasPrefix(rel, IgnoreDir+string(filepath.Separator)))
+}
+
+// rootOf finds the root containing p.
+func (w *Watcher) rootOf(p string) (string, *rootState) {
+	for q := p; ; {
+		if st, ok := w.roots[q]; ok {
+			return q, st
+		}
+		parent := filepath.Dir(q)
+		if parent == q {
+			return "", nil
+		}
+		q = parent
+	}
+}
+
+func (w *Watcher) event(ev fsnotify.Event) {
+	p := filepath.Clean(ev.Name)
+	dir := filepath.Dir(p)
+	// A change in a glob-ancestor directory may add or remove roots.
+	for _, d := range []string{dir, p} {
+		for _, name := range w.ancestor[d] {
+			if s, ok := w.stores[name]; ok && !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Chmod) {
+				w.discover(s, "new-root")
+			}
+		}
+	}
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		if _, ok := w.watched[p]; ok {
+			for d := range w.watched {
+				if d == p || strings.HasPrefix(d, p+string(filepath.Separator)) {
+					_ = w.fsw.Remove(d)
+					delete(w.watched, d)
+				}
+			}
+		}
+	}
+	root, st := w.rootOf(p)
+	if st == nil {
+		// A file root's events arrive for its directory's other files too.
+		for _, suffix := range []string{"-wal", "-journal"} {
+			if r, ok := w.roots[strings.TrimSuffix(p, suffix)]; ok && strings.HasSuffix(p, suffix) {
+				w.touch(strings.TrimSuffix(p, suffix), r, strings.TrimSuffix(p, suffix))
+			}
+		}
+		return
+	}
+	if ignored(root, p) {
+		return
+	}
+	if ev.Has(fsnotify.Create) && !w.stores[st.store].FileRoots {
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			// Files can land before the watch exists: scan the new tree now.
+			var files []string
+			if !w.watchTree(root, p, &files) {
+				st.polled = true
+				st.snap = snapshotTree(root)
+			}
+			for _, f := range files {
+				w.touch(root, st, f)
+			}
+		}
+	}
+	w.touch(root, st, p)
+}
+
+func (w *Watcher) touch(root string, st *rootState, p string) {
+	now := time.Now()
+	if pd, ok := w.pending[p]; ok {
+		pd.last = now
+	} else {
+		w.pending[p] = &pend{root: root, first: now, last: now}
+	}
+	w.arm(now)
+}
+
+// arm sets the timer to the earliest deadline among pending paths.
+func (w *Watcher) arm(now time.Time) {
+	var next time.Time
+	for _, pd := range w.pending {
+		d := w.deadline(pd)
+		if next.IsZero() || d.Before(next) {
+			next = d
+		}
+	}
+	if next.IsZero() {
+		return
+	}
+	w.timer.Stop()
+	w.timer.Reset(max(next.Sub(now), 0))
+}
+
+func (w *Watcher) deadline(pd *pend) time.Time {
+	settle := 500 * time.Millisecond
+	if st, ok := w.roots[pd.root]; ok {
+		if s, ok := w.stores[st.store]; ok {
+			settle = s.Settle
+		}
+	}
+	quiet := pd.last.Add(settle)
+	maxWait := pd.first.Add(time.Duration(w.cfg.MaxWaitFactor) * settle)
+	if maxWait.Before(quiet) {
+		return maxWait
+	}
+	return quiet
+}
+
+// flush hands on every path whose deadline passed, grouped by root.
+func (w *Watcher) flush(now time.Time) {
+	byRoot := map[string][]string{}
+	for p, pd := range w.pending {
+		if !w.deadline(pd).After(now) {
+			byRoot[pd.root] = append(byRoot[pd.root], p)
+			delete(w.pending, p)
+		}
+	}
+	for root, paths := range byRoot {
+		st, ok := w.roots[root]
+		if !ok {
+			continue
+		}
+		sort.Strings(paths)
+		w.emit(Change{Store: st.store, Root: root, Paths: paths, Reason: "change"})
+	}
+	w.arm(now)
+}
+
+func (w *Watcher) emit(c Change) {
+	if w.cfg.Handle != nil {
+		w.cfg.Handle(c)
+	}
+}
+
+func (w *Watcher) watchError(err error) {
+	if errors.Is(err, fsnotify.ErrEventOverflow) {
+		w.log.Warn("kernel event queue overflowed; rescanning every root. Raise it with: sysctl -w fs.inotify.max_queued_events=65536", "roots", len(w.roots))
+		w.rescan()
+		return
+	}
+	w.log.Warn("watch error", "err", err)
+}
+
+// rescan re-walks every root (adding watches that are missing) and hands on
+// a whole-root change, so nothing lost in an overflow goes unnoticed.
+func (w *Watcher) rescan() {
+	for _, s := range w.stores {
+		w.discover(s, "new-root")
+	}
+	for root, st := range w.roots {
+		if !w.stores[st.store].FileRoots && !st.polled {
+			// Drop watches of directories that are gone, then add new ones.
+			for d, r := range w.watched {
+				if r == root {
+					if _, err := os.Stat(d); err != nil {
+						_ = w.fsw.Remove(d)
+						delete(w.watched, d)
+					}
+				}
+			}
+			if !w.watchTree(root, root, nil) {
+				st.polled = true
+				st.snap = snapshotTree(root)
+			}
+		}
+		w.emit(Change{Store: st.store, Root: root, Reason: "rescan"})
+	}
+}
+
+func snapshotTree(root string) map[string]fileSig {
+	snap := map[string]fileSig{}
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && p != root && d.Name() == IgnoreDir {
+			return filepath.SkipDir
+		}
+		if fi, err := d.Info(); err == nil && !d.IsDir() {
+			snap[p] = fileSig{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+		}
+		return nil
+	})
+	return snap
+}
+
+// pollRoots compares polled roots with their last snapshot.
+func (w *Watcher) pollRoots() {
+	for root, st := range w.roots {
+		if !st.polled {
+			continue
+		}
+		if w.stores[st.store].FileRoots {
+			w.emit(Change{Store: st.store, Root: root, Reason: "poll"})
+			continue
+		}
+		cur := snapshotTree(root)
+		var changed []string
+		for p, sig := range cur {
+			if old, ok := st.snap[p]; !ok || old != sig {
+				changed = append(changed, p)
+			}
+		}
+		for p := range st.snap {
+			if _, ok := cur[p]; !ok {
+				changed = append(changed, p)
+			}
+		}
+		st.snap = cur
+		if len(changed) > 0 {
+			sort.Strings(changed)
+			w.emit(Change{Store: st.store, Root: root, Paths: changed, Reason: "poll"})
+		}
+	}
+}

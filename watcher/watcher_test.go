@@ -1,0 +1,271 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type recorder struct {
+	mu      sync.Mutex
+	changes []Change
+}
+
+func (r *recorder) handle(c Change) {
+	r.mu.Lock()
+	r.changes = append(r.changes, c)
+	r.mu.Unlock()
+}
+
+func (r *recorder) take() []Change {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.changes
+	r.changes = nil
+	return c
+}
+
+func (r *recorder) waitFor(t *testing.T, what string, ok func(Change) bool) Change {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		for _, c := range r.changes {
+			if ok(c) {
+				r.mu.Unlock()
+				return c
+			}
+		}
+		r.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := r.take()
+	reasons := map[string]int{}
+	for _, c := range got {
+		reasons[c.Reason]++
+	}
+	t.Fatalf("timed out waiting for %s; got %d changes by reason %v", what, len(got), reasons)
+	return Change{}
+}
+
+func startWatcher(t *testing.T, stores []Store) (*Watcher, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	w, err := New(Config{Stores: stores, Handle: rec.handle, PollInterval: 100 * time.Millisecond}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	<-w.Ready()
+	return w, rec
+}
+
+func hasPath(p string) func(Change) bool {
+	return func(c Change) bool { return slices.Contains(c.Paths, p) }
+}
+
+func TestBurstYieldsOneChange(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "app")
+	os.MkdirAll(root, 0o755)
+	_, rec := startWatcher(t, []Store{{Name: "s", Globs: []string{filepath.Join(base, "*")}, Settle: 100 * time.Millisecond}})
+	rec.waitFor(t, "initial scan", func(c Change) bool { return c.Reason == "scan" && c.Root == root })
+	p := filepath.Join(root, "memory.md")
+	for i := range 20 {
+		appendTo(t, p, fmt.Sprintf("line %d\n", i))
+		time.Sleep(2 * time.Millisecond)
+	}
+	rec.waitFor(t, "settled change", hasPath(p))
+	time.Sleep(300 * time.Millisecond)
+	n := 0
+	for _, c := range rec.take() {
+		if slices.Contains(c.Paths, p) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("a burst of 20 appends gave %d changes, want 1", n)
+	}
+}
+
+func TestMaxWaitUnderConstantWrites(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "app")
+	os.MkdirAll(root, 0o755)
+	_, rec := startWatcher(t, []Store{{Name: "s", Globs: []string{filepath.Join(base, "*")}, Settle: 20 * time.Millisecond}})
+	rec.waitFor(t, "scan", func(c Change) bool { return c.Reason == "scan" })
+	p := filepath.Join(root, "log.jsonl")
+	stop := time.Now().Add(600 * time.Millisecond)
+	t0 := time.Now()
+	var first time.Duration
+	for time.Now().Before(stop) {
+		appendTo(t, p, "x\n")
+		time.Sleep(5 * time.Millisecond) // never quiet for the 20ms settle
+		if first == 0 && len(rec.take()) > 0 {
+			first = time.Since(t0)
+		}
+	}
+	if first == 0 || first > 400*time.Millisecond {
+		t.Errorf("first change under constant writes after %v; want within ~10x settle (200ms)", first)
+	}
+}
+
+func TestRenameSaveAndNestedTree(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "ws")
+	os.MkdirAll(root, 0o755)
+	target := filepath.Join(root, "MEMORY.md")
+	os.WriteFile(target, []byte("v1"), 0o644)
+	_, rec := startWatcher(t, []Store{{Name: "s", Globs: []string{filepath.Join(base, "ws")}, Settle: 30 * time.Millisecond}})
+	rec.waitFor(t, "scan", func(c Change) bool { return c.Reason == "scan" })
+	// Save by write-to-temp-and-rename.
+	tmp := filepath.Join(root, ".MEMORY.md.swp")
+	os.WriteFile(tmp, []byte("v2"), 0o644)
+	os.Rename(tmp, target)
+	rec.waitFor(t, "rename-save", hasPath(target))
+	// A nested tree created in one burst: every file is reported, and the
+	// deepest directory is watched afterwards.
+	deep := filepath.Join(root, "a", "b", "c", "d")
+	os.MkdirAll(deep, 0o755)
+	var want []string
+	for _, d := range []string{"a", "a/b", "a/b/c", "a/b/c/d"} {
+		f := filepath.Join(root, d, "f.md")
+		os.WriteFile(f, []byte("x"), 0o644)
+		want = append(want, f)
+	}
+	for _, f := range want {
+		rec.waitFor(t, "file in new tree "+f, hasPath(f))
+	}
+	later := filepath.Join(deep, "later.md")
+	time.Sleep(50 * time.Millisecond)
+	os.WriteFile(later, []byte("x"), 0o644)
+	rec.waitFor(t, "file created later in the new tree", hasPath(later))
+}
+
+func TestNewRootFromGlob(t *testing.T) {
+	base := t.TempDir()
+	glob := filepath.Join(base, "spaces", "*", "apps", "*")
+	w, rec := startWatcher(t, []Store{{Name: "apps", Globs: []string{glob}, Settle: 20 * time.Millisecond}})
+	root := filepath.Join(base, "spaces", "s1", "apps", "a1")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "new root", func(c Change) bool { return c.Root == root && c.Reason == "new-root" })
+	roots, _ := w.Roots(context.Background())
+	if !slices.Equal(roots["apps"], []string{root}) {
+		t.Errorf("roots = %v, want [%s]", roots, root)
+	}
+	f := filepath.Join(root, "memory.md")
+	os.WriteFile(f, []byte("x"), 0o644)
+	rec.waitFor(t, "change in new root", hasPath(f))
+	os.RemoveAll(filepath.Join(base, "spaces", "s1"))
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		roots, _ = w.Roots(context.Background())
+		if len(roots["apps"]) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("removed root still present: %v", roots)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestIgnoresOwnFiles(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "r")
+	os.MkdirAll(filepath.Join(root, IgnoreDir), 0o755)
+	_, rec := startWatcher(t, []Store{{Name: "s", Globs: []string{root}, Settle: 20 * time.Millisecond}})
+	rec.waitFor(t, "scan", func(c Change) bool { return c.Reason == "scan" })
+	rec.take()
+	os.WriteFile(filepath.Join(root, ".m.md.memwatch-tmp-abc"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(root, IgnoreDir, "a"), []byte("x"), 0o644)
+	time.Sleep(150 * time.Millisecond)
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("memwatch's own files produced changes: %+v", got)
+	}
+}
+
+// TestOverflowRescan stops the event loop, lets the kernel queue overflow
+// with 20,000 new files in new directories, and checks that afterwards the
+// watched directories equal a cold scan and the root was rescanned.
+func TestOverflowRescan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 20,000 files")
+	}
+	limit, _ := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
+	base := t.TempDir()
+	root := filepath.Join(base, "r")
+	os.MkdirAll(root, 0o755)
+	rec := &recorder{}
+	w, err := New(Config{Stores: []Store{{Name: "s", Globs: []string{root}, Settle: 20 * time.Millisecond}}, Handle: rec.handle, BufferedEvents: 1},
+		slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	<-w.Ready()
+	// Directories that exist (and are watched) before the pause: files in
+	// them queue kernel events. New directories created during the pause
+	// must be found by the rescan.
+	for d := range 100 {
+		os.Mkdir(filepath.Join(root, fmt.Sprintf("d%03d", d)), 0o755)
+	}
+	rec.waitFor(t, "scan", func(c Change) bool { return c.Reason == "scan" })
+	time.Sleep(100 * time.Millisecond)
+	unpause := make(chan struct{})
+	w.do(ctx, func() { w.paused = unpause })
+	for d := range 120 {
+		dir := filepath.Join(root, fmt.Sprintf("d%03d", d))
+		os.MkdirAll(filepath.Join(dir, "new", "deeper"), 0o755)
+		for f := range 200 {
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", f)), nil, 0o644)
+		}
+	}
+	close(unpause)
+	rec.waitFor(t, "rescan after overflow (max_queued_events="+string(limit)+")", func(c Change) bool { return c.Reason == "rescan" && c.Root == root })
+	var cold []string
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if d.IsDir() {
+			cold = append(cold, p)
+		}
+		return nil
+	})
+	var watched []string
+	w.do(ctx, func() {
+		for d := range w.watched {
+			if d == root || strings.HasPrefix(d, root+"/") {
+				watched = append(watched, d)
+			}
+		}
+	})
+	slices.Sort(cold)
+	slices.Sort(watched)
+	if !slices.Equal(cold, watched) {
+		for _, d := range cold {
+			if !slices.Contains(watched, d) {
+				t.Errorf("not watched: %s", d)
+			}
+		}
+		t.Errorf("watched %d directories, a cold scan finds %d", len(watched), len(cold))
+	}
+}
