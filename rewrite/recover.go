@@ -3,10 +3,12 @@ package rewrite
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/memwatch/memwatch/state"
 )
@@ -100,6 +102,23 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 		if Hash(plan.Restore) != rec.BeforeSHA {
 			return nil, fmt.Errorf("undo %d: archive %s no longer matches the recorded pre-image", id, rec.Archive)
 		}
+	case len(rec.Data) > 0 && strings.HasPrefix(string(rec.Data), `{"insert_at":`):
+		// An insertion: take the inserted bytes out again.
+		var ins struct {
+			At int64 `json:"insert_at"`
+		}
+		if err := json.Unmarshal(rec.Data, &ins); err != nil {
+			return nil, fmt.Errorf("undo %d: %w", id, err)
+		}
+		n := rec.AfterSize - rec.BeforeSize
+		if ins.At < 0 || ins.At+n > int64(len(cur)) {
+			return nil, fmt.Errorf("undo %d: the inserted text is no longer where it was", id)
+		}
+		restore := append(bytes.Clone(cur[:ins.At]), cur[ins.At+n:]...)
+		if plan.Changed || Hash(restore) != rec.BeforeSHA {
+			return nil, fmt.Errorf("undo %d: %w since the insertion; there is no archive to restore from", id, ErrTargetChanged)
+		}
+		plan.Restore = restore
 	case int64(len(cur)) >= rec.BeforeSize && Hash(cur[:rec.BeforeSize]) == rec.BeforeSHA:
 		// An append-only change: the pre-image is the start of the file.
 		plan.Restore = bytes.Clone(cur[:rec.BeforeSize])

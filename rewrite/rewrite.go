@@ -65,6 +65,10 @@ type Request struct {
 	AppendOnly bool
 	// AllowCreate lets the target be missing; Compute then receives nil.
 	AllowCreate bool
+	// OwnedSHA marks memwatch's own earlier output (a derived file such as a
+	// snapshot): when the target still has exactly this hash it is replaced
+	// without an archive, since nothing an agent wrote is in it.
+	OwnedSHA string
 	// Compute returns the new content from the current one. It may be slow
 	// (an LLM call). It returns ErrUnchanged or a *Rejected to write nothing.
 	Compute func(ctx context.Context, old []byte) ([]byte, error)
@@ -216,7 +220,7 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, target string, rec 
 		rec.Outcome, rec.Reason = state.Rejected, rej.Reason
 		rec.BeforeSHA, rec.BeforeSize = snap.sha, int64(len(snap.data))
 		rec.AfterSHA, rec.AfterSize = snap.sha, int64(len(snap.data))
-		if _, err := w.DB.Append(ctx, rec); err != nil {
+		if err := w.journal(ctx, rec, true); err != nil {
 			return Outcome{}, err
 		}
 		w.Log.Warn("rewrite rejected; original kept", "store", rec.Store, "root", rec.Root, "rule", rec.Rule, "path", rec.Target, "reason", rej.Reason, "journal", rec.ID)
@@ -247,9 +251,13 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, target string, rec 
 	snap.close()
 	snap = cur
 
-	// Archive the pre-image unless the change only appends to it.
-	rec.Archive = ""
-	if snap.exists && !bytes.HasPrefix(newData, snap.data) {
+	// Archive the pre-image unless the change only inserts bytes (an append
+	// is the common case): then nothing is removed, and undo takes the
+	// insertion out again.
+	rec.Archive, rec.Data = "", nil
+	if at, ok := insertion(snap.data, newData); snap.exists && ok {
+		rec.Data = []byte(fmt.Sprintf(`{"insert_at":%d}`, at))
+	} else if snap.exists && !(req.OwnedSHA != "" && req.OwnedSHA == snap.sha) {
 		arch, err := writeArchive(req.Root, archiveName(req.Archive, rec.Target, w.Now()), snap.data, snap.mode)
 		if err != nil {
 			return Outcome{}, err
@@ -259,7 +267,7 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, target string, rec 
 	rec.BeforeSHA, rec.BeforeSize = snap.sha, int64(len(snap.data))
 	rec.AfterSHA, rec.AfterSize = Hash(newData), int64(len(newData))
 	rec.Outcome, rec.Reason = state.Pending, ""
-	if _, err := w.DB.Append(ctx, rec); err != nil {
+	if err := w.journal(ctx, rec, true); err != nil {
 		return Outcome{}, err
 	}
 
@@ -277,17 +285,74 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, target string, rec 
 			rec.Reason = "conflict: target replaced during the swap; original kept, retrying"
 		}
 		// Use a fresh context: the record must be resolved even on shutdown.
-		if uerr := w.DB.Update(context.WithoutCancel(ctx), rec); uerr != nil {
+		if uerr := w.journal(context.WithoutCancel(ctx), rec, false); uerr != nil {
 			return Outcome{}, errors.Join(err, uerr)
 		}
 		return Outcome{}, err
 	}
 	rec.AfterSHA, rec.AfterSize = Hash(final), int64(len(final))
 	rec.Outcome = state.Done
-	if err := w.DB.Update(context.WithoutCancel(ctx), rec); err != nil {
+	if err := w.journal(context.WithoutCancel(ctx), rec, false); err != nil {
 		return Outcome{}, err
 	}
+	w.Log.Info("rewrote file", "store", rec.Store, "root", rec.Root, "rule", rec.Rule, "path", rec.Target, "outcome", rec.Outcome,
+		"archive", rec.Archive, "before", rec.BeforeSize, "after", rec.AfterSize, "journal", rec.ID)
 	return Outcome{Status: state.Done, Archive: rec.Archive, Record: rec.ID}, nil
+}
+
+// insertion reports whether b is a with one contiguous block inserted, and where.
+func insertion(a, b []byte) (int, bool) {
+	if len(b) < len(a) {
+		return 0, false
+	}
+	p := 0
+	for p < len(a) && a[p] == b[p] {
+		p++
+	}
+	return p, bytes.Equal(a[p:], b[len(b)-(len(a)-p):])
+}
+
+// journal appends (or updates) rec; without a database (one-off CLI edits
+// such as stamp) nothing is journaled.
+func (w *Rewriter) journal(ctx context.Context, rec *state.Record, appendNew bool) error {
+	if w.DB == nil {
+		return nil
+	}
+	if appendNew {
+		_, err := w.DB.Append(ctx, rec)
+		return err
+	}
+	return w.DB.Update(ctx, rec)
+}
+
+// Remove deletes a file inside root (retention rules), journaled with the
+// hash and size it had. Nothing outside root can be removed.
+func (w *Rewriter) Remove(ctx context.Context, root, target string, rec *state.Record) error {
+	path, err := Resolve(root, target)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	rec.Root, rec.Target = root, relTo(root, path)
+	rec.BeforeSHA, rec.BeforeSize = Hash(data), int64(len(data))
+	rec.Outcome = state.Pending
+	if err := w.journal(ctx, rec, true); err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil {
+		rec.Outcome, rec.Reason = state.Failed, err.Error()
+		_ = w.journal(context.WithoutCancel(ctx), rec, false)
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return err
+	}
+	rec.Outcome, rec.AfterSHA = state.Done, "removed"
+	w.Log.Info("removed file", "store", rec.Store, "root", root, "rule", rec.Rule, "path", rec.Target, "reason", rec.Reason)
+	return w.journal(context.WithoutCancel(ctx), rec, false)
 }
 
 // archiveName picks the archive path for a target.

@@ -84,7 +84,7 @@ func TestApplyArchivesAndJournals(t *testing.T) {
 		t.Errorf("record = %+v", r)
 	}
 	// A second rewrite in the same minute must not overwrite the first archive.
-	if _, err := w.Apply(context.Background(), Request{Root: root, Target: "memory.md", Archive: "memory/2026-01-15-1430.md", Compute: constant("newer\n")}, &state.Record{Store: "s", Rule: "compact"}); err != nil {
+	if _, err := w.Apply(context.Background(), Request{Root: root, Target: "memory.md", Archive: "memory/2026-01-15-1430.md", Compute: constant("other\n")}, &state.Record{Store: "s", Rule: "compact"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := read(t, filepath.Join(root, "memory/2026-01-15-1430.md")), "old content\n"; got != want {
@@ -365,5 +365,42 @@ func appender(path string) {
 		}
 		fmt.Fprintf(f, "entry %d\n", i)
 		f.Close()
+	}
+}
+
+func TestInsertionNeedsNoArchiveAndUndoes(t *testing.T) {
+	ctx := context.Background()
+	w := newRewriter(t)
+	root := t.TempDir()
+	target := filepath.Join(root, "memory.md")
+	write(t, target, "# now\n# History\n## old\n")
+	out, err := w.Apply(ctx, Request{Root: root, Target: "memory.md", Compute: constant("# now\n# History\n## 2026-01-15-1430\n## old\n")}, &state.Record{Rule: "stamp"})
+	if err != nil || out.Archive != "" {
+		t.Fatalf("insertion: %+v, %v; want no archive", out, err)
+	}
+	if _, err := w.Undo(ctx, out.Record, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := read(t, target), "# now\n# History\n## old\n"; got != want {
+		t.Errorf("after undo = %q, want %q", got, want)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	w := newRewriter(t)
+	root := t.TempDir()
+	write(t, filepath.Join(root, "memory/run/2020-01-01-0000-run.md"), "old run")
+	rec := &state.Record{Rule: "run-retention"}
+	if err := w.Remove(context.Background(), root, "memory/run/2020-01-01-0000-run.md", rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "memory/run/2020-01-01-0000-run.md")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("file still there: %v", err)
+	}
+	if rec.Outcome != state.Done || rec.BeforeSize != 7 {
+		t.Errorf("record = %+v", rec)
+	}
+	if err := w.Remove(context.Background(), root, "../outside", &state.Record{}); !errors.Is(err, ErrOutsideRoot) {
+		t.Errorf("remove outside root: %v", err)
 	}
 }

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/memwatch/memwatch/policy"
+)
+
+// errNoDaemon means nothing answers on the control socket.
+var errNoDaemon = errors.New("memwatch daemon is not running")
+
+// control talks to a running daemon over its unix socket.
+type control struct {
+	socket string
+	http   *http.Client
+}
+
+func newControl(socket string) *control {
+	return &control{socket: socket, http: &http.Client{
+		Timeout: 2 * time.Minute, // an undo may wait for a running job
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}},
+	}}
+}
+
+// controlFor finds the socket from the flags and the policy, if any.
+func (g *globals) controlFor() (*control, *policy.Policy, string, error) {
+	var p *policy.Policy
+	if g.policy != "" {
+		var err error
+		if p, err = g.loadPolicy(); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	dir := g.resolveStateDir(p)
+	return newControl(socketPath(p, dir)), p, dir, nil
+}
+
+// do sends a request and decodes a JSON answer into out.
+func (c *control) do(ctx context.Context, method, path string, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://memwatch"+path, body)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("%w (no answer on %s)", errNoDaemon, c.socket)
+		}
+		return fmt.Errorf("control socket %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		if e.Error == "" {
+			e.Error = resp.Status
+		}
+		return errors.New(e.Error)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func matchGlob(glob, p string) (bool, error) { return filepath.Match(glob, p) }

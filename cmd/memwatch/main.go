@@ -1,0 +1,157 @@
+// Command memwatch maintains the on-disk memory of AI agents.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+
+	"github.com/lmittmann/tint"
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/policy"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// usageError marks errors that are the user's input: bad flags or policy.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+func main() {
+	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// globals are the flags every subcommand shares.
+type globals struct {
+	policy    string
+	stateDir  string
+	logFormat string
+	logLevel  string
+	stderr    io.Writer
+	stdout    io.Writer
+}
+
+func execute(args []string, stdout, stderr io.Writer) int {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "memwatch",
+		Short: "Keep AI agents' on-disk memory bounded, organized and searchable",
+		Long: `memwatch watches the memory directories of AI agents and maintains them with
+no change to the agents: it archives and compacts oversize memory files,
+keeps views current, and journals every change so it can be undone.
+
+Start with:  memwatch validate --policy FILE   then   memwatch run --policy FILE`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(args)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.policy, "policy", "", "policy file, or directory of *.yaml files")
+	pf.StringVar(&g.stateDir, "state-dir", "", "state directory (default: policy state_dir, $STATE_DIRECTORY, /var/lib/memwatch as root, else $XDG_STATE_HOME/memwatch)")
+	pf.StringVar(&g.logFormat, "log-format", "auto", "log format: auto (colour on a terminal, JSON otherwise), text or json")
+	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(runCmd(g), validateCmd(g), versionCmd(g), logCmd(g), undoCmd(g), statusCmd(g), triggerCmd(g),
+		snapshotCmd(g), stampCmd(g))
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "memwatch:", err)
+	var ue usageError
+	var pe policy.Errors
+	if errors.As(err, &ue) || errors.As(err, &pe) || strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "arg(s)") {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// logger builds the one logger main hands to everything else.
+func (g *globals) logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level: want debug, info, warn or error, not %q", g.logLevel)}
+	}
+	w := g.stderr
+	switch g.logFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
+	case "auto":
+		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+			return slog.New(tint.NewHandler(w, &tint.Options{Level: level})), nil
+		}
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+	}
+	return nil, usageError{fmt.Errorf("--log-format: want auto, text or json, not %q", g.logFormat)}
+}
+
+// loadPolicy loads --policy; errors are usage errors (exit 2).
+func (g *globals) loadPolicy() (*policy.Policy, error) {
+	if g.policy == "" {
+		return nil, usageError{errors.New("--policy is required: a policy file or a directory of *.yaml files")}
+	}
+	p, err := policy.Load(g.policy)
+	if err != nil {
+		var pe policy.Errors
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		return nil, usageError{err}
+	}
+	return p, nil
+}
+
+// resolveStateDir picks the state directory: --state-dir, then the
+// policy's state_dir, then systemd's $STATE_DIRECTORY, then a per-user default.
+func (g *globals) resolveStateDir(p *policy.Policy) string {
+	switch {
+	case g.stateDir != "":
+		return g.stateDir
+	case p != nil && p.StateDir != "":
+		return p.StateDir
+	case os.Getenv("STATE_DIRECTORY") != "":
+		return strings.Split(os.Getenv("STATE_DIRECTORY"), ":")[0]
+	case os.Geteuid() == 0:
+		return "/var/lib/memwatch"
+	}
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" {
+		return filepath.Join(x, "memwatch")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		if u, uerr := user.Current(); uerr == nil {
+			home = u.HomeDir
+		}
+	}
+	return filepath.Join(home, ".local", "state", "memwatch")
+}
+
+// socketPath is control.socket, or memwatch.sock in the state directory.
+func socketPath(p *policy.Policy, stateDir string) string {
+	if p != nil && p.Control.Socket != "" {
+		return p.Control.Socket
+	}
+	return filepath.Join(stateDir, "memwatch.sock")
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/daemon"
+)
+
+func runCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "run --policy PATH",
+		Short: "Run the daemon in the foreground",
+		Long: `Run memwatch in the foreground until SIGTERM or SIGINT.
+
+It scans every store root once, then watches them. SIGHUP reloads the
+policy (an invalid policy is logged and the old one kept). A second
+SIGTERM/SIGINT exits at once. Exit codes: 0 clean stop, 1 runtime
+failure, 2 usage or policy error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			p, err := g.loadPolicy()
+			if err != nil {
+				return err
+			}
+			if err := daemon.CheckLayouts(p); err != nil {
+				return err
+			}
+			stateDir := g.resolveStateDir(p)
+			d, err := daemon.New(daemon.Config{Policy: p, PolicyPath: g.policy, StateDir: stateDir,
+				Socket: socketPath(p, stateDir), Version: version, Notify: sdNotify}, log)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			sigs := make(chan os.Signal, 4)
+			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+			defer signal.Stop(sigs)
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+			stopping := false
+			for {
+				select {
+				case err := <-done:
+					return err
+				case s := <-sigs:
+					switch {
+					case s == syscall.SIGHUP && !stopping:
+						log.Info("SIGHUP: reloading policy", "policy", g.policy)
+						_ = d.Reload(ctx)
+					case s == syscall.SIGHUP:
+					case stopping:
+						log.Warn("second signal: exiting now", "signal", s.String())
+						os.Exit(exitFailure)
+					default:
+						stopping = true
+						cancel(fmt.Errorf("signal %s", s))
+					}
+				}
+			}
+		},
+	}
+}
+
+// sdNotify sends a notification to systemd when NOTIFY_SOCKET is set.
+func sdNotify(state string) {
+	addr := os.Getenv("NOTIFY_SOCKET")
+	if addr == "" {
+		return
+	}
+	if addr[0] == '@' {
+		addr = "\x00" + addr[1:] // abstract socket
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_, _ = conn.Write([]byte(state))
+}

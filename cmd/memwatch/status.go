@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/layout/nowhistory"
+)
+
+func statusCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [FILE]",
+		Short: "Show the daemon's status, or the structure of a memory file",
+		Long: `Without FILE: the running daemon's stores, roots, queue, running jobs and
+LLM budget use. With FILE (a now-history memory.md): its path, size, line
+count, headings with line numbers and line counts, and archive info, with
+no content (the seed's memory_status).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				st, err := nowhistory.Status(args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(g, st)
+				}
+				fmt.Fprint(g.stdout, nowhistory.FormatStatus(st))
+				return nil
+			}
+			ctl, _, _, err := g.controlFor()
+			if err != nil {
+				return err
+			}
+			var st daemon.Status
+			if err := ctl.do(context.Background(), "GET", "/v1/status", nil, &st); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(g, st)
+			}
+			printStatus(g, st)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printJSON(g *globals, v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printStatus(g *globals, st daemon.Status) {
+	w := g.stdout
+	fmt.Fprintf(w, "memwatch %s, pid %d, up %s\n", st.Version, st.PID, time.Since(st.Started).Round(time.Second))
+	fmt.Fprintf(w, "state %s, policy %s\n", st.StateDir, st.Policy)
+	fmt.Fprintf(w, "watching %d roots with %d directory watches (%d polled)\n\n", st.Watcher.Roots, st.Watcher.Watches, st.Watcher.Polled)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STORE\tLAYOUT\tCOMPACTOR\tROOTS")
+	for _, s := range st.Stores {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.Name, s.Layout, s.Compactor, len(s.Roots))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\njobs: %d queued, %d running, %d cooling; %d run, %d failed, %d retried since start\n",
+		len(st.Jobs.Queued), len(st.Jobs.Running), st.Jobs.Cooling, st.Jobs.Stats.Finished, st.Jobs.Stats.Failed, st.Jobs.Stats.Retried)
+	for _, j := range st.Jobs.Running {
+		fmt.Fprintf(w, "  running: %s %s %s %s\n", j.Store, j.Rule, j.Root, j.Target)
+	}
+	for _, l := range st.LLM {
+		fmt.Fprintf(w, "llm %s: %d of %d tokens used today\n", l.Endpoint, l.Used, l.Budget)
+	}
+}

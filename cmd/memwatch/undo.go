@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+)
+
+func undoCmd(g *globals) *cobra.Command {
+	var dryRun, force bool
+	cmd := &cobra.Command{
+		Use:   "undo ID",
+		Short: "Restore a file to what it was before journal record ID",
+		Long: `Restore the target of a journal record from its archive. It refuses when
+the agent changed the file since, unless --force, which archives the
+current content first. When the daemon runs, the undo goes through it so
+it cannot race a job.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil {
+				return usageError{fmt.Errorf("undo: ID must be a journal record number, not %q", args[0])}
+			}
+			ctl, _, dir, err := g.controlFor()
+			if err != nil {
+				return err
+			}
+			var res daemon.UndoResult
+			path := fmt.Sprintf("/v1/undo/%d?force=%t&dry_run=%t", id, force, dryRun)
+			err = ctl.do(context.Background(), "POST", path, nil, &res)
+			if errors.Is(err, errNoDaemon) {
+				res, err = undoOffline(dir, id, force, dryRun)
+			}
+			if err != nil {
+				return err
+			}
+			switch {
+			case res.DryRun:
+				fmt.Fprintf(g.stdout, "would restore %s in %s (%d bytes)", res.Target, res.Root, res.Bytes)
+				if res.Changed {
+					fmt.Fprint(g.stdout, "; the file changed since, so this needs --force")
+				}
+				fmt.Fprintln(g.stdout)
+			default:
+				fmt.Fprintf(g.stdout, "restored %s in %s (journal record %d)", res.Target, res.Root, res.Journal)
+				if res.Archive != "" {
+					fmt.Fprintf(g.stdout, "; the content it replaced is in %s", res.Archive)
+				}
+				fmt.Fprintln(g.stdout)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only say what would be restored")
+	cmd.Flags().BoolVar(&force, "force", false, "restore even if the file changed since (its current content is archived first)")
+	return cmd
+}
+
+// undoOffline runs an undo with no daemon; the state lock proves none runs.
+func undoOffline(dir string, id int64, force, dryRun bool) (daemon.UndoResult, error) {
+	lock, err := state.TryLock(dir)
+	if err != nil {
+		return daemon.UndoResult{}, err
+	}
+	defer lock.Unlock()
+	db, err := state.Open(context.Background(), dir)
+	if err != nil {
+		return daemon.UndoResult{}, err
+	}
+	defer db.Close()
+	rw := rewrite.New(db, slog.New(slog.DiscardHandler))
+	return daemon.Undo(context.Background(), rw, nil, id, force, dryRun)
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/daemon"
+)
+
+func validateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate --policy PATH",
+		Short: "Check a policy and show what it would maintain",
+		Long: `Check a policy file or directory. Exit 0 with a summary of the stores and
+how many roots each glob matches now, or exit 2 listing every error as
+FILE:LINE:COLUMN: message.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := g.loadPolicy()
+			if err != nil {
+				return err
+			}
+			if err := daemon.CheckLayouts(p); err != nil {
+				return err
+			}
+			w := g.stdout
+			fmt.Fprintf(w, "policy OK: %s\n", strings.Join(p.Files, ", "))
+			if len(p.Stores) == 0 {
+				fmt.Fprintln(w, "no stores configured: memwatch will run idle until one is added")
+			}
+			for _, s := range p.Stores {
+				compactor := s.Compactor
+				if s.Compactor == "llm" {
+					ep := p.LLM[s.LLM]
+					compactor = fmt.Sprintf("llm (%s: %s at %s)", s.LLM, ep.Model, ep.BaseURL)
+				}
+				fmt.Fprintf(w, "store %s: layout %s, compactor %s, settle %v\n", s.Name, s.Layout, compactor, s.Settle)
+				for _, glob := range s.Paths {
+					n := 0
+					for _, r := range s.Roots() {
+						if ok, _ := matchGlob(glob, r); ok {
+							n++
+						}
+					}
+					fmt.Fprintf(w, "  %s: %d root(s) now\n", glob, n)
+				}
+			}
+			for name, ep := range p.LLM {
+				key := "no key"
+				switch {
+				case ep.APIKeyEnv != "":
+					key = "key from $" + ep.APIKeyEnv
+				case ep.APIKeyFile != "":
+					key = "key from " + ep.APIKeyFile
+				}
+				fmt.Fprintf(w, "llm %s: %s at %s, %s, timeout %v, budget %d tokens/day\n", name, ep.Model, ep.BaseURL, key, ep.Timeout, ep.DailyTokenBudget)
+			}
+			return nil
+		},
+	}
+}

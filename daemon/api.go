@@ -1,0 +1,277 @@
+package daemon
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/jobs"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/watcher"
+)
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Version  string         `json:"version"`
+	PID      int            `json:"pid"`
+	Started  time.Time      `json:"started"`
+	StateDir string         `json:"state_dir"`
+	Policy   string         `json:"policy"`
+	Watcher  watcher.Counts `json:"watcher"`
+	Stores   []StoreStatus  `json:"stores"`
+	Jobs     jobs.Status    `json:"jobs"`
+	LLM      []LLMStatus    `json:"llm"`
+}
+
+// StoreStatus is one store in Status.
+type StoreStatus struct {
+	Name      string   `json:"name"`
+	Layout    string   `json:"layout"`
+	Compactor string   `json:"compactor"`
+	Roots     []string `json:"roots"`
+}
+
+// LLMStatus is one endpoint's budget use today.
+type LLMStatus struct {
+	Endpoint string `json:"endpoint"`
+	Used     int64  `json:"used_tokens"`
+	Budget   int64  `json:"daily_token_budget"`
+}
+
+// UndoResult is the body of POST /v1/undo/{id}.
+type UndoResult struct {
+	ID      int64  `json:"id"`
+	Target  string `json:"target"`
+	Root    string `json:"root"`
+	DryRun  bool   `json:"dry_run"`
+	Changed bool   `json:"target_changed_since"`
+	Bytes   int    `json:"restore_bytes"`
+	Outcome string `json:"outcome,omitempty"`
+	Archive string `json:"archived_current_to,omitempty"`
+	Journal int64  `json:"journal,omitempty"`
+}
+
+func (d *Daemon) api() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /v1/status", d.handleStatus)
+	mux.HandleFunc("GET /v1/journal", d.handleJournal)
+	mux.HandleFunc("POST /v1/undo/{id}", d.handleUndo)
+	mux.HandleFunc("POST /v1/trigger", d.handleTrigger)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	st := Status{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, StateDir: d.cfg.StateDir, Policy: d.cfg.PolicyPath,
+		Stores: []StoreStatus{}, LLM: []LLMStatus{}}
+	var err error
+	if st.Watcher, err = d.watch.Counts(ctx); err != nil {
+		writeErr(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	roots, _ := d.watch.Roots(ctx)
+	d.mu.RLock()
+	for _, s := range d.policy.Stores {
+		rs := roots[s.Name]
+		if rs == nil {
+			rs = []string{}
+		}
+		st.Stores = append(st.Stores, StoreStatus{Name: s.Name, Layout: s.Layout, Compactor: s.Compactor, Roots: rs})
+	}
+	clients := make([]*compact.Client, 0, len(d.clients))
+	for _, c := range d.clients {
+		clients = append(clients, c)
+	}
+	d.mu.RUnlock()
+	for _, c := range clients {
+		used, _ := c.Used(ctx)
+		st.LLM = append(st.LLM, LLMStatus{Endpoint: c.Name(), Used: used, Budget: c.Budget()})
+	}
+	if st.Jobs, err = d.engine.Status(ctx); err != nil {
+		writeErr(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	if limit <= 0 {
+		limit = 50
+	}
+	recs, err := d.db.Journal(r.Context(), state.Filter{Store: q.Get("store"), Root: q.Get("root"), Target: q.Get("target"), Outcome: q.Get("outcome"), Limit: limit})
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	if recs == nil {
+		recs = []state.Record{}
+	}
+	writeJSON(w, http.StatusOK, recs)
+}
+
+func (d *Daemon) handleUndo(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("undo: bad id %q", r.PathValue("id")))
+		return
+	}
+	force := r.URL.Query().Get("force") == "true"
+	dry := r.URL.Query().Get("dry_run") == "true"
+	res, err := Undo(r.Context(), d.rw, d.engine, id, force, dry)
+	switch {
+	case errors.Is(err, state.ErrNoRecord):
+		writeErr(w, http.StatusNotFound, err)
+	case errors.Is(err, rewrite.ErrTargetChanged):
+		writeErr(w, http.StatusConflict, err)
+	case err != nil:
+		writeErr(w, http.StatusUnprocessableEntity, err)
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
+// Undo undoes a journal record. With an engine it runs in the root's job
+// slot so it cannot race a job; without one (no daemon) it runs directly.
+func Undo(ctx context.Context, rw *rewrite.Rewriter, eng *jobs.Engine, id int64, force, dryRun bool) (UndoResult, error) {
+	plan, err := rw.PlanUndo(ctx, id)
+	if err != nil {
+		return UndoResult{}, err
+	}
+	res := UndoResult{ID: id, Target: plan.Record.Target, Root: plan.Record.Root, DryRun: dryRun, Changed: plan.Changed, Bytes: len(plan.Restore)}
+	if dryRun {
+		return res, nil
+	}
+	do := func(ctx context.Context) error {
+		out, err := rw.Undo(ctx, id, force)
+		res.Outcome, res.Archive, res.Journal = out.Status, out.Archive, out.Record
+		return err
+	}
+	if eng == nil {
+		return res, do(ctx)
+	}
+	return res, eng.Exclusive(ctx, plan.Record.Store, plan.Record.Root, "undo", do)
+}
+
+// TriggerRequest is the body of POST /v1/trigger.
+type TriggerRequest struct {
+	Store string `json:"store"`
+	Root  string `json:"root,omitempty"`
+}
+
+func (d *Daemon) handleTrigger(w http.ResponseWriter, r *http.Request) {
+	var req TriggerRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("trigger: %w", err))
+		return
+	}
+	n, err := d.trigger(r.Context(), req.Store, req.Root, "trigger")
+	if err != nil {
+		writeErr(w, http.StatusNotFound, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"queued": n})
+}
+
+// listen opens the control socket (mode 0600) and, if configured, the
+// loopback TCP address guarded by a bearer token.
+func (d *Daemon) listen() error {
+	sock := d.cfg.Socket
+	if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
+		return fmt.Errorf("create socket directory: %w", err)
+	}
+	// A socket left by a killed memwatch is stale: we hold the state lock.
+	if fi, err := os.Lstat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		os.Remove(sock)
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("listen on control socket %s: %w", sock, err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		l.Close()
+		return fmt.Errorf("chmod control socket: %w", err)
+	}
+	d.listener = l
+	if tcp := d.policy.Control.TCP; tcp != "" {
+		token, err := readToken(d.policy.Control.TokenFile)
+		if err != nil {
+			l.Close()
+			return err
+		}
+		tl, err := net.Listen("tcp", tcp)
+		if err != nil {
+			l.Close()
+			return fmt.Errorf("listen on control.tcp %s: %w", tcp, err)
+		}
+		d.tcp = &authListener{Listener: tl, token: token}
+	}
+	return nil
+}
+
+func readToken(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("control.token_file: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("control.token_file %s is readable by group or others (mode %04o); run chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("control.token_file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if len(t) < 16 {
+		return "", fmt.Errorf("control.token_file %s holds a token shorter than 16 characters", path)
+	}
+	return t, nil
+}
+
+// authListener marks TCP connections so the handler demands the token.
+type authListener struct {
+	net.Listener
+	token string
+}
+
+// RequireToken wraps h so every request but /healthz needs the bearer token.
+func RequireToken(token string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+				writeErr(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token"))
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}

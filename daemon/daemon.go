@@ -1,0 +1,467 @@
+// Package daemon wires memwatch together: the watcher hands settled changes
+// to an evaluation job per root, the job engine runs each layout rule that
+// has work, rules rewrite files only through the rewrite package, and the
+// journal records it. It also runs the scheduler and the control API.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/jobs"
+	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/layout/nowhistory"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/schedule"
+	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/watcher"
+)
+
+// ruleEvaluate is the job that asks every rule of a root what needs work.
+const ruleEvaluate = "evaluate"
+
+// Config configures a Daemon.
+type Config struct {
+	Policy     *policy.Policy
+	PolicyPath string // reloaded on SIGHUP
+	StateDir   string
+	Socket     string // control socket path
+	Version    string
+	// Notify sends a systemd notification (READY=1, RELOADING=1, ...); may be nil.
+	Notify func(string)
+}
+
+// ErrUnsupportedLayout is returned for a store whose layout this build does not implement yet.
+var ErrUnsupportedLayout = errors.New("layout not supported by this build")
+
+// LayoutFor returns the implementation of a layout.
+func LayoutFor(name string) (layout.Layout, error) {
+	switch name {
+	case "now-history":
+		return nowhistory.Layout{}, nil
+	}
+	return nil, fmt.Errorf("%w: %s (supported: now-history)", ErrUnsupportedLayout, name)
+}
+
+// CheckLayouts reports every store whose layout is not implemented.
+func CheckLayouts(p *policy.Policy) error {
+	var errs policy.Errors
+	for _, s := range p.Stores {
+		if _, err := LayoutFor(s.Layout); err != nil {
+			errs = append(errs, &policy.Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: %v", s.Name, err)})
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// storeRT is a store with its layout and environment.
+type storeRT struct {
+	store  *policy.Store
+	layout layout.Layout
+	env    *layout.Env
+	rules  map[string]layout.Rule
+}
+
+// Daemon is a running memwatch.
+type Daemon struct {
+	cfg      Config
+	log      *slog.Logger
+	lock     *state.Lock
+	db       *state.DB
+	rw       *rewrite.Rewriter
+	cursors  *watcher.Cursors
+	engine   *jobs.Engine
+	watch    *watcher.Watcher
+	metrics  *metrics
+	started  time.Time
+	listener net.Listener
+	tcp      net.Listener
+
+	mu      sync.RWMutex // guards policy, stores and clients (replaced on reload)
+	policy  *policy.Policy
+	stores  map[string]*storeRT
+	clients map[string]*compact.Client
+	sched   *schedule.Scheduler
+}
+
+// New opens the state directory and builds every part; nothing runs until Run.
+func New(cfg Config, log *slog.Logger) (*Daemon, error) {
+	if err := CheckLayouts(cfg.Policy); err != nil {
+		return nil, err
+	}
+	lock, err := state.TryLock(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: log, lock: lock, metrics: newMetrics(), started: time.Now()}
+	ctx := context.Background()
+	d.db, err = state.Open(ctx, cfg.StateDir)
+	if err != nil {
+		lock.Unlock()
+		return nil, err
+	}
+	d.rw = rewrite.New(d.db, log)
+	d.cursors, err = watcher.LoadCursors(ctx, d.db)
+	if err != nil {
+		d.closeState()
+		return nil, err
+	}
+	if err := d.apply(cfg.Policy); err != nil {
+		d.closeState()
+		return nil, err
+	}
+	d.engine = jobs.New(jobs.Config{
+		MaxJobs:         cfg.Policy.MaxJobs,
+		ShutdownTimeout: cfg.Policy.ShutdownTimeout,
+		Cooldown:        d.cooldown,
+		OnFail:          d.onFail,
+	}, d.runJob, log)
+	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange}, log)
+	if err != nil {
+		d.closeState()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Daemon) closeState() {
+	if d.db != nil {
+		d.db.Close()
+	}
+	d.lock.Unlock()
+}
+
+func watchStores(p *policy.Policy) []watcher.Store {
+	var out []watcher.Store
+	for _, s := range p.Stores {
+		out = append(out, watcher.Store{Name: s.Name, Globs: s.Paths, Settle: s.Settle, FileRoots: s.Layout == "app-records"})
+	}
+	return out
+}
+
+// apply builds store runtimes and LLM clients for p and swaps them in.
+func (d *Daemon) apply(p *policy.Policy) error {
+	clients := map[string]*compact.Client{}
+	stores := map[string]*storeRT{}
+	for _, s := range p.Stores {
+		l, err := LayoutFor(s.Layout)
+		if err != nil {
+			return err
+		}
+		env := &layout.Env{Store: s, Rewriter: d.rw, DB: d.db, Cursors: d.cursors, Now: time.Now,
+			Log: d.log.With("store", s.Name, "layout", s.Layout)}
+		if s.Compactor == "llm" {
+			c, ok := clients[s.LLM]
+			if !ok {
+				c, err = compact.NewClient(p.LLM[s.LLM], d.db, d.log)
+				if err != nil {
+					return err
+				}
+				c.OnUse = func(ep string, n int64) { d.metrics.tokens.WithLabelValues(ep).Add(float64(n)) }
+				clients[s.LLM] = c
+			}
+			env.LLM = c
+		}
+		rt := &storeRT{store: s, layout: l, env: env, rules: map[string]layout.Rule{}}
+		for _, r := range l.Rules() {
+			rt.rules[r.Name] = r
+		}
+		stores[s.Name] = rt
+	}
+	d.mu.Lock()
+	d.policy, d.stores, d.clients = p, stores, clients
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *Daemon) store(name string) *storeRT {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.stores[name]
+}
+
+func (d *Daemon) cooldown(store string) time.Duration {
+	if rt := d.store(store); rt != nil {
+		return rt.store.Cooldown
+	}
+	return 0
+}
+
+func (d *Daemon) onFail(j jobs.Job, err error) {
+	rec := &state.Record{Store: j.Store, Root: j.Root, Rule: j.Rule, Target: j.Target, Outcome: state.Failed, Reason: err.Error()}
+	if _, jerr := d.db.Append(context.Background(), rec); jerr != nil {
+		d.log.Error("journal failure", "err", jerr)
+	}
+}
+
+// onChange runs on the watcher goroutine: it only queues work.
+func (d *Daemon) onChange(c watcher.Change) {
+	d.log.Debug("change", "store", c.Store, "root", c.Root, "reason", c.Reason, "paths", len(c.Paths))
+	d.engine.Submit(jobs.Job{Store: c.Store, Root: c.Root, Rule: ruleEvaluate, Reason: c.Reason})
+}
+
+// runJob runs on a worker goroutine, one per root at a time.
+func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
+	rt := d.store(j.Store)
+	if rt == nil {
+		return jobs.Result{}, nil // store removed by a reload
+	}
+	if j.Rule == ruleEvaluate {
+		for _, r := range rt.layout.Rules() {
+			targets, err := r.Targets(ctx, rt.env, j.Root)
+			if err != nil {
+				d.log.Warn("rule evaluation failed", "store", j.Store, "root", j.Root, "rule", r.Name, "err", err)
+				continue
+			}
+			for _, t := range targets {
+				d.log.Info("rule has work", "store", j.Store, "root", j.Root, "rule", r.Name, "path", t, "trigger", j.Reason)
+				d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: r.Name, Target: t, Reason: j.Reason})
+			}
+		}
+		return jobs.Result{}, nil
+	}
+	r, ok := rt.rules[j.Rule]
+	if !ok {
+		return jobs.Result{}, fmt.Errorf("layout %s has no rule %q", rt.layout.Name(), j.Rule)
+	}
+	res, err := r.Run(ctx, rt.env, j.Root, j.Target)
+	outcome := "unchanged"
+	switch {
+	case err != nil:
+		outcome = "error"
+	case res.Changed:
+		outcome = "changed"
+	}
+	d.metrics.jobs.WithLabelValues(j.Store, j.Rule, outcome).Inc()
+	return res, err
+}
+
+// Run runs the daemon until ctx ends, then stops everything and waits.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.closeState()
+	if n, err := d.rw.Recover(ctx); err != nil {
+		return fmt.Errorf("recover interrupted rewrites: %w", err)
+	} else if n > 0 {
+		d.log.Info("resolved interrupted rewrites", "count", n)
+	}
+	d.cleanTemp()
+	if err := d.listen(); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	engineCtx, stopEngine := context.WithCancel(context.Background())
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	errs := make(chan error, 3)
+	wg.Add(3)
+	go func() { defer wg.Done(); errs <- d.engine.Run(engineCtx) }()
+	go func() { defer wg.Done(); errs <- d.watch.Run(watchCtx) }()
+	srv := &http.Server{Handler: d.api(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(d.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("control API: %w", err)
+		}
+	}()
+	tcpSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second}
+	if al, ok := d.tcp.(*authListener); ok {
+		tcpSrv.Handler = RequireToken(al.token, d.api())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := tcpSrv.Serve(al.Listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("control API (tcp): %w", err)
+			}
+		}()
+	}
+	stopAll := func() {
+		d.stopScheduler()
+		stopWatch()
+		stopEngine()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Shutdown(shutdownCtx)
+		_ = tcpSrv.Shutdown(shutdownCtx)
+		cancel()
+		if err := d.cursors.Flush(context.Background()); err != nil {
+			d.log.Error("flush cursors", "err", err)
+		}
+		os.Remove(d.cfg.Socket)
+	}
+	select {
+	case <-d.watch.Ready():
+	case <-ctx.Done():
+		stopAll()
+		return nil
+	case err := <-errs:
+		stopAll()
+		return err
+	}
+	if err := d.startScheduler(ctx); err != nil {
+		stopAll()
+		return err
+	}
+	counts, _ := d.watch.Counts(ctx)
+	d.metrics.watches.Set(float64(counts.Watches))
+	d.metrics.roots.Set(float64(counts.Roots))
+	if counts.Stores == 0 {
+		d.log.Info("no stores configured; idle until the policy names one (edit it and send SIGHUP or systemctl reload memwatch)", "policy", d.cfg.PolicyPath)
+	}
+	d.log.Info("ready", "stores", counts.Stores, "roots", counts.Roots, "watches", counts.Watches, "polled", counts.Polled,
+		"state_dir", d.cfg.StateDir, "socket", d.cfg.Socket, "version", d.cfg.Version)
+	d.notify("READY=1\nSTATUS=watching " + fmt.Sprint(counts.Roots) + " roots")
+	flush := time.NewTicker(10 * time.Second)
+	defer flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			d.log.Info("stopping", "reason", context.Cause(ctx))
+			d.notify("STOPPING=1")
+			stopAll()
+			d.log.Info("stopped")
+			return nil
+		case err := <-errs:
+			d.log.Error("component failed; stopping", "err", err)
+			stopAll()
+			return err
+		case <-flush.C:
+			if err := d.cursors.Flush(ctx); err != nil {
+				d.log.Warn("flush cursors", "err", err)
+			}
+			if c, err := d.watch.Counts(ctx); err == nil {
+				d.metrics.watches.Set(float64(c.Watches))
+				d.metrics.roots.Set(float64(c.Roots))
+			}
+		}
+	}
+}
+
+func (d *Daemon) notify(s string) {
+	if d.cfg.Notify != nil {
+		d.cfg.Notify(s)
+	}
+}
+
+// cleanTemp removes temp files a killed memwatch left in every root.
+func (d *Daemon) cleanTemp() {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, s := range d.policy.Stores {
+		for _, r := range s.Roots() {
+			dir := r
+			if s.Layout == "app-records" {
+				dir = filepath.Dir(r)
+			}
+			if n, err := rewrite.CleanTemp(dir); err == nil && n > 0 {
+				d.log.Info("removed temp files left by an interrupted rewrite", "store", s.Name, "root", r, "count", n)
+			}
+		}
+	}
+}
+
+func (d *Daemon) startScheduler(ctx context.Context) error {
+	d.mu.Lock()
+	p := d.policy
+	s := schedule.New(d.db, d.log, time.Local, time.Now)
+	d.sched = s
+	d.mu.Unlock()
+	var entries []schedule.Entry
+	for _, st := range p.Stores {
+		st := st
+		rt := d.store(st.Name)
+		for _, r := range rt.layout.Rules() {
+			if r.Schedule == "" {
+				continue
+			}
+			entries = append(entries, schedule.Entry{Name: st.Name + "/" + r.Name, Spec: r.Schedule, Run: func() { d.trigger(ctx, st.Name, "", "schedule") }})
+		}
+		if st.Sweep > 0 {
+			entries = append(entries, schedule.Entry{Name: st.Name + "/sweep", Spec: fmt.Sprintf("@every %s", st.Sweep), Run: func() { d.trigger(ctx, st.Name, "", "sweep") }})
+		}
+	}
+	if err := s.Add(ctx, entries); err != nil {
+		return err
+	}
+	s.Start()
+	return nil
+}
+
+func (d *Daemon) stopScheduler() {
+	d.mu.Lock()
+	s := d.sched
+	d.sched = nil
+	d.mu.Unlock()
+	if s != nil {
+		s.Stop()
+	}
+}
+
+// trigger queues an evaluation of one root, or of every root of a store.
+func (d *Daemon) trigger(ctx context.Context, store, root, reason string) (int, error) {
+	roots, err := d.watch.Roots(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if d.store(store) == nil {
+		return 0, fmt.Errorf("no store named %q", store)
+	}
+	n := 0
+	for _, r := range roots[store] {
+		if root == "" || r == filepath.Clean(root) {
+			d.engine.Submit(jobs.Job{Store: store, Root: r, Rule: ruleEvaluate, Reason: reason})
+			n++
+		}
+	}
+	if root != "" && n == 0 {
+		return 0, fmt.Errorf("store %q has no root %s", store, root)
+	}
+	return n, nil
+}
+
+// Reload loads the policy again. An invalid policy is logged and the
+// daemon keeps running on the old one.
+func (d *Daemon) Reload(ctx context.Context) error {
+	d.notify("RELOADING=1")
+	defer d.notify("READY=1")
+	p, err := policy.Load(d.cfg.PolicyPath)
+	if err == nil {
+		err = CheckLayouts(p)
+	}
+	if err != nil {
+		var perrs policy.Errors
+		if errors.As(err, &perrs) {
+			for _, e := range perrs {
+				d.log.Error("policy reload rejected; keeping the running policy", "error", e.Error())
+			}
+		} else {
+			d.log.Error("policy reload rejected; keeping the running policy", "err", err)
+		}
+		return err
+	}
+	if err := d.apply(p); err != nil {
+		d.log.Error("policy reload failed; keeping the running policy", "err", err)
+		return err
+	}
+	if err := d.watch.SetStores(ctx, watchStores(p)); err != nil {
+		return err
+	}
+	d.stopScheduler()
+	if err := d.startScheduler(ctx); err != nil {
+		return err
+	}
+	c, _ := d.watch.Counts(ctx)
+	d.log.Info("policy reloaded", "stores", c.Stores, "roots", c.Roots, "watches", c.Watches)
+	return nil
+}

@@ -1,0 +1,82 @@
+// Package layout is the contract between memwatch's engine and the memory
+// layouts it maintains. A layout owns a format and its rules; it reads files
+// freely but changes them only through the rewrite package, which archives,
+// re-checks and journals.
+package layout
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/jobs"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/watcher"
+)
+
+// Env is what a rule may use.
+type Env struct {
+	Store    *policy.Store
+	Rewriter *rewrite.Rewriter
+	DB       *state.DB
+	// LLM is the store's endpoint when its compactor is llm, else nil.
+	LLM     *compact.Client
+	Cursors *watcher.Cursors
+	Log     *slog.Logger
+	Now     func() time.Time
+}
+
+// Rule is one thing a layout does to a root.
+type Rule struct {
+	Name string
+	// Schedule is a cron spec (local time) for rules that also run on a
+	// clock, e.g. retention; "" for change-driven rules only.
+	Schedule string
+	// Targets returns what in root needs this rule now. It runs often and
+	// must be cheap: this is where "nothing new, skip" is decided, before
+	// any expensive step.
+	Targets func(ctx context.Context, env *Env, root string) ([]string, error)
+	// Run does the rule's work for one target.
+	Run func(ctx context.Context, env *Env, root, target string) (jobs.Result, error)
+}
+
+// Layout is one memory format.
+type Layout interface {
+	Name() string
+	Rules() []Rule
+}
+
+// Record starts a journal record for a rule's action.
+func (e *Env) Record(rule string) *state.Record {
+	return &state.Record{Store: e.Store.Name, Rule: rule}
+}
+
+// Seen reports whether the rule already handled exactly this content of
+// target: it wrote it (done, after-hash), or it decided about it and wrote
+// nothing (rejected, failed or skipped, before-hash). Either way there is
+// nothing new, so the rule must not run again.
+func (e *Env) Seen(ctx context.Context, root, rule, target, sha string) bool {
+	r, ok, err := e.DB.LastFor(ctx, root, rule, target)
+	if err != nil || !ok {
+		return false
+	}
+	if r.Outcome == state.Done {
+		return r.AfterSHA == sha
+	}
+	return r.BeforeSHA == sha
+}
+
+// Note journals a decision that changed nothing (outcome skipped) and logs
+// it at warn level: e.g. a heuristic that cannot get under a threshold says
+// so once, and Seen then keeps the rule from retrying on the same content.
+func (e *Env) Note(ctx context.Context, root, rule, target, sha string, size int64, reason string) error {
+	rec := e.Record(rule)
+	rec.Root, rec.Target, rec.Outcome, rec.Reason = root, target, state.Skipped, reason
+	rec.BeforeSHA, rec.BeforeSize, rec.AfterSHA, rec.AfterSize = sha, size, sha, size
+	_, err := e.DB.Append(ctx, rec)
+	e.Log.Warn(reason, "store", e.Store.Name, "root", root, "rule", rule, "path", target)
+	return err
+}

@@ -1,0 +1,301 @@
+package nowhistory
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/jobs"
+	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/markdown"
+	"github.com/memwatch/memwatch/rewrite"
+)
+
+// Layout is the now-history layout.
+type Layout struct{}
+
+// Name implements layout.Layout.
+func (Layout) Name() string { return "now-history" }
+
+// Rule names, as they appear in the journal.
+const (
+	RuleCompact   = "compact"
+	RuleRetention = "run-retention"
+	RuleSnapshot  = "snapshot"
+)
+
+// Rules implements layout.Layout.
+func (Layout) Rules() []layout.Rule {
+	return []layout.Rule{
+		{Name: RuleCompact, Targets: compactTargets, Run: runCompact},
+		{Name: RuleRetention, Schedule: "30 3 * * *", Targets: retentionTargets, Run: runRetention},
+		{Name: RuleSnapshot, Targets: snapshotTargets, Run: runSnapshot},
+	}
+}
+
+func compactTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	path := filepath.Join(root, MemoryFile)
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() <= int64(env.Store.Options.Size("max_size")) {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil
+	}
+	if env.Seen(ctx, root, RuleCompact, MemoryFile, rewrite.Hash(data)) {
+		return nil, nil // we already compacted (or gave up on) exactly this content
+	}
+	return []string{MemoryFile}, nil
+}
+
+func runCompact(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+	maxSize := int64(env.Store.Options.Size("max_size"))
+	keep := env.Store.Options.Int("keep_history")
+	rec := env.Record(RuleCompact)
+	var note string
+	compute := func(ctx context.Context, old []byte) ([]byte, error) {
+		if int64(len(old)) <= maxSize {
+			return nil, rewrite.ErrUnchanged // shrank on its own meanwhile
+		}
+		if env.LLM != nil {
+			out, tokens, err := compactLLM(ctx, env, old, keep, maxSize)
+			rec.Tokens += tokens
+			var rej *rewrite.Rejected
+			if err == nil || errors.As(err, &rej) || ctx.Err() != nil {
+				return out, err
+			}
+			// An unreachable endpoint or a spent budget must not leave memory
+			// growing: the heuristic keeps it bounded, and the journal says why.
+			note = fmt.Sprintf("llm unavailable (%v); heuristic compactor used", err)
+			env.Log.Warn("llm compaction failed; falling back to heuristic", "store", env.Store.Name, "root", root, "err", err)
+		}
+		out, ok := CompactHeuristic(old, keep)
+		if !ok {
+			return nil, rewrite.ErrUnchanged
+		}
+		return out, nil
+	}
+	out, err := env.Rewriter.Apply(ctx, rewrite.Request{
+		Root: root, Target: target,
+		Archive: filepath.Join(ArchiveDir, env.Now().Format(TimeFormat)+".md"),
+		Compute: compute,
+	}, rec)
+	if err != nil {
+		return jobs.Result{}, retryable(err)
+	}
+	switch out.Status {
+	case "done":
+		if note != "" || rec.AfterSize > maxSize {
+			if rec.AfterSize > maxSize {
+				note = strings.TrimPrefix(note+fmt.Sprintf("; still %d bytes, over max_size %d: # now alone is too large for the heuristic", rec.AfterSize, maxSize), "; ")
+				env.Log.Warn("compacted but still over max_size", "store", env.Store.Name, "root", root, "path", target, "size", rec.AfterSize, "max_size", maxSize)
+			}
+			rec.Reason = note
+			_ = env.DB.Update(ctx, rec)
+		}
+		return jobs.Result{Changed: true}, nil
+	case "rejected":
+		return jobs.Result{CoolDown: true}, nil
+	}
+	// Nothing could be dropped: say so once; Seen keeps us from retrying
+	// until the content changes.
+	data, err := os.ReadFile(filepath.Join(root, target))
+	if err == nil && int64(len(data)) > maxSize {
+		_ = env.Note(ctx, root, RuleCompact, target, rewrite.Hash(data), int64(len(data)),
+			fmt.Sprintf("memory.md is %d bytes, over max_size %d, and the heuristic compactor cannot shrink it (no History entries beyond keep_history %d)", len(data), maxSize, keep))
+	}
+	return jobs.Result{CoolDown: true}, nil
+}
+
+// retryable marks errors worth another attempt: a conflict with the agent.
+func retryable(err error) error {
+	if errors.Is(err, rewrite.ErrConflict) {
+		return jobs.Retry(err)
+	}
+	return err
+}
+
+// CompactHeuristic keeps everything but the History entries beyond the
+// newest keep (the seed orders History newest first). It reports false
+// when there is nothing to drop.
+func CompactHeuristic(src []byte, keep int) ([]byte, bool) {
+	d := markdown.Parse(src)
+	h := d.Find(1, "History")
+	if h < 0 {
+		return nil, false
+	}
+	kids := d.Children(h)
+	if len(kids) <= keep {
+		return nil, false
+	}
+	cut := d.Headings[kids[keep]].Start
+	end := d.Headings[h].End
+	out := append([]byte{}, src[:cut]...)
+	out = append(out, src[end:]...)
+	return out, true
+}
+
+const llmSystem = `You compact an AI agent's memory file (memory.md). It has two top-level sections: "# now" (working memory: "## State | summary" first, then one "##" section per tracked entity, "## Patterns", "## Errors") and "# History" (a timeline, newest entry first, headings "## YYYY-MM-DD-HHmm | summary").
+Return only the new memory.md, as markdown, with no commentary and no code fences.
+Rules:
+- Keep the "# now" structure: "## State" first, every entity section, "## Patterns", "## Errors". Keep the section names exactly.
+- Distill "# now" fields to their current, essential values; merge duplicate patterns and errors.
+- Keep the newest %d "# History" entries exactly as they are; drop older entries (they are kept in memory/run/ and in the archive).
+- The result must be under %d bytes.
+` + compact.DataNotice
+
+func compactLLM(ctx context.Context, env *layout.Env, old []byte, keep int, maxSize int64) ([]byte, int64, error) {
+	user := compact.Data("memory.md", string(old))
+	reply, err := env.LLM.Complete(ctx, compact.Prompt{System: fmt.Sprintf(llmSystem, keep, maxSize), User: user})
+	if err != nil {
+		return nil, reply.Tokens, err
+	}
+	out := []byte(strings.TrimSpace(stripFence(reply.Text)) + "\n")
+	return out, reply.Tokens, Guard(old, out, keep, maxSize, env.Store.MaxLoss)
+}
+
+func stripFence(s string) string {
+	t := strings.TrimSpace(s)
+	if strings.HasPrefix(t, "```") {
+		if i := strings.IndexByte(t, '\n'); i >= 0 {
+			t = t[i+1:]
+		}
+		t = strings.TrimSuffix(strings.TrimSpace(t), "```")
+	}
+	return t
+}
+
+// Guard checks an LLM compaction of memory.md before anything is written.
+func Guard(old, out []byte, keep int, maxSize int64, maxLoss float64) error {
+	if err := compact.CheckText(out); err != nil {
+		return err
+	}
+	od, nd := markdown.Parse(old), markdown.Parse(out)
+	if len(nd.Headings) == 0 || nd.Headings[0].Level != 1 || !strings.EqualFold(nd.Headings[0].Text, "now") || !bytes.HasPrefix(bytes.TrimLeft(out, " \n"), []byte("# now")) {
+		return &rewrite.Rejected{Reason: "output does not start with # now"}
+	}
+	kids := nd.Children(0)
+	if len(kids) == 0 || !strings.HasPrefix(strings.ToLower(nd.Headings[kids[0]].Text), "state") {
+		return &rewrite.Rejected{Reason: "## State is not the first section under # now"}
+	}
+	if nd.Find(1, "History") < 0 {
+		return &rewrite.Rejected{Reason: "output has no # History"}
+	}
+	if on := od.Find(1, "now"); on >= 0 {
+		var before, after []string
+		for _, k := range od.Children(on) {
+			before = append(before, sectionName(od.Headings[k].Text))
+		}
+		for _, k := range nd.Children(0) {
+			after = append(after, sectionName(nd.Headings[k].Text))
+		}
+		if err := compact.CheckLoss("# now sections", before, after, maxLoss); err != nil {
+			return err
+		}
+	}
+	if oh := od.Find(1, "History"); oh >= 0 {
+		var newest, kept []string
+		for i, k := range od.Children(oh) {
+			if i == keep {
+				break
+			}
+			newest = append(newest, historyStamp(od.Headings[k].Text))
+		}
+		for _, k := range nd.Children(nd.Find(1, "History")) {
+			kept = append(kept, historyStamp(nd.Headings[k].Text))
+		}
+		if err := compact.CheckLoss("recent History entries", newest, kept, maxLoss); err != nil {
+			return err
+		}
+	}
+	return compact.CheckShrinks(old, out, maxSize)
+}
+
+// sectionName is a "## Name | description" heading's name.
+func sectionName(t string) string {
+	if i := strings.IndexByte(t, '|'); i >= 0 {
+		t = t[:i]
+	}
+	return strings.TrimSpace(t)
+}
+
+// historyStamp is the timestamp of a History heading, which identifies it.
+func historyStamp(t string) string { return sectionName(t) }
+
+func retentionTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	keep := env.Store.Options.Duration("run_retention")
+	if keep <= 0 {
+		return nil, nil
+	}
+	cutoff := env.Now().Add(-keep)
+	var out []string
+	for _, name := range runFiles(root) {
+		t, err := time.ParseInLocation(TimeFormat, strings.TrimSuffix(strings.TrimSuffix(name, ".md"), "-run"), time.Local)
+		if err != nil {
+			fi, err := os.Stat(filepath.Join(root, RunDir, name))
+			if err != nil {
+				continue
+			}
+			t = fi.ModTime()
+		}
+		if t.Before(cutoff) {
+			out = append(out, filepath.Join(RunDir, name))
+		}
+	}
+	return out, nil
+}
+
+func runRetention(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+	// Only ever inside memory/run/.
+	if filepath.Dir(target) != RunDir {
+		return jobs.Result{}, fmt.Errorf("run retention refuses %s: not in %s/", target, RunDir)
+	}
+	rec := env.Record(RuleRetention)
+	rec.Reason = fmt.Sprintf("older than run_retention %v", env.Store.Options.Duration("run_retention"))
+	if err := env.Rewriter.Remove(ctx, root, target, rec); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return jobs.Result{}, nil
+		}
+		return jobs.Result{}, err
+	}
+	return jobs.Result{}, nil
+}
+
+func snapshotTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	name := env.Store.Options.String("snapshot_file")
+	if name == "" {
+		return nil, nil
+	}
+	want, err := Snapshot(filepath.Join(root, MemoryFile))
+	if err != nil {
+		return nil, nil
+	}
+	have, _ := os.ReadFile(filepath.Join(root, name))
+	if string(have) == want {
+		return nil, nil
+	}
+	return []string{name}, nil
+}
+
+func runSnapshot(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+	rec := env.Record(RuleSnapshot)
+	owned := ""
+	if last, ok, _ := env.DB.LastFor(ctx, root, RuleSnapshot, target, "done"); ok {
+		owned = last.AfterSHA
+	}
+	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, OwnedSHA: owned,
+		Archive: filepath.Join(rewrite.DefaultArchiveDir, target+"."+env.Now().Format("20060102-150405")),
+		Compute: func(context.Context, []byte) ([]byte, error) {
+			s, err := Snapshot(filepath.Join(root, MemoryFile))
+			return []byte(s), err
+		}}, rec)
+	// The snapshot is derived and cheap: no cooldown, so it follows every change.
+	return jobs.Result{}, retryable(err)
+}
