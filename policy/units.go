@@ -76,3 +76,12 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// FormatDuration renders a duration the way policies write it: whole days as "90d".
+func FormatDuration(d time.Duration) string {
+	day := 24 * time.Hour
+	if d >= day && d%day == 0 {
+		return fmt.Sprintf("%dd", d/day)
+	}
+	return d.String()
+}

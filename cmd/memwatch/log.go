@@ -62,6 +62,7 @@ sizes and LLM tokens.`,
 	}
 	cmd.Flags().StringVar(&f.Store, "store", "", "only this store")
 	cmd.Flags().StringVar(&f.Root, "root", "", "only this root")
+	cmd.Flags().StringVar(&f.Rule, "rule", "", "only this rule (e.g. compact)")
 	cmd.Flags().IntVar(&f.Limit, "limit", 50, "at most this many records")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd

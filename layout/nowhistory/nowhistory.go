@@ -14,6 +14,7 @@ import (
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/markdown"
+	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 )
 
@@ -258,7 +259,7 @@ func runRetention(ctx context.Context, env *layout.Env, root, target string) (jo
 		return jobs.Result{}, fmt.Errorf("run retention refuses %s: not in %s/", target, RunDir)
 	}
 	rec := env.Record(RuleRetention)
-	rec.Reason = fmt.Sprintf("older than run_retention %v", env.Store.Options.Duration("run_retention"))
+	rec.Reason = "older than run_retention " + policy.FormatDuration(env.Store.Options.Duration("run_retention"))
 	if err := env.Rewriter.Remove(ctx, root, target, rec); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return jobs.Result{}, nil

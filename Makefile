@@ -1,0 +1,44 @@
+# memwatch — the two commands a newcomer needs are `make demo` and `make test`.
+GO      ?= go
+BIN     := bin/memwatch
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@2025.1.1
+FUZZTIME ?= 30s
+
+.PHONY: build test demo bench lint fuzz soak clean
+
+build:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/memwatch
+
+test:
+	$(GO) vet ./...
+	$(GO) test -race ./...
+
+demo: build
+	$(GO) run ./cmd/memwatch-demo -bin $(BIN) -dir demo
+
+# Benchmarks, never timed tests: one run each, figures printed as a table.
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 1x -benchmem ./...
+	$(GO) run ./cmd/memwatch-bench -bin $(BIN)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+# Every fuzz target for FUZZTIME each (long: not part of make test).
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+# The crash-consistency test at full size (2,000 kills) and the watcher overflow test.
+soak:
+	MEMWATCH_CRASH_ITERATIONS=2000 $(GO) test -race -run 'TestCrashConsistency|TestOverflow' -timeout 2h -v ./cmd/memwatch ./watcher
+
+clean:
+	rm -rf bin dist demo
