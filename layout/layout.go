@@ -56,17 +56,27 @@ func (e *Env) Record(rule string) *state.Record {
 
 // Seen reports whether the rule already handled exactly this content of
 // target: it wrote it (done, after-hash), or it decided about it and wrote
-// nothing (rejected, failed or skipped, before-hash). Either way there is
-// nothing new, so the rule must not run again.
+// nothing (rejected or skipped, before-hash). Either way there is nothing
+// new, so the rule must not run again.
 func (e *Env) Seen(ctx context.Context, root, rule, target, sha string) bool {
+	// Content a user restored with undo stays as it is until it changes:
+	// redoing the undone action would defeat the undo.
+	if u, ok, err := e.DB.LastFor(ctx, root, "undo", target, state.Done); err == nil && ok && u.AfterSHA == sha {
+		return true
+	}
 	r, ok, err := e.DB.LastFor(ctx, root, rule, target)
 	if err != nil || !ok {
 		return false
 	}
-	if r.Outcome == state.Done {
+	switch r.Outcome {
+	case state.Done:
 		return r.AfterSHA == sha
+	case state.Rejected, state.Skipped:
+		return r.BeforeSHA == sha
 	}
-	return r.BeforeSHA == sha
+	// A failure (an interrupted rewrite, an I/O error) decided nothing: the
+	// rule tries again, after the cooldown the engine applies.
+	return false
 }
 
 // Note journals a decision that changed nothing (outcome skipped) and logs

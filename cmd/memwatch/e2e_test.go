@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memwatch/memwatch/layout/nowhistory"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+)
+
+// memwatchBin is the real binary, built once for every end-to-end test
+// (with the race detector when the tests have it); memwatchFast is built
+// without it, for the crash loop, which starts memwatch hundreds of times.
+var memwatchBin, memwatchFast string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "memwatch-e2e")
+	if err != nil {
+		panic(err)
+	}
+	memwatchBin = filepath.Join(dir, "memwatch")
+	memwatchFast = memwatchBin
+	args := []string{"build", "-o", memwatchBin}
+	if raceEnabled {
+		args = append(args, "-race")
+		memwatchFast = filepath.Join(dir, "memwatch-norace")
+		if out, err := exec.Command("go", "build", "-o", memwatchFast, ".").CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build memwatch: %v\n%s", err, out)
+			os.Exit(1)
+		}
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build memwatch: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running memwatch whose JSON log lines are collected.
+type proc struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []map[string]any
+	raw   bytes.Buffer
+	done  chan error
+}
+
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	return startBin(t, memwatchBin, args...)
+}
+
+func startBin(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: exec.Command(bin, append([]string{"run", "--log-format", "json", "--log-level", "debug"}, args...)...), done: make(chan error, 1)}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			p.mu.Lock()
+			p.raw.WriteString(sc.Text() + "\n")
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				p.lines = append(p.lines, m)
+			}
+			p.mu.Unlock()
+		}
+		p.done <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		if t.Failed() {
+			p.mu.Lock()
+			t.Logf("memwatch log:\n%s", lastLines(p.raw.String(), 40))
+			p.mu.Unlock()
+		}
+	})
+	return p
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// waitLog waits for a log line with that message.
+func (p *proc) waitLog(msg string, timeout time.Duration) map[string]any {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		p.mu.Lock()
+		for _, l := range p.lines {
+			if l["msg"] == msg {
+				p.mu.Unlock()
+				return l
+			}
+		}
+		p.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.t.Fatalf("no %q log line within %v", msg, timeout)
+	return nil
+}
+
+func (p *proc) stop(timeout time.Duration) error {
+	p.t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(timeout):
+		p.t.Fatalf("memwatch did not stop within %v of SIGTERM", timeout)
+		return nil
+	}
+}
+
+func writePolicy(t *testing.T, dir, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(p, []byte("version: 1\n"+body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// bigMemory is an oversize now-history memory.md with n History entries.
+func bigMemory(n int, tag string) []byte {
+	var b strings.Builder
+	b.WriteString("# now\n\n## State | " + tag + "\n- runs: 1\n\n## Patterns\n- p\n\n# History\n\n")
+	for i := range n {
+		fmt.Fprintf(&b, "## 2026-01-%02d-%04d | run %d %s\n- %s\n\n", i%28+1, i, i, tag, strings.Repeat("detail ", 40))
+	}
+	return []byte(b.String())
+}
+
+func TestRunReadyAndStopsOnSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "apps", "a", "memory"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "apps", "b"), 0o755)
+	pol := writePolicy(t, dir, fmt.Sprintf("stores:\n  - name: apps\n    layout: now-history\n    paths: [%q]\n", filepath.Join(dir, "apps", "*")))
+	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "state"))
+	ready := p.waitLog("ready", 10*time.Second)
+	if ready["stores"] != 1.0 || ready["roots"] != 2.0 || ready["watches"].(float64) < 3 {
+		t.Errorf("ready line = %v; want 1 store, 2 roots, >= 3 watches", ready)
+	}
+	time.Sleep(200 * time.Millisecond) // idle
+	t0 := time.Now()
+	if err := p.stop(2 * time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v, want 0", err)
+	}
+	t.Logf("stopped %v after SIGTERM", time.Since(t0))
+	if _, err := os.Stat(filepath.Join(dir, "state", "memwatch.sock")); !os.IsNotExist(err) {
+		t.Errorf("control socket left behind: %v", err)
+	}
+}
+
+func TestRunIdleWithOnlyCommentedPolicy(t *testing.T) {
+	dir := t.TempDir()
+	pd := filepath.Join(dir, "policy.d")
+	os.MkdirAll(pd, 0o755)
+	os.WriteFile(filepath.Join(pd, "example.yaml"), []byte("# version: 1\n# stores:\n#   - name: apps\n"), 0o644)
+	p := start(t, "--policy", pd, "--state-dir", filepath.Join(dir, "state"))
+	p.waitLog("ready", 10*time.Second)
+	p.waitLog("no stores configured; idle until the policy names one (edit it and send SIGHUP or systemctl reload memwatch)", time.Second)
+	if err := p.stop(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidateExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	good := writePolicy(t, dir, fmt.Sprintf("stores:\n  - name: apps\n    layout: now-history\n    paths: [%q]\n", filepath.Join(dir, "*")))
+	out, err := exec.Command(memwatchBin, "validate", "--policy", good).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "store apps: layout now-history") {
+		t.Errorf("validate good policy: %v\n%s", err, out)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"/x/*\"]\n    max_sise: 1KiB\n"), 0o644)
+	cmd := exec.Command(memwatchBin, "validate", "--policy", bad)
+	out, _ = cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 2 {
+		t.Errorf("exit code = %d, want 2", code)
+	}
+	if want := bad + `:6:5: unknown key "max_sise" in store "apps"; did you mean "max_size"?`; !strings.Contains(string(out), want) {
+		t.Errorf("output %q does not contain %q", out, want)
+	}
+	cmd = exec.Command(memwatchBin, "run", "--policy", bad)
+	cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 2 {
+		t.Errorf("run with a bad policy: exit code = %d, want 2", code)
+	}
+}
+
+func TestCompactsReloadsAndUndoes(t *testing.T) {
+	dir := t.TempDir()
+	app := filepath.Join(dir, "apps", "a")
+	os.MkdirAll(app, 0o755)
+	stateDir := filepath.Join(dir, "state")
+	body := fmt.Sprintf("stores:\n  - name: apps\n    layout: now-history\n    paths: [%q]\n    settle: 200ms\n    cooldown: 300ms\n    max_size: 4KiB\n    keep_history: 3\n", filepath.Join(dir, "apps", "*"))
+	pol := writePolicy(t, dir, body)
+	p := start(t, "--policy", pol, "--state-dir", stateDir)
+	p.waitLog("ready", 10*time.Second)
+
+	// An oversize memory.md is archived byte-identical and compacted within settle + 1 s.
+	pre := bigMemory(40, "first")
+	mem := filepath.Join(app, "memory.md")
+	os.WriteFile(mem, pre, 0o644)
+	t0 := time.Now()
+	post, _ := nowhistory.CompactHeuristic(pre, 3)
+	for {
+		if b, _ := os.ReadFile(mem); bytes.Equal(b, post) {
+			break
+		}
+		if time.Since(t0) > 200*time.Millisecond+time.Second {
+			t.Fatalf("memory.md not compacted within settle + 1s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("compacted %v after the write", time.Since(t0))
+	archives, _ := filepath.Glob(filepath.Join(app, "memory", "*.md"))
+	if len(archives) != 1 {
+		t.Fatalf("archives = %v, want 1", archives)
+	}
+	if a, _ := os.ReadFile(archives[0]); !bytes.Equal(a, pre) {
+		t.Errorf("archive is not byte-identical to the pre-image")
+	}
+
+	// A broken policy on SIGHUP keeps the old one running.
+	os.WriteFile(pol, []byte("version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [1, 2\n"), 0o644)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.waitLog("policy reload rejected; keeping the running policy", 5*time.Second)
+	os.WriteFile(mem, bigMemory(40, "second"), 0o644)
+	post2, _ := nowhistory.CompactHeuristic(bigMemory(40, "second"), 3)
+	waitFile(t, mem, post2, 3*time.Second)
+
+	// A valid reload adds a store: its roots are watched without a restart.
+	os.MkdirAll(filepath.Join(dir, "more", "b"), 0o755)
+	os.WriteFile(pol, []byte("version: 1\n"+body+fmt.Sprintf("  - name: more\n    layout: now-history\n    paths: [%q]\n    settle: 200ms\n    max_size: 4KiB\n    keep_history: 3\n", filepath.Join(dir, "more", "*"))), 0o644)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.waitLog("policy reloaded", 5*time.Second)
+	memB := filepath.Join(dir, "more", "b", "memory.md")
+	os.WriteFile(memB, bigMemory(40, "third"), 0o644)
+	post3, _ := nowhistory.CompactHeuristic(bigMemory(40, "third"), 3)
+	waitFile(t, memB, post3, 3*time.Second)
+
+	// Undo through the running daemon: find the first compaction.
+	out, err := exec.Command(memwatchBin, "log", "--state-dir", stateDir, "--rule", "compact", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []state.Record
+	json.Unmarshal(out, &recs)
+	var first state.Record
+	for _, r := range recs {
+		if r.Target == "memory.md" && r.Root == app && r.BeforeSHA == rewrite.Hash(pre) {
+			first = r
+		}
+	}
+	if first.ID == 0 {
+		t.Fatalf("no journal record for the first compaction in %s", out)
+	}
+	// The agent has changed memory.md since (second compaction): refused.
+	cmd := exec.Command(memwatchBin, "undo", fmt.Sprint(first.ID), "--state-dir", stateDir)
+	out, _ = cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() == 0 || !strings.Contains(string(out), "target changed since this action") {
+		t.Errorf("undo after an agent edit: exit %d, %s", cmd.ProcessState.ExitCode(), out)
+	}
+	last := recs[0]
+	for _, r := range recs {
+		if r.Root == app && r.AfterSHA == rewrite.Hash(post2) {
+			last = r
+		}
+	}
+	out, err = exec.Command(memwatchBin, "undo", fmt.Sprint(last.ID), "--state-dir", stateDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("undo: %v: %s", err, out)
+	}
+	if b, _ := os.ReadFile(mem); !bytes.Equal(b, bigMemory(40, "second")) {
+		t.Errorf("undo did not restore the pre-image")
+	}
+	// The undo sticks: memwatch does not compact the restored file again
+	// (it is oversize) until the agent changes it.
+	time.Sleep(time.Second)
+	if b, _ := os.ReadFile(mem); !bytes.Equal(b, bigMemory(40, "second")) {
+		t.Errorf("memwatch redid the undone compaction")
+	}
+	if err := p.stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFile(t *testing.T, path string, want []byte, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if b, _ := os.ReadFile(path); bytes.Equal(b, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(path)
+			t.Fatalf("%s did not reach the expected content within %v (has %d bytes, want %d)", path, timeout, len(b), len(want))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
