@@ -108,6 +108,17 @@ type decoder struct {
 }
 
 func (d *decoder) pos(n ast.Node) Pos {
+	// A mapping's own token is its first ":"; point at its first key instead.
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		if len(m.Values) > 0 && m.Values[0].Key != nil {
+			n = m.Values[0].Key
+		}
+	case *ast.MappingValueNode:
+		if m.Key != nil {
+			n = m.Key
+		}
+	}
 	if n == nil || n.GetToken() == nil {
 		return Pos{File: d.file, Line: 1, Column: 1}
 	}

@@ -1,0 +1,193 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseValid(t *testing.T) {
+	src := `version: 1
+state_dir: /var/lib/mw
+control:
+  socket: /run/mw.sock
+llm:
+  default:
+    base_url: http://127.0.0.1:11434/v1
+    model: qwen2.5:7b
+    timeout: 45s
+    daily_token_budget: 5000
+stores:
+  - name: apps
+    layout: now-history
+    paths: ["/srv/spaces/*/apps/*"]
+    compactor: llm
+    settle: 250ms
+    max_size: 64KiB
+    run_retention: 90d
+    max_loss: 10%
+`
+	p, err := Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Stores[0]
+	if s.Name != "apps" || s.Layout != "now-history" || s.Compactor != "llm" || s.LLM != "default" || s.Settle != 250*time.Millisecond || s.MaxLoss != 0.10 {
+		t.Errorf("store = %+v", s)
+	}
+	if got := s.Options.Size("max_size"); got != 64<<10 {
+		t.Errorf("max_size = %v", got)
+	}
+	if got := s.Options.Duration("run_retention"); got != 90*24*time.Hour {
+		t.Errorf("run_retention = %v", got)
+	}
+	if got := s.Options.Int("keep_history"); got != 10 {
+		t.Errorf("default keep_history = %d, want 10", got)
+	}
+	ep := p.LLM["default"]
+	if ep.Timeout != 45*time.Second || ep.MaxConcurrency != 2 || ep.DailyTokenBudget != 5000 {
+		t.Errorf("endpoint = %+v", ep)
+	}
+	if p.StateDir != "/var/lib/mw" || p.Control.Socket != "/run/mw.sock" {
+		t.Errorf("policy = %+v", p)
+	}
+}
+
+// TestParseErrors covers every error class with its position and message.
+func TestParseErrors(t *testing.T) {
+	const head = "version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"/x/*\"]\n"
+	tests := []struct {
+		name, src, want string
+	}{
+		{"unknown key", head + "    max_sise: 1KiB\n", `p.yaml:6:5: unknown key "max_sise" in store "apps"; did you mean "max_size"?`},
+		{"key of another layout", head + "    window: 50\n", `p.yaml:6:5: key "window" belongs to layout memory-history, not now-history`},
+		{"unknown top-level key", "version: 1\nstors: []\n", `p.yaml:2:1: unknown key "stors" in top level; did you mean "stores"?`},
+		{"wrong type", head + "    keep_history: ten\n", `p.yaml:6:19: keep_history must be an integer, not "ten"`},
+		{"bad glob", "version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"/x/[a\"]\n", `p.yaml:5:13: bad glob "/x/[a": syntax error in pattern`},
+		{"relative path", "version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"x/*\"]\n", `p.yaml:5:13: path "x/*" must be absolute (or start with ~/)`},
+		{"bad size", head + "    max_size: 10 parsecs\n", `p.yaml:6:15: max_size: invalid size "10 parsecs": want a number with an optional unit B, KB, KiB, MB, MiB, GB or GiB (e.g. 100KiB)`},
+		{"bad duration", head + "    settle: soon\n", `p.yaml:6:13: settle: invalid duration "soon": want e.g. 500ms, 30s, 10m, 2h or 90d`},
+		{"duration without unit", head + "    settle: 5\n", `p.yaml:6:13: settle needs a unit, e.g. 5s or 5m`},
+		{"missing name", "version: 1\nstores:\n  - layout: now-history\n    paths: [\"/x/*\"]\n", `p.yaml:3:5: missing required key name in store`},
+		{"missing layout", "version: 1\nstores:\n  - name: a\n    paths: [\"/x/*\"]\n", `p.yaml:3:5: missing required key layout: one of now-history, facts-episodes, memory-history, session-detail, app-records`},
+		{"missing paths", "version: 1\nstores:\n  - name: a\n    layout: now-history\n", `p.yaml:3:5: missing required key paths in store "a": at least one glob of store roots`},
+		{"unknown layout", "version: 1\nstores:\n  - name: a\n    layout: now-histroy\n    paths: [\"/x/*\"]\n", `p.yaml:4:13: unknown layout "now-histroy": want one of now-history, facts-episodes, memory-history, session-detail, app-records; did you mean "now-history"?`},
+		{"bad enum", "version: 1\nstores:\n  - name: a\n    layout: memory-history\n    paths: [\"/x/*\"]\n    history_mode: mirorr\n", `p.yaml:6:19: history_mode must be one of mirror, move, not "mirorr"; did you mean "mirror"?`},
+		{"duplicate store", head + "  - name: apps\n    layout: now-history\n    paths: [\"/y/*\"]\n", `p.yaml:6:11: store "apps" is already defined at p.yaml:3:11`},
+		{"missing version", "stores: []\n", `p.yaml:1:1: missing required key version: add ` + "`version: 1`" + ` at the top`},
+		{"unsupported version", "version: 2\n", `p.yaml:1:10: unsupported policy version 2: this memwatch reads version 1`},
+		{"syntax error", "version: 1\nstores: [\n", `p.yaml:2:9: invalid YAML:`},
+		{"llm endpoint missing", "version: 1\nstores:\n  - name: a\n    layout: now-history\n    paths: [\"/x/*\"]\n    compactor: llm\n", `p.yaml:3:5: store "a": compactor llm needs endpoint "default" under llm:, which is not defined`},
+		{"bad compactor", head + "    compactor: gpt\n", `p.yaml:6:16: compactor must be heuristic or llm, not "gpt"`},
+		{"endpoint without model", "version: 1\nllm:\n  default:\n    base_url: http://x/v1\n", `p.yaml:3:3: missing required key model in llm.default`},
+		{"endpoint bad url", "version: 1\nllm:\n  default:\n    base_url: localhost:11434\n    model: m\n", `p.yaml:4:15: llm.default.base_url must be an http(s) URL such as http://127.0.0.1:11434/v1`},
+		{"budget off", "version: 1\nllm:\n  default:\n    base_url: http://x/v1\n    model: m\n    daily_token_budget: 0\n", `p.yaml:6:25: llm.default.daily_token_budget must be at least 1: the budget is a hard cap and cannot be switched off`},
+		{"tcp not loopback", "version: 1\ncontrol:\n  tcp: 0.0.0.0:7070\n  token_file: /t\n", `p.yaml:3:8: control.tcp must be a loopback address such as 127.0.0.1:7070, not "0.0.0.0:7070"`},
+		{"bad max_loss", head + "    max_loss: 150%\n", `p.yaml:6:15: max_loss must be between 0% and 100%`},
+		{"bad store name", "version: 1\nstores:\n  - name: My Apps\n    layout: now-history\n    paths: [\"/x/*\"]\n", `p.yaml:3:11: store name "My Apps" must be lowercase letters, digits, '.', '_' or '-' (it is used in API paths)`},
+		{"stores not a list", "version: 1\nstores:\n  name: a\n", `p.yaml:3:3: stores must be a list of stores`},
+		{"alias", "version: 1\nx: &a {}\n", `p.yaml:2:1: unknown key "x" in top level`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("p.yaml", []byte(tt.src))
+			if err == nil {
+				t.Fatalf("no error, want %q", tt.want)
+			}
+			var es Errors
+			if !errors.As(err, &es) {
+				t.Fatalf("error %v is not policy.Errors", err)
+			}
+			if got := err.Error(); !strings.Contains(got, tt.want) {
+				t.Errorf("got\n  %s\nwant it to contain\n  %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseReportsEveryError(t *testing.T) {
+	src := "version: 1\nstores:\n  - name: a\n    layout: now-history\n    paths: [\"/x/*\"]\n    max_sise: 1\n    settle: x\n  - name: b\n"
+	_, err := Parse("p.yaml", []byte(src))
+	var es Errors
+	if !errors.As(err, &es) || len(es) != 4 {
+		t.Fatalf("got %d errors (%v), want 4", len(es), err)
+	}
+	for i := 1; i < len(es); i++ {
+		if es[i].Pos.Line < es[i-1].Pos.Line {
+			t.Errorf("errors not in file order: %v", err)
+		}
+	}
+}
+
+func TestLoadDirectory(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"/x/*\"]\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.yml"), []byte("version: 1\nstores:\n  - name: more\n    layout: now-history\n    paths: [\"/y/*\"]\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "example.yaml"), []byte("# version: 1\n# stores: []\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not yaml: ["), 0o644)
+	p, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Stores) != 2 || p.Stores[0].Name != "apps" || p.Stores[1].Name != "more" {
+		t.Errorf("stores = %v", p.Stores)
+	}
+	// The same store name in two files is an error naming both places.
+	os.WriteFile(filepath.Join(dir, "c.yaml"), []byte("version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"/z/*\"]\n"), 0o644)
+	_, err = Load(dir)
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:3:11: store \"apps\" is already defined at "+filepath.Join(dir, "a.yaml")+":3:11") {
+		t.Errorf("duplicate across files: %v", err)
+	}
+}
+
+func TestEmptyPolicyIsValid(t *testing.T) {
+	for _, src := range []string{"", "# only comments\n", "version: 1\n", "version: 1\nstores: []\n"} {
+		p, err := Parse("p.yaml", []byte(src))
+		if err != nil || len(p.Stores) != 0 {
+			t.Errorf("Parse(%q) = %v, %v; want a valid policy with no stores", src, p, err)
+		}
+	}
+}
+
+func TestUnits(t *testing.T) {
+	sizes := map[string]Size{"100KiB": 100 << 10, "8KB": 8000, "1.5MiB": 3 << 19, "64 MiB": 64 << 20, "10": 10, "2GB": 2e9}
+	for in, want := range sizes {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	durs := map[string]time.Duration{"90d": 90 * 24 * time.Hour, "1d12h": 36 * time.Hour, "500ms": 500 * time.Millisecond, "0": 0}
+	for in, want := range durs {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"-1d", "d", "5 days", ""} {
+		if _, err := ParseDuration(bad); err == nil && bad != "" {
+			t.Errorf("ParseDuration(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("version: 1\nstores:\n  - name: a\n    layout: now-history\n    paths: [\"/x/*\"]\n"))
+	f.Add([]byte("version: 1\nllm:\n  d: {base_url: 'http://x', model: m}\n"))
+	f.Add([]byte("{[}: \x00\xff"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		p, err := Parse("f.yaml", src)
+		if err == nil && p == nil {
+			t.Fatal("nil policy without error")
+		}
+		var es Errors
+		if err != nil && errors.As(err, &es) {
+			for _, e := range es {
+				if e.Pos.Line < 1 || e.Pos.File != "f.yaml" {
+					t.Fatalf("error without a position: %v", e)
+				}
+			}
+		}
+	})
+}
