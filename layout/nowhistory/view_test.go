@@ -1,0 +1,122 @@
+package nowhistory
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestSnapshotGolden(t *testing.T) {
+	for _, name := range []string{"missing", "small", "large", "crlf", "nohistory"} {
+		t.Run(name, func(t *testing.T) {
+			s, err := Snapshot(filepath.Join("testdata", name, "memory.md"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, name+".snapshot.golden", []byte(s))
+		})
+	}
+}
+
+func TestStatusGolden(t *testing.T) {
+	st, err := Status(filepath.Join("testdata", "large", "memory.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.MarshalIndent(st, "", "  ")
+	golden(t, "large.status.golden.json", append(b, '\n'))
+	golden(t, "large.status.golden.txt", []byte(FormatStatus(st)))
+}
+
+func TestStamp(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"top of history", "# now\n## State\n\n# History\n\n## 2026-01-15-1400 | old\n", "# now\n## State\n\n# History\n\n## 2026-01-15-1430\n## 2026-01-15-1400 | old\n"},
+		{"idempotent", "# now\n# History\n## 2026-01-15-1430\n", "# now\n# History\n## 2026-01-15-1430\n"},
+		{"idempotent after summary", "# now\n# History\n## 2026-01-15-1430 | done\n", "# now\n# History\n## 2026-01-15-1430 | done\n"},
+		{"no history", "# now\n## State\n", "# now\n## State\n\n# History\n\n## 2026-01-15-1430\n"},
+		{"empty file", "", "# History\n\n## 2026-01-15-1430\n"},
+		{"crlf", "# now\r\n# History\r\n## 2026-01-15-1400\r\n", "# now\r\n# History\r\n## 2026-01-15-1430\r\n## 2026-01-15-1400\r\n"},
+		{"history in a fence is not history", "# now\n```\n# History\n```\n", "# now\n```\n# History\n```\n\n# History\n\n## 2026-01-15-1430\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := string(Stamp([]byte(tt.in), "2026-01-15-1430"))
+			if got != tt.want {
+				t.Errorf("Stamp(%q)\n got  %q\n want %q", tt.in, got, tt.want)
+			}
+			if again := string(Stamp([]byte(got), "2026-01-15-1430")); again != got {
+				t.Errorf("second stamp changed the file: %q", again)
+			}
+		})
+	}
+}
+
+func TestCompactHeuristic(t *testing.T) {
+	src, _ := os.ReadFile(filepath.Join("testdata", "large", "memory.md"))
+	out, ok := CompactHeuristic(src, 3)
+	if !ok {
+		t.Fatal("nothing dropped")
+	}
+	golden(t, "large.compact3.golden", out)
+	// # now is kept verbatim.
+	if !bytes.HasPrefix(out, src[:bytes.Index(src, []byte("# History"))]) {
+		t.Error("# now was not kept verbatim")
+	}
+	if _, ok := CompactHeuristic(out, 3); ok {
+		t.Error("a second pass dropped more than keep_history allows")
+	}
+	if _, ok := CompactHeuristic([]byte("# now\n## State\n"), 3); ok {
+		t.Error("a file without # History was changed")
+	}
+}
+
+func TestGuard(t *testing.T) {
+	old, _ := os.ReadFile(filepath.Join("testdata", "large", "memory.md"))
+	good, _ := CompactHeuristic(old, 3)
+	tests := []struct {
+		name   string
+		out    string
+		reason string
+	}{
+		{"good", string(good), ""},
+		{"no # now", "## State\n# History\n", "output does not start with # now"},
+		{"state not first", "# now\n## Patterns\n## State\n# History\n", "## State is not the first section under # now"},
+		{"no history", "# now\n## State | x\n## AirPods Pro (JD.com)\n## Patterns\n## Errors\n", "output has no # History"},
+		{"sections lost", "# now\n## State | x\n# History\n## 2026-01-15-1430 | routine check 0\n## 2026-01-15-1330 | routine check 1\n## 2026-01-15-1230 | routine check 2\n", "output drops 3 of 4 # now sections"},
+		{"control chars", "# now\x1b[0m\n", "output contains control character"},
+		{"grows", string(old) + "more", "output (" },
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Guard(old, []byte(tt.out), 3, 100<<10, 0.25)
+			switch {
+			case tt.reason == "" && err != nil:
+				t.Errorf("rejected: %v", err)
+			case tt.reason != "" && (err == nil || !bytes.Contains([]byte(err.Error()), []byte(tt.reason))):
+				t.Errorf("got %v, want a rejection containing %q", err, tt.reason)
+			}
+		})
+	}
+}
