@@ -101,7 +101,10 @@ type Reply struct {
 // token per 3 bytes, rounded up. It over-estimates for English (about 4
 // bytes a token) and roughly matches CJK text (3 bytes a character), which
 // keeps the budget on the safe side without a tokenizer.
-func EstimateTokens(s string) int { return (len(s) + 2) / 3 }
+func EstimateTokens(s string) int { return EstimateTokensOf(len(s)) }
+
+// EstimateTokensOf is EstimateTokens for a text of n bytes.
+func EstimateTokensOf(n int) int { return (n + 2) / 3 }
 
 // Day is the budget day of t (local time).
 func Day(t time.Time) string { return t.Format("2006-01-02") }

@@ -71,6 +71,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("GET /v1/journal", d.handleJournal)
 	mux.HandleFunc("POST /v1/undo/{id}", d.handleUndo)
 	mux.HandleFunc("POST /v1/trigger", d.handleTrigger)
+	mux.HandleFunc("POST /v1/compact", d.handleCompact)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
 	return mux
 }
@@ -179,6 +180,20 @@ func Undo(ctx context.Context, rw *rewrite.Rewriter, eng *jobs.Engine, id int64,
 		return res, do(ctx)
 	}
 	return res, eng.Exclusive(ctx, plan.Record.Store, plan.Record.Root, "undo", do)
+}
+
+func (d *Daemon) handleCompact(w http.ResponseWriter, r *http.Request) {
+	var req CompactRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("compact: %w", err))
+		return
+	}
+	res, err := d.Compact(r.Context(), req)
+	if err != nil {
+		writeErr(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 // TriggerRequest is the body of POST /v1/trigger.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
@@ -89,6 +90,7 @@ type Daemon struct {
 	started  time.Time
 	listener net.Listener
 	tcp      net.Listener
+	running  atomic.Bool // Run is serving: work goes through the engine
 
 	mu      sync.RWMutex // guards policy, stores and clients (replaced on reload)
 	policy  *policy.Policy
@@ -136,6 +138,10 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	}
 	return d, nil
 }
+
+// Close releases the state directory of a daemon that was built but not run
+// (one-off commands such as memwatch compact without a running daemon).
+func (d *Daemon) Close() { d.closeState() }
 
 func (d *Daemon) closeState() {
 	if d.db != nil {
@@ -313,6 +319,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		stopAll()
 		return err
 	}
+	d.running.Store(true)
+	defer d.running.Store(false)
 	counts, _ := d.watch.Counts(ctx)
 	d.metrics.watches.Set(float64(counts.Watches))
 	d.metrics.roots.Set(float64(counts.Roots))

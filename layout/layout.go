@@ -49,6 +49,13 @@ type Layout interface {
 	Rules() []Rule
 }
 
+// Compactable is a layout with an on-demand compaction (memwatch compact).
+type Compactable interface {
+	// CompactRequest returns the rewrite that compacts root now, even under
+	// its threshold when force is set, and the record to journal it with.
+	CompactRequest(env *Env, root string, force bool) (rewrite.Request, *state.Record)
+}
+
 // Record starts a journal record for a rule's action.
 func (e *Env) Record(rule string) *state.Record {
 	return &state.Record{Store: e.Store.Name, Rule: rule}

@@ -151,9 +151,5 @@ func (w *Rewriter) Undo(ctx context.Context, id int64, force bool) (Outcome, err
 			return plan.Restore, nil
 		},
 	}, rec)
-	if err == nil && out.Status == state.Done {
-		rec.Reason = fmt.Sprintf("undo of #%d", id)
-		_ = w.DB.Update(ctx, rec)
-	}
 	return out, err
 }

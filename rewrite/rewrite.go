@@ -266,7 +266,8 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, target string, rec 
 	}
 	rec.BeforeSHA, rec.BeforeSize = snap.sha, int64(len(snap.data))
 	rec.AfterSHA, rec.AfterSize = Hash(newData), int64(len(newData))
-	rec.Outcome, rec.Reason = state.Pending, ""
+	// The reason, if Compute set one (e.g. a fallback note), is kept.
+	rec.Outcome = state.Pending
 	if err := w.journal(ctx, rec, true); err != nil {
 		return Outcome{}, err
 	}

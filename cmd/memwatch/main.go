@@ -72,7 +72,7 @@ Start with:  memwatch validate --policy FILE   then   memwatch run --policy FILE
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(runCmd(g), validateCmd(g), versionCmd(g), logCmd(g), undoCmd(g), statusCmd(g), triggerCmd(g),
-		snapshotCmd(g), stampCmd(g))
+		snapshotCmd(g), stampCmd(g), compactCmd(g))
 	err := root.Execute()
 	if err == nil {
 		return exitOK

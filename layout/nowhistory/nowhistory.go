@@ -16,6 +16,7 @@ import (
 	"github.com/memwatch/memwatch/markdown"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
 )
 
 // Layout is the now-history layout.
@@ -56,13 +57,16 @@ func compactTargets(ctx context.Context, env *layout.Env, root string) ([]string
 	return []string{MemoryFile}, nil
 }
 
-func runCompact(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+// CompactRequest implements layout.Compactable: the rewrite that compacts
+// memory.md, and the record it is journaled with. With force it runs even
+// under max_size (memwatch compact).
+func (Layout) CompactRequest(env *layout.Env, root string, force bool) (rewrite.Request, *state.Record) {
 	maxSize := int64(env.Store.Options.Size("max_size"))
 	keep := env.Store.Options.Int("keep_history")
 	rec := env.Record(RuleCompact)
-	var note string
 	compute := func(ctx context.Context, old []byte) ([]byte, error) {
-		if int64(len(old)) <= maxSize {
+		rec.Reason = "" // a restarted attempt starts afresh
+		if !force && int64(len(old)) <= maxSize {
 			return nil, rewrite.ErrUnchanged // shrank on its own meanwhile
 		}
 		if env.LLM != nil {
@@ -74,8 +78,8 @@ func runCompact(ctx context.Context, env *layout.Env, root, target string) (jobs
 			}
 			// An unreachable endpoint or a spent budget must not leave memory
 			// growing: the heuristic keeps it bounded, and the journal says why.
-			note = fmt.Sprintf("llm unavailable (%v); heuristic compactor used", err)
-			env.Log.Warn("llm compaction failed; falling back to heuristic", "store", env.Store.Name, "root", root, "err", err)
+			rec.Reason = fmt.Sprintf("llm unavailable (%v); heuristic compactor used", err)
+			env.Log.Warn("llm compaction failed; falling back to heuristic", "root", root, "err", err)
 		}
 		out, ok := CompactHeuristic(old, keep)
 		if !ok {
@@ -83,26 +87,34 @@ func runCompact(ctx context.Context, env *layout.Env, root, target string) (jobs
 		}
 		return out, nil
 	}
-	out, err := env.Rewriter.Apply(ctx, rewrite.Request{
-		Root: root, Target: target,
+	return rewrite.Request{
+		Root: root, Target: MemoryFile,
 		Archive: filepath.Join(ArchiveDir, env.Now().Format(TimeFormat)+".md"),
 		Compute: compute,
-	}, rec)
+	}, rec
+}
+
+func runCompact(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+	maxSize := int64(env.Store.Options.Size("max_size"))
+	keep := env.Store.Options.Int("keep_history")
+	req, rec := Layout{}.CompactRequest(env, root, false)
+	out, err := env.Rewriter.Apply(ctx, req, rec)
+	note := rec.Reason
 	if err != nil {
 		return jobs.Result{}, retryable(err)
 	}
 	switch out.Status {
-	case "done":
+	case state.Done:
 		if note != "" || rec.AfterSize > maxSize {
 			if rec.AfterSize > maxSize {
 				note = strings.TrimPrefix(note+fmt.Sprintf("; still %d bytes, over max_size %d: # now alone is too large for the heuristic", rec.AfterSize, maxSize), "; ")
-				env.Log.Warn("compacted but still over max_size", "store", env.Store.Name, "root", root, "path", target, "size", rec.AfterSize, "max_size", maxSize)
+				env.Log.Warn("compacted but still over max_size", "root", root, "path", target, "size", rec.AfterSize, "max_size", maxSize)
 			}
 			rec.Reason = note
 			_ = env.DB.Update(ctx, rec)
 		}
 		return jobs.Result{Changed: true}, nil
-	case "rejected":
+	case state.Rejected:
 		return jobs.Result{CoolDown: true}, nil
 	}
 	// Nothing could be dropped: say so once; Seen keeps us from retrying

@@ -106,7 +106,7 @@ func TestGuard(t *testing.T) {
 		{"no history", "# now\n## State | x\n## AirPods Pro (JD.com)\n## Patterns\n## Errors\n", "output has no # History"},
 		{"sections lost", "# now\n## State | x\n# History\n## 2026-01-15-1430 | routine check 0\n## 2026-01-15-1330 | routine check 1\n## 2026-01-15-1230 | routine check 2\n", "output drops 3 of 4 # now sections"},
 		{"control chars", "# now\x1b[0m\n", "output contains control character"},
-		{"grows", string(old) + "more", "output (" },
+		{"grows", string(old) + "more", "output ("},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/daemon"
+)
+
+func compactCmd(g *globals) *cobra.Command {
+	var req daemon.CompactRequest
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "compact PATH --policy P",
+		Short: "Compact the root (or file) at PATH now",
+		Long: `Run the layout's compaction for the store root containing PATH now, even
+under its size threshold. The pre-image is archived and the change journaled
+like any other. --dry-run writes nothing and prints a unified diff of what
+would change, the guard verdict and the token estimate. --compactor
+overrides the store's compactor for this run. When the daemon runs, the
+compaction goes through it so it cannot race a job.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			ctl, p, stateDir, err := g.controlFor()
+			if err != nil {
+				return err
+			}
+			if p == nil {
+				return usageError{errors.New("compact needs --policy: the store and its layout come from it")}
+			}
+			if req.Path, err = filepath.Abs(args[0]); err != nil {
+				return err
+			}
+			var res daemon.CompactResult
+			body, _ := json.Marshal(req)
+			err = ctl.do(context.Background(), "POST", "/v1/compact", bytes.NewReader(body), &res)
+			if errors.Is(err, errNoDaemon) {
+				d, derr := daemon.New(daemon.Config{Policy: p, PolicyPath: g.policy, StateDir: stateDir, Socket: socketPath(p, stateDir), Version: version}, log)
+				if derr != nil {
+					return derr
+				}
+				res, err = d.Compact(context.Background(), req)
+				d.Close()
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(g, res)
+			}
+			w := g.stdout
+			if res.Diff != "" {
+				fmt.Fprint(w, res.Diff)
+			}
+			fmt.Fprintf(w, "store %s, root %s, %s: %d -> %d bytes with the %s compactor\n", res.Store, res.Root, res.Target, res.BeforeSize, res.AfterSize, res.Compactor)
+			fmt.Fprintf(w, "guards: %s\n", res.Verdict)
+			if res.FallbackReason != "" {
+				fmt.Fprintf(w, "note: %s\n", res.FallbackReason)
+			}
+			fmt.Fprintf(w, "tokens: ~%d input (estimate), %d used\n", res.InputTokens, res.Tokens)
+			if res.DryRun {
+				fmt.Fprintln(w, "dry run: nothing was written")
+			} else if res.Journal != 0 {
+				fmt.Fprintf(w, "written; pre-image archived to %s; journal record %d (memwatch undo %d reverts it)\n", res.Archive, res.Journal, res.Journal)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&req.DryRun, "dry-run", false, "write nothing; print the diff, guard verdict and token estimate")
+	cmd.Flags().StringVar(&req.Compactor, "compactor", "", "heuristic or llm, instead of the store's compactor")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

@@ -1,0 +1,169 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memwatch/memwatch/compact/llmtest"
+	"github.com/memwatch/memwatch/layout/nowhistory"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+)
+
+// testDaemon runs a daemon in-process on a policy; it stops at cleanup.
+func testDaemon(t *testing.T, src string) (*Daemon, string) {
+	t.Helper()
+	dir := t.TempDir()
+	p, err := policy.Parse("policy.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := filepath.Join(dir, "state")
+	d, err := New(Config{Policy: p, PolicyPath: "policy.yaml", StateDir: stateDir, Socket: filepath.Join(stateDir, "s.sock"), Version: "test"},
+		slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	<-d.watch.Ready()
+	return d, dir
+}
+
+func memory(n int, tag string) []byte {
+	var b strings.Builder
+	b.WriteString("# now\n\n## State | " + tag + "\n- runs: 1\n\n## Item A\n- a\n\n## Patterns\n- p\n\n# History\n\n")
+	for i := range n {
+		fmt.Fprintf(&b, "## 2026-01-15-%04d | run %d\n- %s\n\n", 2000-i, i, strings.Repeat("detail ", 30))
+	}
+	return []byte(b.String())
+}
+
+func llmPolicy(root, baseURL string) string {
+	return fmt.Sprintf(`version: 1
+llm:
+  default:
+    base_url: %s
+    model: fake
+    timeout: 5s
+    daily_token_budget: 100000
+stores:
+  - name: apps
+    layout: now-history
+    paths: [%q]
+    compactor: llm
+    settle: 50ms
+    cooldown: 200ms
+    max_size: 2KiB
+    keep_history: 2
+`, baseURL, root)
+}
+
+func waitJournal(t *testing.T, d *Daemon, f state.Filter, timeout time.Duration) state.Record {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		recs, _ := d.db.Journal(context.Background(), f)
+		if len(recs) > 0 {
+			return recs[0]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no journal record matching %+v within %v", f, timeout)
+	return state.Record{}
+}
+
+// A good LLM answer that arrives slowly, while the agent edits memory.md:
+// the agent's edit is not lost (the rewrite starts again on the new content).
+func TestAgentEditDuringSlowLLMCompactionIsKept(t *testing.T) {
+	good := "# now\n\n## State | compacted\n- runs: 1\n\n## Item A\n- a\n\n## Patterns\n- p\n\n# History\n\n## 2026-01-15-2000 | run 0\n\n## 2026-01-15-1999 | run 1\n"
+	srv := llmtest.New(t, llmtest.Step{Content: good, Delay: 700 * time.Millisecond})
+	root := filepath.Join(t.TempDir(), "app")
+	os.MkdirAll(root, 0o755)
+	d, _ := testDaemon(t, llmPolicy(root, srv.BaseURL()))
+	mem := filepath.Join(root, "memory.md")
+	os.WriteFile(mem, memory(20, "v1"), 0o644)
+	// The LLM call is in flight; the agent rewrites memory.md meanwhile.
+	deadline := time.Now().Add(3 * time.Second)
+	for srv.Calls() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	edited := bytes.Replace(memory(20, "v1"), []byte("- runs: 1"), []byte("- runs: 2 (agent edit)"), 1)
+	os.WriteFile(mem, edited, 0o644)
+	rec := waitJournal(t, d, state.Filter{Rule: nowhistory.RuleCompact, Outcome: state.Done}, 10*time.Second)
+	// The compaction that landed was computed from the agent's edit...
+	if rec.BeforeSHA != hash(edited) {
+		t.Errorf("the compaction replaced content the agent had overwritten: before sha %s, want the edited file's", rec.BeforeSHA[:12])
+	}
+	// ...and the edit itself is in the archive.
+	arch, err := os.ReadFile(filepath.Join(root, rec.Archive))
+	if err != nil || !bytes.Equal(arch, edited) {
+		t.Errorf("archive %s does not hold the agent's edit: %v", rec.Archive, err)
+	}
+	if srv.Calls() < 2 {
+		t.Errorf("LLM calls = %d, want the first discarded and a second on the edited file", srv.Calls())
+	}
+}
+
+func TestRejectedLLMOutputKeepsOriginal(t *testing.T) {
+	// The model drops every # now section but State: a destructive answer.
+	bad := "# now\n\n## State | x\n\n# History\n\n## 2026-01-15-2000 | run 0\n"
+	srv := llmtest.New(t, llmtest.Step{Content: bad, Tokens: 777})
+	root := filepath.Join(t.TempDir(), "app")
+	os.MkdirAll(root, 0o755)
+	d, _ := testDaemon(t, llmPolicy(root, srv.BaseURL()))
+	orig := memory(20, "v1")
+	os.WriteFile(filepath.Join(root, "memory.md"), orig, 0o644)
+	rec := waitJournal(t, d, state.Filter{Outcome: state.Rejected}, 5*time.Second)
+	if !strings.Contains(rec.Reason, "output drops 2 of 3 # now sections") || rec.Tokens != 777 {
+		t.Errorf("rejection record = %+v", rec)
+	}
+	time.Sleep(500 * time.Millisecond) // past the cooldown: it must not ask again for the same content
+	if b, _ := os.ReadFile(filepath.Join(root, "memory.md")); !bytes.Equal(b, orig) {
+		t.Error("memory.md changed although the output was rejected")
+	}
+	if srv.Calls() != 1 {
+		t.Errorf("LLM calls = %d, want 1 (no retry on unchanged content)", srv.Calls())
+	}
+	if ents, _ := os.ReadDir(filepath.Join(root, "memory")); len(ents) != 0 {
+		t.Errorf("a rejected rewrite left archives: %v", ents)
+	}
+}
+
+func TestBudgetExhaustedFallsBackToHeuristic(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Step{Content: "unused"})
+	root := filepath.Join(t.TempDir(), "app")
+	os.MkdirAll(root, 0o755)
+	src := strings.Replace(llmPolicy(root, srv.BaseURL()), "daily_token_budget: 100000", "daily_token_budget: 10", 1)
+	d, _ := testDaemon(t, src)
+	orig := memory(20, "v1")
+	os.WriteFile(filepath.Join(root, "memory.md"), orig, 0o644)
+	rec := waitJournal(t, d, state.Filter{Rule: nowhistory.RuleCompact, Outcome: state.Done}, 5*time.Second)
+	if !strings.Contains(rec.Reason, "daily token budget exhausted") || !strings.Contains(rec.Reason, "heuristic compactor used") {
+		t.Errorf("reason = %q; want the budget fallback journaled", rec.Reason)
+	}
+	want, _ := nowhistory.CompactHeuristic(orig, 2)
+	if b, _ := os.ReadFile(filepath.Join(root, "memory.md")); !bytes.Equal(b, want) {
+		t.Error("memory.md is not the heuristic compaction")
+	}
+	if srv.Calls() != 0 {
+		t.Errorf("LLM calls = %d with an exhausted budget, want 0", srv.Calls())
+	}
+}
+
+func hash(b []byte) string { return rewrite.Hash(b) }
