@@ -52,3 +52,14 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParse100KiB(b *testing.B) {
+	var src []byte
+	for len(src) < 100<<10 {
+		src = append(src, "## 2026-01-15-1430 | routine check\n### Details\n- price unchanged\n\n"...)
+	}
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		Parse(src)
+	}
+}

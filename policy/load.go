@@ -342,7 +342,10 @@ func (d *decoder) floatVal(n ast.Node, field string) (float64, bool) {
 	case *ast.FloatNode:
 		return t.Value, true
 	case *ast.IntegerNode:
-		if v, ok := t.Value.(int64); ok {
+		switch v := t.Value.(type) {
+		case int64:
+			return float64(v), true
+		case uint64:
 			return float64(v), true
 		}
 	}
@@ -361,7 +364,12 @@ func (d *decoder) boolVal(n ast.Node, field string) (bool, bool) {
 func (d *decoder) size(n ast.Node, field string) (Size, bool) {
 	switch t := unwrap(n).(type) {
 	case *ast.IntegerNode:
-		if v, ok := t.Value.(int64); ok && v >= 0 {
+		switch v := t.Value.(type) {
+		case int64:
+			if v >= 0 {
+				return Size(v), true
+			}
+		case uint64:
 			return Size(v), true
 		}
 	case *ast.StringNode:
@@ -379,7 +387,7 @@ func (d *decoder) size(n ast.Node, field string) (Size, bool) {
 func (d *decoder) duration(n ast.Node, field string) (time.Duration, bool) {
 	switch t := unwrap(n).(type) {
 	case *ast.IntegerNode:
-		if v, ok := t.Value.(int64); ok && v == 0 {
+		if fmt.Sprint(t.Value) == "0" { // int64 or uint64, depending on the parser
 			return 0, true
 		}
 		d.errorf(n, "%s needs a unit, e.g. %vs or %vm", field, t.Value, t.Value)
@@ -720,9 +728,7 @@ func (d *decoder) fraction(n ast.Node, field string) float64 {
 	case *ast.FloatNode:
 		f = t.Value
 	case *ast.IntegerNode:
-		if v, ok := t.Value.(int64); ok {
-			f = float64(v)
-		}
+		fmt.Sscan(fmt.Sprint(t.Value), &f)
 	default:
 		d.errorf(n, "%s must be a percentage such as 25%%, not %s", field, describe(n))
 		return 0.25

@@ -29,6 +29,13 @@ stores:
     max_size: 64KiB
     run_retention: 90d
     max_loss: 10%
+    sweep: 0
+    cooldown: 0
+  - name: more
+    layout: now-history
+    paths: ["/x/*"]
+    max_size: 0
+    max_loss: 0
 `
 	p, err := Parse("p.yaml", []byte(src))
 	if err != nil {
@@ -50,6 +57,9 @@ stores:
 	ep := p.LLM["default"]
 	if ep.Timeout != 45*time.Second || ep.MaxConcurrency != 2 || ep.DailyTokenBudget != 5000 {
 		t.Errorf("endpoint = %+v", ep)
+	}
+	if s.Sweep != 0 || s.Cooldown != 0 || p.Stores[1].Options.Size("max_size") != 0 || p.Stores[1].MaxLoss != 0 {
+		t.Errorf("bare zeros not accepted: sweep %v cooldown %v max_size %v max_loss %v", s.Sweep, s.Cooldown, p.Stores[1].Options.Size("max_size"), p.Stores[1].MaxLoss)
 	}
 	if p.StateDir != "/var/lib/mw" || p.Control.Socket != "/run/mw.sock" {
 		t.Errorf("policy = %+v", p)

@@ -404,3 +404,21 @@ func TestRemove(t *testing.T) {
 		t.Errorf("remove outside root: %v", err)
 	}
 }
+
+func BenchmarkApply100KiB(b *testing.B) {
+	db, err := state.Open(context.Background(), b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	w := New(db, slog.New(slog.DiscardHandler))
+	root := b.TempDir()
+	big := bytes.Repeat([]byte("## 2026-01-15-1430 | routine check\n"), 3000)
+	b.SetBytes(int64(len(big)))
+	for i := 0; b.Loop(); i++ {
+		os.WriteFile(filepath.Join(root, "memory.md"), big, 0o644)
+		if _, err := w.Apply(context.Background(), Request{Root: root, Target: "memory.md", Compute: constant("# now\n")}, &state.Record{Rule: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -178,3 +178,27 @@ func FuzzAdvance(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkAdvanceCount(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "m.jsonl")
+	f, _ := os.Create(p)
+	line := []byte(`{"role":"user","content":"` + string(make([]byte, 0)) + `hello there, how are you doing today?"}` + "\n")
+	for range 200000 {
+		f.Write(line)
+	}
+	f.Close()
+	b.SetBytes(int64(len(line) * 200000))
+	for b.Loop() {
+		if _, _, err := Advance(p, Cursor{}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeLine(b *testing.B) {
+	line := []byte(`{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"Let me look at that file."},{"type":"tool_use","name":"Read","input":{"path":"x"}}]},"timestamp":"2026-02-27T14:30:00.000Z"}`)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		DecodeLine(line)
+	}
+}

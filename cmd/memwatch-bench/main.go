@@ -1,0 +1,225 @@
+// Command memwatch-bench measures memwatch against its targets on this
+// machine, in one run, and prints a table (make bench):
+//   - counting lines of a 1 GiB JSONL file in page cache vs wc -l;
+//   - the real daemon on 10,000 session directories: time to ready, RSS
+//     after ready, CPU used while idle, and latency from an append to the
+//     rule evaluation beyond the settle time.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/memwatch/memwatch/watcher"
+)
+
+type row struct{ metric, value, target, verdict string }
+
+func main() {
+	bin := flag.String("bin", "bin/memwatch", "memwatch binary")
+	sizeMiB := flag.Int("count-mib", 1024, "size of the line-counting file in MiB")
+	sessions := flag.Int("sessions", 10000, "session directories for the daemon benchmark")
+	idle := flag.Duration("idle", 60*time.Second, "how long to measure idle CPU")
+	samples := flag.Int("samples", 200, "append-latency samples")
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "memwatch-bench")
+	if err != nil {
+		fail(err)
+	}
+	defer os.RemoveAll(dir)
+	var rows []row
+	rows = append(rows, countBench(dir, *sizeMiB)...)
+	rows = append(rows, daemonBench(*bin, dir, *sessions, *idle, *samples)...)
+	fmt.Printf("\nmemwatch bench (%s, %d CPUs)\n", time.Now().Format(time.DateOnly), numCPU())
+	fmt.Printf("%-58s %-22s %-14s %s\n", "metric", "value", "target", "")
+	for _, r := range rows {
+		fmt.Printf("%-58s %-22s %-14s %s\n", r.metric, r.value, r.target, r.verdict)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+func numCPU() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(b), "processor\t:")
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "MISSED"
+}
+
+// countBench writes a JSONL file and times counting its lines.
+func countBench(dir string, mib int) []row {
+	path := filepath.Join(dir, "big.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		fail(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	line := []byte(`{"role":"assistant","content":"` + strings.Repeat("lorem ipsum dolor sit amet ", 7) + `"}` + "\n")
+	total := int64(mib) << 20
+	for n := int64(0); n < total; n += int64(len(line)) {
+		w.Write(line)
+	}
+	w.Flush()
+	f.Close()
+	fmt.Fprintf(os.Stderr, "counting lines of a %d MiB file...\n", mib)
+	// Warm the page cache, then take the best of three for each.
+	exec.Command("cat", path).Run()
+	best := func(fn func()) time.Duration {
+		b := time.Duration(1 << 62)
+		for range 3 {
+			t0 := time.Now()
+			fn()
+			b = min(b, time.Since(t0))
+		}
+		return b
+	}
+	var wcLines, ours int64
+	wc := best(func() {
+		out, err := exec.Command("wc", "-l", path).Output()
+		if err != nil {
+			fail(err)
+		}
+		wcLines, _ = strconv.ParseInt(strings.Fields(string(out))[0], 10, 64)
+	})
+	mw := best(func() {
+		cur, _, err := watcher.Advance(path, watcher.Cursor{}, nil)
+		if err != nil {
+			fail(err)
+		}
+		ours = cur.Lines
+	})
+	if ours != wcLines {
+		fail(fmt.Errorf("line counts differ: memwatch %d, wc -l %d", ours, wcLines))
+	}
+	gib := float64(total) / (1 << 30)
+	ratio := wc.Seconds() / mw.Seconds()
+	os.Remove(path)
+	return []row{
+		{fmt.Sprintf("wc -l, %d MiB in page cache", mib), fmt.Sprintf("%v (%.2f GiB/s)", wc.Round(time.Millisecond), gib/wc.Seconds()), "", ""},
+		{fmt.Sprintf("memwatch line count (watcher.Advance), %d lines", ours), fmt.Sprintf("%v (%.2f GiB/s)", mw.Round(time.Millisecond), gib/mw.Seconds()), "", ""},
+		{"line counting throughput vs wc -l", fmt.Sprintf("%.2fx", ratio), ">= 0.8x", verdict(ratio >= 0.8)},
+	}
+}
+
+// daemonBench runs the real daemon on n session directories.
+func daemonBench(bin, dir string, n int, idle time.Duration, samples int) []row {
+	store := filepath.Join(dir, "sessions")
+	fmt.Fprintf(os.Stderr, "creating %d session directories...\n", n)
+	for i := range n {
+		s := filepath.Join(store, fmt.Sprintf("s%05d", i))
+		os.MkdirAll(s, 0o755)
+		os.WriteFile(filepath.Join(s, "messages.jsonl"), []byte(`{"role":"user","content":"hello"}`+"\n"), 0o644)
+	}
+	const settle = 100 * time.Millisecond
+	pol := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstores:\n  - name: sessions\n    layout: now-history\n    paths: [%q]\n    settle: %v\n    sweep: 0\n",
+		filepath.Join(store, "*"), settle)), 0o644)
+	cmd := exec.Command(bin, "run", "--policy", pol, "--state-dir", filepath.Join(dir, "state"), "--log-format", "json", "--log-level", "debug")
+	stderr, _ := cmd.StderrPipe()
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		fail(err)
+	}
+	defer cmd.Process.Kill()
+	events := make(chan map[string]any, 1<<16)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) != nil || m["level"] == "ERROR" {
+				fmt.Fprintln(os.Stderr, "memwatch:", sc.Text())
+			}
+			if json.Unmarshal(sc.Bytes(), &m) == nil && (m["msg"] == "ready" || (m["msg"] == "change" && m["reason"] == "change")) {
+				events <- m
+			}
+		}
+		close(events)
+	}()
+	var ready time.Duration
+	for ev := range events {
+		if ev["msg"] == "ready" {
+			ready = time.Since(t0)
+			break
+		}
+	}
+	if ready == 0 {
+		fail(fmt.Errorf("memwatch never became ready"))
+	}
+	fmt.Fprintf(os.Stderr, "ready after %v; letting the start-up scan drain...\n", ready)
+	time.Sleep(5 * time.Second)
+	rss := rssMiB(cmd.Process.Pid)
+	fmt.Fprintf(os.Stderr, "measuring idle CPU for %v...\n", idle)
+	c0 := cpuSeconds(cmd.Process.Pid)
+	time.Sleep(idle)
+	idleCPU := cpuSeconds(cmd.Process.Pid) - c0
+
+	fmt.Fprintf(os.Stderr, "measuring append latency (%d samples)...\n", samples)
+	for len(events) > 0 {
+		<-events
+	}
+	var lat []time.Duration
+	for i := range samples {
+		root := filepath.Join(store, fmt.Sprintf("s%05d", (i*7919)%n))
+		f, _ := os.OpenFile(filepath.Join(root, "messages.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
+		at := time.Now()
+		f.WriteString(`{"role":"assistant","content":"hi"}` + "\n")
+		f.Close()
+		for ev := range events {
+			if ev["root"] == root {
+				lat = append(lat, time.Since(at)-settle)
+				break
+			}
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+	return []row{
+		{fmt.Sprintf("daemon: time to ready, %d session dirs", n), ready.Round(time.Millisecond).String(), "<= 5s", verdict(ready <= 5*time.Second)},
+		{"daemon: RSS after ready", fmt.Sprintf("%.1f MiB", rss), "<= 100 MiB", verdict(rss <= 100)},
+		{fmt.Sprintf("daemon: CPU while idle over %v", idle), fmt.Sprintf("%.3f CPU-s", idleCPU), "<= 0.5 CPU-s", verdict(idleCPU <= 0.5*idle.Seconds()/60)},
+		{"daemon: append -> evaluation beyond settle, p50", p50.Round(10 * time.Microsecond).String(), "", ""},
+		{"daemon: append -> evaluation beyond settle, p99", p99.Round(10 * time.Microsecond).String(), "<= 20ms", verdict(p99 <= 20*time.Millisecond)},
+	}
+}
+
+func rssMiB(pid int) float64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// cpuSeconds is user+system CPU time of a process (Linux /proc).
+func cpuSeconds(pid int) float64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseFloat(fields[11], 64)
+	st, _ := strconv.ParseFloat(fields[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
