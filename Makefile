@@ -20,7 +20,7 @@ demo: build
 
 # Benchmarks, never timed tests: one run each, figures printed as a table.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 1x -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchtime 500ms -benchmem ./...
 	$(GO) run ./cmd/memwatch-bench -bin $(BIN)
 
 lint:

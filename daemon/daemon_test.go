@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,3 +169,57 @@ func TestBudgetExhaustedFallsBackToHeuristic(t *testing.T) {
 }
 
 func hash(b []byte) string { return rewrite.Hash(b) }
+
+func TestTCPControlNeedsToken(t *testing.T) {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	const token = "0123456789abcdef0123456789abcdef"
+	os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
+	testDaemon(t, fmt.Sprintf("version: 1\ncontrol:\n  tcp: %s\n  token_file: %s\n", addr, tokenFile))
+	get := func(path, tok string) int {
+		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/healthz", "", 200},
+		{"/v1/status", "", 401},
+		{"/v1/status", "wrong-token-wrong-token", 401},
+		{"/v1/status", token, 200},
+		{"/metrics", token, 200},
+	} {
+		if got := get(c.path, c.token); got != c.want {
+			t.Errorf("GET %s with token %q = %d, want %d", c.path, c.token, got, c.want)
+		}
+	}
+}
+
+func TestTCPRefusesReadableTokenFile(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("0123456789abcdef0123456789abcdef"), 0o644)
+	p, err := policy.Parse("p.yaml", []byte(fmt.Sprintf("version: 1\ncontrol:\n  tcp: 127.0.0.1:0\n  token_file: %s\n", tokenFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	d, err := New(Config{Policy: p, StateDir: dir, Socket: filepath.Join(dir, "s.sock")}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "readable by group or others") {
+		t.Errorf("Run with a 0644 token file: %v", err)
+	}
+}

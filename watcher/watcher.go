@@ -71,6 +71,8 @@ type Watcher struct {
 	timer    *time.Timer
 	enospc   bool
 	paused   chan struct{} // tests only: the loop waits on it
+	// add is fsw.Add; tests replace it to simulate running out of watches.
+	add func(string) error
 }
 
 type rootState struct {
@@ -107,6 +109,7 @@ func New(cfg Config, log *slog.Logger) (*Watcher, error) {
 	w := &Watcher{cfg: cfg, log: log, fsw: fsw, msgs: make(chan func(), 16), ready: make(chan struct{}), done: make(chan struct{}),
 		stores: map[string]*Store{}, roots: map[string]*rootState{}, watched: map[string]string{}, ancestor: map[string][]string{},
 		pending: map[string]*pend{}}
+	w.add = fsw.Add
 	for i := range cfg.Stores {
 		s := cfg.Stores[i]
 		w.stores[s.Name] = &s
@@ -321,7 +324,7 @@ func (w *Watcher) watchAncestor(dir, store string) {
 	}
 	w.ancestor[dir] = append(w.ancestor[dir], store)
 	if _, ok := w.watched[dir]; !ok {
-		if err := w.fsw.Add(dir); err != nil {
+		if err := w.add(dir); err != nil {
 			w.addFailed(dir, err)
 			return
 		}
@@ -335,7 +338,7 @@ func (w *Watcher) addRoot(s *Store, root, reason string) {
 	if s.FileRoots {
 		dir := filepath.Dir(root)
 		if _, ok := w.watched[dir]; !ok {
-			if err := w.fsw.Add(dir); err != nil {
+			if err := w.add(dir); err != nil {
 				w.addFailed(dir, err)
 				st.polled = true
 			} else {
@@ -391,7 +394,7 @@ func (w *Watcher) watchTree(root, dir string, files *[]string) bool {
 		if _, seen := w.watched[p]; seen {
 			return nil
 		}
-		if err := w.fsw.Add(p); err != nil {
+		if err := w.add(p); err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
 				w.addFailed(p, err)
 				ok = false

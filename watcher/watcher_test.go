@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -267,5 +268,40 @@ func TestOverflowRescan(t *testing.T) {
 			}
 		}
 		t.Errorf("watched %d directories, a cold scan finds %d", len(watched), len(cold))
+	}
+}
+
+// When inotify watches run out, the root falls back to polling instead of
+// being silently ignored.
+func TestENOSPCFallsBackToPolling(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "r")
+	os.MkdirAll(filepath.Join(root, "sub"), 0o755)
+	rec := &recorder{}
+	w, err := New(Config{Stores: []Store{{Name: "s", Globs: []string{root}, Settle: 20 * time.Millisecond}}, Handle: rec.handle, PollInterval: 50 * time.Millisecond},
+		slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := w.add
+	w.add = func(p string) error {
+		if strings.HasSuffix(p, "sub") {
+			return syscall.ENOSPC
+		}
+		return real(p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	<-w.Ready()
+	c, _ := w.Counts(ctx)
+	if c.Polled != 1 {
+		t.Fatalf("polled roots = %d, want 1", c.Polled)
+	}
+	f := filepath.Join(root, "sub", "memory.md")
+	os.WriteFile(f, []byte("x"), 0o644)
+	got := rec.waitFor(t, "poll change", hasPath(f))
+	if got.Reason != "poll" {
+		t.Errorf("reason = %q, want poll", got.Reason)
 	}
 }

@@ -164,9 +164,21 @@ Rules:
 - The result must be under %d bytes.
 ` + compact.DataNotice
 
+// compactLLM asks the endpoint for a compaction. When memory.md is larger
+// than the endpoint's max_input_tokens allows, the History entries beyond
+// keep_history are dropped first (whole entries, as the heuristic does; they
+// are in the archive); if it is still too large, the call is refused and the
+// caller falls back to the heuristic. Nothing is ever cut mid-entry.
 func compactLLM(ctx context.Context, env *layout.Env, old []byte, keep int, maxSize int64) ([]byte, int64, error) {
-	user := compact.Data("memory.md", string(old))
-	reply, err := env.LLM.Complete(ctx, compact.Prompt{System: fmt.Sprintf(llmSystem, keep, maxSize), User: user})
+	input := old
+	system := fmt.Sprintf(llmSystem, keep, maxSize)
+	if compact.EstimateTokens(system)+compact.EstimateTokens(string(old))+64 > env.LLM.MaxInputTokens() {
+		if trimmed, ok := CompactHeuristic(old, keep); ok {
+			input = trimmed
+		}
+	}
+	user := compact.Data("memory.md", string(input))
+	reply, err := env.LLM.Complete(ctx, compact.Prompt{System: system, User: user})
 	if err != nil {
 		return nil, reply.Tokens, err
 	}
