@@ -151,7 +151,9 @@ func (c *Client) Complete(ctx context.Context, p Prompt) (Reply, error) {
 		},
 	}
 	// Always bound the output, so a call can never use more than the
-	// budget check allowed for.
+	// budget check allowed for. max_tokens, not max_completion_tokens:
+	// Ollama, llama.cpp and most other compatible servers only know it.
+	//lint:ignore SA1019 deliberately the widely supported field
 	req.MaxTokens = out
 	if p.JSON {
 		req.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}

@@ -95,7 +95,6 @@ type mergeState struct {
 	endpoints    map[string]Pos
 	stateDirPos  *Pos
 	controlPos   *Pos
-	versionSeen  bool
 	shutdownSeen *Pos
 	maxJobsSeen  *Pos
 }

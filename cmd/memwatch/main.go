@@ -100,7 +100,7 @@ func (g *globals) logger() (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
 	case "auto":
 		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-			return slog.New(tint.NewHandler(w, &tint.Options{Level: level})), nil
+			return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level})), nil
 		}
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
 	}
