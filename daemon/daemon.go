@@ -40,6 +40,9 @@ type Config struct {
 	Version    string
 	// Notify sends a systemd notification (READY=1, RELOADING=1, ...); may be nil.
 	Notify func(string)
+	// Watchdog is systemd's WatchdogSec (from WATCHDOG_USEC); 0 when off.
+	// The daemon pings at half of it, and only while its loops answer.
+	Watchdog time.Duration
 }
 
 // ErrUnsupportedLayout is returned for a store whose layout this build does not implement yet.
@@ -332,8 +335,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.notify("READY=1\nSTATUS=watching " + fmt.Sprint(counts.Roots) + " roots")
 	flush := time.NewTicker(10 * time.Second)
 	defer flush.Stop()
+	var watchdog <-chan time.Time
+	if d.cfg.Watchdog > 0 {
+		t := time.NewTicker(d.cfg.Watchdog / 2)
+		defer t.Stop()
+		watchdog = t.C
+	}
 	for {
 		select {
+		case <-watchdog:
+			if d.healthy(ctx) {
+				d.notify("WATCHDOG=1")
+			} else {
+				d.log.Error("watcher or job engine not answering; withholding the watchdog ping")
+			}
 		case <-ctx.Done():
 			d.log.Info("stopping", "reason", context.Cause(ctx))
 			d.notify("STOPPING=1")
@@ -354,6 +369,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// healthy reports whether the watcher and the engine loops answer.
+func (d *Daemon) healthy(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := d.watch.Counts(ctx); err != nil {
+		return false
+	}
+	_, err := d.engine.Status(ctx)
+	return err == nil
 }
 
 func (d *Daemon) notify(s string) {

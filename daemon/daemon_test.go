@@ -223,3 +223,30 @@ func TestTCPRefusesReadableTokenFile(t *testing.T) {
 		t.Errorf("Run with a 0644 token file: %v", err)
 	}
 }
+
+func TestWatchdogPings(t *testing.T) {
+	p, _ := policy.Parse("p.yaml", []byte("version: 1\n"))
+	dir := t.TempDir()
+	got := make(chan string, 16)
+	d, err := New(Config{Policy: p, StateDir: dir, Socket: filepath.Join(dir, "s.sock"), Watchdog: 100 * time.Millisecond,
+		Notify: func(s string) { got <- s }}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	pings := 0
+	for deadline := time.After(2 * time.Second); pings < 2; {
+		select {
+		case s := <-got:
+			if s == "WATCHDOG=1" {
+				pings++
+			}
+		case <-deadline:
+			t.Fatalf("watchdog pings = %d in 2s, want >= 2", pings)
+		}
+	}
+	cancel()
+	<-done
+}

@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +40,7 @@ failure, 2 usage or policy error.`,
 			}
 			stateDir := g.resolveStateDir(p)
 			d, err := daemon.New(daemon.Config{Policy: p, PolicyPath: g.policy, StateDir: stateDir,
-				Socket: socketPath(p, stateDir), Version: version, Notify: sdNotify}, log)
+				Socket: socketPath(p, stateDir), Version: version, Notify: sdNotify, Watchdog: watchdogInterval()}, log)
 			if err != nil {
 				return err
 			}
@@ -71,6 +73,18 @@ failure, 2 usage or policy error.`,
 			}
 		},
 	}
+}
+
+// watchdogInterval reads systemd's WATCHDOG_USEC (for this process only).
+func watchdogInterval() time.Duration {
+	if pid := os.Getenv("WATCHDOG_PID"); pid != "" && pid != strconv.Itoa(os.Getpid()) {
+		return 0
+	}
+	usec, err := strconv.ParseInt(os.Getenv("WATCHDOG_USEC"), 10, 64)
+	if err != nil || usec <= 0 {
+		return 0
+	}
+	return time.Duration(usec) * time.Microsecond
 }
 
 // sdNotify sends a notification to systemd when NOTIFY_SOCKET is set.

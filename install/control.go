@@ -1,0 +1,105 @@
+package install
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/kardianos/service"
+)
+
+// Control runs one action: install, uninstall, start, stop, restart or status.
+// It returns a line to show the user.
+func Control(cfg Config, action string) (string, error) {
+	if err := CheckPrivileges(cfg.User); err != nil {
+		return "", err
+	}
+	s, err := New(cfg)
+	if err != nil {
+		return "", fmt.Errorf("%s service: %w", action, err)
+	}
+	if runtime.GOOS == "darwin" && action != "install" && action != "uninstall" && action != "status" {
+		return launchctl(cfg, action)
+	}
+	switch action {
+	case "status":
+		st, err := s.Status()
+		if errors.Is(err, service.ErrNotInstalled) {
+			return "memwatch service is not installed", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("service status: %w", err)
+		}
+		return "memwatch service is " + map[service.Status]string{service.StatusRunning: "running", service.StatusStopped: "stopped"}[st], nil
+	case "install":
+		if err := s.Install(); err != nil {
+			return "", fmt.Errorf("install service: %w", err)
+		}
+		where := "systemd unit " + unitPath(cfg)
+		if runtime.GOOS == "darwin" {
+			where = "launchd plist " + plistPath(cfg)
+		}
+		return fmt.Sprintf("installed and enabled the memwatch service (%s); start it with: memwatch start%s", where, userFlag(cfg)), nil
+	case "uninstall":
+		_ = s.Stop()
+		if err := s.Uninstall(); err != nil {
+			return "", fmt.Errorf("uninstall service: %w", err)
+		}
+		return "stopped, disabled and removed the memwatch service", nil
+	}
+	if err := service.Control(s, action); err != nil {
+		return "", fmt.Errorf("%s service: %w", action, err)
+	}
+	return fmt.Sprintf("memwatch service: %s done", action), nil
+}
+
+func userFlag(cfg Config) string {
+	if cfg.User {
+		return " --user"
+	}
+	return ""
+}
+
+func unitPath(cfg Config) string {
+	if cfg.User {
+		return filepath.Join(cfg.Home, ".config/systemd/user", Name+".service")
+	}
+	return "/etc/systemd/system/" + Name + ".service"
+}
+
+func plistPath(cfg Config) string {
+	if cfg.User {
+		return filepath.Join(cfg.Home, "Library/LaunchAgents", Name+".plist")
+	}
+	return "/Library/LaunchDaemons/" + Name + ".plist"
+}
+
+// launchctl uses the current verbs (bootstrap/bootout, kickstart) that the
+// library's load/unload predate.
+func launchctl(cfg Config, action string) (string, error) {
+	domain := "system"
+	if cfg.User {
+		domain = fmt.Sprintf("gui/%d", os.Getuid())
+	}
+	var args [][]string
+	switch action {
+	case "start":
+		args = [][]string{{"bootstrap", domain, plistPath(cfg)}}
+	case "stop":
+		args = [][]string{{"bootout", domain + "/" + Name}}
+	case "restart":
+		args = [][]string{{"kickstart", "-k", domain + "/" + Name}}
+	default:
+		return "", fmt.Errorf("unknown service action %q", action)
+	}
+	for _, a := range args {
+		if out, err := exec.Command("launchctl", a...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("launchctl %s: %v: %s", strings.Join(a, " "), err, strings.TrimSpace(string(out)))
+		}
+	}
+	return fmt.Sprintf("memwatch service: %s done", action), nil
+}

@@ -1,0 +1,199 @@
+// Package install installs memwatch as a service: a systemd unit (system
+// or user) on Linux, a launchd LaunchDaemon or LaunchAgent on macOS. The
+// unit and the plist are memwatch's own templates, rendered here and handed
+// to github.com/kardianos/service, whose defaults do not fit (no
+// Type=notify, no hardening, and user services wanted by multi-user.target,
+// which never starts them).
+package install
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/kardianos/service"
+
+	"github.com/memwatch/memwatch/policy"
+)
+
+// Name is the service name.
+const Name = "memwatch"
+
+// Config says what to install.
+type Config struct {
+	User       bool   // a user service (systemd --user, LaunchAgent) instead of a system one
+	Executable string // absolute path of the memwatch binary
+	Policy     string // absolute path of the policy file or directory
+	StateDir   string // optional --state-dir
+	// ReadWrite are the directories the service may write (store roots);
+	// derived from the policy when nil.
+	ReadWrite []string
+	// ShutdownTimeout is the policy's; the unit's stop timeout is above it.
+	ShutdownTimeout time.Duration
+	// Home is the user's home directory (launchd log paths, user units).
+	Home string
+	// Packaged renders the unit shipped in the .deb/.rpm, built before any
+	// policy exists.
+	Packaged bool
+}
+
+// ErrNeedRoot is returned when a system service is managed without root.
+var ErrNeedRoot = errors.New("managing the system service needs root: run it with sudo, or use --user for a per-user service")
+
+//go:embed memwatch.service.tmpl
+var unitTemplate string
+
+//go:embed memwatch.plist.tmpl
+var plistTemplate string
+
+// FromPolicy fills the writable directories and timeouts from a policy.
+func FromPolicy(cfg Config, p *policy.Policy) Config {
+	if p.ShutdownTimeout > 0 {
+		cfg.ShutdownTimeout = p.ShutdownTimeout
+	}
+	if cfg.ReadWrite == nil {
+		seen := map[string]bool{}
+		for _, s := range p.Stores {
+			for _, g := range s.Paths {
+				d := staticDir(g)
+				if s.Layout == "app-records" && d == g {
+					d = filepath.Dir(g) // a database root: its directory holds -wal and temp files
+				}
+				if !seen[d] {
+					seen[d] = true
+					cfg.ReadWrite = append(cfg.ReadWrite, d)
+				}
+			}
+		}
+		sort.Strings(cfg.ReadWrite)
+	}
+	return cfg
+}
+
+// staticDir is the longest leading part of a glob without pattern characters.
+func staticDir(g string) string {
+	parts := strings.Split(filepath.Clean(g), string(filepath.Separator))
+	i := 0
+	for i < len(parts) && !strings.ContainsAny(parts[i], `*?[\`) {
+		i++
+	}
+	if i == len(parts) {
+		return filepath.Clean(g)
+	}
+	return string(filepath.Separator) + filepath.Join(parts[:i]...)
+}
+
+// unitData is what the unit template sees.
+type unitData struct {
+	Config
+	ExecStart   string
+	Validate    string
+	StopTimeout int
+	ProtectHome bool
+}
+
+func quote(s string) string {
+	if strings.ContainsAny(s, " \t\"'\\$%") {
+		return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, `$`, `$$`, `%`, `%%`).Replace(s) + `"`
+	}
+	return s
+}
+
+// Unit renders the systemd unit.
+func Unit(cfg Config) (string, error) {
+	d := unitData{Config: cfg, ProtectHome: true}
+	args := []string{quote(cfg.Executable), "run", "--policy", quote(cfg.Policy), "--log-format", "json"}
+	if cfg.StateDir != "" {
+		args = append(args, "--state-dir", quote(cfg.StateDir))
+	}
+	d.ExecStart = strings.Join(args, " ")
+	d.Validate = quote(cfg.Executable) + " validate --policy " + quote(cfg.Policy)
+	timeout := cfg.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	d.StopTimeout = int(timeout.Seconds()) + 15
+	for _, rw := range cfg.ReadWrite {
+		if rw == "/home" || strings.HasPrefix(rw, "/home/") || rw == "/root" || strings.HasPrefix(rw, "/root/") {
+			d.ProtectHome = false
+		}
+	}
+	var b bytes.Buffer
+	t := template.Must(template.New("unit").Parse(unitTemplate))
+	if err := t.Execute(&b, d); err != nil {
+		return "", fmt.Errorf("render unit: %w", err)
+	}
+	return b.String(), nil
+}
+
+// Plist renders the launchd property list.
+func Plist(cfg Config) (string, error) {
+	esc := func(s string) string {
+		var b bytes.Buffer
+		b.WriteString(strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;").Replace(s))
+		return b.String()
+	}
+	args := []string{cfg.Executable, "run", "--policy", cfg.Policy, "--log-format", "json"}
+	if cfg.StateDir != "" {
+		args = append(args, "--state-dir", cfg.StateDir)
+	}
+	logDir := "/var/log"
+	if cfg.User {
+		logDir = filepath.Join(cfg.Home, "Library", "Logs")
+	}
+	data := map[string]any{"Label": Name, "Args": args, "Log": filepath.Join(logDir, Name+".log")}
+	var b bytes.Buffer
+	t := template.Must(template.New("plist").Funcs(template.FuncMap{"esc": esc}).Parse(plistTemplate))
+	if err := t.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("render plist: %w", err)
+	}
+	return b.String(), nil
+}
+
+// noop satisfies service.Interface: memwatch's own run command is the
+// program; the library only installs and controls it.
+type noop struct{}
+
+func (noop) Start(service.Service) error { return nil }
+func (noop) Stop(service.Service) error  { return nil }
+
+// New builds the service with memwatch's rendered unit or plist.
+func New(cfg Config) (service.Service, error) {
+	unit, err := Unit(cfg)
+	if err != nil {
+		return nil, err
+	}
+	plist, err := Plist(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sc := &service.Config{
+		Name:        Name,
+		DisplayName: "memwatch",
+		Description: "memwatch: maintains AI agents' on-disk memory",
+		Executable:  cfg.Executable,
+		Option: service.KeyValue{
+			"UserService":   cfg.User,
+			"SystemdScript": unit,
+			"LaunchdConfig": plist,
+			"KeepAlive":     true,
+			"RunAtLoad":     true,
+		},
+	}
+	return service.New(noop{}, sc)
+}
+
+// CheckPrivileges refuses to manage a system service without root.
+func CheckPrivileges(user bool) error {
+	if !user && os.Geteuid() != 0 {
+		return ErrNeedRoot
+	}
+	return nil
+}
