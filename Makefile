@@ -1,12 +1,12 @@
 # memwatch — the two commands a newcomer needs are `make demo` and `make test`.
 GO      ?= go
 BIN     := bin/memwatch
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null | sed "s/^v//;s/^[^0-9]/0.0.0+&/" || echo 0.0.0)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: build test demo bench lint fuzz soak clean
+.PHONY: build test demo bench lint fuzz soak package e2e clean
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/memwatch
@@ -39,6 +39,14 @@ fuzz:
 # The crash-consistency test at full size (2,000 kills) and the watcher overflow test.
 soak:
 	MEMWATCH_CRASH_ITERATIONS=2000 $(GO) test -race -run 'TestCrashConsistency|TestOverflow' -timeout 2h -v ./cmd/memwatch ./watcher
+
+# .deb, .rpm, tarballs (linux, darwin; amd64, arm64) and a Homebrew formula in dist/.
+package:
+	VERSION=$(VERSION) packaging/package.sh
+
+# The packaged service under a real systemd (systemd-nspawn, as root).
+e2e: package
+	packaging/test/e2e.sh
 
 clean:
 	rm -rf bin dist demo

@@ -57,7 +57,7 @@ func TestUnitGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "user.service", user)
-	for _, want := range []string{"Type=notify", "ExecStartPre=/usr/bin/memwatch validate --policy /etc/memwatch/policy.d", "ExecReload=/bin/kill -HUP $MAINPID",
+	for _, want := range []string{"Type=notify", "ExecStartPre=/usr/bin/memwatch validate --policy /etc/memwatch/policy.d", "ExecReload=/bin/sh -c 'kill -HUP $MAINPID'",
 		"Restart=on-failure", "RestartSec=5s", "TimeoutStopSec=35s", "StateDirectory=memwatch", "NoNewPrivileges=yes", "ProtectSystem=strict",
 		"ReadWritePaths=-/srv/spaces", "ReadWritePaths=-/var/lib/agents/main", "PrivateTmp=yes", "ProtectHome=read-only", "UMask=0077", "WantedBy=multi-user.target"} {
 		if !strings.Contains(sys, want+"\n") {
