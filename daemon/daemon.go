@@ -20,6 +20,7 @@ import (
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/layout/memoryhistory"
 	"github.com/memwatch/memwatch/layout/nowhistory"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
@@ -53,8 +54,10 @@ func LayoutFor(name string) (layout.Layout, error) {
 	switch name {
 	case "now-history":
 		return nowhistory.Layout{}, nil
+	case "memory-history":
+		return memoryhistory.Layout{}, nil
 	}
-	return nil, fmt.Errorf("%w: %s (supported: now-history)", ErrUnsupportedLayout, name)
+	return nil, fmt.Errorf("%w: %s (supported: now-history, memory-history)", ErrUnsupportedLayout, name)
 }
 
 // CheckLayouts reports every store whose layout is not implemented.
@@ -416,6 +419,11 @@ func (d *Daemon) startScheduler(ctx context.Context) error {
 		st := st
 		rt := d.store(st.Name)
 		for _, r := range rt.layout.Rules() {
+			if r.Every != nil {
+				if every := r.Every(st); every > 0 {
+					entries = append(entries, schedule.Entry{Name: st.Name + "/" + r.Name + "/every", Spec: fmt.Sprintf("@every %s", every), Run: func() { d.trigger(ctx, st.Name, "", "tick") }})
+				}
+			}
 			if r.Schedule == "" {
 				continue
 			}

@@ -35,6 +35,9 @@ type Rule struct {
 	// Schedule is a cron spec (local time) for rules that also run on a
 	// clock, e.g. retention; "" for change-driven rules only.
 	Schedule string
+	// Every, when set, evaluates the rule's roots at that interval for the
+	// store (e.g. to notice a session that went quiet); 0 means never.
+	Every func(*policy.Store) time.Duration
 	// Targets returns what in root needs this rule now. It runs often and
 	// must be cheap: this is where "nothing new, skip" is decided, before
 	// any expensive step.

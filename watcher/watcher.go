@@ -138,11 +138,14 @@ func (w *Watcher) do(ctx context.Context, f func()) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// Once handed over, f runs soon and writes the caller's variables: wait
+	// for it (or for the loop to end) rather than for ctx, or the caller
+	// could read them while f writes.
 	select {
 	case <-ch:
 		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	case <-w.done:
+		return errors.New("watcher stopped")
 	}
 }
 

@@ -36,6 +36,15 @@ type Server struct {
 	fallback *Step
 	requests []openai.ChatCompletionRequest
 	headers  []http.Header
+	active   int
+	peak     int
+}
+
+// PeakConcurrency is the most requests that were in flight at once.
+func (s *Server) PeakConcurrency() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak
 }
 
 // New starts a server answering with steps in order, then with the last
@@ -106,7 +115,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	s.headers = append(s.headers, r.Header.Clone())
+	s.active++
+	s.peak = max(s.peak, s.active)
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.active--
+		s.mu.Unlock()
+	}()
 	st := s.next()
 	if st.Hang {
 		<-r.Context().Done()

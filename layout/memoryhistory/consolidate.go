@@ -1,0 +1,312 @@
+package memoryhistory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/jobs"
+	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/watcher"
+)
+
+// consolidatedNS holds, per session log, the tail cursor at the last line
+// already consolidated: its byte offset lets the next range be read without
+// rereading the log, and its identity catches a replaced log.
+const consolidatedNS = "consolidated"
+
+func sessionLogs(env *layout.Env, root string) []string {
+	ms, _ := filepath.Glob(filepath.Join(root, env.Store.Options.String("sessions")))
+	return ms
+}
+
+func loadConsolidated(ctx context.Context, env *layout.Env, path string) watcher.Cursor {
+	var c watcher.Cursor
+	if b, ok, _ := env.DB.Get(ctx, consolidatedNS, path); ok {
+		_ = json.Unmarshal(b, &c)
+	}
+	return c
+}
+
+func saveConsolidated(ctx context.Context, env *layout.Env, path string, c watcher.Cursor) error {
+	b, _ := json.Marshal(c)
+	return env.DB.Put(ctx, consolidatedNS, path, b)
+}
+
+// pending says how many complete lines of a log are not yet consolidated,
+// and whether the log has been quiet for session_idle.
+func pending(ctx context.Context, env *layout.Env, path string) (count, done int64, idle bool, err error) {
+	tail, reset, err := watcher.Advance(path, env.Cursors.Get(path), nil)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	env.Cursors.Set(path, tail)
+	cons := loadConsolidated(ctx, env, path)
+	if reset != watcher.NoReset && reset != watcher.Fresh || cons.Dev != 0 && (cons.Dev != tail.Dev || cons.Ino != tail.Ino) || cons.Lines > tail.Lines {
+		if cons != (watcher.Cursor{}) {
+			env.Log.Info("session log was replaced or truncated; consolidating it from the start", "path", path, "reset", reset)
+		}
+		cons = watcher.Cursor{}
+		_ = saveConsolidated(ctx, env, path, cons)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	idle = env.Now().Sub(fi.ModTime()) >= env.Store.Options.Duration("session_idle")
+	return tail.Lines, cons.Lines, idle, nil
+}
+
+func consolidateTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	window, keep := int64(env.Store.Options.Int("window")), int64(env.Store.Options.Int("keep"))
+	var out []string
+	for _, p := range sessionLogs(env, root) {
+		count, done, idle, err := pending(ctx, env, p)
+		if err != nil {
+			continue
+		}
+		if count-done > window && count-keep > done || idle && count > done {
+			rel, _ := filepath.Rel(root, p)
+			out = append(out, rel)
+		}
+	}
+	return out, nil
+}
+
+// runConsolidate consolidates a session log's pending ranges: while more
+// than window lines are pending, lines up to count-keep; once the session
+// is idle, the rest.
+func runConsolidate(ctx context.Context, env *layout.Env, root, rel string) (jobs.Result, error) {
+	path, err := rewrite.Resolve(root, rel)
+	if err != nil {
+		return jobs.Result{}, err
+	}
+	window, keep := int64(env.Store.Options.Int("window")), int64(env.Store.Options.Int("keep"))
+	changed := false
+	for ctx.Err() == nil {
+		count, done, idle, err := pending(ctx, env, path)
+		if err != nil {
+			return jobs.Result{}, err
+		}
+		var end int64
+		switch {
+		case count-done > window && count-keep > done:
+			end = count - keep
+		case idle && count > done:
+			end = count
+		default:
+			return jobs.Result{Changed: changed}, nil
+		}
+		if err := consolidateRange(ctx, env, root, rel, path, end); err != nil {
+			return jobs.Result{Changed: changed}, retryable(err)
+		}
+		changed = true
+	}
+	return jobs.Result{Changed: changed}, ctx.Err()
+}
+
+var errStop = errors.New("stop")
+
+// message is one decoded line of the range, with its line number.
+type message struct {
+	line int64
+	watcher.Message
+}
+
+// consolidateRange consolidates the lines after the consolidated cursor up
+// to end. The history entry carries a marker naming the range, so a crash
+// between writing and committing the cursor never writes it twice.
+func consolidateRange(ctx context.Context, env *layout.Env, root, rel, path string, end int64) error {
+	cons := loadConsolidated(ctx, env, path)
+	var msgs []message
+	budget := 0
+	if env.LLM != nil {
+		budget = env.LLM.MaxInputTokens() - compact.EstimateTokens(consolidateSystem) - 1000
+	}
+	next, reset, err := watcher.Advance(path, cons, func(line []byte, n int64) error {
+		if n > end {
+			return errStop
+		}
+		m := watcher.DecodeLine(line)
+		// Over the endpoint's input budget, the range ends at the last whole
+		// message that fits; the next job continues from there.
+		if budget > 0 && len(msgs) > 0 {
+			budget -= compact.EstimateTokens(m.Text) + 8
+			if budget < 0 {
+				return errStop
+			}
+		}
+		msgs = append(msgs, message{line: n, Message: m})
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return err
+	}
+	if reset == watcher.Truncated || reset == watcher.Replaced {
+		// The log changed identity since pending() looked: the lines read are
+		// the new log's from line 1, and the range is still valid for it.
+		env.Log.Info("session log replaced while consolidating; reading it from the start", "path", path)
+	}
+	if len(msgs) == 0 {
+		return saveConsolidated(ctx, env, path, next)
+	}
+	first, last := msgs[0].line, msgs[len(msgs)-1].line
+	marker := fmt.Sprintf("<!-- memwatch: %s#L%d-%d -->", filepath.ToSlash(rel), first, last)
+	rec := env.Record(RuleConsolidate)
+	rec.Reason = fmt.Sprintf("%s#L%d-%d", filepath.ToSlash(rel), first, last)
+
+	hist, _ := os.ReadFile(filepath.Join(root, HistoryFile))
+	if strings.Contains(string(hist), marker) {
+		// Written before a crash; only the cursor was not committed.
+		env.Log.Info("range already consolidated; committing the cursor", "root", root, "range", rec.Reason)
+		return saveConsolidated(ctx, env, path, next)
+	}
+	memOld, _ := os.ReadFile(filepath.Join(root, MemoryFile))
+	entryText, memory, note := consolidateLLM(ctx, env, rec, memOld, msgs)
+	if entryText == "" {
+		entryText = rawFallback(env, msgs)
+	}
+	now := env.Now().UTC()
+	entry := Entry{Heading: now.Format("2006-01-02T15:04:05.000Z"), Time: now, OK: true}
+	entry.Raw = []byte("## " + entry.Heading + "\n" + strings.TrimSpace(entryText) + "\n" + marker + "\n")
+
+	// HISTORY.md, then the monthly file: both must be durable before the cursor moves.
+	for _, target := range []string{HistoryFile, entry.Month()} {
+		r := env.Record(RuleConsolidate)
+		r.Reason, r.Tokens = rec.Reason+note, rec.Tokens
+		rec.Tokens = 0 // count the tokens once
+		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AppendOnly: true, AllowCreate: true,
+			Compute: func(_ context.Context, old []byte) ([]byte, error) {
+				if strings.Contains(string(old), marker) {
+					return nil, rewrite.ErrUnchanged
+				}
+				return append(withBlankLine(append([]byte{}, old...)), entry.Raw...), nil
+			}}, r)
+		if err != nil {
+			return err
+		}
+	}
+	if memory != "" {
+		limit := int64(env.Store.Options.Size("memory_max_size"))
+		r := env.Record(RuleConsolidate)
+		r.Reason = rec.Reason + ": memory update"
+		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: MemoryFile, AllowCreate: true,
+			Archive: filepath.Join(ArchiveDir, "MEMORY-"+env.Now().Format("2006-01-02-1504")+".md"),
+			Compute: func(_ context.Context, old []byte) ([]byte, error) {
+				next := []byte(strings.TrimSpace(memory) + "\n")
+				if string(next) == string(old) {
+					return nil, rewrite.ErrUnchanged
+				}
+				return next, GuardMemory(old, next, limit, env.Store.MaxLoss)
+			}}, r)
+		if err != nil && !errors.Is(err, rewrite.ErrConflict) {
+			return err
+		}
+		if errors.Is(err, rewrite.ErrConflict) {
+			// The agent keeps editing MEMORY.md: its edits win; the history
+			// entry is written, and the facts will come with the next range.
+			env.Log.Warn("MEMORY.md kept changing; memory update skipped", "root", root, "range", rec.Reason)
+		}
+	}
+	env.Log.Info("consolidated session range", "root", root, "range", rec.Reason, "messages", len(msgs), "fallback", note != "")
+	if err := saveConsolidated(ctx, env, path, next); err != nil {
+		return err
+	}
+	return env.Cursors.Flush(ctx)
+}
+
+const consolidateSystem = `You are a memory consolidation agent. Return JSON with:
+  "history_entry": a summary paragraph of the conversation, starting with a [YYYY-MM-DD HH:MM] timestamp
+  "memory_update": the full updated long-term memory (MEMORY.md): user preferences, project context, relationships, technical decisions
+Keep every still-valid fact of the current memory; add durable facts from the conversation.
+` + compact.DataNotice
+
+// consolidateLLM asks the endpoint for the history entry and memory update.
+// It returns an empty entry (and a note) when the raw fallback must be used:
+// heuristic compactor, timeout, error, spent budget or unparseable output.
+func consolidateLLM(ctx context.Context, env *layout.Env, rec *state.Record, memory []byte, msgs []message) (entry, mem, note string) {
+	if env.LLM == nil {
+		return "", "", ""
+	}
+	var conv strings.Builder
+	for _, m := range msgs {
+		conv.WriteString(formatMessage(m) + "\n")
+	}
+	cur := strings.TrimSpace(string(memory))
+	if cur == "" {
+		cur = "(empty)"
+	}
+	user := "## Current Long-term Memory\n" + compact.Data("MEMORY.md", cur) + "\n\n## Conversation to Process\n" + compact.Data("conversation", conv.String())
+	if limit := env.Store.Options.Size("memory_max_size"); int64(len(memory)) > int64(limit) {
+		user += fmt.Sprintf("\n\nThe current memory is %d bytes, over its limit of %d: compress it, pruning stale and low-value facts.", len(memory), limit)
+	}
+	// The seed's consolidation timeout bounds the whole call, retries included.
+	cctx, cancel := context.WithTimeout(ctx, env.LLM.Timeout())
+	defer cancel()
+	reply, err := env.LLM.Complete(cctx, compact.Prompt{System: consolidateSystem, User: user, JSON: true})
+	rec.Tokens += reply.Tokens
+	if err != nil {
+		return "", "", fmt.Sprintf(" (raw fallback: %v)", err)
+	}
+	fields, _, err := compact.ParseFields(reply.Text, "history_entry", "memory_update")
+	if err != nil || strings.TrimSpace(fields["history_entry"]) == "" {
+		return "", "", " (raw fallback: the model's answer had no history_entry)"
+	}
+	return fields["history_entry"], fields["memory_update"], ""
+}
+
+func formatMessage(m message) string {
+	role := strings.ToUpper(m.Role)
+	if m.Raw {
+		role = "RAW"
+	} else if m.Meta {
+		role = "META"
+	}
+	ts := ""
+	if !m.Time.IsZero() {
+		ts = "[" + m.Time.UTC().Format("2006-01-02 15:04") + "] "
+	}
+	tools := ""
+	if len(m.Tools) > 0 {
+		tools = " [tools: " + strings.Join(m.Tools, ", ") + "]"
+	}
+	return fmt.Sprintf("%s%s%s: %s", ts, role, tools, m.Text)
+}
+
+// rawFallback is seed 002's [raw-fallback] entry: the last
+// fallback_messages messages of the range, each cut to fallback_chars
+// characters. Nothing is lost: the raw lines stay in the session log.
+func rawFallback(env *layout.Env, msgs []message) string {
+	n, width := env.Store.Options.Int("fallback_messages"), env.Store.Options.Int("fallback_chars")
+	var real []message
+	for _, m := range msgs {
+		if !m.Meta {
+			real = append(real, m)
+		}
+	}
+	if len(real) > n {
+		real = real[len(real)-n:]
+	}
+	var b strings.Builder
+	b.WriteString("[raw-fallback]\n")
+	for _, m := range real {
+		role := m.Role
+		if m.Raw {
+			role = "raw"
+		}
+		text := strings.Join(strings.Fields(m.Text), " ")
+		if utf8.RuneCountInString(text) > width {
+			text = string([]rune(text)[:width])
+		}
+		fmt.Fprintf(&b, "- %s: %s\n", role, text)
+	}
+	return b.String()
+}

@@ -1,0 +1,339 @@
+package memoryhistory
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/jobs"
+	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/markdown"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+)
+
+// Layout is the memory-history layout.
+type Layout struct{}
+
+// Name implements layout.Layout.
+func (Layout) Name() string { return "memory-history" }
+
+// Rule names, as they appear in the journal.
+const (
+	RuleConsolidate = "consolidate"
+	RuleMirror      = "history-mirror"
+	RuleMove        = "history-move"
+	RuleCompress    = "compress-memory"
+)
+
+// Rules implements layout.Layout. Consolidation comes first: the entries it
+// appends are then mirrored into the monthly files by the mirror rule.
+func (Layout) Rules() []layout.Rule {
+	return []layout.Rule{
+		{Name: RuleConsolidate, Targets: consolidateTargets, Run: runConsolidate, Every: idleTick},
+		{Name: RuleMirror, Schedule: "30 3 1 * *", Targets: mirrorTargets, Run: runMirror},
+		{Name: RuleMove, Schedule: "30 3 1 * *", Targets: moveTargets, Run: runMove},
+		{Name: RuleCompress, Targets: compressTargets, Run: runCompress},
+	}
+}
+
+// idleTick re-evaluates often enough to notice a session that went quiet.
+func idleTick(s *policy.Store) time.Duration {
+	d := s.Options.Duration("session_idle") / 2
+	return min(max(d, time.Second), 5*time.Minute)
+}
+
+func retryable(err error) error {
+	if errors.Is(err, rewrite.ErrConflict) {
+		return jobs.Retry(err)
+	}
+	return err
+}
+
+// ---- monthly history ----
+
+func historyEntries(root string) ([]byte, []Entry, error) {
+	src, err := os.ReadFile(filepath.Join(root, HistoryFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	_, es := ParseHistory(src)
+	return src, es, nil
+}
+
+// missingByMonth returns, per monthly file, the entries of HISTORY.md it lacks.
+func missingByMonth(root string, entries []Entry) map[string][]Entry {
+	byMonth := map[string][]Entry{}
+	for _, e := range entries {
+		if e.OK {
+			byMonth[e.Month()] = append(byMonth[e.Month()], e)
+		}
+	}
+	out := map[string][]Entry{}
+	for month, es := range byMonth {
+		have := map[string]bool{}
+		if b, err := os.ReadFile(filepath.Join(root, month)); err == nil {
+			have = keys(b)
+		}
+		for _, e := range es {
+			if !have[e.Key()] {
+				out[month] = append(out[month], e)
+			}
+		}
+	}
+	return out
+}
+
+func mirrorTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	_, entries, err := historyEntries(root)
+	if err != nil {
+		return nil, nil
+	}
+	reportUnparsed(ctx, env, root, entries)
+	var out []string
+	for month := range missingByMonth(root, entries) {
+		out = append(out, month)
+	}
+	return out, nil
+}
+
+// reportUnparsed logs, once per heading, entries whose timestamp does not
+// parse: they stay where they are.
+func reportUnparsed(ctx context.Context, env *layout.Env, root string, entries []Entry) {
+	for _, e := range entries {
+		if e.OK {
+			continue
+		}
+		key := root + "\x00" + e.Heading
+		if _, seen, _ := env.DB.Get(ctx, "unparsed-history", key); seen {
+			continue
+		}
+		env.Log.Warn("HISTORY.md entry has no parseable timestamp; it stays in HISTORY.md and is not filed by month", "root", root, "heading", e.Heading)
+		_ = env.DB.Put(ctx, "unparsed-history", key, []byte("1"))
+	}
+}
+
+// runMirror appends to one monthly file the entries of HISTORY.md it lacks.
+// Entries an agent already wrote there are recognised, so nothing is doubled.
+func runMirror(ctx context.Context, env *layout.Env, root, month string) (jobs.Result, error) {
+	rec := env.Record(RuleMirror)
+	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: month, AppendOnly: true, AllowCreate: true,
+		Compute: func(_ context.Context, old []byte) ([]byte, error) {
+			_, entries, err := historyEntries(root)
+			if err != nil {
+				return nil, err
+			}
+			var mine []Entry
+			for _, e := range entries {
+				if e.OK && e.Month() == month {
+					mine = append(mine, e)
+				}
+			}
+			next, n := appendEntries(old, mine)
+			if n == 0 {
+				return nil, rewrite.ErrUnchanged
+			}
+			rec.Reason = fmt.Sprintf("mirrored %d entr%s of HISTORY.md", n, map[bool]string{true: "y", false: "ies"}[n == 1])
+			return next, nil
+		}}, rec)
+	if err != nil {
+		return jobs.Result{}, retryable(err)
+	}
+	// Mirroring only appends; there is nothing to cool down from.
+	_ = out
+	return jobs.Result{}, nil
+}
+
+// currentMonth is the month whose entries stay in HISTORY.md in move mode.
+func currentMonth(now time.Time, e Entry) bool {
+	t := now.In(e.Time.Location())
+	return e.Time.Year() == t.Year() && e.Time.Month() == t.Month() || e.Time.After(t)
+}
+
+func moveTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	if env.Store.Options.String("history_mode") != "move" {
+		return nil, nil
+	}
+	_, entries, err := historyEntries(root)
+	if err != nil {
+		return nil, nil
+	}
+	missing := missingByMonth(root, entries)
+	for _, e := range entries {
+		if e.OK && !currentMonth(env.Now(), e) && len(missing[e.Month()]) == 0 {
+			return []string{HistoryFile}, nil
+		}
+	}
+	return nil, nil
+}
+
+// runMove takes the entries of ended months out of HISTORY.md once they are
+// in their monthly files. The pre-image is archived first.
+func runMove(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+	rec := env.Record(RuleMove)
+	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: HistoryFile, AppendOnly: true,
+		Archive: filepath.Join(ArchiveDir, "HISTORY-"+env.Now().Format("2006-01-02-1504")+".md"),
+		Compute: func(_ context.Context, old []byte) ([]byte, error) {
+			pre, entries := ParseHistory(old)
+			filed := map[string]map[string]bool{}
+			next := append([]byte{}, pre...)
+			moved := 0
+			for _, e := range entries {
+				if e.OK && !currentMonth(env.Now(), e) {
+					m := e.Month()
+					if filed[m] == nil {
+						b, _ := os.ReadFile(filepath.Join(root, m))
+						filed[m] = keys(b)
+					}
+					if filed[m][e.Key()] {
+						moved++
+						continue // safe in its monthly file
+					}
+				}
+				next = append(next, e.Raw...)
+			}
+			if moved == 0 {
+				return nil, rewrite.ErrUnchanged
+			}
+			rec.Reason = fmt.Sprintf("moved %d entries of ended months to their HISTORY-YYYY-MM.md files", moved)
+			return next, nil
+		}}, rec)
+	if err != nil {
+		return jobs.Result{}, retryable(err)
+	}
+	return jobs.Result{Changed: out.Status == state.Done}, nil
+}
+
+// ---- MEMORY.md compression ----
+
+func compressTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(root, MemoryFile))
+	if err != nil || int64(len(b)) <= int64(env.Store.Options.Size("memory_max_size")) {
+		return nil, nil
+	}
+	if env.Seen(ctx, root, RuleCompress, MemoryFile, rewrite.Hash(b)) {
+		return nil, nil
+	}
+	return []string{MemoryFile}, nil
+}
+
+const compressSystem = `You maintain an AI agent's long-term memory file (MEMORY.md): user preferences, project context, relationships, technical decisions.
+It is over its size limit of %d bytes. Return only the new MEMORY.md as markdown, no commentary and no code fences:
+prune stale and low-value facts, merge duplicates, keep the structure and every fact that is still useful, and stay under %d bytes.
+` + compact.DataNotice
+
+func runCompress(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+	limit := int64(env.Store.Options.Size("memory_max_size"))
+	rec := env.Record(RuleCompress)
+	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: MemoryFile,
+		Archive: filepath.Join(ArchiveDir, "MEMORY-"+env.Now().Format("2006-01-02-1504")+".md"),
+		Compute: func(ctx context.Context, old []byte) ([]byte, error) {
+			rec.Reason = ""
+			if int64(len(old)) <= limit {
+				return nil, rewrite.ErrUnchanged
+			}
+			if env.LLM != nil {
+				reply, err := env.LLM.Complete(ctx, compact.Prompt{System: fmt.Sprintf(compressSystem, limit, limit), User: compact.Data("MEMORY.md", string(old))})
+				rec.Tokens += reply.Tokens
+				if err == nil {
+					next := []byte(strings.TrimSpace(reply.Text) + "\n")
+					return next, GuardMemory(old, next, limit, env.Store.MaxLoss)
+				}
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				rec.Reason = fmt.Sprintf("llm unavailable (%v); heuristic compressor used", err)
+			}
+			next := CompressHeuristic(old)
+			if bytes.Equal(next, old) {
+				return nil, rewrite.ErrUnchanged
+			}
+			return next, nil
+		}}, rec)
+	if err != nil {
+		return jobs.Result{}, retryable(err)
+	}
+	switch out.Status {
+	case state.Done:
+		if rec.AfterSize > limit {
+			env.Log.Warn("MEMORY.md compressed but still over memory_max_size", "root", root, "size", rec.AfterSize, "memory_max_size", limit)
+		}
+		return jobs.Result{Changed: true}, nil
+	case state.Rejected:
+		return jobs.Result{CoolDown: true}, nil
+	}
+	if b, err := os.ReadFile(filepath.Join(root, MemoryFile)); err == nil && int64(len(b)) > limit {
+		_ = env.Note(ctx, root, RuleCompress, MemoryFile, rewrite.Hash(b), int64(len(b)),
+			fmt.Sprintf("MEMORY.md is %d bytes, over memory_max_size %d, and has no duplicate lines or empty sections to remove", len(b), limit))
+	}
+	return jobs.Result{CoolDown: true}, nil
+}
+
+// CompressHeuristic removes exact duplicate lines (the first stays) and
+// sections whose heading has nothing under it.
+func CompressHeuristic(src []byte) []byte {
+	lines := strings.SplitAfter(string(src), "\n")
+	seen := map[string]bool{}
+	var kept []string
+	for _, l := range lines {
+		k := strings.TrimRight(l, "\r\n")
+		if strings.TrimSpace(k) != "" && !strings.HasPrefix(strings.TrimSpace(k), "#") {
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+		}
+		kept = append(kept, l)
+	}
+	out := []byte(strings.Join(kept, ""))
+	d := markdown.Parse(out)
+	var b []byte
+	last := 0
+	for i, h := range d.Headings {
+		body := out[h.Start:h.End]
+		if nl := bytes.IndexByte(body, '\n'); nl >= 0 && strings.TrimSpace(string(body[nl+1:])) == "" && (i+1 == len(d.Headings) || d.Headings[i+1].Level <= h.Level) {
+			b = append(b, out[last:h.Start]...)
+			last = h.End
+		}
+	}
+	b = append(b, out[last:]...)
+	return b
+}
+
+// factLines are the lines a memory update must not lose too many of.
+func factLines(b []byte) []string {
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		t := strings.TrimSpace(l)
+		if t != "" && !strings.HasPrefix(t, "#") {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// GuardMemory checks a new MEMORY.md from the LLM: clean text, at most
+// maxLoss of the fact lines gone, and under limit unless the old one was
+// over it and the new one is smaller (compression that could not finish).
+func GuardMemory(old, next []byte, limit int64, maxLoss float64) error {
+	if err := compact.CheckText(next); err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(next)) == 0 && len(bytes.TrimSpace(old)) > 0 {
+		return &rewrite.Rejected{Reason: "memory update is empty"}
+	}
+	if err := compact.CheckLoss("MEMORY.md fact lines", factLines(old), factLines(next), maxLoss); err != nil {
+		return err
+	}
+	if limit > 0 && int64(len(next)) > limit && len(next) >= len(old) {
+		return &rewrite.Rejected{Reason: fmt.Sprintf("memory update is %d bytes, over memory_max_size %d, and no smaller than before", len(next), limit)}
+	}
+	return nil
+}

@@ -1,0 +1,380 @@
+package memoryhistory_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/memwatch/memwatch/compact/llmtest"
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/layout/memoryhistory"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/state"
+)
+
+// run starts a daemon on the policy and returns a stop function.
+func run(t *testing.T, src, stateDir string) (stop func()) {
+	t.Helper()
+	p, err := policy.Parse("policy.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.New(daemon.Config{Policy: p, PolicyPath: "policy.yaml", StateDir: stateDir, Socket: filepath.Join(stateDir, "s.sock")},
+		slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func policyFor(ws, llmURL, extra string) string {
+	llm, compactor := "", "heuristic"
+	if llmURL != "" {
+		llm = fmt.Sprintf("llm:\n  default:\n    base_url: %s\n    model: fake\n    timeout: 1s\n", llmURL)
+		compactor = "llm"
+	}
+	return fmt.Sprintf(`version: 1
+%sstores:
+  - name: ws
+    layout: memory-history
+    paths: [%q]
+    compactor: %s
+    settle: 50ms
+    cooldown: 100ms
+    window: 50
+    keep: 10
+    session_idle: 1h
+%s`, llm, ws, compactor, extra)
+}
+
+func appendLines(t *testing.T, path string, from, n int) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := from; i < from+n; i++ {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		fmt.Fprintf(f, `{"role":%q,"content":"message %d %s"}`+"\n", role, i, strings.Repeat("word ", 60))
+	}
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func read(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+func TestSixtyMessagesOneConsolidation(t *testing.T) {
+	good := `{"history_entry":"[2026-02-27 14:30] The user asked about memwatch; the assistant explained consolidation.","memory_update":"# Facts\n- the user builds memwatch\n"}`
+	srv := llmtest.New(t, llmtest.Step{Content: good, Tokens: 500})
+	ws := t.TempDir()
+	stateDir := t.TempDir()
+	run(t, policyFor(ws, srv.BaseURL(), ""), stateDir)
+	appendLines(t, filepath.Join(ws, "sessions", "abc.jsonl"), 0, 60)
+	waitFor(t, "a history entry", 5*time.Second, func() bool { return strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "<!-- memwatch") })
+	time.Sleep(500 * time.Millisecond)
+	hist := read(filepath.Join(ws, "HISTORY.md"))
+	if got := strings.Count(hist, "<!-- memwatch: sessions/abc.jsonl#L1-50 -->"); got != 1 {
+		t.Errorf("HISTORY.md has %d entries for L1-50, want 1:\n%s", got, hist)
+	}
+	if strings.Count(hist, "<!-- memwatch") != 1 || srv.Calls() != 1 {
+		t.Errorf("consolidations: %d entries, %d LLM calls; want 1 and 1", strings.Count(hist, "<!-- memwatch"), srv.Calls())
+	}
+	if !strings.Contains(hist, "The user asked about memwatch") {
+		t.Errorf("history entry not written: %s", hist)
+	}
+	month := "HISTORY-" + time.Now().UTC().Format("2006-01") + ".md"
+	if !strings.Contains(read(filepath.Join(ws, month)), "sessions/abc.jsonl#L1-50") {
+		t.Errorf("%s lacks the entry", month)
+	}
+	if got := read(filepath.Join(ws, "MEMORY.md")); got != "# Facts\n- the user builds memwatch\n" {
+		t.Errorf("MEMORY.md = %q", got)
+	}
+	// The conversation went to the model as data, with the seed's structure.
+	prompt := srv.Requests()[0].Messages[1].Content
+	for _, want := range []string{"## Current Long-term Memory", "(empty)", "## Conversation to Process", "USER: message 0", "ASSISTANT: message 49"} {
+		if !strings.Contains(prompt, want) {
+			t.Errorf("prompt lacks %q", want)
+		}
+	}
+	if strings.Contains(prompt, "message 50 ") {
+		t.Error("prompt includes a line beyond the range")
+	}
+}
+
+// A crash between writing the entry and committing the cursor: on restart
+// the marker is found, nothing is written twice and the next range follows
+// without a gap.
+func TestRestartNoDuplicateNoGap(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Step{Content: `{"history_entry":"[2026-02-27 14:30] second range","memory_update":""}`})
+	ws := t.TempDir()
+	stateDir := t.TempDir()
+	log := filepath.Join(ws, "sessions", "abc.jsonl")
+	appendLines(t, log, 0, 60)
+	// As left by a memwatch killed after the append, before the cursor commit.
+	os.WriteFile(filepath.Join(ws, "HISTORY.md"), []byte("## 2026-02-27T14:30:00.000Z\nfirst range\n<!-- memwatch: sessions/abc.jsonl#L1-50 -->\n"), 0o644)
+	stop := run(t, policyFor(ws, srv.BaseURL(), ""), stateDir)
+	time.Sleep(700 * time.Millisecond)
+	if srv.Calls() != 0 {
+		t.Errorf("LLM called %d times for an already written range", srv.Calls())
+	}
+	if got := strings.Count(read(filepath.Join(ws, "HISTORY.md")), "#L1-50"); got != 1 {
+		t.Errorf("L1-50 written %d times", got)
+	}
+	stop()
+	appendLines(t, log, 60, 50) // 110 lines: L51-100 is next
+	run(t, policyFor(ws, srv.BaseURL(), ""), stateDir)
+	waitFor(t, "the next range", 5*time.Second, func() bool { return strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "#L51-100 -->") })
+	hist := read(filepath.Join(ws, "HISTORY.md"))
+	if strings.Count(hist, "<!-- memwatch") != 2 {
+		t.Errorf("want exactly the entries L1-50 and L51-100:\n%s", hist)
+	}
+}
+
+func TestHangingLLMRawFallback(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Step{Hang: true})
+	ws := t.TempDir()
+	run(t, policyFor(ws, srv.BaseURL(), ""), t.TempDir())
+	appendLines(t, filepath.Join(ws, "sessions", "abc.jsonl"), 0, 60)
+	waitFor(t, "a raw-fallback entry", 10*time.Second, func() bool { return strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "[raw-fallback]") })
+	hist := read(filepath.Join(ws, "HISTORY.md"))
+	var lines []string
+	for _, l := range strings.Split(hist, "\n") {
+		if strings.HasPrefix(l, "- user: ") || strings.HasPrefix(l, "- assistant: ") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 10 {
+		t.Fatalf("raw fallback has %d messages, want the last 10:\n%s", len(lines), hist)
+	}
+	if !strings.HasPrefix(lines[0], "- user: message 40 ") || !strings.HasPrefix(lines[9], "- assistant: message 49 ") {
+		t.Errorf("not the last 10 messages of L1-50: first %q, last %q", lines[0][:30], lines[9][:30])
+	}
+	for _, l := range lines {
+		text := l[strings.Index(l, ": ")+2:]
+		if n := len([]rune(text)); n != 200 {
+			t.Errorf("message cut to %d characters, want 200", n)
+		}
+	}
+}
+
+func TestParseTiers(t *testing.T) {
+	tiers := []string{
+		"```json\n{\"history_entry\": \"[2026-02-27 14:30] fenced answer\", \"memory_update\": \"\"}\n```",
+		"Here is the consolidation you asked for:\n{\"history_entry\": \"[2026-02-27 14:30] prose around {braces}\", \"memory_update\": \"\"}\nLet me know!",
+		`{"history_entry": "[2026-02-27 14:30] cut off answer", "memory_update": "# Facts\n- half a fa`,
+	}
+	for i, answer := range tiers {
+		t.Run(fmt.Sprint("tier", i+1), func(t *testing.T) {
+			srv := llmtest.New(t, llmtest.Step{Content: answer})
+			ws := t.TempDir()
+			run(t, policyFor(ws, srv.BaseURL(), ""), t.TempDir())
+			appendLines(t, filepath.Join(ws, "sessions", "abc.jsonl"), 0, 60)
+			want := []string{"fenced answer", "prose around {braces}", "cut off answer"}[i]
+			waitFor(t, want, 5*time.Second, func() bool { return strings.Contains(read(filepath.Join(ws, "HISTORY.md")), want) })
+			if strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "[raw-fallback]") {
+				t.Error("fell back although the answer was recoverable")
+			}
+		})
+	}
+}
+
+func TestSessionsOfOneWorkspaceNeverConcurrent(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Step{Content: `{"history_entry":"[2026-02-27 14:30] ok","memory_update":""}`, Delay: 300 * time.Millisecond})
+	ws := t.TempDir()
+	run(t, policyFor(ws, srv.BaseURL(), ""), t.TempDir())
+	for _, s := range []string{"a", "b", "c"} {
+		appendLines(t, filepath.Join(ws, "sessions", s+".jsonl"), 0, 60)
+	}
+	waitFor(t, "three consolidations", 10*time.Second, func() bool { return strings.Count(read(filepath.Join(ws, "HISTORY.md")), "<!-- memwatch") == 3 })
+	if p := srv.PeakConcurrency(); p != 1 {
+		t.Errorf("peak concurrent consolidations = %d, want 1", p)
+	}
+}
+
+func TestMirrorIdempotentAcrossRestarts(t *testing.T) {
+	ws := t.TempDir()
+	stateDir := t.TempDir()
+	var hist strings.Builder
+	hist.WriteString("# History\n\n")
+	for _, m := range []string{"2026-01", "2026-02", "2026-03"} {
+		for d := 1; d <= 3; d++ {
+			fmt.Fprintf(&hist, "## %s-%02dT10:00:00.000Z\nentry of %s day %d\n\n", m, d, m, d)
+		}
+	}
+	hist.WriteString("## not a timestamp\nthis one stays put\n")
+	os.WriteFile(filepath.Join(ws, "HISTORY.md"), []byte(hist.String()), 0o644)
+	// The agent already wrote one entry to its monthly file itself.
+	os.WriteFile(filepath.Join(ws, "HISTORY-2026-02.md"), []byte("## 2026-02-02T10:00:00.000Z\nentry of 2026-02 day 2\n"), 0o644)
+	var snapshot map[string]string
+	for i := range 3 {
+		stop := run(t, policyFor(ws, "", ""), stateDir)
+		waitFor(t, "monthly files", 5*time.Second, func() bool {
+			return strings.Count(read(filepath.Join(ws, "HISTORY-2026-03.md")), "## ") == 3 && strings.Count(read(filepath.Join(ws, "HISTORY-2026-02.md")), "## ") == 3
+		})
+		time.Sleep(300 * time.Millisecond)
+		stop()
+		cur := map[string]string{}
+		for _, m := range []string{"2026-01", "2026-02", "2026-03"} {
+			c := read(filepath.Join(ws, "HISTORY-"+m+".md"))
+			for d := 1; d <= 3; d++ {
+				if n := strings.Count(c, fmt.Sprintf("entry of %s day %d\n", m, d)); n != 1 {
+					t.Errorf("run %d: %s day %d present %d times", i, m, d, n)
+				}
+			}
+			cur[m] = c
+		}
+		if snapshot != nil && fmt.Sprint(cur) != fmt.Sprint(snapshot) {
+			t.Errorf("run %d changed the monthly files", i)
+		}
+		snapshot = cur
+	}
+	if read(filepath.Join(ws, "HISTORY.md")) != hist.String() {
+		t.Error("mirror mode changed HISTORY.md")
+	}
+}
+
+// In move mode memwatch rewrites HISTORY.md while the agent appends to it:
+// every agent entry survives exactly once.
+func TestMoveWhileAgentAppends(t *testing.T) {
+	ws := t.TempDir()
+	h := filepath.Join(ws, "HISTORY.md")
+	var old strings.Builder
+	for d := 1; d <= 20; d++ {
+		fmt.Fprintf(&old, "## 2026-01-%02dT10:00:00.000Z\nold entry %d\n\n", d, d)
+	}
+	os.WriteFile(h, []byte(old.String()), 0o644)
+	run(t, policyFor(ws, "", "    history_mode: move\n"), t.TempDir())
+	now := time.Now().UTC()
+	for i := range 300 {
+		f, _ := os.OpenFile(h, os.O_WRONLY|os.O_APPEND, 0)
+		fmt.Fprintf(f, "## %s\nnew entry %d\n\n", now.Add(time.Duration(i)*time.Second).Format("2006-01-02T15:04:05.000Z"), i)
+		f.Close()
+		time.Sleep(time.Millisecond)
+	}
+	waitFor(t, "old entries moved", 5*time.Second, func() bool { return !strings.Contains(read(h), "old entry") })
+	cur := read(h)
+	for i := range 300 {
+		if n := strings.Count(cur, fmt.Sprintf("new entry %d\n", i)); n != 1 {
+			t.Errorf("agent entry %d present %d times in HISTORY.md", i, n)
+		}
+	}
+	jan := read(filepath.Join(ws, "HISTORY-2026-01.md"))
+	for d := 1; d <= 20; d++ {
+		if n := strings.Count(jan, fmt.Sprintf("old entry %d\n", d)); n != 1 {
+			t.Errorf("old entry %d present %d times in HISTORY-2026-01.md", d, n)
+		}
+	}
+	archives, _ := filepath.Glob(filepath.Join(ws, "memory", "HISTORY-*.md"))
+	if len(archives) == 0 {
+		t.Error("HISTORY.md was rewritten without an archive")
+	}
+}
+
+func TestCompressHeuristic(t *testing.T) {
+	in := "# Facts\n- likes Go\n- likes Go\n\n## Empty\n\n## People\n- Ada\n- likes Go\n"
+	want := "# Facts\n- likes Go\n\n## People\n- Ada\n"
+	if got := string(memoryhistory.CompressHeuristic([]byte(in))); got != want {
+		t.Errorf("CompressHeuristic:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestParseHistory(t *testing.T) {
+	pre, es := memoryhistory.ParseHistory([]byte("# History\n\n## 2026-02-27T14:30:00.000Z\na\n```\n## not an entry\n```\n## 2026-03-01 09:00 | note\nb\n## garbage\nc\n"))
+	if string(pre) != "# History\n\n" || len(es) != 3 {
+		t.Fatalf("preamble %q, %d entries", pre, len(es))
+	}
+	if !es[0].OK || es[0].Month() != "HISTORY-2026-02.md" || !strings.Contains(string(es[0].Raw), "## not an entry") {
+		t.Errorf("entry 0 = %+v", es[0])
+	}
+	if !es[1].OK || es[1].Month() != "HISTORY-2026-03.md" || es[2].OK {
+		t.Errorf("entries = %+v", es)
+	}
+	_ = state.Done
+}
+
+func FuzzParseHistory(f *testing.F) {
+	f.Add([]byte("## 2026-02-27T14:30:00.000Z\nx\n"))
+	f.Add([]byte("pre\n## x\n```\n## y\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		pre, es := memoryhistory.ParseHistory(src)
+		n := len(pre)
+		for _, e := range es {
+			n += len(e.Raw)
+		}
+		if n != len(src) {
+			t.Fatalf("preamble and entries cover %d of %d bytes", n, len(src))
+		}
+	})
+}
+
+// A session that goes quiet for session_idle is consolidated to its end,
+// even under window (the zero-integration stand-in for the seed's /new).
+func TestIdleSessionConsolidatesTheRest(t *testing.T) {
+	ws := t.TempDir()
+	src := strings.Replace(policyFor(ws, "", ""), "session_idle: 1h", "session_idle: 1s", 1)
+	run(t, src, t.TempDir())
+	appendLines(t, filepath.Join(ws, "sessions", "quiet.jsonl"), 0, 12)
+	waitFor(t, "idle consolidation", 8*time.Second, func() bool {
+		return strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "<!-- memwatch: sessions/quiet.jsonl#L1-12 -->")
+	})
+	if !strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "[raw-fallback]") {
+		t.Error("the heuristic compactor should write seed 002's raw fallback")
+	}
+}
+
+func TestCompressMemoryHeuristic(t *testing.T) {
+	ws := t.TempDir()
+	src := strings.Replace(policyFor(ws, "", ""), "window: 50", "window: 50\n    memory_max_size: 200B", 1)
+	var mem strings.Builder
+	mem.WriteString("# Facts\n")
+	for i := range 20 {
+		fmt.Fprintf(&mem, "- fact %d\n- fact %d\n", i%5, i%5)
+	}
+	mem.WriteString("\n## Empty\n\n")
+	os.WriteFile(filepath.Join(ws, "MEMORY.md"), []byte(mem.String()), 0o644)
+	run(t, src, t.TempDir())
+	waitFor(t, "compression", 5*time.Second, func() bool { return len(read(filepath.Join(ws, "MEMORY.md"))) < mem.Len() })
+	if got, want := read(filepath.Join(ws, "MEMORY.md")), "# Facts\n- fact 0\n- fact 1\n- fact 2\n- fact 3\n- fact 4\n\n"; got != want {
+		t.Errorf("MEMORY.md = %q, want %q", got, want)
+	}
+	archives, _ := filepath.Glob(filepath.Join(ws, "memory", "MEMORY-*.md"))
+	if len(archives) != 1 || read(archives[0]) != mem.String() {
+		t.Errorf("archive = %v; want the pre-image in memory/MEMORY-*.md", archives)
+	}
+}
