@@ -37,7 +37,8 @@ func run(bin, dir string, dur time.Duration) error {
 		return err
 	}
 	app := filepath.Join(dir, "spaces", "home", "apps", "price-watcher")
-	for _, d := range []string{filepath.Join(app, "memory", "run"), filepath.Join(dir, "state")} {
+	ws := filepath.Join(dir, "workspaces", "assistant", "memory")
+	for _, d := range []string{filepath.Join(app, "memory", "run"), filepath.Join(dir, "state"), filepath.Join(ws, "sessions")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -61,7 +62,17 @@ stores:
     keep_history: 5
     run_retention: 90d
     snapshot_file: memory.snapshot.md
-`, dir, dir)
+  - name: assistant
+    layout: memory-history
+    paths: ["%s/workspaces/*/memory"]
+    compactor: heuristic
+    settle: 300ms
+    cooldown: 2s
+    window: 20
+    keep: 5
+    session_idle: 6s
+    memory_max_size: 1KiB
+`, dir, dir, dir)
 	if err := os.WriteFile(policyPath, []byte(policy), 0o644); err != nil {
 		return err
 	}
@@ -108,8 +119,9 @@ stores:
 		return fmt.Errorf("memwatch did not become ready; see %s", logPath)
 	}
 
-	fmt.Printf("==> simulated agent runs for %v (a price-watching app, seed 000)\n", dur)
+	fmt.Printf("==> simulated agents run for %v: a price-watching app (seed 000) and a chat assistant (seed 002)\n", dur)
 	agent := &agent{bin: bin, app: app, rng: rand.New(rand.NewPCG(1, 2))}
+	chat := &chatAgent{ws: ws}
 	deadline := time.Now().Add(dur)
 	for runN := 1; time.Now().Before(deadline); runN++ {
 		select {
@@ -121,17 +133,26 @@ stores:
 		if err := agent.run(runN); err != nil {
 			return err
 		}
+		if err := chat.turn(runN); err != nil {
+			return err
+		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // let the last change settle
+	fmt.Println("   (waiting 8 s so the chat session goes idle and is consolidated to its end)")
+	time.Sleep(8 * time.Second)
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("memwatch exited: %w (see %s)", err, logPath)
 	}
-	for _, rule := range []string{"compact", "run-retention", "snapshot"} {
+	for _, rule := range []string{"compact", "run-retention", "snapshot", "consolidate", "compress-memory"} {
 		fmt.Printf("\n==> what memwatch did: memwatch log --rule %s\n", rule)
 		out, _ := exec.Command(bin, "log", "--policy", policyPath, "--rule", rule, "--limit", "8").CombinedOutput()
 		fmt.Print(indent(string(out)))
+	}
+	if hist, err := os.ReadFile(filepath.Join(ws, "HISTORY.md")); err == nil {
+		entries := strings.Split(string(hist), "\n## ")
+		fmt.Printf("\n==> the newest entry memwatch wrote to %s (heuristic compactor: seed 002's raw fallback):\n", rel(filepath.Join(ws, "HISTORY.md")))
+		fmt.Print(indent("## " + strings.TrimSpace(entries[len(entries)-1])))
 	}
 	archives, _ := filepath.Glob(filepath.Join(app, "memory", "*.md"))
 	runs, _ := filepath.Glob(filepath.Join(app, "memory", "run", "*.md"))
@@ -143,8 +164,11 @@ stores:
    %s/memory/run/          %d run file(s): those older than run_retention were removed
    %s/memory.snapshot.md   the injection-ready view, kept current
    %s                       the daemon's log
+   %s/HISTORY.md           the assistant's history: consolidated session ranges, each citing its lines
+   %s/HISTORY-*.md         the same entries filed by month
+   %s/MEMORY.md            long-term facts, compressed when over memory_max_size (archives in memory/)
    %s log --policy %s      the journal again; %s undo ID restores any change
-`, rel(app), fi.Size(), rel(app), len(archives), rel(app), len(runs), rel(app), rel(logPath), rel(bin), rel(policyPath), rel(bin))
+`, rel(app), fi.Size(), rel(app), len(archives), rel(app), len(runs), rel(app), rel(logPath), rel(ws), rel(ws), rel(ws), rel(bin), rel(policyPath), rel(bin))
 	return nil
 }
 
@@ -202,6 +226,43 @@ func (a *agent) run(n int) error {
 	runFile := filepath.Join(a.app, "memory", "run", stamp+"-run.md")
 	fmt.Printf("   agent: run %d at %s: %s (memory.md %d bytes)\n", n, stamp, summary, len(s))
 	return os.WriteFile(runFile, []byte(fmt.Sprintf("trigger: schedule\noutcome: %s\nduration: 12s\ntokens: 3400\n", summary)), 0o644)
+}
+
+// chatAgent writes a chat session the way seed 002's agent does: JSONL
+// messages, plus facts it keeps in MEMORY.md itself.
+type chatAgent struct {
+	ws string
+	n  int
+}
+
+var chatTurns = []struct{ user, assistant string }{
+	{"Can you help me plan the database migration?", "Sure. Let's list the tables first and check which ones have foreign keys."},
+	{"We use Postgres 15, and I prefer small reversible steps.", "Noted: Postgres 15, small reversible migrations. I'll write one migration per table."},
+	{"The users table is the biggest one.", "Then we migrate users last, in batches of 10,000 rows, behind a feature flag."},
+	{"What about the payments service?", "It reads users directly; we add a view so it keeps working during the migration."},
+}
+
+func (c *chatAgent) turn(n int) error {
+	f, err := os.OpenFile(filepath.Join(c.ws, "sessions", "chat-1.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	t := chatTurns[n%len(chatTurns)]
+	now := time.Now().UTC().Format(time.RFC3339)
+	fmt.Fprintf(f, `{"role":"user","content":%q,"timestamp":%q}`+"\n", t.user, now)
+	fmt.Fprintf(f, `{"role":"assistant","content":[{"type":"text","text":%q},{"type":"tool_use","name":"Read","input":{}}],"timestamp":%q}`+"\n", t.assistant, now)
+	c.n += 2
+	if n%3 == 0 {
+		// The agent appends a fact to MEMORY.md (sometimes one it already has).
+		m, _ := os.OpenFile(filepath.Join(c.ws, "MEMORY.md"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		fmt.Fprintf(m, "- prefers small reversible migrations (noted in turn %d)\n- uses Postgres 15\n", n%4)
+		m.Close()
+	}
+	if n%10 == 0 {
+		fmt.Printf("   chat: %d messages in sessions/chat-1.jsonl\n", c.n)
+	}
+	return nil
 }
 
 func replaceLine(s, prefix, line string) string {
