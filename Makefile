@@ -1,7 +1,7 @@
 # memwatch — the two commands a newcomer needs are `make demo` and `make test`.
 GO      ?= go
 BIN     := bin/memwatch
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null | sed "s/^v//;s/^[^0-9]/0.0.0+&/" || echo 0.0.0)
+VERSION ?= $(shell v=$$(git describe --tags --match "v[0-9]*" 2>/dev/null) && echo $${v#v} || echo 0.0.0+$$(git rev-parse --short HEAD 2>/dev/null || echo dev))
 LDFLAGS := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
