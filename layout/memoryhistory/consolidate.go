@@ -2,7 +2,6 @@ package memoryhistory
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,51 +17,16 @@ import (
 	"github.com/memwatch/memwatch/watcher"
 )
 
-// consolidatedNS holds, per session log, the tail cursor at the last line
-// already consolidated: its byte offset lets the next range be read without
-// rereading the log, and its identity catches a replaced log.
-const consolidatedNS = "consolidated"
+// progress is how far each session log has been consolidated.
+var progress = layout.LogProgress{NS: "consolidated"}
 
 func sessionLogs(env *layout.Env, root string) []string {
 	ms, _ := filepath.Glob(filepath.Join(root, env.Store.Options.String("sessions")))
 	return ms
 }
 
-func loadConsolidated(ctx context.Context, env *layout.Env, path string) watcher.Cursor {
-	var c watcher.Cursor
-	if b, ok, _ := env.DB.Get(ctx, consolidatedNS, path); ok {
-		_ = json.Unmarshal(b, &c)
-	}
-	return c
-}
-
-func saveConsolidated(ctx context.Context, env *layout.Env, path string, c watcher.Cursor) error {
-	b, _ := json.Marshal(c)
-	return env.DB.Put(ctx, consolidatedNS, path, b)
-}
-
-// pending says how many complete lines of a log are not yet consolidated,
-// and whether the log has been quiet for session_idle.
 func pending(ctx context.Context, env *layout.Env, path string) (count, done int64, idle bool, err error) {
-	tail, reset, err := watcher.Advance(path, env.Cursors.Get(path), nil)
-	if err != nil {
-		return 0, 0, false, err
-	}
-	env.Cursors.Set(path, tail)
-	cons := loadConsolidated(ctx, env, path)
-	if reset != watcher.NoReset && reset != watcher.Fresh || cons.Dev != 0 && (cons.Dev != tail.Dev || cons.Ino != tail.Ino) || cons.Lines > tail.Lines {
-		if cons != (watcher.Cursor{}) {
-			env.Log.Info("session log was replaced or truncated; consolidating it from the start", "path", path, "reset", reset)
-		}
-		cons = watcher.Cursor{}
-		_ = saveConsolidated(ctx, env, path, cons)
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, 0, false, err
-	}
-	idle = env.Now().Sub(fi.ModTime()) >= env.Store.Options.Duration("session_idle")
-	return tail.Lines, cons.Lines, idle, nil
+	return progress.Pending(ctx, env, path, env.Store.Options.Duration("session_idle"))
 }
 
 func consolidateTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
@@ -113,52 +77,31 @@ func runConsolidate(ctx context.Context, env *layout.Env, root, rel string) (job
 	return jobs.Result{Changed: changed}, ctx.Err()
 }
 
-var errStop = errors.New("stop")
-
-// message is one decoded line of the range, with its line number.
-type message struct {
-	line int64
-	watcher.Message
-}
-
 // consolidateRange consolidates the lines after the consolidated cursor up
 // to end. The history entry carries a marker naming the range, so a crash
 // between writing and committing the cursor never writes it twice.
 func consolidateRange(ctx context.Context, env *layout.Env, root, rel, path string, end int64) error {
-	cons := loadConsolidated(ctx, env, path)
-	var msgs []message
 	budget := 0
 	if env.LLM != nil {
 		budget = env.LLM.MaxInputTokens() - compact.EstimateTokens(consolidateSystem) - 1000
 	}
-	next, reset, err := watcher.Advance(path, cons, func(line []byte, n int64) error {
-		if n > end {
-			return errStop
-		}
-		m := watcher.DecodeLine(line)
-		// Over the endpoint's input budget, the range ends at the last whole
-		// message that fits; the next job continues from there.
-		if budget > 0 && len(msgs) > 0 {
+	// Over the endpoint's input budget, the range ends at the last whole
+	// message that fits; the next job continues from there.
+	var fits func(watcher.Message) bool
+	if budget > 0 {
+		fits = func(m watcher.Message) bool {
 			budget -= compact.EstimateTokens(m.Text) + 8
-			if budget < 0 {
-				return errStop
-			}
+			return budget >= 0
 		}
-		msgs = append(msgs, message{line: n, Message: m})
-		return nil
-	})
-	if err != nil && !errors.Is(err, errStop) {
+	}
+	msgs, next, err := progress.ReadRange(ctx, env, path, end, fits)
+	if err != nil {
 		return err
 	}
-	if reset == watcher.Truncated || reset == watcher.Replaced {
-		// The log changed identity since pending() looked: the lines read are
-		// the new log's from line 1, and the range is still valid for it.
-		env.Log.Info("session log replaced while consolidating; reading it from the start", "path", path)
-	}
 	if len(msgs) == 0 {
-		return saveConsolidated(ctx, env, path, next)
+		return progress.Commit(ctx, env, path, next)
 	}
-	first, last := msgs[0].line, msgs[len(msgs)-1].line
+	first, last := msgs[0].Line, msgs[len(msgs)-1].Line
 	marker := fmt.Sprintf("<!-- memwatch: %s#L%d-%d -->", filepath.ToSlash(rel), first, last)
 	rec := env.Record(RuleConsolidate)
 	rec.Reason = fmt.Sprintf("%s#L%d-%d", filepath.ToSlash(rel), first, last)
@@ -167,7 +110,7 @@ func consolidateRange(ctx context.Context, env *layout.Env, root, rel, path stri
 	if strings.Contains(string(hist), marker) {
 		// Written before a crash; only the cursor was not committed.
 		env.Log.Info("range already consolidated; committing the cursor", "root", root, "range", rec.Reason)
-		return saveConsolidated(ctx, env, path, next)
+		return progress.Commit(ctx, env, path, next)
 	}
 	memOld, _ := os.ReadFile(filepath.Join(root, MemoryFile))
 	entryText, memory, note := consolidateLLM(ctx, env, rec, memOld, msgs)
@@ -217,7 +160,7 @@ func consolidateRange(ctx context.Context, env *layout.Env, root, rel, path stri
 		}
 	}
 	env.Log.Info("consolidated session range", "root", root, "range", rec.Reason, "messages", len(msgs), "fallback", note != "")
-	if err := saveConsolidated(ctx, env, path, next); err != nil {
+	if err := progress.Commit(ctx, env, path, next); err != nil {
 		return err
 	}
 	return env.Cursors.Flush(ctx)
@@ -232,7 +175,7 @@ Keep every still-valid fact of the current memory; add durable facts from the co
 // consolidateLLM asks the endpoint for the history entry and memory update.
 // It returns an empty entry (and a note) when the raw fallback must be used:
 // heuristic compactor, timeout, error, spent budget or unparseable output.
-func consolidateLLM(ctx context.Context, env *layout.Env, rec *state.Record, memory []byte, msgs []message) (entry, mem, note string) {
+func consolidateLLM(ctx context.Context, env *layout.Env, rec *state.Record, memory []byte, msgs []layout.Message) (entry, mem, note string) {
 	if env.LLM == nil {
 		return "", "", ""
 	}
@@ -263,7 +206,7 @@ func consolidateLLM(ctx context.Context, env *layout.Env, rec *state.Record, mem
 	return fields["history_entry"], fields["memory_update"], ""
 }
 
-func formatMessage(m message) string {
+func formatMessage(m layout.Message) string {
 	role := strings.ToUpper(m.Role)
 	if m.Raw {
 		role = "RAW"
@@ -284,9 +227,9 @@ func formatMessage(m message) string {
 // rawFallback is seed 002's [raw-fallback] entry: the last
 // fallback_messages messages of the range, each cut to fallback_chars
 // characters. Nothing is lost: the raw lines stay in the session log.
-func rawFallback(env *layout.Env, msgs []message) string {
+func rawFallback(env *layout.Env, msgs []layout.Message) string {
 	n, width := env.Store.Options.Int("fallback_messages"), env.Store.Options.Int("fallback_chars")
-	var real []message
+	var real []layout.Message
 	for _, m := range msgs {
 		if !m.Meta {
 			real = append(real, m)
