@@ -34,6 +34,7 @@ type Status struct {
 	Stores   []StoreStatus  `json:"stores"`
 	Jobs     jobs.Status    `json:"jobs"`
 	LLM      []LLMStatus    `json:"llm"`
+	Warnings []string       `json:"warnings"`
 }
 
 // StoreStatus is one store in Status.
@@ -114,6 +115,10 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	for _, c := range clients {
 		used, _ := c.Used(ctx)
 		st.LLM = append(st.LLM, LLMStatus{Endpoint: c.Name(), Used: used, Budget: c.Budget()})
+	}
+	st.Warnings = d.warnings.List()
+	if st.Warnings == nil {
+		st.Warnings = []string{}
 	}
 	if st.Jobs, err = d.engine.Status(ctx); err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)

@@ -22,6 +22,7 @@ import (
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/layout/memoryhistory"
 	"github.com/memwatch/memwatch/layout/nowhistory"
+	"github.com/memwatch/memwatch/layout/sessiondetail"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/schedule"
@@ -56,8 +57,10 @@ func LayoutFor(name string) (layout.Layout, error) {
 		return nowhistory.Layout{}, nil
 	case "memory-history":
 		return memoryhistory.Layout{}, nil
+	case "session-detail":
+		return sessiondetail.Layout{}, nil
 	}
-	return nil, fmt.Errorf("%w: %s (supported: now-history, memory-history)", ErrUnsupportedLayout, name)
+	return nil, fmt.Errorf("%w: %s (supported: now-history, memory-history, session-detail)", ErrUnsupportedLayout, name)
 }
 
 // CheckLayouts reports every store whose layout is not implemented.
@@ -97,6 +100,8 @@ type Daemon struct {
 	listener net.Listener
 	tcp      net.Listener
 	running  atomic.Bool // Run is serving: work goes through the engine
+
+	warnings layout.Warnings
 
 	mu      sync.RWMutex // guards policy, stores and clients (replaced on reload)
 	policy  *policy.Policy
@@ -173,7 +178,7 @@ func (d *Daemon) apply(p *policy.Policy) error {
 		if err != nil {
 			return err
 		}
-		env := &layout.Env{Store: s, Rewriter: d.rw, DB: d.db, Cursors: d.cursors, Now: time.Now,
+		env := &layout.Env{Store: s, Rewriter: d.rw, DB: d.db, Cursors: d.cursors, Now: time.Now, Warnings: &d.warnings,
 			Log: d.log.With("store", s.Name, "layout", s.Layout)}
 		if s.Compactor == "llm" {
 			c, ok := clients[s.LLM]

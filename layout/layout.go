@@ -7,6 +7,8 @@ package layout
 import (
 	"context"
 	"log/slog"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
@@ -27,6 +29,8 @@ type Env struct {
 	Cursors *watcher.Cursors
 	Log     *slog.Logger
 	Now     func() time.Time
+	// Warnings collects conditions shown by memwatch status; may be nil.
+	Warnings *Warnings
 }
 
 // Rule is one thing a layout does to a root.
@@ -99,4 +103,49 @@ func (e *Env) Note(ctx context.Context, root, rule, target, sha string, size int
 	_, err := e.DB.Append(ctx, rec)
 	e.Log.Warn(reason, "store", e.Store.Name, "root", root, "rule", rule, "path", target)
 	return err
+}
+
+// Warnings are conditions a user should see in memwatch status that are not
+// actions (e.g. an agent-owned file over its size). Safe for concurrent use.
+type Warnings struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// Set records a warning for root under key, replacing an earlier one.
+func (w *Warnings) Set(root, key, msg string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[string]string{}
+	}
+	w.m[root+"\x00"+key] = msg
+}
+
+// Clear removes a warning.
+func (w *Warnings) Clear(root, key string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, root+"\x00"+key)
+}
+
+// List returns the current warnings, sorted.
+func (w *Warnings) List() []string {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.m))
+	for _, v := range w.m {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -458,6 +458,12 @@ func syncDir(dir string) error {
 // (newData plus any tail the agent appended during the swap).
 func swap(target string, snap *snapshot, newData []byte, appendOnly bool) ([]byte, error) {
 	dir := filepath.Dir(target)
+	if !snap.exists {
+		// A new file may be the first in its directory (Resolve kept it inside the root).
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create directory for %s: %w", target, err)
+		}
+	}
 	tmp, err := writeTemp(dir, filepath.Base(target), newData, snap.mode)
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", target, err)

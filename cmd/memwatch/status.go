@@ -76,6 +76,9 @@ func printStatus(g *globals, st daemon.Status) {
 	for _, j := range st.Jobs.Running {
 		fmt.Fprintf(w, "  running: %s %s %s %s\n", j.Store, j.Rule, j.Root, j.Target)
 	}
+	for _, warn := range st.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
 	for _, l := range st.LLM {
 		fmt.Fprintf(w, "llm %s: %d of %d tokens used today\n", l.Endpoint, l.Used, l.Budget)
 	}

@@ -47,14 +47,14 @@ func consolidateTargets(ctx context.Context, env *layout.Env, root string) ([]st
 
 // runConsolidate consolidates a session log's pending ranges: while more
 // than window lines are pending, lines up to count-keep; once the session
-// is idle, the rest.
+// is idle, the rest. The progress cursor makes "nothing new" exact, so it
+// asks for no cooldown, which would only delay the idle consolidation.
 func runConsolidate(ctx context.Context, env *layout.Env, root, rel string) (jobs.Result, error) {
 	path, err := rewrite.Resolve(root, rel)
 	if err != nil {
 		return jobs.Result{}, err
 	}
 	window, keep := int64(env.Store.Options.Int("window")), int64(env.Store.Options.Int("keep"))
-	changed := false
 	for ctx.Err() == nil {
 		count, done, idle, err := pending(ctx, env, path)
 		if err != nil {
@@ -67,14 +67,13 @@ func runConsolidate(ctx context.Context, env *layout.Env, root, rel string) (job
 		case idle && count > done:
 			end = count
 		default:
-			return jobs.Result{Changed: changed}, nil
+			return jobs.Result{}, nil
 		}
 		if err := consolidateRange(ctx, env, root, rel, path, end); err != nil {
-			return jobs.Result{Changed: changed}, retryable(err)
+			return jobs.Result{}, retryable(err)
 		}
-		changed = true
 	}
-	return jobs.Result{Changed: changed}, ctx.Err()
+	return jobs.Result{}, ctx.Err()
 }
 
 // consolidateRange consolidates the lines after the consolidated cursor up

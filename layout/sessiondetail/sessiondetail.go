@@ -1,0 +1,373 @@
+// Package sessiondetail is the session-detail layout (seed 003): a session
+// directory with messages.jsonl (the raw log), working-memory/overview.md
+// (always in the agent's context; the agent owns it) and
+// working-memory/detail/*.md (summaries and notes). memwatch writes
+// compaction summaries into detail/ and answers recall queries over detail/
+// and the raw log, so the agent's context can stay at overview + recent turns.
+package sessiondetail
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/jobs"
+	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/watcher"
+)
+
+// File names of the layout, relative to the session directory.
+const (
+	MessagesFile = "messages.jsonl"
+	OverviewFile = "working-memory/overview.md"
+	DetailDir    = "working-memory/detail"
+)
+
+// Rule names, as they appear in the journal.
+const (
+	RuleSummarize = "summarize"
+	RuleOverview  = "overview-guard"
+)
+
+// Layout is the session-detail layout.
+type Layout struct{}
+
+// Name implements layout.Layout.
+func (Layout) Name() string { return "session-detail" }
+
+// Rules implements layout.Layout.
+func (Layout) Rules() []layout.Rule {
+	return []layout.Rule{
+		{Name: RuleSummarize, Targets: summarizeTargets, Run: runSummarize, Every: func(s *policy.Store) time.Duration {
+			return min(max(s.Options.Duration("session_idle")/2, time.Second), 5*time.Minute)
+		}},
+		{Name: RuleOverview, Targets: overviewTargets, Run: runOverview},
+	}
+}
+
+var progress = layout.LogProgress{NS: "summarized"}
+
+func summarizeTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	path := filepath.Join(root, MessagesFile)
+	count, done, quiet, err := progress.Pending(ctx, env, path, env.Store.Options.Duration("session_idle"))
+	if err != nil {
+		return nil, nil
+	}
+	every := int64(env.Store.Options.Int("summary_every"))
+	if count-done >= every || quiet && count > done {
+		return []string{MessagesFile}, nil
+	}
+	return nil, nil
+}
+
+// runSummarize writes one summary per summary_every new lines, and one for
+// the rest when the session has gone quiet. Its progress cursor already
+// makes "nothing new" exact, so it asks for no cooldown: one would only
+// delay the summary of a session that just went quiet.
+func runSummarize(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+	path := filepath.Join(root, MessagesFile)
+	every := int64(env.Store.Options.Int("summary_every"))
+	for ctx.Err() == nil {
+		count, done, quiet, err := progress.Pending(ctx, env, path, env.Store.Options.Duration("session_idle"))
+		if err != nil {
+			return jobs.Result{}, err
+		}
+		var end int64
+		switch {
+		case count-done >= every:
+			end = done + every
+		case quiet && count > done:
+			end = count
+		default:
+			return jobs.Result{}, nil
+		}
+		if err := summarize(ctx, env, root, path, end); err != nil {
+			if errors.Is(err, rewrite.ErrConflict) {
+				return jobs.Result{}, jobs.Retry(err)
+			}
+			return jobs.Result{}, err
+		}
+	}
+	return jobs.Result{}, ctx.Err()
+}
+
+// summarize writes the summary of the lines after the progress cursor up to
+// end. A marker naming the range makes it exactly-once across crashes.
+func summarize(ctx context.Context, env *layout.Env, root, path string, end int64) error {
+	var fits func(watcher.Message) bool
+	if env.LLM != nil {
+		budget := env.LLM.MaxInputTokens() - compact.EstimateTokens(summarySystem) - 800
+		fits = func(m watcher.Message) bool {
+			budget -= compact.EstimateTokens(m.Text) + 8
+			return budget >= 0
+		}
+	}
+	msgs, next, err := progress.ReadRange(ctx, env, path, end, fits)
+	if err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return progress.Commit(ctx, env, path, next)
+	}
+	first, last := msgs[0].Line, msgs[len(msgs)-1].Line
+	cite := fmt.Sprintf("%s#L%d-%d", MessagesFile, first, last)
+	marker := "<!-- memwatch: " + cite + " -->"
+	if existing := findMarker(root, marker); existing != "" {
+		env.Log.Info("range already summarized; committing the cursor", "root", root, "range", cite, "file", existing)
+		return progress.Commit(ctx, env, path, next)
+	}
+	rec := env.Record(RuleSummarize)
+	rec.Reason = cite
+	title, content, keywords := "", "", []string(nil)
+	if env.LLM != nil {
+		title, content, keywords, err = summaryLLM(ctx, env, msgs, &rec.Tokens)
+		if err != nil {
+			rec.Reason += fmt.Sprintf(" (llm unavailable: %v; extractive summary used)", err)
+			env.Log.Warn("llm summary failed; using the extractive summary", "root", root, "err", err)
+		}
+	}
+	if content == "" {
+		content = Extractive(msgs, 2000)
+	}
+	if len(keywords) == 0 {
+		keywords = Keywords(msgs, 8)
+	}
+	now := env.Now()
+	if title == "" {
+		title = fmt.Sprintf("Session summary: messages %d-%d (%s)", first, last, now.Format("2006-01-02 15:04"))
+	}
+	kw, _ := json.Marshal(keywords)
+	body := fmt.Sprintf("# %s\n\n<!--\nMETA:\n- created: %s\n- keywords: %s\n- source: %s\n-->\n\n## Content\n%s\n\nSource: %s\n%s\n",
+		title, now.UTC().Format(time.RFC3339), kw, cite, strings.TrimSpace(content), cite, marker)
+	name := freeName(root, now)
+	if _, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: name, AllowCreate: true,
+		Compute: func(_ context.Context, old []byte) ([]byte, error) {
+			if len(old) > 0 {
+				return nil, rewrite.ErrConflict // someone wrote that name meanwhile
+			}
+			return []byte(body), nil
+		}}, rec); err != nil {
+		return err
+	}
+	env.Log.Info("wrote session summary", "root", root, "file", name, "range", cite)
+	if err := progress.Commit(ctx, env, path, next); err != nil {
+		return err
+	}
+	return env.Cursors.Flush(ctx)
+}
+
+// findMarker returns the detail file holding marker, if any.
+func findMarker(root, marker string) string {
+	files, _ := filepath.Glob(filepath.Join(root, DetailDir, "*.md"))
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), marker) {
+			return f
+		}
+	}
+	return ""
+}
+
+// freeName picks detail/YYYY-MM-DD-HHmm-summary.md, adding -2, -3 when taken.
+func freeName(root string, now time.Time) string {
+	base := filepath.Join(DetailDir, now.Format("2006-01-02-1504")+"-summary")
+	name := base + ".md"
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(filepath.Join(root, name)); os.IsNotExist(err) {
+			return name
+		}
+		name = fmt.Sprintf("%s-%d.md", base, i)
+	}
+}
+
+const summarySystem = `You summarize a stretch of an AI coding agent's conversation for its external memory (detail/ notes the agent searches later).
+Return JSON with: "title" (a short topic title), "summary" (markdown: what the user asked, what was decided and why, what was done, files touched, open questions), "keywords" (5 to 8 lowercase search terms).
+` + compact.DataNotice
+
+func summaryLLM(ctx context.Context, env *layout.Env, msgs []layout.Message, tokens *int64) (title, content string, keywords []string, err error) {
+	var conv strings.Builder
+	for _, m := range msgs {
+		fmt.Fprintf(&conv, "L%d %s: %s\n", m.Line, roleOf(m), m.Text)
+	}
+	cctx, cancel := context.WithTimeout(ctx, env.LLM.Timeout())
+	defer cancel()
+	reply, err := env.LLM.Complete(cctx, compact.Prompt{System: summarySystem, User: compact.Data("conversation", conv.String()), JSON: true})
+	*tokens += reply.Tokens
+	if err != nil {
+		return "", "", nil, err
+	}
+	f, _, err := compact.ParseFields(reply.Text, "title", "summary", "keywords")
+	if err != nil {
+		return "", "", nil, err
+	}
+	if strings.TrimSpace(f["summary"]) == "" {
+		return "", "", nil, fmt.Errorf("the model's answer has no summary")
+	}
+	if err := compact.CheckText([]byte(f["summary"] + f["title"])); err != nil {
+		return "", "", nil, err
+	}
+	_ = json.Unmarshal([]byte(f["keywords"]), &keywords)
+	return strings.TrimSpace(strings.ReplaceAll(f["title"], "\n", " ")), f["summary"], keywords, nil
+}
+
+func roleOf(m layout.Message) string {
+	switch {
+	case m.Raw:
+		return "raw"
+	case m.Meta:
+		return "meta"
+	}
+	return m.Role
+}
+
+var pathRE = regexp.MustCompile(`[A-Za-z0-9_.\-/]+\.(?:go|md|py|ts|tsx|js|jsx|json|ya?ml|toml|txt|rs|java|kt|c|h|cc|cpp|sh|sql|html|css|proto)\b`)
+
+// Extractive is the heuristic summary: the user's requests, the tools used,
+// the files mentioned and the last assistant answer, cut to budget characters.
+func Extractive(msgs []layout.Message, budget int) string {
+	var requests []string
+	tools := map[string]int{}
+	files := map[string]bool{}
+	var fileOrder []string
+	lastAnswer := ""
+	for _, m := range msgs {
+		for _, t := range m.Tools {
+			tools[t]++
+		}
+		for _, f := range pathRE.FindAllString(m.Text, -1) {
+			if !files[f] {
+				files[f] = true
+				fileOrder = append(fileOrder, f)
+			}
+		}
+		switch {
+		case m.Role == "user" && !strings.HasPrefix(m.Text, "[tool result]"):
+			requests = append(requests, firstSentence(m.Text, 160))
+		case m.Role == "assistant" && strings.TrimSpace(m.Text) != "":
+			lastAnswer = m.Text
+		}
+	}
+	var b strings.Builder
+	if len(requests) > 0 {
+		b.WriteString("User requests:\n")
+		for _, r := range requests {
+			b.WriteString("- " + r + "\n")
+		}
+	}
+	if len(tools) > 0 {
+		names := make([]string, 0, len(tools))
+		for t := range tools {
+			names = append(names, t)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, t := range names {
+			parts[i] = fmt.Sprintf("%s (%d)", t, tools[t])
+		}
+		b.WriteString("\nTools used: " + strings.Join(parts, ", ") + "\n")
+	}
+	if len(fileOrder) > 0 {
+		if len(fileOrder) > 15 {
+			fileOrder = fileOrder[:15]
+		}
+		b.WriteString("\nFiles touched: " + strings.Join(fileOrder, ", ") + "\n")
+	}
+	if lastAnswer != "" {
+		b.WriteString("\nLast answer: " + cut(strings.Join(strings.Fields(lastAnswer), " "), 500) + "\n")
+	}
+	return cut(b.String(), budget)
+}
+
+func firstSentence(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	for _, sep := range []string{". ", "? ", "! "} {
+		if i := strings.Index(s, sep); i > 0 && i < n {
+			return s[:i+1]
+		}
+	}
+	return cut(s, n)
+}
+
+// cut shortens s to at most n characters, on a rune boundary.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+var stopwords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`the and for that this with you are was have not but can will what when which from they there their them then than
+		your our out use using used also just into about would should could like some more been were has had how its it's let lets i'm don't
+		yes okay sure here need make want get got one two all any each only now new see look file files tool result user assistant please thanks`) {
+		stopwords[w] = true
+	}
+}
+
+var wordRE = regexp.MustCompile(`[a-z][a-z0-9_\-]{2,}`)
+
+// Keywords are the n most frequent non-trivial words of the range.
+func Keywords(msgs []layout.Message, n int) []string {
+	freq := map[string]int{}
+	for _, m := range msgs {
+		for _, w := range wordRE.FindAllString(strings.ToLower(m.Text), -1) {
+			if !stopwords[w] {
+				freq[w]++
+			}
+		}
+	}
+	words := make([]string, 0, len(freq))
+	for w := range freq {
+		words = append(words, w)
+	}
+	sort.Slice(words, func(i, j int) bool {
+		if freq[words[i]] != freq[words[j]] {
+			return freq[words[i]] > freq[words[j]]
+		}
+		return words[i] < words[j]
+	})
+	if len(words) > n {
+		words = words[:n]
+	}
+	return words
+}
+
+func overviewTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	limit := int64(env.Store.Options.Size("overview_max_size"))
+	if limit <= 0 {
+		return nil, nil
+	}
+	b, err := os.ReadFile(filepath.Join(root, OverviewFile))
+	if err != nil || int64(len(b)) <= limit {
+		env.Warnings.Clear(root, RuleOverview)
+		return nil, nil
+	}
+	env.Warnings.Set(root, RuleOverview, fmt.Sprintf("%s is %d bytes, over overview_max_size %d (memwatch does not rewrite the agent's overview)", filepath.Join(root, OverviewFile), len(b), limit))
+	if env.Seen(ctx, root, RuleOverview, OverviewFile, rewrite.Hash(b)) {
+		return nil, nil
+	}
+	return []string{OverviewFile}, nil
+}
+
+// runOverview journals, once per content, that the overview is oversize.
+func runOverview(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+	b, err := os.ReadFile(filepath.Join(root, OverviewFile))
+	if err != nil {
+		return jobs.Result{}, nil
+	}
+	limit := env.Store.Options.Size("overview_max_size")
+	return jobs.Result{CoolDown: true}, env.Note(ctx, root, RuleOverview, OverviewFile, rewrite.Hash(b), int64(len(b)),
+		fmt.Sprintf("overview.md is %d bytes, over overview_max_size %d; the agent owns it, so memwatch only warns", len(b), limit))
+}
