@@ -95,8 +95,9 @@ func (q Query) matches(text []byte) (int, bool) {
 	return at, true
 }
 
-// indexFold finds sub (lowercase) in s ignoring case. ASCII needles are
-// found with vectorised byte searches for their first letter in both cases.
+// indexFold finds sub (lowercase) in s ignoring case. For an ASCII needle
+// it searches, with vectorised byte scans, for the needle's rarest byte in
+// both cases and verifies the needle around each hit.
 func indexFold(s, sub []byte) int {
 	if len(sub) == 0 {
 		return 0
@@ -104,24 +105,23 @@ func indexFold(s, sub []byte) int {
 	if !isASCII(sub) {
 		return bytes.Index(bytes.ToLower(s), sub) // rare: non-ASCII terms
 	}
-	lo := sub[0]
+	off := rarest(sub)
+	lo := sub[off]
 	up := lo
 	if lo >= 'a' && lo <= 'z' {
 		up = lo - 32
 	}
 	nl, nu := -2, -2 // next positions of lo and up at or after i; -2 unknown, -1 none
-	for i := 0; i+len(sub) <= len(s); {
+	for i := off; i < len(s); {
 		if nl != -1 && nl < i {
-			nl = bytes.IndexByte(s[i:], lo)
-			if nl >= 0 {
+			if nl = bytes.IndexByte(s[i:], lo); nl >= 0 {
 				nl += i
 			}
 		}
 		if up == lo {
 			nu = nl
 		} else if nu != -1 && nu < i {
-			nu = bytes.IndexByte(s[i:], up)
-			if nu >= 0 {
+			if nu = bytes.IndexByte(s[i:], up); nu >= 0 {
 				nu += i
 			}
 		}
@@ -129,15 +129,53 @@ func indexFold(s, sub []byte) int {
 		if j < 0 || nu >= 0 && nu < j {
 			j = nu
 		}
-		if j < 0 || j+len(sub) > len(s) {
+		if j < 0 {
 			return -1
 		}
-		if equalFoldASCII(s[j:j+len(sub)], sub) {
-			return j
+		start := j - off
+		if start+len(sub) > len(s) {
+			return -1
+		}
+		if equalFoldASCII(s[start:start+len(sub)], sub) {
+			return start
 		}
 		i = j + 1
 	}
 	return -1
+}
+
+// byteFreq approximates how often a byte (either case, for letters) occurs
+// in English text and JSON logs; lower is rarer. 'T' and 'Z' count extra
+// because every ISO timestamp has them.
+func byteFreq(c byte) float64 {
+	const letters = "etaoinshrdlcumwfgypbvkjxqz"
+	freqs := [...]float64{12.7, 9.1, 8.2, 7.5, 7.0, 6.7, 6.3, 6.1, 6.0, 4.3, 4.0, 2.8, 2.8, 2.4, 2.4, 2.2, 2.0, 2.0, 1.9, 1.5, 1.0, 0.8, 0.15, 0.15, 0.1, 0.07}
+	switch {
+	case c >= 'a' && c <= 'z':
+		f := freqs[strings.IndexByte(letters, c)] * 1.1 // plus the capital
+		if c == 't' || c == 'z' {
+			f += 5
+		}
+		return f
+	case c >= '0' && c <= '9':
+		return 4
+	case c == ' ':
+		return 15
+	case c == '"' || c == ':' || c == ',':
+		return 8
+	}
+	return 2
+}
+
+// rarest is the offset of the needle byte least likely to occur.
+func rarest(sub []byte) int {
+	best := 0
+	for i := range sub {
+		if byteFreq(sub[i]) < byteFreq(sub[best]) {
+			best = i
+		}
+	}
+	return best
 }
 
 func isASCII(b []byte) bool {
@@ -232,8 +270,11 @@ func Recall(q Query, o Options) ([]Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var buf []byte // reused across this worker's files
 			for f := range work {
-				rs, err := searchFile(q, f)
+				var rs []Result
+				var err error
+				rs, buf, err = searchFile(q, f, buf)
 				mu.Lock()
 				results = append(results, rs...)
 				if err != nil && firstErr == nil {
@@ -270,20 +311,28 @@ func Recall(q Query, o Options) ([]Result, error) {
 // chunk is the read size: large, so the byte searches run at memory speed.
 const chunk = 4 << 20
 
-// searchFile streams one file. Lines are only looked at where the anchor
-// occurs, so a miss costs no allocation and no per-line work.
-func searchFile(q Query, f file) ([]Result, error) {
+// searchFile streams one file through buf (grown as needed and returned
+// for reuse). Lines are only looked at where the anchor occurs, so a miss
+// costs no allocation and no per-line work.
+func searchFile(q Query, f file, buf []byte) ([]Result, []byte, error) {
 	fh, err := os.Open(f.path)
 	if err != nil {
-		return nil, err
+		return nil, buf, err
 	}
 	defer fh.Close()
+	size := int64(chunk)
+	if fi, err := fh.Stat(); err == nil && fi.Size() < size {
+		size = fi.Size() + 1 // a small file fits in one read
+	}
+	if int64(cap(buf)) < size {
+		buf = make([]byte, 0, size)
+	}
+	buf = buf[:0]
 	var out []Result
-	buf := make([]byte, 0, chunk)
 	var line int64 // lines before buf[0]
 	for eof := false; !eof; {
-		// Top the buffer up to chunk bytes past any carried partial line.
-		if cap(buf)-len(buf) < chunk/2 {
+		// Keep at least half a chunk free past any carried partial line.
+		if free := cap(buf) - len(buf); free < chunk/2 && int64(cap(buf)) >= chunk || free == 0 {
 			nb := make([]byte, len(buf), 2*cap(buf))
 			copy(nb, buf)
 			buf = nb
@@ -293,7 +342,7 @@ func searchFile(q Query, f file) ([]Result, error) {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			eof = true
 		} else if err != nil {
-			return out, err
+			return out, buf, err
 		}
 		end := bytes.LastIndexByte(buf, '\n') + 1
 		if eof {
@@ -324,7 +373,7 @@ func searchFile(q Query, f file) ([]Result, error) {
 		line += seen + int64(bytes.Count(region[counted:], []byte{'\n'}))
 		buf = append(buf[:0], buf[end:]...)
 	}
-	return out, nil
+	return out, buf, nil
 }
 
 // match checks one candidate line and builds its result.
