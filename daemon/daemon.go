@@ -20,6 +20,7 @@ import (
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/layout/factsepisodes"
 	"github.com/memwatch/memwatch/layout/memoryhistory"
 	"github.com/memwatch/memwatch/layout/nowhistory"
 	"github.com/memwatch/memwatch/layout/sessiondetail"
@@ -59,8 +60,10 @@ func LayoutFor(name string) (layout.Layout, error) {
 		return memoryhistory.Layout{}, nil
 	case "session-detail":
 		return sessiondetail.Layout{}, nil
+	case "facts-episodes":
+		return factsepisodes.Layout{}, nil
 	}
-	return nil, fmt.Errorf("%w: %s (supported: now-history, memory-history, session-detail)", ErrUnsupportedLayout, name)
+	return nil, fmt.Errorf("%w: %s (supported: now-history, facts-episodes, memory-history, session-detail)", ErrUnsupportedLayout, name)
 }
 
 // CheckLayouts reports every store whose layout is not implemented.

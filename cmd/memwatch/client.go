@@ -81,3 +81,5 @@ func (c *control) do(ctx context.Context, method, path string, body io.Reader, o
 }
 
 func matchGlob(glob, p string) (bool, error) { return filepath.Match(glob, p) }
+
+func readAll(r io.Reader) ([]byte, error) { return io.ReadAll(r) }

@@ -1,0 +1,319 @@
+package factsepisodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/jobs"
+	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+)
+
+// Layout is the facts-episodes layout.
+type Layout struct{}
+
+// Name implements layout.Layout.
+func (Layout) Name() string { return "facts-episodes" }
+
+// Rule names, as they appear in the journal.
+const (
+	RuleSummary = "summary-line"
+	RuleIndex   = "index"
+	RuleSplit   = "episode-split"
+)
+
+// Rules implements layout.Layout: summaries first, so the index job that
+// follows in the root's queue sees them.
+func (Layout) Rules() []layout.Rule {
+	return []layout.Rule{
+		{Name: RuleSplit, Targets: splitTargets, Run: runSplit},
+		{Name: RuleSummary, Targets: summaryTargets, Run: runSummary},
+		{Name: RuleIndex, Targets: indexTargets, Run: runIndex},
+	}
+}
+
+// sigNS remembers, per file, the entries its summary line summarizes.
+const sigNS = "summary-sig"
+
+func memoryFiles(root string) []string {
+	var out []string
+	for _, dir := range []string{FactsDir, EpisodesDir} {
+		ms, _ := filepath.Glob(filepath.Join(root, dir, "*.md"))
+		for _, m := range ms {
+			rel, _ := filepath.Rel(root, m)
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+func isEpisodes(rel string) bool { return filepath.Dir(rel) == EpisodesDir }
+
+func summaryTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	var out []string
+	for _, rel := range memoryFiles(root) {
+		b, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			continue
+		}
+		d := Parse(b, isEpisodes(rel))
+		key := root + "\x00" + rel
+		last, seen, _ := env.DB.Get(ctx, sigNS, key)
+		switch {
+		case d.Summary == "" && len(d.Entries) > 0:
+			out = append(out, rel)
+		case !seen:
+			// A summary memwatch did not write (by hand, or by the agent) is
+			// kept until the entries it summarizes change.
+			_ = env.DB.Put(ctx, sigNS, key, []byte(d.Signature()))
+		case string(last) != d.Signature():
+			out = append(out, rel)
+		}
+	}
+	return out, nil
+}
+
+func runSummary(ctx context.Context, env *layout.Env, root, rel string) (jobs.Result, error) {
+	words := env.Store.Options.Int("summary_words")
+	key := root + "\x00" + rel
+	rec := env.Record(RuleSummary)
+	sig := ""
+	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: rel,
+		Archive: filepath.Join(rewrite.DefaultArchiveDir, rel+"."+env.Now().Format("20060102-150405")),
+		Compute: func(ctx context.Context, old []byte) ([]byte, error) {
+			d := Parse(old, isEpisodes(rel))
+			sig = d.Signature()
+			if last, ok, _ := env.DB.Get(ctx, sigNS, key); d.Summary != "" && ok && string(last) == sig {
+				return nil, rewrite.ErrUnchanged
+			}
+			summary := d.HeuristicSummary(words, isEpisodes(rel))
+			if env.LLM != nil && len(d.Entries) > 0 {
+				if s, tokens, err := summaryLLM(ctx, env, d, words); err == nil {
+					summary = s
+					rec.Tokens += tokens
+				} else {
+					rec.Reason = fmt.Sprintf("llm unavailable (%v); heuristic summary used", err)
+				}
+			}
+			if summary == d.Summary || summary == "" {
+				return nil, rewrite.ErrUnchanged
+			}
+			return d.WithSummary(summary), nil
+		}}, rec)
+	if err != nil {
+		if errors.Is(err, rewrite.ErrConflict) {
+			return jobs.Result{}, jobs.Retry(err)
+		}
+		return jobs.Result{}, err
+	}
+	if sig != "" {
+		_ = env.DB.Put(ctx, sigNS, key, []byte(sig))
+	}
+	return jobs.Result{Changed: out.Status == state.Done}, nil
+}
+
+const summarySystem = `You write the one-line summary of a memory file for an AI agent's memory index.
+Ultra-concise shorthand: arrows, abbreviations, commas; at most %d words; no trailing period. Return only the summary.
+` + compact.DataNotice
+
+func summaryLLM(ctx context.Context, env *layout.Env, d *Doc, words int) (string, int64, error) {
+	var b strings.Builder
+	for _, e := range d.Entries {
+		b.WriteString("- " + e.Title)
+		if e.Summary != "" {
+			b.WriteString(": " + e.Summary)
+		}
+		b.WriteString("\n")
+	}
+	reply, err := env.LLM.Complete(ctx, compact.Prompt{System: fmt.Sprintf(summarySystem, words), User: compact.Data("entries", b.String())})
+	if err != nil {
+		return "", reply.Tokens, err
+	}
+	s := strings.Join(strings.Fields(strings.Trim(strings.TrimSpace(reply.Text), "\"`")), " ")
+	if err := compact.CheckText([]byte(s)); err != nil || s == "" {
+		return "", reply.Tokens, fmt.Errorf("unusable summary %q", s)
+	}
+	return cutWords(s, words), reply.Tokens, nil
+}
+
+func indexTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	name := env.Store.Options.String("index_file")
+	if name == "" {
+		return nil, nil
+	}
+	want, err := renderIndex(root, name)
+	if err != nil {
+		return nil, nil
+	}
+	have, _ := os.ReadFile(filepath.Join(root, name))
+	if string(have) == want {
+		return nil, nil
+	}
+	return []string{name}, nil
+}
+
+func renderIndex(root, name string) (string, error) {
+	es, err := Index(root, name)
+	if err != nil {
+		return "", err
+	}
+	return FormatIndex(es), nil
+}
+
+func runIndex(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+	owned := ""
+	if last, ok, _ := env.DB.LastFor(ctx, root, RuleIndex, target, state.Done); ok {
+		owned = last.AfterSHA
+	}
+	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, OwnedSHA: owned,
+		Compute: func(context.Context, []byte) ([]byte, error) {
+			s, err := renderIndex(root, target)
+			return []byte(s), err
+		}}, env.Record(RuleIndex))
+	return jobs.Result{}, err
+}
+
+var monthRE = regexp.MustCompile(`^\d{4}-\d{2}\.md$`)
+
+func splitTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	limit := int64(env.Store.Options.Size("episodes_max_size"))
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []string
+	ms, _ := filepath.Glob(filepath.Join(root, EpisodesDir, "*.md"))
+	for _, m := range ms {
+		fi, err := os.Stat(m)
+		if err != nil || fi.Size() <= limit || !monthRE.MatchString(filepath.Base(m)) {
+			continue
+		}
+		b, _ := os.ReadFile(m)
+		rel, _ := filepath.Rel(root, m)
+		if !env.Seen(ctx, root, RuleSplit, rel, rewrite.Hash(b)) {
+			out = append(out, rel)
+		}
+	}
+	return out, nil
+}
+
+// runSplit moves the dated entries of an oversize episode month into
+// episodes/YYYY-MM-Wnn.md by ISO week. Week files are written first (an
+// entry already there is not added again), then the month file keeps its
+// title and the undated entries, its pre-image archived: a crash in between
+// leaves nothing lost, and the next run finishes the move.
+func runSplit(ctx context.Context, env *layout.Env, root, rel string) (jobs.Result, error) {
+	month := strings.TrimSuffix(filepath.Base(rel), ".md")
+	b, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		return jobs.Result{}, nil
+	}
+	d := Parse(b, true)
+	byWeek := map[string][]EntryInfo{}
+	var order []string
+	for _, e := range d.Entries {
+		if w, ok := weekFile(month, e.Date); ok {
+			if byWeek[w] == nil {
+				order = append(order, w)
+			}
+			byWeek[w] = append(byWeek[w], e)
+		}
+	}
+	if len(order) == 0 {
+		return jobs.Result{CoolDown: true}, env.Note(ctx, root, RuleSplit, rel, rewrite.Hash(b), int64(len(b)),
+			fmt.Sprintf("%s is over episodes_max_size but no entry has a '- Date: YYYY-MM-DD' of %s to split by", rel, month))
+	}
+	for _, w := range order {
+		entries := byWeek[w]
+		title := fmt.Sprintf("# %s Week %s Episodes\n", month, strings.TrimSuffix(w[len(w)-6:], ".md"))
+		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: w, AllowCreate: true, AppendOnly: true,
+			Compute: func(_ context.Context, old []byte) ([]byte, error) {
+				next := append([]byte{}, old...)
+				if len(next) == 0 {
+					next = []byte(title)
+				}
+				have := map[string]bool{}
+				for _, e := range Parse(old, true).Entries {
+					have[entryKey(e.Raw)] = true
+				}
+				added := 0
+				for _, e := range entries {
+					if have[entryKey(e.Raw)] {
+						continue
+					}
+					next = withBlank(next)
+					next = append(next, strings.TrimRight(string(e.Raw), "\n")+"\n"...)
+					added++
+				}
+				if added == 0 {
+					return nil, rewrite.ErrUnchanged
+				}
+				return next, nil
+			}}, env.Record(RuleSplit))
+		if err != nil {
+			return jobs.Result{}, err
+		}
+	}
+	_, err = env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: rel, AppendOnly: true,
+		Archive: filepath.Join(EpisodesDir, "archive", month+"-"+env.Now().Format("20060102-150405")+".md"),
+		Compute: func(_ context.Context, old []byte) ([]byte, error) {
+			cur := Parse(old, true)
+			if len(cur.Entries) == 0 {
+				return nil, rewrite.ErrUnchanged
+			}
+			filed := map[string]map[string]bool{}
+			var kept [][]byte
+			var weeks []string
+			for _, e := range cur.Entries {
+				if w, ok := weekFile(month, e.Date); ok {
+					if filed[w] == nil {
+						wb, _ := os.ReadFile(filepath.Join(root, w))
+						filed[w] = map[string]bool{}
+						for _, we := range Parse(wb, true).Entries {
+							filed[w][entryKey(we.Raw)] = true
+						}
+						weeks = append(weeks, strings.TrimSuffix(filepath.Base(w), ".md"))
+					}
+					if filed[w][entryKey(e.Raw)] {
+						continue // safe in its week file
+					}
+				}
+				kept = append(kept, e.Raw)
+			}
+			if len(kept) == len(cur.Entries) {
+				return nil, rewrite.ErrUnchanged
+			}
+			head := Parse(old[:cur.Entries[0].Start], true)
+			next := append([]byte{}, head.Src...)
+			if len(kept) == 0 {
+				next = head.WithSummary("split by ISO week → " + strings.Join(weeks, ", "))
+			}
+			for _, k := range kept {
+				next = append(withBlank(next), k...)
+			}
+			return next, nil
+		}}, env.Record(RuleSplit))
+	return jobs.Result{Changed: true}, err
+}
+
+// entryKey identifies an entry regardless of trailing blank lines.
+func entryKey(raw []byte) string {
+	return strings.TrimRight(strings.ReplaceAll(string(raw), "\r\n", "\n"), " \t\n")
+}
+
+// withBlank makes b (owned by the caller) end with a blank line.
+func withBlank(b []byte) []byte {
+	switch {
+	case len(b) == 0, strings.HasSuffix(string(b), "\n\n"):
+		return b
+	case strings.HasSuffix(string(b), "\n"):
+		return append(b, '\n')
+	}
+	return append(b, '\n', '\n')
+}

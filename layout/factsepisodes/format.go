@@ -1,0 +1,272 @@
+// Package factsepisodes is the facts-episodes layout (seed 001): a
+// data/memory/ root with facts/*.md and episodes/YYYY-MM.md, each with a
+// file-level "> Summary:" line. The directory structure is the index;
+// memwatch keeps the summary lines that make the listing useful, can write
+// the listing to a file an agent reads with no code, and splits oversize
+// episode months by week.
+package factsepisodes
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/memwatch/memwatch/markdown"
+)
+
+// Directories of the layout, relative to the root.
+const (
+	FactsDir    = "facts"
+	EpisodesDir = "episodes"
+	summaryTag  = "> Summary:"
+)
+
+// Doc is a parsed fact or episode file.
+type Doc struct {
+	Src     []byte
+	Summary string // the file-level summary, "" when missing
+	// summaryLine is the byte range of the "> Summary:" line, -1 if missing.
+	summaryStart, summaryEnd int
+	// insertAt is where a missing summary line goes: after the "# " title.
+	insertAt int
+	Entries  []EntryInfo
+}
+
+// EntryInfo is one "## " entry (episodes) or fact line (facts).
+type EntryInfo struct {
+	Title   string // "## " heading text, or the fact's key
+	Summary string // "- Summary:" value (episodes)
+	Date    string // "- Date:" value (episodes)
+	Raw     []byte // the entry's bytes as written
+	Start   int    // byte offset of the entry in the file
+}
+
+// Parse reads a fact or episode file. A file-level summary is a
+// "> Summary:" line before the first "## " entry.
+func Parse(src []byte, episodes bool) *Doc {
+	d := &Doc{Src: src, summaryStart: -1}
+	md := markdown.Parse(src)
+	firstEntry := len(src)
+	for _, h := range md.Headings {
+		if h.Level == 2 {
+			firstEntry = h.Start
+			break
+		}
+	}
+	// The title line ends where a missing summary line is inserted.
+	for _, h := range md.Headings {
+		if h.Level == 1 && h.Start < firstEntry {
+			if i := bytes.IndexByte(src[h.Start:], '\n'); i >= 0 {
+				d.insertAt = h.Start + i + 1
+			} else {
+				d.insertAt = len(src)
+			}
+			break
+		}
+	}
+	for off := 0; off < firstEntry; {
+		end := bytes.IndexByte(src[off:], '\n')
+		next := firstEntry
+		if end >= 0 && off+end+1 < firstEntry {
+			next = off + end + 1
+		}
+		line := strings.TrimRight(string(src[off:next]), "\r\n")
+		if strings.HasPrefix(strings.TrimSpace(line), summaryTag) {
+			d.Summary = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), summaryTag))
+			d.summaryStart, d.summaryEnd = off, next
+			break
+		}
+		if end < 0 {
+			break
+		}
+		off = next
+	}
+	if episodes {
+		for _, h := range md.Headings {
+			if h.Level != 2 {
+				continue
+			}
+			e := EntryInfo{Title: h.Text, Raw: src[h.Start:h.End], Start: h.Start}
+			for _, l := range strings.Split(string(e.Raw), "\n") {
+				t := strings.TrimSpace(l)
+				switch {
+				case strings.HasPrefix(t, "- Summary:"):
+					e.Summary = strings.TrimSpace(strings.TrimPrefix(t, "- Summary:"))
+				case strings.HasPrefix(t, "- Date:"):
+					e.Date = strings.TrimSpace(strings.TrimPrefix(t, "- Date:"))
+				}
+			}
+			d.Entries = append(d.Entries, e)
+		}
+		return d
+	}
+	// Facts: "## " sections when the file has them, else its list items,
+	// each identified by its key ("Name" of "- Name: Zhang San").
+	for _, h := range md.Headings {
+		if h.Level == 2 {
+			d.Entries = append(d.Entries, EntryInfo{Title: h.Text, Raw: src[h.Start:h.End], Start: h.Start})
+		}
+	}
+	if len(d.Entries) > 0 {
+		return d
+	}
+	for _, l := range strings.Split(string(src), "\n") {
+		t := strings.TrimSpace(l)
+		if !strings.HasPrefix(t, "- ") && !strings.HasPrefix(t, "* ") {
+			continue
+		}
+		item := strings.TrimSpace(t[2:])
+		key := item
+		if i := strings.Index(item, ":"); i > 0 && i < 40 {
+			key = item[:i]
+		} else if f := strings.Fields(item); len(f) > 4 {
+			key = strings.Join(f[:4], " ")
+		}
+		d.Entries = append(d.Entries, EntryInfo{Title: key, Raw: []byte(l)})
+	}
+	return d
+}
+
+// Signature identifies the set of entries a summary summarizes.
+func (d *Doc) Signature() string {
+	keys := make([]string, len(d.Entries))
+	for i, e := range d.Entries {
+		keys[i] = strings.ToLower(e.Title) + "\x00" + e.Summary
+	}
+	sort.Strings(keys)
+	h := sha256.Sum256([]byte(strings.Join(keys, "\x01")))
+	return hex.EncodeToString(h[:8])
+}
+
+// HeuristicSummary joins the entries' own summaries (or titles) and cuts
+// the result to words words.
+func (d *Doc) HeuristicSummary(words int, episodes bool) string {
+	var parts []string
+	for _, e := range d.Entries {
+		p := e.Title
+		if episodes && e.Summary != "" {
+			p = e.Summary
+		}
+		if !episodes {
+			p = strings.ToLower(p)
+		}
+		parts = append(parts, p)
+	}
+	return cutWords(strings.Join(parts, ", "), words)
+}
+
+func cutWords(s string, n int) string {
+	f := strings.Fields(s)
+	if len(f) <= n {
+		return strings.Join(f, " ")
+	}
+	f = f[:n]
+	// Do not end on an arrow or a dash.
+	for len(f) > 1 && !strings.ContainsFunc(f[len(f)-1], func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+		f = f[:len(f)-1]
+	}
+	return strings.TrimRight(strings.Join(f, " "), ",;:")
+}
+
+// WithSummary returns src with its file-level summary line set to summary,
+// touching nothing else.
+func (d *Doc) WithSummary(summary string) []byte {
+	nl := "\n"
+	if bytes.Contains(d.Src, []byte("\r\n")) {
+		nl = "\r\n"
+	}
+	line := summaryTag + " " + summary + nl
+	var out []byte
+	if d.summaryStart >= 0 {
+		out = append(out, d.Src[:d.summaryStart]...)
+		out = append(out, line...)
+		return append(out, d.Src[d.summaryEnd:]...)
+	}
+	at := d.insertAt
+	out = append(out, d.Src[:at]...)
+	if at > 0 && !bytes.HasSuffix(out, []byte(nl+nl)) {
+		out = append(out, nl...)
+	}
+	out = append(out, line...)
+	rest := d.Src[at:]
+	if len(rest) > 0 && !bytes.HasPrefix(rest, []byte(nl)) {
+		out = append(out, nl...)
+	}
+	return append(out, rest...)
+}
+
+// IndexEntry is one line of the memory index (seed 001's memory_list).
+type IndexEntry struct {
+	Path    string `json:"path"`
+	Summary string `json:"summary"`
+	Size    int64  `json:"size"`
+}
+
+// Index lists the memory files under root with their summaries, sorted by
+// path: facts/, episodes/ and any other category directory of *.md files.
+func Index(root, indexFile string) ([]IndexEntry, error) {
+	var out []IndexEntry
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", root, err)
+	}
+	for _, dir := range ents {
+		if !dir.IsDir() || strings.HasPrefix(dir.Name(), ".") {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(root, dir.Name(), "*.md"))
+		for _, f := range files {
+			rel, _ := filepath.Rel(root, f)
+			rel = filepath.ToSlash(rel)
+			if rel == indexFile {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			d := Parse(b, dir.Name() == EpisodesDir)
+			out = append(out, IndexEntry{Path: rel, Summary: d.Summary, Size: int64(len(b))})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// FormatIndex renders the index as the text the seed injects.
+func FormatIndex(entries []IndexEntry) string {
+	var b strings.Builder
+	b.WriteString("Available memory:\n")
+	for _, e := range entries {
+		fmt.Fprintf(&b, "- %s (%s): %s\n", e.Path, HumanSize(e.Size), e.Summary)
+	}
+	return b.String()
+}
+
+// HumanSize renders a size as the seed does: 320B, 1.2KB, 3.4MB.
+func HumanSize(n int64) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%dB", n)
+	case n < 1024*1024:
+		return fmt.Sprintf("%.1fKB", float64(n)/1024)
+	}
+	return fmt.Sprintf("%.1fMB", float64(n)/(1024*1024))
+}
+
+// weekFile is the ISO-week file of an episode date in a month file's name space.
+func weekFile(month string, date string) (string, bool) {
+	t, err := time.Parse("2006-01-02", strings.TrimSpace(date))
+	if err != nil || t.Format("2006-01") != month {
+		return "", false
+	}
+	_, w := t.ISOWeek()
+	return fmt.Sprintf("%s/%s-W%02d.md", EpisodesDir, month, w), true
+}
