@@ -329,6 +329,16 @@ func (w *Rewriter) journal(ctx context.Context, rec *state.Record, appendNew boo
 // Remove deletes a file inside root (retention rules), journaled with the
 // hash and size it had. Nothing outside root can be removed.
 func (w *Rewriter) Remove(ctx context.Context, root, target string, rec *state.Record) error {
+	return w.remove(ctx, root, target, "", rec)
+}
+
+// RemoveArchived moves a file into an archive (never overwriting one) and
+// removes it, journaled so undo can bring it back.
+func (w *Rewriter) RemoveArchived(ctx context.Context, root, target, archive string, rec *state.Record) error {
+	return w.remove(ctx, root, target, archive, rec)
+}
+
+func (w *Rewriter) remove(ctx context.Context, root, target, archive string, rec *state.Record) error {
 	path, err := Resolve(root, target)
 	if err != nil {
 		return err
@@ -339,6 +349,12 @@ func (w *Rewriter) Remove(ctx context.Context, root, target string, rec *state.R
 	}
 	rec.Root, rec.Target = root, relTo(root, path)
 	rec.BeforeSHA, rec.BeforeSize = Hash(data), int64(len(data))
+	if archive != "" {
+		fi, _ := os.Stat(path)
+		if rec.Archive, err = writeArchive(root, archive, data, fi.Mode().Perm()); err != nil {
+			return err
+		}
+	}
 	rec.Outcome = state.Pending
 	if err := w.journal(ctx, rec, true); err != nil {
 		return err
@@ -351,7 +367,7 @@ func (w *Rewriter) Remove(ctx context.Context, root, target string, rec *state.R
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return err
 	}
-	rec.Outcome, rec.AfterSHA = state.Done, "removed"
+	rec.Outcome, rec.AfterSHA = state.Done, Hash(nil)
 	w.Log.Info("removed file", "store", rec.Store, "root", root, "rule", rec.Rule, "path", rec.Target, "reason", rec.Reason)
 	return w.journal(context.WithoutCancel(ctx), rec, false)
 }

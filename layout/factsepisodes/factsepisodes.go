@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/jobs"
@@ -35,8 +36,95 @@ func (Layout) Rules() []layout.Rule {
 	return []layout.Rule{
 		{Name: RuleSplit, Targets: splitTargets, Run: runSplit},
 		{Name: RuleSummary, Targets: summaryTargets, Run: runSummary},
+		{Name: RuleOld, Schedule: "30 3 * * *", Targets: oldTargets, Run: runOld},
 		{Name: RuleIndex, Targets: indexTargets, Run: runIndex},
 	}
+}
+
+// RuleOld compresses old episode months (summarize_after, llm only).
+const RuleOld = "episode-summarize"
+
+func oldTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	after := env.Store.Options.Duration("summarize_after")
+	if after <= 0 {
+		return nil, nil
+	}
+	if env.LLM == nil {
+		if _, warned, _ := env.DB.Get(ctx, "summarize-after-heuristic", env.Store.Name); !warned {
+			env.Log.Warn("summarize_after needs the llm compactor (old episodes are only compressed by an LLM); nothing is done")
+			_ = env.DB.Put(ctx, "summarize-after-heuristic", env.Store.Name, []byte("1"))
+		}
+		return nil, nil
+	}
+	var out []string
+	ms, _ := filepath.Glob(filepath.Join(root, EpisodesDir, "*.md"))
+	for _, m := range ms {
+		base := filepath.Base(m)
+		if !monthRE.MatchString(base) {
+			continue
+		}
+		start, err := time.ParseInLocation("2006-01", strings.TrimSuffix(base, ".md"), time.Local)
+		if err == nil && start.AddDate(0, 1, 0).Add(after).Before(env.Now()) {
+			out = append(out, filepath.Join(EpisodesDir, base))
+		}
+	}
+	return out, nil
+}
+
+const oldSystem = `You compress one month of an AI agent's episode memory into a single higher-level entry for the year's summary file.
+Return only markdown of this form, no code fences:
+## YYYY-MM
+- Summary: at most 12 words, shorthand
+- Lessons: the lessons and solutions still worth remembering, as sub-bullets
+` + compact.DataNotice
+
+// runOld adds the month's higher-level entry to episodes/YYYY-summary.md,
+// then moves the month file to episodes/archive/.
+func runOld(ctx context.Context, env *layout.Env, root, rel string) (jobs.Result, error) {
+	month := strings.TrimSuffix(filepath.Base(rel), ".md")
+	b, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		return jobs.Result{}, nil
+	}
+	yearFile := filepath.Join(EpisodesDir, month[:4]+"-summary.md")
+	heading := "## " + month
+	if !strings.Contains(read(filepath.Join(root, yearFile)), heading+"\n") {
+		rec := env.Record(RuleOld)
+		reply, err := env.LLM.Complete(ctx, compact.Prompt{System: oldSystem, User: compact.Data(rel, string(b))})
+		rec.Tokens = reply.Tokens
+		if err != nil {
+			return jobs.Result{}, jobs.Retry(err) // llm only: wait and try again (budget, outage)
+		}
+		entry := strings.TrimSpace(reply.Text)
+		if err := compact.CheckText([]byte(entry)); err != nil {
+			return jobs.Result{}, err
+		}
+		if !strings.HasPrefix(entry, heading) {
+			entry = heading + "\n" + strings.TrimPrefix(entry, "## ")
+		}
+		if _, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: yearFile, AllowCreate: true, AppendOnly: true,
+			Compute: func(_ context.Context, old []byte) ([]byte, error) {
+				if strings.Contains(string(old), heading+"\n") {
+					return nil, rewrite.ErrUnchanged
+				}
+				next := old
+				if len(next) == 0 {
+					next = []byte("# " + month[:4] + " Episodes (summarized)\n")
+				}
+				return append(withBlank(append([]byte{}, next...)), entry+"\n"...), nil
+			}}, rec); err != nil {
+			return jobs.Result{}, err
+		}
+	}
+	rec := env.Record(RuleOld)
+	rec.Reason = "summarized into " + yearFile
+	err = env.Rewriter.RemoveArchived(ctx, root, rel, filepath.Join(EpisodesDir, "archive", month+".md"), rec)
+	return jobs.Result{Changed: true}, err
+}
+
+func read(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
 }
 
 // sigNS remembers, per file, the entries its summary line summarizes.

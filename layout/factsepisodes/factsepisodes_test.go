@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memwatch/memwatch/compact/llmtest"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/layout/factsepisodes"
 	"github.com/memwatch/memwatch/policy"
@@ -264,4 +265,33 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("summary line not found after WithSummary: %q", out)
 		}
 	})
+}
+
+func TestOldEpisodesSummarizedWithLLM(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Step{Content: "## 2025-01\n- Summary: logger, IDs, config → stable\n- Lessons:\n  - pino workers cannot load .ts", Tokens: 200})
+	root := copyTree(t)
+	old := "# 2025-01 Episodes\n\n> Summary: old work\n\n## Old task\n- Summary: did it\n- Date: 2025-01-10\n"
+	os.WriteFile(filepath.Join(root, "episodes/2025-01.md"), []byte(old), 0o644)
+	extra := fmt.Sprintf("    compactor: llm\n    summarize_after: 180d\nllm:\n  default:\n    base_url: %s\n    model: fake\n", srv.BaseURL())
+	runDaemon(t, root, extra, t.TempDir())
+	waitFor(t, "year summary", func() bool { return strings.Contains(read(filepath.Join(root, "episodes/2025-summary.md")), "## 2025-01\n- Summary: logger, IDs") })
+	waitFor(t, "month archived", func() bool { _, err := os.Stat(filepath.Join(root, "episodes/2025-01.md")); return os.IsNotExist(err) })
+	if got := read(filepath.Join(root, "episodes/archive/2025-01.md")); got != old {
+		t.Errorf("archive = %q", got)
+	}
+	months := 0
+	for _, r := range srv.Requests() {
+		if strings.Contains(r.Messages[0].Content, "compress one month") {
+			months++
+			if !strings.Contains(r.Messages[1].Content, "2025-01.md") {
+				t.Errorf("a month other than 2025-01 was compressed")
+			}
+		}
+	}
+	if months != 1 {
+		t.Errorf("month compressions = %d, want 1 (2026-02 is recent)", months)
+	}
+	if _, err := os.Stat(filepath.Join(root, "episodes/2026-02.md")); err != nil {
+		t.Error("a recent month was archived")
+	}
 }
