@@ -272,7 +272,7 @@ func TestOldEpisodesSummarizedWithLLM(t *testing.T) {
 	root := copyTree(t)
 	old := "# 2025-01 Episodes\n\n> Summary: old work\n\n## Old task\n- Summary: did it\n- Date: 2025-01-10\n"
 	os.WriteFile(filepath.Join(root, "episodes/2025-01.md"), []byte(old), 0o644)
-	extra := fmt.Sprintf("    compactor: llm\n    summarize_after: 180d\nllm:\n  default:\n    base_url: %s\n    model: fake\n", srv.BaseURL())
+	extra := fmt.Sprintf("    compactor: llm\n    summarize_after: 300d\nllm:\n  default:\n    base_url: %s\n    model: fake\n", srv.BaseURL())
 	runDaemon(t, root, extra, t.TempDir())
 	waitFor(t, "year summary", func() bool { return strings.Contains(read(filepath.Join(root, "episodes/2025-summary.md")), "## 2025-01\n- Summary: logger, IDs") })
 	waitFor(t, "month archived", func() bool { _, err := os.Stat(filepath.Join(root, "episodes/2025-01.md")); return os.IsNotExist(err) })
