@@ -18,6 +18,7 @@ import (
 
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/jobs"
+	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/watcher"
@@ -74,6 +75,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("POST /v1/trigger", d.handleTrigger)
 	mux.HandleFunc("POST /v1/compact", d.handleCompact)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	d.recordRoutes(mux)
 	return mux
 }
 
@@ -156,7 +158,7 @@ func (d *Daemon) handleUndo(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, state.ErrNoRecord):
 		writeErr(w, http.StatusNotFound, err)
-	case errors.Is(err, rewrite.ErrTargetChanged):
+	case errors.Is(err, rewrite.ErrTargetChanged), errors.Is(err, apprecords.ErrRowChanged):
 		writeErr(w, http.StatusConflict, err)
 	case err != nil:
 		writeErr(w, http.StatusUnprocessableEntity, err)
@@ -168,6 +170,23 @@ func (d *Daemon) handleUndo(w http.ResponseWriter, r *http.Request) {
 // Undo undoes a journal record. With an engine it runs in the root's job
 // slot so it cannot race a job; without one (no daemon) it runs directly.
 func Undo(ctx context.Context, rw *rewrite.Rewriter, eng *jobs.Engine, id int64, force, dryRun bool) (UndoResult, error) {
+	if rec, err := rw.DB.GetRecord(ctx, id); err == nil && apprecords.IsRowRule(rec.Rule) {
+		res := UndoResult{ID: id, Target: rec.Target, Root: rec.Root, DryRun: dryRun}
+		if rec.Outcome != state.Done {
+			return res, fmt.Errorf("undo %d: only done actions can be undone; this one is %s", id, rec.Outcome)
+		}
+		if dryRun {
+			return res, nil
+		}
+		do := func(ctx context.Context) error {
+			res.Outcome = state.Done
+			return apprecords.Undo(ctx, rw.DB, rec, force)
+		}
+		if eng == nil {
+			return res, do(ctx)
+		}
+		return res, eng.Exclusive(ctx, rec.Store, rec.Root, "undo", do)
+	}
 	plan, err := rw.PlanUndo(ctx, id)
 	if err != nil {
 		return UndoResult{}, err

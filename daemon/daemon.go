@@ -20,6 +20,7 @@ import (
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/layout/factsepisodes"
 	"github.com/memwatch/memwatch/layout/memoryhistory"
 	"github.com/memwatch/memwatch/layout/nowhistory"
@@ -62,8 +63,10 @@ func LayoutFor(name string) (layout.Layout, error) {
 		return sessiondetail.Layout{}, nil
 	case "facts-episodes":
 		return factsepisodes.Layout{}, nil
+	case "app-records":
+		return apprecords.Layout{}, nil
 	}
-	return nil, fmt.Errorf("%w: %s (supported: now-history, facts-episodes, memory-history, session-detail)", ErrUnsupportedLayout, name)
+	return nil, fmt.Errorf("%w: %s", ErrUnsupportedLayout, name)
 }
 
 // CheckLayouts reports every store whose layout is not implemented.
@@ -130,6 +133,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		return nil, err
 	}
 	d.rw = rewrite.New(d.db, log)
+	d.rw.Resolvers = map[string]func(context.Context, *state.Record) (string, string){
+		apprecords.RuleDelete: apprecords.Resolve, apprecords.RuleEdit: apprecords.Resolve, apprecords.RuleCreate: apprecords.Resolve,
+	}
 	d.cursors, err = watcher.LoadCursors(ctx, d.db)
 	if err != nil {
 		d.closeState()

@@ -23,6 +23,14 @@ func (w *Rewriter) Recover(ctx context.Context) (int, error) {
 	}
 	for i := range pend {
 		r := &pend[i]
+		if resolve, ok := w.Resolvers[r.Rule]; ok {
+			r.Outcome, r.Reason = resolve(ctx, r)
+			if err := w.DB.Update(ctx, r); err != nil {
+				return i, err
+			}
+			w.Log.Info("resolved interrupted change", "journal", r.ID, "root", r.Root, "target", r.Target, "outcome", r.Outcome, "reason", r.Reason)
+			continue
+		}
 		path, err := Resolve(r.Root, r.Target)
 		var data []byte
 		if err == nil {

@@ -89,6 +89,9 @@ type Rewriter struct {
 	Now func() time.Time
 	// MaxAttempts bounds restarts after ErrConflict within one Apply.
 	MaxAttempts int
+	// Resolvers settle pending journal records of changes that are not file
+	// rewrites (database rows), by rule.
+	Resolvers map[string]func(context.Context, *state.Record) (outcome, reason string)
 }
 
 // New returns a Rewriter journaling into db.

@@ -274,7 +274,9 @@ func TestOldEpisodesSummarizedWithLLM(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "episodes/2025-01.md"), []byte(old), 0o644)
 	extra := fmt.Sprintf("    compactor: llm\n    summarize_after: 300d\nllm:\n  default:\n    base_url: %s\n    model: fake\n", srv.BaseURL())
 	runDaemon(t, root, extra, t.TempDir())
-	waitFor(t, "year summary", func() bool { return strings.Contains(read(filepath.Join(root, "episodes/2025-summary.md")), "## 2025-01\n- Summary: logger, IDs") })
+	waitFor(t, "year summary", func() bool {
+		return strings.Contains(read(filepath.Join(root, "episodes/2025-summary.md")), "## 2025-01\n- Summary: logger, IDs")
+	})
 	waitFor(t, "month archived", func() bool { _, err := os.Stat(filepath.Join(root, "episodes/2025-01.md")); return os.IsNotExist(err) })
 	if got := read(filepath.Join(root, "episodes/archive/2025-01.md")); got != old {
 		t.Errorf("archive = %q", got)

@@ -1,0 +1,405 @@
+package apprecords
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/jobs"
+	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/watcher"
+)
+
+// Layout is the app-records layout.
+type Layout struct{}
+
+// Name implements layout.Layout.
+func (Layout) Name() string { return "app-records" }
+
+// Rule names, as they appear in the journal.
+const (
+	RuleLimit  = "record-limit"
+	RuleCreate = "record-create"
+	RuleDelete = "record-delete" // a row deleted (limit, purge, delete)
+	RuleEdit   = "record-edit"   // a row's content replaced
+	RuleUndo   = "record-undo"
+)
+
+// Rules implements layout.Layout.
+func (Layout) Rules() []layout.Rule {
+	return []layout.Rule{
+		{Name: RuleCreate, Targets: createTargets, Run: runCreate, Every: func(s *policy.Store) time.Duration {
+			if s.Options.String("conversations") == "" {
+				return 0
+			}
+			return min(max(s.Options.Duration("conversation_idle")/2, time.Second), 5*time.Minute)
+		}},
+		{Name: RuleLimit, Targets: limitTargets, Run: runLimit},
+	}
+}
+
+func open(ctx context.Context, env *layout.Env, root string) (*DB, error) {
+	db, err := Open(ctx, root, env.Store.Options.String("table"), env.Store.Options.Bool("create_table"))
+	if err != nil {
+		// Unhealthy, not fatal: shown in status, logged once per message.
+		msg := fmt.Sprintf("store %s is unhealthy: %v", env.Store.Name, err)
+		if _, seen, _ := env.DB.Get(ctx, "records-error", root+"\x00"+err.Error()); !seen {
+			env.Log.Error("app-records database unusable; other stores are not affected", "root", root, "err", err)
+			_ = env.DB.Put(ctx, "records-error", root+"\x00"+err.Error(), []byte("1"))
+		}
+		env.Warnings.Set(root, "db", msg)
+		return nil, err
+	}
+	env.Warnings.Clear(root, "db")
+	return db, nil
+}
+
+func limitTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	db, err := open(ctx, env, root)
+	if err != nil {
+		return nil, nil
+	}
+	defer db.Close()
+	over, err := db.OverLimit(ctx, env.Store.Options.Int("limit_per_app"))
+	if err != nil {
+		return nil, nil
+	}
+	var out []string
+	for app := range over {
+		out = append(out, app)
+	}
+	return out, nil
+}
+
+// Decision is seed 004's MemoryCompactionDecision.
+type Decision struct {
+	Action         string `json:"action"`
+	TargetMemoryID int64  `json:"targetMemoryId"`
+	NewContent     string `json:"newContent,omitempty"`
+	Reason         string `json:"reason"`
+}
+
+// runLimit compacts an app's records down to limit_per_app, one decision at
+// a time. No transaction is held across the LLM call: each decision is
+// applied in its own short transaction, and only if the row is unchanged.
+func runLimit(ctx context.Context, env *layout.Env, root, app string) (jobs.Result, error) {
+	limit := env.Store.Options.Int("limit_per_app")
+	for i := 0; ctx.Err() == nil && i < 1000; i++ {
+		db, err := open(ctx, env, root)
+		if err != nil {
+			return jobs.Result{}, err
+		}
+		rs, err := db.Records(ctx, app)
+		db.Close()
+		if err != nil {
+			return jobs.Result{}, jobs.Retry(err)
+		}
+		if len(rs) <= limit {
+			return jobs.Result{}, nil
+		}
+		d, tokens, why := decide(ctx, env, app, rs, limit)
+		if err := apply(ctx, env, root, app, rs, d, tokens, why); err != nil && !errors.Is(err, ErrChanged) {
+			return jobs.Result{}, jobs.Retry(err)
+		}
+	}
+	return jobs.Result{}, ctx.Err()
+}
+
+const decideSystem = `You are a memory management assistant. You have %d memories but can only keep %d.
+Decide which ONE memory to either DELETE (remove entirely) or EDIT (merge the new memory into an existing one: the merged content replaces that existing memory, must stay under %d characters, and the new memory is then dropped).
+Return JSON: {"action": "delete" | "edit", "targetMemoryId": <id>, "newContent": "<merged content if editing>", "reason": "<explanation>"}
+` + compact.DataNotice
+
+// decide asks the LLM for a decision and validates it; anything else falls
+// back to FIFO (delete the oldest). why says why the fallback was used.
+func decide(ctx context.Context, env *layout.Env, app string, rs []Record, limit int) (Decision, int64, string) {
+	fifo := Decision{Action: "delete", TargetMemoryID: rs[0].ID, Reason: "FIFO: the oldest record"}
+	if env.LLM == nil {
+		return fifo, 0, "heuristic compactor"
+	}
+	// As in the seed: the existing memories and the new (newest) one.
+	var list strings.Builder
+	for _, r := range rs[:len(rs)-1] {
+		fmt.Fprintf(&list, "[id %d, created %s] %s\n", r.ID, r.CreatedAt, r.Content)
+	}
+	nw := rs[len(rs)-1]
+	list.WriteString(fmt.Sprintf("\nNew memory:\n[id %d, created %s] %s\n", nw.ID, nw.CreatedAt, nw.Content))
+	maxChars := env.Store.Options.Int("max_chars")
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second) // the seed's timeout
+	defer cancel()
+	reply, err := env.LLM.Complete(cctx, compact.Prompt{System: fmt.Sprintf(decideSystem, len(rs), limit, maxChars),
+		User: "Memories of app " + app + ":\n" + compact.Data("memories", list.String()), JSON: true})
+	if err != nil {
+		return fifo, reply.Tokens, fmt.Sprintf("llm unavailable (%v)", err)
+	}
+	f, _, err := compact.ParseFields(reply.Text, "action", "targetMemoryId", "newContent", "reason")
+	if err != nil {
+		return fifo, reply.Tokens, "unparseable decision"
+	}
+	id, _ := strconv.ParseInt(strings.TrimSpace(f["targetMemoryId"]), 10, 64)
+	d := Decision{Action: strings.ToLower(strings.TrimSpace(f["action"])), TargetMemoryID: id, NewContent: strings.TrimSpace(f["newContent"]), Reason: f["reason"]}
+	if why := validate(d, rs, maxChars); why != "" {
+		env.Log.Warn("LLM decision rejected; falling back to FIFO", "app", app, "reason", why)
+		return fifo, reply.Tokens, "invalid decision: " + why
+	}
+	return d, reply.Tokens, ""
+}
+
+// validate checks a decision against the app's own records (app
+// isolation) and the content limits; "" means valid.
+func validate(d Decision, rs []Record, maxChars int) string {
+	found := false
+	for _, r := range rs {
+		if r.ID == d.TargetMemoryID {
+			found = true
+		}
+	}
+	switch {
+	case !found:
+		return fmt.Sprintf("record %d is not one of this app's records", d.TargetMemoryID)
+	case d.Action == "delete":
+		return ""
+	case d.Action != "edit":
+		return fmt.Sprintf("unknown action %q", d.Action)
+	case d.TargetMemoryID == rs[len(rs)-1].ID:
+		return "an edit must merge the new memory into an existing one, not edit the new one"
+	case d.NewContent == "":
+		return "edit without newContent"
+	case len([]rune(d.NewContent)) > maxChars:
+		return fmt.Sprintf("newContent is %d characters, over max_chars %d", len([]rune(d.NewContent)), maxChars)
+	case compact.CheckText([]byte(d.NewContent)) != nil:
+		return "newContent has control characters or invalid UTF-8"
+	}
+	return ""
+}
+
+// rowData is what the journal keeps of a changed row, for undo.
+type rowData struct {
+	Table      string `json:"table"`
+	Row        Record `json:"row"`
+	NewContent string `json:"new_content,omitempty"`
+}
+
+// apply journals the decision (pending, with the full old rows), applies
+// it in one short transaction, then marks it done. An edit merges the
+// newest record into the target, so the target is edited and the newest
+// deleted, both journaled.
+func apply(ctx context.Context, env *layout.Env, root, app string, rs []Record, d Decision, tokens int64, why string) error {
+	var old Record
+	for _, r := range rs {
+		if r.ID == d.TargetMemoryID {
+			old = r
+		}
+	}
+	table := env.Store.Options.String("table")
+	reason := fmt.Sprintf("limit_per_app %d: %s", env.Store.Options.Int("limit_per_app"), d.Reason)
+	if why != "" {
+		reason += " (" + why + ")"
+	}
+	journalRow := func(rule string, r Record, newContent, reason string, tokens int64) (*state.Record, error) {
+		data, _ := json.Marshal(rowData{Table: table, Row: r, NewContent: newContent})
+		rec := &state.Record{Store: env.Store.Name, Root: root, Rule: rule, Target: fmt.Sprintf("%s/%s/%d", table, app, r.ID),
+			BeforeSHA: rewrite.Hash([]byte(r.Content)), BeforeSize: int64(len(r.Content)), Tokens: tokens,
+			Outcome: state.Pending, Reason: reason, Data: data}
+		if rule == RuleEdit {
+			rec.AfterSHA, rec.AfterSize = rewrite.Hash([]byte(newContent)), int64(len(newContent))
+		}
+		_, err := env.DB.Append(ctx, rec)
+		return rec, err
+	}
+	var recs []*state.Record
+	var change func(*DB) error
+	if d.Action == "edit" {
+		absorbed := rs[len(rs)-1]
+		e, err := journalRow(RuleEdit, old, d.NewContent, reason, tokens)
+		if err != nil {
+			return err
+		}
+		x, err := journalRow(RuleDelete, absorbed, "", fmt.Sprintf("merged into record %d: %s", old.ID, d.Reason), 0)
+		if err != nil {
+			return err
+		}
+		recs = []*state.Record{e, x}
+		change = func(db *DB) error { return db.Merge(ctx, old, d.NewContent, absorbed) }
+	} else {
+		x, err := journalRow(RuleDelete, old, "", reason, tokens)
+		if err != nil {
+			return err
+		}
+		recs = []*state.Record{x}
+		change = func(db *DB) error { return db.Delete(ctx, old) }
+	}
+	db, err := open(ctx, env, root)
+	if err == nil {
+		err = change(db)
+		db.Close()
+	}
+	for _, rec := range recs {
+		rec.Outcome = state.Done
+		if err != nil {
+			rec.Outcome, rec.Reason = state.Failed, err.Error()
+		}
+		if uerr := env.DB.Update(context.WithoutCancel(ctx), rec); uerr != nil && err == nil {
+			err = uerr
+		}
+	}
+	if err == nil {
+		env.Log.Info("compacted app records", "root", root, "app", app, "action", d.Action, "record", old.ID, "reason", reason)
+	}
+	return err
+}
+
+// ---- creation from ended conversations ----
+
+const seenNS = "conversation-seen"
+
+// conversationApp returns the app id of a conversation log matched by a
+// pattern with an {app} placeholder.
+func conversationApp(pattern, path string) (string, bool) {
+	pp := strings.Split(filepath.Clean(pattern), string(filepath.Separator))
+	fp := strings.Split(filepath.Clean(path), string(filepath.Separator))
+	if len(pp) != len(fp) {
+		return "", false
+	}
+	for i, p := range pp {
+		if j := strings.Index(p, "{app}"); j >= 0 {
+			pre, post := p[:j], p[j+len("{app}"):]
+			s := fp[i]
+			if strings.HasPrefix(s, pre) && strings.HasSuffix(s, post) && len(s) > len(pre)+len(post) {
+				return s[len(pre) : len(s)-len(post)], true
+			}
+			return "", false
+		}
+	}
+	return "", false
+}
+
+func createTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+	pattern := env.Store.Options.String("conversations")
+	if pattern == "" {
+		return nil, nil
+	}
+	ms, _ := filepath.Glob(strings.ReplaceAll(pattern, "{app}", "*"))
+	idle := env.Store.Options.Duration("conversation_idle")
+	var out []string
+	for _, m := range ms {
+		fi, err := os.Stat(m)
+		if err != nil || env.Now().Sub(fi.ModTime()) < idle {
+			continue
+		}
+		if _, ok := conversationApp(pattern, m); !ok {
+			continue
+		}
+		if _, seen, _ := env.DB.Get(ctx, seenNS, m); !seen {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+const createSystem = `You are a memory creation assistant. Analyze this conversation and create a concise memory record.
+Focus on: key facts and information; user preferences or patterns; important decisions or outcomes; lessons learned or insights.
+Format: a single paragraph, 2-4 sentences, factual and concise, under %d characters. Return only the memory.
+` + compact.DataNotice
+
+// runCreate turns an ended conversation into one record for its app, at
+// most once per conversation; then the limit applies.
+func runCreate(ctx context.Context, env *layout.Env, root, path string) (jobs.Result, error) {
+	app, _ := conversationApp(env.Store.Options.String("conversations"), path)
+	conv := filepath.Base(path)
+	markSeen := func() error { return env.DB.Put(ctx, seenNS, path, []byte(time.Now().UTC().Format(time.RFC3339))) }
+	if env.LLM == nil {
+		env.Log.Info("conversation ended; the heuristic compactor invents no record", "app", app, "conversation", conv)
+		return jobs.Result{}, markSeen()
+	}
+	db, err := open(ctx, env, root)
+	if err != nil {
+		return jobs.Result{}, err
+	}
+	exists := db.HasConversation(ctx, app, conv)
+	db.Close()
+	if exists {
+		return jobs.Result{}, markSeen()
+	}
+	var text strings.Builder
+	budget := env.LLM.MaxInputTokens() - 600
+	_, _, err = watcher.Advance(path, watcher.Cursor{}, func(line []byte, n int64) error {
+		m := watcher.DecodeLine(line)
+		if m.Meta || strings.TrimSpace(m.Text) == "" {
+			return nil
+		}
+		l := m.Role + ": " + m.Text + "\n"
+		if budget -= compact.EstimateTokens(l); budget < 0 {
+			return errors.New("stop") // the rest does not fit; whole messages only
+		}
+		text.WriteString(l)
+		return nil
+	})
+	if err != nil && err.Error() != "stop" {
+		return jobs.Result{}, err
+	}
+	maxChars := env.Store.Options.Int("max_chars")
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	reply, err := env.LLM.Complete(cctx, compact.Prompt{System: fmt.Sprintf(createSystem, maxChars), User: compact.Data("conversation", text.String())})
+	if errors.Is(err, compact.ErrBudget) {
+		// The seed's energy budget: memory work defers until tomorrow's budget.
+		env.Log.Info("token budget exhausted; record creation deferred", "app", app, "conversation", conv)
+		return jobs.Result{}, nil
+	}
+	if err != nil {
+		env.Log.Warn("record creation failed; the conversation is skipped, as the seed does", "app", app, "conversation", conv, "err", err)
+		return jobs.Result{}, markSeen()
+	}
+	content := fitChars(strings.Join(strings.Fields(reply.Text), " "), maxChars)
+	if content == "" || compact.CheckText([]byte(content)) != nil {
+		return jobs.Result{}, markSeen()
+	}
+	db, err = open(ctx, env, root)
+	if err != nil {
+		return jobs.Result{}, err
+	}
+	defer db.Close()
+	table := env.Store.Options.String("table")
+	rec := &state.Record{Store: env.Store.Name, Root: root, Rule: RuleCreate, Tokens: reply.Tokens, Outcome: state.Pending,
+		Reason: "from conversation " + conv, AfterSHA: rewrite.Hash([]byte(content)), AfterSize: int64(len(content))}
+	if _, err := env.DB.Append(ctx, rec); err != nil {
+		return jobs.Result{}, err
+	}
+	id, err := db.Insert(ctx, Record{AppID: app, Content: content, SourceConversationID: conv})
+	if err != nil {
+		rec.Outcome, rec.Reason = state.Failed, err.Error()
+		_ = env.DB.Update(ctx, rec)
+		return jobs.Result{}, jobs.Retry(err)
+	}
+	rec.Target, rec.Outcome = fmt.Sprintf("%s/%s/%d", table, app, id), state.Done
+	rec.Data, _ = json.Marshal(rowData{Table: table, Row: Record{ID: id, AppID: app, Content: content, SourceConversationID: conv}})
+	if err := env.DB.Update(ctx, rec); err != nil {
+		return jobs.Result{}, err
+	}
+	env.Log.Info("created app record from an ended conversation", "app", app, "conversation", conv, "record", id)
+	return jobs.Result{}, markSeen()
+}
+
+// fitChars keeps whole sentences within n characters when it can.
+func fitChars(s string, n int) string {
+	if len([]rune(s)) <= n {
+		return s
+	}
+	r := []rune(s)[:n]
+	cut := string(r)
+	if i := strings.LastIndexAny(cut, ".!?"); i > n/3 {
+		return cut[:i+1]
+	}
+	return strings.TrimSpace(string(r[:n-1])) + "…"
+}

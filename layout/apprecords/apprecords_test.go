@@ -1,0 +1,330 @@
+package apprecords_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/memwatch/memwatch/compact/llmtest"
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/layout/apprecords"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/state"
+)
+
+// appDB creates the application's database with the seed's schema, in WAL
+// mode as a real application would run it.
+func appDB(t *testing.T, dir string, records map[string]int) string {
+	t.Helper()
+	path := filepath.Join(dir, "app.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE app_memories (id INTEGER PRIMARY KEY AUTOINCREMENT, app_id TEXT NOT NULL, content TEXT NOT NULL,
+		created_at DATETIME DEFAULT CURRENT_TIMESTAMP, updated_at DATETIME DEFAULT CURRENT_TIMESTAMP, source_conversation_id TEXT, metadata TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range []string{"A", "B"} {
+		for i := 1; i <= records[app]; i++ {
+			at := time.Date(2025, 10, i, 12, 0, 0, 0, time.UTC).Format("2006-01-02 15:04:05")
+			db.Exec(`INSERT INTO app_memories (app_id, content, created_at, updated_at) VALUES (?, ?, ?, ?)`, app, fmt.Sprintf("%s memory %d", app, i), at, at)
+		}
+	}
+	return path
+}
+
+func count(t *testing.T, path, app string) int {
+	db, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	defer db.Close()
+	var n int
+	db.QueryRow(`SELECT COUNT(*) FROM app_memories WHERE app_id = ?`, app).Scan(&n)
+	return n
+}
+
+func idOf(t *testing.T, path, content string) int64 {
+	db, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	defer db.Close()
+	var id int64
+	db.QueryRow(`SELECT id FROM app_memories WHERE content = ?`, content).Scan(&id)
+	return id
+}
+
+type running struct {
+	stop     func()
+	stateDir string
+	sock     string
+}
+
+func run(t *testing.T, src string) *running {
+	t.Helper()
+	p, err := policy.Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	sock := filepath.Join(stateDir, "s.sock")
+	d, err := daemon.New(daemon.Config{Policy: p, StateDir: stateDir, Socket: sock}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var once sync.Once
+	r := &running{stateDir: stateDir, sock: sock, stop: func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}}
+	t.Cleanup(r.stop)
+	waitFor(t, "the control socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	return r
+}
+
+func policyFor(db, llm, extra string) string {
+	compactor := "heuristic"
+	if llm != "" {
+		compactor = "llm"
+		llm = fmt.Sprintf("llm:\n  default:\n    base_url: %s\n    model: fake\n    timeout: 5s\n", llm)
+	}
+	return fmt.Sprintf("version: 1\n%sstores:\n  - name: records\n    layout: app-records\n    paths: [%q]\n    compactor: %s\n    settle: 50ms\n%s", llm, db, compactor, extra)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(8 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func journal(t *testing.T, stateDir string, rule string) []state.Record {
+	db, err := state.Open(context.Background(), stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	recs, _ := db.Journal(context.Background(), state.Filter{Rule: rule})
+	return recs
+}
+
+func TestLimitTwoDecisionsOtherAppUntouched(t *testing.T) {
+	dir := t.TempDir()
+	path := appDB(t, dir, map[string]int{"A": 12, "B": 3})
+	idA3, idA5 := idOf(t, path, "A memory 3"), idOf(t, path, "A memory 5")
+	srv := llmtest.New(t,
+		llmtest.Step{Content: fmt.Sprintf(`{"action":"delete","targetMemoryId":%d,"reason":"redundant"}`, idA3)},
+		llmtest.Step{Content: fmt.Sprintf("```json\n{\"action\":\"edit\",\"targetMemoryId\":%d,\"newContent\":\"A memories 5 and 6, merged\",\"reason\":\"merge\"}\n```", idA5)},
+	)
+	r := run(t, policyFor(path, srv.BaseURL(), ""))
+	waitFor(t, "A at the limit", func() bool { return count(t, path, "A") == 10 })
+	time.Sleep(200 * time.Millisecond)
+	if srv.Calls() != 2 || count(t, path, "B") != 3 {
+		t.Errorf("calls %d, B has %d; want 2 decisions and B untouched", srv.Calls(), count(t, path, "B"))
+	}
+	if idOf(t, path, "A memories 5 and 6, merged") != idA5 {
+		t.Error("the edit decision was not applied")
+	}
+	if idOf(t, path, "A memory 12") != 0 {
+		t.Error("the edit did not drop the merged (newest) record")
+	}
+	r.stop()
+	del := journal(t, r.stateDir, apprecords.RuleDelete)
+	if len(del) != 2 || !strings.Contains(string(del[1].Data), `"content":"A memory 3"`) || !strings.Contains(string(del[0].Data), `"content":"A memory 12"`) {
+		t.Errorf("deletes not journaled with the full old rows: %+v", del)
+	}
+	edit := journal(t, r.stateDir, apprecords.RuleEdit)
+	if len(edit) != 1 || !strings.Contains(string(edit[0].Data), `"content":"A memory 5"`) {
+		t.Errorf("edit not journaled with the old content: %+v", edit)
+	}
+}
+
+func TestDecisionNamingAnotherAppFallsBackToFIFO(t *testing.T) {
+	dir := t.TempDir()
+	path := appDB(t, dir, map[string]int{"A": 11, "B": 3})
+	idB1 := idOf(t, path, "B memory 1")
+	srv := llmtest.New(t, llmtest.Step{Content: fmt.Sprintf(`{"action":"delete","targetMemoryId":%d,"reason":"try to delete B"}`, idB1)})
+	r := run(t, policyFor(path, srv.BaseURL(), ""))
+	waitFor(t, "A at the limit", func() bool { return count(t, path, "A") == 10 })
+	if count(t, path, "B") != 3 || idOf(t, path, "B memory 1") == 0 {
+		t.Fatal("app B lost a record to app A's compaction")
+	}
+	if idOf(t, path, "A memory 1") != 0 {
+		t.Error("FIFO should have deleted A's oldest record")
+	}
+	r.stop()
+	del := journal(t, r.stateDir, apprecords.RuleDelete)
+	if len(del) != 1 || !strings.Contains(del[0].Reason, "is not one of this app's records") {
+		t.Errorf("journal = %+v; want the FIFO fallback and why", del)
+	}
+}
+
+// The application keeps writing while memwatch compacts: no write of the
+// application fails with "database is locked".
+func TestConcurrentApplicationWrites(t *testing.T) {
+	dir := t.TempDir()
+	path := appDB(t, dir, map[string]int{"A": 30})
+	srv := llmtest.New(t, llmtest.Step{Content: `{"action":"delete","targetMemoryId":0}`, Delay: 20 * time.Millisecond})
+	app, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(2000)&_pragma=journal_mode(WAL)")
+	defer app.Close()
+	run(t, policyFor(path, srv.BaseURL(), ""))
+	var failures []error
+	deadline := time.Now().Add(2 * time.Second)
+	n := 0
+	for time.Now().Before(deadline) {
+		if _, err := app.Exec(`INSERT INTO app_memories (app_id, content) VALUES ('C', ?)`, fmt.Sprint("app write ", n)); err != nil {
+			failures = append(failures, err)
+		}
+		if _, err := app.Exec(`UPDATE app_memories SET updated_at = CURRENT_TIMESTAMP WHERE app_id = 'C' AND id = (SELECT MAX(id) FROM app_memories)`); err != nil {
+			failures = append(failures, err)
+		}
+		n++
+		time.Sleep(40 * time.Millisecond)
+	}
+	waitFor(t, "A and C at the limit", func() bool { return count(t, path, "A") == 10 && count(t, path, "C") == 10 })
+	if len(failures) > 0 {
+		t.Errorf("%d of the application's %d writes failed, first: %v", len(failures), 2*n, failures[0])
+	}
+	t.Logf("%d application writes while memwatch compacted", 2*n)
+}
+
+func TestAdminAPIAndUndo(t *testing.T) {
+	dir := t.TempDir()
+	path := appDB(t, dir, map[string]int{"A": 3, "B": 2})
+	r := run(t, policyFor(path, "", ""))
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", r.sock)
+	}}}
+	do := func(method, url string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, "http://memwatch"+url, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	code, body := do("GET", "/apps/A/memories")
+	if code != 200 || len(body["memories"].([]any)) != 3 {
+		t.Fatalf("list: %d %v", code, body)
+	}
+	first := body["memories"].([]any)[0].(map[string]any)
+	for _, k := range []string{"id", "content", "createdAt", "updatedAt"} {
+		if _, ok := first[k]; !ok {
+			t.Errorf("memory lacks %s: %v", k, first)
+		}
+	}
+	idA2 := idOf(t, path, "A memory 2")
+	if code, body := do("DELETE", fmt.Sprintf("/v1/stores/records/apps/A/memories/%d", idA2)); code != 200 || body["success"] != true {
+		t.Errorf("delete: %d %v", code, body)
+	}
+	if code, _ := do("DELETE", fmt.Sprintf("/apps/B/memories/%d", idA2)); code != 404 {
+		t.Errorf("deleting A's record through app B = %d, want 404", code)
+	}
+	if code, body := do("DELETE", "/apps/B/memories"); code != 200 || body["deletedCount"] != 2.0 {
+		t.Errorf("purge: %d %v", code, body)
+	}
+	if count(t, path, "A") != 2 || count(t, path, "B") != 0 {
+		t.Fatalf("after delete and purge: A %d, B %d", count(t, path, "A"), count(t, path, "B"))
+	}
+	// Undo the single delete through the running daemon.
+	recs := journal(t, r.stateDir, apprecords.RuleDelete)
+	var id int64
+	for _, rec := range recs {
+		if strings.HasSuffix(rec.Target, fmt.Sprintf("/A/%d", idA2)) {
+			id = rec.ID
+		}
+	}
+	if code, body := do("POST", fmt.Sprintf("/v1/undo/%d", id)); code != 200 {
+		t.Fatalf("undo: %d %v", code, body)
+	}
+	if idOf(t, path, "A memory 2") != idA2 {
+		t.Error("undo did not restore the deleted row with its id")
+	}
+}
+
+func TestCreateFromEndedConversation(t *testing.T) {
+	dir := t.TempDir()
+	path := appDB(t, dir, map[string]int{"A": 1})
+	conv := filepath.Join(dir, "conv", "A", "c-42.jsonl")
+	os.MkdirAll(filepath.Dir(conv), 0o755)
+	os.WriteFile(conv, []byte(`{"role":"user","content":"I prefer meetings after 2pm."}`+"\n"+`{"role":"assistant","content":"Noted."}`+"\n"), 0o644)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(conv, old, old)
+	srv := llmtest.New(t, llmtest.Step{Content: "User prefers meetings after 2pm on weekdays. They confirmed it twice."})
+	r := run(t, policyFor(path, srv.BaseURL(), fmt.Sprintf("    conversations: %q\n    conversation_idle: 1s\n", filepath.Join(dir, "conv", "{app}", "*.jsonl"))))
+	waitFor(t, "the record", func() bool {
+		return idOf(t, path, "User prefers meetings after 2pm on weekdays. They confirmed it twice.") != 0
+	})
+	time.Sleep(1500 * time.Millisecond) // more ticks: no second record
+	r.stop()
+	if count(t, path, "A") != 2 || srv.Calls() != 1 {
+		t.Errorf("A has %d records after %d calls; want exactly one created", count(t, path, "A"), srv.Calls())
+	}
+}
+
+func TestMissingTableIsUnhealthyNotFatal(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "empty.db")
+	db, _ := sql.Open("sqlite", "file:"+path)
+	db.Exec(`CREATE TABLE other (x)`)
+	db.Close()
+	run(t, policyFor(path, "", ""))
+	time.Sleep(300 * time.Millisecond) // the daemon stays up; cleanup checks a clean stop
+}
+
+func TestContextFormat(t *testing.T) {
+	rs := []apprecords.Record{
+		{ID: 1, Content: "User prefers meetings after 2pm on weekdays.", CreatedAt: "2025-10-10 14:30:00", UpdatedAt: "2025-10-10 14:30:00"},
+		{ID: 2, Content: "User is working on a project called \"Phoenix\" with deadline Nov 1.", CreatedAt: "2025-10-09 09:00:00", UpdatedAt: "2025-10-11 09:00:00"},
+	}
+	want := "(memories for app: calendar)\nThe following are memories from previous conversations with this app:\n\n1. [Created: 2025-10-09] User is working on a project called \"Phoenix\" with deadline Nov 1.\n2. [Created: 2025-10-10] User prefers meetings after 2pm on weekdays.\n\nUse these memories to provide context-aware responses.\n"
+	if got := apprecords.Context("calendar", rs, 10); got != want {
+		t.Errorf("context:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// A row change left pending by a killed memwatch is settled by looking at
+// the row, so the journal agrees with the database.
+func TestResolvePending(t *testing.T) {
+	dir := t.TempDir()
+	path := appDB(t, dir, map[string]int{"A": 2})
+	id1, id2 := idOf(t, path, "A memory 1"), idOf(t, path, "A memory 2")
+	ctx := context.Background()
+	db, _ := apprecords.Open(ctx, path, "app_memories", false)
+	r2, _, _ := db.Get(ctx, id2)
+	db.Delete(ctx, r2) // the delete of record 2 committed before the kill
+	db.Close()
+	mk := func(id int64, content string) *state.Record {
+		data, _ := json.Marshal(map[string]any{"table": "app_memories", "row": map[string]any{"id": id, "appId": "A", "content": content}})
+		return &state.Record{Root: path, Rule: apprecords.RuleDelete, Target: fmt.Sprintf("app_memories/A/%d", id), Outcome: state.Pending, Data: data}
+	}
+	if out, _ := apprecords.Resolve(ctx, mk(id1, "A memory 1")); out != state.Failed {
+		t.Errorf("row still there: outcome %s, want failed", out)
+	}
+	if out, _ := apprecords.Resolve(ctx, mk(id2, "A memory 2")); out != state.Done {
+		t.Errorf("row gone: outcome %s, want done", out)
+	}
+}

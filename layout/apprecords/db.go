@@ -1,0 +1,317 @@
+// Package apprecords is the app-records layout (seed 004): an application
+// keeps memories as rows of an SQLite table (app_memories), and memwatch is
+// the seed's Memory Sub-Agent running beside it: it keeps at most
+// limit_per_app records per app (an LLM decision at a time, FIFO as the
+// fallback) and creates records from ended conversations.
+package apprecords
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // the application's database
+)
+
+// Record is one row of the memories table.
+type Record struct {
+	ID                   int64  `json:"id"`
+	AppID                string `json:"appId"`
+	Content              string `json:"content"`
+	CreatedAt            string `json:"createdAt"`
+	UpdatedAt            string `json:"updatedAt"`
+	SourceConversationID string `json:"sourceConversationId,omitempty"`
+	Metadata             string `json:"metadata,omitempty"`
+}
+
+// ErrSchema means the table is missing or not the seed's shape.
+var ErrSchema = errors.New("unexpected memories table")
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// DB is the application's database, opened for one piece of work. Writes
+// are short BEGIN IMMEDIATE transactions with a bounded busy wait, so the
+// application's own writes are never blocked for long.
+type DB struct {
+	db    *sql.DB
+	table string
+	path  string
+	// source says the table has source_conversation_id and metadata; read
+	// once at Open, since the one connection may be inside a transaction later.
+	source bool
+}
+
+// Open opens the database at path. With create it creates the table (the
+// seed's schema) when missing; otherwise a missing table is ErrSchema.
+func Open(ctx context.Context, path, table string, create bool) (*DB, error) {
+	if !identRE.MatchString(table) {
+		return nil, fmt.Errorf("table %q: %w (not a plain SQL identifier)", table, ErrSchema)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	d := &DB{db: db, table: table, path: path}
+	if err := d.check(ctx, create); err != nil {
+		db.Close()
+		return nil, err
+	}
+	var n int
+	_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name IN ('source_conversation_id','metadata')`, table).Scan(&n)
+	d.source = n == 2
+	return d, nil
+}
+
+// Close closes the database.
+func (d *DB) Close() error { return d.db.Close() }
+
+func (d *DB) q(s string) string { return strings.ReplaceAll(s, "T_", `"`+d.table+`"`) }
+
+func (d *DB) check(ctx context.Context, create bool) error {
+	rows, err := d.db.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, d.table)
+	if err != nil {
+		return fmt.Errorf("read schema of %s: %w", d.path, err)
+	}
+	cols := map[string]bool{}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return fmt.Errorf("read schema of %s: %w", d.path, err)
+		}
+		cols[c] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read schema of %s: %w", d.path, err)
+	}
+	if len(cols) == 0 {
+		if !create {
+			return fmt.Errorf("%s has no table %s: %w (set create_table: true to let memwatch create it)", d.path, d.table, ErrSchema)
+		}
+		_, err := d.db.ExecContext(ctx, d.q(`CREATE TABLE IF NOT EXISTS T_ (
+			id INTEGER PRIMARY KEY AUTOINCREMENT,
+			app_id TEXT NOT NULL,
+			content TEXT NOT NULL,
+			created_at DATETIME DEFAULT CURRENT_TIMESTAMP,
+			updated_at DATETIME DEFAULT CURRENT_TIMESTAMP,
+			source_conversation_id TEXT,
+			metadata TEXT)`))
+		if err == nil {
+			_, err = d.db.ExecContext(ctx, d.q(`CREATE INDEX IF NOT EXISTS "idx_`+d.table+`_app_id" ON T_(app_id)`))
+		}
+		if err != nil {
+			return fmt.Errorf("create table %s in %s: %w", d.table, d.path, err)
+		}
+		return nil
+	}
+	for _, c := range []string{"id", "app_id", "content", "created_at", "updated_at"} {
+		if !cols[c] {
+			return fmt.Errorf("%s: table %s has no column %s: %w", d.path, d.table, c, ErrSchema)
+		}
+	}
+	return nil
+}
+
+const recordCols = `id, app_id, content, COALESCE(created_at,''), COALESCE(updated_at,''), COALESCE(source_conversation_id,''), COALESCE(metadata,'')`
+
+func (d *DB) cols(context.Context) string {
+	if d.source {
+		return recordCols
+	}
+	return `id, app_id, content, COALESCE(created_at,''), COALESCE(updated_at,''), '', ''`
+}
+
+func scanRecords(rows *sql.Rows) ([]Record, error) {
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var r Record
+		if err := rows.Scan(&r.ID, &r.AppID, &r.Content, &r.CreatedAt, &r.UpdatedAt, &r.SourceConversationID, &r.Metadata); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Records returns an app's records, oldest first (created_at, then id).
+func (d *DB) Records(ctx context.Context, app string) ([]Record, error) {
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+d.cols(ctx)+` FROM T_ WHERE app_id = ? ORDER BY created_at, id`), app)
+	if err != nil {
+		return nil, fmt.Errorf("read records of app %s: %w", app, err)
+	}
+	return scanRecords(rows)
+}
+
+// Get returns one record.
+func (d *DB) Get(ctx context.Context, id int64) (Record, bool, error) {
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+d.cols(ctx)+` FROM T_ WHERE id = ?`), id)
+	if err != nil {
+		return Record{}, false, err
+	}
+	rs, err := scanRecords(rows)
+	if err != nil || len(rs) == 0 {
+		return Record{}, false, err
+	}
+	return rs[0], true, nil
+}
+
+// OverLimit returns the apps with more than limit records.
+func (d *DB) OverLimit(ctx context.Context, limit int) (map[string]int, error) {
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT app_id, COUNT(*) FROM T_ GROUP BY app_id HAVING COUNT(*) > ?`), limit)
+	if err != nil {
+		return nil, fmt.Errorf("count records: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var app string
+		var n int
+		if err := rows.Scan(&app, &n); err != nil {
+			return nil, err
+		}
+		out[app] = n
+	}
+	return out, rows.Err()
+}
+
+// tx runs fn in one short BEGIN IMMEDIATE transaction.
+func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin on %s: %w", d.path, err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// ErrChanged means the row changed since it was read; the decision is void.
+var ErrChanged = errors.New("record changed since it was read")
+
+// Delete deletes a record if it still is exactly old.
+func (d *DB) Delete(ctx context.Context, old Record) error {
+	return d.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, d.q(`DELETE FROM T_ WHERE id = ? AND app_id = ? AND content = ?`), old.ID, old.AppID, old.Content)
+		if err != nil {
+			return fmt.Errorf("delete record %d: %w", old.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return ErrChanged
+		}
+		return nil
+	})
+}
+
+// Edit replaces a record's content if it still is exactly old.
+func (d *DB) Edit(ctx context.Context, old Record, content string) error {
+	return d.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, d.q(`UPDATE T_ SET content = ?, updated_at = ? WHERE id = ? AND app_id = ? AND content = ?`),
+			content, time.Now().UTC().Format("2006-01-02 15:04:05"), old.ID, old.AppID, old.Content)
+		if err != nil {
+			return fmt.Errorf("edit record %d: %w", old.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return ErrChanged
+		}
+		return nil
+	})
+}
+
+// Merge replaces target's content and deletes absorbed (the record merged
+// into it) in one transaction, if both are still exactly as read.
+func (d *DB) Merge(ctx context.Context, target Record, content string, absorbed Record) error {
+	return d.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, d.q(`UPDATE T_ SET content = ?, updated_at = ? WHERE id = ? AND app_id = ? AND content = ?`),
+			content, time.Now().UTC().Format("2006-01-02 15:04:05"), target.ID, target.AppID, target.Content)
+		if err != nil {
+			return fmt.Errorf("edit record %d: %w", target.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return ErrChanged
+		}
+		res, err = tx.ExecContext(ctx, d.q(`DELETE FROM T_ WHERE id = ? AND app_id = ? AND content = ?`), absorbed.ID, absorbed.AppID, absorbed.Content)
+		if err != nil {
+			return fmt.Errorf("delete merged record %d: %w", absorbed.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return ErrChanged
+		}
+		return nil
+	})
+}
+
+// Insert adds a record (id 0: a new id) and returns its id.
+func (d *DB) Insert(ctx context.Context, r Record) (int64, error) {
+	var id int64
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		cols, vals := "app_id, content", []any{r.AppID, r.Content}
+		if r.ID != 0 {
+			cols, vals = "id, "+cols, append([]any{r.ID}, vals...)
+		}
+		if r.CreatedAt != "" {
+			cols, vals = cols+", created_at, updated_at", append(vals, r.CreatedAt, r.UpdatedAt)
+		}
+		if d.source {
+			cols, vals = cols+", source_conversation_id, metadata", append(vals, nullIfEmpty(r.SourceConversationID), nullIfEmpty(r.Metadata))
+		}
+		res, err := tx.ExecContext(ctx, d.q(`INSERT INTO T_ (`+cols+`) VALUES (?`+strings.Repeat(", ?", len(vals)-1)+`)`), vals...)
+		if err != nil {
+			return fmt.Errorf("insert record: %w", err)
+		}
+		id, _ = res.LastInsertId()
+		return nil
+	})
+	return id, err
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// HasConversation reports whether a record came from that conversation.
+func (d *DB) HasConversation(ctx context.Context, app, conv string) bool {
+	if !d.source {
+		return false
+	}
+	var n int
+	_ = d.db.QueryRowContext(ctx, d.q(`SELECT COUNT(*) FROM T_ WHERE app_id = ? AND source_conversation_id = ?`), app, conv).Scan(&n)
+	return n > 0
+}
+
+// Context renders an app's records in the seed's injection format, newest
+// updated first, at most limit.
+func Context(app string, rs []Record, limit int) string {
+	sorted := append([]Record(nil), rs...)
+	// Newest updated first, as the seed's retrieval query orders them.
+	for i := 1; i < len(sorted); i++ {
+		for j := i; j > 0 && sorted[j].UpdatedAt > sorted[j-1].UpdatedAt; j-- {
+			sorted[j], sorted[j-1] = sorted[j-1], sorted[j]
+		}
+	}
+	if limit > 0 && len(sorted) > limit {
+		sorted = sorted[:limit]
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "(memories for app: %s)\nThe following are memories from previous conversations with this app:\n\n", app)
+	for i, r := range sorted {
+		day := r.CreatedAt
+		if len(day) >= 10 {
+			day = day[:10]
+		}
+		fmt.Fprintf(&b, "%d. [Created: %s] %s\n", i+1, day, strings.Join(strings.Fields(r.Content), " "))
+	}
+	b.WriteString("\nUse these memories to provide context-aware responses.\n")
+	return b.String()
+}

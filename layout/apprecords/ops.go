@@ -1,0 +1,157 @@
+package apprecords
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+)
+
+// Remove deletes an app's records (all of them when ids is empty: purge),
+// journaling each with its full content first so undo can restore it. It
+// returns how many were deleted. A record of another app is never touched.
+func Remove(ctx context.Context, journal *state.DB, store, path, table, app string, ids []int64, reason string) (int, error) {
+	db, err := Open(ctx, path, table, false)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	rs, err := db.Records(ctx, app)
+	if err != nil {
+		return 0, err
+	}
+	want := map[int64]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	n := 0
+	for _, r := range rs {
+		if len(ids) > 0 && !want[r.ID] {
+			continue
+		}
+		delete(want, r.ID)
+		data, _ := json.Marshal(rowData{Table: table, Row: r})
+		rec := &state.Record{Store: store, Root: path, Rule: RuleDelete, Target: fmt.Sprintf("%s/%s/%d", table, app, r.ID),
+			BeforeSHA: rewrite.Hash([]byte(r.Content)), BeforeSize: int64(len(r.Content)), Outcome: state.Pending, Reason: reason, Data: data}
+		if _, err := journal.Append(ctx, rec); err != nil {
+			return n, err
+		}
+		if err := db.Delete(ctx, r); err != nil {
+			rec.Outcome, rec.Reason = state.Failed, err.Error()
+			_ = journal.Update(context.WithoutCancel(ctx), rec)
+			return n, err
+		}
+		rec.Outcome = state.Done
+		if err := journal.Update(context.WithoutCancel(ctx), rec); err != nil {
+			return n, err
+		}
+		n++
+	}
+	if len(want) > 0 {
+		for id := range want {
+			return n, fmt.Errorf("%w: no record %d for app %s", ErrNotFound, id, app)
+		}
+	}
+	return n, nil
+}
+
+// ErrNotFound means the record does not exist for that app.
+var ErrNotFound = errors.New("record not found")
+
+// IsRowRule reports whether a journal rule changed a database row.
+func IsRowRule(rule string) bool {
+	return rule == RuleDelete || rule == RuleEdit || rule == RuleCreate
+}
+
+// Resolve settles a row change left pending by a killed memwatch by
+// looking at the row, so the journal agrees with the database.
+func Resolve(ctx context.Context, r *state.Record) (outcome, reason string) {
+	var d rowData
+	_ = json.Unmarshal(r.Data, &d)
+	if d.Table == "" {
+		d.Table = strings.SplitN(r.Target, "/", 2)[0]
+	}
+	db, err := Open(ctx, r.Root, d.Table, false)
+	if err != nil {
+		return state.Failed, "interrupted; database unreadable at restart: " + err.Error()
+	}
+	defer db.Close()
+	cur, ok, _ := db.Get(ctx, d.Row.ID)
+	switch r.Rule {
+	case RuleDelete:
+		if ok && cur.Content == d.Row.Content {
+			return state.Failed, "interrupted before the delete; row unchanged"
+		}
+		return state.Done, "completed before memwatch stopped; confirmed at restart"
+	case RuleEdit:
+		if ok && cur.Content == d.NewContent {
+			return state.Done, "completed before memwatch stopped; confirmed at restart"
+		}
+		return state.Failed, "interrupted before the edit; row unchanged"
+	}
+	return state.Failed, "interrupted; the record may not have been created"
+}
+
+// ErrRowChanged means the row changed since the action; --force overrides.
+var ErrRowChanged = errors.New("record changed since this action")
+
+// Undo reverses a row change: a deleted row is inserted again with its id
+// and content, an edit is put back, a created row is deleted. It is
+// journaled as record-undo.
+func Undo(ctx context.Context, journal *state.DB, r state.Record, force bool) error {
+	var d rowData
+	if err := json.Unmarshal(r.Data, &d); err != nil || d.Row.ID == 0 {
+		return fmt.Errorf("undo %d: the journal has no row data", r.ID)
+	}
+	db, err := Open(ctx, r.Root, d.Table, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	cur, exists, err := db.Get(ctx, d.Row.ID)
+	if err != nil {
+		return err
+	}
+	rec := &state.Record{Store: r.Store, Root: r.Root, Rule: RuleUndo, Target: r.Target, Outcome: state.Pending,
+		Reason: fmt.Sprintf("undo of #%d", r.ID), Data: r.Data}
+	var apply func() error
+	switch r.Rule {
+	case RuleDelete:
+		if exists {
+			return fmt.Errorf("undo %d: id %d is in use again; nothing restored", r.ID, d.Row.ID)
+		}
+		apply = func() error { _, err := db.Insert(ctx, d.Row); return err }
+	case RuleEdit:
+		if !exists {
+			return fmt.Errorf("undo %d: record %d no longer exists", r.ID, d.Row.ID)
+		}
+		if cur.Content != d.NewContent && !force {
+			return fmt.Errorf("undo %d: %w; use --force to restore the old content anyway", r.ID, ErrRowChanged)
+		}
+		apply = func() error { return db.Edit(ctx, cur, d.Row.Content) }
+	case RuleCreate:
+		if !exists {
+			return fmt.Errorf("undo %d: record %d no longer exists", r.ID, d.Row.ID)
+		}
+		if cur.Content != d.Row.Content && !force {
+			return fmt.Errorf("undo %d: %w; use --force to delete it anyway", r.ID, ErrRowChanged)
+		}
+		apply = func() error { return db.Delete(ctx, cur) }
+	default:
+		return fmt.Errorf("undo %d: rule %s is not a row change", r.ID, r.Rule)
+	}
+	if _, err := journal.Append(ctx, rec); err != nil {
+		return err
+	}
+	if err := apply(); err != nil {
+		rec.Outcome, rec.Reason = state.Failed, err.Error()
+		_ = journal.Update(context.WithoutCancel(ctx), rec)
+		return err
+	}
+	rec.Outcome = state.Done
+	return journal.Update(context.WithoutCancel(ctx), rec)
+}
