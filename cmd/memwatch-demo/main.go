@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"database/sql"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -17,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	_ "modernc.org/sqlite"
 )
 
 func main() {
@@ -38,7 +41,11 @@ func run(bin, dir string, dur time.Duration) error {
 	}
 	app := filepath.Join(dir, "spaces", "home", "apps", "price-watcher")
 	ws := filepath.Join(dir, "workspaces", "assistant", "memory")
-	for _, d := range []string{filepath.Join(app, "memory", "run"), filepath.Join(dir, "state"), filepath.Join(ws, "sessions")} {
+	sess := filepath.Join(dir, "coding", "sess-1")
+	mem := filepath.Join(dir, "agent", "data", "memory")
+	appDB := filepath.Join(dir, "records", "app.db")
+	for _, d := range []string{filepath.Join(app, "memory", "run"), filepath.Join(dir, "state"), filepath.Join(ws, "sessions"),
+		filepath.Join(sess, "working-memory", "detail"), filepath.Join(mem, "facts"), filepath.Join(mem, "episodes"), filepath.Dir(appDB)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -72,7 +79,25 @@ stores:
     keep: 5
     session_idle: 6s
     memory_max_size: 1KiB
-`, dir, dir, dir)
+  - name: coding
+    layout: session-detail
+    paths: ["%s/coding/*"]
+    settle: 300ms
+    summary_every: 20
+    session_idle: 6s
+    overview_max_size: 400B
+  - name: agent
+    layout: facts-episodes
+    paths: ["%s/agent/data/memory"]
+    settle: 300ms
+    cooldown: 1s
+  - name: records
+    layout: app-records
+    paths: ["%s/records/app.db"]
+    settle: 300ms
+    limit_per_app: 5
+    create_table: true
+`, dir, dir, dir, dir, dir, dir)
 	if err := os.WriteFile(policyPath, []byte(policy), 0o644); err != nil {
 		return err
 	}
@@ -119,9 +144,16 @@ stores:
 		return fmt.Errorf("memwatch did not become ready; see %s", logPath)
 	}
 
-	fmt.Printf("==> simulated agents run for %v: a price-watching app (seed 000) and a chat assistant (seed 002)\n", dur)
+	fmt.Printf("==> simulated agents run for %v, one per layout: a price-watching app (seed 000), an agent with facts and episodes (seed 001),\n    a chat assistant (seed 002), a coding session (seed 003) and an app keeping memories in SQLite (seed 004)\n", dur)
 	agent := &agent{bin: bin, app: app, rng: rand.New(rand.NewPCG(1, 2))}
 	chat := &chatAgent{ws: ws}
+	coder := &codingAgent{dir: sess}
+	facts := &factsAgent{bin: bin, root: mem}
+	records, err := newRecordsApp(appDB)
+	if err != nil {
+		return err
+	}
+	defer records.Close()
 	deadline := time.Now().Add(dur)
 	for runN := 1; time.Now().Before(deadline); runN++ {
 		select {
@@ -136,6 +168,15 @@ stores:
 		if err := chat.turn(runN); err != nil {
 			return err
 		}
+		if err := coder.turn(runN); err != nil {
+			return err
+		}
+		if err := facts.turn(runN); err != nil {
+			return err
+		}
+		if err := records.turn(runN); err != nil {
+			return err
+		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	fmt.Println("   (waiting 8 s so the chat session goes idle and is consolidated to its end)")
@@ -144,7 +185,7 @@ stores:
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("memwatch exited: %w (see %s)", err, logPath)
 	}
-	for _, rule := range []string{"compact", "run-retention", "snapshot", "consolidate", "compress-memory"} {
+	for _, rule := range []string{"compact", "run-retention", "snapshot", "consolidate", "compress-memory", "summarize", "overview-guard", "summary-line", "index", "record-delete"} {
 		fmt.Printf("\n==> what memwatch did: memwatch log --rule %s\n", rule)
 		out, _ := exec.Command(bin, "log", "--policy", policyPath, "--rule", rule, "--limit", "8").CombinedOutput()
 		fmt.Print(indent(string(out)))
@@ -154,6 +195,15 @@ stores:
 		fmt.Printf("\n==> the newest entry memwatch wrote to %s (heuristic compactor: seed 002's raw fallback):\n", rel(filepath.Join(ws, "HISTORY.md")))
 		fmt.Print(indent("## " + strings.TrimSpace(entries[len(entries)-1])))
 	}
+	fmt.Printf("\n==> memwatch recall --dir %s migration   (seed 003's recall_memory, with citations)\n", rel(sess))
+	out, _ := exec.Command(bin, "recall", "--dir", sess, "--limit", "3", "migration").CombinedOutput()
+	fmt.Print(indent(string(out)))
+	fmt.Printf("\n==> %s/INDEX.md, kept by memwatch (seed 001's memory index, summary lines written by memwatch)\n", rel(mem))
+	idx, _ := os.ReadFile(filepath.Join(mem, "INDEX.md"))
+	fmt.Print(indent(string(idx)))
+	fmt.Printf("\n==> memwatch records context --db %s --app calendar   (at most limit_per_app 5, oldest dropped first)\n", rel(appDB))
+	out, _ = exec.Command(bin, "records", "context", "--db", appDB, "--app", "calendar").CombinedOutput()
+	fmt.Print(indent(string(out)))
 	archives, _ := filepath.Glob(filepath.Join(app, "memory", "*.md"))
 	runs, _ := filepath.Glob(filepath.Join(app, "memory", "run", "*.md"))
 	fi, _ := os.Stat(filepath.Join(app, "memory.md"))
@@ -167,8 +217,11 @@ stores:
    %s/HISTORY.md           the assistant's history: consolidated session ranges, each citing its lines
    %s/HISTORY-*.md         the same entries filed by month
    %s/MEMORY.md            long-term facts, compressed when over memory_max_size (archives in memory/)
+   %s/working-memory/detail/  the coding session's summaries, each citing its lines of messages.jsonl
+   %s/INDEX.md             the facts-and-episodes index; summary lines in facts/ and episodes/
+   %s                          the app's SQLite memories, held at limit_per_app
    %s log --policy %s      the journal again; %s undo ID restores any change
-`, rel(app), fi.Size(), rel(app), len(archives), rel(app), len(runs), rel(app), rel(logPath), rel(ws), rel(ws), rel(ws), rel(bin), rel(policyPath), rel(bin))
+`, rel(app), fi.Size(), rel(app), len(archives), rel(app), len(runs), rel(app), rel(logPath), rel(ws), rel(ws), rel(ws), rel(sess), rel(mem), rel(appDB), rel(bin), rel(policyPath), rel(bin))
 	return nil
 }
 
@@ -263,6 +316,87 @@ func (c *chatAgent) turn(n int) error {
 		fmt.Printf("   chat: %d messages in sessions/chat-1.jsonl\n", c.n)
 	}
 	return nil
+}
+
+// codingAgent writes a coding session the way seed 003's agent does.
+type codingAgent struct {
+	dir string
+	n   int
+}
+
+func (c *codingAgent) turn(n int) error {
+	if n == 1 {
+		overview := "# Working Memory\n\n## Current Task\nMigrate the billing service to the new schema.\n\n## Key Decisions\n- one migration per table\n- keep a view for the payments service\n\n## Known Context\n- Postgres 15, Go 1.26\n\n## Pending Issues\n- users table is large; batch it\n\n## Recent Operations\n- wrote migrations 001-004\n"
+		if err := os.WriteFile(filepath.Join(c.dir, "working-memory", "overview.md"), []byte(overview), 0o644); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(c.dir, "messages.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	file := fmt.Sprintf("migrations/%03d_table.sql", n%7+1)
+	fmt.Fprintf(f, `{"role":"user","content":"Write the migration for %s, then run the tests."}`+"\n", file)
+	fmt.Fprintf(f, `{"role":"assistant","content":[{"type":"text","text":"Wrote %s; the migration keeps the old columns until the backfill is done."},{"type":"tool_use","name":"Write","input":{}},{"type":"tool_use","name":"Bash","input":{}}]}`+"\n", file)
+	return nil
+}
+
+// factsAgent keeps facts and episodes the way seed 001's Reflector does,
+// through memwatch's own memory tools (the seed's memory_append).
+type factsAgent struct {
+	bin, root string
+}
+
+func (a *factsAgent) turn(n int) error {
+	if n == 1 {
+		os.WriteFile(filepath.Join(a.root, "facts", "user.md"), []byte("# User Facts\n\n- Name: Ada\n- Language: English discussion, Go code\n- Role: Platform engineer\n"), 0o644)
+		os.WriteFile(filepath.Join(a.root, "facts", "project.md"), []byte("# Project Facts\n\n> Summary: billing platform, Postgres\n\n- Stack: Go, Postgres 15\n- Conventions: one migration per table\n"), 0o644)
+	}
+	if n%8 != 0 {
+		return nil
+	}
+	month := time.Now().Format("2006-01")
+	entry := fmt.Sprintf("## Migration batch %d\n- Summary: migration batch %d → done, tests green\n- Date: %s\n- Lesson: batch large tables\n", n/8, n/8, time.Now().Format("2006-01-02"))
+	tmp := filepath.Join(os.TempDir(), fmt.Sprintf("memwatch-demo-entry-%d.md", os.Getpid()))
+	os.WriteFile(tmp, []byte(entry), 0o644)
+	defer os.Remove(tmp)
+	target := filepath.Join("episodes", month+".md")
+	if _, err := os.Stat(filepath.Join(a.root, target)); os.IsNotExist(err) {
+		os.WriteFile(filepath.Join(a.root, target), []byte("# "+month+" Episodes\n"), 0o644)
+	}
+	if out, err := exec.Command(a.bin, "append", a.root, target, "--entry", tmp).CombinedOutput(); err != nil {
+		return fmt.Errorf("memwatch append: %v: %s", err, out)
+	}
+	return nil
+}
+
+// recordsApp is an application that keeps memories in SQLite (seed 004).
+type recordsApp struct{ db *sql.DB }
+
+func newRecordsApp(path string) (*recordsApp, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return nil, err
+	}
+	_, err = db.Exec(`CREATE TABLE IF NOT EXISTS app_memories (id INTEGER PRIMARY KEY AUTOINCREMENT, app_id TEXT NOT NULL, content TEXT NOT NULL,
+		created_at DATETIME DEFAULT CURRENT_TIMESTAMP, updated_at DATETIME DEFAULT CURRENT_TIMESTAMP, source_conversation_id TEXT, metadata TEXT)`)
+	return &recordsApp{db: db}, err
+}
+
+func (r *recordsApp) Close() error { return r.db.Close() }
+
+var calendarFacts = []string{"User prefers meetings after 2pm on weekdays.", "User is working on project Phoenix, deadline Nov 1.",
+	"User's team standup is at 9:30.", "User blocks Fridays for focus time.", "User travels to Berlin next month.", "User wants reminders 15 minutes ahead."}
+
+func (r *recordsApp) turn(n int) error {
+	if n%3 != 0 {
+		return nil
+	}
+	at := time.Now().Add(time.Duration(n) * time.Minute).UTC().Format("2006-01-02 15:04:05")
+	_, err := r.db.Exec(`INSERT INTO app_memories (app_id, content, created_at, updated_at) VALUES ('calendar', ?, ?, ?)`,
+		fmt.Sprintf("%s (conversation %d)", calendarFacts[(n/3)%len(calendarFacts)], n/3), at, at)
+	return err
 }
 
 func replaceLine(s, prefix, line string) string {
