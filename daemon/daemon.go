@@ -384,6 +384,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 				d.metrics.watches.Set(float64(c.Watches))
 				d.metrics.roots.Set(float64(c.Roots))
 			}
+			d.metrics.tailLag.Set(float64(d.cursors.Lag()))
 		}
 	}
 }

@@ -31,6 +31,9 @@ type Doc struct {
 	Headings []Heading
 	// LineStarts holds the byte offset of each line; len is the line count.
 	LineStarts []int
+	// OpenFence is true when the document ends inside a fenced code block:
+	// anything appended would be code, not markdown.
+	OpenFence bool
 }
 
 // Parse finds the headings of src. CRLF line endings are accepted.
@@ -65,6 +68,7 @@ func Parse(src []byte) *Doc {
 		}
 		off = next
 	}
+	d.OpenFence = fence != ""
 	for i := range d.Headings {
 		h := &d.Headings[i]
 		h.End = len(src)

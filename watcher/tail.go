@@ -239,3 +239,21 @@ func (c *Cursors) Flush(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Lag is how many bytes of the tailed logs are not yet read: the sum over
+// cursors of the file's size past the cursor's offset.
+func (c *Cursors) Lag() int64 {
+	c.mu.Lock()
+	paths := make(map[string]int64, len(c.cur))
+	for p, cur := range c.cur {
+		paths[p] = cur.Offset
+	}
+	c.mu.Unlock()
+	var lag int64
+	for p, off := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.Size() > off {
+			lag += fi.Size() - off
+		}
+	}
+	return lag
+}

@@ -41,7 +41,7 @@ atomic and only inserts, so no archive is needed.`,
 			stamp := t.Format(nowhistory.TimeFormat)
 			rw := rewrite.New(nil, slog.New(slog.DiscardHandler))
 			out, err := rw.Apply(context.Background(), rewrite.Request{Root: filepath.Dir(path), Target: filepath.Base(path), AllowCreate: true,
-				Compute: func(_ context.Context, old []byte) ([]byte, error) { return nowhistory.Stamp(old, stamp), nil }},
+				Compute: func(_ context.Context, old []byte) ([]byte, error) { return nowhistory.Stamp(old, stamp) }},
 				&state.Record{Rule: "stamp"})
 			if err != nil {
 				return err

@@ -7,6 +7,7 @@ package nowhistory
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -210,10 +211,14 @@ func FormatStatus(st StatusInfo) string {
 	return b.String()
 }
 
+// ErrOpenFence means a file ends inside an unclosed code block, so a
+// heading appended to it would be code; the agent's block is not touched.
+var ErrOpenFence = errors.New("memory.md ends inside an unclosed ``` code block; close it, then stamp again")
+
 // Stamp returns src with "## <stamp>" inserted at the top of "# History"
 // (seed 6.4), creating "# History" at the end when it is missing. It
 // returns src unchanged when the newest entry already has that stamp.
-func Stamp(src []byte, stamp string) []byte {
+func Stamp(src []byte, stamp string) ([]byte, error) {
 	nl := "\n"
 	if bytes.Contains(src, []byte("\r\n")) {
 		nl = "\r\n"
@@ -221,17 +226,21 @@ func Stamp(src []byte, stamp string) []byte {
 	heading := "## " + stamp
 	d := markdown.Parse(src)
 	h := d.Find(1, "History")
+	if h < 0 && d.OpenFence {
+		return nil, ErrOpenFence
+	}
 	if h < 0 {
-		out := bytes.TrimRight(src, "\r\n")
+		// Never append to a sub-slice of src: it would overwrite the caller's bytes.
+		out := append([]byte{}, bytes.TrimRight(src, "\r\n")...)
 		if len(out) > 0 {
 			out = append(out, []byte(nl+nl)...)
 		}
-		return append(out, []byte("# History"+nl+nl+heading+nl)...)
+		return append(out, []byte("# History"+nl+nl+heading+nl)...), nil
 	}
 	if kids := d.Children(h); len(kids) > 0 {
 		t := d.Headings[kids[0]].Text
 		if t == stamp || strings.HasPrefix(t, stamp+" ") {
-			return src
+			return src, nil
 		}
 	}
 	// Insert right after the "# History" line (and one blank line, if any).
@@ -239,7 +248,7 @@ func Stamp(src []byte, stamp string) []byte {
 	if i := bytes.IndexByte(src[at:], '\n'); i >= 0 {
 		at += i + 1
 	} else {
-		src = append(src, []byte(nl)...)
+		src = append(append([]byte{}, src...), nl...)
 		at = len(src)
 	}
 	if bytes.HasPrefix(src[at:], []byte(nl)) {
@@ -247,5 +256,5 @@ func Stamp(src []byte, stamp string) []byte {
 	}
 	out := append([]byte{}, src[:at]...)
 	out = append(out, []byte(heading+nl)...)
-	return append(out, src[at:]...)
+	return append(out, src[at:]...), nil
 }

@@ -3,6 +3,7 @@ package nowhistory
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -60,13 +61,19 @@ func TestStamp(t *testing.T) {
 		{"crlf", "# now\r\n# History\r\n## 2026-01-15-1400\r\n", "# now\r\n# History\r\n## 2026-01-15-1430\r\n## 2026-01-15-1400\r\n"},
 		{"history in a fence is not history", "# now\n```\n# History\n```\n", "# now\n```\n# History\n```\n\n# History\n\n## 2026-01-15-1430\n"},
 	}
+	if _, err := Stamp([]byte("# now\n```\nunclosed"), "2026-01-15-1430"); !errors.Is(err, ErrOpenFence) {
+		t.Errorf("unclosed fence: %v, want ErrOpenFence", err)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := string(Stamp([]byte(tt.in), "2026-01-15-1430"))
-			if got != tt.want {
+			out, err := Stamp([]byte(tt.in), "2026-01-15-1430")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(out); got != tt.want {
 				t.Errorf("Stamp(%q)\n got  %q\n want %q", tt.in, got, tt.want)
 			}
-			if again := string(Stamp([]byte(got), "2026-01-15-1430")); again != got {
+			if again, _ := Stamp(out, "2026-01-15-1430"); string(again) != string(out) {
 				t.Errorf("second stamp changed the file: %q", again)
 			}
 		})
@@ -119,4 +126,44 @@ func TestGuard(t *testing.T) {
 			}
 		})
 	}
+}
+
+func FuzzStampAndCompact(f *testing.F) {
+	f.Add([]byte("# now\n## State\n# History\n## 2026-01-15-1400 | a\n## 2026-01-15-1300 | b\n"), 1)
+	f.Add([]byte("```\n# History\n```\r\n# History\r\n"), 0)
+	f.Fuzz(func(t *testing.T, src []byte, keep int) {
+		keep = keep & 15
+		orig := append([]byte{}, src...)
+		once, err := Stamp(src, "2026-01-15-1430")
+		if !bytes.Equal(src, orig) {
+			t.Fatal("stamp modified its input")
+		}
+		if err == nil {
+			if twice, _ := Stamp(once, "2026-01-15-1430"); !bytes.Equal(twice, once) {
+				t.Fatal("stamp is not idempotent")
+			}
+			if len(once) < len(src) {
+				t.Fatal("stamp removed bytes")
+			}
+		}
+		if out, ok := CompactHeuristic(src, keep); ok && len(out) >= len(src) {
+			t.Fatal("compaction did not shrink")
+		}
+		if _, err := snapshotOf(src); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func snapshotOf(src []byte) (string, error) {
+	dir, err := os.MkdirTemp("", "fuzz-snapshot")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	p := filepath.Join(dir, "memory.md")
+	if err := os.WriteFile(p, src, 0o644); err != nil {
+		return "", err
+	}
+	return Snapshot(p)
 }
