@@ -51,7 +51,7 @@ func (d *Daemon) recordsRoot(r *http.Request) (*storeRT, string, error) {
 	d.mu.RUnlock()
 	switch {
 	case name == "" && n != 1:
-		return nil, "", fmt.Errorf("the short /apps/... paths need exactly one app-records store (there are %d); use /v1/stores/{store}/apps/...", n)
+		return nil, "", fmt.Errorf("the short /apps paths need exactly one app-records store (there are %d); use /v1/stores/{store}/apps/{app}/memories", n)
 	case rt == nil:
 		return nil, "", fmt.Errorf("no app-records store named %q", name)
 	}

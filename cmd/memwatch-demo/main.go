@@ -321,7 +321,6 @@ func (c *chatAgent) turn(n int) error {
 // codingAgent writes a coding session the way seed 003's agent does.
 type codingAgent struct {
 	dir string
-	n   int
 }
 
 func (c *codingAgent) turn(n int) error {

@@ -5,22 +5,19 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	_ "modernc.org/sqlite"
 
 	"github.com/memwatch/memwatch/compact/llmtest"
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/daemon/daemontest"
 	"github.com/memwatch/memwatch/layout/apprecords"
-	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -70,32 +67,8 @@ type running struct {
 }
 
 func run(t *testing.T, src string) *running {
-	t.Helper()
-	p, err := policy.Parse("p.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stateDir := t.TempDir()
-	sock := filepath.Join(stateDir, "s.sock")
-	d, err := daemon.New(daemon.Config{Policy: p, StateDir: stateDir, Socket: sock}, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	var once sync.Once
-	r := &running{stateDir: stateDir, sock: sock, stop: func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		})
-	}}
-	t.Cleanup(r.stop)
-	waitFor(t, "the control socket", func() bool { _, err := os.Stat(sock); return err == nil })
-	return r
+	d := daemontest.Run(t, src, "")
+	return &running{stop: d.Stop, stateDir: d.StateDir, sock: d.Socket}
 }
 
 func policyFor(db, llm, extra string) string {
@@ -109,13 +82,7 @@ func policyFor(db, llm, extra string) string {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(8 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	daemontest.WaitFor(t, what, 8*time.Second, cond)
 }
 
 func journal(t *testing.T, stateDir string, rule string) []state.Record {

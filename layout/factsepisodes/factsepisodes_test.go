@@ -9,14 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/memwatch/memwatch/compact/llmtest"
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/daemon/daemontest"
 	"github.com/memwatch/memwatch/layout/factsepisodes"
-	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 )
@@ -121,39 +119,12 @@ func TestPatch(t *testing.T) {
 func runDaemon(t *testing.T, root, extra, stateDir string) func() {
 	t.Helper()
 	src := fmt.Sprintf("version: 1\nstores:\n  - name: mem\n    layout: facts-episodes\n    paths: [%q]\n    settle: 50ms\n    cooldown: 100ms\n%s", root, extra)
-	p, err := policy.Parse("p.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.New(daemon.Config{Policy: p, StateDir: stateDir, Socket: filepath.Join(stateDir, "s.sock")}, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return daemontest.Run(t, src, stateDir).Stop
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	daemontest.WaitFor(t, what, 5*time.Second, cond)
 }
 
 func read(p string) string { b, _ := os.ReadFile(p); return string(b) }

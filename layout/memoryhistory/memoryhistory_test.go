@@ -1,49 +1,23 @@
 package memoryhistory_test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/memwatch/memwatch/compact/llmtest"
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/daemon/daemontest"
 	"github.com/memwatch/memwatch/layout/memoryhistory"
-	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/state"
 )
 
 // run starts a daemon on the policy and returns a stop function.
 func run(t *testing.T, src, stateDir string) (stop func()) {
 	t.Helper()
-	p, err := policy.Parse("policy.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.New(daemon.Config{Policy: p, PolicyPath: "policy.yaml", StateDir: stateDir, Socket: filepath.Join(stateDir, "s.sock")},
-		slog.New(slog.NewTextHandler(t.Output(), nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return daemontest.Run(t, src, stateDir).Stop
 }
 
 func policyFor(ws, llmURL, extra string) string {
@@ -85,13 +59,7 @@ func appendLines(t *testing.T, path string, from, n int) {
 
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	daemontest.WaitFor(t, what, timeout, cond)
 }
 
 func read(path string) string {

@@ -5,18 +5,15 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/memwatch/memwatch/compact/llmtest"
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/daemon/daemontest"
 	"github.com/memwatch/memwatch/layout/sessiondetail"
-	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -156,28 +153,7 @@ func FuzzRecall(f *testing.F) {
 
 func runDaemon(t *testing.T, src, stateDir string) func() {
 	t.Helper()
-	p, err := policy.Parse("policy.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.New(daemon.Config{Policy: p, StateDir: stateDir, Socket: filepath.Join(stateDir, "s.sock")}, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return daemontest.Run(t, src, stateDir).Stop
 }
 
 func appendMessages(t *testing.T, path string, from, n int) {
@@ -199,13 +175,7 @@ func detailFiles(s string) []string {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(8 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	daemontest.WaitFor(t, what, 8*time.Second, cond)
 }
 
 func policyFor(glob, llm string) string {
