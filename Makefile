@@ -5,6 +5,9 @@ VERSION ?= $(shell v=$$(git describe --tags --match "v[0-9]*" 2>/dev/null) && ec
 LDFLAGS := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
+# The race detector needs cgo, hence a C compiler; on a machine with only Go
+# the tests still run, without it, and say so.
+RACE := $(shell command -v "$$($(GO) env CC)" >/dev/null 2>&1 && echo -race)
 
 .PHONY: build test demo bench lint fuzz soak package e2e clean
 
@@ -13,7 +16,8 @@ build:
 
 test:
 	$(GO) vet ./...
-	$(GO) test -race ./...
+	@[ -n "$(RACE)" ] || echo "note: no C compiler ($$($(GO) env CC)) for the race detector; running the tests without -race"
+	$(GO) test $(RACE) ./...
 
 demo: build
 	$(GO) run ./cmd/memwatch-demo -bin $(BIN) -dir demo
