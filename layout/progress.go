@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/watcher"
 )
 
@@ -66,10 +67,19 @@ type Message struct {
 var errStop = errors.New("stop")
 
 // ReadRange decodes the lines after the processed cursor up to line end.
-// keep, when not nil, is asked before each line after the first whether it
-// still fits (an input budget): a range ends at a whole message. It returns
-// the messages and the cursor just after the last one.
-func (lp LogProgress) ReadRange(ctx context.Context, env *Env, path string, end int64, keep func(watcher.Message) bool) ([]Message, watcher.Cursor, error) {
+// With an LLM, the range also ends at the last whole message that fits the
+// endpoint's max_input_tokens less reserve (the prompt's own text); the next
+// range continues from there. It returns the messages and the cursor just
+// after the last one.
+func (lp LogProgress) ReadRange(ctx context.Context, env *Env, path string, end int64, reserve int) ([]Message, watcher.Cursor, error) {
+	var keep func(watcher.Message) bool
+	if env.LLM != nil {
+		budget := env.LLM.MaxInputTokens() - reserve
+		keep = func(m watcher.Message) bool {
+			budget -= compact.EstimateTokens(m.Text) + 8 // + role and framing
+			return budget >= 0
+		}
+	}
 	var msgs []Message
 	next, reset, err := watcher.Advance(path, lp.Load(ctx, env, path), func(line []byte, n int64) error {
 		if n > end {

@@ -14,7 +14,6 @@ import (
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
-	"github.com/memwatch/memwatch/watcher"
 )
 
 // progress is how far each session log has been consolidated.
@@ -80,20 +79,9 @@ func runConsolidate(ctx context.Context, env *layout.Env, root, rel string) (job
 // to end. The history entry carries a marker naming the range, so a crash
 // between writing and committing the cursor never writes it twice.
 func consolidateRange(ctx context.Context, env *layout.Env, root, rel, path string, end int64) error {
-	budget := 0
-	if env.LLM != nil {
-		budget = env.LLM.MaxInputTokens() - compact.EstimateTokens(consolidateSystem) - 1000
-	}
-	// Over the endpoint's input budget, the range ends at the last whole
-	// message that fits; the next job continues from there.
-	var fits func(watcher.Message) bool
-	if budget > 0 {
-		fits = func(m watcher.Message) bool {
-			budget -= compact.EstimateTokens(m.Text) + 8
-			return budget >= 0
-		}
-	}
-	msgs, next, err := progress.ReadRange(ctx, env, path, end, fits)
+	// The first message always goes in; an over-long one makes the call
+	// fail and the raw fallback take over, never a cut mid-message.
+	msgs, next, err := progress.ReadRange(ctx, env, path, end, compact.EstimateTokens(consolidateSystem)+1000)
 	if err != nil {
 		return err
 	}

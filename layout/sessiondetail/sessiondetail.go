@@ -23,7 +23,6 @@ import (
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
-	"github.com/memwatch/memwatch/watcher"
 )
 
 // File names of the layout, relative to the session directory.
@@ -104,15 +103,7 @@ func runSummarize(ctx context.Context, env *layout.Env, root, target string) (jo
 // summarize writes the summary of the lines after the progress cursor up to
 // end. A marker naming the range makes it exactly-once across crashes.
 func summarize(ctx context.Context, env *layout.Env, root, path string, end int64) error {
-	var fits func(watcher.Message) bool
-	if env.LLM != nil {
-		budget := env.LLM.MaxInputTokens() - compact.EstimateTokens(summarySystem) - 800
-		fits = func(m watcher.Message) bool {
-			budget -= compact.EstimateTokens(m.Text) + 8
-			return budget >= 0
-		}
-	}
-	msgs, next, err := progress.ReadRange(ctx, env, path, end, fits)
+	msgs, next, err := progress.ReadRange(ctx, env, path, end, compact.EstimateTokens(summarySystem)+800)
 	if err != nil {
 		return err
 	}
