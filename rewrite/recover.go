@@ -40,7 +40,7 @@ func (w *Rewriter) Recover(ctx context.Context) (int, error) {
 		if err == nil {
 			sha = Hash(data)
 		} else if errors.Is(err, fs.ErrNotExist) {
-			sha = "missing"
+			sha = RemovedSHA // matches the after-hash of a removal that happened
 		}
 		switch sha {
 		case r.AfterSHA:
@@ -96,7 +96,11 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("undo %d: read target: %w", id, err)
 	}
-	plan := &UndoPlan{Record: rec, Current: Hash(cur), Changed: Hash(cur) != rec.AfterSHA}
+	current := Hash(cur)
+	if errors.Is(err, fs.ErrNotExist) {
+		current = RemovedSHA
+	}
+	plan := &UndoPlan{Record: rec, Current: current, Changed: current != rec.AfterSHA}
 	switch {
 	case rec.Archive != "":
 		ap, err := Resolve(rec.Root, rec.Archive)
@@ -153,7 +157,7 @@ func (w *Rewriter) Undo(ctx context.Context, id int64, force bool) (Outcome, err
 		Target:      plan.Record.Target,
 		AllowCreate: true,
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
-			if Hash(old) != plan.Current && !force {
+			if cur := Hash(old); cur != plan.Current && !(old == nil && plan.Current == RemovedSHA) && !force {
 				return nil, ErrConflict
 			}
 			return plan.Restore, nil

@@ -40,6 +40,9 @@ const TempMarker = ".memwatch-tmp-"
 // DefaultArchiveDir is where pre-images go when a layout names no archive path.
 const DefaultArchiveDir = ".memwatch/archive"
 
+// RemovedSHA is the after-hash of a removal: the file is gone.
+const RemovedSHA = "removed"
+
 // ErrConflict means the target kept changing in a way that cannot be merged;
 // the job should be re-queued.
 var ErrConflict = errors.New("target changed while memwatch was rewriting it")
@@ -358,7 +361,9 @@ func (w *Rewriter) remove(ctx context.Context, root, target, archive string, rec
 			return err
 		}
 	}
-	rec.Outcome = state.Pending
+	// The after-hash is known before the removal, so recovery can tell a
+	// removal that happened from one that did not.
+	rec.Outcome, rec.AfterSHA, rec.AfterSize = state.Pending, RemovedSHA, 0
 	if err := w.journal(ctx, rec, true); err != nil {
 		return err
 	}
@@ -370,7 +375,7 @@ func (w *Rewriter) remove(ctx context.Context, root, target, archive string, rec
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return err
 	}
-	rec.Outcome, rec.AfterSHA = state.Done, Hash(nil)
+	rec.Outcome = state.Done
 	w.Log.Info("removed file", "store", rec.Store, "root", root, "rule", rec.Rule, "path", rec.Target, "reason", rec.Reason)
 	return w.journal(context.WithoutCancel(ctx), rec, false)
 }

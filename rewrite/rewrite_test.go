@@ -422,3 +422,39 @@ func BenchmarkApply100KiB(b *testing.B) {
 		}
 	}
 }
+
+// A removal interrupted by a kill is settled by whether the file is gone,
+// and an archived removal undoes without --force.
+func TestRemovalRecoveryAndUndo(t *testing.T) {
+	ctx := context.Background()
+	w := newRewriter(t)
+	root := t.TempDir()
+	write(t, filepath.Join(root, "gone.md"), "x")
+	write(t, filepath.Join(root, "kept.md"), "y")
+	for _, n := range []string{"gone.md", "kept.md"} {
+		w.DB.Append(ctx, &state.Record{Root: root, Target: n, Rule: "run-retention", Outcome: state.Pending,
+			BeforeSHA: Hash([]byte(map[string]string{"gone.md": "x", "kept.md": "y"}[n])), AfterSHA: RemovedSHA})
+	}
+	os.Remove(filepath.Join(root, "gone.md")) // the removal happened before the kill
+	if _, err := w.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := w.DB.Journal(ctx, state.Filter{})
+	for _, r := range recs {
+		want := map[string]string{"gone.md": state.Done, "kept.md": state.Failed}[r.Target]
+		if r.Outcome != want {
+			t.Errorf("%s: outcome %s, want %s", r.Target, r.Outcome, want)
+		}
+	}
+	write(t, filepath.Join(root, "episodes/2025-01.md"), "old month")
+	rec := &state.Record{Rule: "episode-summarize"}
+	if err := w.RemoveArchived(ctx, root, "episodes/2025-01.md", "episodes/archive/2025-01.md", rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Undo(ctx, rec.ID, false); err != nil {
+		t.Fatalf("undo of an archived removal: %v", err)
+	}
+	if got := read(t, filepath.Join(root, "episodes/2025-01.md")); got != "old month" {
+		t.Errorf("restored %q", got)
+	}
+}

@@ -371,8 +371,11 @@ func runCreate(ctx context.Context, env *layout.Env, root, path string) (jobs.Re
 	}
 	defer db.Close()
 	table := env.Store.Options.String("table")
+	// The pending record names app and conversation, so a kill between the
+	// insert and the journal update is settled by looking for the row.
+	pendingData, _ := json.Marshal(rowData{Table: table, Row: Record{AppID: app, Content: content, SourceConversationID: conv}})
 	rec := &state.Record{Store: env.Store.Name, Root: root, Rule: RuleCreate, Tokens: reply.Tokens, Outcome: state.Pending,
-		Reason: "from conversation " + conv, AfterSHA: rewrite.Hash([]byte(content)), AfterSize: int64(len(content))}
+		Reason: "from conversation " + conv, AfterSHA: rewrite.Hash([]byte(content)), AfterSize: int64(len(content)), Data: pendingData}
 	if _, err := env.DB.Append(ctx, rec); err != nil {
 		return jobs.Result{}, err
 	}

@@ -258,8 +258,21 @@ func TestMissingTableIsUnhealthyNotFatal(t *testing.T) {
 	db, _ := sql.Open("sqlite", "file:"+path)
 	db.Exec(`CREATE TABLE other (x)`)
 	db.Close()
-	run(t, policyFor(path, "", ""))
-	time.Sleep(300 * time.Millisecond) // the daemon stays up; cleanup checks a clean stop
+	r := run(t, policyFor(path, "", ""))
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", r.sock)
+	}}}
+	var st struct{ Warnings []string }
+	waitFor(t, "the unhealthy-store warning in status", func() bool {
+		resp, err := c.Get("http://memwatch/v1/status")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		json.NewDecoder(resp.Body).Decode(&st)
+		return len(st.Warnings) == 1 && strings.Contains(st.Warnings[0], "has no table app_memories")
+	})
+	// The daemon stays up; cleanup checks that it stops cleanly.
 }
 
 func TestContextFormat(t *testing.T) {
@@ -293,5 +306,19 @@ func TestResolvePending(t *testing.T) {
 	}
 	if out, _ := apprecords.Resolve(ctx, mk(id2, "A memory 2")); out != state.Done {
 		t.Errorf("row gone: outcome %s, want done", out)
+	}
+	// A creation killed after the insert is found by its conversation.
+	db, _ = apprecords.Open(ctx, path, "app_memories", false)
+	db.Insert(ctx, apprecords.Record{AppID: "A", Content: "from c-7", SourceConversationID: "c-7.jsonl"})
+	db.Close()
+	create := func(conv string) *state.Record {
+		data, _ := json.Marshal(map[string]any{"table": "app_memories", "row": map[string]any{"appId": "A", "content": "x", "sourceConversationId": conv}})
+		return &state.Record{Root: path, Rule: apprecords.RuleCreate, Outcome: state.Pending, Data: data}
+	}
+	if out, _ := apprecords.Resolve(ctx, create("c-7.jsonl")); out != state.Done {
+		t.Errorf("created row present: outcome %s, want done", out)
+	}
+	if out, _ := apprecords.Resolve(ctx, create("c-8.jsonl")); out != state.Failed {
+		t.Errorf("no row: outcome %s, want failed", out)
 	}
 }

@@ -93,7 +93,10 @@ func Resolve(ctx context.Context, r *state.Record) (outcome, reason string) {
 		}
 		return state.Failed, "interrupted before the edit; row unchanged"
 	}
-	return state.Failed, "interrupted; the record may not have been created"
+	if d.Row.SourceConversationID != "" && db.HasConversation(ctx, d.Row.AppID, d.Row.SourceConversationID) {
+		return state.Done, "created before memwatch stopped; confirmed at restart"
+	}
+	return state.Failed, "interrupted before the record was created"
 }
 
 // ErrRowChanged means the row changed since the action; --force overrides.
