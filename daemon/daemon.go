@@ -279,6 +279,9 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.closeState()
 	if n, err := d.rw.Recover(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped during startup: a clean stop; recovery runs next start
+		}
 		return fmt.Errorf("recover interrupted rewrites: %w", err)
 	} else if n > 0 {
 		d.log.Info("resolved interrupted rewrites", "count", n)
@@ -337,6 +340,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	if err := d.startScheduler(ctx); err != nil {
 		stopAll()
+		if ctx.Err() != nil {
+			return nil // stopped during startup: a clean stop
+		}
 		return err
 	}
 	d.running.Store(true)

@@ -250,3 +250,20 @@ func TestWatchdogPings(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A stop that arrives while the daemon is still starting is a clean stop.
+func TestStopDuringStartupIsClean(t *testing.T) {
+	for i := range 30 {
+		p, _ := policy.Parse("p.yaml", []byte(fmt.Sprintf("version: 1\nstores:\n  - name: s\n    layout: now-history\n    paths: [%q]\n", filepath.Join(t.TempDir(), "*"))))
+		dir := t.TempDir()
+		d, err := New(Config{Policy: p, StateDir: dir, Socket: filepath.Join(dir, "s.sock")}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { time.Sleep(time.Duration(i%10) * time.Millisecond); cancel() }()
+		if err := d.Run(ctx); err != nil {
+			t.Fatalf("stop after %dms of startup: %v", i%10, err)
+		}
+	}
+}
