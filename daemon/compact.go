@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -49,10 +48,15 @@ func (d *Daemon) Compact(ctx context.Context, req CompactRequest) (CompactResult
 	if err != nil {
 		return CompactResult{}, err
 	}
-	rt, root := d.storeFor(path)
+	rt, rootPath := d.storeFor(path)
 	if rt == nil {
 		return CompactResult{}, fmt.Errorf("compact %s: no store root contains it; roots come from the policy's paths globs", path)
 	}
+	root, err := openRoot(rt.store, rootPath)
+	if err != nil {
+		return CompactResult{}, fmt.Errorf("compact: %w", err)
+	}
+	defer root.Close()
 	lc, ok := rt.layout.(layout.Compactable)
 	if !ok {
 		return CompactResult{}, fmt.Errorf("compact: layout %s has no compaction", rt.layout.Name())
@@ -78,7 +82,7 @@ func (d *Daemon) Compact(ctx context.Context, req CompactRequest) (CompactResult
 		return CompactResult{}, fmt.Errorf("compact: --compactor must be heuristic or llm, not %q", req.Compactor)
 	}
 	rreq, rec := lc.CompactRequest(&env, root, true)
-	res := CompactResult{Store: rt.store.Name, Root: root, Target: rreq.Target, Compactor: compactor, DryRun: req.DryRun}
+	res := CompactResult{Store: rt.store.Name, Root: rootPath, Target: rreq.Target, Compactor: compactor, DryRun: req.DryRun}
 	do := func(ctx context.Context) error {
 		if req.DryRun {
 			return dryRun(ctx, rreq, rec, &res)
@@ -94,7 +98,7 @@ func (d *Daemon) Compact(ctx context.Context, req CompactRequest) (CompactResult
 		return nil
 	}
 	if d.running.Load() {
-		return res, d.engine.Exclusive(ctx, rt.store.Name, root, "compact-now", do)
+		return res, d.engine.Exclusive(ctx, rt.store.Name, rootPath, "compact-now", do)
 	}
 	return res, do(ctx)
 }
@@ -111,11 +115,7 @@ func verdict(out rewrite.Outcome) string {
 
 // dryRun computes the new content and its guard verdict; it writes nothing.
 func dryRun(ctx context.Context, req rewrite.Request, rec *state.Record, res *CompactResult) error {
-	path, err := rewrite.Resolve(req.Root, req.Target)
-	if err != nil {
-		return err
-	}
-	old, err := os.ReadFile(path)
+	old, err := req.Root.ReadFile(req.Target)
 	if err != nil {
 		return fmt.Errorf("compact: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/layout/apprecords"
@@ -151,7 +153,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		Cooldown:        d.cooldown,
 		OnFail:          d.onFail,
 	}, d.runJob, log)
-	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange}, log)
+	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse}, log)
 	if err != nil {
 		d.closeState()
 		return nil, err
@@ -233,6 +235,39 @@ func (d *Daemon) onFail(j jobs.Job, err error) {
 	}
 }
 
+// RuleRootRefused journals a path matching a store's glob that memwatch
+// will not treat as a root (a symlink, or resolving outside the glob's directory).
+const RuleRootRefused = "root-refused"
+
+// onRefuse runs on the watcher goroutine, once per refused path and reason.
+func (d *Daemon) onRefuse(store, path string, err error) {
+	msg := fmt.Sprintf("%s: %s is not used as a store root: %v", store, path, err)
+	d.warnings.Set(path, RuleRootRefused, msg)
+	d.log.Warn("store root refused; memwatch does not follow it", "store", store, "root", path, "err", err)
+	key := path + "\x00" + err.Error()
+	ctx := context.Background()
+	if _, seen, _ := d.db.Get(ctx, RuleRootRefused, key); seen {
+		return
+	}
+	rec := &state.Record{Store: store, Root: path, Rule: RuleRootRefused, Target: ".", Outcome: state.Skipped, Reason: err.Error()}
+	if _, jerr := d.db.Append(ctx, rec); jerr != nil {
+		d.log.Error("journal a refused root", "err", jerr)
+		return
+	}
+	if perr := d.db.Put(ctx, RuleRootRefused, key, []byte("1")); perr != nil {
+		d.log.Error("remember a refused root", "err", perr)
+	}
+}
+
+// openRoot opens a root of a store for one job, with the store's checks.
+func openRoot(s *policy.Store, path string) (*confine.Root, error) {
+	o := confine.Options{Within: s.Within()}
+	if s.Layout == "app-records" {
+		return confine.OpenFile(path, o)
+	}
+	return confine.Open(path, o)
+}
+
 // onChange runs on the watcher goroutine: it only queues work.
 func (d *Daemon) onChange(c watcher.Change) {
 	d.log.Debug("change", "store", c.Store, "root", c.Root, "reason", c.Reason, "paths", len(c.Paths))
@@ -245,9 +280,22 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	if rt == nil {
 		return jobs.Result{}, nil // store removed by a reload
 	}
+	root, err := openRoot(rt.store, j.Root)
+	if err != nil {
+		if layout.IsRefusal(err) {
+			d.onRefuse(j.Store, j.Root, err)
+			return jobs.Result{}, nil
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return jobs.Result{}, nil // gone meanwhile; the watcher drops it
+		}
+		return jobs.Result{}, err
+	}
+	defer root.Close()
+	d.warnings.Clear(j.Root, RuleRootRefused)
 	if j.Rule == ruleEvaluate {
 		for _, r := range rt.layout.Rules() {
-			targets, err := r.Targets(ctx, rt.env, j.Root)
+			targets, err := r.Targets(ctx, rt.env, root)
 			if err != nil {
 				d.log.Warn("rule evaluation failed", "store", j.Store, "root", j.Root, "rule", r.Name, "err", err)
 				continue
@@ -263,7 +311,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	if !ok {
 		return jobs.Result{}, fmt.Errorf("layout %s has no rule %q", rt.layout.Name(), j.Rule)
 	}
-	res, err := r.Run(ctx, rt.env, j.Root, j.Target)
+	res, err := r.Run(ctx, rt.env, root, j.Target)
 	outcome := "unchanged"
 	switch {
 	case err != nil:
@@ -278,6 +326,9 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 // Run runs the daemon until ctx ends, then stops everything and waits.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.closeState()
+	// Leftover temp files first: carrying an agent's tail into a target
+	// changes what the pending records are resolved against.
+	d.cleanTemp(ctx)
 	if n, err := d.rw.Recover(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped during startup: a clean stop; recovery runs next start
@@ -286,7 +337,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else if n > 0 {
 		d.log.Info("resolved interrupted rewrites", "count", n)
 	}
-	d.cleanTemp()
 	if err := d.listen(); err != nil {
 		return err
 	}
@@ -412,18 +462,24 @@ func (d *Daemon) notify(s string) {
 	}
 }
 
-// cleanTemp removes temp files a killed memwatch left in every root.
-func (d *Daemon) cleanTemp() {
+// cleanTemp resolves the temp files a killed memwatch left in every root.
+func (d *Daemon) cleanTemp(ctx context.Context) {
 	d.mu.RLock()
-	defer d.mu.RUnlock()
-	for _, s := range d.policy.Stores {
+	stores := d.policy.Stores
+	d.mu.RUnlock()
+	for _, s := range stores {
 		for _, r := range s.Roots() {
-			dir := r
-			if s.Layout == "app-records" {
-				dir = filepath.Dir(r)
+			root, err := openRoot(s, r)
+			if err != nil {
+				continue // the watcher reports refused roots
 			}
-			if n, err := rewrite.CleanTemp(dir); err == nil && n > 0 {
-				d.log.Info("removed temp files left by an interrupted rewrite", "store", s.Name, "root", r, "count", n)
+			removed, kept, err := d.rw.CleanTemp(ctx, root, s.Name)
+			root.Close()
+			if err != nil {
+				d.log.Warn("scan for leftover temp files", "store", s.Name, "root", r, "err", err)
+			}
+			if removed+kept > 0 {
+				d.log.Info("resolved temp files left by an interrupted rewrite", "store", s.Name, "root", r, "removed", removed, "kept", kept)
 			}
 		}
 	}

@@ -76,7 +76,7 @@ func (d *Daemon) handleListMemories(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, err)
 		return
 	}
-	db, err := apprecords.Open(r.Context(), root, rt.store.Options.String("table"), false)
+	db, err := apprecords.OpenPath(r.Context(), root, rt.store.Options.String("table"), false)
 	if err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)
 		return

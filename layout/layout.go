@@ -1,17 +1,20 @@
 // Package layout is the contract between memwatch's engine and the memory
-// layouts it maintains. A layout owns a format and its rules; it reads files
-// freely but changes them only through the rewrite package, which archives,
-// re-checks and journals.
+// layouts it maintains. A layout owns a format and its rules; it reads a
+// root only through its confine.Root and changes files only through the
+// rewrite package, which archives, re-checks and journals.
 package layout
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
@@ -45,9 +48,9 @@ type Rule struct {
 	// Targets returns what in root needs this rule now. It runs often and
 	// must be cheap: this is where "nothing new, skip" is decided, before
 	// any expensive step.
-	Targets func(ctx context.Context, env *Env, root string) ([]string, error)
+	Targets func(ctx context.Context, env *Env, root *confine.Root) ([]string, error)
 	// Run does the rule's work for one target.
-	Run func(ctx context.Context, env *Env, root, target string) (jobs.Result, error)
+	Run func(ctx context.Context, env *Env, root *confine.Root, target string) (jobs.Result, error)
 }
 
 // Layout is one memory format.
@@ -60,7 +63,7 @@ type Layout interface {
 type Compactable interface {
 	// CompactRequest returns the rewrite that compacts root now, even under
 	// its threshold when force is set, and the record to journal it with.
-	CompactRequest(env *Env, root string, force bool) (rewrite.Request, *state.Record)
+	CompactRequest(env *Env, root *confine.Root, force bool) (rewrite.Request, *state.Record)
 }
 
 // Record starts a journal record for a rule's action.
@@ -105,6 +108,32 @@ func (e *Env) Note(ctx context.Context, root, rule, target, sha string, size int
 	return err
 }
 
+// Refused reports an input a rule will not read (a symlink leading out of
+// the root, a file the root's owner may not read, one over the size limit,
+// a FIFO): logged once per file and reason, and shown in memwatch status
+// until the file reads again. It reports whether err was such a refusal.
+func (e *Env) Refused(root *confine.Root, rule, rel string, err error) bool {
+	if !IsRefusal(err) {
+		return false
+	}
+	msg := fmt.Sprintf("%s: %s skipped: %v", e.Store.Name, root.Join(rel), err)
+	if e.Warnings.Set(root.Path(), "refused:"+rel, msg) {
+		e.Log.Warn("input skipped; memwatch does not read it", "root", root.Path(), "rule", rule, "path", rel, "err", err)
+	}
+	return true
+}
+
+// Accepted clears the warning Refused set for rel, once it reads again.
+func (e *Env) Accepted(root *confine.Root, rel string) {
+	e.Warnings.Clear(root.Path(), "refused:"+rel)
+}
+
+// IsRefusal reports whether err is confine's refusal to read something.
+func IsRefusal(err error) bool {
+	return errors.Is(err, confine.ErrOutside) || errors.Is(err, confine.ErrDenied) ||
+		errors.Is(err, confine.ErrTooLarge) || errors.Is(err, confine.ErrNotRegular) || errors.Is(err, confine.ErrSymlinkRoot)
+}
+
 // Warnings are conditions a user should see in memwatch status that are not
 // actions (e.g. an agent-owned file over its size). Safe for concurrent use.
 type Warnings struct {
@@ -112,17 +141,21 @@ type Warnings struct {
 	m  map[string]string
 }
 
-// Set records a warning for root under key, replacing an earlier one.
-func (w *Warnings) Set(root, key, msg string) {
+// Set records a warning for root under key, replacing an earlier one. It
+// reports whether the message is new, so callers log it only once.
+func (w *Warnings) Set(root, key, msg string) bool {
 	if w == nil {
-		return
+		return true
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.m == nil {
 		w.m = map[string]string{}
 	}
-	w.m[root+"\x00"+key] = msg
+	k := root + "\x00" + key
+	old, had := w.m[k]
+	w.m[k] = msg
+	return !had || old != msg
 }
 
 // Clear removes a warning.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/watcher"
 )
 
@@ -37,8 +37,9 @@ func (lp LogProgress) Commit(ctx context.Context, env *Env, path string, c watch
 // Pending counts the log's complete lines (advancing the shared tail
 // cursor), returns how many are processed, and whether the log has been
 // quiet for idle. A replaced or truncated log starts over from line 1.
-func (lp LogProgress) Pending(ctx context.Context, env *Env, path string, idle time.Duration) (count, done int64, quiet bool, err error) {
-	tail, reset, err := watcher.Advance(path, env.Cursors.Get(path), nil)
+func (lp LogProgress) Pending(ctx context.Context, env *Env, root *confine.Root, rel string, idle time.Duration) (count, done int64, quiet bool, err error) {
+	path := root.Join(rel)
+	tail, reset, err := watcher.Advance(root, rel, env.Cursors.Get(path), nil)
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -51,7 +52,7 @@ func (lp LogProgress) Pending(ctx context.Context, env *Env, path string, idle t
 		cur = watcher.Cursor{}
 		_ = lp.Commit(ctx, env, path, cur)
 	}
-	fi, err := os.Stat(path)
+	fi, err := root.Stat(rel)
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -71,7 +72,8 @@ var errStop = errors.New("stop")
 // endpoint's max_input_tokens less reserve (the prompt's own text); the next
 // range continues from there. It returns the messages and the cursor just
 // after the last one.
-func (lp LogProgress) ReadRange(ctx context.Context, env *Env, path string, end int64, reserve int) ([]Message, watcher.Cursor, error) {
+func (lp LogProgress) ReadRange(ctx context.Context, env *Env, root *confine.Root, rel string, end int64, reserve int) ([]Message, watcher.Cursor, error) {
+	path := root.Join(rel)
 	var keep func(watcher.Message) bool
 	if env.LLM != nil {
 		budget := env.LLM.MaxInputTokens() - reserve
@@ -81,7 +83,7 @@ func (lp LogProgress) ReadRange(ctx context.Context, env *Env, path string, end 
 		}
 	}
 	var msgs []Message
-	next, reset, err := watcher.Advance(path, lp.Load(ctx, env, path), func(line []byte, n int64) error {
+	next, reset, err := watcher.Advance(root, rel, lp.Load(ctx, env, path), func(line []byte, n int64) error {
 		if n > end {
 			return errStop
 		}

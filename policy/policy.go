@@ -253,3 +253,33 @@ func expandHome(p string) string {
 	}
 	return p
 }
+
+// StaticDir is the longest leading part of a glob without pattern
+// characters: the directory every match lies in. A glob with no pattern
+// characters is its own static part.
+func StaticDir(g string) string {
+	parts := strings.Split(filepath.Clean(g), string(filepath.Separator))
+	i := 0
+	for i < len(parts) && !strings.ContainsAny(parts[i], `*?[\`) {
+		i++
+	}
+	if i == len(parts) {
+		return filepath.Clean(g)
+	}
+	return string(filepath.Separator) + filepath.Join(parts[:i]...)
+}
+
+// Within is what a root of the store must resolve inside: the static
+// directory of each glob (for a database root named without wildcards, its
+// directory).
+func (s *Store) Within() []string {
+	var out []string
+	for _, g := range s.Paths {
+		d := StaticDir(g)
+		if d == filepath.Clean(g) {
+			d = filepath.Dir(d)
+		}
+		out = append(out, d)
+	}
+	return out
+}

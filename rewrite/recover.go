@@ -7,11 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/state"
 )
+
+// OpenRoot opens the root a journal record names, refusing one that has
+// since become a symlink.
+func OpenRoot(path string) (*confine.Root, error) {
+	return confine.Open(path, confine.Options{})
+}
 
 // Recover resolves journal records left pending by a memwatch that was
 // killed between archiving and swapping. It compares each target with the
@@ -31,30 +37,20 @@ func (w *Rewriter) Recover(ctx context.Context) (int, error) {
 			w.Log.Info("resolved interrupted change", "journal", r.ID, "root", r.Root, "target", r.Target, "outcome", r.Outcome, "reason", r.Reason)
 			continue
 		}
-		path, err := Resolve(r.Root, r.Target)
-		var data []byte
-		if err == nil {
-			data, err = os.ReadFile(path)
-		}
-		sha := ""
-		if err == nil {
-			sha = Hash(data)
-		} else if errors.Is(err, fs.ErrNotExist) {
-			sha = RemovedSHA // matches the after-hash of a removal that happened
-		}
-		switch sha {
-		case r.AfterSHA:
+		data, sha := currentContent(r.Root, r.Target)
+		switch {
+		case sha == r.AfterSHA:
 			r.Outcome, r.Reason = state.Done, "completed before memwatch stopped; confirmed at restart"
-		case r.BeforeSHA:
+		case r.AfterSHA == RemovedSHA && sha != RemovedSHA:
+			r.Outcome, r.Reason = state.Failed, "interrupted before the file was moved into the archive; it is still in place"
+		case sha == r.BeforeSHA:
 			r.Outcome, r.Reason = state.Failed, "interrupted before the swap; target unchanged"
-		default:
+		case r.AfterSize > 0 && int64(len(data)) > r.AfterSize && Hash(data[:r.AfterSize]) == r.AfterSHA:
 			// Appends carried during the swap make the target longer than
 			// the recorded result but still start with it.
-			if r.AfterSize > 0 && int64(len(data)) > r.AfterSize && Hash(data[:r.AfterSize]) == r.AfterSHA {
-				r.Outcome, r.Reason = state.Done, "completed before memwatch stopped; agent appended since"
-			} else {
-				r.Outcome, r.Reason = state.Failed, "interrupted; target changed since (pre-image kept in archive)"
-			}
+			r.Outcome, r.Reason = state.Done, "completed before memwatch stopped; agent appended since"
+		default:
+			r.Outcome, r.Reason = state.Failed, "interrupted; target changed since (pre-image kept in archive)"
 		}
 		if err := w.DB.Update(ctx, r); err != nil {
 			return i, err
@@ -64,9 +60,31 @@ func (w *Rewriter) Recover(ctx context.Context) (int, error) {
 	return len(pend), nil
 }
 
+// currentContent reads a record's target; its hash is RemovedSHA when the
+// file is missing and "" when it cannot be read.
+func currentContent(rootPath, target string) ([]byte, string) {
+	root, err := OpenRoot(rootPath)
+	if err != nil {
+		return nil, ""
+	}
+	defer root.Close()
+	data, err := root.ReadFile(target)
+	switch {
+	case err == nil:
+		return data, Hash(data)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, RemovedSHA
+	}
+	return nil, ""
+}
+
 // ErrTargetChanged is returned by Undo when the agent changed the target
 // after the action being undone; --force overrides it.
 var ErrTargetChanged = errors.New("target changed since this action")
+
+// ErrPruned is returned by Undo when the archive that held the pre-image was
+// removed by retention.
+var ErrPruned = errors.New("the archive holding the pre-image was pruned by retention")
 
 // UndoPlan describes what an undo would do.
 type UndoPlan struct {
@@ -88,11 +106,12 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 	if rec.BeforeSHA == "" {
 		return nil, fmt.Errorf("undo %d: rule %s changed no file content; nothing to restore", id, rec.Rule)
 	}
-	path, err := Resolve(rec.Root, rec.Target)
+	root, err := OpenRoot(rec.Root)
 	if err != nil {
 		return nil, fmt.Errorf("undo %d: %w", id, err)
 	}
-	cur, err := os.ReadFile(path)
+	defer root.Close()
+	cur, err := root.ReadFile(rec.Target)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("undo %d: read target: %w", id, err)
 	}
@@ -103,15 +122,20 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 	plan := &UndoPlan{Record: rec, Current: current, Changed: current != rec.AfterSHA}
 	switch {
 	case rec.Archive != "":
-		ap, err := Resolve(rec.Root, rec.Archive)
-		if err != nil {
-			return nil, fmt.Errorf("undo %d: %w", id, err)
+		plan.Restore, err = root.ReadFile(rec.Archive)
+		if errors.Is(err, fs.ErrNotExist) {
+			if pruned, _ := w.pruned(ctx, rec); pruned != "" {
+				return nil, fmt.Errorf("undo %d: %w (%s)", id, ErrPruned, pruned)
+			}
 		}
-		plan.Restore, err = os.ReadFile(ap)
 		if err != nil {
 			return nil, fmt.Errorf("undo %d: read archive %s: %w", id, rec.Archive, err)
 		}
 		if Hash(plan.Restore) != rec.BeforeSHA {
+			if restored, ok := unpack(plan.Restore); ok && Hash(restored) == rec.BeforeSHA {
+				plan.Restore = restored
+				break
+			}
 			return nil, fmt.Errorf("undo %d: archive %s no longer matches the recorded pre-image", id, rec.Archive)
 		}
 	case len(rec.Data) > 0 && strings.HasPrefix(string(rec.Data), `{"insert_at":`):
@@ -140,6 +164,26 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 	return plan, nil
 }
 
+// Unpack, when set, turns a compressed archive's bytes into the original
+// (rotate sets it); ok is false for bytes that are not compressed.
+var Unpack func([]byte) ([]byte, bool)
+
+func unpack(b []byte) ([]byte, bool) {
+	if Unpack == nil {
+		return nil, false
+	}
+	return Unpack(b)
+}
+
+// pruned finds the journal record of the retention that removed rec's archive.
+func (w *Rewriter) pruned(ctx context.Context, rec state.Record) (string, error) {
+	recs, err := w.DB.Journal(ctx, state.Filter{Root: rec.Root, Target: rec.Archive, Rule: "archive-prune", Limit: 1})
+	if err != nil || len(recs) == 0 {
+		return "", err
+	}
+	return fmt.Sprintf("journal record %d, %s", recs[0].ID, recs[0].Reason), nil
+}
+
 // Undo restores the target of journal record id to its pre-image. It refuses
 // when the target changed since, unless force; either way the current content
 // is archived before it is replaced.
@@ -151,9 +195,14 @@ func (w *Rewriter) Undo(ctx context.Context, id int64, force bool) (Outcome, err
 	if plan.Changed && !force {
 		return Outcome{}, fmt.Errorf("undo %d: %w (now sha256 %.12s, after the action %.12s); use --force to archive the current content and restore anyway", id, ErrTargetChanged, plan.Current, plan.Record.AfterSHA)
 	}
+	root, err := OpenRoot(plan.Record.Root)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("undo %d: %w", id, err)
+	}
+	defer root.Close()
 	rec := &state.Record{Store: plan.Record.Store, Rule: "undo", Reason: fmt.Sprintf("undo of #%d", id)}
-	out, err := w.Apply(ctx, Request{
-		Root:        plan.Record.Root,
+	return w.Apply(ctx, Request{
+		Root:        root,
 		Target:      plan.Record.Target,
 		AllowCreate: true,
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
@@ -163,5 +212,4 @@ func (w *Rewriter) Undo(ctx context.Context, id int64, force bool) (Outcome, err
 			return plan.Restore, nil
 		},
 	}, rec)
-	return out, err
 }

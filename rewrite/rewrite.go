@@ -1,22 +1,95 @@
 // Package rewrite is the one way memwatch changes an agent's file.
 //
 // Every layout hands its new content to Apply, which guarantees:
-//   - the pre-image is in an archive (fsynced, never overwritten) before
-//     anything replaces it, unless the change only appends;
-//   - a change the agent made while the new content was computed is either
-//     carried into the result (append-only targets) or makes the attempt
-//     start again: nothing the agent wrote is lost;
-//   - the result replaces the target atomically (temp file, fsync, exchange,
-//     fsync of the directory), keeping mode and owner;
-//   - the change is journaled: a pending record before the swap, resolved
-//     at the next start if memwatch is killed in between;
-//   - nothing outside the store root is read or written.
+//   - memwatch never removes, truncates or overwrites content it has not
+//     itself hashed as its own: the pre-image is in an archive (fsynced, never
+//     overwritten) before anything replaces it, and anything found at a name
+//     memwatch is about to delete that is not exactly what it archived or
+//     wrote is kept (moved into the archive directory and journaled);
+//   - an agent's write made while memwatch works is never lost: an append is
+//     carried into the result, any other change makes the attempt start
+//     again from the file as it now is;
+//   - the result replaces the target atomically and keeps its owner and
+//     mode; a file held open for writing by another process is not replaced
+//     (its later writes would go to a file nobody reads): the rewrite is
+//     deferred with a BusyError naming the holder when it can be seen;
+//   - the change is journaled: a pending record before anything is
+//     replaced, resolved at the next start if memwatch is killed;
+//   - every file operation goes through a confine.Root: nothing outside the
+//     store root is touched, and what memwatch creates belongs to the root's
+//     owner.
+//
+// # The protocol
+//
+// One attempt on target T in directory D (a descriptor, see confine.Dir),
+// with what a kill or an agent's write at each step leaves on disk:
+//
+//  1. READ. Open T without following a symlink, read S, keep the descriptor
+//     (its inode is S's identity). If T was written in the last Settle, wait
+//     until it is quiet (at most MaxSettle) so S is not a half-written file.
+//     Kill: nothing changed.
+//  2. COMPUTE N from S (maybe an LLM call). Kill: nothing changed.
+//  3. RECHECK. Read T again. Unchanged: go on. S plus appended bytes A: the
+//     result becomes N+A and the pre-image S+A. Anything else: start again
+//     (nothing written). Kill: nothing changed.
+//  4. Pure append (N = S + tail): write the tail in place with O_APPEND on
+//     the same inode and stop. No archive is needed: nothing is removed, and
+//     undo removes the tail. A writer holding T open keeps writing to the
+//     one file there is.
+//  5. ARCHIVE S (unless T holds exactly memwatch's own earlier output): a
+//     temp file in the archive directory, fsync, owner and mode of T, then
+//     link() to a name that does not exist yet (an archive is never
+//     overwritten), fsync of the directory. Kill: a leftover archive temp,
+//     a copy of S which is still at T; removed at the next start.
+//  6. JOURNAL pending {before: hash(S), after: hash(N), archive}. Kill: the
+//     record is resolved at the next start by hashing T (still S: failed).
+//  7. TEMP. Write N to a new temp file in D named with the record id,
+//     fsync, give it T's owner and mode. Kill: the temp holds N (the
+//     record's after-hash) and is removed at the next start.
+//  8. HELD? If another process holds T open for writing (a read lease is
+//     refused), remove the temp and return a BusyError: replacing T would
+//     send that writer's later writes to an unlinked file.
+//  9. EXCHANGE the temp and T with renameat2(RENAME_EXCHANGE): T is now N,
+//     the temp name holds the displaced file X. Both survive, whatever the
+//     agent did a moment before. Kill: T is N (the record resolves to done);
+//     the temp name holds X, which the next start classifies as in step 11.
+//  10. SETTLE. Wait until X has been quiet for Settle: a writer that opened
+//     T just before the exchange finishes its write into X. If X does not
+//     go quiet within MaxSettle, a writer is holding it: EXCHANGE BACK (T
+//     is X again, with every byte that writer wrote), resolve the temp name
+//     as in step 12, and return a BusyError.
+//  11. CLASSIFY X. Exactly S: it is archived; remove it (after checking the
+//     name still is that inode with that content). S plus a tail: append
+//     the tail to T (O_APPEND: nothing there is overwritten; the tail may
+//     land after lines written to T since the exchange, so lines in flight
+//     at the exchange may change order, never get lost), then remove X.
+//     Anything else (the agent rewrote T in place, or renamed a new file
+//     onto T just before the exchange): the agent's version must win, so
+//     EXCHANGE BACK and resolve the temp name as in step 12; the attempt
+//     ends in a conflict and the job starts again from the agent's file.
+//  12. RESOLVE the temp name after an exchange back. Memwatch's own N:
+//     remove it. N plus appended bytes: append them to T, then remove it.
+//     Anything else (the agent renamed yet another file onto T meanwhile):
+//     keep whichever of the two agent files is newer at T and move the
+//     other into the archive directory, journaled; nothing is deleted.
+//  13. JOURNAL done with the hash of what is at T. Kill before it: the next
+//     start finds T equal to N (or N plus appends) and records done.
+//
+// The next start (Recover, CleanTemp) applies the same rules to every temp
+// file left in a root: a temp whose content is the record's pre-image or
+// result is removed, one that extends them has its tail carried into the
+// target first, and anything else is kept in the archive directory. So at
+// no step can a kill or a write by the agent lose a byte the agent wrote.
+//
+// What this cannot protect: an agent that writes into memwatch's temp
+// names (they carry a random part and the TempMarker), and, on file systems
+// without RENAME_EXCHANGE, a rename by the agent in the instant between the
+// fallback's link and rename (documented at renameSwap).
 package rewrite
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -30,12 +103,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/state"
 )
 
-// TempMarker is part of the name of every temporary file memwatch creates;
-// files with it are removed by CleanTemp at start.
-const TempMarker = ".memwatch-tmp-"
+// TempMarker is part of the name of every temporary file memwatch creates.
+const TempMarker = confine.TempMarker
 
 // DefaultArchiveDir is where pre-images go when a layout names no archive path.
 const DefaultArchiveDir = ".memwatch/archive"
@@ -43,12 +116,47 @@ const DefaultArchiveDir = ".memwatch/archive"
 // RemovedSHA is the after-hash of a removal: the file is gone.
 const RemovedSHA = "removed"
 
+// Defaults of the Rewriter's timing.
+const (
+	// DefaultSettle is how long a displaced file must stay unchanged before
+	// memwatch decides about it: a write in flight at the exchange lands by then.
+	DefaultSettle = 20 * time.Millisecond
+	// DefaultMaxSettle bounds the wait for a file to go quiet; a file still
+	// written after it is being written continuously.
+	DefaultMaxSettle = 500 * time.Millisecond
+)
+
 // ErrConflict means the target kept changing in a way that cannot be merged;
-// the job should be re-queued.
+// the job should start again from the current file.
 var ErrConflict = errors.New("target changed while memwatch was rewriting it")
 
 // ErrUnchanged is returned by Compute when there is nothing to write.
 var ErrUnchanged = errors.New("nothing to change")
+
+// ErrBusy is wrapped by BusyError.
+var ErrBusy = errors.New("target is being written continuously")
+
+// BusyError means another process keeps the target open for writing, or
+// writes it without pause, so replacing it now would lose its writes.
+type BusyError struct {
+	Path    string   // root-relative
+	Why     string   // what was seen
+	Holders []Holder // processes holding it open for writing, when visible
+}
+
+func (e *BusyError) Error() string {
+	s := fmt.Sprintf("%s is being written continuously (%s)", e.Path, e.Why)
+	if len(e.Holders) > 0 {
+		var hs []string
+		for _, h := range e.Holders {
+			hs = append(hs, h.String())
+		}
+		s += " by " + strings.Join(hs, ", ")
+	}
+	return s
+}
+
+func (e *BusyError) Unwrap() error { return ErrBusy }
 
 // Rejected is returned by Compute when a guard refused the new content.
 type Rejected struct{ Reason string }
@@ -57,21 +165,22 @@ func (r *Rejected) Error() string { return "rejected: " + r.Reason }
 
 // Request describes one rewrite of one target.
 type Request struct {
-	Root   string // the store root: nothing outside it is touched
-	Target string // absolute, or relative to Root
-	// Archive is the archive path relative to Root for the pre-image, e.g.
-	// "memory/2026-01-15-1430.md"; "-2", "-3" are added before the extension
-	// on collision. Empty means DefaultArchiveDir.
+	Root   *confine.Root
+	Target string // relative to Root
+	// Archive is the root-relative path for the pre-image, e.g.
+	// "memory/2026-01-15-1430.md"; "-2", "-3" are added before the
+	// extension on collision. Empty means DefaultArchiveDir.
 	Archive string
-	// AppendOnly targets only grow at their end; bytes the agent appends
-	// during a rewrite are carried into the result instead of restarting.
-	AppendOnly bool
-	// AllowCreate lets the target be missing; Compute then receives nil.
+	// AllowCreate lets the target be missing; Compute then receives nil,
+	// and missing directories are created (owned by the root's owner).
 	AllowCreate bool
 	// OwnedSHA marks memwatch's own earlier output (a derived file such as a
 	// snapshot): when the target still has exactly this hash it is replaced
 	// without an archive, since nothing an agent wrote is in it.
 	OwnedSHA string
+	// Mode is a created file's mode; 0 means the root's FileMode. An
+	// existing target keeps its own.
+	Mode fs.FileMode
 	// Compute returns the new content from the current one. It may be slow
 	// (an LLM call). It returns ErrUnchanged or a *Rejected to write nothing.
 	Compute func(ctx context.Context, old []byte) ([]byte, error)
@@ -92,51 +201,62 @@ type Rewriter struct {
 	Now func() time.Time
 	// MaxAttempts bounds restarts after ErrConflict within one Apply.
 	MaxAttempts int
+	// Settle and MaxSettle time the quiet checks (see the package doc).
+	Settle, MaxSettle time.Duration
 	// Resolvers settle pending journal records of changes that are not file
 	// rewrites (database rows), by rule.
 	Resolvers map[string]func(context.Context, *state.Record) (outcome, reason string)
 }
 
-// New returns a Rewriter journaling into db.
+// New returns a Rewriter journaling into db (nil: nothing is journaled).
 func New(db *state.DB, log *slog.Logger) *Rewriter {
-	return &Rewriter{DB: db, Log: log, Now: time.Now, MaxAttempts: 3}
+	return &Rewriter{DB: db, Log: log, Now: time.Now, MaxAttempts: 3, Settle: DefaultSettle, MaxSettle: DefaultMaxSettle}
+}
+
+// Hash is the hex sha256 used throughout the journal.
+func Hash(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
 
 // Apply runs one rewrite. rec carries store, rule and token use, and is
 // completed and journaled by Apply.
 func (w *Rewriter) Apply(ctx context.Context, req Request, rec *state.Record) (Outcome, error) {
-	target, err := Resolve(req.Root, req.Target)
+	start := time.Now()
+	defer func() { rec.Duration = time.Since(start) }()
+	target, err := req.Root.Rel(req.Target)
 	if err != nil {
 		return Outcome{}, err
 	}
-	rec.Root = req.Root
-	rec.Target = relTo(req.Root, target)
-	start := time.Now()
-	defer func() { rec.Duration = time.Since(start) }()
+	rec.Root, rec.Target = req.Root.Path(), target
+	// An in-root symlink keeps pointing at the file it names: rewrite that one.
+	real, err := req.Root.Resolve(target)
+	if err != nil {
+		return Outcome{}, err
+	}
+	var dir *confine.Dir
+	if req.AllowCreate {
+		dir, err = req.Root.MkdirAll(filepath.Dir(real))
+	} else {
+		dir, err = req.Root.Dir(filepath.Dir(real))
+	}
+	if err != nil {
+		return Outcome{}, fmt.Errorf("rewrite %s: %w", target, err)
+	}
+	defer dir.Close()
+	name := filepath.Base(real)
 	for attempt := 1; ; attempt++ {
-		out, err := w.attempt(ctx, req, target, rec)
+		out, err := w.attempt(ctx, req, dir, name, rec, start)
 		if errors.Is(err, ErrConflict) && attempt < w.MaxAttempts && ctx.Err() == nil {
-			w.Log.Info("target changed during rewrite; starting again", "root", req.Root, "path", rec.Target, "rule", rec.Rule, "attempt", attempt)
+			w.Log.Info("target changed during rewrite; starting again", "root", rec.Root, "path", rec.Target, "rule", rec.Rule, "attempt", attempt)
 			continue
 		}
 		return out, err
 	}
 }
 
-func relTo(root, p string) string {
-	if realRoot, err := filepath.EvalSymlinks(root); err == nil {
-		if r, err := filepath.Rel(realRoot, p); err == nil && filepath.IsLocal(r) {
-			return r
-		}
-	}
-	if r, err := filepath.Rel(root, p); err == nil {
-		return r
-	}
-	return p
-}
-
-// snapshot is what we read of the target, with the descriptor kept open so
-// that writes to the old inode after the swap can still be detected.
+// snapshot is what was read of the target, with the descriptor kept open:
+// its inode is the pre-image's identity.
 type snapshot struct {
 	f      *os.File
 	exists bool
@@ -147,75 +267,99 @@ type snapshot struct {
 	mode   fs.FileMode
 	uid    int
 	gid    int
+	mtime  time.Time
 }
 
 func (s *snapshot) close() {
 	if s != nil && s.f != nil {
 		s.f.Close()
+		s.f = nil
 	}
 }
 
-func (s *snapshot) sameFile(o *snapshot) bool {
+func (s *snapshot) sameInode(o *snapshot) bool {
 	return s.exists == o.exists && s.dev == o.dev && s.ino == o.ino
 }
 
-func readSnapshot(path string) (*snapshot, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+func readSnapshot(dir *confine.Dir, name string) (*snapshot, error) {
+	f, err := dir.Open(name, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &snapshot{sha: Hash(nil)}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
 	}
-	fi, err := f.Stat()
-	if err != nil {
+	s := &snapshot{f: f, exists: true}
+	if err := s.reread(dir.Root().MaxFileSize()); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("stat %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("rewrite %s: not a regular file", path)
-	}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	s := &snapshot{f: f, exists: true, data: data, sha: Hash(data), mode: fi.Mode().Perm()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.dev, s.ino, s.uid, s.gid = uint64(st.Dev), uint64(st.Ino), int(st.Uid), int(st.Gid)
+		return nil, fmt.Errorf("read %s: %w", dir.Rel(name), err)
 	}
 	return s, nil
 }
 
-// reread reads the inode behind a held descriptor again, from the start.
-func (s *snapshot) reread() ([]byte, error) {
+// reread reads the inode behind the descriptor again, from the start.
+func (s *snapshot) reread(limit int64) error {
 	fi, err := s.f.Stat()
 	if err != nil {
-		return nil, err
+		return err
+	}
+	if fi.Size() > limit {
+		return fmt.Errorf("%w (%d bytes, limit %d)", confine.ErrTooLarge, fi.Size(), limit)
 	}
 	buf := make([]byte, fi.Size())
 	n, err := s.f.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
+	if err != nil && n < len(buf) && !errors.Is(err, io.EOF) {
+		return err
 	}
-	return buf[:n], nil
+	s.data = buf[:n]
+	s.sha = Hash(s.data)
+	s.mode, s.mtime = fi.Mode().Perm(), fi.ModTime()
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		s.dev, s.ino, s.uid, s.gid = uint64(st.Dev), uint64(st.Ino), int(st.Uid), int(st.Gid)
+	}
+	return nil
 }
 
-// Hash is the hex sha256 used throughout the journal.
-func Hash(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
+// waitQuiet waits (at most a few Settle periods) until the snapshot's file
+// was last written at least Settle ago, then rereads it, so that a file an
+// agent is rewriting in place is rarely read half written. A file written
+// without pause is read anyway: what changes after is re-checked in step 3.
+func (w *Rewriter) waitQuiet(ctx context.Context, s *snapshot, limit int64) error {
+	if !s.exists {
+		return nil
+	}
+	deadline := time.Now().Add(4 * w.Settle)
+	for time.Since(s.mtime) < w.Settle && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(w.Settle):
+		}
+		fi, err := s.f.Stat()
+		if err != nil {
+			return err
+		}
+		if !fi.ModTime().Equal(s.mtime) || fi.Size() != int64(len(s.data)) {
+			if err := s.reread(limit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
-func (w *Rewriter) attempt(ctx context.Context, req Request, target string, rec *state.Record) (Outcome, error) {
-	snap, err := readSnapshot(target)
+func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, name string, rec *state.Record, start time.Time) (Outcome, error) {
+	limit := req.Root.MaxFileSize()
+	snap, err := readSnapshot(dir, name)
 	if err != nil {
 		return Outcome{}, err
 	}
 	defer func() { snap.close() }()
 	if !snap.exists && !req.AllowCreate {
-		return Outcome{}, fmt.Errorf("rewrite %s: %w", target, fs.ErrNotExist)
+		return Outcome{}, fmt.Errorf("rewrite %s: %w", rec.Target, fs.ErrNotExist)
+	}
+	if err := w.waitQuiet(ctx, snap, limit); err != nil {
+		return Outcome{}, err
 	}
 	newData, err := req.Compute(ctx, snap.data)
 	var rej *Rejected
@@ -241,30 +385,40 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, target string, rec 
 		return Outcome{}, err
 	}
 
-	// Re-check: the agent may have written while we computed.
-	cur, err := readSnapshot(target)
+	// 3. RECHECK: the agent may have written while we computed.
+	cur, err := readSnapshot(dir, name)
 	if err != nil {
 		return Outcome{}, err
 	}
-	if cur.sha != snap.sha || !cur.sameFile(snap) {
-		if !req.AppendOnly || !cur.exists || !bytes.HasPrefix(cur.data, snap.data) {
+	if cur.sha != snap.sha || !cur.sameInode(snap) {
+		if !cur.exists || !bytes.HasPrefix(cur.data, snap.data) {
 			cur.close()
 			return Outcome{}, ErrConflict
 		}
-		newData = append(newData, cur.data[len(snap.data):]...)
-		w.Log.Info("carried appended tail into rewrite", "root", req.Root, "path", rec.Target, "bytes", len(cur.data)-len(snap.data))
+		if tail := cur.data[len(snap.data):]; len(tail) > 0 {
+			newData = append(append([]byte{}, newData...), tail...)
+			w.Log.Info("carried appended tail into rewrite", "root", rec.Root, "path", rec.Target, "bytes", len(tail))
+		}
 	}
 	snap.close()
 	snap = cur
+	if snap.exists {
+		fi, err := snap.f.Stat()
+		if err != nil {
+			return Outcome{}, err
+		}
+		if !req.Root.Owner().MayWrite(fi) {
+			return Outcome{}, fmt.Errorf("rewrite %s: %w (uid %d may not write it; memwatch leaves it alone)", rec.Target, confine.ErrDenied, req.Root.Owner().UID)
+		}
+	}
 
-	// Archive the pre-image unless the change only inserts bytes (an append
-	// is the common case): then nothing is removed, and undo takes the
-	// insertion out again.
+	// 5. ARCHIVE the pre-image unless the change only inserts bytes: then
+	// nothing is removed, and undo takes the insertion out again.
 	rec.Archive, rec.Data = "", nil
 	if at, ok := insertion(snap.data, newData); snap.exists && ok {
 		rec.Data = []byte(fmt.Sprintf(`{"insert_at":%d}`, at))
 	} else if snap.exists && !(req.OwnedSHA != "" && req.OwnedSHA == snap.sha) {
-		arch, err := writeArchive(req.Root, archiveName(req.Archive, rec.Target, w.Now()), snap.data, snap.mode)
+		arch, err := w.writeArchive(req.Root, archiveName(req.Archive, rec.Target, w.Now()), snap.data, snap.mode, snap.uid, snap.gid)
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -272,7 +426,7 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, target string, rec 
 	}
 	rec.BeforeSHA, rec.BeforeSize = snap.sha, int64(len(snap.data))
 	rec.AfterSHA, rec.AfterSize = Hash(newData), int64(len(newData))
-	// The reason, if Compute set one (e.g. a fallback note), is kept.
+	// 6. JOURNAL pending. The reason, if Compute set one (a fallback note), is kept.
 	rec.Outcome = state.Pending
 	if err := w.journal(ctx, rec, true); err != nil {
 		return Outcome{}, err
@@ -280,16 +434,21 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, target string, rec 
 
 	var final []byte
 	if snap.exists && bytes.HasPrefix(newData, snap.data) {
-		// A pure append is written in place: the inode stays, so a writer
+		// 4. A pure append is written in place: the inode stays, so a writer
 		// that keeps the file open never writes into a replaced file.
-		final, err = appendInPlace(target, snap, newData[len(snap.data):])
+		final, err = appendInPlace(dir, name, snap, newData[len(snap.data):])
 	} else {
-		final, err = swap(target, snap, newData, req.AppendOnly)
+		s := &swapper{w: w, dir: dir, name: name, snap: snap, newData: newData, rec: rec, mode: req.Mode}
+		final, err = s.run(ctx)
 	}
 	if err != nil {
-		rec.Outcome, rec.Reason = state.Failed, err.Error()
-		if errors.Is(err, ErrConflict) {
-			rec.Reason = "conflict: target replaced during the swap; original kept, retrying"
+		rec.Outcome, rec.Reason, rec.Duration = state.Failed, err.Error(), time.Since(start)
+		var busy *BusyError
+		switch {
+		case errors.As(err, &busy):
+			rec.Outcome, rec.Reason = state.Skipped, "deferred: "+busy.Error()
+		case errors.Is(err, ErrConflict):
+			rec.Reason = "conflict: the agent wrote the file during the swap; its version is kept, memwatch starts again"
 		}
 		// Use a fresh context: the record must be resolved even on shutdown.
 		if uerr := w.journal(context.WithoutCancel(ctx), rec, false); uerr != nil {
@@ -299,6 +458,7 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, target string, rec 
 	}
 	rec.AfterSHA, rec.AfterSize = Hash(final), int64(len(final))
 	rec.Outcome = state.Done
+	rec.Duration = time.Since(start)
 	if err := w.journal(context.WithoutCancel(ctx), rec, false); err != nil {
 		return Outcome{}, err
 	}
@@ -319,8 +479,8 @@ func insertion(a, b []byte) (int, bool) {
 	return p, bytes.Equal(a[p:], b[len(b)-(len(a)-p):])
 }
 
-// journal appends (or updates) rec; without a database (one-off CLI edits
-// such as stamp) nothing is journaled.
+// journal appends (or updates) rec; without a database (one-off edits with
+// no state directory) nothing is journaled.
 func (w *Rewriter) journal(ctx context.Context, rec *state.Record, appendNew bool) error {
 	if w.DB == nil {
 		return nil
@@ -332,333 +492,30 @@ func (w *Rewriter) journal(ctx context.Context, rec *state.Record, appendNew boo
 	return w.DB.Update(ctx, rec)
 }
 
-// Remove deletes a file inside root (retention rules), journaled with the
-// hash and size it had. Nothing outside root can be removed.
-func (w *Rewriter) Remove(ctx context.Context, root, target string, rec *state.Record) error {
-	return w.remove(ctx, root, target, "", rec)
-}
-
-// RemoveArchived moves a file into an archive (never overwriting one) and
-// removes it, journaled so undo can bring it back.
-func (w *Rewriter) RemoveArchived(ctx context.Context, root, target, archive string, rec *state.Record) error {
-	return w.remove(ctx, root, target, archive, rec)
-}
-
-func (w *Rewriter) remove(ctx context.Context, root, target, archive string, rec *state.Record) error {
-	path, err := Resolve(root, target)
+// appendInPlace appends tail to the target's inode the snapshot read. A
+// write that slipped in since is kept: O_APPEND puts ours after it.
+func appendInPlace(dir *confine.Dir, name string, snap *snapshot, tail []byte) ([]byte, error) {
+	f, err := dir.Open(name, os.O_WRONLY|os.O_APPEND)
 	if err != nil {
-		return err
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("remove %s: %w", path, err)
-	}
-	rec.Root, rec.Target = root, relTo(root, path)
-	rec.BeforeSHA, rec.BeforeSize = Hash(data), int64(len(data))
-	if archive != "" {
-		fi, _ := os.Stat(path)
-		if rec.Archive, err = writeArchive(root, archive, data, fi.Mode().Perm()); err != nil {
-			return err
-		}
-	}
-	// The after-hash is known before the removal, so recovery can tell a
-	// removal that happened from one that did not.
-	rec.Outcome, rec.AfterSHA, rec.AfterSize = state.Pending, RemovedSHA, 0
-	if err := w.journal(ctx, rec, true); err != nil {
-		return err
-	}
-	if err := os.Remove(path); err != nil {
-		rec.Outcome, rec.Reason = state.Failed, err.Error()
-		_ = w.journal(context.WithoutCancel(ctx), rec, false)
-		return fmt.Errorf("remove %s: %w", path, err)
-	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return err
-	}
-	rec.Outcome = state.Done
-	w.Log.Info("removed file", "store", rec.Store, "root", root, "rule", rec.Rule, "path", rec.Target, "reason", rec.Reason)
-	return w.journal(context.WithoutCancel(ctx), rec, false)
-}
-
-// archiveName picks the archive path for a target.
-func archiveName(requested, relTarget string, now time.Time) string {
-	if requested != "" {
-		return requested
-	}
-	return filepath.Join(DefaultArchiveDir, relTarget+"."+now.Format("20060102-150405"))
-}
-
-// writeArchive stores data at rel inside root without ever overwriting an
-// existing archive, fsyncs it and its directory, and returns the path used.
-func writeArchive(root, rel string, data []byte, mode fs.FileMode) (string, error) {
-	abs, err := Resolve(root, rel)
-	if err != nil {
-		return "", fmt.Errorf("archive: %w", err)
-	}
-	dir := filepath.Dir(abs)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create archive directory: %w", err)
-	}
-	tmp, err := writeTemp(dir, filepath.Base(abs), data, mode)
-	if err != nil {
-		return "", fmt.Errorf("write archive: %w", err)
-	}
-	defer os.Remove(tmp)
-	ext := filepath.Ext(abs)
-	stem := strings.TrimSuffix(abs, ext)
-	for i := 1; i < 10000; i++ {
-		name := abs
-		if i > 1 {
-			name = fmt.Sprintf("%s-%d%s", stem, i, ext)
-		}
-		// link fails when the name exists: an archive is never overwritten.
-		err := os.Link(tmp, name)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("write archive %s: %w", name, err)
-		}
-		if err := syncDir(dir); err != nil {
-			return "", err
-		}
-		return relTo(root, name), nil
-	}
-	return "", fmt.Errorf("write archive %s: too many archives with that name", abs)
-}
-
-func randSuffix() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// writeTemp writes data to a new temp file in dir and fsyncs it.
-func writeTemp(dir, base string, data []byte, mode fs.FileMode) (string, error) {
-	if mode == 0 {
-		mode = 0o644
-	}
-	name := filepath.Join(dir, "."+base+TempMarker+randSuffix())
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return "", err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(name)
-		return "", err
-	}
-	// The umask may have narrowed the mode; set it exactly.
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		os.Remove(name)
-		return "", err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(name)
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(name)
-		return "", err
-	}
-	return name, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
-}
-
-// swap puts newData at target and returns the content finally in place
-// (newData plus any tail the agent appended during the swap).
-func swap(target string, snap *snapshot, newData []byte, appendOnly bool) ([]byte, error) {
-	dir := filepath.Dir(target)
-	if !snap.exists {
-		// A new file may be the first in its directory (Resolve kept it inside the root).
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create directory for %s: %w", target, err)
-		}
-	}
-	tmp, err := writeTemp(dir, filepath.Base(target), newData, snap.mode)
-	if err != nil {
-		return nil, fmt.Errorf("write %s: %w", target, err)
-	}
-	if snap.exists {
-		// Keep the owner; only root can change it, and then it matters.
-		if err := os.Lchown(tmp, snap.uid, snap.gid); err != nil && !errors.Is(err, fs.ErrPermission) {
-			os.Remove(tmp)
-			return nil, fmt.Errorf("chown %s: %w", tmp, err)
-		}
-	}
-	if !snap.exists {
-		// Create without clobbering a file the agent created meanwhile.
-		err := os.Link(tmp, target)
-		os.Remove(tmp)
-		if errors.Is(err, fs.ErrExist) {
-			return nil, ErrConflict
-		}
-		if err != nil {
-			return nil, fmt.Errorf("create %s: %w", target, err)
-		}
-		return newData, syncDir(dir)
-	}
-	exchanged, err := exchange(tmp, target)
-	if err != nil {
-		os.Remove(tmp)
-		return nil, fmt.Errorf("swap %s: %w", target, err)
-	}
-	if !exchanged {
-		return renameSwap(tmp, target, snap, newData, appendOnly)
-	}
-	// tmp now holds whatever was at target at the instant of the exchange.
-	displaced, same, err := displacedContent(tmp, snap)
-	if err != nil {
-		return nil, err
-	}
-	final := newData
-	if !same {
-		if !appendOnly || !bytes.HasPrefix(displaced, snap.data) {
-			// Put the agent's version back; ours is discarded and the job retried.
-			if _, err := exchange(tmp, target); err != nil {
-				return nil, fmt.Errorf("restore %s after conflict (agent version kept at %s): %w", target, tmp, err)
-			}
-			os.Remove(tmp)
-			return nil, ErrConflict
-		}
-		tail := displaced[len(snap.data):]
-		if err := appendFile(target, tail); err != nil {
-			return nil, fmt.Errorf("carry %d appended bytes into %s (they are kept in %s): %w", len(tail), target, tmp, err)
-		}
-		final = append(append([]byte{}, newData...), tail...)
-	}
-	if err := os.Remove(tmp); err != nil {
-		return nil, fmt.Errorf("remove %s: %w", tmp, err)
-	}
-	return final, syncDir(dir)
-}
-
-// settleWindow is how long the displaced file must stay unchanged before it
-// is discarded: a writer that opened it just before the exchange gets that
-// long to finish its write, which is then carried over.
-const settleWindow = 20 * time.Millisecond
-
-// displacedContent reads what the exchange moved to tmp, once it has been
-// quiet for settleWindow, and reports whether it is exactly the snapshot we
-// computed from.
-func displacedContent(tmp string, snap *snapshot) ([]byte, bool, error) {
-	f, err := os.Open(tmp)
-	if err != nil {
-		return nil, false, fmt.Errorf("open displaced %s: %w", tmp, err)
+		return nil, fmt.Errorf("append to %s: %w", dir.Rel(name), err)
 	}
 	defer f.Close()
-	var prev []byte
-	for i := 0; i < 100; i++ {
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return nil, false, err
-		}
-		data, err := io.ReadAll(f)
-		if err != nil {
-			return nil, false, fmt.Errorf("read displaced %s: %w", tmp, err)
-		}
-		if i > 0 && bytes.Equal(data, prev) {
-			return data, bytes.Equal(data, snap.data), nil
-		}
-		prev = data
-		time.Sleep(settleWindow)
+	if fi, err := f.Stat(); err != nil || !sameInode(fi, snap.dev, snap.ino) {
+		return nil, ErrConflict // replaced since the re-check: start again
 	}
-	return prev, bytes.Equal(prev, snap.data), nil
-}
-
-// appendInPlace appends tail to the target the agent also appends to. The
-// target was re-checked just before; a write that slipped in since is kept,
-// as the bytes are appended after it.
-func appendInPlace(target string, snap *snapshot, tail []byte) ([]byte, error) {
-	f, err := os.OpenFile(target, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, fmt.Errorf("append to %s: %w", target, err)
-	}
-	defer f.Close()
 	if _, err := f.Write(tail); err != nil {
-		return nil, fmt.Errorf("append to %s: %w", target, err)
+		return nil, fmt.Errorf("append to %s: %w", dir.Rel(name), err)
 	}
 	if err := f.Sync(); err != nil {
-		return nil, fmt.Errorf("sync %s: %w", target, err)
+		return nil, fmt.Errorf("sync %s: %w", dir.Rel(name), err)
 	}
 	return append(append([]byte{}, snap.data...), tail...), nil
 }
 
-// renameSwap is the fallback where exchange is unsupported: rename, then
-// detect late writes through the descriptor still open on the old inode.
-func renameSwap(tmp, target string, snap *snapshot, newData []byte, appendOnly bool) ([]byte, error) {
-	if err := os.Rename(tmp, target); err != nil {
-		os.Remove(tmp)
-		return nil, fmt.Errorf("rename into %s: %w", target, err)
-	}
-	if err := syncDir(filepath.Dir(target)); err != nil {
-		return nil, err
-	}
-	late, err := snap.reread()
-	if err != nil || bytes.Equal(late, snap.data) {
-		return newData, nil
-	}
-	if appendOnly && bytes.HasPrefix(late, snap.data) {
-		tail := late[len(snap.data):]
-		if err := appendFile(target, tail); err != nil {
-			return nil, err
-		}
-		return append(append([]byte{}, newData...), tail...), nil
-	}
-	// Keep the late write next to the target so nothing is lost.
-	keep := target + ".memwatch-conflict-" + randSuffix()
-	if err := os.WriteFile(keep, late, snap.mode); err != nil {
-		return nil, fmt.Errorf("save late write to %s: %w", keep, err)
-	}
-	return newData, nil
-}
-
-func appendFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// CleanTemp removes temporary files a killed memwatch left under root and
-// returns how many it removed. Their content is always also elsewhere: a
-// temp file is either an unfinished new version or a pre-image already archived.
-func CleanTemp(root string) (int, error) {
-	n := 0
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // a vanished or unreadable subdirectory is not our business here
-		}
-		if !d.IsDir() && strings.Contains(d.Name(), TempMarker) {
-			if err := os.Remove(p); err == nil {
-				n++
-			}
-		}
-		return nil
-	})
-	return n, err
+func sameInode(fi fs.FileInfo, dev, ino uint64) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && uint64(st.Dev) == dev && uint64(st.Ino) == ino
 }
 
 // IsTemp reports whether a path is one of memwatch's temporary files.
-func IsTemp(p string) bool { return strings.Contains(filepath.Base(p), TempMarker) }
+func IsTemp(p string) bool { return confine.IsTemp(p) }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -27,6 +28,17 @@ func newRewriter(t *testing.T) *Rewriter {
 	w := New(db, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	w.Now = func() time.Time { return time.Date(2026, 1, 15, 14, 30, 0, 0, time.Local) }
 	return w
+}
+
+// open opens dir as a root for the test.
+func open(t testing.TB, dir string) *confine.Root {
+	t.Helper()
+	r, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }
 
 func write(t *testing.T, p, s string) {
@@ -58,7 +70,7 @@ func TestApplyArchivesAndJournals(t *testing.T) {
 	target := filepath.Join(root, "memory.md")
 	write(t, target, "old content\n")
 	rec := &state.Record{Store: "s", Rule: "compact"}
-	out, err := w.Apply(context.Background(), Request{Root: root, Target: "memory.md", Archive: "memory/2026-01-15-1430.md", Compute: constant("new\n")}, rec)
+	out, err := w.Apply(context.Background(), Request{Root: open(t, root), Target: "memory.md", Archive: "memory/2026-01-15-1430.md", Compute: constant("new\n")}, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +96,7 @@ func TestApplyArchivesAndJournals(t *testing.T) {
 		t.Errorf("record = %+v", r)
 	}
 	// A second rewrite in the same minute must not overwrite the first archive.
-	if _, err := w.Apply(context.Background(), Request{Root: root, Target: "memory.md", Archive: "memory/2026-01-15-1430.md", Compute: constant("other\n")}, &state.Record{Store: "s", Rule: "compact"}); err != nil {
+	if _, err := w.Apply(context.Background(), Request{Root: open(t, root), Target: "memory.md", Archive: "memory/2026-01-15-1430.md", Compute: constant("other\n")}, &state.Record{Store: "s", Rule: "compact"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := read(t, filepath.Join(root, "memory/2026-01-15-1430.md")), "old content\n"; got != want {
@@ -93,8 +105,8 @@ func TestApplyArchivesAndJournals(t *testing.T) {
 	if got, want := read(t, filepath.Join(root, "memory/2026-01-15-1430-2.md")), "new\n"; got != want {
 		t.Errorf("second archive = %q, want %q", got, want)
 	}
-	if n, _ := CleanTemp(root); n != 0 {
-		t.Errorf("temp files left behind: %d", n)
+	if n, k, _ := w.CleanTemp(context.Background(), open(t, root), "s"); n+k != 0 {
+		t.Errorf("temp files left behind: %d", n+k)
 	}
 }
 
@@ -102,11 +114,11 @@ func TestApplyUnchangedAndRejected(t *testing.T) {
 	w := newRewriter(t)
 	root := t.TempDir()
 	write(t, filepath.Join(root, "f"), "same")
-	out, err := w.Apply(context.Background(), Request{Root: root, Target: "f", Compute: constant("same")}, &state.Record{Rule: "r"})
+	out, err := w.Apply(context.Background(), Request{Root: open(t, root), Target: "f", Compute: constant("same")}, &state.Record{Rule: "r"})
 	if err != nil || out.Status != state.Skipped {
 		t.Fatalf("unchanged: %+v, %v", out, err)
 	}
-	out, err = w.Apply(context.Background(), Request{Root: root, Target: "f", Compute: func(context.Context, []byte) ([]byte, error) {
+	out, err = w.Apply(context.Background(), Request{Root: open(t, root), Target: "f", Compute: func(context.Context, []byte) ([]byte, error) {
 		return nil, &Rejected{Reason: "result lost # now"}
 	}}, &state.Record{Rule: "r"})
 	if err != nil || out.Status != state.Rejected {
@@ -136,7 +148,7 @@ func TestApplyCarriesAppendedTail(t *testing.T) {
 		f.Close()
 		return bytes.ToUpper(old), nil
 	}
-	out, err := w.Apply(context.Background(), Request{Root: root, Target: "HISTORY.md", AppendOnly: true, Compute: compute}, &state.Record{Rule: "r"})
+	out, err := w.Apply(context.Background(), Request{Root: open(t, root), Target: "HISTORY.md", Compute: compute}, &state.Record{Rule: "r"})
 	if err != nil || out.Status != state.Done {
 		t.Fatalf("%+v, %v", out, err)
 	}
@@ -161,7 +173,7 @@ func TestApplyRestartsOnConflict(t *testing.T) {
 		}
 		return append([]byte("compacted:"), old...), nil
 	}
-	if _, err := w.Apply(context.Background(), Request{Root: root, Target: "memory.md", Compute: compute}, &state.Record{Rule: "r"}); err != nil {
+	if _, err := w.Apply(context.Background(), Request{Root: open(t, root), Target: "memory.md", Compute: compute}, &state.Record{Rule: "r"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := read(t, target), "compacted:v2 edited by agent"; got != want {
@@ -184,9 +196,9 @@ func TestSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"../x", "link", "dirlink/secret", filepath.Join(outside, "secret"), "/etc/passwd"} {
-		_, err := w.Apply(context.Background(), Request{Root: root, Target: p, Compute: constant("pwned")}, &state.Record{Rule: "r"})
-		if !errors.Is(err, ErrOutsideRoot) {
-			t.Errorf("Apply(%q) error = %v, want ErrOutsideRoot", p, err)
+		_, err := w.Apply(context.Background(), Request{Root: open(t, root), Target: p, Compute: constant("pwned")}, &state.Record{Rule: "r"})
+		if !errors.Is(err, confine.ErrOutside) {
+			t.Errorf("Apply(%q) error = %v, want confine.ErrOutside", p, err)
 		}
 	}
 	if got := read(t, filepath.Join(outside, "secret")); got != "x" {
@@ -194,9 +206,9 @@ func TestSandbox(t *testing.T) {
 	}
 	// An archive path may not escape either.
 	write(t, filepath.Join(root, "f"), "data")
-	_, err := w.Apply(context.Background(), Request{Root: root, Target: "f", Archive: "../escape", Compute: constant("n")}, &state.Record{Rule: "r"})
-	if !errors.Is(err, ErrOutsideRoot) {
-		t.Errorf("archive escape error = %v, want ErrOutsideRoot", err)
+	_, err := w.Apply(context.Background(), Request{Root: open(t, root), Target: "f", Archive: "../escape", Compute: constant("n")}, &state.Record{Rule: "r"})
+	if !errors.Is(err, confine.ErrOutside) {
+		t.Errorf("archive escape error = %v, want confine.ErrOutside", err)
 	}
 	if got := read(t, filepath.Join(root, "f")); got != "data" {
 		t.Errorf("target changed although its archive was refused: %q", got)
@@ -214,7 +226,6 @@ func TestRecoverPending(t *testing.T) {
 		w.DB.Append(ctx, &state.Record{Root: root, Target: n, Rule: "r", Outcome: state.Pending,
 			BeforeSHA: Hash([]byte("before")), AfterSHA: Hash([]byte("after")), AfterSize: 5})
 	}
-	write(t, filepath.Join(root, ".a"+TempMarker+"x"), "left over")
 	if n, err := w.Recover(ctx); err != nil || n != 3 {
 		t.Fatalf("Recover = %d, %v", n, err)
 	}
@@ -229,9 +240,6 @@ func TestRecoverPending(t *testing.T) {
 			t.Errorf("outcome of %s = %q, want %q", k, got[k], v)
 		}
 	}
-	if n, _ := CleanTemp(root); n != 1 {
-		t.Errorf("CleanTemp removed %d, want 1", n)
-	}
 }
 
 func TestUndo(t *testing.T) {
@@ -240,7 +248,7 @@ func TestUndo(t *testing.T) {
 	root := t.TempDir()
 	target := filepath.Join(root, "memory.md")
 	write(t, target, "original")
-	out, err := w.Apply(ctx, Request{Root: root, Target: "memory.md", Archive: "memory/a.md", Compute: constant("compacted")}, &state.Record{Rule: "compact"})
+	out, err := w.Apply(ctx, Request{Root: open(t, root), Target: "memory.md", Archive: "memory/a.md", Compute: constant("compacted")}, &state.Record{Rule: "compact"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +273,7 @@ func TestUndo(t *testing.T) {
 	// Undo of an append restores the prefix.
 	h := filepath.Join(root, "HISTORY.md")
 	write(t, h, "one\n")
-	out, err = w.Apply(ctx, Request{Root: root, Target: "HISTORY.md", AppendOnly: true, Compute: constant("one\ntwo\n")}, &state.Record{Rule: "mirror"})
+	out, err = w.Apply(ctx, Request{Root: open(t, root), Target: "HISTORY.md", Compute: constant("one\ntwo\n")}, &state.Record{Rule: "mirror"})
 	if err != nil || out.Archive != "" {
 		t.Fatalf("append: %+v, %v (an append needs no archive)", out, err)
 	}
@@ -326,14 +334,14 @@ func TestConcurrentWriter(t *testing.T) {
 			running = false
 		default:
 		}
-		_, err := w.Apply(context.Background(), Request{Root: root, Target: "HISTORY.md", AppendOnly: true, Compute: compute}, &state.Record{Rule: "reformat"})
-		if err != nil && !errors.Is(err, ErrConflict) {
+		_, err := w.Apply(context.Background(), Request{Root: open(t, root), Target: "HISTORY.md", Compute: compute}, &state.Record{Rule: "reformat"})
+		if err != nil && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrBusy) {
 			t.Fatal(err)
 		}
 		rewrites++
 	}
 	// One last pass so every line is reformatted.
-	if _, err := w.Apply(context.Background(), Request{Root: root, Target: "HISTORY.md", AppendOnly: true, Compute: compute}, &state.Record{Rule: "reformat"}); err != nil {
+	if _, err := w.Apply(context.Background(), Request{Root: open(t, root), Target: "HISTORY.md", Compute: compute}, &state.Record{Rule: "reformat"}); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}
@@ -365,6 +373,7 @@ func appender(path string) {
 		}
 		fmt.Fprintf(f, "entry %d\n", i)
 		f.Close()
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 
@@ -374,7 +383,7 @@ func TestInsertionNeedsNoArchiveAndUndoes(t *testing.T) {
 	root := t.TempDir()
 	target := filepath.Join(root, "memory.md")
 	write(t, target, "# now\n# History\n## old\n")
-	out, err := w.Apply(ctx, Request{Root: root, Target: "memory.md", Compute: constant("# now\n# History\n## 2026-01-15-1430\n## old\n")}, &state.Record{Rule: "stamp"})
+	out, err := w.Apply(ctx, Request{Root: open(t, root), Target: "memory.md", Compute: constant("# now\n# History\n## 2026-01-15-1430\n## old\n")}, &state.Record{Rule: "stamp"})
 	if err != nil || out.Archive != "" {
 		t.Fatalf("insertion: %+v, %v; want no archive", out, err)
 	}
@@ -391,7 +400,7 @@ func TestRemove(t *testing.T) {
 	root := t.TempDir()
 	write(t, filepath.Join(root, "memory/run/2020-01-01-0000-run.md"), "old run")
 	rec := &state.Record{Rule: "run-retention"}
-	if err := w.Remove(context.Background(), root, "memory/run/2020-01-01-0000-run.md", rec); err != nil {
+	if err := w.Remove(context.Background(), open(t, root), "memory/run/2020-01-01-0000-run.md", "", rec); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "memory/run/2020-01-01-0000-run.md")); !errors.Is(err, os.ErrNotExist) {
@@ -400,7 +409,10 @@ func TestRemove(t *testing.T) {
 	if rec.Outcome != state.Done || rec.BeforeSize != 7 {
 		t.Errorf("record = %+v", rec)
 	}
-	if err := w.Remove(context.Background(), root, "../outside", &state.Record{}); !errors.Is(err, ErrOutsideRoot) {
+	if got := read(t, filepath.Join(root, rec.Archive)); got != "old run" {
+		t.Errorf("archived %q", got)
+	}
+	if err := w.Remove(context.Background(), open(t, root), "../outside", "", &state.Record{}); !errors.Is(err, confine.ErrOutside) {
 		t.Errorf("remove outside root: %v", err)
 	}
 }
@@ -412,11 +424,16 @@ func BenchmarkApply100KiB(b *testing.B) {
 	}
 	defer db.Close()
 	w := New(db, slog.New(slog.DiscardHandler))
-	root := b.TempDir()
+	dir := b.TempDir()
+	root, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
 	big := bytes.Repeat([]byte("## 2026-01-15-1430 | routine check\n"), 3000)
 	b.SetBytes(int64(len(big)))
 	for i := 0; b.Loop(); i++ {
-		os.WriteFile(filepath.Join(root, "memory.md"), big, 0o644)
+		os.WriteFile(filepath.Join(dir, "memory.md"), big, 0o644)
 		if _, err := w.Apply(context.Background(), Request{Root: root, Target: "memory.md", Compute: constant("# now\n")}, &state.Record{Rule: "bench"}); err != nil {
 			b.Fatal(err)
 		}
@@ -448,7 +465,7 @@ func TestRemovalRecoveryAndUndo(t *testing.T) {
 	}
 	write(t, filepath.Join(root, "episodes/2025-01.md"), "old month")
 	rec := &state.Record{Rule: "episode-summarize"}
-	if err := w.RemoveArchived(ctx, root, "episodes/2025-01.md", "episodes/archive/2025-01.md", rec); err != nil {
+	if err := w.Remove(ctx, open(t, root), "episodes/2025-01.md", "episodes/archive/2025-01.md", rec); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.Undo(ctx, rec.ID, false); err != nil {

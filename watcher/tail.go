@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -49,16 +50,12 @@ const readBufSize = 1 << 20
 // gets every new complete line (without its newline) and its 1-based number;
 // an error from fn stops the read and returns the cursor before that line.
 // A partial last line is left for a later call.
-func Advance(path string, cur Cursor, fn func(line []byte, n int64) error) (Cursor, Reset, error) {
-	f, err := os.Open(path)
+func Advance(root *confine.Root, rel string, cur Cursor, fn func(line []byte, n int64) error) (Cursor, Reset, error) {
+	f, fi, err := root.OpenRead(rel)
 	if err != nil {
 		return cur, NoReset, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return cur, NoReset, err
-	}
 	var dev, ino uint64
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		dev, ino = uint64(st.Dev), uint64(st.Ino)
@@ -173,7 +170,7 @@ func (c *Cursors) Get(path string) Cursor {
 	if cur, ok := c.cur[path]; ok {
 		return cur
 	}
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path)
 	if err != nil {
 		return Cursor{}
 	}
@@ -185,7 +182,7 @@ func (c *Cursors) Get(path string) Cursor {
 		if cur.Dev != uint64(st.Dev) || cur.Ino != uint64(st.Ino) {
 			continue
 		}
-		if _, err := os.Stat(old); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(old); errors.Is(err, fs.ErrNotExist) {
 			delete(c.cur, old)
 			c.dirty[old] = true
 			c.cur[path] = cur
@@ -251,7 +248,7 @@ func (c *Cursors) Lag() int64 {
 	c.mu.Unlock()
 	var lag int64
 	for p, off := range paths {
-		if fi, err := os.Stat(p); err == nil && fi.Size() > off {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.Size() > off {
 			lag += fi.Size() - off
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -24,7 +25,7 @@ func appendTo(t *testing.T, p, s string) {
 func advance(t *testing.T, p string, cur Cursor) (Cursor, Reset, []string) {
 	t.Helper()
 	var lines []string
-	cur, reset, err := Advance(p, cur, func(l []byte, n int64) error {
+	cur, reset, err := advancePath(p, cur, func(l []byte, n int64) error {
 		lines = append(lines, string(l))
 		return nil
 	})
@@ -139,7 +140,7 @@ func TestCountOnlyMatchesLines(t *testing.T) {
 	}
 	f.WriteString("partial")
 	f.Close()
-	cur, _, err := Advance(p, Cursor{}, nil)
+	cur, _, err := advancePath(p, Cursor{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,12 +156,12 @@ func FuzzAdvance(f *testing.F) {
 	f.Fuzz(func(t *testing.T, first, second []byte) {
 		p := filepath.Join(t.TempDir(), "f")
 		os.WriteFile(p, first, 0o644)
-		cur, _, err := Advance(p, Cursor{}, nil)
+		cur, _, err := advancePath(p, Cursor{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		appendTo(t, p, string(second))
-		cur, _, err = Advance(p, cur, nil)
+		cur, _, err = advancePath(p, cur, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +190,7 @@ func BenchmarkAdvanceCount(b *testing.B) {
 	f.Close()
 	b.SetBytes(int64(len(line) * 200000))
 	for b.Loop() {
-		if _, _, err := Advance(p, Cursor{}, nil); err != nil {
+		if _, _, err := advancePath(p, Cursor{}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -201,4 +202,14 @@ func BenchmarkDecodeLine(b *testing.B) {
 	for b.Loop() {
 		DecodeLine(line)
 	}
+}
+
+// advancePath runs Advance on a file given by its path.
+func advancePath(p string, cur Cursor, fn func([]byte, int64) error) (Cursor, Reset, error) {
+	root, err := confine.Open(filepath.Dir(p), confine.Options{})
+	if err != nil {
+		return cur, NoReset, err
+	}
+	defer root.Close()
+	return Advance(root, filepath.Base(p), cur, fn)
 }

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/policy"
 )
 
 // Store is what the watcher needs to know of a store.
@@ -40,8 +43,12 @@ type Change struct {
 
 // Config configures a Watcher.
 type Config struct {
-	Stores       []Store
-	Handle       func(Change) // called from the watcher goroutine; must not block for long
+	Stores []Store
+	Handle func(Change) // called from the watcher goroutine; must not block for long
+	// Refuse is told, once per path and reason, of a glob match that is not
+	// used as a root (a symlink, or a path resolving outside the glob's
+	// directory); called from the watcher goroutine.
+	Refuse       func(store, path string, err error)
 	PollInterval time.Duration
 	// MaxWaitFactor bounds the wait under constant writes to factor x settle.
 	MaxWaitFactor int
@@ -68,6 +75,7 @@ type Watcher struct {
 	watched  map[string]string     // watched directory -> root ("" for glob ancestors)
 	ancestor map[string][]string   // glob-ancestor directory -> store names
 	pending  map[string]*pend
+	refused  map[string]string // refused path -> reason, reported once
 	timer    *time.Timer
 	enospc   bool
 	paused   chan struct{} // tests only: the loop waits on it
@@ -108,7 +116,7 @@ func New(cfg Config, log *slog.Logger) (*Watcher, error) {
 	}
 	w := &Watcher{cfg: cfg, log: log, fsw: fsw, msgs: make(chan func(), 16), ready: make(chan struct{}), done: make(chan struct{}),
 		stores: map[string]*Store{}, roots: map[string]*rootState{}, watched: map[string]string{}, ancestor: map[string][]string{},
-		pending: map[string]*pend{}}
+		pending: map[string]*pend{}, refused: map[string]string{}}
 	w.add = fsw.Add
 	for i := range cfg.Stores {
 		s := cfg.Stores[i]
@@ -251,15 +259,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-// globParts splits a glob into its static directory prefix and the rest.
+// globParts splits a glob into its static directory prefix and its parts.
 func globParts(g string) (static string, parts []string) {
-	parts = strings.Split(filepath.Clean(g), string(filepath.Separator))
-	i := 0
-	for i < len(parts) && !strings.ContainsAny(parts[i], `*?[\`) {
-		i++
-	}
-	static = string(filepath.Separator) + filepath.Join(parts[:i]...)
-	return static, parts
+	return policy.StaticDir(g), strings.Split(filepath.Clean(g), string(filepath.Separator))
 }
 
 // discover globs a store's roots, adds new ones, drops vanished ones and
@@ -282,24 +284,37 @@ func (w *Watcher) discover(s *Store, reason string) {
 			}
 			anc = parent
 		}
-		w.watchAncestor(anc, s.Name)
+		w.watchAncestor(anc, s.Name, true)
 		nStatic := len(strings.Split(strings.Trim(static, string(filepath.Separator)), string(filepath.Separator)))
 		for k := nStatic + 1; k < len(parts); k++ {
 			prefix := string(filepath.Separator) + filepath.Join(parts[:k]...)
 			ms, _ := filepath.Glob(prefix)
 			for _, m := range ms {
-				if fi, err := os.Stat(m); err == nil && fi.IsDir() {
-					w.watchAncestor(m, s.Name)
+				if fi, err := os.Lstat(m); err == nil && fi.IsDir() {
+					w.watchAncestor(m, s.Name, false)
 				}
 			}
 		}
+		within := static
+		if within == filepath.Clean(g) {
+			within = filepath.Dir(within)
+		}
 		ms, _ := filepath.Glob(g)
 		for _, m := range ms {
-			fi, err := os.Stat(m)
-			if err != nil || fi.IsDir() == s.FileRoots {
+			m = filepath.Clean(m)
+			fi, err := os.Lstat(m)
+			if err != nil {
 				continue
 			}
-			found[filepath.Clean(m)] = true
+			if fi.Mode()&fs.ModeSymlink == 0 && fi.IsDir() == s.FileRoots {
+				continue // a file where directories are roots, or the reverse
+			}
+			if _, err := confine.CheckRoot(m, []string{within}, s.FileRoots); err != nil {
+				w.refuse(s.Name, m, err)
+				continue
+			}
+			delete(w.refused, m)
+			found[m] = true
 		}
 	}
 	for r, st := range w.roots {
@@ -319,7 +334,23 @@ func (w *Watcher) discover(s *Store, reason string) {
 	}
 }
 
-func (w *Watcher) watchAncestor(dir, store string) {
+// refuse reports a refused root once per reason.
+func (w *Watcher) refuse(store, path string, err error) {
+	if w.refused[path] == err.Error() {
+		return
+	}
+	w.refused[path] = err.Error()
+	if w.cfg.Refuse != nil {
+		w.cfg.Refuse(store, path, err)
+	} else {
+		w.log.Warn("store root refused", "store", store, "root", path, "err", err)
+	}
+}
+
+// watchAncestor watches a directory above roots. The static directory of a
+// glob is the administrator's (trusted, symlinks followed); the levels
+// below it may be agents' and are watched only as real directories.
+func (w *Watcher) watchAncestor(dir, store string, trusted bool) {
 	for _, n := range w.ancestor[dir] {
 		if n == store {
 			return
@@ -327,12 +358,39 @@ func (w *Watcher) watchAncestor(dir, store string) {
 	}
 	w.ancestor[dir] = append(w.ancestor[dir], store)
 	if _, ok := w.watched[dir]; !ok {
-		if err := w.add(dir); err != nil {
+		add := w.addDir
+		if trusted {
+			add = w.add
+		}
+		if err := add(dir); err != nil {
 			w.addFailed(dir, err)
 			return
 		}
 		w.watched[dir] = ""
 	}
+}
+
+// errSwapped means a directory became something else (a symlink) while a
+// watch was added: the watch is dropped, so memwatch never watches where a
+// symlink leads.
+var errSwapped = errors.New("directory replaced while being watched")
+
+// addDir watches the directory p itself, never what a symlink there leads
+// to: inotify follows symlinks, so p is checked before and after.
+func (w *Watcher) addDir(p string) error {
+	if fi, err := os.Lstat(p); err != nil {
+		return err
+	} else if !fi.IsDir() {
+		return errSwapped
+	}
+	if err := w.add(p); err != nil {
+		return err
+	}
+	if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+		_ = w.fsw.Remove(p)
+		return errSwapped
+	}
+	return nil
 }
 
 func (w *Watcher) addRoot(s *Store, root, reason string) {
@@ -341,7 +399,7 @@ func (w *Watcher) addRoot(s *Store, root, reason string) {
 	if s.FileRoots {
 		dir := filepath.Dir(root)
 		if _, ok := w.watched[dir]; !ok {
-			if err := w.add(dir); err != nil {
+			if err := w.addDir(dir); err != nil {
 				w.addFailed(dir, err)
 				st.polled = true
 			} else {
@@ -397,8 +455,8 @@ func (w *Watcher) watchTree(root, dir string, files *[]string) bool {
 		if _, seen := w.watched[p]; seen {
 			return nil
 		}
-		if err := w.add(p); err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
+		if err := w.addDir(p); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errSwapped) {
 				w.addFailed(p, err)
 				ok = false
 				return filepath.SkipAll

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/watcher"
 )
 
@@ -102,8 +103,13 @@ func countBench(dir string, mib int) []row {
 		}
 		wcLines, _ = strconv.ParseInt(strings.Fields(string(out))[0], 10, 64)
 	})
+	root, err := confine.Open(filepath.Dir(path), confine.Options{MaxFileSize: 1 << 40})
+	if err != nil {
+		fail(err)
+	}
+	defer root.Close()
 	mw := best(func() {
-		cur, _, err := watcher.Advance(path, watcher.Cursor{}, nil)
+		cur, _, err := watcher.Advance(root, filepath.Base(path), watcher.Cursor{}, nil)
 		if err != nil {
 			fail(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/policy"
 )
 
@@ -36,12 +37,9 @@ func newControl(socket string) *control {
 
 // controlFor finds the socket from the flags and the policy, if any.
 func (g *globals) controlFor() (*control, *policy.Policy, string, error) {
-	var p *policy.Policy
-	if g.policy != "" {
-		var err error
-		if p, err = g.loadPolicy(); err != nil {
-			return nil, nil, "", err
-		}
+	p, err := g.policyIfGiven()
+	if err != nil {
+		return nil, nil, "", err
 	}
 	dir := g.resolveStateDir(p)
 	return newControl(socketPath(p, dir)), p, dir, nil
@@ -83,3 +81,17 @@ func (c *control) do(ctx context.Context, method, path string, body io.Reader, o
 func matchGlob(glob, p string) (bool, error) { return filepath.Match(glob, p) }
 
 func readAll(r io.Reader) ([]byte, error) { return io.ReadAll(r) }
+
+// fileRoot opens the directory of a file named on the command line as a
+// root, and returns the file's name in it.
+func fileRoot(path string) (*confine.Root, string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, "", err
+	}
+	root, err := confine.Open(filepath.Dir(abs), confine.Options{})
+	if err != nil {
+		return nil, "", err
+	}
+	return root, filepath.Base(abs), nil
+}

@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -72,7 +74,7 @@ Start with:  memwatch validate --policy FILE   then   memwatch run --policy FILE
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(runCmd(g), validateCmd(g), versionCmd(g), logCmd(g), undoCmd(g), statusCmd(g), triggerCmd(g),
-		snapshotCmd(g), stampCmd(g), compactCmd(g), recallCmd(g), indexCmd(g), readCmd(g), appendCmd(g), patchCmd(g), recordsCmd(g), installCmd(g),
+		snapshotCmd(g), stampCmd(g), compactCmd(g), recallCmd(g), indexCmd(g), readCmd(g), writeCmd(g), appendCmd(g), patchCmd(g), recordsCmd(g), installCmd(g),
 		serviceActionCmd(g, "uninstall", "Stop, disable and remove the memwatch service"),
 		serviceActionCmd(g, "start", "Start the memwatch service"),
 		serviceActionCmd(g, "stop", "Stop the memwatch service"),
@@ -128,12 +130,51 @@ func (g *globals) loadPolicy() (*policy.Policy, error) {
 	return p, nil
 }
 
-// resolveStateDir picks the state directory: --state-dir, then the
-// policy's state_dir, then systemd's $STATE_DIRECTORY, then a per-user default.
+// DefaultPolicy is where memwatch looks for a policy when none is named:
+// the system one as root, the user's own otherwise.
+func DefaultPolicy() string {
+	if os.Geteuid() == 0 {
+		return "/etc/memwatch/policy.d"
+	}
+	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" {
+		return filepath.Join(x, "memwatch", "policy.yaml")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".config", "memwatch", "policy.yaml")
+}
+
+// policyIfGiven loads the policy a client command should use to find the
+// daemon and its state: --policy, else $MEMWATCH_POLICY, else the default
+// policy when it exists; nil when there is none.
+func (g *globals) policyIfGiven() (*policy.Policy, error) {
+	if g.policy == "" {
+		if env := os.Getenv("MEMWATCH_POLICY"); env != "" {
+			g.policy = env
+		} else if _, err := os.Stat(DefaultPolicy()); err == nil && g.stateDir == "" && os.Getenv("MEMWATCH_STATE_DIR") == "" {
+			g.policy = DefaultPolicy()
+		} else {
+			return nil, nil
+		}
+	}
+	return g.loadPolicy()
+}
+
+// rewriter is a safe rewrite for one-off edits, journaling into db (nil:
+// not journaled).
+func (g *globals) rewriter(db *state.DB) *rewrite.Rewriter {
+	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return rewrite.New(db, log)
+}
+
+// resolveStateDir picks the state directory: --state-dir, then
+// $MEMWATCH_STATE_DIR, then the policy's state_dir, then systemd's
+// $STATE_DIRECTORY, then a per-user default.
 func (g *globals) resolveStateDir(p *policy.Policy) string {
 	switch {
 	case g.stateDir != "":
 		return g.stateDir
+	case os.Getenv("MEMWATCH_STATE_DIR") != "":
+		return os.Getenv("MEMWATCH_STATE_DIR")
 	case p != nil && p.StateDir != "":
 		return p.StateDir
 	case os.Getenv("STATE_DIRECTORY") != "":

@@ -33,7 +33,7 @@ context: the seed's injection text for the app, newest first.`,
 			ctx := context.Background()
 			switch args[0] {
 			case "list", "context":
-				db, err := apprecords.Open(ctx, dbPath, table, false)
+				db, err := apprecords.OpenPath(ctx, dbPath, table, false)
 				if err != nil {
 					return err
 				}

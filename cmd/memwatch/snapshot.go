@@ -18,7 +18,12 @@ to 30 lines, and above that the whole "# now" block, the heading outline
 with line numbers, and the newest run files in memory/run/.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := nowhistory.Snapshot(args[0])
+			root, file, err := fileRoot(args[0])
+			if err != nil {
+				return err
+			}
+			defer root.Close()
+			s, err := nowhistory.Snapshot(root, file)
 			if err != nil {
 				return err
 			}

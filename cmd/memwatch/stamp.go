@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,13 +33,14 @@ atomic and only inserts, so no archive is needed.`,
 					}
 				}
 			}
-			path, err := filepath.Abs(args[0])
+			root, file, err := fileRoot(args[0])
 			if err != nil {
 				return err
 			}
+			defer root.Close()
 			stamp := t.Format(nowhistory.TimeFormat)
 			rw := rewrite.New(nil, slog.New(slog.DiscardHandler))
-			out, err := rw.Apply(context.Background(), rewrite.Request{Root: filepath.Dir(path), Target: filepath.Base(path), AllowCreate: true,
+			out, err := rw.Apply(context.Background(), rewrite.Request{Root: root, Target: file, AllowCreate: true,
 				Compute: func(_ context.Context, old []byte) ([]byte, error) { return nowhistory.Stamp(old, stamp) }},
 				&state.Record{Rule: "stamp"})
 			if err != nil {

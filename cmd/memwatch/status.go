@@ -25,7 +25,12 @@ no content (the seed's memory_status).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				st, err := nowhistory.Status(args[0])
+				root, file, err := fileRoot(args[0])
+				if err != nil {
+					return err
+				}
+				defer root.Close()
+				st, err := nowhistory.Status(root, file)
 				if err != nil {
 					return err
 				}

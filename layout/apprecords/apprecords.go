@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/policy"
@@ -48,23 +48,23 @@ func (Layout) Rules() []layout.Rule {
 	}
 }
 
-func open(ctx context.Context, env *layout.Env, root string) (*DB, error) {
+func open(ctx context.Context, env *layout.Env, root *confine.Root) (*DB, error) {
 	db, err := Open(ctx, root, env.Store.Options.String("table"), env.Store.Options.Bool("create_table"))
 	if err != nil {
 		// Unhealthy, not fatal: shown in status, logged once per message.
 		msg := fmt.Sprintf("store %s is unhealthy: %v", env.Store.Name, err)
-		if _, seen, _ := env.DB.Get(ctx, "records-error", root+"\x00"+err.Error()); !seen {
-			env.Log.Error("app-records database unusable; other stores are not affected", "root", root, "err", err)
-			_ = env.DB.Put(ctx, "records-error", root+"\x00"+err.Error(), []byte("1"))
+		if _, seen, _ := env.DB.Get(ctx, "records-error", root.Path()+"\x00"+err.Error()); !seen {
+			env.Log.Error("app-records database unusable; other stores are not affected", "root", root.Path(), "err", err)
+			_ = env.DB.Put(ctx, "records-error", root.Path()+"\x00"+err.Error(), []byte("1"))
 		}
-		env.Warnings.Set(root, "db", msg)
+		env.Warnings.Set(root.Path(), "db", msg)
 		return nil, err
 	}
-	env.Warnings.Clear(root, "db")
+	env.Warnings.Clear(root.Path(), "db")
 	return db, nil
 }
 
-func limitTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+func limitTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	db, err := open(ctx, env, root)
 	if err != nil {
 		return nil, nil
@@ -92,7 +92,7 @@ type Decision struct {
 // runLimit compacts an app's records down to limit_per_app, one decision at
 // a time. No transaction is held across the LLM call: each decision is
 // applied in its own short transaction, and only if the row is unchanged.
-func runLimit(ctx context.Context, env *layout.Env, root, app string) (jobs.Result, error) {
+func runLimit(ctx context.Context, env *layout.Env, root *confine.Root, app string) (jobs.Result, error) {
 	limit := env.Store.Options.Int("limit_per_app")
 	for i := 0; ctx.Err() == nil && i < 1000; i++ {
 		db, err := open(ctx, env, root)
@@ -194,7 +194,7 @@ type rowData struct {
 // it in one short transaction, then marks it done. An edit merges the
 // newest record into the target, so the target is edited and the newest
 // deleted, both journaled.
-func apply(ctx context.Context, env *layout.Env, root, app string, rs []Record, d Decision, tokens int64, why string) error {
+func apply(ctx context.Context, env *layout.Env, root *confine.Root, app string, rs []Record, d Decision, tokens int64, why string) error {
 	var old Record
 	for _, r := range rs {
 		if r.ID == d.TargetMemoryID {
@@ -208,7 +208,7 @@ func apply(ctx context.Context, env *layout.Env, root, app string, rs []Record, 
 	}
 	journalRow := func(rule string, r Record, newContent, reason string, tokens int64) (*state.Record, error) {
 		data, _ := json.Marshal(rowData{Table: table, Row: r, NewContent: newContent})
-		rec := &state.Record{Store: env.Store.Name, Root: root, Rule: rule, Target: fmt.Sprintf("%s/%s/%d", table, app, r.ID),
+		rec := &state.Record{Store: env.Store.Name, Root: root.Path(), Rule: rule, Target: fmt.Sprintf("%s/%s/%d", table, app, r.ID),
 			BeforeSHA: rewrite.Hash([]byte(r.Content)), BeforeSize: int64(len(r.Content)), Tokens: tokens,
 			Outcome: state.Pending, Reason: reason, Data: data}
 		if rule == RuleEdit {
@@ -254,7 +254,7 @@ func apply(ctx context.Context, env *layout.Env, root, app string, rs []Record, 
 		}
 	}
 	if err == nil {
-		env.Log.Info("compacted app records", "root", root, "app", app, "action", d.Action, "record", old.ID, "reason", reason)
+		env.Log.Info("compacted app records", "root", root.Path(), "app", app, "action", d.Action, "record", old.ID, "reason", reason)
 	}
 	return err
 }
@@ -284,17 +284,44 @@ func conversationApp(pattern, path string) (string, bool) {
 	return "", false
 }
 
-func createTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+// conversationsRoot opens the directory the conversations pattern lives in
+// (its static part) as a confined root of its own, and returns the pattern
+// relative to it with {app} as a wildcard.
+func conversationsRoot(pattern string) (*confine.Root, string, error) {
+	glob := strings.ReplaceAll(pattern, "{app}", "*")
+	dir := policy.StaticDir(glob)
+	if dir == filepath.Clean(glob) {
+		dir = filepath.Dir(dir)
+	}
+	root, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		return nil, "", err
+	}
+	rel, err := filepath.Rel(dir, glob)
+	if err != nil {
+		root.Close()
+		return nil, "", err
+	}
+	return root, rel, nil
+}
+
+func createTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	pattern := env.Store.Options.String("conversations")
 	if pattern == "" {
 		return nil, nil
 	}
-	ms, _ := filepath.Glob(strings.ReplaceAll(pattern, "{app}", "*"))
+	croot, glob, err := conversationsRoot(pattern)
+	if err != nil {
+		return nil, nil
+	}
+	defer croot.Close()
+	rels, _ := croot.Glob(glob)
 	idle := env.Store.Options.Duration("conversation_idle")
 	var out []string
-	for _, m := range ms {
-		fi, err := os.Stat(m)
-		if err != nil || env.Now().Sub(fi.ModTime()) < idle {
+	for _, rel := range rels {
+		m := croot.Join(rel)
+		fi, err := croot.Stat(rel)
+		if err != nil || !fi.Mode().IsRegular() || env.Now().Sub(fi.ModTime()) < idle {
 			continue
 		}
 		if _, ok := conversationApp(pattern, m); !ok {
@@ -314,7 +341,7 @@ Format: a single paragraph, 2-4 sentences, factual and concise, under %d charact
 
 // runCreate turns an ended conversation into one record for its app, at
 // most once per conversation; then the limit applies.
-func runCreate(ctx context.Context, env *layout.Env, root, path string) (jobs.Result, error) {
+func runCreate(ctx context.Context, env *layout.Env, root *confine.Root, path string) (jobs.Result, error) {
 	app, _ := conversationApp(env.Store.Options.String("conversations"), path)
 	conv := filepath.Base(path)
 	markSeen := func() error { return env.DB.Put(ctx, seenNS, path, []byte(time.Now().UTC().Format(time.RFC3339))) }
@@ -331,9 +358,18 @@ func runCreate(ctx context.Context, env *layout.Env, root, path string) (jobs.Re
 	if exists {
 		return jobs.Result{}, markSeen()
 	}
+	croot, _, err := conversationsRoot(env.Store.Options.String("conversations"))
+	if err != nil {
+		return jobs.Result{}, err
+	}
+	defer croot.Close()
+	crel, err := croot.Rel(path)
+	if err != nil {
+		return jobs.Result{}, err
+	}
 	var text strings.Builder
 	budget := env.LLM.MaxInputTokens() - 600
-	_, _, err = watcher.Advance(path, watcher.Cursor{}, func(line []byte, n int64) error {
+	_, _, err = watcher.Advance(croot, crel, watcher.Cursor{}, func(line []byte, n int64) error {
 		m := watcher.DecodeLine(line)
 		if m.Meta || strings.TrimSpace(m.Text) == "" {
 			return nil
@@ -374,7 +410,7 @@ func runCreate(ctx context.Context, env *layout.Env, root, path string) (jobs.Re
 	// The pending record names app and conversation, so a kill between the
 	// insert and the journal update is settled by looking for the row.
 	pendingData, _ := json.Marshal(rowData{Table: table, Row: Record{AppID: app, Content: content, SourceConversationID: conv}})
-	rec := &state.Record{Store: env.Store.Name, Root: root, Rule: RuleCreate, Tokens: reply.Tokens, Outcome: state.Pending,
+	rec := &state.Record{Store: env.Store.Name, Root: root.Path(), Rule: RuleCreate, Tokens: reply.Tokens, Outcome: state.Pending,
 		Reason: "from conversation " + conv, AfterSHA: rewrite.Hash([]byte(content)), AfterSize: int64(len(content)), Data: pendingData}
 	if _, err := env.DB.Append(ctx, rec); err != nil {
 		return jobs.Result{}, err

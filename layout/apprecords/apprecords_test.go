@@ -293,7 +293,7 @@ func TestResolvePending(t *testing.T) {
 	path := appDB(t, dir, map[string]int{"A": 2})
 	id1, id2 := idOf(t, path, "A memory 1"), idOf(t, path, "A memory 2")
 	ctx := context.Background()
-	db, _ := apprecords.Open(ctx, path, "app_memories", false)
+	db, _ := apprecords.OpenPath(ctx, path, "app_memories", false)
 	r2, _, _ := db.Get(ctx, id2)
 	db.Delete(ctx, r2) // the delete of record 2 committed before the kill
 	db.Close()
@@ -308,7 +308,7 @@ func TestResolvePending(t *testing.T) {
 		t.Errorf("row gone: outcome %s, want done", out)
 	}
 	// A creation killed after the insert is found by its conversation.
-	db, _ = apprecords.Open(ctx, path, "app_memories", false)
+	db, _ = apprecords.OpenPath(ctx, path, "app_memories", false)
 	db.Insert(ctx, apprecords.Record{AppID: "A", Content: "from c-7", SourceConversationID: "c-7.jsonl"})
 	db.Close()
 	create := func(conv string) *state.Record {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the application's database
+
+	"github.com/memwatch/memwatch/confine"
 )
 
 // Record is one row of the memories table.
@@ -43,20 +45,59 @@ type DB struct {
 	// source says the table has source_conversation_id and metadata; read
 	// once at Open, since the one connection may be inside a transaction later.
 	source bool
+	// owned is the root OpenPath opened, closed with the database.
+	owned *confine.Root
+}
+
+// OpenPath opens the database file at path as a file root (refusing a
+// symlink) and then as a database; Close closes both.
+func OpenPath(ctx context.Context, path, table string, create bool) (*DB, error) {
+	root, err := confine.OpenFile(path, confine.Options{})
+	if err != nil {
+		return nil, err
+	}
+	d, err := Open(ctx, root, table, create)
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	d.owned = root
+	return d, nil
 }
 
 // Open opens the database at path. With create it creates the table (the
 // seed's schema) when missing; otherwise a missing table is ErrSchema.
-func Open(ctx context.Context, path, table string, create bool) (*DB, error) {
+//
+// SQLite opens the file by path, so root (a file root) checks afterwards
+// that the path still names the file it checked: a database an agent
+// swapped in meanwhile (a symlink to another database) is never read or
+// written past the schema check that proves the swap.
+func Open(ctx context.Context, root *confine.Root, table string, create bool) (*DB, error) {
 	if !identRE.MatchString(table) {
 		return nil, fmt.Errorf("table %q: %w (not a plain SQL identifier)", table, ErrSchema)
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_txlock=immediate")
+	path := root.Path()
+	// query_only until the file is proven: nothing is written to a file
+	// that is not the one checked.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
+	db.SetConnMaxLifetime(0)
 	d := &DB{db: db, table: table, path: path}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := root.SameFile(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if _, err := db.ExecContext(ctx, "PRAGMA query_only=0"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	if err := d.check(ctx, create); err != nil {
 		db.Close()
 		return nil, err
@@ -68,7 +109,13 @@ func Open(ctx context.Context, path, table string, create bool) (*DB, error) {
 }
 
 // Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error {
+	err := d.db.Close()
+	if d.owned != nil {
+		d.owned.Close()
+	}
+	return err
+}
 
 func (d *DB) q(s string) string { return strings.ReplaceAll(s, "T_", `"`+d.table+`"`) }
 

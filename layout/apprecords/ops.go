@@ -15,7 +15,7 @@ import (
 // journaling each with its full content first so undo can restore it. It
 // returns how many were deleted. A record of another app is never touched.
 func Remove(ctx context.Context, journal *state.DB, store, path, table, app string, ids []int64, reason string) (int, error) {
-	db, err := Open(ctx, path, table, false)
+	db, err := OpenPath(ctx, path, table, false)
 	if err != nil {
 		return 0, err
 	}
@@ -75,7 +75,7 @@ func Resolve(ctx context.Context, r *state.Record) (outcome, reason string) {
 	if d.Table == "" {
 		d.Table = strings.SplitN(r.Target, "/", 2)[0]
 	}
-	db, err := Open(ctx, r.Root, d.Table, false)
+	db, err := OpenPath(ctx, r.Root, d.Table, false)
 	if err != nil {
 		return state.Failed, "interrupted; database unreadable at restart: " + err.Error()
 	}
@@ -110,7 +110,7 @@ func Undo(ctx context.Context, journal *state.DB, r state.Record, force bool) er
 	if err := json.Unmarshal(r.Data, &d); err != nil || d.Row.ID == 0 {
 		return fmt.Errorf("undo %d: the journal has no row data", r.ID)
 	}
-	db, err := Open(ctx, r.Root, d.Table, false)
+	db, err := OpenPath(ctx, r.Root, d.Table, false)
 	if err != nil {
 		return err
 	}

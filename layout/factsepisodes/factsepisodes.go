@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/rewrite"
@@ -44,7 +44,7 @@ func (Layout) Rules() []layout.Rule {
 // RuleOld compresses old episode months (summarize_after, llm only).
 const RuleOld = "episode-summarize"
 
-func oldTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+func oldTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	after := env.Store.Options.Duration("summarize_after")
 	if after <= 0 {
 		return nil, nil
@@ -57,7 +57,7 @@ func oldTargets(ctx context.Context, env *layout.Env, root string) ([]string, er
 		return nil, nil
 	}
 	var out []string
-	ms, _ := filepath.Glob(filepath.Join(root, EpisodesDir, "*.md"))
+	ms, _ := root.Glob(EpisodesDir + "/*.md")
 	for _, m := range ms {
 		base := filepath.Base(m)
 		if !monthRE.MatchString(base) {
@@ -80,15 +80,16 @@ Return only markdown of this form, no code fences:
 
 // runOld adds the month's higher-level entry to episodes/YYYY-summary.md,
 // then moves the month file to episodes/archive/.
-func runOld(ctx context.Context, env *layout.Env, root, rel string) (jobs.Result, error) {
+func runOld(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (jobs.Result, error) {
 	month := strings.TrimSuffix(filepath.Base(rel), ".md")
-	b, err := os.ReadFile(filepath.Join(root, rel))
+	b, err := root.ReadFile(rel)
 	if err != nil {
+		env.Refused(root, RuleOld, rel, err)
 		return jobs.Result{}, nil
 	}
 	yearFile := filepath.Join(EpisodesDir, month[:4]+"-summary.md")
 	heading := "## " + month
-	if !strings.Contains(read(filepath.Join(root, yearFile)), heading+"\n") {
+	if !strings.Contains(read(root, yearFile), heading+"\n") {
 		rec := env.Record(RuleOld)
 		reply, err := env.LLM.Complete(ctx, compact.Prompt{System: oldSystem, User: compact.Data(rel, string(b))})
 		rec.Tokens = reply.Tokens
@@ -102,7 +103,7 @@ func runOld(ctx context.Context, env *layout.Env, root, rel string) (jobs.Result
 		if !strings.HasPrefix(entry, heading) {
 			entry = heading + "\n" + strings.TrimPrefix(entry, "## ")
 		}
-		if _, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: yearFile, AllowCreate: true, AppendOnly: true,
+		if _, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: yearFile, AllowCreate: true,
 			Compute: func(_ context.Context, old []byte) ([]byte, error) {
 				if strings.Contains(string(old), heading+"\n") {
 					return nil, rewrite.ErrUnchanged
@@ -118,41 +119,39 @@ func runOld(ctx context.Context, env *layout.Env, root, rel string) (jobs.Result
 	}
 	rec := env.Record(RuleOld)
 	rec.Reason = "summarized into " + yearFile
-	err = env.Rewriter.RemoveArchived(ctx, root, rel, filepath.Join(EpisodesDir, "archive", month+".md"), rec)
+	err = env.Rewriter.Remove(ctx, root, rel, filepath.Join(EpisodesDir, "archive", month+".md"), rec)
 	return jobs.Result{Changed: true}, err
 }
 
-func read(p string) string {
-	b, _ := os.ReadFile(p)
+func read(root *confine.Root, rel string) string {
+	b, _ := root.ReadFile(rel)
 	return string(b)
 }
 
 // sigNS remembers, per file, the entries its summary line summarizes.
 const sigNS = "summary-sig"
 
-func memoryFiles(root string) []string {
+func memoryFiles(root *confine.Root) []string {
 	var out []string
 	for _, dir := range []string{FactsDir, EpisodesDir} {
-		ms, _ := filepath.Glob(filepath.Join(root, dir, "*.md"))
-		for _, m := range ms {
-			rel, _ := filepath.Rel(root, m)
-			out = append(out, rel)
-		}
+		ms, _ := root.Glob(dir + "/*.md")
+		out = append(out, ms...)
 	}
 	return out
 }
 
 func isEpisodes(rel string) bool { return filepath.Dir(rel) == EpisodesDir }
 
-func summaryTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+func summaryTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	var out []string
 	for _, rel := range memoryFiles(root) {
-		b, err := os.ReadFile(filepath.Join(root, rel))
-		if err != nil {
+		b, err := root.ReadFile(rel)
+		if env.Refused(root, RuleSummary, rel, err) || err != nil {
 			continue
 		}
+		env.Accepted(root, rel)
 		d := Parse(b, isEpisodes(rel))
-		key := root + "\x00" + rel
+		key := root.Path() + "\x00" + rel
 		last, seen, _ := env.DB.Get(ctx, sigNS, key)
 		switch {
 		case d.Summary == "" && len(d.Entries) > 0:
@@ -168,9 +167,9 @@ func summaryTargets(ctx context.Context, env *layout.Env, root string) ([]string
 	return out, nil
 }
 
-func runSummary(ctx context.Context, env *layout.Env, root, rel string) (jobs.Result, error) {
+func runSummary(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (jobs.Result, error) {
 	words := env.Store.Options.Int("summary_words")
-	key := root + "\x00" + rel
+	key := root.Path() + "\x00" + rel
 	rec := env.Record(RuleSummary)
 	sig := ""
 	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: rel,
@@ -231,7 +230,7 @@ func summaryLLM(ctx context.Context, env *layout.Env, d *Doc, words int) (string
 	return cutWords(s, words), reply.Tokens, nil
 }
 
-func indexTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+func indexTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	name := env.Store.Options.String("index_file")
 	if name == "" {
 		return nil, nil
@@ -240,24 +239,24 @@ func indexTargets(ctx context.Context, env *layout.Env, root string) ([]string, 
 	if err != nil {
 		return nil, nil
 	}
-	have, _ := os.ReadFile(filepath.Join(root, name))
+	have, _ := root.ReadFile(name)
 	if string(have) == want {
 		return nil, nil
 	}
 	return []string{name}, nil
 }
 
-func renderIndex(root, name string) (string, error) {
-	es, err := Index(root, name)
+func renderIndex(root *confine.Root, name string) (string, error) {
+	es, _, err := Index(root, name)
 	if err != nil {
 		return "", err
 	}
 	return FormatIndex(es), nil
 }
 
-func runIndex(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+func runIndex(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
 	owned := ""
-	if last, ok, _ := env.DB.LastFor(ctx, root, RuleIndex, target, state.Done); ok {
+	if last, ok, _ := env.DB.LastFor(ctx, root.Path(), RuleIndex, target, state.Done); ok {
 		owned = last.AfterSHA
 	}
 	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, OwnedSHA: owned,
@@ -270,21 +269,23 @@ func runIndex(ctx context.Context, env *layout.Env, root, target string) (jobs.R
 
 var monthRE = regexp.MustCompile(`^\d{4}-\d{2}\.md$`)
 
-func splitTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+func splitTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	limit := int64(env.Store.Options.Size("episodes_max_size"))
 	if limit <= 0 {
 		return nil, nil
 	}
 	var out []string
-	ms, _ := filepath.Glob(filepath.Join(root, EpisodesDir, "*.md"))
-	for _, m := range ms {
-		fi, err := os.Stat(m)
-		if err != nil || fi.Size() <= limit || !monthRE.MatchString(filepath.Base(m)) {
+	ms, _ := root.Glob(EpisodesDir + "/*.md")
+	for _, rel := range ms {
+		fi, err := root.Stat(rel)
+		if err != nil || fi.Size() <= limit || !monthRE.MatchString(filepath.Base(rel)) {
 			continue
 		}
-		b, _ := os.ReadFile(m)
-		rel, _ := filepath.Rel(root, m)
-		if !env.Seen(ctx, root, RuleSplit, rel, rewrite.Hash(b)) {
+		b, err := root.ReadFile(rel)
+		if env.Refused(root, RuleSplit, rel, err) || err != nil {
+			continue
+		}
+		if !env.Seen(ctx, root.Path(), RuleSplit, rel, rewrite.Hash(b)) {
 			out = append(out, rel)
 		}
 	}
@@ -296,9 +297,9 @@ func splitTargets(ctx context.Context, env *layout.Env, root string) ([]string, 
 // entry already there is not added again), then the month file keeps its
 // title and the undated entries, its pre-image archived: a crash in between
 // leaves nothing lost, and the next run finishes the move.
-func runSplit(ctx context.Context, env *layout.Env, root, rel string) (jobs.Result, error) {
+func runSplit(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (jobs.Result, error) {
 	month := strings.TrimSuffix(filepath.Base(rel), ".md")
-	b, err := os.ReadFile(filepath.Join(root, rel))
+	b, err := root.ReadFile(rel)
 	if err != nil {
 		return jobs.Result{}, nil
 	}
@@ -314,13 +315,13 @@ func runSplit(ctx context.Context, env *layout.Env, root, rel string) (jobs.Resu
 		}
 	}
 	if len(order) == 0 {
-		return jobs.Result{CoolDown: true}, env.Note(ctx, root, RuleSplit, rel, rewrite.Hash(b), int64(len(b)),
+		return jobs.Result{CoolDown: true}, env.Note(ctx, root.Path(), RuleSplit, rel, rewrite.Hash(b), int64(len(b)),
 			fmt.Sprintf("%s is over episodes_max_size but no entry has a '- Date: YYYY-MM-DD' of %s to split by", rel, month))
 	}
 	for _, w := range order {
 		entries := byWeek[w]
 		title := fmt.Sprintf("# %s Week %s Episodes\n", month, strings.TrimSuffix(w[len(w)-6:], ".md"))
-		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: w, AllowCreate: true, AppendOnly: true,
+		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: w, AllowCreate: true,
 			Compute: func(_ context.Context, old []byte) ([]byte, error) {
 				next := append([]byte{}, old...)
 				if len(next) == 0 {
@@ -348,7 +349,7 @@ func runSplit(ctx context.Context, env *layout.Env, root, rel string) (jobs.Resu
 			return jobs.Result{}, err
 		}
 	}
-	_, err = env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: rel, AppendOnly: true,
+	_, err = env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: rel,
 		Archive: filepath.Join(EpisodesDir, "archive", month+"-"+env.Now().Format("20060102-150405")+".md"),
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			cur := Parse(old, true)
@@ -361,7 +362,7 @@ func runSplit(ctx context.Context, env *layout.Env, root, rel string) (jobs.Resu
 			for _, e := range cur.Entries {
 				if w, ok := weekFile(month, e.Date); ok {
 					if filed[w] == nil {
-						wb, _ := os.ReadFile(filepath.Join(root, w))
+						wb, _ := root.ReadFile(w)
 						filed[w] = map[string]bool{}
 						for _, we := range Parse(wb, true).Entries {
 							filed[w][entryKey(we.Raw)] = true

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/compact/llmtest"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon/daemontest"
 	"github.com/memwatch/memwatch/layout/factsepisodes"
 	"github.com/memwatch/memwatch/rewrite"
@@ -36,9 +37,20 @@ func copyTree(t *testing.T) string {
 	return root
 }
 
+// openRoot opens a test root.
+func openRoot(t *testing.T, dir string) *confine.Root {
+	t.Helper()
+	r, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
 func TestIndexGolden(t *testing.T) {
 	root := copyTree(t)
-	es, err := factsepisodes.Index(root, "INDEX.md")
+	es, _, err := factsepisodes.Index(openRoot(t, root), "INDEX.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,48 +83,116 @@ func TestSummaryLine(t *testing.T) {
 }
 
 func TestSandbox(t *testing.T) {
-	root := copyTree(t)
-	outside := filepath.Join(filepath.Dir(root), "secret")
+	dir := copyTree(t)
+	root := openRoot(t, dir)
+	outside := filepath.Join(filepath.Dir(dir), "secret")
 	os.WriteFile(outside, []byte("s"), 0o644)
-	os.Symlink("/etc/passwd", filepath.Join(root, "facts", "passwd.md"))
+	os.Symlink("/etc/passwd", filepath.Join(dir, "facts", "passwd.md"))
+	os.Symlink(outside, filepath.Join(dir, "facts", "secret.md"))
 	rw := rewrite.New(nil, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
-	for _, p := range []string{"../secret", outside, "facts/passwd.md", "facts/../../secret"} {
-		if _, err := factsepisodes.Read(root, p); !errors.Is(err, rewrite.ErrOutsideRoot) {
-			t.Errorf("read %q: %v, want ErrOutsideRoot", p, err)
+	for _, p := range []string{"../secret", outside, "facts/passwd.md", "facts/secret.md", "facts/../../secret"} {
+		if _, err := factsepisodes.Read(root, p); !errors.Is(err, confine.ErrOutside) {
+			t.Errorf("read %q: %v, want ErrOutside", p, err)
 		}
-		if err := factsepisodes.Append(ctx, rw, root, p, []byte("x"), ""); !errors.Is(err, rewrite.ErrOutsideRoot) {
-			t.Errorf("append %q: %v, want ErrOutsideRoot", p, err)
+		if _, err := factsepisodes.Append(ctx, rw, root, "", p, []byte("x"), ""); !errors.Is(err, confine.ErrOutside) && !errors.Is(err, factsepisodes.ErrNotMemory) {
+			t.Errorf("append %q: %v, want ErrOutside", p, err)
 		}
-		if _, err := factsepisodes.ApplyPatches(ctx, rw, root, p, []factsepisodes.Patch{{Old: "root", New: "pwned"}}); !errors.Is(err, rewrite.ErrOutsideRoot) {
-			t.Errorf("patch %q: %v, want ErrOutsideRoot", p, err)
+		if _, err := factsepisodes.Write(ctx, rw, root, "", p, []byte("x")); !errors.Is(err, confine.ErrOutside) && !errors.Is(err, factsepisodes.ErrNotMemory) {
+			t.Errorf("write %q: %v, want ErrOutside", p, err)
+		}
+		if _, _, err := factsepisodes.ApplyPatches(ctx, rw, root, "", p, []factsepisodes.Patch{{Old: "root", New: "pwned"}}); !errors.Is(err, confine.ErrOutside) {
+			t.Errorf("patch %q: %v, want ErrOutside", p, err)
 		}
 	}
 	if b, _ := os.ReadFile(outside); string(b) != "s" {
 		t.Error("a file outside the root changed")
 	}
+	es, skipped, err := factsepisodes.Index(root, "INDEX.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if strings.Contains(e.Path, "secret") || strings.Contains(e.Path, "passwd") {
+			t.Errorf("index lists %s, a symlink leading outside the root", e.Path)
+		}
+	}
+	if len(skipped) != 2 {
+		t.Errorf("skipped = %v, want the two symlinks leading out", skipped)
+	}
 }
 
 func TestPatch(t *testing.T) {
-	root := copyTree(t)
+	dir := copyTree(t)
+	root := openRoot(t, dir)
 	rw := rewrite.New(nil, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
-	orig, _ := os.ReadFile(filepath.Join(root, "facts/user.md"))
-	if _, err := factsepisodes.ApplyPatches(ctx, rw, root, "facts/user.md", []factsepisodes.Patch{{Old: "Zhang San", New: "Li Si"}, {Old: "nowhere", New: "x"}}); !errors.Is(err, factsepisodes.ErrPatch) {
+	orig, _ := os.ReadFile(filepath.Join(dir, "facts/user.md"))
+	if _, _, err := factsepisodes.ApplyPatches(ctx, rw, root, "", "facts/user.md", []factsepisodes.Patch{{Old: "Zhang San", New: "Li Si"}, {Old: "nowhere", New: "x"}}); !errors.Is(err, factsepisodes.ErrPatch) {
 		t.Errorf("absent old text: %v", err)
 	}
-	if _, err := factsepisodes.ApplyPatches(ctx, rw, root, "facts/user.md", []factsepisodes.Patch{{Old: "- ", New: "* "}}); !errors.Is(err, factsepisodes.ErrPatch) || !strings.Contains(err.Error(), "ambiguous") {
+	if _, _, err := factsepisodes.ApplyPatches(ctx, rw, root, "", "facts/user.md", []factsepisodes.Patch{{Old: "- ", New: "* "}}); !errors.Is(err, factsepisodes.ErrPatch) || !strings.Contains(err.Error(), "ambiguous") {
 		t.Errorf("ambiguous old text: %v", err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(root, "facts/user.md")); string(b) != string(orig) {
+	if b, _ := os.ReadFile(filepath.Join(dir, "facts/user.md")); string(b) != string(orig) {
 		t.Fatal("a failed patch wrote")
 	}
-	n, err := factsepisodes.ApplyPatches(ctx, rw, root, "facts/user.md", []factsepisodes.Patch{{Old: "Zhang San", New: "Li Si"}, {Old: "Full-stack", New: "Backend"}})
+	n, _, err := factsepisodes.ApplyPatches(ctx, rw, root, "", "facts/user.md", []factsepisodes.Patch{{Old: "Zhang San", New: "Li Si"}, {Old: "Full-stack", New: "Backend"}})
 	if err != nil || n != 2 {
 		t.Fatalf("patch: %d, %v", n, err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(root, "facts/user.md")); !strings.Contains(string(b), "- Name: Li Si") || !strings.Contains(string(b), "Backend developer") {
+	if b, _ := os.ReadFile(filepath.Join(dir, "facts/user.md")); !strings.Contains(string(b), "- Name: Li Si") || !strings.Contains(string(b), "Backend developer") {
 		t.Errorf("after patch: %s", b)
+	}
+}
+
+// TestPatchCRLF: an LF patch applies to a CRLF file, which keeps CRLF.
+func TestPatchCRLF(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "facts"), 0o755)
+	src := "# User\r\n\r\n- Name: Zhang San\r\n- Role: dev\r\n"
+	os.WriteFile(filepath.Join(dir, "facts/user.md"), []byte(src), 0o644)
+	rw := rewrite.New(nil, slog.New(slog.DiscardHandler))
+	n, _, err := factsepisodes.ApplyPatches(context.Background(), rw, openRoot(t, dir), "", "facts/user.md",
+		[]factsepisodes.Patch{{Old: "- Name: Zhang San\n- Role: dev", New: "- Name: Li Si\n- Role: lead"}})
+	if err != nil || n != 1 {
+		t.Fatalf("patch: %d, %v", n, err)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "facts/user.md"))
+	if want := "# User\r\n\r\n- Name: Li Si\r\n- Role: lead\r\n"; string(got) != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestWriteJournaledAndUndoable: memory_write creates and overwrites a fact
+// file; the overwrite is archived and undo restores it.
+func TestWriteJournaledAndUndoable(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := state.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rw := rewrite.New(db, slog.New(slog.DiscardHandler))
+	root := openRoot(t, dir)
+	if _, err := factsepisodes.Write(ctx, rw, root, "", "facts/team/alice.md", []byte("# Alice\n- Role: lead\n")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := factsepisodes.Write(ctx, rw, root, "", "facts/team/alice.md", []byte("# Alice\n- Role: CTO\n"))
+	if err != nil || out.Archive == "" {
+		t.Fatalf("overwrite: %+v, %v", out, err)
+	}
+	if _, err := rw.Undo(ctx, out.Record, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(filepath.Join(dir, "facts/team/alice.md")); got != "# Alice\n- Role: lead\n" {
+		t.Errorf("after undo: %q", got)
+	}
+	for _, bad := range []string{"facts/x.txt", ".memwatch/x.md", "episodes/archive/x.md"} {
+		if _, err := factsepisodes.Write(ctx, rw, root, "", bad, []byte("x")); !errors.Is(err, factsepisodes.ErrNotMemory) {
+			t.Errorf("write %s: %v, want ErrNotMemory", bad, err)
+		}
 	}
 }
 
@@ -182,8 +262,13 @@ func TestSummariesAndIndexFollowChanges(t *testing.T) {
 	}
 }
 
-func exec(root string) (string, error) {
-	es, err := factsepisodes.Index(root, "INDEX.md")
+func exec(dir string) (string, error) {
+	root, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	es, _, err := factsepisodes.Index(root, "INDEX.md")
 	return factsepisodes.FormatIndex(es), err
 }
 

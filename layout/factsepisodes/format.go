@@ -11,13 +11,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 	"unicode"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/markdown"
 )
 
@@ -209,44 +210,74 @@ type IndexEntry struct {
 	Size    int64  `json:"size"`
 }
 
-// Index lists the memory files under root with their summaries, sorted by
-// path: facts/, episodes/ and any other category directory of *.md files.
-func Index(root, indexFile string) ([]IndexEntry, error) {
-	var out []IndexEntry
-	ents, err := os.ReadDir(root)
+// ArchiveDirName is the name of directories that hold archives (episode
+// months moved out, split months): memory_list leaves them out.
+const ArchiveDirName = "archive"
+
+// Index lists every memory file under root with its summary, sorted by
+// path: every *.md at any depth (facts/, episodes/, nested categories,
+// top-level files), except the index file itself, hidden files and
+// directories (memwatch's .memwatch/ among them), archive directories and
+// memwatch's temp files. A symlink is listed only when it stays inside the
+// root and names a file the root's owner may read; skipped names are
+// returned in skipped.
+func Index(root *confine.Root, indexFile string) (entries []IndexEntry, skipped []string, err error) {
+	entries = []IndexEntry{}
+	err = root.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == "." {
+				return err
+			}
+			return nil // an unreadable subdirectory is simply not listed
+		}
+		name := d.Name()
+		if p != "." && strings.HasPrefix(name, ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			if name == ArchiveDirName && p != "." {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		rel := filepath.ToSlash(p)
+		if !strings.HasSuffix(name, ".md") || rel == filepath.ToSlash(indexFile) || confine.IsTemp(name) {
+			return nil
+		}
+		b, rerr := root.ReadFile(p)
+		if rerr != nil {
+			skipped = append(skipped, rel)
+			return nil
+		}
+		doc := Parse(b, strings.HasPrefix(rel, EpisodesDir+"/"))
+		entries = append(entries, IndexEntry{Path: rel, Summary: doc.Summary, Size: int64(len(b))})
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("index %s: %w", root, err)
+		return nil, nil, fmt.Errorf("index %s: %w", root.Path(), err)
 	}
-	for _, dir := range ents {
-		if !dir.IsDir() || strings.HasPrefix(dir.Name(), ".") {
-			continue
-		}
-		files, _ := filepath.Glob(filepath.Join(root, dir.Name(), "*.md"))
-		for _, f := range files {
-			rel, _ := filepath.Rel(root, f)
-			rel = filepath.ToSlash(rel)
-			if rel == indexFile {
-				continue
-			}
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue
-			}
-			d := Parse(b, dir.Name() == EpisodesDir)
-			out = append(out, IndexEntry{Path: rel, Summary: d.Summary, Size: int64(len(b))})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Path < entries[j].Path })
+	return entries, skipped, nil
 }
+
+// indexFooter is the seed's closing line of the injected index.
+const indexFooter = "Use memory_read to load relevant files before responding."
 
 // FormatIndex renders the index as the text the seed injects.
 func FormatIndex(entries []IndexEntry) string {
 	var b strings.Builder
 	b.WriteString("Available memory:\n")
 	for _, e := range entries {
-		fmt.Fprintf(&b, "- %s (%s): %s\n", e.Path, HumanSize(e.Size), e.Summary)
+		fmt.Fprintf(&b, "- %s (%s)", e.Path, HumanSize(e.Size))
+		if e.Summary != "" {
+			b.WriteString(": " + e.Summary)
+		}
+		b.WriteByte('\n')
 	}
+	b.WriteString("\n" + indexFooter + "\n")
 	return b.String()
 }
 

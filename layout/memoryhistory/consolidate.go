@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/rewrite"
@@ -19,25 +19,26 @@ import (
 // progress is how far each session log has been consolidated.
 var progress = layout.LogProgress{NS: "consolidated"}
 
-func sessionLogs(env *layout.Env, root string) []string {
-	ms, _ := filepath.Glob(filepath.Join(root, env.Store.Options.String("sessions")))
+// sessionLogs lists the root's session logs (root-relative).
+func sessionLogs(env *layout.Env, root *confine.Root) []string {
+	ms, _ := root.Glob(env.Store.Options.String("sessions"))
 	return ms
 }
 
-func pending(ctx context.Context, env *layout.Env, path string) (count, done int64, idle bool, err error) {
-	return progress.Pending(ctx, env, path, env.Store.Options.Duration("session_idle"))
+func pending(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (count, done int64, idle bool, err error) {
+	return progress.Pending(ctx, env, root, rel, env.Store.Options.Duration("session_idle"))
 }
 
-func consolidateTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+func consolidateTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	window, keep := int64(env.Store.Options.Int("window")), int64(env.Store.Options.Int("keep"))
 	var out []string
-	for _, p := range sessionLogs(env, root) {
-		count, done, idle, err := pending(ctx, env, p)
-		if err != nil {
+	for _, rel := range sessionLogs(env, root) {
+		count, done, idle, err := pending(ctx, env, root, rel)
+		if env.Refused(root, RuleConsolidate, rel, err) || err != nil {
 			continue
 		}
+		env.Accepted(root, rel)
 		if count-done > window && count-keep > done || idle && count > done {
-			rel, _ := filepath.Rel(root, p)
 			out = append(out, rel)
 		}
 	}
@@ -48,14 +49,10 @@ func consolidateTargets(ctx context.Context, env *layout.Env, root string) ([]st
 // than window lines are pending, lines up to count-keep; once the session
 // is idle, the rest. The progress cursor makes "nothing new" exact, so it
 // asks for no cooldown, which would only delay the idle consolidation.
-func runConsolidate(ctx context.Context, env *layout.Env, root, rel string) (jobs.Result, error) {
-	path, err := rewrite.Resolve(root, rel)
-	if err != nil {
-		return jobs.Result{}, err
-	}
+func runConsolidate(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (jobs.Result, error) {
 	window, keep := int64(env.Store.Options.Int("window")), int64(env.Store.Options.Int("keep"))
 	for ctx.Err() == nil {
-		count, done, idle, err := pending(ctx, env, path)
+		count, done, idle, err := pending(ctx, env, root, rel)
 		if err != nil {
 			return jobs.Result{}, err
 		}
@@ -68,7 +65,7 @@ func runConsolidate(ctx context.Context, env *layout.Env, root, rel string) (job
 		default:
 			return jobs.Result{}, nil
 		}
-		if err := consolidateRange(ctx, env, root, rel, path, end); err != nil {
+		if err := consolidateRange(ctx, env, root, rel, end); err != nil {
 			return jobs.Result{}, retryable(err)
 		}
 	}
@@ -78,10 +75,11 @@ func runConsolidate(ctx context.Context, env *layout.Env, root, rel string) (job
 // consolidateRange consolidates the lines after the consolidated cursor up
 // to end. The history entry carries a marker naming the range, so a crash
 // between writing and committing the cursor never writes it twice.
-func consolidateRange(ctx context.Context, env *layout.Env, root, rel, path string, end int64) error {
+func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, rel string, end int64) error {
+	path := root.Join(rel)
 	// The first message always goes in; an over-long one makes the call
 	// fail and the raw fallback take over, never a cut mid-message.
-	msgs, next, err := progress.ReadRange(ctx, env, path, end, compact.EstimateTokens(consolidateSystem)+1000)
+	msgs, next, err := progress.ReadRange(ctx, env, root, rel, end, compact.EstimateTokens(consolidateSystem)+1000)
 	if err != nil {
 		return err
 	}
@@ -93,13 +91,13 @@ func consolidateRange(ctx context.Context, env *layout.Env, root, rel, path stri
 	rec := env.Record(RuleConsolidate)
 	rec.Reason = fmt.Sprintf("%s#L%d-%d", filepath.ToSlash(rel), first, last)
 
-	hist, _ := os.ReadFile(filepath.Join(root, HistoryFile))
+	hist, _ := root.ReadFile(HistoryFile)
 	if strings.Contains(string(hist), marker) {
 		// Written before a crash; only the cursor was not committed.
-		env.Log.Info("range already consolidated; committing the cursor", "root", root, "range", rec.Reason)
+		env.Log.Info("range already consolidated; committing the cursor", "root", root.Path(), "range", rec.Reason)
 		return progress.Commit(ctx, env, path, next)
 	}
-	memOld, _ := os.ReadFile(filepath.Join(root, MemoryFile))
+	memOld, _ := root.ReadFile(MemoryFile)
 	entryText, memory, note := consolidateLLM(ctx, env, rec, memOld, msgs)
 	if entryText == "" {
 		entryText = rawFallback(env, msgs)
@@ -113,7 +111,7 @@ func consolidateRange(ctx context.Context, env *layout.Env, root, rel, path stri
 		r := env.Record(RuleConsolidate)
 		r.Reason, r.Tokens = rec.Reason+note, rec.Tokens
 		rec.Tokens = 0 // count the tokens once
-		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AppendOnly: true, AllowCreate: true,
+		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true,
 			Compute: func(_ context.Context, old []byte) ([]byte, error) {
 				if strings.Contains(string(old), marker) {
 					return nil, rewrite.ErrUnchanged
@@ -143,10 +141,10 @@ func consolidateRange(ctx context.Context, env *layout.Env, root, rel, path stri
 		if errors.Is(err, rewrite.ErrConflict) {
 			// The agent keeps editing MEMORY.md: its edits win; the history
 			// entry is written, and the facts will come with the next range.
-			env.Log.Warn("MEMORY.md kept changing; memory update skipped", "root", root, "range", rec.Reason)
+			env.Log.Warn("MEMORY.md kept changing; memory update skipped", "root", root.Path(), "range", rec.Reason)
 		}
 	}
-	env.Log.Info("consolidated session range", "root", root, "range", rec.Reason, "messages", len(msgs), "fallback", note != "")
+	env.Log.Info("consolidated session range", "root", root.Path(), "range", rec.Reason, "messages", len(msgs), "fallback", note != "")
 	if err := progress.Commit(ctx, env, path, next); err != nil {
 		return err
 	}

@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/markdown"
@@ -59,8 +59,8 @@ func retryable(err error) error {
 
 // ---- monthly history ----
 
-func historyEntries(root string) ([]byte, []Entry, error) {
-	src, err := os.ReadFile(filepath.Join(root, HistoryFile))
+func historyEntries(root *confine.Root) ([]byte, []Entry, error) {
+	src, err := root.ReadFile(HistoryFile)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -69,7 +69,7 @@ func historyEntries(root string) ([]byte, []Entry, error) {
 }
 
 // missingByMonth returns, per monthly file, the entries of HISTORY.md it lacks.
-func missingByMonth(root string, entries []Entry) map[string][]Entry {
+func missingByMonth(root *confine.Root, entries []Entry) map[string][]Entry {
 	byMonth := map[string][]Entry{}
 	for _, e := range entries {
 		if e.OK {
@@ -79,7 +79,7 @@ func missingByMonth(root string, entries []Entry) map[string][]Entry {
 	out := map[string][]Entry{}
 	for month, es := range byMonth {
 		have := map[string]bool{}
-		if b, err := os.ReadFile(filepath.Join(root, month)); err == nil {
+		if b, err := root.ReadFile(month); err == nil {
 			have = keys(b)
 		}
 		for _, e := range es {
@@ -91,11 +91,12 @@ func missingByMonth(root string, entries []Entry) map[string][]Entry {
 	return out
 }
 
-func mirrorTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+func mirrorTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	_, entries, err := historyEntries(root)
-	if err != nil {
+	if env.Refused(root, RuleMirror, HistoryFile, err) || err != nil {
 		return nil, nil
 	}
+	env.Accepted(root, HistoryFile)
 	reportUnparsed(ctx, env, root, entries)
 	var out []string
 	for month := range missingByMonth(root, entries) {
@@ -106,25 +107,25 @@ func mirrorTargets(ctx context.Context, env *layout.Env, root string) ([]string,
 
 // reportUnparsed logs, once per heading, entries whose timestamp does not
 // parse: they stay where they are.
-func reportUnparsed(ctx context.Context, env *layout.Env, root string, entries []Entry) {
+func reportUnparsed(ctx context.Context, env *layout.Env, root *confine.Root, entries []Entry) {
 	for _, e := range entries {
 		if e.OK {
 			continue
 		}
-		key := root + "\x00" + e.Heading
+		key := root.Path() + "\x00" + e.Heading
 		if _, seen, _ := env.DB.Get(ctx, "unparsed-history", key); seen {
 			continue
 		}
-		env.Log.Warn("HISTORY.md entry has no parseable timestamp; it stays in HISTORY.md and is not filed by month", "root", root, "heading", e.Heading)
+		env.Log.Warn("HISTORY.md entry has no parseable timestamp; it stays in HISTORY.md and is not filed by month", "root", root.Path(), "heading", e.Heading)
 		_ = env.DB.Put(ctx, "unparsed-history", key, []byte("1"))
 	}
 }
 
 // runMirror appends to one monthly file the entries of HISTORY.md it lacks.
 // Entries an agent already wrote there are recognised, so nothing is doubled.
-func runMirror(ctx context.Context, env *layout.Env, root, month string) (jobs.Result, error) {
+func runMirror(ctx context.Context, env *layout.Env, root *confine.Root, month string) (jobs.Result, error) {
 	rec := env.Record(RuleMirror)
-	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: month, AppendOnly: true, AllowCreate: true,
+	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: month, AllowCreate: true,
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			_, entries, err := historyEntries(root)
 			if err != nil {
@@ -157,7 +158,7 @@ func currentMonth(now time.Time, e Entry) bool {
 	return e.Time.Year() == t.Year() && e.Time.Month() == t.Month() || e.Time.After(t)
 }
 
-func moveTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+func moveTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	if env.Store.Options.String("history_mode") != "move" {
 		return nil, nil
 	}
@@ -176,9 +177,9 @@ func moveTargets(ctx context.Context, env *layout.Env, root string) ([]string, e
 
 // runMove takes the entries of ended months out of HISTORY.md once they are
 // in their monthly files. The pre-image is archived first.
-func runMove(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+func runMove(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
 	rec := env.Record(RuleMove)
-	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: HistoryFile, AppendOnly: true,
+	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: HistoryFile,
 		Archive: filepath.Join(ArchiveDir, "HISTORY-"+env.Now().Format("2006-01-02-1504")+".md"),
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			pre, entries := ParseHistory(old)
@@ -189,7 +190,7 @@ func runMove(ctx context.Context, env *layout.Env, root, target string) (jobs.Re
 				if e.OK && !currentMonth(env.Now(), e) {
 					m := e.Month()
 					if filed[m] == nil {
-						b, _ := os.ReadFile(filepath.Join(root, m))
+						b, _ := root.ReadFile(m)
 						filed[m] = keys(b)
 					}
 					if filed[m][e.Key()] {
@@ -213,12 +214,12 @@ func runMove(ctx context.Context, env *layout.Env, root, target string) (jobs.Re
 
 // ---- MEMORY.md compression ----
 
-func compressTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
-	b, err := os.ReadFile(filepath.Join(root, MemoryFile))
-	if err != nil || int64(len(b)) <= int64(env.Store.Options.Size("memory_max_size")) {
+func compressTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
+	b, err := root.ReadFile(MemoryFile)
+	if env.Refused(root, RuleCompress, MemoryFile, err) || err != nil || int64(len(b)) <= int64(env.Store.Options.Size("memory_max_size")) {
 		return nil, nil
 	}
-	if env.Seen(ctx, root, RuleCompress, MemoryFile, rewrite.Hash(b)) {
+	if env.Seen(ctx, root.Path(), RuleCompress, MemoryFile, rewrite.Hash(b)) {
 		return nil, nil
 	}
 	return []string{MemoryFile}, nil
@@ -229,7 +230,7 @@ It is over its size limit of %d bytes. Return only the new MEMORY.md as markdown
 prune stale and low-value facts, merge duplicates, keep the structure and every fact that is still useful, and stay under %d bytes.
 ` + compact.DataNotice
 
-func runCompress(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
 	limit := int64(env.Store.Options.Size("memory_max_size"))
 	rec := env.Record(RuleCompress)
 	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: MemoryFile,
@@ -263,14 +264,14 @@ func runCompress(ctx context.Context, env *layout.Env, root, target string) (job
 	switch out.Status {
 	case state.Done:
 		if rec.AfterSize > limit {
-			env.Log.Warn("MEMORY.md compressed but still over memory_max_size", "root", root, "size", rec.AfterSize, "memory_max_size", limit)
+			env.Log.Warn("MEMORY.md compressed but still over memory_max_size", "root", root.Path(), "size", rec.AfterSize, "memory_max_size", limit)
 		}
 		return jobs.Result{Changed: true}, nil
 	case state.Rejected:
 		return jobs.Result{CoolDown: true}, nil
 	}
-	if b, err := os.ReadFile(filepath.Join(root, MemoryFile)); err == nil && int64(len(b)) > limit {
-		_ = env.Note(ctx, root, RuleCompress, MemoryFile, rewrite.Hash(b), int64(len(b)),
+	if b, err := root.ReadFile(MemoryFile); err == nil && int64(len(b)) > limit {
+		_ = env.Note(ctx, root.Path(), RuleCompress, MemoryFile, rewrite.Hash(b), int64(len(b)),
 			fmt.Sprintf("MEMORY.md is %d bytes, over memory_max_size %d, and has no duplicate lines or empty sections to remove", len(b), limit))
 	}
 	return jobs.Result{CoolDown: true}, nil

@@ -5,12 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/markdown"
@@ -41,17 +42,17 @@ func (Layout) Rules() []layout.Rule {
 	}
 }
 
-func compactTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
-	path := filepath.Join(root, MemoryFile)
-	fi, err := os.Stat(path)
+func compactTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
+	fi, err := root.Stat(MemoryFile)
 	if err != nil || fi.Size() <= int64(env.Store.Options.Size("max_size")) {
 		return nil, nil
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, err := root.ReadFile(MemoryFile)
+	if env.Refused(root, RuleCompact, MemoryFile, err) || err != nil {
 		return nil, nil
 	}
-	if env.Seen(ctx, root, RuleCompact, MemoryFile, rewrite.Hash(data)) {
+	env.Accepted(root, MemoryFile)
+	if env.Seen(ctx, root.Path(), RuleCompact, MemoryFile, rewrite.Hash(data)) {
 		return nil, nil // we already compacted (or gave up on) exactly this content
 	}
 	return []string{MemoryFile}, nil
@@ -60,7 +61,7 @@ func compactTargets(ctx context.Context, env *layout.Env, root string) ([]string
 // CompactRequest implements layout.Compactable: the rewrite that compacts
 // memory.md, and the record it is journaled with. With force it runs even
 // under max_size (memwatch compact).
-func (Layout) CompactRequest(env *layout.Env, root string, force bool) (rewrite.Request, *state.Record) {
+func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (rewrite.Request, *state.Record) {
 	maxSize := int64(env.Store.Options.Size("max_size"))
 	keep := env.Store.Options.Int("keep_history")
 	rec := env.Record(RuleCompact)
@@ -79,7 +80,7 @@ func (Layout) CompactRequest(env *layout.Env, root string, force bool) (rewrite.
 			// An unreachable endpoint or a spent budget must not leave memory
 			// growing: the heuristic keeps it bounded, and the journal says why.
 			rec.Reason = fmt.Sprintf("llm unavailable (%v); heuristic compactor used", err)
-			env.Log.Warn("llm compaction failed; falling back to heuristic", "root", root, "err", err)
+			env.Log.Warn("llm compaction failed; falling back to heuristic", "root", root.Path(), "err", err)
 		}
 		out, ok := CompactHeuristic(old, keep)
 		if !ok {
@@ -94,7 +95,7 @@ func (Layout) CompactRequest(env *layout.Env, root string, force bool) (rewrite.
 	}, rec
 }
 
-func runCompact(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+func runCompact(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
 	maxSize := int64(env.Store.Options.Size("max_size"))
 	keep := env.Store.Options.Int("keep_history")
 	req, rec := Layout{}.CompactRequest(env, root, false)
@@ -108,7 +109,7 @@ func runCompact(ctx context.Context, env *layout.Env, root, target string) (jobs
 		if note != "" || rec.AfterSize > maxSize {
 			if rec.AfterSize > maxSize {
 				note = strings.TrimPrefix(note+fmt.Sprintf("; still %d bytes, over max_size %d: # now alone is too large for the heuristic", rec.AfterSize, maxSize), "; ")
-				env.Log.Warn("compacted but still over max_size", "root", root, "path", target, "size", rec.AfterSize, "max_size", maxSize)
+				env.Log.Warn("compacted but still over max_size", "root", root.Path(), "path", target, "size", rec.AfterSize, "max_size", maxSize)
 			}
 			rec.Reason = note
 			_ = env.DB.Update(ctx, rec)
@@ -119,9 +120,9 @@ func runCompact(ctx context.Context, env *layout.Env, root, target string) (jobs
 	}
 	// Nothing could be dropped: say so once; Seen keeps us from retrying
 	// until the content changes.
-	data, err := os.ReadFile(filepath.Join(root, target))
+	data, err := root.ReadFile(target)
 	if err == nil && int64(len(data)) > maxSize {
-		_ = env.Note(ctx, root, RuleCompact, target, rewrite.Hash(data), int64(len(data)),
+		_ = env.Note(ctx, root.Path(), RuleCompact, target, rewrite.Hash(data), int64(len(data)),
 			fmt.Sprintf("memory.md is %d bytes, over max_size %d, and the heuristic compactor cannot shrink it (no History entries beyond keep_history %d)", len(data), maxSize, keep))
 	}
 	return jobs.Result{CoolDown: true}, nil
@@ -254,7 +255,23 @@ func sectionName(t string) string {
 // historyStamp is the timestamp of a History heading, which identifies it.
 func historyStamp(t string) string { return sectionName(t) }
 
-func retentionTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+// runAge is when a run file was last of use: the later of the time its
+// name gives (when it parses as a real YYYY-MM-DD-HHmm) and its mtime, so a
+// file written a moment ago is never old, whatever its name says.
+func runAge(root *confine.Root, name string) (time.Time, bool) {
+	fi, err := root.Lstat(filepath.Join(RunDir, name))
+	if err != nil || !fi.Mode().IsRegular() {
+		return time.Time{}, false
+	}
+	t := fi.ModTime()
+	stamp := strings.TrimSuffix(strings.TrimSuffix(name, ".md"), "-run")
+	if n, err := time.ParseInLocation(TimeFormat, stamp, time.Local); err == nil && n.Format(TimeFormat) == stamp && n.After(t) {
+		t = n
+	}
+	return t, true
+}
+
+func retentionTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	keep := env.Store.Options.Duration("run_retention")
 	if keep <= 0 {
 		return nil, nil
@@ -262,30 +279,27 @@ func retentionTargets(ctx context.Context, env *layout.Env, root string) ([]stri
 	cutoff := env.Now().Add(-keep)
 	var out []string
 	for _, name := range runFiles(root) {
-		t, err := time.ParseInLocation(TimeFormat, strings.TrimSuffix(strings.TrimSuffix(name, ".md"), "-run"), time.Local)
-		if err != nil {
-			fi, err := os.Stat(filepath.Join(root, RunDir, name))
-			if err != nil {
-				continue
-			}
-			t = fi.ModTime()
-		}
-		if t.Before(cutoff) {
+		if t, ok := runAge(root, name); ok && t.Before(cutoff) {
 			out = append(out, filepath.Join(RunDir, name))
 		}
 	}
 	return out, nil
 }
 
-func runRetention(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+// runRetention moves a run file older than run_retention into the archive
+// directory (journaled; undo brings it back).
+func runRetention(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
 	// Only ever inside memory/run/.
 	if filepath.Dir(target) != RunDir {
 		return jobs.Result{}, fmt.Errorf("run retention refuses %s: not in %s/", target, RunDir)
 	}
+	if t, ok := runAge(root, filepath.Base(target)); !ok || !t.Before(env.Now().Add(-env.Store.Options.Duration("run_retention"))) {
+		return jobs.Result{}, nil // written again since it was found old
+	}
 	rec := env.Record(RuleRetention)
 	rec.Reason = "older than run_retention " + policy.FormatDuration(env.Store.Options.Duration("run_retention"))
-	if err := env.Rewriter.Remove(ctx, root, target, rec); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+	if err := env.Rewriter.Remove(ctx, root, target, "", rec); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
 			return jobs.Result{}, nil
 		}
 		return jobs.Result{}, err
@@ -293,32 +307,36 @@ func runRetention(ctx context.Context, env *layout.Env, root, target string) (jo
 	return jobs.Result{}, nil
 }
 
-func snapshotTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+func snapshotTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	name := env.Store.Options.String("snapshot_file")
 	if name == "" {
 		return nil, nil
 	}
-	want, err := Snapshot(filepath.Join(root, MemoryFile))
-	if err != nil {
+	want, err := Snapshot(root, MemoryFile)
+	if env.Refused(root, RuleSnapshot, MemoryFile, err) || err != nil {
 		return nil, nil
 	}
-	have, _ := os.ReadFile(filepath.Join(root, name))
+	have, _ := root.ReadFile(name)
 	if string(have) == want {
 		return nil, nil
 	}
 	return []string{name}, nil
 }
 
-func runSnapshot(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
+func runSnapshot(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
 	rec := env.Record(RuleSnapshot)
 	owned := ""
-	if last, ok, _ := env.DB.LastFor(ctx, root, RuleSnapshot, target, "done"); ok {
+	if last, ok, _ := env.DB.LastFor(ctx, root.Path(), RuleSnapshot, target, "done"); ok {
 		owned = last.AfterSHA
 	}
-	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, OwnedSHA: owned,
+	mode := root.FileMode()
+	if fi, err := root.Stat(MemoryFile); err == nil {
+		mode = fi.Mode().Perm() // the view is as readable as what it shows
+	}
+	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, OwnedSHA: owned, Mode: mode,
 		Archive: filepath.Join(rewrite.DefaultArchiveDir, target+"."+env.Now().Format("20060102-150405")),
 		Compute: func(context.Context, []byte) ([]byte, error) {
-			s, err := Snapshot(filepath.Join(root, MemoryFile))
+			s, err := Snapshot(root, MemoryFile)
 			return []byte(s), err
 		}}, rec)
 	// The snapshot is derived and cheap: no cooldown, so it follows every change.

@@ -9,11 +9,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"sort"
 	"strings"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/markdown"
 )
 
@@ -46,14 +46,14 @@ func countLines(b []byte) int {
 func humanKB(n int) string { return fmt.Sprintf("%.1fKB", float64(n)/1024) }
 
 // runFiles lists memory/run/*-run.md newest first (names sort by time).
-func runFiles(root string) []string {
-	ents, err := os.ReadDir(filepath.Join(root, RunDir))
+func runFiles(root *confine.Root) []string {
+	ents, err := root.ReadDir(RunDir)
 	if err != nil {
 		return nil
 	}
 	var out []string
 	for _, e := range ents {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".md") {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".md") {
 			out = append(out, e.Name())
 		}
 	}
@@ -62,15 +62,15 @@ func runFiles(root string) []string {
 }
 
 // compactionArchives lists memory/YYYY-MM-DD-HHmm*.md newest first.
-func compactionArchives(root string) []string {
-	ents, err := os.ReadDir(filepath.Join(root, ArchiveDir))
+func compactionArchives(root *confine.Root) []string {
+	ents, err := root.ReadDir(ArchiveDir)
 	if err != nil {
 		return nil
 	}
 	var out []string
 	for _, e := range ents {
 		n := e.Name()
-		if !e.IsDir() && strings.HasSuffix(n, ".md") && len(n) >= len(TimeFormat) {
+		if e.Type().IsRegular() && (strings.HasSuffix(n, ".md") || strings.HasSuffix(n, ".md.gz") || strings.HasSuffix(n, ".md.zst")) && len(n) >= len(TimeFormat) {
 			out = append(out, n)
 		}
 	}
@@ -93,11 +93,11 @@ func firstSection(d *markdown.Doc) (start, end int, idx int) {
 const maxListedRuns = 10
 
 // Snapshot renders the seed's injection text (3.2, 3.3) for the memory file
-// at path; root is its app directory.
-func Snapshot(path string) (string, error) {
-	root := filepath.Dir(path)
-	src, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
+// file of the app directory root.
+func Snapshot(root *confine.Root, file string) (string, error) {
+	path := root.Join(file)
+	src, err := root.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Sprintf("## Memory\n\n**File**: `%s`\n\nNo memory file yet. Create it with the Write tool: start with `# now` and a `## State | one-line summary` section, then add `# History` for the timeline (newest entry first, headings `## YYYY-MM-DD-HHmm | summary`).\n", path), nil
 	}
 	if err != nil {
@@ -164,12 +164,12 @@ type ArchiveInfo struct {
 	Compactions []string `json:"compactions"`
 }
 
-// Status returns the structure of the memory file at path.
-func Status(path string) (StatusInfo, error) {
-	root := filepath.Dir(path)
+// Status returns the structure of the memory file file of root.
+func Status(root *confine.Root, file string) (StatusInfo, error) {
+	path := root.Join(file)
 	st := StatusInfo{Path: path, Headings: []HeadingInfo{}}
-	src, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
+	src, err := root.ReadFile(file)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return st, fmt.Errorf("read memory file: %w", err)
 	}
 	if err == nil {

@@ -7,7 +7,10 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/memwatch/memwatch/confine"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -29,23 +32,41 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
+// testRoot opens a directory of testdata as a root.
+func testRoot(t *testing.T, dir string) *confine.Root {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
 func TestSnapshotGolden(t *testing.T) {
 	for _, name := range []string{"missing", "small", "large", "crlf", "nohistory"} {
 		t.Run(name, func(t *testing.T) {
-			s, err := Snapshot(filepath.Join("testdata", name, "memory.md"))
+			root := testRoot(t, filepath.Join("testdata", name))
+			s, err := Snapshot(root, "memory.md")
 			if err != nil {
 				t.Fatal(err)
 			}
+			s = strings.ReplaceAll(s, root.Path(), filepath.Join("testdata", name))
 			golden(t, name+".snapshot.golden", []byte(s))
 		})
 	}
 }
 
 func TestStatusGolden(t *testing.T) {
-	st, err := Status(filepath.Join("testdata", "large", "memory.md"))
+	root := testRoot(t, filepath.Join("testdata", "large"))
+	st, err := Status(root, "memory.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.Path = filepath.Join("testdata", "large", "memory.md")
 	b, _ := json.MarshalIndent(st, "", "  ")
 	golden(t, "large.status.golden.json", append(b, '\n'))
 	golden(t, "large.status.golden.txt", []byte(FormatStatus(st)))
@@ -165,5 +186,10 @@ func snapshotOf(src []byte) (string, error) {
 	if err := os.WriteFile(p, src, 0o644); err != nil {
 		return "", err
 	}
-	return Snapshot(p)
+	root, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	return Snapshot(root, "memory.md")
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/watcher"
 )
 
@@ -223,8 +223,10 @@ func snippet(text []byte, at int) string {
 
 // file is one file to search.
 type file struct {
-	path, source, session, rel string
-	mtime                      int64
+	root                 *confine.Root
+	path                 string // root-relative
+	source, session, rel string
+	mtime                int64
 }
 
 // Options selects what Recall searches.
@@ -239,25 +241,30 @@ type Options struct {
 // come detail first, then messages, newest first within each.
 func Recall(q Query, o Options) ([]Result, error) {
 	var files []file
-	for _, root := range o.Roots {
+	for _, dir := range o.Roots {
+		root, err := confine.Open(dir, confine.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("recall: %w", err)
+		}
+		defer root.Close()
 		session := ""
 		if o.Session {
-			session = filepath.Base(root)
+			session = filepath.Base(dir)
 		}
 		if o.Scope == "all" || o.Scope == "detail" {
-			ms, _ := filepath.Glob(filepath.Join(root, DetailDir, "*.md"))
+			ms, _ := root.Glob(DetailDir + "/*.md")
 			for _, m := range ms {
-				files = append(files, file{path: m, source: "detail", session: session, rel: "detail/" + filepath.Base(m)})
+				files = append(files, file{root: root, path: m, source: "detail", session: session, rel: "detail/" + filepath.Base(m)})
 			}
 		}
 		if o.Scope == "all" || o.Scope == "messages" {
-			if _, err := os.Stat(filepath.Join(root, MessagesFile)); err == nil {
-				files = append(files, file{path: filepath.Join(root, MessagesFile), source: "messages", session: session, rel: MessagesFile})
+			if _, err := root.Stat(MessagesFile); err == nil {
+				files = append(files, file{root: root, path: MessagesFile, source: "messages", session: session, rel: MessagesFile})
 			}
 		}
 	}
 	for i := range files {
-		if fi, err := os.Stat(files[i].path); err == nil {
+		if fi, err := files[i].root.Stat(files[i].path); err == nil {
 			files[i].mtime = fi.ModTime().UnixNano()
 		}
 	}
@@ -278,7 +285,7 @@ func Recall(q Query, o Options) ([]Result, error) {
 				mu.Lock()
 				results = append(results, rs...)
 				if err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("recall %s: %w", f.path, err)
+					firstErr = fmt.Errorf("recall %s: %w", f.root.Join(f.path), err)
 				}
 				mu.Unlock()
 			}
@@ -315,13 +322,13 @@ const chunk = 4 << 20
 // for reuse). Lines are only looked at where the anchor occurs, so a miss
 // costs no allocation and no per-line work.
 func searchFile(q Query, f file, buf []byte) ([]Result, []byte, error) {
-	fh, err := os.Open(f.path)
+	fh, fi, err := f.root.OpenRead(f.path)
 	if err != nil {
 		return nil, buf, err
 	}
 	defer fh.Close()
 	size := int64(chunk)
-	if fi, err := fh.Stat(); err == nil && fi.Size() < size {
+	if fi.Size() < size {
 		size = fi.Size() + 1 // a small file fits in one read
 	}
 	if int64(cap(buf)) < size {

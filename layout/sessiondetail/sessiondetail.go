@@ -11,7 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/policy"
@@ -56,12 +57,12 @@ func (Layout) Rules() []layout.Rule {
 
 var progress = layout.LogProgress{NS: "summarized"}
 
-func summarizeTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
-	path := filepath.Join(root, MessagesFile)
-	count, done, quiet, err := progress.Pending(ctx, env, path, env.Store.Options.Duration("session_idle"))
-	if err != nil {
+func summarizeTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
+	count, done, quiet, err := progress.Pending(ctx, env, root, MessagesFile, env.Store.Options.Duration("session_idle"))
+	if env.Refused(root, RuleSummarize, MessagesFile, err) || err != nil {
 		return nil, nil
 	}
+	env.Accepted(root, MessagesFile)
 	every := int64(env.Store.Options.Int("summary_every"))
 	if count-done >= every || quiet && count > done {
 		return []string{MessagesFile}, nil
@@ -73,11 +74,10 @@ func summarizeTargets(ctx context.Context, env *layout.Env, root string) ([]stri
 // the rest when the session has gone quiet. Its progress cursor already
 // makes "nothing new" exact, so it asks for no cooldown: one would only
 // delay the summary of a session that just went quiet.
-func runSummarize(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
-	path := filepath.Join(root, MessagesFile)
+func runSummarize(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
 	every := int64(env.Store.Options.Int("summary_every"))
 	for ctx.Err() == nil {
-		count, done, quiet, err := progress.Pending(ctx, env, path, env.Store.Options.Duration("session_idle"))
+		count, done, quiet, err := progress.Pending(ctx, env, root, MessagesFile, env.Store.Options.Duration("session_idle"))
 		if err != nil {
 			return jobs.Result{}, err
 		}
@@ -90,7 +90,7 @@ func runSummarize(ctx context.Context, env *layout.Env, root, target string) (jo
 		default:
 			return jobs.Result{}, nil
 		}
-		if err := summarize(ctx, env, root, path, end); err != nil {
+		if err := summarize(ctx, env, root, end); err != nil {
 			if errors.Is(err, rewrite.ErrConflict) {
 				return jobs.Result{}, jobs.Retry(err)
 			}
@@ -102,8 +102,9 @@ func runSummarize(ctx context.Context, env *layout.Env, root, target string) (jo
 
 // summarize writes the summary of the lines after the progress cursor up to
 // end. A marker naming the range makes it exactly-once across crashes.
-func summarize(ctx context.Context, env *layout.Env, root, path string, end int64) error {
-	msgs, next, err := progress.ReadRange(ctx, env, path, end, compact.EstimateTokens(summarySystem)+800)
+func summarize(ctx context.Context, env *layout.Env, root *confine.Root, end int64) error {
+	path := root.Join(MessagesFile)
+	msgs, next, err := progress.ReadRange(ctx, env, root, MessagesFile, end, compact.EstimateTokens(summarySystem)+800)
 	if err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func summarize(ctx context.Context, env *layout.Env, root, path string, end int6
 	cite := fmt.Sprintf("%s#L%d-%d", MessagesFile, first, last)
 	marker := "<!-- memwatch: " + cite + " -->"
 	if existing := findMarker(root, marker); existing != "" {
-		env.Log.Info("range already summarized; committing the cursor", "root", root, "range", cite, "file", existing)
+		env.Log.Info("range already summarized; committing the cursor", "root", root.Path(), "range", cite, "file", existing)
 		return progress.Commit(ctx, env, path, next)
 	}
 	rec := env.Record(RuleSummarize)
@@ -124,7 +125,7 @@ func summarize(ctx context.Context, env *layout.Env, root, path string, end int6
 		title, content, keywords, err = summaryLLM(ctx, env, msgs, &rec.Tokens)
 		if err != nil {
 			rec.Reason += fmt.Sprintf(" (llm unavailable: %v; extractive summary used)", err)
-			env.Log.Warn("llm summary failed; using the extractive summary", "root", root, "err", err)
+			env.Log.Warn("llm summary failed; using the extractive summary", "root", root.Path(), "err", err)
 		}
 	}
 	if content == "" {
@@ -150,7 +151,7 @@ func summarize(ctx context.Context, env *layout.Env, root, path string, end int6
 		}}, rec); err != nil {
 		return err
 	}
-	env.Log.Info("wrote session summary", "root", root, "file", name, "range", cite)
+	env.Log.Info("wrote session summary", "root", root.Path(), "file", name, "range", cite)
 	if err := progress.Commit(ctx, env, path, next); err != nil {
 		return err
 	}
@@ -158,10 +159,10 @@ func summarize(ctx context.Context, env *layout.Env, root, path string, end int6
 }
 
 // findMarker returns the detail file holding marker, if any.
-func findMarker(root, marker string) string {
-	files, _ := filepath.Glob(filepath.Join(root, DetailDir, "*.md"))
+func findMarker(root *confine.Root, marker string) string {
+	files, _ := root.Glob(DetailDir + "/*.md")
 	for _, f := range files {
-		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), marker) {
+		if b, err := root.ReadFile(f); err == nil && strings.Contains(string(b), marker) {
 			return f
 		}
 	}
@@ -169,11 +170,11 @@ func findMarker(root, marker string) string {
 }
 
 // freeName picks detail/YYYY-MM-DD-HHmm-summary.md, adding -2, -3 when taken.
-func freeName(root string, now time.Time) string {
+func freeName(root *confine.Root, now time.Time) string {
 	base := filepath.Join(DetailDir, now.Format("2006-01-02-1504")+"-summary")
 	name := base + ".md"
 	for i := 2; ; i++ {
-		if _, err := os.Lstat(filepath.Join(root, name)); os.IsNotExist(err) {
+		if _, err := root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
 			return name
 		}
 		name = fmt.Sprintf("%s-%d.md", base, i)
@@ -335,30 +336,34 @@ func Keywords(msgs []layout.Message, n int) []string {
 	return words
 }
 
-func overviewTargets(ctx context.Context, env *layout.Env, root string) ([]string, error) {
+func overviewTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	limit := int64(env.Store.Options.Size("overview_max_size"))
 	if limit <= 0 {
 		return nil, nil
 	}
-	b, err := os.ReadFile(filepath.Join(root, OverviewFile))
-	if err != nil || int64(len(b)) <= limit {
-		env.Warnings.Clear(root, RuleOverview)
+	fi, err := root.Stat(OverviewFile)
+	if err != nil || fi.Size() <= limit {
+		env.Warnings.Clear(root.Path(), RuleOverview)
 		return nil, nil
 	}
-	env.Warnings.Set(root, RuleOverview, fmt.Sprintf("%s is %d bytes, over overview_max_size %d (memwatch does not rewrite the agent's overview)", filepath.Join(root, OverviewFile), len(b), limit))
-	if env.Seen(ctx, root, RuleOverview, OverviewFile, rewrite.Hash(b)) {
+	b, err := root.ReadFile(OverviewFile)
+	if env.Refused(root, RuleOverview, OverviewFile, err) || err != nil {
+		return nil, nil
+	}
+	env.Warnings.Set(root.Path(), RuleOverview, fmt.Sprintf("%s is %d bytes, over overview_max_size %d (memwatch does not rewrite the agent's overview)", root.Join(OverviewFile), len(b), limit))
+	if env.Seen(ctx, root.Path(), RuleOverview, OverviewFile, rewrite.Hash(b)) {
 		return nil, nil
 	}
 	return []string{OverviewFile}, nil
 }
 
 // runOverview journals, once per content, that the overview is oversize.
-func runOverview(ctx context.Context, env *layout.Env, root, target string) (jobs.Result, error) {
-	b, err := os.ReadFile(filepath.Join(root, OverviewFile))
+func runOverview(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
+	b, err := root.ReadFile(OverviewFile)
 	if err != nil {
 		return jobs.Result{}, nil
 	}
 	limit := env.Store.Options.Size("overview_max_size")
-	return jobs.Result{CoolDown: true}, env.Note(ctx, root, RuleOverview, OverviewFile, rewrite.Hash(b), int64(len(b)),
+	return jobs.Result{CoolDown: true}, env.Note(ctx, root.Path(), RuleOverview, OverviewFile, rewrite.Hash(b), int64(len(b)),
 		fmt.Sprintf("overview.md is %d bytes, over overview_max_size %d; the agent owns it, so memwatch only warns", len(b), limit))
 }

@@ -1,0 +1,469 @@
+// Package confine is how memwatch touches the files of a store root.
+//
+// memwatch runs as root beside agents that own their directories and may be
+// careless or hostile. A Root guarantees, for every operation made through
+// it (and layouts make no other):
+//   - nothing outside the root directory is read, created, changed or
+//     removed: names are resolved by os.Root, one component at a time with
+//     O_NOFOLLOW, and a symlink is followed only while it stays inside the
+//     root; the leaf operations of the safe rewrite (exchange, link, unlink,
+//     create) run on a directory descriptor with a single-component name, so
+//     no path string is joined and resolved again between check and use;
+//   - the root itself was a real directory when it was opened (a store root
+//     that is a symlink, or that resolves outside the directory its glob
+//     names, is refused) and the handle stays on that directory;
+//   - memwatch reads only what the root's owner could read: a file the
+//     owner has no read permission for (a root-only file that found its way
+//     into the root) is refused, so no byte of it reaches the agent's files;
+//   - what memwatch creates belongs to the root's owner: a new directory gets
+//     the owner and the root directory's mode, a new file the owner and the
+//     mode its caller derives from the file it replaces or preserves; owner
+//     and mode are set with fchown/fchmod on the open descriptor, never by
+//     path;
+//   - bounded loads: ReadFile refuses a file over the root's MaxFileSize, and
+//     opening never blocks on a FIFO or device an agent left in the root.
+package confine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// DefaultMaxFileSize is the largest file a rule loads whole.
+const DefaultMaxFileSize = 256 << 20
+
+// Errors a caller may branch on. Each is wrapped with the path it concerns.
+var (
+	// ErrSymlinkRoot means the configured root is a symbolic link.
+	ErrSymlinkRoot = errors.New("store root is a symbolic link; memwatch does not follow it")
+	// ErrOutside means a path is, or resolves to, a place outside the root
+	// (or a root outside the directory its glob names).
+	ErrOutside = errors.New("path leads outside the store root")
+	// ErrDenied means the root's owner has no permission for the file, so
+	// memwatch, acting for the owner, does not touch it.
+	ErrDenied = errors.New("the root's owner has no permission for it")
+	// ErrTooLarge means a file is over the size memwatch loads.
+	ErrTooLarge = errors.New("file is larger than memwatch loads")
+	// ErrNotRegular means the path is not a regular file (a directory, FIFO, device or socket).
+	ErrNotRegular = errors.New("not a regular file")
+)
+
+// Options tune Open.
+type Options struct {
+	// Within lists directories the root must resolve inside: the static
+	// directories of the store's globs. Empty skips the check (roots named
+	// on the command line).
+	Within []string
+	// Owner, when set, is the identity memwatch acts as instead of the root
+	// directory's owner (a store's user: and group: keys).
+	Owner *Identity
+	// MaxFileSize bounds ReadFile; 0 means DefaultMaxFileSize.
+	MaxFileSize int64
+}
+
+// Root is an open store root. It is safe for concurrent use.
+type Root struct {
+	path    string // the root as configured: a directory, or a database file
+	dir     string // the directory os is open on (path, or a file root's directory)
+	leaf    string // a file root's name in dir; "" for a directory root
+	os      *os.Root
+	fileSt  *syscall.Stat_t
+	owner   Identity
+	dirMode fs.FileMode
+	maxFile int64
+	// chown is true when memwatch can give files away (it runs as root).
+	chown bool
+}
+
+// Open opens the directory at path as a store root. path must be absolute.
+func Open(p string, o Options) (*Root, error) {
+	if !filepath.IsAbs(p) {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("open store root %s: %w", p, err)
+		}
+		p = abs
+	}
+	p = filepath.Clean(p)
+	before, err := CheckRoot(p, o.Within, false)
+	if err != nil {
+		return nil, err
+	}
+	r, err := os.OpenRoot(p)
+	if err != nil {
+		return nil, fmt.Errorf("open store root %s: %w", p, err)
+	}
+	fi, err := r.Stat(".")
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("open store root %s: %w", p, err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	// The directory opened must be the one checked: an agent that swapped
+	// it for a symlink in between gets nothing.
+	if st.Dev != before.Dev || st.Ino != before.Ino {
+		r.Close()
+		return nil, fmt.Errorf("open store root %s: %w (it was replaced while being opened)", p, ErrSymlinkRoot)
+	}
+	root := &Root{path: p, dir: p, os: r, dirMode: fi.Mode().Perm(), maxFile: o.MaxFileSize, chown: os.Geteuid() == 0}
+	if root.maxFile <= 0 {
+		root.maxFile = DefaultMaxFileSize
+	}
+	if o.Owner != nil {
+		root.owner = *o.Owner
+	} else {
+		root.owner = identityOf(int(st.Uid), int(st.Gid))
+	}
+	return root, nil
+}
+
+// OpenFile opens a store root that is a single file (an app's SQLite
+// database): the Root is its directory, limited to what that directory
+// holds, and Leaf names the file. The file must be a regular file, not a
+// symlink, inside within. Drivers that open the file by path check with
+// SameFile afterwards that they opened this one.
+func OpenFile(p string, o Options) (*Root, error) {
+	p = filepath.Clean(p)
+	st, err := CheckRoot(p, o.Within, true)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(p)
+	if _, err := CheckRoot(dir, nil, false); err != nil {
+		return nil, err
+	}
+	r, err := Open(dir, Options{Owner: o.Owner, MaxFileSize: o.MaxFileSize})
+	if err != nil {
+		return nil, err
+	}
+	if o.Owner == nil {
+		r.owner = identityOf(int(st.Uid), int(st.Gid))
+	}
+	r.path, r.leaf, r.fileSt = p, filepath.Base(p), st
+	return r, nil
+}
+
+// Leaf is a file root's file name in its directory ("" for a directory root).
+func (r *Root) Leaf() string { return r.leaf }
+
+// SameFile reports an error unless the file root's path still names the
+// file that was checked when it was opened: a driver that opened it by path
+// in between then opened that very file.
+func (r *Root) SameFile() error {
+	if r.fileSt == nil {
+		return nil
+	}
+	fi, err := r.os.Lstat(r.leaf)
+	if err != nil {
+		return wrap("lstat", r.leaf, err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode()&fs.ModeSymlink != 0 || st.Dev != r.fileSt.Dev || st.Ino != r.fileSt.Ino {
+		return fmt.Errorf("%s was replaced while memwatch opened it: %w", r.path, ErrSymlinkRoot)
+	}
+	return nil
+}
+
+// CheckRoot reports why path cannot be a store root, if it cannot: it is a
+// symlink, not a directory (or, with file, not a regular file), or it
+// resolves outside every directory in within. It returns what lstat saw.
+func CheckRoot(p string, within []string, file bool) (*syscall.Stat_t, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil, fmt.Errorf("open store root %s: %w", p, err)
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, fmt.Errorf("%s: %w", p, ErrSymlinkRoot)
+	case !file && !fi.IsDir():
+		return nil, fmt.Errorf("open store root %s: not a directory", p)
+	case file && !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("open store root %s: %w", p, ErrNotRegular)
+	}
+	if len(within) > 0 {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return nil, fmt.Errorf("open store root %s: %w", p, err)
+		}
+		ok := false
+		for _, w := range within {
+			rw, err := filepath.EvalSymlinks(w)
+			if err != nil {
+				rw = filepath.Clean(w)
+			}
+			if Within(rw, real) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s resolves to %s, outside %s: %w", p, real, strings.Join(within, ", "), ErrOutside)
+		}
+	}
+	return fi.Sys().(*syscall.Stat_t), nil
+}
+
+// Within reports whether p is dir or lies below it (both clean and absolute).
+func Within(dir, p string) bool {
+	if dir == string(filepath.Separator) {
+		return strings.HasPrefix(p, dir)
+	}
+	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// Close releases the root's descriptor.
+func (r *Root) Close() error { return r.os.Close() }
+
+// Path is the root's absolute path, for messages and the journal.
+func (r *Root) Path() string { return r.path }
+
+// Join is the absolute path of rel, for messages only: never open it.
+func (r *Root) Join(rel string) string { return filepath.Join(r.dir, rel) }
+
+// Owner is the identity memwatch acts as in this root.
+func (r *Root) Owner() Identity { return r.owner }
+
+// DirMode is the root directory's permission bits; new directories get them.
+func (r *Root) DirMode() fs.FileMode { return r.dirMode }
+
+// FileMode is the mode of a new file that derives from nothing: the root
+// directory's read and write bits, without execute.
+func (r *Root) FileMode() fs.FileMode { return r.dirMode & 0o666 }
+
+// MaxFileSize is the largest file ReadFile loads.
+func (r *Root) MaxFileSize() int64 { return r.maxFile }
+
+// FS is the root as an fs.FS (for fs.Glob and fs.WalkDir); it follows
+// symlinks only inside the root and reads nothing the owner could not.
+func (r *Root) FS() fs.FS { return rootFS{r} }
+
+// Rel turns an absolute path under the root into a root-relative one,
+// lexically; a path outside is ErrOutside.
+func (r *Root) Rel(abs string) (string, error) {
+	if !filepath.IsAbs(abs) {
+		return clean(abs)
+	}
+	rel, err := filepath.Rel(r.dir, filepath.Clean(abs))
+	if err != nil || !filepath.IsLocal(rel) {
+		if filepath.Clean(abs) == r.dir {
+			return ".", nil
+		}
+		return "", fmt.Errorf("%s: %w (%s)", abs, ErrOutside, r.dir)
+	}
+	return rel, nil
+}
+
+// clean checks a root-relative name lexically: no absolute path, no "..".
+func clean(rel string) (string, error) {
+	if rel == "" || rel == "." {
+		return ".", nil
+	}
+	if filepath.IsAbs(rel) || !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%s: %w", rel, ErrOutside)
+	}
+	return filepath.Clean(rel), nil
+}
+
+// wrap turns os.Root's escape error into ErrOutside, keeping the rest.
+func wrap(op, rel string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if strings.Contains(err.Error(), "path escapes from parent") {
+		return fmt.Errorf("%s %s: %w", op, rel, ErrOutside)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s %s: %w", op, rel, pe.Err)
+	}
+	return fmt.Errorf("%s %s: %w", op, rel, err)
+}
+
+// openFlags never block on a FIFO and never make a terminal ours.
+const openFlags = os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY
+
+// OpenRead opens a regular file the owner may read, following symlinks only
+// inside the root. The caller closes it.
+func (r *Root) OpenRead(rel string) (*os.File, fs.FileInfo, error) {
+	rel, err := clean(rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := r.os.OpenFile(rel, openFlags, 0)
+	if err != nil {
+		return nil, nil, wrap("open", rel, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, wrap("stat", rel, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("open %s: %w", rel, ErrNotRegular)
+	}
+	if !r.owner.may(fi, mayRead) {
+		f.Close()
+		return nil, nil, fmt.Errorf("open %s: %w (read, as uid %d)", rel, ErrDenied, r.owner.UID)
+	}
+	return f, fi, nil
+}
+
+// ReadFile reads a whole regular file the owner may read, up to MaxFileSize.
+func (r *Root) ReadFile(rel string) ([]byte, error) {
+	f, fi, err := r.OpenRead(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readAll(f, fi, r.maxFile, rel)
+}
+
+func readAll(f *os.File, fi fs.FileInfo, limit int64, rel string) ([]byte, error) {
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("read %s: %w (%d bytes, limit %d)", rel, ErrTooLarge, fi.Size(), limit)
+	}
+	// The file may grow while it is read; never past the limit.
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, wrap("read", rel, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("read %s: %w (over %d bytes)", rel, ErrTooLarge, limit)
+	}
+	return b, nil
+}
+
+// Stat follows symlinks inside the root.
+func (r *Root) Stat(rel string) (fs.FileInfo, error) {
+	rel, err := clean(rel)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := r.os.Stat(rel)
+	return fi, wrap("stat", rel, err)
+}
+
+// Lstat does not follow a final symlink.
+func (r *Root) Lstat(rel string) (fs.FileInfo, error) {
+	rel, err := clean(rel)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := r.os.Lstat(rel)
+	return fi, wrap("lstat", rel, err)
+}
+
+// ReadDir lists a directory the owner may read, sorted by name.
+func (r *Root) ReadDir(rel string) ([]fs.DirEntry, error) {
+	rel, err := clean(rel)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.os.OpenFile(rel, openFlags|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, wrap("open", rel, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, wrap("stat", rel, err)
+	}
+	if !r.owner.may(fi, mayRead|mayExec) {
+		return nil, fmt.Errorf("list %s: %w", rel, ErrDenied)
+	}
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, wrap("list", rel, err)
+	}
+	sortEntries(ents)
+	return ents, nil
+}
+
+// Glob returns the root-relative names matching pattern (path.Match
+// syntax, slash-separated), sorted.
+func (r *Root) Glob(pattern string) ([]string, error) {
+	pattern = filepath.ToSlash(pattern)
+	if _, err := path.Match(pattern, ""); err != nil {
+		return nil, fmt.Errorf("glob %q: %w", pattern, err)
+	}
+	ms, err := fs.Glob(r.FS(), pattern)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ms {
+		ms[i] = filepath.FromSlash(ms[i])
+	}
+	return ms, nil
+}
+
+// WalkDir walks the tree at rel without following symlinked directories.
+func (r *Root) WalkDir(rel string, fn fs.WalkDirFunc) error {
+	rel, err := clean(rel)
+	if err != nil {
+		return err
+	}
+	return fs.WalkDir(r.FS(), filepath.ToSlash(rel), func(p string, d fs.DirEntry, err error) error {
+		return fn(filepath.FromSlash(p), d, err)
+	})
+}
+
+// Resolve follows symlinks in rel, inside the root, and returns the
+// root-relative path of what it names (which need not exist yet, as long
+// as its directory does). The safe rewrite works on the resolved name, so
+// an agent's in-root symlink keeps pointing at the rewritten file.
+func (r *Root) Resolve(rel string) (string, error) {
+	rel, err := clean(rel)
+	if err != nil {
+		return "", err
+	}
+	for hops := 0; hops < 40; hops++ {
+		fi, err := r.os.Lstat(rel)
+		if errors.Is(err, fs.ErrNotExist) {
+			return rel, nil
+		}
+		if err != nil {
+			return "", wrap("resolve", rel, err)
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return rel, nil
+		}
+		dest, err := r.os.Readlink(rel)
+		if err != nil {
+			return "", wrap("readlink", rel, err)
+		}
+		if filepath.IsAbs(dest) {
+			d, err := r.Rel(dest)
+			if err != nil {
+				return "", fmt.Errorf("resolve %s: %w", rel, err)
+			}
+			rel = d
+			continue
+		}
+		next := filepath.Join(filepath.Dir(rel), dest)
+		if !filepath.IsLocal(next) {
+			return "", fmt.Errorf("resolve %s: %w (it points to %s)", rel, ErrOutside, dest)
+		}
+		rel = filepath.Clean(next)
+	}
+	return "", fmt.Errorf("resolve %s: too many symbolic links", rel)
+}
+
+// Remove removes a file, not following a final symlink.
+func (r *Root) Remove(rel string) error {
+	rel, err := clean(rel)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return fmt.Errorf("remove: refusing to remove the store root")
+	}
+	return wrap("remove", rel, r.os.Remove(rel))
+}

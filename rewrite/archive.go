@@ -1,0 +1,305 @@
+package rewrite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/state"
+	"golang.org/x/sys/unix"
+)
+
+func statT(fi fs.FileInfo) (*syscall.Stat_t, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return st, ok
+}
+
+// archiveName picks the archive path for a target.
+func archiveName(requested, relTarget string, now time.Time) string {
+	if requested != "" {
+		return requested
+	}
+	return filepath.Join(DefaultArchiveDir, relTarget+"."+now.Format("20060102-150405"))
+}
+
+// numbered is name with "-n" before its extension (n > 1).
+func numbered(name string, n int) string {
+	if n <= 1 {
+		return name
+	}
+	ext := filepath.Ext(name)
+	return fmt.Sprintf("%s-%d%s", strings.TrimSuffix(name, ext), n, ext)
+}
+
+// writeArchive stores data at rel inside root without ever overwriting an
+// existing archive, with the mode and owner of the file it preserves,
+// fsyncs it and its directory, and returns the root-relative path used.
+func (w *Rewriter) writeArchive(root *confine.Root, rel string, data []byte, mode fs.FileMode, uid, gid int) (string, error) {
+	rel, err := root.Rel(rel)
+	if err != nil {
+		return "", fmt.Errorf("archive: %w", err)
+	}
+	dir, err := root.MkdirAll(filepath.Dir(rel))
+	if err != nil {
+		return "", fmt.Errorf("create archive directory: %w", err)
+	}
+	defer dir.Close()
+	f, tmp, err := dir.CreateTemp(filepath.Base(rel), "a")
+	if err != nil {
+		return "", fmt.Errorf("write archive: %w", err)
+	}
+	defer func() {
+		f.Close()
+		_ = dir.Unlink(tmp) // our temp: its content is still at the target
+	}()
+	if mode == 0 {
+		mode = 0o600
+	}
+	if err := writeAll(f, data); err != nil {
+		return "", fmt.Errorf("write archive: %w", err)
+	}
+	if err := dir.Own(f, mode, uid, gid); err != nil {
+		return "", fmt.Errorf("write archive: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("write archive: %w", err)
+	}
+	base := filepath.Base(rel)
+	for i := 1; i < 10000; i++ {
+		name := numbered(base, i)
+		// link fails when the name exists: an archive is never overwritten.
+		err := dir.Link(tmp, dir, name)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("write archive %s: %w", dir.Rel(name), err)
+		}
+		if err := dir.Sync(); err != nil {
+			return "", err
+		}
+		return dir.Rel(name), nil
+	}
+	return "", fmt.Errorf("write archive %s: too many archives with that name", rel)
+}
+
+// Remove takes a file out of a root (retention, a summarised month): it is
+// moved into the archive directory (archive, or DefaultArchiveDir when
+// empty) under a name that does not exist yet, with its inode, owner and
+// mode, and journaled so undo can bring it back. A writer holding it open
+// keeps writing into the archived file. Nothing is ever deleted.
+func (w *Rewriter) Remove(ctx context.Context, root *confine.Root, target, archive string, rec *state.Record) error {
+	target, err := root.Rel(target)
+	if err != nil {
+		return err
+	}
+	real, err := root.Resolve(target)
+	if err != nil {
+		return err
+	}
+	dir, err := root.Dir(filepath.Dir(real))
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", target, err)
+	}
+	defer dir.Close()
+	name := filepath.Base(real)
+	data, fi, err := dir.ReadFile(name)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", target, err)
+	}
+	if !dir.MayCreate() {
+		return fmt.Errorf("remove %s: %w", target, confine.ErrDenied)
+	}
+	rec.Root, rec.Target = root.Path(), target
+	rec.BeforeSHA, rec.BeforeSize = Hash(data), int64(len(data))
+	if archive == "" {
+		archive = archiveName("", target, w.Now())
+	}
+	adir, err := root.MkdirAll(filepath.Dir(archive))
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", target, err)
+	}
+	defer adir.Close()
+	// Pick the archive name first, so the pending record names it: the
+	// next start then tells a move that happened from one that did not.
+	aname := ""
+	for i := 1; i < 10000; i++ {
+		n := numbered(filepath.Base(archive), i)
+		if _, err := adir.Lstat(n); errors.Is(err, fs.ErrNotExist) {
+			aname = n
+			break
+		}
+	}
+	if aname == "" {
+		return fmt.Errorf("remove %s: too many archives named %s", target, archive)
+	}
+	rec.Archive = adir.Rel(aname)
+	rec.Outcome, rec.AfterSHA, rec.AfterSize = state.Pending, RemovedSHA, 0
+	start := time.Now()
+	if err := w.journal(ctx, rec, true); err != nil {
+		return err
+	}
+	if err := dir.Move(name, adir, aname); err != nil {
+		rec.Outcome, rec.Reason = state.Failed, err.Error()
+		if uerr := w.journal(context.WithoutCancel(ctx), rec, false); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+		return fmt.Errorf("remove %s: %w", target, err)
+	}
+	if err := errors.Join(adir.Sync(), dir.Sync()); err != nil {
+		return err
+	}
+	// The agent may have written between the read and the move: the archive
+	// holds what was removed, so the record says what it holds.
+	if moved, _, err := adir.ReadFile(aname); err == nil {
+		rec.BeforeSHA, rec.BeforeSize = Hash(moved), int64(len(moved))
+	}
+	_ = fi
+	rec.Outcome, rec.Duration = state.Done, time.Since(start)
+	w.Log.Info("removed file into the archive", "store", rec.Store, "root", rec.Root, "rule", rec.Rule, "path", rec.Target, "archive", rec.Archive, "reason", rec.Reason)
+	return w.journal(context.WithoutCancel(ctx), rec, false)
+}
+
+// CleanTemp resolves the temporary files a killed memwatch left in root
+// (see the package doc): what is provably memwatch's own or already in an
+// archive is removed, a tail an agent appended is carried into the target
+// first, anything else is kept in the archive directory. It returns how
+// many it removed and how many it kept.
+func (w *Rewriter) CleanTemp(ctx context.Context, root *confine.Root, store string) (removed, kept int, err error) {
+	var temps []string
+	werr := root.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // a vanished or unreadable directory is not ours to judge
+		}
+		if !d.IsDir() && confine.IsTemp(d.Name()) {
+			temps = append(temps, p)
+		}
+		return nil
+	})
+	for _, t := range temps {
+		r, k := w.resolveLeftover(ctx, root, store, t)
+		removed += r
+		kept += k
+	}
+	return removed, kept, werr
+}
+
+// resolveLeftover decides about one leftover temp file.
+func (w *Rewriter) resolveLeftover(ctx context.Context, root *confine.Root, store, rel string) (removed, kept int) {
+	dir, err := root.Dir(filepath.Dir(rel))
+	if err != nil {
+		return 0, 0
+	}
+	defer dir.Close()
+	name := filepath.Base(rel)
+	data, fi, err := dir.ReadFile(name)
+	if err != nil {
+		w.Log.Warn("cannot read a leftover temp file; it stays", "root", root.Path(), "path", rel, "err", err)
+		return 0, 0
+	}
+	target, tag := tempTarget(name)
+	targetRel := filepath.Join(filepath.Dir(rel), target)
+	rec := &state.Record{Store: store, Root: root.Path(), Target: targetRel}
+	var jr *state.Record
+	if id, ok := tempRecord(tag); ok && w.DB != nil {
+		if r, err := w.DB.GetRecord(ctx, id); err == nil && r.Root == root.Path() {
+			jr = &r
+			rec.Target, rec.Store = r.Target, r.Store
+		}
+	}
+	gone := func(why string) (int, int) {
+		if st, err := dir.Lstat(name); err == nil && sameInodeSt(fi, st) {
+			if err := dir.Unlink(name); err == nil {
+				w.Log.Info("removed a temp file left by an interrupted rewrite", "root", root.Path(), "path", rel, "why", why)
+				return 1, 0
+			}
+		}
+		return 0, 0
+	}
+	switch {
+	case strings.HasPrefix(tag, "a"):
+		// An archive being written: a copy of a file still in place.
+		return gone("an unfinished archive copy")
+	case jr != nil:
+		for _, known := range []struct {
+			sha  string
+			size int64
+			what string
+		}{{jr.BeforeSHA, jr.BeforeSize, "the pre-image"}, {jr.AfterSHA, jr.AfterSize, "memwatch's result"}} {
+			if known.sha == "" || known.sha == RemovedSHA || int64(len(data)) < known.size || Hash(data[:known.size]) != known.sha {
+				continue
+			}
+			if tail := data[known.size:]; len(tail) > 0 {
+				if err := appendTo(dir, target, tail); err != nil {
+					break // keep it below
+				}
+				w.Log.Info("carried bytes an agent wrote during an interrupted rewrite into the target", "root", root.Path(), "path", targetRel, "bytes", len(tail))
+			}
+			return gone(known.what)
+		}
+	case strings.HasPrefix(tag, "d"):
+		// The fallback's second name of a target: an agent's file.
+	}
+	if _, err := keepFile(w, dir, name, rec); err != nil {
+		w.Log.Error("cannot move a leftover file into the archive; it stays", "root", root.Path(), "path", rel, "err", err)
+		return 0, 0
+	}
+	kr := &state.Record{Store: rec.Store, Root: root.Path(), Rule: RuleKept, Target: rec.Target, Outcome: state.Done,
+		Reason: "found after an interrupted rewrite; not memwatch's own, so kept", BeforeSHA: Hash(data), BeforeSize: int64(len(data))}
+	_ = w.journal(ctx, kr, true)
+	return 0, 1
+}
+
+func sameInodeSt(fi fs.FileInfo, st *unix.Stat_t) bool {
+	a, ok := statT(fi)
+	return ok && uint64(a.Dev) == uint64(st.Dev) && uint64(a.Ino) == uint64(st.Ino)
+}
+
+// appendTo appends b to name in dir.
+func appendTo(dir *confine.Dir, name string, b []byte) error {
+	f, err := dir.Open(name, os.O_WRONLY|os.O_APPEND)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// tempTarget splits a temp name ".NAME<marker>TAG..." into NAME and the tag.
+func tempTarget(name string) (target, tag string) {
+	i := strings.Index(name, TempMarker)
+	if i < 0 {
+		return name, ""
+	}
+	return strings.TrimPrefix(name[:i], "."), name[i+len(TempMarker):]
+}
+
+// tempRecord reads the journal id from a rewrite temp's tag "r<ID>-...".
+func tempRecord(tag string) (int64, bool) {
+	if !strings.HasPrefix(tag, "r") {
+		return 0, false
+	}
+	end := strings.IndexByte(tag, '-')
+	if end < 0 {
+		return 0, false
+	}
+	var id int64
+	if _, err := fmt.Sscanf(tag[1:end], "%d", &id); err != nil {
+		return 0, false
+	}
+	return id, true
+}
