@@ -189,7 +189,7 @@ func (d *Daemon) apply(p *policy.Policy) error {
 		if err != nil {
 			return err
 		}
-		env := &layout.Env{Store: s, Rewriter: d.rw, DB: d.db, Cursors: d.cursors, Now: time.Now, Warnings: &d.warnings,
+		env := &layout.Env{Store: s, Rewriter: d.rw, DB: d.db, Cursors: d.cursors, Now: time.Now, Warnings: &d.warnings, Busy: &layout.BusyTargets{},
 			Log: d.log.With("store", s.Name, "layout", s.Layout)}
 		if s.Compactor == "llm" {
 			c, ok := clients[s.LLM]

@@ -122,7 +122,10 @@ func TestAgentEditDuringSlowLLMCompactionIsKept(t *testing.T) {
 	}
 }
 
-func TestRejectedLLMOutputKeepsOriginal(t *testing.T) {
+// A destructive LLM answer is rejected by the guards; the daemon then
+// compacts with the heuristic, so memory.md does not stay oversize, and the
+// journal says why.
+func TestRejectedLLMOutputFallsBackToHeuristic(t *testing.T) {
 	// The model drops every # now section but State: a destructive answer.
 	bad := "# now\n\n## State | x\n\n# History\n\n## 2026-01-15-2000 | run 0\n"
 	srv := llmtest.New(t, llmtest.Step{Content: bad, Tokens: 777})
@@ -131,19 +134,19 @@ func TestRejectedLLMOutputKeepsOriginal(t *testing.T) {
 	d, _ := testDaemon(t, llmPolicy(root, srv.BaseURL()))
 	orig := memory(20, "v1")
 	os.WriteFile(filepath.Join(root, "memory.md"), orig, 0o644)
-	rec := waitJournal(t, d, state.Filter{Outcome: state.Rejected}, 5*time.Second)
-	if !strings.Contains(rec.Reason, "output drops 2 of 3 # now sections") || rec.Tokens != 777 {
-		t.Errorf("rejection record = %+v", rec)
+	rec := waitJournal(t, d, state.Filter{Rule: nowhistory.RuleCompact, Outcome: state.Done}, 5*time.Second)
+	if !strings.Contains(rec.Reason, "llm output rejected (output drops 2 of 3 # now sections") || !strings.Contains(rec.Reason, "heuristic compactor used") || rec.Tokens != 777 {
+		t.Errorf("compaction record = %+v", rec)
 	}
-	time.Sleep(500 * time.Millisecond) // past the cooldown: it must not ask again for the same content
-	if b, _ := os.ReadFile(filepath.Join(root, "memory.md")); !bytes.Equal(b, orig) {
-		t.Error("memory.md changed although the output was rejected")
+	want, _ := nowhistory.CompactHeuristic(orig, 2)
+	if b, _ := os.ReadFile(filepath.Join(root, "memory.md")); !bytes.Equal(b, want) {
+		t.Error("memory.md is not the heuristic compaction")
+	}
+	if arch, _ := os.ReadFile(filepath.Join(root, rec.Archive)); !bytes.Equal(arch, orig) {
+		t.Error("the archive does not hold the original")
 	}
 	if srv.Calls() != 1 {
-		t.Errorf("LLM calls = %d, want 1 (no retry on unchanged content)", srv.Calls())
-	}
-	if ents, _ := os.ReadDir(filepath.Join(root, "memory")); len(ents) != 0 {
-		t.Errorf("a rejected rewrite left archives: %v", ents)
+		t.Errorf("LLM calls = %d, want 1", srv.Calls())
 	}
 }
 

@@ -40,6 +40,9 @@ type Result struct {
 	// CoolDown asks for a cooldown even without a change (e.g. the heuristic
 	// could not get under a threshold and said so once).
 	CoolDown bool
+	// RetryAfter asks for the job to run again after this long (a target
+	// being written continuously: the rule backs off and tries again).
+	RetryAfter time.Duration
 }
 
 // Runner executes one job.
@@ -399,6 +402,18 @@ func (e *Engine) finish(s *loopState, j *Job, res Result, err error) {
 		if cd := e.cfg.Cooldown(j.Store); cd > 0 {
 			s.cooling[jk] = time.Now().Add(cd)
 		}
+	}
+	if res.RetryAfter > 0 && err == nil && !s.stopping && j.fn == nil {
+		jj := *j.fresh()
+		jj.Reason = "retry after a deferral"
+		var t *time.Timer
+		t = time.AfterFunc(res.RetryAfter, func() {
+			e.send(func(s *loopState) {
+				delete(s.retries, t)
+				e.submit(s, &jj)
+			})
+		})
+		s.retries[t] = true
 	}
 	if s.rerun[jk] {
 		delete(s.rerun, jk)

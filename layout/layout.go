@@ -34,6 +34,9 @@ type Env struct {
 	Now     func() time.Time
 	// Warnings collects conditions shown by memwatch status; may be nil.
 	Warnings *Warnings
+
+	// Busy tracks deferrals of targets written continuously; NewBusy makes one.
+	Busy *BusyTargets
 }
 
 // Rule is one thing a layout does to a root.

@@ -118,6 +118,7 @@ var layoutOptions = map[string][]optSpec{
 		{key: "keep_history", kind: kindInt, def: 10},
 		{key: "run_retention", kind: kindDuration, def: time.Duration(0)},
 		{key: "snapshot_file", kind: kindString, def: ""},
+		{key: "regrow", kind: kindSize, def: Size(0)},
 	},
 	"facts-episodes": {
 		{key: "index_file", kind: kindString, def: "INDEX.md"},
@@ -134,6 +135,7 @@ var layoutOptions = map[string][]optSpec{
 		{key: "history_mode", kind: kindString, def: "mirror", enum: []string{"mirror", "move"}},
 		{key: "fallback_messages", kind: kindInt, def: 10},
 		{key: "fallback_chars", kind: kindInt, def: 200},
+		{key: "regrow", kind: kindSize, def: Size(0)},
 	},
 	"session-detail": {
 		{key: "summary_every", kind: kindInt, def: 200},

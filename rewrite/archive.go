@@ -237,10 +237,12 @@ func (w *Rewriter) resolveLeftover(ctx context.Context, root *confine.Root, stor
 				continue
 			}
 			if tail := data[known.size:]; len(tail) > 0 {
-				if err := appendTo(dir, target, tail); err != nil {
-					break // keep it below
+				// The tail goes into the target, and the file is kept below:
+				// only exact copies of what is archived or written are removed.
+				if err := appendTo(dir, target, tail); err == nil {
+					w.Log.Info("carried bytes an agent wrote during an interrupted rewrite into the target", "root", root.Path(), "path", targetRel, "bytes", len(tail))
 				}
-				w.Log.Info("carried bytes an agent wrote during an interrupted rewrite into the target", "root", root.Path(), "path", targetRel, "bytes", len(tail))
+				break
 			}
 			return gone(known.what)
 		}

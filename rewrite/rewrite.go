@@ -59,27 +59,32 @@
 //     is X again, with every byte that writer wrote), resolve the temp name
 //     as in step 12, and return a BusyError.
 //  11. CLASSIFY X. Exactly S: it is archived; remove it (after checking the
-//     name still is that inode with that content). S plus a tail: append
-//     the tail to T (O_APPEND: nothing there is overwritten; the tail may
-//     land after lines written to T since the exchange, so lines in flight
-//     at the exchange may change order, never get lost), then remove X.
-//     Anything else (the agent rewrote T in place, or renamed a new file
-//     onto T just before the exchange): the agent's version must win, so
-//     EXCHANGE BACK and resolve the temp name as in step 12; the attempt
-//     ends in a conflict and the job starts again from the agent's file.
-//  12. RESOLVE the temp name after an exchange back. Memwatch's own N:
-//     remove it. N plus appended bytes: append them to T, then remove it.
-//     Anything else (the agent renamed yet another file onto T meanwhile):
-//     keep whichever of the two agent files is newer at T and move the
-//     other into the archive directory, journaled; nothing is deleted.
+//     name still is that inode with that content). S plus a tail (writes in
+//     flight at the exchange): append the tail to T, and keep X in the
+//     archive directory, journaled: an agent that read T in the moment the
+//     tail was missing may write T back without it, so the tail is never
+//     only in T. (O_APPEND overwrites nothing; lines in flight may land after
+//     lines written to T since the exchange: their order may change, never
+//     their presence.) Anything else (the agent rewrote T in place, or
+//     renamed a new file onto T just before the exchange): the agent's
+//     version must win, so EXCHANGE BACK and resolve the temp name as in
+//     step 12; the attempt ends in a conflict and starts again from the
+//     agent's file.
+//  12. RESOLVE the temp name after an exchange back. Exactly memwatch's N:
+//     remove it. N plus bytes an agent appended while it was the target:
+//     append them to T, and keep the file, as in step 11. Anything else
+//     (the agent renamed yet another file onto T meanwhile): the newer of
+//     the two agent files stays at T, the other is kept; nothing is deleted.
 //  13. JOURNAL done with the hash of what is at T. Kill before it: the next
 //     start finds T equal to N (or N plus appends) and records done.
 //
 // The next start (Recover, CleanTemp) applies the same rules to every temp
-// file left in a root: a temp whose content is the record's pre-image or
-// result is removed, one that extends them has its tail carried into the
-// target first, and anything else is kept in the archive directory. So at
-// no step can a kill or a write by the agent lose a byte the agent wrote.
+// file left in a root: a temp whose content is exactly the record's
+// pre-image or result is removed; one that extends them has its tail
+// appended to the target and is kept; anything else is kept in the archive
+// directory. The rule under all of it: memwatch removes a file only when
+// its content is exactly a copy it archived or wrote itself. So at no step
+// can a kill or a write by the agent lose a byte the agent wrote.
 //
 // What this cannot protect: an agent that writes into memwatch's temp
 // names (they carry a random part and the TempMarker), and, on file systems
@@ -206,6 +211,10 @@ type Rewriter struct {
 	// Resolvers settle pending journal records of changes that are not file
 	// rewrites (database rows), by rule.
 	Resolvers map[string]func(context.Context, *state.Record) (outcome, reason string)
+
+	// hook lets tests act as an agent at the protocol's steps
+	// ("before-exchange", "after-exchange"); nil outside tests.
+	hook func(step string)
 }
 
 // New returns a Rewriter journaling into db (nil: nothing is journaled).
@@ -412,6 +421,17 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 		}
 	}
 
+	pureAppend := snap.exists && bytes.HasPrefix(newData, snap.data)
+	if snap.exists && !pureAppend {
+		// 8, asked early: a file held open for writing will not be replaced,
+		// so do not archive it either. The swap asks again just before.
+		if held, ok := confine.HeldForWriting(snap.f); ok && held {
+			fi, _ := snap.f.Stat()
+			dev, ino := inode(fi)
+			return Outcome{}, &BusyError{Path: rec.Target, Why: "held open for writing", Holders: writers(dev, ino)}
+		}
+	}
+
 	// 5. ARCHIVE the pre-image unless the change only inserts bytes: then
 	// nothing is removed, and undo takes the insertion out again.
 	rec.Archive, rec.Data = "", nil
@@ -433,7 +453,7 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 	}
 
 	var final []byte
-	if snap.exists && bytes.HasPrefix(newData, snap.data) {
+	if pureAppend {
 		// 4. A pure append is written in place: the inode stays, so a writer
 		// that keeps the file open never writes into a replaced file.
 		final, err = appendInPlace(dir, name, snap, newData[len(snap.data):])

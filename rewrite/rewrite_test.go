@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -282,98 +278,6 @@ func TestUndo(t *testing.T) {
 	}
 	if got, want := read(t, h), "one\n"; got != want {
 		t.Errorf("after undo of append = %q, want %q", got, want)
-	}
-}
-
-// TestConcurrentWriter has a separate process append 5,000 entries to an
-// append-only target while memwatch rewrites it over and over; every entry
-// must be present exactly once at the end.
-func TestConcurrentWriter(t *testing.T) {
-	if os.Getenv("MEMWATCH_TEST_APPENDER") != "" {
-		appender(os.Getenv("MEMWATCH_TEST_APPENDER"))
-		return
-	}
-	const entries = 5000
-	w := newRewriter(t)
-	root := t.TempDir()
-	target := filepath.Join(root, "HISTORY.md")
-	write(t, target, "")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestConcurrentWriter$")
-	cmd.Env = append(os.Environ(), "MEMWATCH_TEST_APPENDER="+target)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	// The rewrite reformats every line ("entry N" -> "entry N ok") and bumps
-	// a counter line, so each pass rewrites bytes the agent wrote.
-	compute := func(_ context.Context, old []byte) ([]byte, error) {
-		var b strings.Builder
-		n := 0
-		for _, l := range strings.Split(strings.TrimSuffix(string(old), "\n"), "\n") {
-			switch {
-			case strings.HasPrefix(l, "# rewrites: "):
-				n, _ = strconv.Atoi(strings.TrimPrefix(l, "# rewrites: "))
-			case l == "":
-			case strings.HasSuffix(l, " ok"):
-				b.WriteString(l + "\n")
-			default:
-				b.WriteString(l + " ok\n")
-			}
-		}
-		return []byte(fmt.Sprintf("# rewrites: %d\n%s", n+1, b.String())), nil
-	}
-	rewrites := 0
-	for running := true; running; {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("appender: %v", err)
-			}
-			running = false
-		default:
-		}
-		_, err := w.Apply(context.Background(), Request{Root: open(t, root), Target: "HISTORY.md", Compute: compute}, &state.Record{Rule: "reformat"})
-		if err != nil && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrBusy) {
-			t.Fatal(err)
-		}
-		rewrites++
-	}
-	// One last pass so every line is reformatted.
-	if _, err := w.Apply(context.Background(), Request{Root: open(t, root), Target: "HISTORY.md", Compute: compute}, &state.Record{Rule: "reformat"}); err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}
-	for _, l := range strings.Split(read(t, target), "\n") {
-		if strings.HasPrefix(l, "entry ") {
-			seen[strings.TrimSuffix(l, " ok")]++
-		}
-	}
-	for i := range entries {
-		if c := seen[fmt.Sprintf("entry %d", i)]; c != 1 {
-			t.Errorf("entry %d present %d times, want 1", i, c)
-		}
-	}
-	if len(seen) != entries {
-		t.Errorf("distinct entries = %d, want %d", len(seen), entries)
-	}
-	t.Logf("%d rewrites while %d entries were appended", rewrites, entries)
-	if rewrites < 10 {
-		t.Errorf("only %d rewrites overlapped the writer; the test did not exercise the race", rewrites)
-	}
-}
-
-func appender(path string) {
-	for i := range 5000 {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		fmt.Fprintf(f, "entry %d\n", i)
-		f.Close()
-		time.Sleep(100 * time.Microsecond)
 	}
 }
 

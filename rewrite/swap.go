@@ -102,7 +102,9 @@ func (s *swapper) run(ctx context.Context) ([]byte, error) {
 	}
 
 	// 9. EXCHANGE.
+	s.step("before-exchange")
 	err = s.dir.Exchange(tmp, s.name)
+	s.step("after-exchange")
 	if errors.Is(err, confine.ErrExchangeUnsupported) {
 		return s.renameSwap(ctx, tmp)
 	}
@@ -137,12 +139,15 @@ func (s *swapper) run(ctx context.Context) ([]byte, error) {
 	case bytes.Equal(x.data, s.snap.data):
 		s.unlinkVerified(tmp, x, "the pre-image, archived")
 	case bytes.HasPrefix(x.data, s.snap.data):
+		// Writes in flight at the exchange landed in X. They go to the
+		// target, and X is kept too: an agent that read the target in the
+		// moment they were missing may write it back without them.
 		tail := x.data[len(s.snap.data):]
 		if err := s.appendToTarget(tail); err != nil {
 			s.keep(tmp, fmt.Sprintf("an agent appended %d bytes to %s during the swap and they could not be carried over (%v)", len(tail), s.rec.Target, err))
 		} else {
 			s.w.Log.Info("carried bytes written during the swap", "root", s.rec.Root, "path", s.rec.Target, "bytes", len(tail))
-			s.unlinkVerified(tmp, x, "the pre-image and a tail now in the target")
+			s.keep(tmp, fmt.Sprintf("the pre-image of %s with %d bytes an agent wrote during the swap (also appended to it)", s.rec.Target, len(tail)))
 			final = append(append([]byte{}, s.newData...), tail...)
 		}
 	default:
@@ -154,6 +159,12 @@ func (s *swapper) run(ctx context.Context) ([]byte, error) {
 		return nil, ErrConflict
 	}
 	return final, s.dir.Sync()
+}
+
+func (s *swapper) step(name string) {
+	if s.w.hook != nil {
+		s.w.hook(name)
+	}
 }
 
 func writeAll(f *os.File, b []byte) error {
@@ -325,7 +336,7 @@ func (s *swapper) resolveTemp(ctx context.Context, tmp string, depth int) {
 			tail := y.data[len(s.newData):]
 			if err := s.appendToTarget(tail); err == nil {
 				s.w.Log.Info("carried bytes written to memwatch's result back into the agent's file", "root", s.rec.Root, "path", s.rec.Target, "bytes", len(tail))
-				s.unlinkVerified(tmp, y, "memwatch's result and a tail now in the target")
+				s.keep(tmp, fmt.Sprintf("memwatch's result of %s with %d bytes an agent appended to it while it was in place (also appended to the agent's version)", s.rec.Target, len(tail)))
 				return
 			}
 		}
@@ -435,7 +446,7 @@ func (s *swapper) renameSwap(ctx context.Context, tmp string) ([]byte, error) {
 	case bytes.HasPrefix(x.data, s.snap.data):
 		tail := x.data[len(s.snap.data):]
 		if err := s.appendToTarget(tail); err == nil {
-			s.unlinkVerified(hold, x, "the pre-image and a tail now in the target")
+			s.keep(hold, "the pre-image of "+s.rec.Target+" with bytes an agent wrote during the swap (also appended to it)")
 			return append(append([]byte{}, s.newData...), tail...), s.dir.Sync()
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/memwatch/memwatch/layout/nowhistory"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/rewrite/writertest"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -48,6 +49,15 @@ func TestCrashConsistency(t *testing.T) {
 	}
 	pol := writePolicy(t, dir, fmt.Sprintf("stores:\n  - name: apps\n    layout: now-history\n    paths: [%q]\n    settle: 20ms\n    max_size: 4KiB\n    keep_history: 3\n", filepath.Join(dir, "apps", "*")))
 
+	// An agent writes to a fourth root all the while, in rounds, with each
+	// kind of writer that does not hold the file open: nothing it writes
+	// may be lost, whenever memwatch is killed.
+	agent := filepath.Join(dir, "apps", "agent")
+	os.MkdirAll(agent, 0o755)
+	os.WriteFile(filepath.Join(agent, "memory.md"), bigMemory(20, "agent"), 0o644)
+	agentKinds := []string{"reopen", "rewrite", "truncate"}
+	agentWrites := map[string]int{}
+
 	var killedBefore, killedBetween, killedAfter int
 	for it := range iterations {
 		pre := make([][]byte, nRoots)
@@ -62,10 +72,16 @@ func TestCrashConsistency(t *testing.T) {
 			}
 		}
 		// Run and kill at a random instant: before, during or after the rewrites.
+		kind := fmt.Sprintf("%s/it%d", agentKinds[it%len(agentKinds)], it)
+		agentWrites[kind] = 20
+		writer := writertest.Start(t, kind, filepath.Join(agent, "memory.md"), 20, 2*time.Millisecond)
 		p := startBin(t, memwatchFast, "--policy", pol, "--state-dir", stateDir)
 		time.Sleep(time.Duration(rng.IntN(60_000)) * time.Microsecond)
 		p.cmd.Process.Signal(syscall.SIGKILL)
 		<-p.done
+		if err := <-writer; err != nil {
+			t.Fatalf("iteration %d: agent writer: %v", it, err)
+		}
 
 		for r, root := range roots {
 			cur, err := os.ReadFile(filepath.Join(root, "memory.md"))
@@ -99,10 +115,22 @@ func TestCrashConsistency(t *testing.T) {
 		if err := p.stop(10 * time.Second); err != nil {
 			t.Fatalf("iteration %d: clean stop: %v", it, err)
 		}
+
 		checkAfterRestart(t, it, dir, stateDir, roots, pre, post)
 	}
 	t.Logf("kills: %d before the swap with no archive yet, %d after the archive but before the swap, %d after the swap",
 		killedBefore, killedBetween, killedAfter)
+	seen := writertest.Seen(t, agent)
+	total, lost := 0, 0
+	for kind, n := range agentWrites {
+		total += n
+		if l := writertest.Lost(seen, kind, n); len(l) > 0 {
+			lost += len(l)
+			t.Errorf("agent writes %s lost: %v", kind, l)
+		}
+	}
+	archives, _ := filepath.Glob(filepath.Join(agent, "memory", "*.md"))
+	t.Logf("agent: %d writes during the kills, %d archives, lost %d", total, len(archives), lost)
 	if killedBefore == 0 || killedAfter == 0 {
 		t.Errorf("the random kills never landed on one side of the rewrite; the test did not exercise it")
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/memwatch/memwatch/layout/nowhistory"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/rewrite/writertest"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -25,6 +26,7 @@ import (
 var memwatchBin, memwatchFast string
 
 func TestMain(m *testing.M) {
+	writertest.Main() // when re-executed as an agent's writer
 	dir, err := os.MkdirTemp("", "memwatch-e2e")
 	if err != nil {
 		panic(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,8 +44,13 @@ func (Layout) Rules() []layout.Rule {
 }
 
 func compactTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
+	maxSize := int64(env.Store.Options.Size("max_size"))
 	fi, err := root.Stat(MemoryFile)
-	if err != nil || fi.Size() <= int64(env.Store.Options.Size("max_size")) {
+	if err != nil || fi.Size() <= maxSize {
+		env.NotBusy(root, RuleCompact, MemoryFile)
+		return nil, nil
+	}
+	if !env.Regrown(ctx, root, RuleCompact, MemoryFile, fi.Size(), maxSize, int64(env.Store.Options.Size("regrow"))) {
 		return nil, nil
 	}
 	data, err := root.ReadFile(MemoryFile)
@@ -59,8 +65,10 @@ func compactTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([
 }
 
 // CompactRequest implements layout.Compactable: the rewrite that compacts
-// memory.md, and the record it is journaled with. With force it runs even
-// under max_size (memwatch compact).
+// memory.md, and the record it is journaled with. With force (memwatch
+// compact) it runs even under max_size, and an LLM result the guards
+// reject is reported as rejected; the daemon instead falls back to the
+// heuristic, so memory.md never stays oversize because of a bad answer.
 func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (rewrite.Request, *state.Record) {
 	maxSize := int64(env.Store.Options.Size("max_size"))
 	keep := env.Store.Options.Int("keep_history")
@@ -74,13 +82,18 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 			out, tokens, err := compactLLM(ctx, env, old, keep, maxSize)
 			rec.Tokens += tokens
 			var rej *rewrite.Rejected
-			if err == nil || errors.As(err, &rej) || ctx.Err() != nil {
+			switch {
+			case err == nil, ctx.Err() != nil, errors.As(err, &rej) && force:
 				return out, err
+			case errors.As(err, &rej):
+				rec.Reason = fmt.Sprintf("llm output rejected (%s); heuristic compactor used", rej.Reason)
+				env.Log.Warn("llm compaction rejected by the guards; falling back to heuristic", "root", root.Path(), "reason", rej.Reason)
+			default:
+				// An unreachable endpoint or a spent budget must not leave memory
+				// growing: the heuristic keeps it bounded, and the journal says why.
+				rec.Reason = fmt.Sprintf("llm unavailable (%v); heuristic compactor used", err)
+				env.Log.Warn("llm compaction failed; falling back to heuristic", "root", root.Path(), "err", err)
 			}
-			// An unreachable endpoint or a spent budget must not leave memory
-			// growing: the heuristic keeps it bounded, and the journal says why.
-			rec.Reason = fmt.Sprintf("llm unavailable (%v); heuristic compactor used", err)
-			env.Log.Warn("llm compaction failed; falling back to heuristic", "root", root.Path(), "err", err)
 		}
 		out, ok := CompactHeuristic(old, keep)
 		if !ok {
@@ -101,18 +114,24 @@ func runCompact(ctx context.Context, env *layout.Env, root *confine.Root, target
 	req, rec := Layout{}.CompactRequest(env, root, false)
 	out, err := env.Rewriter.Apply(ctx, req, rec)
 	note := rec.Reason
+	if res, ok := env.Deferred(ctx, root, RuleCompact, target, err); ok {
+		return res, nil
+	}
+	env.NotBusy(root, RuleCompact, target)
 	if err != nil {
 		return jobs.Result{}, retryable(err)
 	}
 	switch out.Status {
 	case state.Done:
-		if note != "" || rec.AfterSize > maxSize {
-			if rec.AfterSize > maxSize {
-				note = strings.TrimPrefix(note+fmt.Sprintf("; still %d bytes, over max_size %d: # now alone is too large for the heuristic", rec.AfterSize, maxSize), "; ")
-				env.Log.Warn("compacted but still over max_size", "root", root.Path(), "path", target, "size", rec.AfterSize, "max_size", maxSize)
-			}
+		if rec.AfterSize > maxSize {
+			note = strings.TrimPrefix(note+fmt.Sprintf("; still %d bytes, over max_size %d: what is kept (# now and the newest %d History entries) is larger than that", rec.AfterSize, maxSize, keep), "; ")
+			env.Log.Warn("compacted but still over max_size", "root", root.Path(), "path", target, "size", rec.AfterSize, "max_size", maxSize)
+		}
+		if note != rec.Reason {
 			rec.Reason = note
-			_ = env.DB.Update(ctx, rec)
+			if err := env.DB.Update(ctx, rec); err != nil {
+				return jobs.Result{Changed: true}, fmt.Errorf("journal the compaction's note: %w", err)
+			}
 		}
 		return jobs.Result{Changed: true}, nil
 	case state.Rejected:
@@ -137,8 +156,10 @@ func retryable(err error) error {
 }
 
 // CompactHeuristic keeps everything but the History entries beyond the
-// newest keep (the seed orders History newest first). It reports false
-// when there is nothing to drop.
+// newest keep, newest by the timestamp of their heading: an agent that
+// appends History oldest first keeps its newest entries too. Entries with
+// the same or no timestamp are ordered by position (the seed writes newest
+// first). It reports false when there is nothing to drop.
 func CompactHeuristic(src []byte, keep int) ([]byte, bool) {
 	d := markdown.Parse(src)
 	h := d.Find(1, "History")
@@ -149,11 +170,32 @@ func CompactHeuristic(src []byte, keep int) ([]byte, bool) {
 	if len(kids) <= keep {
 		return nil, false
 	}
-	cut := d.Headings[kids[keep]].Start
-	end := d.Headings[h].End
-	out := append([]byte{}, src[:cut]...)
-	out = append(out, src[end:]...)
-	return out, true
+	kept := newestEntries(d, kids, keep)
+	out := append([]byte{}, src[:d.Headings[kids[0]].Start]...)
+	for _, k := range kids {
+		if kept[k] {
+			out = append(out, src[d.Headings[k].Start:d.Headings[k].End]...)
+		}
+	}
+	return append(out, src[d.Headings[kids[len(kids)-1]].End:]...), true
+}
+
+// newestEntries picks the keep newest History entries (heading indexes).
+func newestEntries(d *markdown.Doc, kids []int, keep int) map[int]bool {
+	order := slices.Clone(kids)
+	stamp := func(k int) time.Time {
+		t, err := time.ParseInLocation(TimeFormat, historyStamp(d.Headings[k].Text), time.Local)
+		if err != nil {
+			return time.Time{}
+		}
+		return t
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return stamp(b).Compare(stamp(a)) })
+	kept := map[int]bool{}
+	for _, k := range order[:min(keep, len(order))] {
+		kept[k] = true
+	}
+	return kept
 }
 
 const llmSystem = `You compact an AI agent's memory file (memory.md). It has two top-level sections: "# now" (working memory: "## State | summary" first, then one "##" section per tracked entity, "## Patterns", "## Errors") and "# History" (a timeline, newest entry first, headings "## YYYY-MM-DD-HHmm | summary").
@@ -228,10 +270,7 @@ func Guard(old, out []byte, keep int, maxSize int64, maxLoss float64) error {
 	}
 	if oh := od.Find(1, "History"); oh >= 0 {
 		var newest, kept []string
-		for i, k := range od.Children(oh) {
-			if i == keep {
-				break
-			}
+		for k := range newestEntries(od, od.Children(oh), keep) {
 			newest = append(newest, historyStamp(od.Headings[k].Text))
 		}
 		for _, k := range nd.Children(nd.Find(1, "History")) {

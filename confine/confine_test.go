@@ -1,0 +1,236 @@
+package confine
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func mustOpen(t *testing.T, dir string, o Options) *Root {
+	t.Helper()
+	r, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func write(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenRefusesSymlinkAndOutsideRoots(t *testing.T) {
+	base := t.TempDir()
+	outside := t.TempDir()
+	write(t, filepath.Join(base, "ws", "real", "memory.md"), "x")
+	os.Symlink(outside, filepath.Join(base, "ws", "evil"))
+	os.MkdirAll(filepath.Join(base, "other", "x"), 0o755)
+	tests := []struct {
+		name   string
+		path   string
+		within []string
+		want   error
+	}{
+		{"real directory", filepath.Join(base, "ws", "real"), []string{filepath.Join(base, "ws")}, nil},
+		{"symlinked root", filepath.Join(base, "ws", "evil"), []string{filepath.Join(base, "ws")}, ErrSymlinkRoot},
+		{"outside the glob's directory", filepath.Join(base, "other", "x"), []string{filepath.Join(base, "ws")}, ErrOutside},
+		{"no check asked", filepath.Join(base, "other", "x"), nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Open(tt.path, Options{Within: tt.within})
+			if r != nil {
+				r.Close()
+			}
+			if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
+				t.Errorf("Open(%s) = %v, want %v", tt.path, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNamesStayInside(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	write(t, filepath.Join(outside, "secret"), "hunter2")
+	write(t, filepath.Join(dir, "facts", "user.md"), "name")
+	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "abs-link.md"))
+	os.Symlink("../"+filepath.Base(outside)+"/secret", filepath.Join(dir, "rel-link.md"))
+	os.Symlink(outside, filepath.Join(dir, "dirlink"))
+	os.Symlink("facts/user.md", filepath.Join(dir, "inside.md"))
+	r := mustOpen(t, dir, Options{})
+	tests := []struct {
+		name string
+		want error
+	}{
+		{"facts/user.md", nil},
+		{"inside.md", nil},
+		{"../x", ErrOutside},
+		{"/etc/passwd", ErrOutside},
+		{"abs-link.md", ErrOutside},
+		{"rel-link.md", ErrOutside},
+		{"dirlink/secret", ErrOutside},
+		{"facts/../../x", ErrOutside},
+	}
+	for _, tt := range tests {
+		_, err := r.ReadFile(tt.name)
+		if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
+			t.Errorf("ReadFile(%q) = %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	if got, err := r.Resolve("inside.md"); err != nil || got != "facts/user.md" {
+		t.Errorf("Resolve(inside.md) = %q, %v", got, err)
+	}
+	if _, err := r.Resolve("abs-link.md"); !errors.Is(err, ErrOutside) {
+		t.Errorf("Resolve(abs-link.md) = %v, want ErrOutside", err)
+	}
+	ms, err := r.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Glob lists names; reading them is what refuses.
+	if strings.Join(ms, ",") != "abs-link.md,inside.md,rel-link.md" {
+		t.Errorf("Glob = %v", ms)
+	}
+}
+
+func TestFIFOAndSizeLimit(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.md"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "big.md"), strings.Repeat("x", 2000))
+	r := mustOpen(t, dir, Options{MaxFileSize: 1000})
+	done := make(chan error, 1)
+	go func() { _, err := r.ReadFile("fifo.md"); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotRegular) {
+			t.Errorf("FIFO: %v, want ErrNotRegular", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("reading a FIFO blocked")
+	}
+	if _, err := r.ReadFile("big.md"); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("big file: %v, want ErrTooLarge", err)
+	}
+}
+
+func TestDirOperationsNeverReplace(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "a"), "A")
+	write(t, filepath.Join(dir, "b"), "B")
+	r := mustOpen(t, dir, Options{})
+	d, err := r.Dir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Exchange("a", "b"); err != nil && !errors.Is(err, ErrExchangeUnsupported) {
+		t.Fatal(err)
+	} else if err == nil {
+		if b, _ := os.ReadFile(filepath.Join(dir, "a")); string(b) != "B" {
+			t.Errorf("after exchange a = %q", b)
+		}
+		d.Exchange("a", "b")
+	}
+	if err := d.Link("a", d, "b"); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("Link over an existing name: %v, want ErrExist", err)
+	}
+	if err := d.Move("a", d, "b"); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("Move over an existing name: %v, want ErrExist", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "b")); string(b) != "B" {
+		t.Errorf("b = %q, want B", b)
+	}
+	for _, bad := range []string{"../x", "x/y", "", ".."} {
+		if _, err := d.Open(bad, os.O_RDONLY); !errors.Is(err, ErrOutside) {
+			t.Errorf("Open(%q) = %v, want ErrOutside", bad, err)
+		}
+	}
+	os.Symlink("a", filepath.Join(dir, "l"))
+	if _, err := d.Open("l", os.O_RDONLY); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("Dir.Open of a symlink = %v, want ErrNotRegular (never followed)", err)
+	}
+}
+
+func TestHeldForWriting(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	write(t, p, "x")
+	ro, _ := os.Open(p)
+	defer ro.Close()
+	if held, ok := HeldForWriting(ro); !ok {
+		t.Skip("no file leases here")
+	} else if held {
+		t.Fatal("held with no writer")
+	}
+	// A writer in another process holds it open.
+	cmd := exec.Command("sh", "-c", "exec 3>>"+p+"; sleep 5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if held, _ := HeldForWriting(ro); held {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Error("a process holding the file open for writing was not seen")
+}
+
+// TestOwnershipAsRoot: as root, what memwatch creates in a root belongs to
+// the root's owner, and files the owner may not read are refused.
+func TestOwnershipAsRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create files of other users")
+	}
+	const uid, gid = 4242, 4242
+	dir := t.TempDir()
+	os.Chmod(dir, 0o750)
+	os.Chown(dir, uid, gid)
+	write(t, filepath.Join(dir, "mine.md"), "ok")
+	os.Chown(filepath.Join(dir, "mine.md"), uid, gid)
+	write(t, filepath.Join(dir, "rootonly.md"), "secret")
+	os.Chmod(filepath.Join(dir, "rootonly.md"), 0o600)
+	r := mustOpen(t, dir, Options{})
+	if r.Owner().UID != uid {
+		t.Fatalf("owner = %d, want %d", r.Owner().UID, uid)
+	}
+	if _, err := r.ReadFile("mine.md"); err != nil {
+		t.Errorf("owner's file: %v", err)
+	}
+	if _, err := r.ReadFile("rootonly.md"); !errors.Is(err, ErrDenied) {
+		t.Errorf("root-only file: %v, want ErrDenied", err)
+	}
+	d, err := r.MkdirAll("memory/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	for _, p := range []string{"memory", "memory/run"} {
+		fi, err := os.Stat(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Uid != uid || st.Gid != gid || fi.Mode().Perm() != 0o750 {
+			t.Errorf("%s: %d:%d %v, want %d:%d 0750", p, st.Uid, st.Gid, fi.Mode().Perm(), uid, gid)
+		}
+	}
+}
