@@ -66,6 +66,13 @@ type UndoResult struct {
 	Journal int64  `json:"journal,omitempty"`
 }
 
+// MaxRequestBody bounds what the control API reads of a request body.
+const MaxRequestBody = 1 << 20
+
+// maxErrorMessage bounds an error body: a message never carries more than
+// this of what the client sent.
+const maxErrorMessage = 512
+
 func (d *Daemon) api() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
@@ -88,7 +95,23 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeErr(w http.ResponseWriter, code int, err error) {
-	writeJSON(w, code, map[string]string{"error": err.Error()})
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		code = http.StatusRequestEntityTooLarge
+		err = fmt.Errorf("request body over %d bytes", tooLarge.Limit)
+	}
+	msg := err.Error()
+	if len(msg) > maxErrorMessage {
+		msg = strings.ToValidUTF8(msg[:maxErrorMessage], "") + "…"
+	}
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// decodeBody decodes a bounded JSON body into v.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBody))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -208,7 +231,7 @@ func Undo(ctx context.Context, rw *rewrite.Rewriter, eng *jobs.Engine, id int64,
 
 func (d *Daemon) handleCompact(w http.ResponseWriter, r *http.Request) {
 	var req CompactRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := decodeBody(w, r, &req); err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("compact: %w", err))
 		return
 	}
@@ -228,7 +251,7 @@ type TriggerRequest struct {
 
 func (d *Daemon) handleTrigger(w http.ResponseWriter, r *http.Request) {
 	var req TriggerRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := decodeBody(w, r, &req); err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("trigger: %w", err))
 		return
 	}
@@ -301,12 +324,13 @@ type authListener struct {
 	token string
 }
 
-// RequireToken wraps h so every request but /healthz needs the bearer token.
+// RequireToken wraps h so every request but /healthz needs the token, sent
+// as "Authorization: Bearer TOKEN" (and nothing else).
 func RequireToken(token string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" {
-			got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 				writeErr(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token"))
 				return
 			}

@@ -261,7 +261,14 @@ func (d *Daemon) onRefuse(store, path string, err error) {
 
 // openRoot opens a root of a store for one job, with the store's checks.
 func openRoot(s *policy.Store, path string) (*confine.Root, error) {
-	o := confine.Options{Within: s.Within()}
+	o := confine.Options{Within: s.Within(), MaxFileSize: int64(s.MaxFileSize)}
+	if s.User != "" {
+		id, err := confine.LookupIdentity(s.User, s.Group)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: user %s: %w", s.Name, s.User, err)
+		}
+		o.Owner = &id
+	}
 	if s.Layout == "app-records" {
 		return confine.OpenFile(path, o)
 	}

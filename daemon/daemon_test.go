@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -184,7 +185,7 @@ func TestTCPControlNeedsToken(t *testing.T) {
 	get := func(path, tok string) int {
 		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
 		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Authorization", tok)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -199,14 +200,38 @@ func TestTCPControlNeedsToken(t *testing.T) {
 	}{
 		{"/healthz", "", 200},
 		{"/v1/status", "", 401},
-		{"/v1/status", "wrong-token-wrong-token", 401},
-		{"/v1/status", token, 200},
-		{"/metrics", token, 200},
+		{"/v1/status", "Bearer wrong-token-wrong-token", 401},
+		{"/v1/status", token, 401}, // the token without "Bearer "
+		{"/v1/status", "Basic " + token, 401},
+		{"/v1/status", "Bearer " + token, 200},
+		{"/metrics", "Bearer " + token, 200},
 	} {
 		if got := get(c.path, c.token); got != c.want {
-			t.Errorf("GET %s with token %q = %d, want %d", c.path, c.token, got, c.want)
+			t.Errorf("GET %s with Authorization %q = %d, want %d", c.path, c.token, got, c.want)
 		}
 	}
+	// A huge body is refused after 1 MiB, and the error does not echo it.
+	body := io.MultiReader(strings.NewReader(`{"path":"`), io.LimitReader(zeros{}, 300<<20), strings.NewReader(`"}`))
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/compact", body)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || len(b) > 1024 {
+			t.Errorf("300 MB body: %d with a %d-byte answer, want 413 and a short one", resp.StatusCode, len(b))
+		}
+	} // the server may also close the connection mid-upload, which is fine
+}
+
+// zeros is an endless reader of 'a'.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
 }
 
 func TestTCPRefusesReadableTokenFile(t *testing.T) {

@@ -228,7 +228,11 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.stopTimers(s)
 				e.dropQueued(s)
 				if len(s.running) > 0 {
-					e.log.Info("waiting for running jobs", "jobs", len(s.running), "timeout", e.cfg.ShutdownTimeout)
+					var names []string
+					for _, j := range s.running {
+						names = append(names, j.Store+"/"+j.Rule+" "+j.Root+" "+j.Target)
+					}
+					e.log.Info("waiting for running jobs", "jobs", len(s.running), "running", names, "timeout", e.cfg.ShutdownTimeout)
 				}
 				deadline = time.After(e.cfg.ShutdownTimeout)
 			}

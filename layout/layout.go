@@ -122,6 +122,17 @@ func (e *Env) Refused(root *confine.Root, rule, rel string, err error) bool {
 	msg := fmt.Sprintf("%s: %s skipped: %v", e.Store.Name, root.Join(rel), err)
 	if e.Warnings.Set(root.Path(), "refused:"+rel, msg) {
 		e.Log.Warn("input skipped; memwatch does not read it", "root", root.Path(), "rule", rule, "path", rel, "err", err)
+		key := root.Path() + "\x00" + rel + "\x00" + err.Error()
+		ctx := context.Background()
+		if _, seen, _ := e.DB.Get(ctx, "refused", key); !seen {
+			rec := e.Record(rule)
+			rec.Root, rec.Target, rec.Outcome, rec.Reason = root.Path(), rel, state.Skipped, "not read: "+err.Error()
+			if _, jerr := e.DB.Append(ctx, rec); jerr != nil {
+				e.Log.Error("journal a skipped input", "err", jerr)
+			} else if perr := e.DB.Put(ctx, "refused", key, []byte("1")); perr != nil {
+				e.Log.Error("remember a skipped input", "err", perr)
+			}
+		}
 	}
 	return true
 }

@@ -39,7 +39,7 @@ func (lp LogProgress) Commit(ctx context.Context, env *Env, path string, c watch
 // quiet for idle. A replaced or truncated log starts over from line 1.
 func (lp LogProgress) Pending(ctx context.Context, env *Env, root *confine.Root, rel string, idle time.Duration) (count, done int64, quiet bool, err error) {
 	path := root.Join(rel)
-	tail, reset, err := watcher.Advance(root, rel, env.Cursors.Get(path), nil)
+	tail, reset, err := watcher.Advance(root, rel, env.Cursors.Get(path), int(env.Store.MaxLine), nil)
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -83,7 +83,7 @@ func (lp LogProgress) ReadRange(ctx context.Context, env *Env, root *confine.Roo
 		}
 	}
 	var msgs []Message
-	next, reset, err := watcher.Advance(root, rel, lp.Load(ctx, env, path), func(line []byte, n int64) error {
+	next, reset, err := watcher.Advance(root, rel, lp.Load(ctx, env, path), int(env.Store.MaxLine), func(line []byte, n int64) error {
 		if n > end {
 			return errStop
 		}

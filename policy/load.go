@@ -35,6 +35,10 @@ func Load(path string) (*Policy, error) {
 			return nil, fmt.Errorf("read policy: %w", err)
 		}
 		d := &decoder{file: f, p: p, seen: seen}
+		if e := checkShape(f, data); e != nil {
+			errs = append(errs, e)
+			continue
+		}
 		d.decodeFile(data)
 		errs = append(errs, d.errs...)
 		p.Files = append(p.Files, f)
@@ -48,10 +52,81 @@ func Load(path string) (*Policy, error) {
 	return p, nil
 }
 
+// Bounds of what a policy file may be: policies are small, and a YAML
+// parser given a file nested a hundred thousand levels deep takes minutes
+// and gigabytes before it fails.
+const (
+	MaxFileBytes = 1 << 20
+	MaxDepth     = 64
+)
+
+// checkShape refuses a policy file over MaxFileBytes or nested deeper than
+// MaxDepth (flow brackets, block indentation or "- - -" sequences), before
+// the YAML parser sees it.
+func checkShape(file string, data []byte) *Error {
+	if len(data) > MaxFileBytes {
+		return &Error{Pos: Pos{File: file, Line: 1, Column: 1}, Msg: fmt.Sprintf("policy file is %d bytes; the limit is %d (1 MiB): split it into several files in a directory", len(data), MaxFileBytes)}
+	}
+	depth, line, col := 0, 1, 0
+	var quote byte
+	lineStart := true
+	indent, dashes := 0, 0
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		col++
+		if c == '\n' {
+			line, col, lineStart, indent, dashes = line+1, 0, true, 0, 0
+			if quote == '\'' {
+				continue
+			}
+			quote = 0 // a double-quoted scalar may span lines, but not for depth
+			continue
+		}
+		if quote != 0 {
+			if c == '\\' && quote == '"' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+			continue
+		}
+		switch {
+		case c == '#' && (col == 1 || data[i-1] == ' ' || data[i-1] == '\t'):
+			for i < len(data) && data[i] != '\n' {
+				i++
+			}
+			i--
+			continue
+		case (c == '"' || c == '\'') && (col == 1 || strings.IndexByte(" \t[{,:-", data[i-1]) >= 0):
+			quote = c
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		case lineStart && c == ' ':
+			indent++
+		case lineStart && c == '-' && i+1 < len(data) && (data[i+1] == ' ' || data[i+1] == '\n'):
+			dashes++
+			indent++
+			continue
+		}
+		if c != ' ' && c != '-' {
+			lineStart = false
+		}
+		if depth > MaxDepth || dashes > MaxDepth || indent > 2*MaxDepth {
+			return &Error{Pos: Pos{File: file, Line: line, Column: col}, Msg: fmt.Sprintf("policy is nested deeper than %d levels; memwatch policies need a handful", MaxDepth)}
+		}
+	}
+	return nil
+}
+
 // Parse decodes one policy document held in memory; name is used in messages.
 func Parse(name string, data []byte) (*Policy, error) {
 	p := Default()
 	d := &decoder{file: name, p: p, seen: &mergeState{stores: map[string]Pos{}, endpoints: map[string]Pos{}}}
+	if e := checkShape(name, data); e != nil {
+		return nil, Errors{e}
+	}
 	d.decodeFile(data)
 	p.Files = []string{name}
 	if len(d.errs) > 0 {
@@ -568,7 +643,8 @@ func (d *decoder) decodeLLM(n ast.Node) {
 	}
 }
 
-var storeKeys = []string{"name", "layout", "paths", "compactor", "llm", "settle", "cooldown", "sweep", "max_loss"}
+var storeKeys = []string{"name", "layout", "paths", "compactor", "llm", "settle", "cooldown", "sweep", "max_loss",
+	"max_file_size", "max_line", "user", "group"}
 
 func (d *decoder) decodeStores(n ast.Node) {
 	seq, ok := unwrap(n).(*ast.SequenceNode)
@@ -592,7 +668,8 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 		return nil
 	}
 	s := &Store{Compactor: "heuristic", LLM: "default", Settle: 500 * time.Millisecond,
-		Cooldown: 5 * time.Minute, Sweep: time.Hour, MaxLoss: 0.25, Options: Options{}, Pos: d.pos(n)}
+		Cooldown: 5 * time.Minute, Sweep: time.Hour, MaxLoss: 0.25, MaxFileSize: DefaultMaxFileSize, MaxLine: DefaultMaxLine,
+		Options: Options{}, Pos: d.pos(n)}
 	byKey := map[string]*ast.MappingValueNode{}
 	for _, kv := range kvs {
 		byKey[keyOf(kv)] = kv
@@ -688,6 +765,24 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 			}
 		case "max_loss":
 			s.MaxLoss = d.fraction(v, "max_loss")
+		case "max_file_size", "max_line":
+			if sz, ok := d.size(v, k); ok {
+				if sz < 1024 {
+					d.errorf(v, "%s must be at least 1KiB", k)
+				} else if k == "max_file_size" {
+					s.MaxFileSize = sz
+				} else {
+					s.MaxLine = sz
+				}
+			}
+		case "user", "group":
+			if name, ok := d.str(v, k); ok {
+				if k == "user" {
+					s.User = name
+				} else {
+					s.Group = name
+				}
+			}
 		default:
 			for _, sp := range specs {
 				if sp.key == k {

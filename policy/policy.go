@@ -7,6 +7,7 @@ package policy
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -66,9 +67,25 @@ type Store struct {
 	Sweep     time.Duration
 	// MaxLoss is the fraction (0..1) of protected units a rewrite may drop.
 	MaxLoss float64
-	Options Options
-	Pos     Pos
+	// MaxFileSize is the largest file a rule loads whole; a larger one is
+	// skipped with a warning (it stays as it is).
+	MaxFileSize Size
+	// MaxLine is the longest log line decoded; a longer line is counted and
+	// cited, its text cut at this length.
+	MaxLine Size
+	// User and Group, when set, are who memwatch acts as in this store's
+	// roots (whose permissions it checks, who owns what it creates), instead
+	// of each root directory's owner.
+	User, Group string
+	Options     Options
+	Pos         Pos
 }
+
+// Defaults of the store-level bounds.
+const (
+	DefaultMaxFileSize Size = 256 << 20
+	DefaultMaxLine     Size = 1 << 20
+)
 
 // Pos is a position in a policy file.
 type Pos struct {
@@ -184,6 +201,21 @@ func (p *Policy) Validate() error {
 			}
 		}
 	}
+	for _, s := range p.Stores {
+		if s.Group != "" && s.User == "" {
+			errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: group %q needs user: as well", s.Name, s.Group)})
+		}
+		if s.User != "" {
+			if _, err := lookupUser(s.User); err != nil {
+				errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: user %q: %v", s.Name, s.User, err)})
+			}
+		}
+		if s.Group != "" {
+			if _, err := lookupGroup(s.Group); err != nil {
+				errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: group %q: %v", s.Name, s.Group, err)})
+			}
+		}
+	}
 	if p.Control.TCP != "" && p.Control.TokenFile == "" {
 		errs = append(errs, &Error{Pos: Pos{File: firstFile(p.Files)}, Msg: "control.tcp needs control.token_file: the TCP API is only served with a bearer token"})
 	}
@@ -284,4 +316,53 @@ func (s *Store) Within() []string {
 		out = append(out, d)
 	}
 	return out
+}
+
+// systemDirs are directories that are never an agent's memory: a store
+// root there (or a glob that matches them) is almost certainly a mistake.
+var systemDirs = []string{"/proc", "/sys", "/dev", "/run", "/boot", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var/lib/memwatch"}
+
+// Warnings lists what is valid but probably wrong: store globs that reach
+// the whole file system or system directories, and roots that overlap the
+// state directory (memwatch would watch its own state). memwatch validate
+// prints them; with --strict they are errors.
+func (p *Policy) Warnings(stateDir string) Errors {
+	var out Errors
+	for _, s := range p.Stores {
+		for _, g := range s.Paths {
+			static := StaticDir(g)
+			switch {
+			case static == "/":
+				out = append(out, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: path %q starts at / (every directory it matches becomes a store root); name the directories that hold agent memory", s.Name, g)})
+				continue
+			}
+			for _, sd := range systemDirs {
+				if static == sd || strings.HasPrefix(static, sd+"/") || strings.HasPrefix(sd, static+"/") && static != "/var" && static != "/var/lib" {
+					out = append(out, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: path %q reaches the system directory %s, which holds no agent memory", s.Name, g, sd)})
+					break
+				}
+			}
+			if stateDir != "" {
+				sd := filepath.Clean(stateDir)
+				if static == sd || strings.HasPrefix(sd, static+"/") || strings.HasPrefix(static, sd+"/") {
+					out = append(out, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: path %q overlaps the state directory %s; keep memwatch's state outside store roots", s.Name, g, sd)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func lookupUser(name string) (*user.User, error) {
+	if u, err := user.Lookup(name); err == nil {
+		return u, nil
+	}
+	return user.LookupId(name)
+}
+
+func lookupGroup(name string) (*user.Group, error) {
+	if g, err := user.LookupGroup(name); err == nil {
+		return g, nil
+	}
+	return user.LookupGroupId(name)
 }

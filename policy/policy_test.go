@@ -201,3 +201,29 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestPolicyBounds: a policy nested far too deep, or far too large, is
+// refused at once with its position, before the YAML parser runs.
+func TestPolicyBounds(t *testing.T) {
+	deep := "version: 1\nstores: " + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + "\n"
+	deepMap := "version: 1\nx: " + strings.Repeat("{a: ", 100000) + "1" + strings.Repeat("}", 100000) + "\n"
+	dashes := "version: 1\nstores:\n" + strings.Repeat("- ", 5000) + "x\n"
+	big := "version: 1\n# " + strings.Repeat("x", MaxFileBytes) + "\n"
+	for name, src := range map[string]string{"flow lists": deep, "flow maps": deepMap, "dash sequences": dashes, "size": big} {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			_, err := Parse("p.yaml", []byte(src))
+			if err == nil || !strings.Contains(err.Error(), "p.yaml:") {
+				t.Fatalf("err = %v, want a positioned error", err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
+	// Quoted brackets and apostrophes in plain text are not nesting.
+	ok := "version: 1\nstores:\n  - name: a\n    layout: now-history\n    paths: [\"/srv/x\"]\n    settle: 1s # [[[[ comment\n    snapshot_file: \"it's [[[[[[[[\"\n"
+	if _, err := Parse("p.yaml", []byte(ok)); err != nil {
+		t.Errorf("a normal policy was refused: %v", err)
+	}
+}

@@ -46,11 +46,22 @@ const (
 // readBufSize is large so counting runs at memory speed (bytes.Count is vectorised).
 const readBufSize = 1 << 20
 
-// Advance reads path from cur to its last complete line. fn, when not nil,
+// DefaultMaxLine is the longest line handed on whole.
+const DefaultMaxLine = 1 << 20
+
+// CutMarker ends a line longer than the limit, after its first bytes.
+const CutMarker = "…[memwatch: line cut; %d bytes in all]"
+
+// Advance reads rel from cur to its last complete line. fn, when not nil,
 // gets every new complete line (without its newline) and its 1-based number;
 // an error from fn stops the read and returns the cursor before that line.
-// A partial last line is left for a later call.
-func Advance(root *confine.Root, rel string, cur Cursor, fn func(line []byte, n int64) error) (Cursor, Reset, error) {
+// A line longer than maxLine (0: DefaultMaxLine) is counted whole, but fn
+// gets only its first maxLine bytes and CutMarker: memory stays bounded
+// whatever an agent writes. A partial last line is left for a later call.
+func Advance(root *confine.Root, rel string, cur Cursor, maxLine int, fn func(line []byte, n int64) error) (Cursor, Reset, error) {
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLine
+	}
 	f, fi, err := root.OpenRead(rel)
 	if err != nil {
 		return cur, NoReset, err
@@ -87,36 +98,54 @@ func Advance(root *confine.Root, rel string, cur Cursor, fn func(line []byte, n 
 		return cur, reset, err
 	}
 	buf := make([]byte, readBufSize)
-	var carry []byte // bytes of a line that spans buffers
+	var carry []byte   // the start of a line that spans buffers, at most maxLine bytes
+	var carryLen int64 // that line's length so far, cut or not
 	for {
 		n, rerr := f.Read(buf)
 		chunk := buf[:n]
 		if fn == nil {
-			// Fast path: count only.
+			// Fast path: count only; a line's bytes are never kept.
 			if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
 				cur.Lines += int64(bytes.Count(chunk[:i+1], []byte{'\n'}))
-				cur.Offset += int64(len(carry) + i + 1)
-				carry = append(carry[:0], chunk[i+1:]...)
+				cur.Offset += carryLen + int64(i+1)
+				carryLen = int64(len(chunk) - i - 1)
 			} else {
-				carry = append(carry, chunk...)
+				carryLen += int64(len(chunk))
 			}
 		} else {
 			for len(chunk) > 0 {
 				i := bytes.IndexByte(chunk, '\n')
+				if i >= 0 && carryLen == 0 && i <= maxLine {
+					// The common case: a whole line in the buffer, no copy.
+					if err := fn(chunk[:i], cur.Lines+1); err != nil {
+						return cur, reset, err
+					}
+					cur.Lines++
+					cur.Offset += int64(i + 1)
+					chunk = chunk[i+1:]
+					continue
+				}
+				part := chunk
+				if i >= 0 {
+					part = chunk[:i]
+				}
+				if room := maxLine - len(carry); room > 0 {
+					carry = append(carry, part[:min(room, len(part))]...)
+				}
+				carryLen += int64(len(part))
 				if i < 0 {
-					carry = append(carry, chunk...)
 					break
 				}
-				line := chunk[:i]
-				if len(carry) > 0 {
-					line = append(carry, line...)
+				line := carry
+				if carryLen > int64(maxLine) {
+					line = append(carry[:maxLine:maxLine], fmt.Sprintf(CutMarker, carryLen)...)
 				}
 				if err := fn(line, cur.Lines+1); err != nil {
 					return cur, reset, err
 				}
 				cur.Lines++
-				cur.Offset += int64(len(line) + 1)
-				carry = carry[:0]
+				cur.Offset += carryLen + 1
+				carry, carryLen = carry[:0], 0
 				chunk = chunk[i+1:]
 			}
 		}

@@ -2,8 +2,10 @@ package watcher
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/memwatch/memwatch/confine"
@@ -211,5 +213,40 @@ func advancePath(p string, cur Cursor, fn func([]byte, int64) error) (Cursor, Re
 		return cur, NoReset, err
 	}
 	defer root.Close()
-	return Advance(root, filepath.Base(p), cur, fn)
+	return Advance(root, filepath.Base(p), cur, 0, fn)
+}
+
+// TestHugeLineIsCountedAndCut: a line far over the limit is counted and
+// handed on cut, and the lines around it are whole.
+func TestHugeLineIsCountedAndCut(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "log.jsonl")
+	huge := strings.Repeat("x", 5<<20)
+	os.WriteFile(p, []byte("{\"a\":1}\n"+huge+"\n{\"b\":2}\n"), 0o644)
+	root, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	var got []string
+	cur, _, err := Advance(root, "log.jsonl", Cursor{}, 1024, func(l []byte, n int64) error {
+		got = append(got, string(l))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0] != `{"a":1}` || got[2] != `{"b":2}` {
+		t.Fatalf("lines = %d, first %q, last %q", len(got), got[0], got[len(got)-1])
+	}
+	if want := huge[:1024] + fmt.Sprintf(CutMarker, len(huge)); got[1] != want {
+		t.Errorf("cut line = %d bytes ending %q", len(got[1]), got[1][len(got[1])-40:])
+	}
+	if cur.Lines != 3 || cur.Offset != int64(8+len(huge)+1+8) {
+		t.Errorf("cursor = %+v", cur)
+	}
+	count, _, err := Advance(root, "log.jsonl", Cursor{}, 1024, nil)
+	if err != nil || count.Lines != 3 || count.Offset != cur.Offset {
+		t.Errorf("count-only cursor = %+v, %v", count, err)
+	}
 }

@@ -109,7 +109,7 @@ func countBench(dir string, mib int) []row {
 	}
 	defer root.Close()
 	mw := best(func() {
-		cur, _, err := watcher.Advance(root, filepath.Base(path), watcher.Cursor{}, nil)
+		cur, _, err := watcher.Advance(root, filepath.Base(path), watcher.Cursor{}, 0, nil)
 		if err != nil {
 			fail(err)
 		}

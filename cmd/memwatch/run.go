@@ -39,6 +39,9 @@ failure, 2 usage or policy error.`,
 				return err
 			}
 			stateDir := g.resolveStateDir(p)
+			for _, w := range p.Warnings(stateDir) {
+				log.Warn("policy warning (memwatch validate --strict refuses it)", "warning", w.Error())
+			}
 			d, err := daemon.New(daemon.Config{Policy: p, PolicyPath: g.policy, StateDir: stateDir,
 				Socket: socketPath(p, stateDir), Version: version, Notify: sdNotify, Watchdog: watchdogInterval()}, log)
 			if err != nil {

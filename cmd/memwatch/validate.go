@@ -10,12 +10,17 @@ import (
 )
 
 func validateCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "validate --policy PATH",
+	var strict bool
+	cmd := &cobra.Command{
+		Use:   "validate --policy PATH [--strict]",
 		Short: "Check a policy and show what it would maintain",
 		Long: `Check a policy file or directory. Exit 0 with a summary of the stores and
 how many roots each glob matches now, or exit 2 listing every error as
-FILE:LINE:COLUMN: message.`,
+FILE:LINE:COLUMN: message.
+
+Warnings flag what is valid but probably wrong: a store path that starts at /
+or reaches a system directory (/proc, /sys, /dev, /etc, ...), or one that
+overlaps memwatch's state directory. --strict makes them errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := g.loadPolicy()
@@ -25,7 +30,14 @@ FILE:LINE:COLUMN: message.`,
 			if err := daemon.CheckLayouts(p); err != nil {
 				return err
 			}
+			warns := p.Warnings(g.resolveStateDir(p))
+			if strict && len(warns) > 0 {
+				return warns
+			}
 			w := g.stdout
+			for _, warn := range warns {
+				fmt.Fprintf(g.stderr, "warning: %s\n", warn)
+			}
 			fmt.Fprintf(w, "policy OK: %s\n", strings.Join(p.Files, ", "))
 			if len(p.Stores) == 0 {
 				fmt.Fprintln(w, "no stores configured: memwatch will run idle until one is added")
@@ -60,4 +72,6 @@ FILE:LINE:COLUMN: message.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&strict, "strict", false, "treat warnings as errors (exit 2)")
+	return cmd
 }

@@ -369,7 +369,7 @@ func runCreate(ctx context.Context, env *layout.Env, root *confine.Root, path st
 	}
 	var text strings.Builder
 	budget := env.LLM.MaxInputTokens() - 600
-	_, _, err = watcher.Advance(croot, crel, watcher.Cursor{}, func(line []byte, n int64) error {
+	_, _, err = watcher.Advance(croot, crel, watcher.Cursor{}, int(env.Store.MaxLine), func(line []byte, n int64) error {
 		m := watcher.DecodeLine(line)
 		if m.Meta || strings.TrimSpace(m.Text) == "" {
 			return nil

@@ -57,6 +57,10 @@ func (Layout) Rules() []layout.Rule {
 
 var progress = layout.LogProgress{NS: "summarized"}
 
+// errRefused means a summary had nowhere to go: detail/ leads out of the
+// root or is not the owner's to write. It was reported; the job stops.
+var errRefused = errors.New("detail directory refused")
+
 func summarizeTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	count, done, quiet, err := progress.Pending(ctx, env, root, MessagesFile, env.Store.Options.Duration("session_idle"))
 	if env.Refused(root, RuleSummarize, MessagesFile, err) || err != nil {
@@ -91,7 +95,12 @@ func runSummarize(ctx context.Context, env *layout.Env, root *confine.Root, targ
 			return jobs.Result{}, nil
 		}
 		if err := summarize(ctx, env, root, end); err != nil {
-			if errors.Is(err, rewrite.ErrConflict) {
+			switch {
+			case errors.Is(err, errRefused), layout.IsRefusal(err):
+				// Reported once (status, journal); nothing to do until it changes.
+				env.Refused(root, RuleSummarize, DetailDir, err)
+				return jobs.Result{CoolDown: true}, nil
+			case errors.Is(err, rewrite.ErrConflict):
 				return jobs.Result{}, jobs.Retry(err)
 			}
 			return jobs.Result{}, err
@@ -141,7 +150,13 @@ func summarize(ctx context.Context, env *layout.Env, root *confine.Root, end int
 	kw, _ := json.Marshal(keywords)
 	body := fmt.Sprintf("# %s\n\n<!--\nMETA:\n- created: %s\n- keywords: %s\n- source: %s\n-->\n\n## Content\n%s\n\nSource: %s\n%s\n",
 		title, now.UTC().Format(time.RFC3339), kw, cite, strings.TrimSpace(content), cite, marker)
-	name := freeName(root, now)
+	name, err := freeName(root, now)
+	if err != nil {
+		if env.Refused(root, RuleSummarize, DetailDir, err) {
+			return errRefused
+		}
+		return err
+	}
 	if _, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: name, AllowCreate: true,
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			if len(old) > 0 {
@@ -169,16 +184,23 @@ func findMarker(root *confine.Root, marker string) string {
 	return ""
 }
 
-// freeName picks detail/YYYY-MM-DD-HHmm-summary.md, adding -2, -3 when taken.
-func freeName(root *confine.Root, now time.Time) string {
+// freeName picks detail/YYYY-MM-DD-HHmm-summary.md, adding -2, -3 when
+// taken. An error other than "does not exist" (detail/ is a symlink leading
+// out of the root, say) is returned: there is no name to pick there.
+func freeName(root *confine.Root, now time.Time) (string, error) {
 	base := filepath.Join(DetailDir, now.Format("2006-01-02-1504")+"-summary")
 	name := base + ".md"
-	for i := 2; ; i++ {
-		if _, err := root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
-			return name
+	for i := 2; i < 10000; i++ {
+		_, err := root.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return name, nil
+		}
+		if err != nil {
+			return "", err
 		}
 		name = fmt.Sprintf("%s-%d.md", base, i)
 	}
+	return "", fmt.Errorf("no free name for a summary in %s", DetailDir)
 }
 
 const summarySystem = `You summarize a stretch of an AI coding agent's conversation for its external memory (detail/ notes the agent searches later).
