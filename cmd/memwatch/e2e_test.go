@@ -27,7 +27,7 @@ var memwatchBin, memwatchFast string
 
 func TestMain(m *testing.M) {
 	writertest.Main() // when re-executed as an agent's writer
-	agentHelperMain()  // when re-executed as the agent of the confinement suite
+	agentHelperMain() // when re-executed as the agent of the confinement suite
 	dir, err := os.MkdirTemp("", "memwatch-e2e")
 	if err != nil {
 		panic(err)
