@@ -284,7 +284,15 @@ func TestWeekSplitKeepsEveryEntryOnce(t *testing.T) {
 	os.WriteFile(ep, []byte(b.String()), 0o644)
 	runDaemon(t, root, "    episodes_max_size: 1KiB\n", t.TempDir())
 	waitFor(t, "split", func() bool { return !strings.Contains(read(ep), "## Task 1\n") })
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "summary lines on every week file", func() bool {
+		weeks, _ := filepath.Glob(filepath.Join(root, "episodes", "2026-03-W*.md"))
+		for _, w := range weeks {
+			if !strings.Contains(read(w), "> Summary: task ") {
+				return false
+			}
+		}
+		return len(weeks) == 6
+	})
 	weeks, _ := filepath.Glob(filepath.Join(root, "episodes", "2026-03-W*.md"))
 	if len(weeks) != 6 {
 		t.Errorf("week files = %v, want 6 (March 2026 spans ISO weeks 09-14)", weeks)
