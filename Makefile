@@ -40,9 +40,11 @@ fuzz:
 	  done; \
 	done
 
-# The crash-consistency test at full size (2,000 kills) and the watcher overflow test.
+# The long runs: the crash-consistency test at full size (2,000 kills, an
+# agent writing throughout), every kind of writer at 50x the size against the
+# rewrite and the daemon, and the watcher overflow test.
 soak:
-	MEMWATCH_CRASH_ITERATIONS=2000 $(GO) test -race -run 'TestCrashConsistency|TestOverflow' -timeout 2h -v ./cmd/memwatch ./watcher
+	MEMWATCH_CRASH_ITERATIONS=2000 MEMWATCH_WRITERS_SCALE=50 $(GO) test $(RACE) -run 'TestCrashConsistency|TestOverflow|TestWriters' -timeout 4h -v ./cmd/memwatch ./watcher ./rewrite
 
 # .deb, .rpm, tarballs (linux, darwin; amd64, arm64) and a Homebrew formula in dist/.
 package:
