@@ -30,6 +30,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/schedule"
+	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/watcher"
 )
@@ -100,7 +101,8 @@ type Daemon struct {
 	lock     *state.Lock
 	db       *state.DB
 	rw       *rewrite.Rewriter
-	cursors  *watcher.Cursors
+	spool    *spool.Spool
+	capture  *capturer
 	engine   *jobs.Engine
 	watch    *watcher.Watcher
 	metrics  *metrics
@@ -138,7 +140,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.rw.Resolvers = map[string]func(context.Context, *state.Record) (string, string){
 		apprecords.RuleDelete: apprecords.Resolve, apprecords.RuleEdit: apprecords.Resolve, apprecords.RuleCreate: apprecords.Resolve,
 	}
-	d.cursors, err = watcher.LoadCursors(ctx, d.db)
+	d.spool, err = spool.Open(ctx, cfg.StateDir)
 	if err != nil {
 		d.closeState()
 		return nil, err
@@ -153,7 +155,8 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		Cooldown:        d.cooldown,
 		OnFail:          d.onFail,
 	}, d.runJob, log)
-	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse}, log)
+	d.capture = newCapturer(d.captureLog, log)
+	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse, Touched: d.onTouched}, log)
 	if err != nil {
 		d.closeState()
 		return nil, err
@@ -166,6 +169,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 func (d *Daemon) Close() { d.closeState() }
 
 func (d *Daemon) closeState() {
+	if d.spool != nil {
+		d.spool.Close()
+	}
 	if d.db != nil {
 		d.db.Close()
 	}
@@ -189,7 +195,7 @@ func (d *Daemon) apply(p *policy.Policy) error {
 		if err != nil {
 			return err
 		}
-		env := &layout.Env{Store: s, Rewriter: d.rw, DB: d.db, Cursors: d.cursors, Now: time.Now, Warnings: &d.warnings, Busy: &layout.BusyTargets{},
+		env := &layout.Env{Store: s, Rewriter: d.rw, DB: d.db, Spool: d.spool, Now: time.Now, Warnings: &d.warnings, Busy: &layout.BusyTargets{},
 			Log: d.log.With("store", s.Name, "layout", s.Layout)}
 		if s.Compactor == "llm" {
 			c, ok := clients[s.LLM]
@@ -349,6 +355,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	d.capture.Start()
+	defer d.capture.Stop()
 	engineCtx, stopEngine := context.WithCancel(context.Background())
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	errs := make(chan error, 3)
@@ -381,9 +389,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 		_ = srv.Shutdown(shutdownCtx)
 		_ = tcpSrv.Shutdown(shutdownCtx)
 		cancel()
-		if err := d.cursors.Flush(context.Background()); err != nil {
-			d.log.Error("flush cursors", "err", err)
-		}
 		os.Remove(d.cfg.Socket)
 	}
 	select {
@@ -440,14 +445,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 			stopAll()
 			return err
 		case <-flush.C:
-			if err := d.cursors.Flush(ctx); err != nil {
-				d.log.Warn("flush cursors", "err", err)
-			}
 			if c, err := d.watch.Counts(ctx); err == nil {
 				d.metrics.watches.Set(float64(c.Watches))
 				d.metrics.roots.Set(float64(c.Roots))
 			}
-			d.metrics.tailLag.Set(float64(d.cursors.Lag()))
+			d.metrics.spoolBytes.Set(float64(d.spool.Size()))
 		}
 	}
 }

@@ -13,7 +13,8 @@ type metrics struct {
 	watches       prometheus.Gauge
 	roots         prometheus.Gauge
 	tokens        *prometheus.CounterVec
-	tailLag       prometheus.Gauge
+	spoolBytes    prometheus.Gauge
+	captured      prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -26,9 +27,10 @@ func newMetrics() *metrics {
 		roots:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "memwatch_roots", Help: "Store roots being maintained."}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memwatch_llm_tokens_total", Help: "LLM tokens used, by endpoint."},
 			[]string{"endpoint"}),
-		tailLag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "memwatch_tail_lag_bytes", Help: "Bytes of conversation logs not yet read by a tailer."}),
+		captured:   prometheus.NewCounter(prometheus.CounterOpts{Name: "memwatch_spool_captured_lines_total", Help: "Session log lines captured into the spool."}),
+		spoolBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "memwatch_spool_bytes", Help: "Bytes the spool of captured session log lines holds on disk."}),
 	}
-	m.reg.MustRegister(m.jobs, m.bytesArchived, m.watches, m.roots, m.tokens, m.tailLag,
+	m.reg.MustRegister(m.jobs, m.bytesArchived, m.watches, m.roots, m.tokens, m.spoolBytes, m.captured,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
-	"github.com/memwatch/memwatch/watcher"
+	"github.com/memwatch/memwatch/spool"
 )
 
 // Env is what a rule may use.
@@ -28,9 +28,10 @@ type Env struct {
 	Rewriter *rewrite.Rewriter
 	DB       *state.DB
 	// LLM is the store's endpoint when its compactor is llm, else nil.
-	LLM     *compact.Client
-	Cursors *watcher.Cursors
-	Log     *slog.Logger
+	LLM *compact.Client
+	// Spool holds the captured lines of session logs.
+	Spool *spool.Spool
+	Log   *slog.Logger
 	Now     func() time.Time
 	// Warnings collects conditions shown by memwatch status; may be nil.
 	Warnings *Warnings
@@ -60,6 +61,13 @@ type Rule struct {
 type Layout interface {
 	Name() string
 	Rules() []Rule
+}
+
+// SessionLogs is a layout whose rules read session logs: the daemon
+// captures them into the spool as soon as they are written.
+type SessionLogs interface {
+	// Logs returns the logs' globs, relative to a root of the store.
+	Logs(s *policy.Store) []string
 }
 
 // Compactable is a layout with an on-demand compaction (memwatch compact).

@@ -48,7 +48,11 @@ type Config struct {
 	// Refuse is told, once per path and reason, of a glob match that is not
 	// used as a root (a symlink, or a path resolving outside the glob's
 	// directory); called from the watcher goroutine.
-	Refuse       func(store, path string, err error)
+	Refuse func(store, path string, err error)
+	// Touched is told of every change under a root as it happens, before
+	// any settling (session logs are captured at once); called from the
+	// watcher goroutine, it must not block.
+	Touched      func(store, root, path string)
 	PollInterval time.Duration
 	// MaxWaitFactor bounds the wait under constant writes to factor x settle.
 	MaxWaitFactor int
@@ -553,6 +557,9 @@ func (w *Watcher) event(ev fsnotify.Event) {
 }
 
 func (w *Watcher) touch(root string, st *rootState, p string) {
+	if w.cfg.Touched != nil {
+		w.cfg.Touched(st.store, root, p)
+	}
 	now := time.Now()
 	if pd, ok := w.pending[p]; ok {
 		pd.last = now

@@ -305,3 +305,15 @@ func TestENOSPCFallsBackToPolling(t *testing.T) {
 		t.Errorf("reason = %q, want poll", got.Reason)
 	}
 }
+
+func appendTo(t *testing.T, p, s string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}

@@ -17,7 +17,6 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
-	"github.com/memwatch/memwatch/watcher"
 )
 
 // Layout is the app-records layout.
@@ -367,22 +366,21 @@ func runCreate(ctx context.Context, env *layout.Env, root *confine.Root, path st
 	if err != nil {
 		return jobs.Result{}, err
 	}
-	var text strings.Builder
-	budget := env.LLM.MaxInputTokens() - 600
-	_, _, err = watcher.Advance(croot, crel, watcher.Cursor{}, int(env.Store.MaxLine), func(line []byte, n int64) error {
-		m := watcher.DecodeLine(line)
-		if m.Meta || strings.TrimSpace(m.Text) == "" {
-			return nil
-		}
-		l := m.Role + ": " + m.Text + "\n"
-		if budget -= compact.EstimateTokens(l); budget < 0 {
-			return errors.New("stop") // the rest does not fit; whole messages only
-		}
-		text.WriteString(l)
-		return nil
-	})
-	if err != nil && err.Error() != "stop" {
+	// The whole conversation as captured: what the application trimmed from
+	// its log meanwhile is still in the spool.
+	log, err := env.CaptureLog(ctx, croot, crel)
+	if err != nil {
 		return jobs.Result{}, err
+	}
+	msgs, _, _, err := env.ReadRange(ctx, log, 0, log.Seq, 600)
+	if err != nil {
+		return jobs.Result{}, err
+	}
+	var text strings.Builder
+	for _, m := range msgs {
+		if strings.TrimSpace(m.Text) != "" {
+			text.WriteString(m.Role + ": " + m.Text + "\n")
+		}
 	}
 	maxChars := env.Store.Options.Int("max_chars")
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)

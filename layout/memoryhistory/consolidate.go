@@ -12,12 +12,14 @@ import (
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 )
 
-// progress is how far each session log has been consolidated.
-var progress = layout.LogProgress{NS: "consolidated"}
+// consumer names consolidation's progress through a log in the spool.
+const consumer = RuleConsolidate
 
 // sessionLogs lists the root's session logs (root-relative).
 func sessionLogs(env *layout.Env, root *confine.Root) []string {
@@ -25,95 +27,145 @@ func sessionLogs(env *layout.Env, root *confine.Root) []string {
 	return ms
 }
 
-func pending(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (count, done int64, idle bool, err error) {
-	return progress.Pending(ctx, env, root, rel, env.Store.Options.Duration("session_idle"))
+// plan decides how far a log should be consolidated now (0: not yet),
+// counting messages as seed 002's agent does (metadata and invalid lines
+// do not count): messages the agent already trimmed or cleared from its
+// file go at once; while the file holds more than window messages, all but
+// the newest keep; once the session is idle, the rest.
+func plan(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Log) (end int64, why string, err error) {
+	done, err := env.Spool.Progress(ctx, consumer, log.ID)
+	if err != nil {
+		return 0, "", err
+	}
+	pending, err := env.Spool.Messages(ctx, log.ID, done, log.Seq)
+	if err != nil || pending == 0 {
+		return 0, "", err
+	}
+	window, keep := int64(env.Store.Options.Int("window")), int64(env.Store.Options.Int("keep"))
+	if gone, err := env.Spool.Messages(ctx, log.ID, done, log.LiveFrom-1); err != nil {
+		return 0, "", err
+	} else if gone > 0 {
+		return log.LiveFrom - 1, "trimmed by the agent", nil
+	}
+	if log.LiveMsgs > window {
+		end, err := env.Spool.NthMessage(ctx, log.ID, log.LiveFrom-1, log.LiveMsgs-keep)
+		if err != nil || end > done {
+			return end, fmt.Sprintf("%d messages, over the window of %d", log.LiveMsgs, window), err
+		}
+	}
+	if env.Idle(root, log, env.Store.Options.Duration("session_idle")) {
+		return log.Seq, "session idle", nil
+	}
+	return 0, "", nil
 }
 
 func consolidateTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
-	window, keep := int64(env.Store.Options.Int("window")), int64(env.Store.Options.Int("keep"))
 	var out []string
 	for _, rel := range sessionLogs(env, root) {
-		count, done, idle, err := pending(ctx, env, root, rel)
+		log, err := env.CaptureLog(ctx, root, rel)
 		if env.Refused(root, RuleConsolidate, rel, err) || err != nil {
 			continue
 		}
 		env.Accepted(root, rel)
-		if count-done > window && count-keep > done || idle && count > done {
+		if end, _, err := plan(ctx, env, root, log); err == nil && end > 0 {
 			out = append(out, rel)
+		}
+	}
+	// Logs the agent deleted since: their messages are consolidated too.
+	logs, _ := env.Spool.Logs(ctx, root.Path())
+	for _, l := range logs {
+		if !l.Missing {
+			continue
+		}
+		if _, err := root.Lstat(l.Path); err == nil {
+			continue // back again: the glob above has it
+		}
+		env.CaptureLog(ctx, root, l.Path)
+		if end, _, err := plan(ctx, env, root, l); err == nil && end > 0 {
+			out = append(out, l.Path)
 		}
 	}
 	return out, nil
 }
 
-// runConsolidate consolidates a session log's pending ranges: while more
-// than window lines are pending, lines up to count-keep; once the session
-// is idle, the rest. The progress cursor makes "nothing new" exact, so it
+// runConsolidate consolidates a session log's pending ranges until the
+// plan says wait. The spool's progress makes "nothing new" exact, so it
 // asks for no cooldown, which would only delay the idle consolidation.
 func runConsolidate(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (jobs.Result, error) {
-	window, keep := int64(env.Store.Options.Int("window")), int64(env.Store.Options.Int("keep"))
 	for ctx.Err() == nil {
-		count, done, idle, err := pending(ctx, env, root, rel)
+		log, err := env.CaptureLog(ctx, root, rel)
 		if err != nil {
 			return jobs.Result{}, err
 		}
-		var end int64
-		switch {
-		case count-done > window && count-keep > done:
-			end = count - keep
-		case idle && count > done:
-			end = count
-		default:
-			return jobs.Result{}, nil
+		end, why, err := plan(ctx, env, root, log)
+		if err != nil || end == 0 {
+			return jobs.Result{}, err
 		}
-		if err := consolidateRange(ctx, env, root, rel, end); err != nil {
+		if err := consolidateRange(ctx, env, root, log, end, why); err != nil {
 			return jobs.Result{}, retryable(err)
 		}
 	}
 	return jobs.Result{}, ctx.Err()
 }
 
-// consolidateRange consolidates the lines after the consolidated cursor up
-// to end. The history entry carries a marker naming the range, so a crash
-// between writing and committing the cursor never writes it twice.
-func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, rel string, end int64) error {
-	path := root.Join(rel)
+// consolidateRange consolidates the log's messages after the consumer's
+// progress, up to end. The history entry carries a marker with the range's
+// content identity, so a crash between writing and committing the progress
+// never writes it twice, and a later range with the same line numbers is
+// never taken for it.
+func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Log, end int64, why string) error {
+	done, err := env.Spool.Progress(ctx, consumer, log.ID)
+	if err != nil {
+		return err
+	}
 	// The first message always goes in; an over-long one makes the call
 	// fail and the raw fallback take over, never a cut mid-message.
-	msgs, next, err := progress.ReadRange(ctx, env, root, rel, end, compact.EstimateTokens(consolidateSystem)+1000)
+	msgs, lines, next, err := env.ReadRange(ctx, log, done, end, compact.EstimateTokens(consolidateSystem)+1000)
 	if err != nil {
 		return err
 	}
 	if len(msgs) == 0 {
-		return progress.Commit(ctx, env, path, next)
+		return env.Spool.Commit(ctx, consumer, log.ID, max(next, end))
 	}
-	first, last := msgs[0].Line, msgs[len(msgs)-1].Line
-	marker := fmt.Sprintf("<!-- memwatch: %s#L%d-%d -->", filepath.ToSlash(rel), first, last)
+	cite := spool.Cite(log.Path, lines)
+	id := spool.RangeID(log.Path, lines)
+	marker := fmt.Sprintf("<!-- memwatch: %s range:%s -->", cite, id)
 	rec := env.Record(RuleConsolidate)
-	rec.Reason = fmt.Sprintf("%s#L%d-%d", filepath.ToSlash(rel), first, last)
+	rec.Reason = fmt.Sprintf("%s (%s)", cite, why)
 
 	hist, _ := root.ReadFile(HistoryFile)
-	if strings.Contains(string(hist), marker) {
-		// Written before a crash; only the cursor was not committed.
-		env.Log.Info("range already consolidated; committing the cursor", "root", root.Path(), "range", rec.Reason)
-		return progress.Commit(ctx, env, path, next)
+	if strings.Contains(string(hist), "range:"+id+" ") {
+		// Written before a crash; only the progress was not committed.
+		env.Log.Info("range already consolidated; committing the progress", "root", root.Path(), "range", cite)
+		return env.Spool.Commit(ctx, consumer, log.ID, next)
 	}
 	memOld, _ := root.ReadFile(MemoryFile)
 	entryText, memory, note := consolidateLLM(ctx, env, rec, memOld, msgs)
-	if entryText == "" {
+	fallback := entryText == ""
+	if fallback {
 		entryText = rawFallback(env, msgs)
+		if note == "" {
+			note = " (raw fallback: no llm compactor configured)"
+		}
 	}
-	now := env.Now().UTC()
-	entry := Entry{Heading: now.Format("2006-01-02T15:04:05.000Z"), Time: now, OK: true}
+	// The entry is dated by the conversation's own time when it has one.
+	when := env.Now().UTC()
+	for _, m := range msgs {
+		if !m.Time.IsZero() {
+			when = m.Time.UTC()
+		}
+	}
+	entry := Entry{Heading: when.Format("2006-01-02T15:04:05.000Z"), Time: when, OK: true}
 	entry.Raw = []byte("## " + entry.Heading + "\n" + strings.TrimSpace(entryText) + "\n" + marker + "\n")
 
-	// HISTORY.md, then the monthly file: both must be durable before the cursor moves.
+	// HISTORY.md, then the monthly file: both must be durable before the progress moves.
 	for _, target := range []string{HistoryFile, entry.Month()} {
 		r := env.Record(RuleConsolidate)
 		r.Reason, r.Tokens = rec.Reason+note, rec.Tokens
 		rec.Tokens = 0 // count the tokens once
 		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true,
 			Compute: func(_ context.Context, old []byte) ([]byte, error) {
-				if strings.Contains(string(old), marker) {
+				if strings.Contains(string(old), "range:"+id+" ") {
 					return nil, rewrite.ErrUnchanged
 				}
 				return append(withBlankLine(append([]byte{}, old...)), entry.Raw...), nil
@@ -144,11 +196,8 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 			env.Log.Warn("MEMORY.md kept changing; memory update skipped", "root", root.Path(), "range", rec.Reason)
 		}
 	}
-	env.Log.Info("consolidated session range", "root", root.Path(), "range", rec.Reason, "messages", len(msgs), "fallback", note != "")
-	if err := progress.Commit(ctx, env, path, next); err != nil {
-		return err
-	}
-	return env.Cursors.Flush(ctx)
+	env.Log.Info("consolidated session range", "root", root.Path(), "range", cite, "why", why, "messages", len(msgs), "fallback", fallback)
+	return env.Spool.Commit(ctx, consumer, log.ID, next)
 }
 
 const consolidateSystem = `You are a memory consolidation agent. Return JSON with:
@@ -238,3 +287,6 @@ func rawFallback(env *layout.Env, msgs []layout.Message) string {
 	}
 	return b.String()
 }
+
+// Logs implements layout.SessionLogs.
+func (Layout) Logs(s *policy.Store) []string { return []string{s.Options.String("sessions")} }

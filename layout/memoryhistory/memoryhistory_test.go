@@ -1,6 +1,7 @@
 package memoryhistory_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,8 +10,11 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/compact/llmtest"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon/daemontest"
 	"github.com/memwatch/memwatch/layout/memoryhistory"
+	"github.com/memwatch/memwatch/session"
+	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -77,7 +81,7 @@ func TestSixtyMessagesOneConsolidation(t *testing.T) {
 	waitFor(t, "a history entry", 5*time.Second, func() bool { return strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "<!-- memwatch") })
 	time.Sleep(500 * time.Millisecond)
 	hist := read(filepath.Join(ws, "HISTORY.md"))
-	if got := strings.Count(hist, "<!-- memwatch: sessions/abc.jsonl#L1-50 -->"); got != 1 {
+	if got := strings.Count(hist, "<!-- memwatch: sessions/abc.jsonl#L1-50 range:"); got != 1 {
 		t.Errorf("HISTORY.md has %d entries for L1-50, want 1:\n%s", got, hist)
 	}
 	if strings.Count(hist, "<!-- memwatch") != 1 || srv.Calls() != 1 {
@@ -105,17 +109,19 @@ func TestSixtyMessagesOneConsolidation(t *testing.T) {
 	}
 }
 
-// A crash between writing the entry and committing the cursor: on restart
-// the marker is found, nothing is written twice and the next range follows
-// without a gap.
+// A crash between writing the entry and committing the progress: on
+// restart the marker is found, nothing is written twice and the next range
+// follows without a gap.
 func TestRestartNoDuplicateNoGap(t *testing.T) {
 	srv := llmtest.New(t, llmtest.Step{Content: `{"history_entry":"[2026-02-27 14:30] second range","memory_update":""}`})
 	ws := t.TempDir()
 	stateDir := t.TempDir()
 	log := filepath.Join(ws, "sessions", "abc.jsonl")
 	appendLines(t, log, 0, 60)
-	// As left by a memwatch killed after the append, before the cursor commit.
-	os.WriteFile(filepath.Join(ws, "HISTORY.md"), []byte("## 2026-02-27T14:30:00.000Z\nfirst range\n<!-- memwatch: sessions/abc.jsonl#L1-50 -->\n"), 0o644)
+	// As left by a memwatch killed after the append, before the progress
+	// commit: the lines are in the spool, the entry and its marker in HISTORY.md.
+	marker := crashedRange(t, ws, stateDir, "sessions/abc.jsonl", 50)
+	os.WriteFile(filepath.Join(ws, "HISTORY.md"), []byte("## 2026-02-27T14:30:00.000Z\nfirst range\n"+marker+"\n"), 0o644)
 	stop := run(t, policyFor(ws, srv.BaseURL(), ""), stateDir)
 	time.Sleep(700 * time.Millisecond)
 	if srv.Calls() != 0 {
@@ -127,7 +133,7 @@ func TestRestartNoDuplicateNoGap(t *testing.T) {
 	stop()
 	appendLines(t, log, 60, 50) // 110 lines: L51-100 is next
 	run(t, policyFor(ws, srv.BaseURL(), ""), stateDir)
-	waitFor(t, "the next range", 5*time.Second, func() bool { return strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "#L51-100 -->") })
+	waitFor(t, "the next range", 5*time.Second, func() bool { return strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "#L51-100 range:") })
 	hist := read(filepath.Join(ws, "HISTORY.md"))
 	if strings.Count(hist, "<!-- memwatch") != 2 {
 		t.Errorf("want exactly the entries L1-50 and L51-100:\n%s", hist)
@@ -319,7 +325,7 @@ func TestIdleSessionConsolidatesTheRest(t *testing.T) {
 	run(t, src, t.TempDir())
 	appendLines(t, filepath.Join(ws, "sessions", "quiet.jsonl"), 0, 12)
 	waitFor(t, "idle consolidation", 8*time.Second, func() bool {
-		return strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "<!-- memwatch: sessions/quiet.jsonl#L1-12 -->")
+		return strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "<!-- memwatch: sessions/quiet.jsonl#L1-12 range:")
 	})
 	if !strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "[raw-fallback]") {
 		t.Error("the heuristic compactor should write seed 002's raw fallback")
@@ -345,4 +351,28 @@ func TestCompressMemoryHeuristic(t *testing.T) {
 	if len(archives) != 1 || read(archives[0]) != mem.String() {
 		t.Errorf("archive = %v; want the pre-image in memory/MEMORY-*.md", archives)
 	}
+}
+
+// crashedRange captures rel into the spool of stateDir and returns the
+// marker consolidation writes for its first n messages.
+func crashedRange(t *testing.T, ws, stateDir, rel string, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	sp, err := spool.Open(ctx, stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	root, err := confine.Open(ws, confine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := sp.Capture(ctx, root, rel, spool.Options{IsMessage: session.IsMessage}); err != nil {
+		t.Fatal(err)
+	}
+	st, _, _ := sp.Find(ctx, root.Path(), rel)
+	var lines []spool.Line
+	sp.Read(ctx, st.ID, 0, int64(n), func(l spool.Line) error { lines = append(lines, l); return nil })
+	return fmt.Sprintf("<!-- memwatch: %s range:%s -->", spool.Cite(rel, lines), spool.RangeID(rel, lines))
 }

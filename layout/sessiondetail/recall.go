@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/memwatch/memwatch/confine"
-	"github.com/memwatch/memwatch/watcher"
+	"github.com/memwatch/memwatch/session"
 )
 
 // Result is one recall hit, with seed 003's SearchResult fields.
@@ -396,7 +396,7 @@ func match(q Query, f file, raw []byte, line int64) (Result, bool) {
 				}
 			}
 		}
-		m := watcher.DecodeLine(raw)
+		m := session.Decode(raw)
 		role := m.Role
 		switch {
 		case m.Raw:

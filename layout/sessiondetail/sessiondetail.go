@@ -24,6 +24,7 @@ import (
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/spool"
 )
 
 // File names of the layout, relative to the session directory.
@@ -55,46 +56,61 @@ func (Layout) Rules() []layout.Rule {
 	}
 }
 
-var progress = layout.LogProgress{NS: "summarized"}
+// consumer names summarizing's progress through the log in the spool.
+const consumer = RuleSummarize
 
 // errRefused means a summary had nowhere to go: detail/ leads out of the
 // root or is not the owner's to write. It was reported; the job stops.
 var errRefused = errors.New("detail directory refused")
 
+// plan decides how far to summarize now (0: not yet): summary_every new
+// messages at a time, and the rest once the session is quiet.
+func plan(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Log) (int64, error) {
+	done, err := env.Spool.Progress(ctx, consumer, log.ID)
+	if err != nil {
+		return 0, err
+	}
+	pending, err := env.Spool.Messages(ctx, log.ID, done, log.Seq)
+	if err != nil || pending == 0 {
+		return 0, err
+	}
+	every := int64(env.Store.Options.Int("summary_every"))
+	if pending >= every {
+		return env.Spool.NthMessage(ctx, log.ID, done, every)
+	}
+	if env.Idle(root, log, env.Store.Options.Duration("session_idle")) {
+		return log.Seq, nil
+	}
+	return 0, nil
+}
+
 func summarizeTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
-	count, done, quiet, err := progress.Pending(ctx, env, root, MessagesFile, env.Store.Options.Duration("session_idle"))
+	log, err := env.CaptureLog(ctx, root, MessagesFile)
 	if env.Refused(root, RuleSummarize, MessagesFile, err) || err != nil {
 		return nil, nil
 	}
 	env.Accepted(root, MessagesFile)
-	every := int64(env.Store.Options.Int("summary_every"))
-	if count-done >= every || quiet && count > done {
+	if end, err := plan(ctx, env, root, log); err == nil && end > 0 {
 		return []string{MessagesFile}, nil
 	}
 	return nil, nil
 }
 
-// runSummarize writes one summary per summary_every new lines, and one for
-// the rest when the session has gone quiet. Its progress cursor already
-// makes "nothing new" exact, so it asks for no cooldown: one would only
-// delay the summary of a session that just went quiet.
+// runSummarize writes one summary per summary_every new messages, and one
+// for the rest when the session has gone quiet. The spool's progress
+// already makes "nothing new" exact, so it asks for no cooldown: one would
+// only delay the summary of a session that just went quiet.
 func runSummarize(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
-	every := int64(env.Store.Options.Int("summary_every"))
 	for ctx.Err() == nil {
-		count, done, quiet, err := progress.Pending(ctx, env, root, MessagesFile, env.Store.Options.Duration("session_idle"))
+		log, err := env.CaptureLog(ctx, root, MessagesFile)
 		if err != nil {
 			return jobs.Result{}, err
 		}
-		var end int64
-		switch {
-		case count-done >= every:
-			end = done + every
-		case quiet && count > done:
-			end = count
-		default:
-			return jobs.Result{}, nil
+		end, err := plan(ctx, env, root, log)
+		if err != nil || end == 0 {
+			return jobs.Result{}, err
 		}
-		if err := summarize(ctx, env, root, end); err != nil {
+		if err := summarize(ctx, env, root, log, end); err != nil {
 			switch {
 			case errors.Is(err, errRefused), layout.IsRefusal(err):
 				// Reported once (status, journal); nothing to do until it changes.
@@ -109,23 +125,27 @@ func runSummarize(ctx context.Context, env *layout.Env, root *confine.Root, targ
 	return jobs.Result{}, ctx.Err()
 }
 
-// summarize writes the summary of the lines after the progress cursor up to
-// end. A marker naming the range makes it exactly-once across crashes.
-func summarize(ctx context.Context, env *layout.Env, root *confine.Root, end int64) error {
-	path := root.Join(MessagesFile)
-	msgs, next, err := progress.ReadRange(ctx, env, root, MessagesFile, end, compact.EstimateTokens(summarySystem)+800)
+// summarize writes the summary of the messages after the progress up to
+// end. A marker with the range's content identity makes it exactly-once
+// across crashes, whatever the agent does to its log.
+func summarize(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Log, end int64) error {
+	done, err := env.Spool.Progress(ctx, consumer, log.ID)
+	if err != nil {
+		return err
+	}
+	msgs, lines, next, err := env.ReadRange(ctx, log, done, end, compact.EstimateTokens(summarySystem)+800)
 	if err != nil {
 		return err
 	}
 	if len(msgs) == 0 {
-		return progress.Commit(ctx, env, path, next)
+		return env.Spool.Commit(ctx, consumer, log.ID, max(next, end))
 	}
-	first, last := msgs[0].Line, msgs[len(msgs)-1].Line
-	cite := fmt.Sprintf("%s#L%d-%d", MessagesFile, first, last)
-	marker := "<!-- memwatch: " + cite + " -->"
-	if existing := findMarker(root, marker); existing != "" {
-		env.Log.Info("range already summarized; committing the cursor", "root", root.Path(), "range", cite, "file", existing)
-		return progress.Commit(ctx, env, path, next)
+	cite := spool.Cite(MessagesFile, lines)
+	id := spool.RangeID(MessagesFile, lines)
+	marker := "<!-- memwatch: " + cite + " range:" + id + " -->"
+	if existing := findMarker(root, "range:"+id+" "); existing != "" {
+		env.Log.Info("range already summarized; committing the progress", "root", root.Path(), "range", cite, "file", existing)
+		return env.Spool.Commit(ctx, consumer, log.ID, next)
 	}
 	rec := env.Record(RuleSummarize)
 	rec.Reason = cite
@@ -145,7 +165,7 @@ func summarize(ctx context.Context, env *layout.Env, root *confine.Root, end int
 	}
 	now := env.Now()
 	if title == "" {
-		title = fmt.Sprintf("Session summary: messages %d-%d (%s)", first, last, now.Format("2006-01-02 15:04"))
+		title = fmt.Sprintf("Session summary: %s (%s)", cite, now.Format("2006-01-02 15:04"))
 	}
 	kw, _ := json.Marshal(keywords)
 	body := fmt.Sprintf("# %s\n\n<!--\nMETA:\n- created: %s\n- keywords: %s\n- source: %s\n-->\n\n## Content\n%s\n\nSource: %s\n%s\n",
@@ -167,10 +187,7 @@ func summarize(ctx context.Context, env *layout.Env, root *confine.Root, end int
 		return err
 	}
 	env.Log.Info("wrote session summary", "root", root.Path(), "file", name, "range", cite)
-	if err := progress.Commit(ctx, env, path, next); err != nil {
-		return err
-	}
-	return env.Cursors.Flush(ctx)
+	return env.Spool.Commit(ctx, consumer, log.ID, next)
 }
 
 // findMarker returns the detail file holding marker, if any.
@@ -210,7 +227,7 @@ Return JSON with: "title" (a short topic title), "summary" (markdown: what the u
 func summaryLLM(ctx context.Context, env *layout.Env, msgs []layout.Message, tokens *int64) (title, content string, keywords []string, err error) {
 	var conv strings.Builder
 	for _, m := range msgs {
-		fmt.Fprintf(&conv, "L%d %s: %s\n", m.Line, roleOf(m), m.Text)
+		fmt.Fprintf(&conv, "%s: %s\n", roleOf(m), m.Text)
 	}
 	cctx, cancel := context.WithTimeout(ctx, env.LLM.Timeout())
 	defer cancel()
@@ -389,3 +406,6 @@ func runOverview(ctx context.Context, env *layout.Env, root *confine.Root, targe
 	return jobs.Result{CoolDown: true}, env.Note(ctx, root.Path(), RuleOverview, OverviewFile, rewrite.Hash(b), int64(len(b)),
 		fmt.Sprintf("overview.md is %d bytes, over overview_max_size %d; the agent owns it, so memwatch only warns", len(b), limit))
 }
+
+// Logs implements layout.SessionLogs.
+func (Layout) Logs(*policy.Store) []string { return []string{MessagesFile} }

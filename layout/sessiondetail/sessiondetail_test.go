@@ -12,8 +12,11 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/compact/llmtest"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon/daemontest"
 	"github.com/memwatch/memwatch/layout/sessiondetail"
+	"github.com/memwatch/memwatch/session"
+	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -35,7 +38,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 // session builds a session directory with fixed content and mtimes.
-func session(t *testing.T, dir string) string {
+func newSession(t *testing.T, dir string) string {
 	t.Helper()
 	s := filepath.Join(dir, "sess-1")
 	os.MkdirAll(filepath.Join(s, "working-memory", "detail"), 0o755)
@@ -62,7 +65,7 @@ func session(t *testing.T, dir string) string {
 
 func TestRecallGolden(t *testing.T) {
 	dir := t.TempDir()
-	s := session(t, dir)
+	s := newSession(t, dir)
 	cases := []struct{ name, query, scope string }{
 		{"word", "authentication", "all"},
 		{"words", "refresh token", "all"},
@@ -94,7 +97,7 @@ func TestRecallGolden(t *testing.T) {
 
 func TestRecallAcrossSessionsCitesSession(t *testing.T) {
 	dir := t.TempDir()
-	s := session(t, dir)
+	s := newSession(t, dir)
 	q, _ := sessiondetail.ParseQuery("stateless")
 	rs, _ := sessiondetail.Recall(q, sessiondetail.Options{Roots: []string{s}, Scope: "all", Limit: 5, Session: true})
 	if len(rs) != 2 || rs[0].Citation != "sess-1/detail/auth-design.md#L15" || rs[1].Citation != "sess-1/messages.jsonl#L5" {
@@ -200,7 +203,7 @@ func TestHeuristicSummariesEveryNAndOnIdle(t *testing.T) {
 		b, _ := os.ReadFile(f)
 		all += string(b)
 	}
-	for _, want := range []string{"messages.jsonl#L1-20 -->", "messages.jsonl#L21-40 -->", "messages.jsonl#L41-45 -->", "## Content", "META:", "- keywords: [", "User requests:", "Tools used: Edit (", "handler0.go", "billing"} {
+	for _, want := range []string{"messages.jsonl#L1-20 range:", "messages.jsonl#L21-40 range:", "messages.jsonl#L41-45 range:", "## Content", "META:", "- keywords: [", "User requests:", "Tools used: Edit (", "handler0.go", "billing"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("summaries lack %q", want)
 		}
@@ -215,9 +218,10 @@ func TestLLMSummaryAndExactlyOnce(t *testing.T) {
 	log := filepath.Join(s, "messages.jsonl")
 	appendMessages(t, log, 0, 40)
 	// As left by a memwatch killed after writing the first summary but
-	// before committing its cursor.
-	os.WriteFile(filepath.Join(s, "working-memory", "detail", "2026-01-01-0000-summary.md"), []byte("# Earlier\n\n## Content\nx\n<!-- memwatch: messages.jsonl#L1-20 -->\n"), 0o644)
+	// before committing its progress.
 	stateDir := t.TempDir()
+	marker := crashedRange(t, s, stateDir, "messages.jsonl", 20)
+	os.WriteFile(filepath.Join(s, "working-memory", "detail", "2026-01-01-0000-summary.md"), []byte("# Earlier\n\n## Content\nx\n"+marker+"\n"), 0o644)
 	runDaemon(t, policyFor(filepath.Join(dir, "*"), srv.BaseURL()), stateDir)
 	waitFor(t, "the second summary", func() bool { return len(detailFiles(s)) == 2 })
 	time.Sleep(300 * time.Millisecond)
@@ -226,7 +230,7 @@ func TestLLMSummaryAndExactlyOnce(t *testing.T) {
 	}
 	var second string
 	for _, f := range detailFiles(s) {
-		if b, _ := os.ReadFile(f); strings.Contains(string(b), "#L21-40 -->") {
+		if b, _ := os.ReadFile(f); strings.Contains(string(b), "#L21-40 range:") {
 			second = string(b)
 		}
 	}
@@ -264,4 +268,28 @@ func TestOverviewGuardWarnsOnce(t *testing.T) {
 	if len(recs) != 1 || recs[0].Outcome != state.Skipped || !strings.Contains(recs[0].Reason, "over overview_max_size 100") {
 		t.Errorf("overview warnings in the journal = %+v, want exactly one", recs)
 	}
+}
+
+// crashedRange captures rel into the spool of stateDir and returns the
+// marker a summary of its first n messages carries.
+func crashedRange(t *testing.T, dir, stateDir, rel string, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	sp, err := spool.Open(ctx, stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	root, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := sp.Capture(ctx, root, rel, spool.Options{IsMessage: session.IsMessage}); err != nil {
+		t.Fatal(err)
+	}
+	st, _, _ := sp.Find(ctx, root.Path(), rel)
+	var lines []spool.Line
+	sp.Read(ctx, st.ID, 0, int64(n), func(l spool.Line) error { lines = append(lines, l); return nil })
+	return fmt.Sprintf("<!-- memwatch: %s range:%s -->", spool.Cite(rel, lines), spool.RangeID(rel, lines))
 }

@@ -1,4 +1,4 @@
-package watcher
+package session
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-func TestDecodeLine(t *testing.T) {
+func TestDecode(t *testing.T) {
 	tests := []struct {
 		name, line string
 		want       Message
@@ -27,25 +27,25 @@ func TestDecodeLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := DecodeLine([]byte(tt.line))
+			got := Decode([]byte(tt.line))
 			got.Time = got.Time.UTC()
 			if got.Role != tt.want.Role || got.Text != tt.want.Text || got.Raw != tt.want.Raw || got.Meta != tt.want.Meta ||
 				strings.Join(got.Tools, ",") != strings.Join(tt.want.Tools, ",") {
-				t.Errorf("DecodeLine(%s)\n got  %+v\n want %+v", tt.line, got, tt.want)
+				t.Errorf("Decode(%s)\n got  %+v\n want %+v", tt.line, got, tt.want)
 			}
 		})
 	}
-	if m := DecodeLine([]byte(`{"type":"user","message":{"role":"user","content":"x"},"timestamp":"2026-02-27T14:30:00.000Z"}`)); m.Time.IsZero() {
+	if m := Decode([]byte(`{"type":"user","message":{"role":"user","content":"x"},"timestamp":"2026-02-27T14:30:00.000Z"}`)); m.Time.IsZero() {
 		t.Error("Claude Code timestamp not decoded")
 	}
 }
 
-func FuzzDecodeLine(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	for _, s := range []string{`{"role":"user","content":"hi"}`, `{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]}}`, "\xff\xfe", `{"content":[{"type":"tool_result","content":"r"}]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		m := DecodeLine(line)
+		m := Decode(line)
 		if !utf8.ValidString(m.Text) {
 			t.Errorf("invalid UTF-8 in decoded text %q", m.Text)
 		}

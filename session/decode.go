@@ -1,4 +1,6 @@
-package watcher
+// Package session reads the conversation logs agents write (JSONL): one
+// decoder for the shapes they use, so every layout sees the same messages.
+package session
 
 import (
 	"encoding/json"
@@ -45,10 +47,10 @@ type part struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// DecodeLine decodes one JSONL line. It never fails: a line it cannot
+// Decode decodes one JSONL line. It never fails: a line it cannot
 // decode comes back as a Raw message holding the text (made valid UTF-8), so
 // nothing an agent wrote is dropped.
-func DecodeLine(line []byte) Message {
+func Decode(line []byte) Message {
 	var l lineShape
 	if err := json.Unmarshal(line, &l); err != nil {
 		return Message{Raw: true, Text: strings.ToValidUTF8(string(line), "\uFFFD")}
@@ -132,4 +134,22 @@ func joinText(a, b string) string {
 		return b
 	}
 	return a + "\n" + b
+}
+
+// IsMessage reports whether a log line is a conversation message, as
+// opposed to metadata, agent state or an invalid line: only messages
+// count in windows and identify a log's content. A line cut short (cut),
+// which no longer parses, is a message when its start names a role.
+func IsMessage(line []byte, cut bool) bool {
+	if cut {
+		head := line[:min(len(line), 4096)]
+		for _, p := range []string{`"role":"user"`, `"role":"assistant"`, `"role": "user"`, `"role": "assistant"`, `"type":"user"`, `"type":"assistant"`} {
+			if strings.Contains(string(head), p) {
+				return true
+			}
+		}
+		return false
+	}
+	m := Decode(line)
+	return m.Role != "" && !m.Meta && !m.Raw
 }

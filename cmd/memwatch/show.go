@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/spool"
+)
+
+func showCmd(g *globals) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "show [--dir ROOT] CITATION",
+		Short: "Print the lines a citation names, even after the agent rewrote its log",
+		Long: `Print the log lines a citation names, as memwatch writes them in history
+entries, summaries and recall results: PATH#L10-20 (lines of the log as it
+first was) or PATH@3#L10-20 (its third version, after the agent rewrote it).
+PATH is relative to ROOT (default: the current directory). While those lines
+are still in the live file they come from there; once the agent has trimmed,
+cleared or rewritten it, they come from memwatch's spool, which keeps every
+line it captured.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := spool.ParseCitation(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			if dir == "" {
+				if dir, err = os.Getwd(); err != nil {
+					return err
+				}
+			}
+			root, err := confine.Open(dir, confine.Options{})
+			if err != nil {
+				return err
+			}
+			defer root.Close()
+			p, err := g.policyIfGiven()
+			if err != nil {
+				return err
+			}
+			stateDir := g.resolveStateDir(p)
+			sp, err := spool.OpenReadOnly(context.Background(), stateDir)
+			if err != nil {
+				return fmt.Errorf("%w (looked in %s: name the daemon's state with --state-dir, --policy or MEMWATCH_STATE_DIR)", err, stateDir)
+			}
+			defer sp.Close()
+			lines, err := sp.Show(context.Background(), root, c)
+			if errors.Is(err, spool.ErrUnknownLog) {
+				return fmt.Errorf("%w (state %s; is --dir the root the citation belongs to?)", err, stateDir)
+			}
+			if err != nil {
+				return err
+			}
+			sources := map[string]bool{}
+			for _, l := range lines {
+				sources[l.Source] = true
+			}
+			var from []string
+			if sources["live"] {
+				from = append(from, "the live file")
+			}
+			if sources["spool"] || sources["pruned"] {
+				from = append(from, "the spool: the agent has rewritten the file since")
+			}
+			fmt.Fprintf(g.stdout, "%s (from %s)\n", filepath.ToSlash(args[0]), strings.Join(from, " and "))
+			for _, l := range lines {
+				switch l.Source {
+				case "pruned":
+					fmt.Fprintf(g.stdout, "L%d: [pruned from the spool by retention]\n", l.Line)
+				case "missing":
+					fmt.Fprintf(g.stdout, "L%d: [no such line in that version of the file]\n", l.Line)
+				default:
+					fmt.Fprintf(g.stdout, "L%d: %s\n", l.Line, l.Data)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "the root the citation's path is relative to (default: the current directory)")
+	return cmd
+}

@@ -1,0 +1,106 @@
+package layout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/session"
+	"github.com/memwatch/memwatch/spool"
+)
+
+// CaptureLog brings the spool up to date with the session log rel of root
+// and returns what it knows of the log. Rules read conversations from the
+// spool, never from positions in the live file: what the agent trims or
+// clears after a capture is not lost.
+func (e *Env) CaptureLog(ctx context.Context, root *confine.Root, rel string) (spool.Log, error) {
+	res, err := e.Spool.Capture(ctx, root, rel, spool.Options{MaxLine: int(e.Store.MaxLine), IsMessage: session.IsMessage})
+	if err != nil && res.Why != "missing" {
+		return spool.Log{}, err
+	}
+	switch res.Why {
+	case "trimmed", "replaced", "cleared", "missing":
+		e.Log.Info("session log rewritten by the agent; captured lines are kept", "root", root.Path(), "log", rel, "change", res.Why,
+			"generation", res.Gen, "new_lines", res.Lines, "known_lines", res.Known)
+	}
+	st, ok, err := e.Spool.Find(ctx, root.Path(), rel)
+	if err != nil {
+		return spool.Log{}, err
+	}
+	if !ok {
+		return spool.Log{}, fmt.Errorf("capture %s: nothing captured", rel)
+	}
+	return st, nil
+}
+
+// Idle reports whether the log has been quiet for d: its file was not
+// written for d, and nothing new was captured for d.
+func (e *Env) Idle(root *confine.Root, log spool.Log, d time.Duration) bool {
+	last := log.Changed
+	if fi, err := root.Stat(log.Path); err == nil && fi.ModTime().After(last) {
+		last = fi.ModTime()
+	}
+	return e.Now().Sub(last) >= d
+}
+
+// Message is one decoded message of a range, with its captured line.
+type Message struct {
+	spool.Line
+	session.Message
+}
+
+// errStop ends a read early.
+var errStop = errors.New("stop")
+
+// ReadRange decodes the messages of log after sequence after, up to upto.
+// With an LLM the range also ends at the last whole message that fits the
+// endpoint's max_input_tokens less reserve (the prompt's own text); the
+// first message always goes in. It returns the messages, the lines they
+// came from (for the citation) and the sequence number the range ends at
+// (lines that are not messages are passed over, not cited).
+func (e *Env) ReadRange(ctx context.Context, log spool.Log, after, upto int64, reserve int) ([]Message, []spool.Line, int64, error) {
+	budget := -1
+	if e.LLM != nil {
+		budget = e.LLM.MaxInputTokens() - reserve
+	}
+	var msgs []Message
+	var cited []spool.Line
+	next := after
+	err := e.Spool.Read(ctx, log.ID, after, upto, func(l spool.Line) error {
+		if !l.Msg {
+			next = l.Seq
+			return nil
+		}
+		m := DecodeLine(l)
+		if budget >= 0 && len(msgs) > 0 {
+			if budget -= compact.EstimateTokens(m.Text) + 8; budget < 0 {
+				return errStop
+			}
+		}
+		msgs = append(msgs, Message{Line: l, Message: m})
+		cited = append(cited, l)
+		next = l.Seq
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, nil, after, err
+	}
+	return msgs, cited, next, nil
+}
+
+// DecodeLine decodes a captured line; a line whose text was cut or pruned
+// says so instead of failing.
+func DecodeLine(l spool.Line) session.Message {
+	switch {
+	case l.Data == nil:
+		return session.Message{Raw: true, Text: fmt.Sprintf("[line pruned from the spool; %d bytes]", l.Size)}
+	case l.Cut():
+		m := session.Decode(l.Data)
+		m.Text = fmt.Sprintf("%s…[line cut; %d bytes in all]", m.Text, l.Size)
+		return m
+	}
+	return session.Decode(l.Data)
+}

@@ -1,0 +1,504 @@
+package spool
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/memwatch/memwatch/confine"
+)
+
+// DefaultMaxLine is the longest line stored whole.
+const DefaultMaxLine = 1 << 20
+
+// Options tune a capture.
+type Options struct {
+	// MaxLine is the longest line stored whole; a longer one is stored cut
+	// (its size and hash are of the whole line). 0 means DefaultMaxLine.
+	MaxLine int
+	// IsMessage tells message lines from metadata, state and invalid lines;
+	// cut is true when data is only the start of the line. Required.
+	IsMessage func(data []byte, cut bool) bool
+}
+
+// Result says what a capture found.
+type Result struct {
+	Lines    int   // lines captured now
+	Messages int   // of which messages
+	Known    int   // lines of a rewritten file recognised as captured before
+	Gen      int64 // the live generation after the capture
+	// Why is "new" (first capture), "append", "same" (nothing new),
+	// "rewritten" (same messages, new file), "trimmed" (a new generation
+	// keeping some captured messages), "replaced" (a new generation sharing
+	// none), "cleared" (no message left) or "missing" (the file is gone).
+	Why string
+}
+
+// errChanged means the file changed between the two passes of a rematch;
+// the capture starts again.
+var errChanged = errors.New("log changed while being read")
+
+// batchLines bounds one transaction of a capture.
+const batchLines = 4000
+
+// Capture copies the new complete lines of the log rel (in root) into the
+// spool: on the first call every line, then what the agent appended; after
+// a rewrite, the lines never captured (see the package doc).
+func (s *Spool) Capture(ctx context.Context, root *confine.Root, rel string, o Options) (Result, error) {
+	if o.IsMessage == nil {
+		return Result{}, errors.New("spool: Options.IsMessage is required")
+	}
+	if o.MaxLine <= 0 {
+		o.MaxLine = DefaultMaxLine
+	}
+	rel = filepath.Clean(rel)
+	defer s.lock(root.Path(), rel)()
+	for attempt := 0; ; attempt++ {
+		res, err := s.capture(ctx, root, rel, o)
+		if errors.Is(err, errChanged) && attempt < 3 {
+			continue
+		}
+		return res, err
+	}
+}
+
+func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o Options) (Result, error) {
+	st, found, err := s.Find(ctx, root.Path(), rel)
+	if err != nil {
+		return Result{}, err
+	}
+	f, fi, err := root.OpenRead(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		if found && !st.Missing {
+			// Deleted or renamed away: nothing of it is live any more.
+			st.Missing, st.LiveMsgs, st.LiveFrom = true, 0, st.Seq+1
+			st.Lines, st.Offset, st.dev, st.ino, st.tailOff, st.tailHash = 0, 0, 0, 0, 0, 0
+			if err := s.saveLog(ctx, s.db, &st); err != nil {
+				return Result{}, err
+			}
+			return Result{Gen: st.Gen, Why: "missing"}, nil
+		}
+		return Result{Gen: st.Gen, Why: "missing"}, err
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	defer f.Close()
+	sys := fi.Sys().(*syscall.Stat_t)
+	dev, ino := int64(sys.Dev), int64(sys.Ino)
+	if !found {
+		if st, err = s.newLog(ctx, root.Path(), rel); err != nil {
+			return Result{}, err
+		}
+	}
+	switch {
+	case st.Gen == 0:
+		st.Gen, st.dev, st.ino, st.Missing = 1, dev, ino, false
+		res, err := s.appendLines(ctx, f, &st, o)
+		res.Why = "new"
+		return res, err
+	case !st.Missing && st.dev == dev && st.ino == ino && fi.Size() >= st.Offset && s.tailIntact(f, &st):
+		res, err := s.appendLines(ctx, f, &st, o)
+		if res.Why == "" {
+			res.Why = "append"
+		}
+		return res, err
+	}
+	return s.rematch(ctx, f, &st, dev, ino, o)
+}
+
+func (s *Spool) newLog(ctx context.Context, root, rel string) (Log, error) {
+	now := s.Now().UnixNano()
+	res, err := s.db.ExecContext(ctx, `INSERT INTO logs(root, path, first_seen) VALUES(?,?,?)`, root, rel, now)
+	if err != nil {
+		return Log{}, fmt.Errorf("add spool log %s: %w", rel, err)
+	}
+	id, _ := res.LastInsertId()
+	return Log{ID: id, Root: root, Path: rel, First: s.Now()}, nil
+}
+
+// execer is a database or a transaction.
+type execer interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}
+
+func (s *Spool) saveLog(ctx context.Context, db execer, st *Log) error {
+	missing := 0
+	if st.Missing {
+		missing = 1
+	}
+	_, err := db.ExecContext(ctx, `UPDATE logs SET gen=?, seq=?, dev=?, ino=?, offset=?, lines=?, tail_off=?, tail_hash=?, live_from=?, live_msgs=?, missing=?, changed=? WHERE id=?`,
+		st.Gen, st.Seq, st.dev, st.ino, st.Offset, st.Lines, st.tailOff, int64(st.tailHash), st.LiveFrom, st.LiveMsgs, missing, s.Now().UnixNano(), st.ID)
+	if err != nil {
+		return fmt.Errorf("update spool log %s: %w", st.Path, err)
+	}
+	return nil
+}
+
+// tailIntact checks that the last line captured is still there, unchanged:
+// a file rewritten in place to the same or a larger size shows there.
+func (s *Spool) tailIntact(f *os.File, st *Log) bool {
+	if st.Offset == 0 {
+		return true
+	}
+	n := st.Offset - st.tailOff // the line and its newline
+	sec := io.NewSectionReader(f, st.tailOff, n)
+	d := xxhash.New()
+	if _, err := io.CopyN(d, sec, n-1); err != nil {
+		return false
+	}
+	var nl [1]byte
+	if _, err := f.ReadAt(nl[:], st.Offset-1); err != nil || nl[0] != '\n' {
+		return false
+	}
+	return d.Sum64() == st.tailHash
+}
+
+// capturer inserts lines in batches, each with the log's new state.
+type capturer struct {
+	s     *Spool
+	ctx   context.Context
+	st    *Log
+	tx    *sql.Tx
+	ins   *sql.Stmt
+	n     int
+	res   Result
+	now   int64
+	ended bool
+}
+
+func (s *Spool) begin(ctx context.Context, st *Log) (*capturer, error) {
+	c := &capturer{s: s, ctx: ctx, st: st, now: s.Now().UnixNano()}
+	return c, c.open()
+}
+
+func (c *capturer) open() error {
+	tx, err := c.s.db.BeginTx(c.ctx, nil)
+	if err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	ins, err := tx.PrepareContext(c.ctx, `INSERT INTO lines(log, seq, gen, line, hash, msg, size, time, data) VALUES(?,?,?,?,?,?,?,?,?)`)
+	if err != nil {
+		tx.Rollback()
+		return fmt.Errorf("spool: %w", err)
+	}
+	c.tx, c.ins = tx, ins
+	return nil
+}
+
+// add stores a new line as the next sequence number.
+func (c *capturer) add(gen, line int64, data []byte, size int64, hash uint64, msg bool) error {
+	c.st.Seq++
+	m := 0
+	if msg {
+		m = 1
+		c.res.Messages++
+		c.live(c.st.Seq)
+	}
+	if _, err := c.ins.ExecContext(c.ctx, c.st.ID, c.st.Seq, gen, line, int64(hash), m, size, c.now, data); err != nil {
+		return fmt.Errorf("spool a line: %w", err)
+	}
+	c.res.Lines++
+	c.n++
+	if c.n >= batchLines {
+		return c.flush(true)
+	}
+	return nil
+}
+
+// live counts a message of the live file.
+func (c *capturer) live(seq int64) {
+	c.st.LiveMsgs++
+	if c.st.LiveFrom == 0 || seq < c.st.LiveFrom {
+		c.st.LiveFrom = seq
+	}
+}
+
+// carry records a known line at its place in a new generation.
+func (c *capturer) carry(gen, line, seq int64) error {
+	if _, err := c.tx.ExecContext(c.ctx, `INSERT OR REPLACE INTO carried(log, gen, line, seq) VALUES(?,?,?,?)`, c.st.ID, gen, line, seq); err != nil {
+		return fmt.Errorf("spool a known line: %w", err)
+	}
+	c.res.Known++
+	c.n++
+	if c.n >= batchLines {
+		return c.flush(true)
+	}
+	return nil
+}
+
+// flush commits the batch with the log's state, and starts another.
+func (c *capturer) flush(more bool) error {
+	if err := c.s.saveLog(c.ctx, c.tx, c.st); err != nil {
+		c.tx.Rollback()
+		return err
+	}
+	c.ins.Close()
+	if err := c.tx.Commit(); err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	c.n = 0
+	if more {
+		return c.open()
+	}
+	c.ended = true
+	return nil
+}
+
+func (c *capturer) abort() {
+	if !c.ended && c.tx != nil {
+		c.ins.Close()
+		c.tx.Rollback()
+	}
+}
+
+// appendLines captures the complete lines after st.Offset as the live
+// generation's next lines.
+func (s *Spool) appendLines(ctx context.Context, f *os.File, st *Log, o Options) (Result, error) {
+	if _, err := f.Seek(st.Offset, io.SeekStart); err != nil {
+		return Result{}, err
+	}
+	c, err := s.begin(ctx, st)
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.abort()
+	if st.LiveFrom == 0 {
+		st.LiveFrom = st.Seq + 1
+	}
+	_, err = scanLines(f, st.Offset, o.MaxLine, func(data []byte, size int64, hash uint64, off int64) error {
+		st.Lines++
+		st.tailOff, st.tailHash, st.Offset = off, hash, off+size+1
+		return c.add(st.Gen, st.Lines, data, size, hash, o.IsMessage(data, int64(len(data)) < size))
+	})
+	if err != nil {
+		return c.res, err
+	}
+	if c.res.Lines == 0 {
+		c.res.Why = "same"
+		c.res.Gen = st.Gen
+		return c.res, nil
+	}
+	c.res.Gen = st.Gen
+	return c.res, c.flush(false)
+}
+
+// entry is one line of a rewritten file, from the first pass.
+type entry struct {
+	hash uint64
+	size int64
+	msg  bool
+}
+
+// liveLine is a message of the live generation as captured.
+type liveLine struct {
+	line, seq int64
+	hash      uint64
+}
+
+// liveMessages lists the messages of the log's live generation, in file
+// order: the lines captured in it and the known lines carried into it.
+func (s *Spool) liveMessages(ctx context.Context, st *Log) ([]liveLine, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT line, seq, hash FROM lines WHERE log=? AND gen=? AND msg=1
+		UNION ALL SELECT c.line, c.seq, l.hash FROM carried c JOIN lines l ON l.log=c.log AND l.seq=c.seq WHERE c.log=? AND c.gen=? AND l.msg=1
+		ORDER BY 1`, st.ID, st.Gen, st.ID, st.Gen)
+	if err != nil {
+		return nil, fmt.Errorf("read the live messages: %w", err)
+	}
+	defer rows.Close()
+	var out []liveLine
+	for rows.Next() {
+		var l liveLine
+		var h int64
+		if err := rows.Scan(&l.line, &l.seq, &h); err != nil {
+			return nil, err
+		}
+		l.hash = uint64(h)
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// rematch handles a file that changed other than by appending: it reads
+// every line's hash, recognises the messages captured before, and captures
+// the rest (see the package doc).
+func (s *Spool) rematch(ctx context.Context, f *os.File, st *Log, dev, ino int64, o Options) (Result, error) {
+	// Pass 1: hash and classify every line; keep no text.
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return Result{}, err
+	}
+	var entries []entry
+	_, err := scanLines(f, 0, o.MaxLine, func(data []byte, size int64, hash uint64, off int64) error {
+		entries = append(entries, entry{hash: hash, size: size, msg: o.IsMessage(data, int64(len(data)) < size)})
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	// What the file held as last captured; nothing when it was seen gone.
+	var prev []liveLine
+	if !st.Missing {
+		if prev, err = s.liveMessages(ctx, st); err != nil {
+			return Result{}, err
+		}
+	}
+	// The same generation when every captured message is still at its line.
+	same := !st.Missing && int64(len(entries)) >= st.Lines
+	for _, p := range prev {
+		if !same {
+			break
+		}
+		i := p.line - 1
+		same = i < int64(len(entries)) && entries[i].msg && entries[i].hash == p.hash
+	}
+	newLine := make([]bool, len(entries))
+	knownSeq := make([]int64, len(entries))
+	gen := st.Gen
+	why := "rewritten"
+	if same {
+		for i := st.Lines; i < int64(len(entries)); i++ {
+			newLine[i] = true
+		}
+		if int64(len(entries)) == st.Lines {
+			why = "same"
+		}
+	} else {
+		gen = st.Gen + 1
+		queue := map[uint64][]int64{}
+		for _, p := range prev {
+			queue[p.hash] = append(queue[p.hash], p.seq)
+		}
+		known := 0
+		for i, e := range entries {
+			if q := queue[e.hash]; e.msg && len(q) > 0 {
+				knownSeq[i], queue[e.hash] = q[0], q[1:]
+				known++
+				continue
+			}
+			newLine[i] = true
+		}
+		messages := 0
+		for _, e := range entries {
+			if e.msg {
+				messages++
+			}
+		}
+		switch {
+		case messages == 0:
+			why = "cleared"
+		case known == 0 && len(prev) > 0:
+			why = "replaced"
+		default:
+			why = "trimmed"
+		}
+	}
+
+	// Pass 2: capture the new lines, checking each is what pass 1 saw.
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return Result{}, err
+	}
+	c, err := s.begin(ctx, st)
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.abort()
+	if !same {
+		st.Gen, st.LiveMsgs, st.LiveFrom = gen, 0, 0
+	}
+	st.Missing, st.dev, st.ino = false, dev, ino
+	st.Lines, st.Offset, st.tailOff, st.tailHash = 0, 0, 0, 0
+	var i int64
+	_, err = scanLines(f, 0, o.MaxLine, func(data []byte, size int64, hash uint64, off int64) error {
+		if i >= int64(len(entries)) {
+			return nil // appended since pass 1: the next capture takes it
+		}
+		e := entries[i]
+		i++
+		if e.hash != hash || e.size != size {
+			return errChanged
+		}
+		st.Lines, st.tailOff, st.tailHash, st.Offset = i, off, hash, off+size+1
+		switch {
+		case newLine[i-1]:
+			return c.add(gen, i, data, size, hash, e.msg)
+		case !same && knownSeq[i-1] != 0:
+			c.live(knownSeq[i-1])
+			return c.carry(gen, i, knownSeq[i-1])
+		}
+		return nil
+	})
+	if err != nil {
+		return c.res, err
+	}
+	if i < int64(len(entries)) {
+		return c.res, errChanged // shorter than pass 1 saw: changed again
+	}
+	if st.LiveFrom == 0 {
+		st.LiveFrom = st.Seq + 1 // no message is live
+	}
+	c.res.Gen, c.res.Why = gen, why
+	return c.res, c.flush(false)
+}
+
+// scanLines reads complete lines from r, whose first byte is at file offset
+// base, and calls fn with each: its bytes (at most maxLine; the rest is
+// hashed and counted but not kept), its whole size, hash and offset. A
+// partial last line is left. It returns the offset after the last line.
+func scanLines(r io.Reader, base int64, maxLine int, fn func(data []byte, size int64, hash uint64, off int64) error) (int64, error) {
+	buf := make([]byte, 1<<20)
+	var carry []byte // the start of a line spanning reads, at most maxLine bytes
+	var carryLen int64
+	d := xxhash.New()
+	lineStart := base
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		chunk := buf[:n]
+		for len(chunk) > 0 {
+			i := bytes.IndexByte(chunk, '\n')
+			if i >= 0 && carryLen == 0 && i <= maxLine {
+				if err := fn(chunk[:i], int64(i), xxhash.Sum64(chunk[:i]), lineStart); err != nil {
+					return lineStart, err
+				}
+				lineStart += int64(i + 1)
+				chunk = chunk[i+1:]
+				continue
+			}
+			part := chunk
+			if i >= 0 {
+				part = chunk[:i]
+			}
+			if carryLen == 0 {
+				d.Reset()
+			}
+			d.Write(part)
+			if room := maxLine - len(carry); room > 0 {
+				carry = append(carry, part[:min(room, len(part))]...)
+			}
+			carryLen += int64(len(part))
+			if i < 0 {
+				break
+			}
+			if err := fn(carry, carryLen, d.Sum64(), lineStart); err != nil {
+				return lineStart, err
+			}
+			lineStart += carryLen + 1
+			carry, carryLen = carry[:0], 0
+			chunk = chunk[i+1:]
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			return lineStart, nil
+		}
+		if rerr != nil {
+			return lineStart, rerr
+		}
+	}
+}

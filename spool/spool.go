@@ -1,0 +1,328 @@
+// Package spool captures every complete line of the session logs memwatch
+// watches into a durable, append-only store in the state directory, as soon
+// as it sees it, and keeps track of how the agent rewrites those logs.
+//
+// Agents do not only append to their logs: they trim them to the newest
+// messages, clear them on /new, and rewrite the whole file on every save
+// (a temp file renamed over it, with a metadata line that changes each
+// time). The spool guarantees, for every log it captures:
+//   - every complete line seen is stored once, with a content hash, before
+//     anything reads it; what the agent trims, clears or rewrites afterwards
+//     is still in the spool, so consolidation and summaries read ranges from
+//     here, never from positions in the live file;
+//   - identity is by content, not by position or inode: after any change that
+//     is not a pure append (a new inode, a shorter file, an earlier byte
+//     changed), the new file's message lines are matched by hash against the
+//     messages of the file as last captured, in order and with
+//     multiplicity; a matched line is the line already captured, wherever it
+//     now stands; only lines never captured are new. Lines that are not
+//     messages (metadata and state records, which agents rewrite on every
+//     save) take no part in matching. The cost is linear in the file size;
+//   - every line has a sequence number (capture order, across rewrites),
+//     and the generation and line number it had when captured. A file whose
+//     message lines keep their positions stays in its generation (appends,
+//     metadata rewrites); any other rewrite starts a new generation, whose
+//     known lines are recorded at their new positions;
+//   - a citation stays true: lines of generation 1 are cited as
+//     path#Lx-y, later ones as path@g#Lx-y, and Show prints them from the
+//     live file while that generation is live there, else from the spool;
+//   - consumers (a rule) keep their progress as a sequence number, so a
+//     range is processed once, whatever the agent does to the file;
+//   - a line's text is kept until every consumer of its log is past it and
+//     the retention period has passed (Prune); its hash is kept while its
+//     generation is the live one, so matching keeps working.
+//
+// The spool lives in its own SQLite database (spool.db, WAL, synchronous
+// FULL): a captured line survives a crash. Capture of one log is serialized;
+// different logs are captured concurrently.
+package spool
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// FileName is the spool database in the state directory.
+const FileName = "spool.db"
+
+const schema = `
+CREATE TABLE IF NOT EXISTS logs (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	root       TEXT NOT NULL,
+	path       TEXT NOT NULL,              -- relative to root
+	gen        INTEGER NOT NULL DEFAULT 0, -- the live generation
+	seq        INTEGER NOT NULL DEFAULT 0, -- the last sequence number given
+	dev        INTEGER NOT NULL DEFAULT 0,
+	ino        INTEGER NOT NULL DEFAULT 0,
+	offset     INTEGER NOT NULL DEFAULT 0, -- just after the last complete line captured
+	lines      INTEGER NOT NULL DEFAULT 0, -- complete lines of the live generation
+	tail_off   INTEGER NOT NULL DEFAULT 0, -- where the last captured line starts
+	tail_hash  INTEGER NOT NULL DEFAULT 0, -- its hash: a changed byte before offset shows there
+	live_from  INTEGER NOT NULL DEFAULT 0, -- sequence of the first message in the live file
+	live_msgs  INTEGER NOT NULL DEFAULT 0, -- messages in the live file
+	missing    INTEGER NOT NULL DEFAULT 0, -- the file is gone
+	first_seen INTEGER NOT NULL,           -- unix ns
+	changed    INTEGER NOT NULL DEFAULT 0, -- unix ns of the last capture that found something
+	UNIQUE(root, path)
+);
+CREATE TABLE IF NOT EXISTS lines (
+	log  INTEGER NOT NULL,
+	seq  INTEGER NOT NULL,
+	gen  INTEGER NOT NULL,
+	line INTEGER NOT NULL,  -- 1-based, in its generation's file
+	hash INTEGER NOT NULL,  -- xxhash64 of the whole line
+	msg  INTEGER NOT NULL,  -- 1 for a message line
+	size INTEGER NOT NULL,  -- the whole line's length
+	time INTEGER NOT NULL,  -- capture time, unix ns
+	data BLOB,              -- the line, cut at the store's max_line; NULL once pruned
+	PRIMARY KEY (log, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS lines_gen ON lines(log, gen, line);
+CREATE TABLE IF NOT EXISTS carried (
+	log  INTEGER NOT NULL,
+	gen  INTEGER NOT NULL,
+	line INTEGER NOT NULL,  -- where a known line stands in this generation
+	seq  INTEGER NOT NULL,
+	PRIMARY KEY (log, gen, line)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS progress (
+	consumer TEXT NOT NULL,
+	log      INTEGER NOT NULL,
+	seq      INTEGER NOT NULL,
+	time     INTEGER NOT NULL,
+	PRIMARY KEY (consumer, log)
+) WITHOUT ROWID;
+`
+
+// Spool is the capture store. It is safe for concurrent use.
+type Spool struct {
+	db   *sql.DB
+	path string
+	Now  func() time.Time
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // per log: one capture at a time
+}
+
+// Open opens (creating if needed) the spool in the state directory dir.
+func Open(ctx context.Context, dir string) (*Spool, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open spool %s: %w", path, err)
+	}
+	// Writers are serialized by SQLite anyway; one connection keeps our
+	// goroutines from waiting on each other's locks.
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("initialise spool %s: %w", path, err)
+	}
+	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// OpenReadOnly opens an existing spool for reading (memwatch show while the
+// daemon runs).
+func OpenReadOnly(ctx context.Context, dir string) (*Spool, error) {
+	path := filepath.Join(dir, FileName)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no spool in %s: %w", dir, err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return nil, fmt.Errorf("open spool %s: %w", path, err)
+	}
+	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// Close closes the database.
+func (s *Spool) Close() error { return s.db.Close() }
+
+// lock serializes captures of one log.
+func (s *Spool) lock(root, rel string) func() {
+	key := root + "\x00" + rel
+	s.mu.Lock()
+	l, ok := s.locks[key]
+	if !ok {
+		l = &sync.Mutex{}
+		s.locks[key] = l
+	}
+	s.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// Log is what the spool knows of one log file.
+type Log struct {
+	ID       int64
+	Root     string
+	Path     string // relative to Root
+	Gen      int64  // the live generation (0: nothing captured yet)
+	Seq      int64  // the last sequence number given
+	Lines    int64  // complete lines of the live generation
+	Offset   int64  // bytes of the live file captured
+	LiveFrom int64  // sequence of the first message in the live file
+	LiveMsgs int64  // messages in the live file
+	Missing  bool   // the file is gone (deleted or renamed away)
+	First    time.Time
+	Changed  time.Time // the last capture that found something new
+
+	dev, ino, tailOff int64
+	tailHash          uint64
+}
+
+const logCols = `id, root, path, gen, seq, lines, offset, live_from, live_msgs, missing, first_seen, changed, dev, ino, tail_off, tail_hash`
+
+func scanLog(row interface{ Scan(...any) error }) (Log, error) {
+	var l Log
+	var first, changed int64
+	var missing int
+	var tailHash int64
+	err := row.Scan(&l.ID, &l.Root, &l.Path, &l.Gen, &l.Seq, &l.Lines, &l.Offset, &l.LiveFrom, &l.LiveMsgs, &missing,
+		&first, &changed, &l.dev, &l.ino, &l.tailOff, &tailHash)
+	l.Missing, l.First, l.Changed, l.tailHash = missing != 0, time.Unix(0, first), time.Unix(0, changed), uint64(tailHash)
+	return l, err
+}
+
+// Find returns the spool's record of a log; ok is false when it was never
+// captured.
+func (s *Spool) Find(ctx context.Context, root, rel string) (Log, bool, error) {
+	l, err := scanLog(s.db.QueryRowContext(ctx, `SELECT `+logCols+` FROM logs WHERE root=? AND path=?`, root, filepath.Clean(rel)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Log{}, false, nil
+	}
+	if err != nil {
+		return Log{}, false, fmt.Errorf("read spool log %s: %w", rel, err)
+	}
+	return l, true, nil
+}
+
+// Logs lists the logs of a root.
+func (s *Spool) Logs(ctx context.Context, root string) ([]Log, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+logCols+` FROM logs WHERE root=? ORDER BY path`, root)
+	if err != nil {
+		return nil, fmt.Errorf("list spool logs: %w", err)
+	}
+	defer rows.Close()
+	var out []Log
+	for rows.Next() {
+		l, err := scanLog(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// Progress returns how far consumer has processed a log: the last sequence
+// number it is done with (0: nothing).
+func (s *Spool) Progress(ctx context.Context, consumer string, log int64) (int64, error) {
+	var seq int64
+	err := s.db.QueryRowContext(ctx, `SELECT seq FROM progress WHERE consumer=? AND log=?`, consumer, log).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read progress of %s: %w", consumer, err)
+	}
+	return seq, nil
+}
+
+// Commit records that consumer is done with every line up to seq.
+func (s *Spool) Commit(ctx context.Context, consumer string, log, seq int64) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO progress(consumer, log, seq, time) VALUES(?,?,?,?)
+		ON CONFLICT(consumer, log) DO UPDATE SET seq=max(seq, excluded.seq), time=excluded.time`, consumer, log, seq, s.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("commit progress of %s: %w", consumer, err)
+	}
+	return nil
+}
+
+// Line is one captured line.
+type Line struct {
+	Seq  int64
+	Gen  int64 // the generation it was captured in
+	Line int64 // its line number there
+	Hash uint64
+	Msg  bool
+	Size int64  // the whole line's length
+	Data []byte // the line (cut at max_line); nil once pruned
+	// Captured is when the spool got it.
+	Captured time.Time
+}
+
+// Cut reports whether the line's text was cut at the store's max_line.
+func (l Line) Cut() bool { return l.Data != nil && int64(len(l.Data)) < l.Size }
+
+// Read calls fn for every line of a log with after < seq <= upto, in order;
+// an error from fn stops it and is returned.
+func (s *Spool) Read(ctx context.Context, log, after, upto int64, fn func(Line) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, gen, line, hash, msg, size, time, data FROM lines WHERE log=? AND seq>? AND seq<=? ORDER BY seq`, log, after, upto)
+	if err != nil {
+		return fmt.Errorf("read spool: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var l Line
+		var hash, t int64
+		var msg int
+		if err := rows.Scan(&l.Seq, &l.Gen, &l.Line, &hash, &msg, &l.Size, &t, &l.Data); err != nil {
+			return fmt.Errorf("read spool: %w", err)
+		}
+		l.Hash, l.Msg, l.Captured = uint64(hash), msg != 0, time.Unix(0, t)
+		if err := fn(l); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Messages counts the message lines of a log with after < seq <= upto.
+func (s *Spool) Messages(ctx context.Context, log, after, upto int64) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lines WHERE log=? AND seq>? AND seq<=? AND msg=1`, log, after, upto).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count spool messages: %w", err)
+	}
+	return n, nil
+}
+
+// NthMessage returns the sequence number of the n-th (1-based) message line
+// of a log after seq after; 0 when there are fewer.
+func (s *Spool) NthMessage(ctx context.Context, log, after, n int64) (int64, error) {
+	if n < 1 {
+		return after, nil
+	}
+	var seq int64
+	err := s.db.QueryRowContext(ctx, `SELECT seq FROM lines WHERE log=? AND seq>? AND msg=1 ORDER BY seq LIMIT 1 OFFSET ?`, log, after, n-1).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("find a spool message: %w", err)
+	}
+	return seq, nil
+}
+
+// Size is the spool database's size on disk, WAL included.
+func (s *Spool) Size() int64 {
+	var n int64
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if fi, err := os.Stat(s.path + suffix); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}

@@ -1,0 +1,334 @@
+package spool
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/session"
+)
+
+func newSpool(t *testing.T) *Spool {
+	t.Helper()
+	s, err := Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func openRoot(t *testing.T, dir string) *confine.Root {
+	t.Helper()
+	r, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+var opts = Options{IsMessage: session.IsMessage}
+
+func msg(i int) string { return fmt.Sprintf(`{"role":"user","content":"message %d"}`, i) }
+
+const meta = `{"_type":"metadata","updated_at":"%d"}`
+
+func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
+
+func msgs(from, to int) []string {
+	var out []string
+	for i := from; i <= to; i++ {
+		out = append(out, msg(i))
+	}
+	return out
+}
+
+// replace writes content by temp file and rename, as nanobot saves.
+func replace(t *testing.T, p, content string) {
+	t.Helper()
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// captured returns the text of every captured message line, in order.
+func captured(t *testing.T, s *Spool, root *confine.Root, rel string) []string {
+	t.Helper()
+	st, ok, err := s.Find(context.Background(), root.Path(), rel)
+	if err != nil || !ok {
+		t.Fatalf("find: %v %v", ok, err)
+	}
+	var out []string
+	s.Read(context.Background(), st.ID, 0, st.Seq, func(l Line) error {
+		if l.Msg {
+			out = append(out, string(l.Data))
+		}
+		return nil
+	})
+	return out
+}
+
+func TestCaptureScenarios(t *testing.T) {
+	ctx := context.Background()
+	type step struct {
+		write   func(t *testing.T, p string)
+		why     string
+		newMsgs int   // messages captured by this step
+		gen     int64 // live generation after it
+		live    int64 // messages in the live file
+	}
+	appendTo := func(s string) func(*testing.T, string) {
+		return func(t *testing.T, p string) {
+			f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			f.WriteString(s)
+			f.Close()
+		}
+	}
+	put := func(s string) func(*testing.T, string) {
+		return func(t *testing.T, p string) { replace(t, p, s) }
+	}
+	inPlace := func(s string) func(*testing.T, string) {
+		return func(t *testing.T, p string) { os.WriteFile(p, []byte(s), 0o644) }
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"appends, a partial line waits", []step{
+			{appendTo(lines(msg(1), msg(2))), "new", 2, 1, 2},
+			{appendTo(msg(3)), "same", 0, 1, 2},
+			{appendTo("\n" + msg(4) + "\n"), "append", 2, 1, 4},
+		}},
+		{"seed 002: trim to the newest, keeping the metadata line", []step{
+			{put(lines(append([]string{fmt.Sprintf(meta, 1)}, msgs(1, 8)...)...)), "new", 8, 1, 8},
+			{put(lines(append([]string{fmt.Sprintf(meta, 2)}, msgs(6, 10)...)...)), "trimmed", 2, 2, 5},
+			{appendTo(lines(msg(11))), "append", 1, 2, 6},
+		}},
+		{"nanobot: the whole file rewritten on every save", []step{
+			{put(lines(append([]string{fmt.Sprintf(meta, 1)}, msgs(1, 3)...)...)), "new", 3, 1, 3},
+			{put(lines(append([]string{fmt.Sprintf(meta, 2)}, msgs(1, 4)...)...)), "rewritten", 1, 1, 4},
+			{inPlace(lines(append([]string{fmt.Sprintf(meta, 3)}, msgs(1, 5)...)...)), "append", 1, 1, 5},
+			{put(lines(append([]string{fmt.Sprintf(meta, 4)}, msgs(1, 5)...)...)), "same", 0, 1, 5},
+		}},
+		{"/new clears, then new messages that repeat old ones", []step{
+			{put(lines(msg(1), msg(2))), "new", 2, 1, 2},
+			{put(lines(fmt.Sprintf(meta, 9))), "cleared", 0, 2, 0},
+			{appendTo(lines(msg(1))), "append", 1, 2, 1},
+		}},
+		{"replaced by unrelated content", []step{
+			{put(lines(msgs(1, 3)...)), "new", 3, 1, 3},
+			{put(lines(msgs(20, 21)...)), "replaced", 2, 2, 2},
+		}},
+		{"truncated to zero and grown again", []step{
+			{appendTo(lines(msgs(1, 3)...)), "new", 3, 1, 3},
+			{inPlace(""), "cleared", 0, 2, 0},
+			{appendTo(lines(msgs(4, 5)...)), "append", 2, 2, 2},
+		}},
+		{"copy-truncate: rotated and regrown before the next look", []step{
+			{appendTo(lines(msgs(1, 3)...)), "new", 3, 1, 3},
+			{inPlace(lines(msgs(4, 5)...)), "replaced", 2, 2, 2},
+		}},
+		{"rewritten in place to the same size", []step{
+			{appendTo(lines(msg(1), msg(2))), "new", 2, 1, 2},
+			{inPlace(lines(msg(1), msg(3))), "trimmed", 1, 2, 2},
+		}},
+		{"deleted and created again", []step{
+			{appendTo(lines(msg(1))), "new", 1, 1, 1},
+			{func(t *testing.T, p string) { os.Remove(p) }, "missing", 0, 1, 0},
+			{appendTo(lines(msg(1), msg(2))), "trimmed", 2, 2, 2},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSpool(t)
+			dir := t.TempDir()
+			root := openRoot(t, dir)
+			p := filepath.Join(dir, "s.jsonl")
+			for i, st := range tt.steps {
+				st.write(t, p)
+				res, err := s.Capture(ctx, root, "s.jsonl", opts)
+				if err != nil && st.why != "missing" {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				log, _, _ := s.Find(ctx, root.Path(), "s.jsonl")
+				if res.Why != st.why || res.Messages != st.newMsgs || log.Gen != st.gen || log.LiveMsgs != st.live {
+					t.Errorf("step %d: why %q, %d new messages, gen %d, %d live; want %q, %d, %d, %d",
+						i, res.Why, res.Messages, log.Gen, log.LiveMsgs, st.why, st.newMsgs, st.gen, st.live)
+				}
+			}
+		})
+	}
+}
+
+// TestEveryMessageOnce: an agent that appends, trims to the newest ten,
+// clears and rewrites its log; every message it wrote is captured exactly
+// once, whatever it did between captures.
+func TestEveryMessageOnce(t *testing.T) {
+	ctx := context.Background()
+	s := newSpool(t)
+	dir := t.TempDir()
+	root := openRoot(t, dir)
+	p := filepath.Join(dir, "s.jsonl")
+	var live []string
+	next := 0
+	save := func(version int) {
+		replace(t, p, lines(append([]string{fmt.Sprintf(meta, version)}, live...)...))
+	}
+	for round := range 60 {
+		for range round%4 + 1 {
+			live = append(live, msg(next))
+			next++
+		}
+		switch {
+		case round%17 == 16:
+			live = nil // /new
+		case len(live) > 12:
+			live = live[len(live)-10:] // trim to the newest
+		}
+		save(round)
+		if round%3 != 0 { // memwatch does not see every state
+			if _, err := s.Capture(ctx, root, "s.jsonl", opts); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := s.Capture(ctx, root, "s.jsonl", opts); err != nil {
+		t.Fatal(err)
+	}
+	got := captured(t, s, root, "s.jsonl")
+	seen := map[string]int{}
+	for _, g := range got {
+		seen[g]++
+	}
+	missing := 0
+	for i := range next {
+		switch seen[msg(i)] {
+		case 0:
+			missing++ // written and trimmed away between two captures: never seen
+		case 1:
+		default:
+			t.Errorf("%s captured %d times", msg(i), seen[msg(i)])
+		}
+	}
+	t.Logf("%d messages written, %d captured, %d never seen (trimmed between captures)", next, len(got), missing)
+	if missing > next/3 {
+		t.Errorf("%d of %d messages never captured", missing, next)
+	}
+}
+
+func TestCitationsSurviveRewrites(t *testing.T) {
+	ctx := context.Background()
+	s := newSpool(t)
+	dir := t.TempDir()
+	root := openRoot(t, dir)
+	p := filepath.Join(dir, "s.jsonl")
+	replace(t, p, lines(append([]string{fmt.Sprintf(meta, 1)}, msgs(1, 6)...)...))
+	s.Capture(ctx, root, "s.jsonl", opts)
+	st, _, _ := s.Find(ctx, root.Path(), "s.jsonl")
+	var rng []Line
+	s.Read(ctx, st.ID, 0, st.Seq, func(l Line) error {
+		if l.Msg && l.Line <= 4 {
+			rng = append(rng, l)
+		}
+		return nil
+	})
+	cite := Cite("s.jsonl", rng)
+	if cite != "s.jsonl#L2-4" {
+		t.Fatalf("cite = %q", cite)
+	}
+	show := func(c string) []Shown {
+		t.Helper()
+		pc, err := ParseCitation(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Show(ctx, root, pc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got := show(cite); len(got) != 3 || got[0].Source != "live" || string(got[0].Data) != msg(1) {
+		t.Errorf("before the trim: %+v", got)
+	}
+	// The agent keeps the newest three: the citation still shows the same
+	// text, from the spool.
+	replace(t, p, lines(append([]string{fmt.Sprintf(meta, 2)}, msgs(4, 6)...)...))
+	s.Capture(ctx, root, "s.jsonl", opts)
+	got := show(cite)
+	if len(got) != 3 || got[0].Source != "spool" || string(got[0].Data) != msg(1) || string(got[2].Data) != msg(3) {
+		t.Errorf("after the trim: %+v", got)
+	}
+	// The new generation's lines are cited with it.
+	os.WriteFile(p, []byte(lines(append([]string{fmt.Sprintf(meta, 2)}, msgs(4, 7)...)...)), 0o644)
+	s.Capture(ctx, root, "s.jsonl", opts)
+	st, _, _ = s.Find(ctx, root.Path(), "s.jsonl")
+	var last []Line
+	s.Read(ctx, st.ID, st.Seq-1, st.Seq, func(l Line) error { last = append(last, l); return nil })
+	if c := Cite("s.jsonl", last); c != "s.jsonl@2#L5" {
+		t.Errorf("new line cited %q, want s.jsonl@2#L5", c)
+	}
+	if got := show("s.jsonl@2#L2-5"); len(got) != 4 || got[0].Source != "live" || string(got[3].Data) != msg(7) {
+		t.Errorf("generation 2: %+v", got)
+	}
+}
+
+func TestHugeLineAndPrune(t *testing.T) {
+	ctx := context.Background()
+	s := newSpool(t)
+	dir := t.TempDir()
+	root := openRoot(t, dir)
+	huge := `{"role":"user","content":"` + strings.Repeat("z", 3<<20) + `"}`
+	os.WriteFile(filepath.Join(dir, "s.jsonl"), []byte(lines(msg(1), huge, msg(2))), 0o644)
+	res, err := s.Capture(ctx, root, "s.jsonl", Options{MaxLine: 4096, IsMessage: session.IsMessage})
+	if err != nil || res.Lines != 3 || res.Messages != 3 {
+		t.Fatalf("capture: %+v, %v", res, err)
+	}
+	st, _, _ := s.Find(ctx, root.Path(), "s.jsonl")
+	var cut Line
+	s.Read(ctx, st.ID, 1, 2, func(l Line) error { cut = l; return nil })
+	if !cut.Cut() || len(cut.Data) != 4096 || cut.Size != int64(len(huge)) {
+		t.Errorf("huge line: %d bytes kept of %d", len(cut.Data), cut.Size)
+	}
+	// Nothing is pruned before its consumer is done with it.
+	if ps, _ := s.Prune(ctx, time.Now().Add(time.Hour)); ps.Lines != 0 {
+		t.Errorf("pruned %d lines nobody read", ps.Lines)
+	}
+	s.Commit(ctx, "c", st.ID, 2)
+	ps, err := s.Prune(ctx, time.Now().Add(time.Hour))
+	if err != nil || ps.Lines != 2 {
+		t.Errorf("prune = %+v, %v; want the two lines read", ps, err)
+	}
+	var kept int
+	s.Read(ctx, st.ID, 0, 3, func(l Line) error {
+		if l.Data != nil {
+			kept++
+		}
+		return nil
+	})
+	if kept != 1 {
+		t.Errorf("%d lines keep their text, want 1", kept)
+	}
+}
+
+func FuzzParseCitation(f *testing.F) {
+	for _, s := range []string{"s.jsonl#L1-4", "a/b.jsonl@3#L10", "x#L0", "#L1", "s@#L1-2", "s@2#L5-L7"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseCitation(s)
+		if err == nil && (c.From < 1 || c.To < c.From || c.Gen < 1 || c.Path == "") {
+			t.Errorf("ParseCitation(%q) = %+v", s, c)
+		}
+	})
+}
