@@ -18,8 +18,8 @@ import (
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
-	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/state"
 )
 
 // Env is what a rule may use.
@@ -32,7 +32,7 @@ type Env struct {
 	// Spool holds the captured lines of session logs.
 	Spool *spool.Spool
 	Log   *slog.Logger
-	Now     func() time.Time
+	Now   func() time.Time
 	// Warnings collects conditions shown by memwatch status; may be nil.
 	Warnings *Warnings
 

@@ -245,4 +245,3 @@ func (s *Spool) Forget(ctx context.Context, cutoff time.Time) (int64, error) {
 	}
 	return n, nil
 }
-
