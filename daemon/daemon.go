@@ -519,11 +519,30 @@ func (d *Daemon) startScheduler(ctx context.Context) error {
 			entries = append(entries, schedule.Entry{Name: st.Name + "/sweep", Spec: fmt.Sprintf("@every %s", st.Sweep), Run: func() { d.trigger(ctx, st.Name, "", "sweep") }})
 		}
 	}
+	entries = append(entries, schedule.Entry{Name: "spool-prune", Spec: "@every 1h", Run: func() { d.pruneSpool(ctx, p.SpoolRetention) }})
 	if err := s.Add(ctx, entries); err != nil {
 		return err
 	}
 	s.Start()
 	return nil
+}
+
+// pruneSpool drops the text of captured lines every rule is done with,
+// after the retention period, and forgets logs long gone.
+func (d *Daemon) pruneSpool(ctx context.Context, retention time.Duration) {
+	cutoff := time.Now().Add(-retention)
+	st, err := d.spool.Prune(ctx, cutoff)
+	if err != nil {
+		d.log.Warn("prune the spool", "err", err)
+		return
+	}
+	n, err := d.spool.Forget(ctx, cutoff)
+	if err != nil {
+		d.log.Warn("prune the spool", "err", err)
+	}
+	if st.Lines > 0 || n > 0 {
+		d.log.Info("pruned the spool", "lines", st.Lines, "bytes", st.Bytes, "logs_forgotten", n, "retention", retention)
+	}
 }
 
 func (d *Daemon) stopScheduler() {

@@ -231,7 +231,7 @@ func (d *decoder) decodeFile(data []byte) {
 	if !ok {
 		return
 	}
-	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "shutdown_timeout", "max_jobs", "llm", "stores"}, nil)
+	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "shutdown_timeout", "max_jobs", "spool_retention", "llm", "stores"}, nil)
 	var versionNode ast.Node
 	for _, kv := range top {
 		k, v := keyOf(kv), kv.Value
@@ -250,6 +250,10 @@ func (d *decoder) decodeFile(data []byte) {
 			d.once(&d.seen.shutdownSeen, kv.Key, "shutdown_timeout")
 			if dur, ok := d.duration(v, "shutdown_timeout"); ok {
 				d.p.ShutdownTimeout = dur
+			}
+		case "spool_retention":
+			if dur, ok := d.duration(v, "spool_retention"); ok {
+				d.p.SpoolRetention = dur
 			}
 		case "max_jobs":
 			d.once(&d.seen.maxJobsSeen, kv.Key, "max_jobs")

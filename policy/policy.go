@@ -25,6 +25,9 @@ type Policy struct {
 	ShutdownTimeout time.Duration
 	// MaxJobs bounds how many jobs run at once across all roots.
 	MaxJobs int
+	// SpoolRetention is how long the spool keeps a captured log line's
+	// text after every rule reading that log is done with it.
+	SpoolRetention time.Duration
 	LLM     map[string]*Endpoint
 	Stores  []*Store
 	// Files lists the files the policy was loaded from, for messages.
@@ -102,6 +105,7 @@ func Default() *Policy {
 		Version:         Version,
 		ShutdownTimeout: 30 * time.Second,
 		MaxJobs:         2,
+		SpoolRetention:  7 * 24 * time.Hour,
 		LLM:             map[string]*Endpoint{},
 	}
 }

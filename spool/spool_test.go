@@ -332,3 +332,45 @@ func FuzzParseCitation(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCapture feeds arbitrary bytes as a log, then a rewrite of it, and
+// checks that every complete line is accounted for once per version seen.
+func FuzzCapture(f *testing.F) {
+	f.Add([]byte(lines(msg(1), msg(2))), []byte(lines(msg(2), msg(3))))
+	f.Add([]byte("\xff\xfe\n{\n"), []byte(""))
+	f.Add([]byte(lines(fmt.Sprintf(meta, 1), msg(1))), []byte(lines(fmt.Sprintf(meta, 2), msg(1), msg(1))))
+	ctx := context.Background()
+	s, err := Open(ctx, f.TempDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer s.Close()
+	dir := f.TempDir()
+	root, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer root.Close()
+	n := 0
+	f.Fuzz(func(t *testing.T, first, second []byte) {
+		n++
+		name := fmt.Sprintf("s%d.jsonl", n)
+		p := filepath.Join(dir, name)
+		defer os.Remove(p)
+		o := Options{MaxLine: 64, IsMessage: session.IsMessage}
+		for i, content := range [][]byte{first, second} {
+			os.WriteFile(p, content, 0o644)
+			res, err := s.Capture(ctx, root, name, o)
+			if err != nil {
+				t.Fatalf("version %d: %v", i, err)
+			}
+			st, _, _ := s.Find(ctx, root.Path(), name)
+			if want := int64(strings.Count(string(content), "\n")); st.Lines != want {
+				t.Fatalf("version %d: %d lines in the live generation, want %d (%+v)", i, st.Lines, want, res)
+			}
+			if st.LiveMsgs > st.Lines {
+				t.Fatalf("version %d: %d live messages in %d lines", i, st.LiveMsgs, st.Lines)
+			}
+		}
+	})
+}
