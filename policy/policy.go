@@ -28,8 +28,8 @@ type Policy struct {
 	// SpoolRetention is how long the spool keeps a captured log line's
 	// text after every rule reading that log is done with it.
 	SpoolRetention time.Duration
-	LLM     map[string]*Endpoint
-	Stores  []*Store
+	LLM            map[string]*Endpoint
+	Stores         []*Store
 	// Files lists the files the policy was loaded from, for messages.
 	Files []string
 }
