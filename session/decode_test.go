@@ -54,3 +54,18 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIsMessage: the fast classifier never disagrees with a full decode.
+func FuzzIsMessage(f *testing.F) {
+	for _, s := range []string{`{"role":"user","content":"hi"}`, `{"_type":"metadata","updated_at":"x"}`, `{"type":"user","message":{"role":"user","content":"x"}}`,
+		`{"type":"summary","summary":"s"}`, `{"role":"assistant","content":[{"type":"text","text":"a"}]}`, `{"role":"us\"er"}`, `[1]`, `{"a":{"role":"user"}}`, `{"role":"user"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		m := Decode(line)
+		want := m.Role != "" && !m.Meta && !m.Raw
+		if got := IsMessage(line, false); got != want {
+			t.Errorf("IsMessage(%q) = %v, a full decode says %v (%+v)", line, got, want, m)
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/cespare/xxhash/v2"
@@ -71,12 +72,26 @@ func (s *Spool) Capture(ctx context.Context, root *confine.Root, rel string, o O
 	}
 }
 
-func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o Options) (Result, error) {
+func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o Options) (res Result, err error) {
+	var drained Result
+	defer func() { res.Lines, res.Messages = res.Lines+drained.Lines, res.Messages+drained.Messages }()
 	st, found, err := s.Find(ctx, root.Path(), rel)
 	if err != nil {
 		return Result{}, err
 	}
 	f, fi, err := root.OpenRead(rel)
+	if found && !st.Missing && st.Gen > 0 && (err != nil || !sameInode(fi, st.dev, st.ino)) {
+		// The agent renamed another file over the log or deleted it: what
+		// it appended to the old file since the last capture is still
+		// readable through the descriptor kept from then.
+		var derr error
+		if drained, derr = s.drainHeld(ctx, root.Path(), rel, &st, o); derr != nil {
+			if f != nil {
+				f.Close()
+			}
+			return Result{}, derr
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		if found && !st.Missing {
 			// Deleted or renamed away: nothing of it is live any more.
@@ -92,7 +107,7 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 	if err != nil {
 		return Result{}, err
 	}
-	defer f.Close()
+	defer func() { s.hold(root.Path(), rel, f, st.dev, st.ino) }()
 	sys := fi.Sys().(*syscall.Stat_t)
 	dev, ino := int64(sys.Dev), int64(sys.Ino)
 	if !found {
@@ -114,6 +129,71 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 		return res, err
 	}
 	return s.rematch(ctx, f, &st, dev, ino, o)
+}
+
+// maxHeld bounds the descriptors kept open: the logs written most recently
+// keep theirs.
+const maxHeld = 256
+
+// heldLog is a log file kept open after its capture.
+type heldLog struct {
+	f        *os.File
+	dev, ino int64
+	used     int64
+}
+
+func sameInode(fi os.FileInfo, dev, ino int64) bool {
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int64(sys.Dev) == dev && int64(sys.Ino) == ino
+}
+
+// hold keeps f open as the log's last captured file (closing the one held
+// before), or closes it when it is not the file the log's state is at.
+func (s *Spool) hold(root, rel string, f *os.File, dev, ino int64) {
+	key := root + "\x00" + rel
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.held[key]; old != nil && old.f != f {
+		old.f.Close()
+		delete(s.held, key)
+	}
+	fi, err := f.Stat()
+	if err != nil || !sameInode(fi, dev, ino) {
+		f.Close()
+		return
+	}
+	s.tick++
+	s.held[key] = &heldLog{f: f, dev: dev, ino: ino, used: s.tick}
+	if len(s.held) > maxHeld {
+		var oldest string
+		for k, h := range s.held {
+			if oldest == "" || h.used < s.held[oldest].used {
+				oldest = k
+			}
+		}
+		s.held[oldest].f.Close()
+		delete(s.held, oldest)
+	}
+}
+
+// drainHeld captures what was appended to the log's previous file after
+// the last capture, when that file is still held open and intact up to
+// there, then lets it go.
+func (s *Spool) drainHeld(ctx context.Context, root, rel string, st *Log, o Options) (Result, error) {
+	key := root + "\x00" + rel
+	s.mu.Lock()
+	h := s.held[key]
+	delete(s.held, key)
+	s.mu.Unlock()
+	if h == nil {
+		return Result{}, nil
+	}
+	defer h.f.Close()
+	fi, err := h.f.Stat()
+	if err != nil || h.dev != st.dev || h.ino != st.ino || fi.Size() <= st.Offset || !s.tailIntact(h.f, st) {
+		return Result{}, nil
+	}
+	return s.appendLines(ctx, h.f, st, o)
 }
 
 func (s *Spool) newLog(ctx context.Context, root, rel string) (Log, error) {
@@ -169,11 +249,22 @@ type capturer struct {
 	ctx   context.Context
 	st    *Log
 	tx    *sql.Tx
-	ins   *sql.Stmt
+	ins   *sql.Stmt // inserts rowsPerInsert lines at once
+	rows  []any     // lines waiting for ins, 9 values each
 	n     int
 	res   Result
 	now   int64
 	ended bool
+}
+
+// rowsPerInsert lines go in one INSERT: the per-statement cost of the
+// driver dominates single-row inserts.
+const rowsPerInsert = 64
+
+const insertRow = "(?,?,?,?,?,?,?,?,?)"
+
+func insertLines(n int) string {
+	return "INSERT INTO lines(log, seq, gen, line, hash, msg, size, time, data) VALUES " + insertRow + strings.Repeat(","+insertRow, n-1)
 }
 
 func (s *Spool) begin(ctx context.Context, st *Log) (*capturer, error) {
@@ -186,7 +277,7 @@ func (c *capturer) open() error {
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
-	ins, err := tx.PrepareContext(c.ctx, `INSERT INTO lines(log, seq, gen, line, hash, msg, size, time, data) VALUES(?,?,?,?,?,?,?,?,?)`)
+	ins, err := tx.PrepareContext(c.ctx, insertLines(rowsPerInsert))
 	if err != nil {
 		tx.Rollback()
 		return fmt.Errorf("spool: %w", err)
@@ -204,8 +295,12 @@ func (c *capturer) add(gen, line int64, data []byte, size int64, hash uint64, ms
 		c.res.Messages++
 		c.live(c.st.Seq)
 	}
-	if _, err := c.ins.ExecContext(c.ctx, c.st.ID, c.st.Seq, gen, line, int64(hash), m, size, c.now, data); err != nil {
-		return fmt.Errorf("spool a line: %w", err)
+	c.rows = append(c.rows, c.st.ID, c.st.Seq, gen, line, int64(hash), m, size, c.now, bytes.Clone(data))
+	if len(c.rows) == 9*rowsPerInsert {
+		if _, err := c.ins.ExecContext(c.ctx, c.rows...); err != nil {
+			return fmt.Errorf("spool lines: %w", err)
+		}
+		c.rows = c.rows[:0]
 	}
 	c.res.Lines++
 	c.n++
@@ -238,6 +333,13 @@ func (c *capturer) carry(gen, line, seq int64) error {
 
 // flush commits the batch with the log's state, and starts another.
 func (c *capturer) flush(more bool) error {
+	if len(c.rows) > 0 {
+		if _, err := c.tx.ExecContext(c.ctx, insertLines(len(c.rows)/9), c.rows...); err != nil {
+			c.tx.Rollback()
+			return fmt.Errorf("spool lines: %w", err)
+		}
+		c.rows = c.rows[:0]
+	}
 	if err := c.s.saveLog(c.ctx, c.tx, c.st); err != nil {
 		c.tx.Rollback()
 		return err

@@ -110,6 +110,8 @@ type Spool struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // per log: one capture at a time
+	held  map[string]*heldLog    // per log: the file last captured, still open
+	tick  int64                  // orders held logs for eviction
 }
 
 // Open opens (creating if needed) the spool in the state directory dir.
@@ -129,7 +131,7 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 		db.Close()
 		return nil, fmt.Errorf("initialise spool %s: %w", path, err)
 	}
-	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}}, nil
+	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}}, nil
 }
 
 // OpenReadOnly opens an existing spool for reading (memwatch show while the
@@ -143,11 +145,19 @@ func OpenReadOnly(ctx context.Context, dir string) (*Spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", path, err)
 	}
-	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}}, nil
+	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}}, nil
 }
 
-// Close closes the database.
-func (s *Spool) Close() error { return s.db.Close() }
+// Close closes the held logs and the database.
+func (s *Spool) Close() error {
+	s.mu.Lock()
+	for k, h := range s.held {
+		h.f.Close()
+		delete(s.held, k)
+	}
+	s.mu.Unlock()
+	return s.db.Close()
+}
 
 // lock serializes captures of one log.
 func (s *Spool) lock(root, rel string) func() {

@@ -23,7 +23,7 @@ func newSpool(t *testing.T) *Spool {
 	return s
 }
 
-func openRoot(t *testing.T, dir string) *confine.Root {
+func openRoot(t testing.TB, dir string) *confine.Root {
 	t.Helper()
 	r, err := confine.Open(dir, confine.Options{})
 	if err != nil {
@@ -124,6 +124,17 @@ func TestCaptureScenarios(t *testing.T) {
 			{put(lines(msg(1), msg(2))), "new", 2, 1, 2},
 			{put(lines(fmt.Sprintf(meta, 9))), "cleared", 0, 2, 0},
 			{appendTo(lines(msg(1))), "append", 1, 2, 1},
+		}},
+		{"appended, then cleared before the next capture: the held file has it", []step{
+			{put(lines(fmt.Sprintf(meta, 1), msg(1))), "new", 1, 1, 1},
+			{func(t *testing.T, p string) {
+				appendTo(lines(msg(2), msg(3)))(t, p)
+				put(lines(fmt.Sprintf(meta, 2)))(t, p)
+			}, "cleared", 2, 2, 0},
+			{func(t *testing.T, p string) {
+				appendTo(lines(msg(4)))(t, p)
+				os.Remove(p)
+			}, "missing", 1, 2, 0},
 		}},
 		{"replaced by unrelated content", []step{
 			{put(lines(msgs(1, 3)...)), "new", 3, 1, 3},
