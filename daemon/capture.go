@@ -6,67 +6,90 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
 )
 
-// The spool captures a session log's lines as soon as the watcher sees it
-// written, not after the store's settle time: an agent that trims its log
-// a moment after writing it loses nothing. Rules capture again before they
-// read, so a capture missed here (a full queue) is only later, never lost.
+// Session logs are captured into the spool, and searchable files indexed,
+// as soon as the watcher sees them written, not after the store's settle
+// time: an agent that trims its log a moment after writing it loses
+// nothing, and recall's index lags a write by well under a second. Rules
+// capture again before they read, and every search reads what the index
+// does not cover yet, so a task dropped here (a full queue) only delays,
+// never loses.
 
-// captureKey names one log of one root.
-type captureKey struct{ store, root, rel string }
+// IndexDir is the recall index's directory in the state directory.
+const IndexDir = "index"
 
-// capturer runs captures one at a time. Its goroutine owns the pending
-// set; the watcher only sends to it, without ever blocking.
-type capturer struct {
-	in   chan captureKey
-	run  func(context.Context, captureKey)
+// task is one piece of background work on a root.
+type task struct {
+	kind  string // "capture", "index" (one file), "index-root" (every searchable file)
+	store string
+	root  string
+	rel   string
+	src   recall.Kind
+}
+
+// background runs tasks one at a time. Its goroutine owns the pending set;
+// the watcher only sends to it, without ever blocking.
+type background struct {
+	in   chan task
+	run  func(context.Context, task)
 	log  *slog.Logger
 	wg   sync.WaitGroup
 	stop context.CancelFunc
 }
 
-func newCapturer(run func(context.Context, captureKey), log *slog.Logger) *capturer {
-	return &capturer{in: make(chan captureKey, 4096), run: run, log: log}
+func newBackground(run func(context.Context, task), log *slog.Logger) *background {
+	return &background{in: make(chan task, 4096), run: run, log: log}
 }
 
-// Start runs the capture loop until Stop.
-func (c *capturer) Start() {
+// Start runs the loop until Stop.
+func (b *background) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	c.stop = cancel
-	c.wg.Add(1)
+	b.stop = cancel
+	b.wg.Add(1)
 	go func() {
-		defer c.wg.Done()
-		pending := map[captureKey]bool{}
-		var order []captureKey
+		defer b.wg.Done()
+		pending := map[task]bool{}
+		var order []task
 		for {
 			if len(order) == 0 {
 				select {
 				case <-ctx.Done():
 					return
-				case k := <-c.in:
-					pending[k], order = true, append(order, k)
+				case t := <-b.in:
+					pending[t], order = true, append(order, t)
 				}
 			}
 			// Take everything queued meanwhile, so a burst of writes to one
-			// log is one capture.
+			// file is one task.
 			for drained := false; !drained; {
 				select {
-				case k := <-c.in:
-					if !pending[k] {
-						pending[k], order = true, append(order, k)
+				case t := <-b.in:
+					if !pending[t] {
+						pending[t], order = true, append(order, t)
 					}
 				default:
 					drained = true
 				}
 			}
-			k := order[0]
-			order = order[1:]
-			delete(pending, k)
-			c.run(ctx, k)
+			// Captures go first: a log line the agent may trim any moment
+			// matters more than an index, which only saves a search time.
+			next := 0
+			for i, t := range order {
+				if t.kind == "capture" {
+					next = i
+					break
+				}
+			}
+			t := order[next]
+			order = append(order[:next], order[next+1:]...)
+			delete(pending, t)
+			b.run(ctx, t)
 			if ctx.Err() != nil {
 				return
 			}
@@ -74,63 +97,98 @@ func (c *capturer) Start() {
 	}()
 }
 
-// Stop ends the loop after the capture in progress and waits for it.
-func (c *capturer) Stop() {
-	if c.stop != nil {
-		c.stop()
+// Stop ends the loop after the task in progress and waits for it.
+func (b *background) Stop() {
+	if b.stop != nil {
+		b.stop()
 	}
-	c.wg.Wait()
+	b.wg.Wait()
 }
 
-// Queue asks for a capture; when the queue is full it is skipped (the
-// rules capture before they read anyway).
-func (c *capturer) Queue(k captureKey) {
+// Queue asks for a task; when the queue is full it is dropped (see above).
+func (b *background) Queue(t task) {
 	select {
-	case c.in <- k:
+	case b.in <- t:
 	default:
 	}
 }
 
 // onTouched runs on the watcher goroutine for every write under a root: a
-// session log of the store's layout is queued for capture.
+// session log is queued for capture, a searchable file for indexing.
 func (d *Daemon) onTouched(store, root, path string) {
 	rt := d.store(store)
 	if rt == nil {
-		return
-	}
-	sl, ok := rt.layout.(layout.SessionLogs)
-	if !ok {
 		return
 	}
 	rel, err := filepath.Rel(root, path)
 	if err != nil || !filepath.IsLocal(rel) {
 		return
 	}
-	for _, g := range sl.Logs(rt.store) {
-		if ok, _ := filepath.Match(g, rel); ok {
-			d.capture.Queue(captureKey{store: store, root: root, rel: rel})
-			return
+	if sl, ok := rt.layout.(layout.SessionLogs); ok {
+		for _, g := range sl.Logs(rt.store) {
+			if ok, _ := filepath.Match(g, rel); ok {
+				d.bg.Queue(task{kind: "capture", store: store, root: root, rel: rel})
+				break
+			}
+		}
+	}
+	if sr, ok := rt.layout.(layout.Searchable); ok {
+		for _, src := range sr.Sources(rt.store) {
+			if ok, _ := filepath.Match(src.Glob, rel); ok {
+				d.bg.Queue(task{kind: "index", store: store, root: root, rel: rel, src: src.Kind})
+				break
+			}
 		}
 	}
 }
 
-// captureLog runs on the capturer's goroutine.
-func (d *Daemon) captureLog(ctx context.Context, k captureKey) {
-	rt := d.store(k.store)
+// runTask runs on the background goroutine.
+func (d *Daemon) runTask(ctx context.Context, t task) {
+	rt := d.store(t.store)
 	if rt == nil {
 		return
 	}
-	root, err := openRoot(rt.store, k.root)
+	root, err := openRoot(rt.store, t.root)
 	if err != nil {
 		return // the evaluation job reports a refused root
 	}
 	defer root.Close()
-	res, err := d.spool.Capture(ctx, root, k.rel, spool.Options{MaxLine: int(rt.store.MaxLine), IsMessage: session.IsMessage})
+	switch t.kind {
+	case "capture":
+		res, err := d.spool.Capture(ctx, root, t.rel, spool.Options{MaxLine: int(rt.store.MaxLine), IsMessage: session.IsMessage})
+		if err != nil {
+			if !layout.IsRefusal(err) && ctx.Err() == nil {
+				d.log.Debug("capture on write failed; the rule captures before it reads", "root", t.root, "log", t.rel, "err", err)
+			}
+			return
+		}
+		d.metrics.captured.Add(float64(res.Lines))
+	case "index":
+		d.indexFile(root, rt, t.rel, t.src)
+	case "index-root":
+		sr, ok := rt.layout.(layout.Searchable)
+		if !ok {
+			return
+		}
+		for _, src := range sr.Sources(rt.store) {
+			ms, _ := root.Glob(src.Glob)
+			for _, m := range ms {
+				if ctx.Err() != nil {
+					return
+				}
+				d.indexFile(root, rt, m, src.Kind)
+			}
+		}
+	}
+}
+
+func (d *Daemon) indexFile(root *confine.Root, rt *storeRT, rel string, kind recall.Kind) {
+	n, err := recall.IndexFile(filepath.Join(d.cfg.StateDir, IndexDir), root, rel, kind, recall.IndexOptions{MaxLine: int(rt.store.MaxLine)})
 	if err != nil {
-		if !layout.IsRefusal(err) && ctx.Err() == nil {
-			d.log.Debug("capture on write failed; the rule captures before it reads", "root", k.root, "log", k.rel, "err", err)
+		if !layout.IsRefusal(err) {
+			d.log.Debug("index a file", "root", root.Path(), "path", rel, "err", err)
 		}
 		return
 	}
-	d.metrics.captured.Add(float64(res.Lines))
+	d.metrics.indexed.Add(float64(n))
 }

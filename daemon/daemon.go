@@ -102,7 +102,7 @@ type Daemon struct {
 	db       *state.DB
 	rw       *rewrite.Rewriter
 	spool    *spool.Spool
-	capture  *capturer
+	bg       *background // capture and indexing as files are written
 	engine   *jobs.Engine
 	watch    *watcher.Watcher
 	metrics  *metrics
@@ -155,7 +155,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		Cooldown:        d.cooldown,
 		OnFail:          d.onFail,
 	}, d.runJob, log)
-	d.capture = newCapturer(d.captureLog, log)
+	d.bg = newBackground(d.runTask, log)
 	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse, Touched: d.onTouched}, log)
 	if err != nil {
 		d.closeState()
@@ -284,6 +284,10 @@ func openRoot(s *policy.Store, path string) (*confine.Root, error) {
 // onChange runs on the watcher goroutine: it only queues work.
 func (d *Daemon) onChange(c watcher.Change) {
 	d.log.Debug("change", "store", c.Store, "root", c.Root, "reason", c.Reason, "paths", len(c.Paths))
+	if len(c.Paths) == 0 {
+		// A whole root (found, rescanned): bring its index up to date.
+		d.bg.Queue(task{kind: "index-root", store: c.Store, root: c.Root})
+	}
 	d.engine.Submit(jobs.Job{Store: c.Store, Root: c.Root, Rule: ruleEvaluate, Reason: c.Reason})
 }
 
@@ -355,8 +359,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	d.capture.Start()
-	defer d.capture.Stop()
+	d.bg.Start()
+	defer d.bg.Stop()
 	engineCtx, stopEngine := context.WithCancel(context.Background())
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	errs := make(chan error, 3)

@@ -15,6 +15,7 @@ type metrics struct {
 	tokens        *prometheus.CounterVec
 	spoolBytes    prometheus.Gauge
 	captured      prometheus.Counter
+	indexed       prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -27,10 +28,11 @@ func newMetrics() *metrics {
 		roots:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "memwatch_roots", Help: "Store roots being maintained."}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memwatch_llm_tokens_total", Help: "LLM tokens used, by endpoint."},
 			[]string{"endpoint"}),
+		indexed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "memwatch_index_bytes_total", Help: "Bytes of searchable files added to the recall index."}),
 		captured:   prometheus.NewCounter(prometheus.CounterOpts{Name: "memwatch_spool_captured_lines_total", Help: "Session log lines captured into the spool."}),
 		spoolBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "memwatch_spool_bytes", Help: "Bytes the spool of captured session log lines holds on disk."}),
 	}
-	m.reg.MustRegister(m.jobs, m.bytesArchived, m.watches, m.roots, m.tokens, m.spoolBytes, m.captured,
+	m.reg.MustRegister(m.jobs, m.bytesArchived, m.watches, m.roots, m.tokens, m.spoolBytes, m.captured, m.indexed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
@@ -68,6 +69,12 @@ type Layout interface {
 type SessionLogs interface {
 	// Logs returns the logs' globs, relative to a root of the store.
 	Logs(s *policy.Store) []string
+}
+
+// Searchable is a layout whose files memwatch recall searches (and the
+// daemon indexes).
+type Searchable interface {
+	Sources(s *policy.Store) []recall.Source
 }
 
 // Compactable is a layout with an on-demand compaction (memwatch compact).

@@ -1,100 +1,220 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/layout/sessiondetail"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/spool"
+)
+
+// defaultSources are searched in a directory no store claims: notes, the
+// histories and every session log in it (messages.jsonl, Claude Code's
+// <uuid>.jsonl, ...).
+var defaultSources = append(append([]recall.Source{}, sessiondetail.Sources...),
+	recall.Source{Glob: "*.jsonl", Kind: recall.Log, Label: "messages"},
+	recall.Source{Glob: "HISTORY*.md", Kind: recall.Text, Label: "history"},
+	recall.Source{Glob: "MEMORY.md", Kind: recall.Text, Label: "memory"},
+	recall.Source{Glob: "memory.md", Kind: recall.Text, Label: "memory"},
 )
 
 func recallCmd(g *globals) *cobra.Command {
 	var dir, scope, store string
 	var limit int
-	var all, asJSON bool
+	var all, asJSON, explain bool
 	cmd := &cobra.Command{
-		Use:   "recall --dir SESSION [--scope all|detail|messages] [--limit N] [--json] QUERY...",
-		Short: "Search a session's detail/ notes and raw log, with citations",
-		Long: `Search a session-detail session (seed 003's recall_memory): the notes in
-working-memory/detail/ and the raw messages.jsonl, case-insensitively. Several
-words match lines holding all of them; a query in double quotes matches the
-exact phrase. Log hits show the decoded message, not raw JSON. Results come
-detail first, then messages, newest first, with citations such as
-detail/auth.md#L10 or messages.jsonl#L45. --all searches every session root
-of the store (from --policy) and cites the session directory.`,
+		Use:   "recall [--dir DIR | --store NAME | --all] [--scope S] [--limit N] [--json] QUERY...",
+		Short: "Search an agent's notes and session logs, with citations",
+		Long: `Search an agent's memory the way its recall_memory tool does: the notes it
+keeps (detail/, HISTORY*.md, MEMORY.md, facts, ...) and its raw session logs,
+case-insensitively. In logs, the decoded text of each message is searched,
+tool calls with their input and tool results included, never the JSON
+around it. Several words match lines holding all of them; a query in double
+quotes matches the exact phrase. Results come notes first, then messages,
+newest first, each with a citation (detail/auth.md#L10, messages.jsonl#L45,
+or s1.jsonl@3#L45 for a log the agent has rewritten since).
+
+--dir searches one directory (default: the current one); --store every root
+of a store of the policy, --all every root of every store. When the daemon
+keeps an index of the files (in its state directory), only the parts that
+can match are read; --explain says which way each search went.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			q, err := sessiondetail.ParseQuery(strings.Join(args, " "))
+			q, err := recall.ParseQuery(strings.Join(args, " "))
 			if err != nil {
 				return usageError{err}
 			}
-			if scope != "all" && scope != "detail" && scope != "messages" {
-				return usageError{fmt.Errorf("--scope must be all, detail or messages, not %q", scope)}
+			opts := recall.Options{Limit: limit}
+			if limit < 1 {
+				return usageError{fmt.Errorf("--limit must be at least 1, not %d", limit)}
 			}
-			opts := sessiondetail.Options{Scope: scope, Limit: limit}
-			switch {
-			case all:
-				roots, err := g.storeRoots(dir, store)
-				if err != nil {
-					return err
-				}
-				opts.Roots, opts.Session = roots, true
-			case dir == "":
-				return usageError{errors.New("--dir SESSION is required (or --all with --policy)")}
+			switch scope {
+			case "all", "":
 			default:
-				opts.Roots = []string{dir}
+				opts.Labels = strings.Split(scope, ",")
 			}
-			results, err := sessiondetail.Recall(q, opts)
+			p, err := g.policyIfGiven()
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				if results == nil {
-					results = []sessiondetail.Result{}
+			roots, err := recallRoots(p, dir, store, all)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				for _, r := range roots {
+					r.Root.Close()
 				}
+			}()
+			opts.Roots = roots
+			stateDir := g.resolveStateDir(p)
+			if idx := filepath.Join(stateDir, daemon.IndexDir); readable(idx) {
+				opts.Index = idx
+			}
+			if sp, err := spool.OpenReadOnly(context.Background(), stateDir); err == nil {
+				defer sp.Close()
+				opts.Generation = func(root, rel string) int64 {
+					l, ok, err := sp.Find(context.Background(), root, rel)
+					if err != nil || !ok || l.Missing {
+						return 0
+					}
+					return l.Gen
+				}
+			}
+			results, st, err := recall.Search(cmd.Context(), q, opts)
+			if err != nil {
+				return err
+			}
+			if explain {
+				how := "the scan (no index in " + filepath.Join(stateDir, daemon.IndexDir) + ")"
+				if opts.Index != "" {
+					how = fmt.Sprintf("the index for %d of %d files (%d of %d blocks read), the scan for the rest", st.Indexed, st.Files, st.BlocksRead, st.Blocks)
+				}
+				fmt.Fprintf(g.stderr, "recall: answered by %s; %d bytes read in %v%s\n", how, st.BytesRead, st.Duration.Round(10_000),
+					map[bool]string{true: "; stopped at the limit", false: ""}[st.StoppedEarly])
+			}
+			if asJSON {
 				return printJSON(g, results)
 			}
-			fmt.Fprint(g.stdout, sessiondetail.Format(q, results))
+			fmt.Fprint(g.stdout, recall.Format(q, results))
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dir, "dir", "", "session directory (holding messages.jsonl and working-memory/)")
-	cmd.Flags().StringVar(&scope, "scope", "all", "all, detail or messages")
-	cmd.Flags().IntVar(&limit, "limit", 5, "at most this many results")
-	cmd.Flags().BoolVar(&all, "all", false, "search every session root of the store (needs --policy)")
-	cmd.Flags().StringVar(&store, "store", "", "with --all: the store (default: the one whose root contains --dir, or the only session-detail store)")
+	cmd.Flags().StringVar(&dir, "dir", "", "the directory to search (default: the current directory)")
+	cmd.Flags().StringVar(&scope, "scope", "all", "all, or the sources to search, e.g. detail, messages, history (comma-separated)")
+	cmd.Flags().IntVar(&limit, "limit", recall.DefaultLimit, "at most this many results")
+	cmd.Flags().BoolVar(&all, "all", false, "search every root of every store of the policy (or of the store --dir belongs to)")
+	cmd.Flags().StringVar(&store, "store", "", "search every root of this store of the policy")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (seed 003's SearchResult fields)")
+	cmd.Flags().BoolVar(&explain, "explain", false, "say on stderr how the search was answered and how long it took")
 	return cmd
 }
 
-// storeRoots finds the session-detail store for --all.
-func (g *globals) storeRoots(dir, name string) ([]string, error) {
-	p, err := g.loadPolicy()
+func readable(dir string) bool {
+	f, err := os.Open(dir)
 	if err != nil {
-		return nil, err
+		return false
 	}
-	var cands []*policy.Store
-	for _, s := range p.Stores {
-		if s.Layout == "session-detail" && (name == "" || s.Name == name) {
-			cands = append(cands, s)
+	f.Close()
+	return true
+}
+
+// recallRoots resolves what to search: one directory, or roots of stores.
+func recallRoots(p *policy.Policy, dir, store string, all bool) ([]recall.Root, error) {
+	if (all || store != "") && p == nil {
+		return nil, usageError{errors.New("--all and --store need the policy: give --policy (or set MEMWATCH_POLICY)")}
+	}
+	var abs string
+	if dir != "" || !all && store == "" {
+		if dir == "" {
+			dir = "."
+		}
+		var err error
+		if abs, err = filepath.Abs(dir); err != nil {
+			return nil, err
+		}
+		fi, err := os.Stat(abs)
+		if err != nil {
+			return nil, fmt.Errorf("recall --dir %s: %w", dir, err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("recall --dir %s: not a directory", dir)
 		}
 	}
-	if dir != "" && name == "" {
-		abs, _ := filepath.Abs(dir)
-		for _, s := range cands {
+	// The stores to search, and the one --dir belongs to.
+	var stores []*policy.Store
+	var own *policy.Store
+	if p != nil {
+		for _, s := range p.Stores {
+			if _, ok := storeSources(s); !ok {
+				continue
+			}
+			if store != "" && s.Name != store {
+				continue
+			}
 			for _, r := range s.Roots() {
 				if r == abs {
-					return s.Roots(), nil
+					own = s
 				}
 			}
+			stores = append(stores, s)
+		}
+		if store != "" && len(stores) == 0 {
+			return nil, usageError{fmt.Errorf("--store %s: no searchable store of that name in the policy", store)}
 		}
 	}
-	if len(cands) != 1 {
-		return nil, usageError{fmt.Errorf("--all: name the session-detail store with --store (found %d)", len(cands))}
+	if !all && store == "" {
+		srcs := defaultSources
+		if own != nil {
+			srcs, _ = storeSources(own)
+		}
+		root, err := confine.Open(abs, confine.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return []recall.Root{{Root: root, Sources: srcs}}, nil
 	}
-	return cands[0].Roots(), nil
+	if all && own != nil && store == "" {
+		stores = []*policy.Store{own}
+	}
+	var roots []recall.Root
+	for _, s := range stores {
+		srcs, _ := storeSources(s)
+		for _, r := range s.Roots() {
+			root, err := confine.Open(r, confine.Options{Within: s.Within()})
+			if err != nil {
+				continue // refused roots are reported by the daemon
+			}
+			name := filepath.Base(r)
+			if len(stores) > 1 {
+				name = s.Name + "/" + name
+			}
+			roots = append(roots, recall.Root{Root: root, Sources: srcs, Name: name})
+		}
+	}
+	return roots, nil
+}
+
+// storeSources is what a store's layout makes searchable.
+func storeSources(s *policy.Store) ([]recall.Source, bool) {
+	l, err := daemon.LayoutFor(s.Layout)
+	if err != nil {
+		return nil, false
+	}
+	sl, ok := l.(layout.Searchable)
+	if !ok {
+		return nil, false
+	}
+	return sl.Sources(s), true
 }

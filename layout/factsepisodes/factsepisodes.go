@@ -13,6 +13,8 @@ import (
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 )
@@ -405,4 +407,15 @@ func withBlank(b []byte) []byte {
 		return append(b, '\n')
 	}
 	return append(b, '\n', '\n')
+}
+
+// Sources implements layout.Searchable: facts and episodes, nested
+// categories too.
+func (Layout) Sources(*policy.Store) []recall.Source {
+	return []recall.Source{
+		{Glob: FactsDir + "/*.md", Kind: recall.Text, Label: "facts"},
+		{Glob: FactsDir + "/*/*.md", Kind: recall.Text, Label: "facts"},
+		{Glob: EpisodesDir + "/*.md", Kind: recall.Text, Label: "episodes"},
+		{Glob: "*.md", Kind: recall.Text, Label: "memory"},
+	}
 }

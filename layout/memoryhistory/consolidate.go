@@ -13,6 +13,7 @@ import (
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
@@ -290,3 +291,13 @@ func rawFallback(env *layout.Env, msgs []layout.Message) string {
 
 // Logs implements layout.SessionLogs.
 func (Layout) Logs(s *policy.Store) []string { return []string{s.Options.String("sessions")} }
+
+// Sources implements layout.Searchable: the history files (seed 002's
+// grep over HISTORY*.md), MEMORY.md and the session logs.
+func (Layout) Sources(s *policy.Store) []recall.Source {
+	return []recall.Source{
+		{Glob: "HISTORY*.md", Kind: recall.Text, Label: "history"},
+		{Glob: MemoryFile, Kind: recall.Text, Label: "memory"},
+		{Glob: s.Options.String("sessions"), Kind: recall.Log, Label: "messages"},
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/markdown"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 )
@@ -380,4 +381,14 @@ func runSnapshot(ctx context.Context, env *layout.Env, root *confine.Root, targe
 		}}, rec)
 	// The snapshot is derived and cheap: no cooldown, so it follows every change.
 	return jobs.Result{}, retryable(err)
+}
+
+// Sources implements layout.Searchable: memory.md, its compaction
+// archives and the run files.
+func (Layout) Sources(*policy.Store) []recall.Source {
+	return []recall.Source{
+		{Glob: MemoryFile, Kind: recall.Text, Label: "memory"},
+		{Glob: RunDir + "/*.md", Kind: recall.Text, Label: "runs"},
+		{Glob: ArchiveDir + "/*.md", Kind: recall.Text, Label: "archive"},
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
 )
@@ -409,3 +410,13 @@ func runOverview(ctx context.Context, env *layout.Env, root *confine.Root, targe
 
 // Logs implements layout.SessionLogs.
 func (Layout) Logs(*policy.Store) []string { return []string{MessagesFile} }
+
+// Sources implements layout.Searchable: seed 003's recall_memory searches
+// the notes in detail/ and the raw log.
+func (Layout) Sources(*policy.Store) []recall.Source { return Sources }
+
+// Sources are what recall searches in a session directory.
+var Sources = []recall.Source{
+	{Glob: DetailDir + "/*.md", Kind: recall.Text, Label: "detail", Strip: "working-memory/"},
+	{Glob: MessagesFile, Kind: recall.Log, Label: "messages"},
+}

@@ -1,0 +1,265 @@
+package recall
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"unicode/utf8"
+)
+
+// Query is a parsed recall query: every term must appear in a line,
+// case-insensitively; a query in double quotes is one exact phrase.
+type Query struct {
+	Text  string
+	terms [][]byte // folded (lowercase)
+	// anchor is the longest ASCII letter/digit run of the terms: candidate
+	// lines are found by it, so misses cost no per-line work, and it
+	// survives the JSON escaping of logs.
+	anchor []byte
+	// grams are the trigram hashes every matching line's text must hold.
+	grams []uint32
+}
+
+// ErrEmptyQuery is returned for a query with no term.
+var ErrEmptyQuery = errors.New("recall: empty query")
+
+// MaxQuery bounds a query's length.
+const MaxQuery = 1024
+
+// ParseQuery parses a recall query.
+func ParseQuery(q string) (Query, error) {
+	q = strings.TrimSpace(strings.ToValidUTF8(q, ""))
+	if len(q) > MaxQuery {
+		return Query{}, errors.New("recall: the query is longer than 1024 bytes")
+	}
+	out := Query{Text: q}
+	if len(q) >= 2 && strings.HasPrefix(q, `"`) && strings.HasSuffix(q, `"`) {
+		out.terms = [][]byte{fold([]byte(q[1 : len(q)-1]))}
+	} else {
+		for _, f := range strings.Fields(q) {
+			out.terms = append(out.terms, fold([]byte(f)))
+		}
+	}
+	if len(out.terms) == 0 || len(out.terms[0]) == 0 {
+		return out, ErrEmptyQuery
+	}
+	seen := map[uint32]bool{}
+	for _, t := range out.terms {
+		for _, run := range asciiRuns(t) {
+			if len(run) > len(out.anchor) {
+				out.anchor = run
+			}
+		}
+		eachGram(t, func(g uint32) {
+			if !seen[g] {
+				seen[g] = true
+				out.grams = append(out.grams, g)
+			}
+		})
+	}
+	return out, nil
+}
+
+// fold lowercases text the way both the matcher and the index do: ASCII
+// bytes directly, anything else with Unicode lowercasing.
+func fold(b []byte) []byte {
+	if isASCII(b) {
+		out := make([]byte, len(b))
+		for i, c := range b {
+			if c >= 'A' && c <= 'Z' {
+				c += 32
+			}
+			out[i] = c
+		}
+		return out
+	}
+	return bytes.ToLower(b)
+}
+
+// eachGram calls fn with the hash of every trigram (3 bytes) of folded text.
+func eachGram(b []byte, fn func(uint32)) {
+	for i := 0; i+3 <= len(b); i++ {
+		fn(gram(b[i], b[i+1], b[i+2]))
+	}
+}
+
+func gram(a, b, c byte) uint32 { return uint32(a)<<16 | uint32(b)<<8 | uint32(c) }
+
+func asciiRuns(b []byte) [][]byte {
+	var out [][]byte
+	start := -1
+	for i := 0; i <= len(b); i++ {
+		alnum := i < len(b) && (b[i] >= 'a' && b[i] <= 'z' || b[i] >= '0' && b[i] <= '9')
+		switch {
+		case alnum && start < 0:
+			start = i
+		case !alnum && start >= 0:
+			out = append(out, b[start:i])
+			start = -1
+		}
+	}
+	return out
+}
+
+// matches reports whether every term is in text, case-insensitively, and
+// where the first term is.
+func (q Query) matches(text []byte) (int, bool) {
+	var folded []byte // for non-ASCII terms, computed once
+	at := -1
+	for i, t := range q.terms {
+		var j int
+		if isASCII(t) {
+			j = indexFold(text, t)
+		} else {
+			if folded == nil {
+				folded = bytes.ToLower(text)
+			}
+			j = bytes.Index(folded, t)
+		}
+		if j < 0 {
+			return -1, false
+		}
+		if i == 0 {
+			at = j
+		}
+	}
+	return at, true
+}
+
+// rawCandidate is the cheap test on a log's raw line before decoding: the
+// ASCII runs of every term must be there (they survive JSON escaping).
+func (q Query) rawCandidate(raw []byte) bool {
+	for _, t := range q.terms {
+		for _, run := range asciiRuns(t) {
+			if indexFold(raw, run) < 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// indexFold finds sub (lowercase ASCII) in s ignoring case. It searches,
+// with vectorised byte scans, for the needle's rarest byte in both cases
+// and verifies the needle around each hit.
+func indexFold(s, sub []byte) int {
+	if len(sub) == 0 {
+		return 0
+	}
+	off := rarest(sub)
+	lo := sub[off]
+	up := lo
+	if lo >= 'a' && lo <= 'z' {
+		up = lo - 32
+	}
+	nl, nu := -2, -2 // next positions of lo and up at or after i; -2 unknown, -1 none
+	for i := off; i < len(s); {
+		if nl != -1 && nl < i {
+			if nl = bytes.IndexByte(s[i:], lo); nl >= 0 {
+				nl += i
+			}
+		}
+		if up == lo {
+			nu = nl
+		} else if nu != -1 && nu < i {
+			if nu = bytes.IndexByte(s[i:], up); nu >= 0 {
+				nu += i
+			}
+		}
+		j := nl
+		if j < 0 || nu >= 0 && nu < j {
+			j = nu
+		}
+		if j < 0 {
+			return -1
+		}
+		start := j - off
+		if start+len(sub) > len(s) {
+			return -1
+		}
+		if equalFoldASCII(s[start:start+len(sub)], sub) {
+			return start
+		}
+		i = j + 1
+	}
+	return -1
+}
+
+// byteFreq approximates how often a byte (either case, for letters) occurs
+// in English text and JSON logs; lower is rarer. 't' and 'z' count extra
+// because every ISO timestamp has them.
+func byteFreq(c byte) float64 {
+	const letters = "etaoinshrdlcumwfgypbvkjxqz"
+	freqs := [...]float64{12.7, 9.1, 8.2, 7.5, 7.0, 6.7, 6.3, 6.1, 6.0, 4.3, 4.0, 2.8, 2.8, 2.4, 2.4, 2.2, 2.0, 2.0, 1.9, 1.5, 1.0, 0.8, 0.15, 0.15, 0.1, 0.07}
+	switch {
+	case c >= 'a' && c <= 'z':
+		f := freqs[strings.IndexByte(letters, c)] * 1.1 // plus the capital
+		if c == 't' || c == 'z' {
+			f += 5
+		}
+		return f
+	case c >= '0' && c <= '9':
+		return 4
+	case c == ' ':
+		return 15
+	case c == '"' || c == ':' || c == ',':
+		return 8
+	}
+	return 2
+}
+
+// rarest is the offset of the needle byte least likely to occur.
+func rarest(sub []byte) int {
+	best := 0
+	for i := range sub {
+		if byteFreq(sub[i]) < byteFreq(sub[best]) {
+			best = i
+		}
+	}
+	return best
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+func equalFoldASCII(a, lower []byte) bool {
+	for i, c := range a {
+		if c >= 'A' && c <= 'Z' {
+			c += 32
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// snippetLen is seed 003's snippet size.
+const snippetLen = 300
+
+// snippet cuts text to snippetLen characters around byte offset at, on one line.
+func snippet(text []byte, at int) string {
+	s := strings.ToValidUTF8(string(text), "\uFFFD")
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= snippetLen {
+		return s
+	}
+	// Find the match again in the normalised text to centre the window.
+	pos := 0
+	if at >= 0 && at < len(text) {
+		needle := fold(text[at:min(at+16, len(text))])
+		needle = bytes.ToValidUTF8(bytes.Join(bytes.Fields(needle), []byte(" ")), nil)
+		if i := bytes.Index(fold([]byte(s)), needle); i >= 0 && len(needle) > 0 {
+			pos = utf8.RuneCountInString(s[:i])
+		}
+	}
+	start := max(0, min(pos-snippetLen/2, len(r)-snippetLen))
+	return string(r[start : start+snippetLen])
+}

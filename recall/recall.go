@@ -1,0 +1,106 @@
+// Package recall answers recall queries over an agent's memory with
+// citations: the notes it wrote (markdown, searched line by line) and its
+// raw session logs (JSONL, searched in the decoded text of each message,
+// tool calls and tool results included).
+//
+// One search, two speeds. The scan reads the files themselves: notes from
+// the top, logs from their end backwards in large chunks, so results come
+// in their final order (notes first, newest file first; then messages,
+// newest first) and a search with a limit stops as soon as it has them.
+// Only returned lines are decoded and cut into snippets, and memory stays
+// bounded whatever the number of hits. The index (Indexer, kept by the
+// daemon in the state directory) records, for every block of about 64 KiB
+// of a file, which trigrams its text holds; a search then reads only the
+// blocks that can hold every trigram of the query, plus the part of the
+// file written since the last complete block. The index never decides a
+// match: it only skips blocks that cannot match, and the same code checks
+// every line either way, so the index and the scan return the same
+// results, in the same order, with the same citations.
+package recall
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/memwatch/memwatch/session"
+)
+
+// Kind is how a file is searched.
+type Kind int
+
+const (
+	// Text files (markdown notes) are searched line by line as written.
+	Text Kind = iota
+	// Log files (JSONL session logs) are searched in the decoded text of
+	// each line: role, message, tool calls with their input, tool results.
+	Log
+)
+
+// Source is a kind of file a layout makes searchable in a root.
+type Source struct {
+	Glob  string // relative to the root (path.Match syntax)
+	Kind  Kind
+	Label string // the result's source: "detail", "messages", "history", ...
+	// Strip is a prefix of the path left out of citations (seed 003 cites
+	// working-memory/detail/auth.md as detail/auth.md).
+	Strip string
+}
+
+// cite is the path a citation shows for rel.
+func (s Source) cite(rel string) string {
+	rel = filepath.ToSlash(rel)
+	return strings.TrimPrefix(rel, s.Strip)
+}
+
+// Result is one recall hit, with seed 003's SearchResult fields.
+type Result struct {
+	Source     string `json:"source"`              // detail | messages | ...
+	FilePath   string `json:"file_path,omitempty"` // the file, as cited
+	LineNumber int64  `json:"line_number"`
+	Text       string `json:"text"`
+	Citation   string `json:"citation"`
+	Session    string `json:"session,omitempty"` // with several roots: the root's name
+	Root       string `json:"root,omitempty"`    // with several roots: the root
+}
+
+// searchText is the text of a raw line that queries match: the line for
+// text files, the decoded message (role first) for logs.
+func searchText(k Kind, raw []byte) []byte {
+	raw = trimCR(raw)
+	if k == Text {
+		return raw
+	}
+	m := session.Decode(raw)
+	role := m.Role
+	switch {
+	case m.Raw:
+		role = "raw"
+	case m.Meta:
+		role = "meta"
+	}
+	return []byte(role + ": " + m.Text)
+}
+
+func trimCR(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		return b[:n-1]
+	}
+	return b
+}
+
+// Format renders results as seed 003's recall_memory output (5.2).
+func Format(q Query, results []Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Found %d result(s) for: %q\n", len(results), strings.Trim(q.Text, `"`))
+	for i, r := range results {
+		fmt.Fprintf(&b, "\n[%d] Source: %s\n", i+1, r.Source)
+		if r.Source != "messages" {
+			fmt.Fprintf(&b, "    File: %s:%d\n", r.FilePath, r.LineNumber)
+		} else {
+			fmt.Fprintf(&b, "    Line: %d\n", r.LineNumber)
+		}
+		fmt.Fprintf(&b, "    Content: %s\n    Citation: %s\n", r.Text, r.Citation)
+	}
+	return b.String()
+}

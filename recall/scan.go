@@ -1,0 +1,565 @@
+package recall
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/memwatch/memwatch/confine"
+)
+
+// Root is one root to search, with the sources its layout makes searchable.
+type Root struct {
+	Root    *confine.Root
+	Sources []Source
+	// Name, when searching several roots, labels results (Result.Session).
+	Name string
+}
+
+// Options tune a search.
+type Options struct {
+	Roots []Root
+	// Labels limits the sources searched ("detail", "messages"); empty: all.
+	Labels []string
+	Limit  int // at most this many results; 0 means 5
+	// Index, when set, is the directory of the daemon's index: files it
+	// covers are searched only where they can match.
+	Index string
+	// Generation, when set, gives a log's live generation (from the spool)
+	// so citations of rewritten logs name it (path@3#L10).
+	Generation func(root, rel string) int64
+	// MaxLine is the longest line searched whole (0: 1 MiB).
+	MaxLine int
+}
+
+// Stats says how a search was answered (memwatch recall --explain).
+type Stats struct {
+	Files        int           // files searched
+	Indexed      int           // of which through the index
+	Blocks       int           // index blocks in those files
+	BlocksRead   int           // index blocks read (could match)
+	BytesRead    int64         // bytes read from files
+	Duration     time.Duration // wall time
+	StoppedEarly bool          // the limit was reached before every file was read
+}
+
+// ErrLimit stops a search once it has its results.
+var errLimit = errors.New("limit reached")
+
+// DefaultLimit is seed 003's default.
+const DefaultLimit = 5
+
+// file is one file to search.
+type file struct {
+	root  Root
+	rel   string
+	src   Source
+	mtime int64
+	size  int64
+	gen   int64
+}
+
+// Search runs q over the roots. Results come notes first (newest file
+// first, lines in order), then logs (newest file first, newest line first).
+func Search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
+	start := time.Now()
+	if o.Limit <= 0 {
+		o.Limit = DefaultLimit
+	}
+	if o.MaxLine <= 0 {
+		o.MaxLine = 1 << 20
+	}
+	files, err := listFiles(o)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	s := &searcher{q: q, o: o, ctx: ctx}
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return s.results, s.stats, err
+		}
+		s.stats.Files++
+		var err error
+		if f.src.Kind == Text {
+			err = s.searchText(f)
+		} else {
+			err = s.searchLog(f)
+		}
+		if errors.Is(err, errLimit) {
+			s.stats.StoppedEarly = true
+			break
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return s.results, s.stats, fmt.Errorf("recall %s: %w", f.root.Root.Join(f.rel), err)
+		}
+	}
+	s.stats.Duration = time.Since(start)
+	if s.results == nil {
+		s.results = []Result{}
+	}
+	return s.results, s.stats, nil
+}
+
+// listFiles lists what to search, in result order.
+func listFiles(o Options) ([]file, error) {
+	want := map[string]bool{}
+	for _, l := range o.Labels {
+		want[l] = true
+	}
+	var files []file
+	seen := map[string]bool{}
+	for _, r := range o.Roots {
+		for _, src := range r.Sources {
+			if len(want) > 0 && !want[src.Label] {
+				continue
+			}
+			ms, err := r.Root.Glob(src.Glob)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range ms {
+				key := r.Root.Path() + "\x00" + m
+				if seen[key] {
+					continue
+				}
+				fi, err := r.Root.Stat(m)
+				if err != nil || !fi.Mode().IsRegular() || confine.IsTemp(m) {
+					continue
+				}
+				seen[key] = true
+				f := file{root: r, rel: m, src: src, mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: 1}
+				if o.Generation != nil && src.Kind == Log {
+					if g := o.Generation(r.Root.Path(), m); g > 0 {
+						f.gen = g
+					}
+				}
+				files = append(files, f)
+			}
+		}
+	}
+	sort.SliceStable(files, func(i, j int) bool {
+		a, b := files[i], files[j]
+		if a.src.Kind != b.src.Kind {
+			return a.src.Kind == Text
+		}
+		if a.mtime != b.mtime {
+			return a.mtime > b.mtime
+		}
+		if a.root.Root.Path() != b.root.Root.Path() {
+			return a.root.Root.Path() < b.root.Root.Path()
+		}
+		return a.rel < b.rel
+	})
+	return files, nil
+}
+
+// searcher is one search in progress.
+type searcher struct {
+	q       Query
+	o       Options
+	ctx     context.Context
+	results []Result
+	stats   Stats
+	buf     []byte // reused read buffer
+}
+
+// emit adds a matching line; it returns errLimit once the search is done.
+func (s *searcher) emit(f file, line int64, text []byte, at int) error {
+	cite := f.src.cite(f.rel)
+	r := Result{Source: f.src.Label, LineNumber: line, Text: snippet(text, at)}
+	at2 := ""
+	if f.src.Kind == Log && f.gen > 1 {
+		at2 = "@" + strconv.FormatInt(f.gen, 10)
+	}
+	if len(s.o.Roots) > 1 {
+		r.Session, r.Root = f.root.Name, f.root.Root.Path()
+		cite = f.root.Name + "/" + cite
+	}
+	if f.src.Kind == Text {
+		r.FilePath = cite
+	}
+	r.Citation = fmt.Sprintf("%s%s#L%d", cite, at2, line)
+	s.results = append(s.results, r)
+	if len(s.results) >= s.o.Limit {
+		return errLimit
+	}
+	return nil
+}
+
+// region is a run of complete lines of a file, read into memory. A line
+// longer than MaxLine is held cut (its first MaxLine bytes, then a newline).
+type region struct {
+	data  []byte
+	start int64 // file offset of data[0]
+	next  int64 // file offset just after the region's last line
+}
+
+// check tests one line; a candidate line of a log is decoded first.
+func (s *searcher) check(f file, raw []byte) ([]byte, int, bool) {
+	if len(raw) > s.o.MaxLine {
+		raw = raw[:s.o.MaxLine]
+	}
+	if f.src.Kind == Log && !s.q.rawCandidate(raw) {
+		return nil, 0, false
+	}
+	text := searchText(f.src.Kind, raw)
+	at, ok := s.q.matches(text)
+	return text, at, ok
+}
+
+// forward searches the complete lines of a region in order; line is the
+// number of its first line.
+func (s *searcher) forward(f file, r region, line int64) error {
+	data := r.data
+	for pos := 0; pos < len(data); {
+		i := pos // no ASCII anchor: every line
+		if len(s.q.anchor) > 0 {
+			j := indexFold(data[pos:], s.q.anchor)
+			if j < 0 {
+				return nil
+			}
+			i = pos + j
+		}
+		ls := bytes.LastIndexByte(data[:i], '\n') + 1
+		le := len(data)
+		if j := bytes.IndexByte(data[i:], '\n'); j >= 0 {
+			le = i + j
+		}
+		line += int64(bytes.Count(data[pos:ls], []byte{'\n'}))
+		if text, at, ok := s.check(f, data[ls:le]); ok {
+			if err := s.emit(f, line, text, at); err != nil {
+				return err
+			}
+		}
+		pos = le + 1
+		line++
+	}
+	return nil
+}
+
+// backward searches the complete lines of a region from its last line to
+// its first; lineAt gives the number of the line starting at an offset
+// in the region, from the count of newlines before it there.
+func (s *searcher) backward(f file, r region, lineAt func(nlBefore int64) int64) error {
+	data := r.data
+	// Candidate lines first, then checked from the last: the count of
+	// newlines before each is kept in one forward pass.
+	type cand struct {
+		ls, le int
+		nl     int64
+	}
+	var cands []cand
+	var nl int64
+	counted := 0
+	for pos := 0; pos < len(data); {
+		i := pos
+		if len(s.q.anchor) > 0 {
+			j := indexFold(data[pos:], s.q.anchor)
+			if j < 0 {
+				break
+			}
+			i = pos + j
+		}
+		ls := bytes.LastIndexByte(data[:i], '\n') + 1
+		le := len(data)
+		if j := bytes.IndexByte(data[i:], '\n'); j >= 0 {
+			le = i + j
+		}
+		nl += int64(bytes.Count(data[counted:ls], []byte{'\n'}))
+		counted = ls
+		cands = append(cands, cand{ls, le, nl})
+		pos = le + 1
+	}
+	for k := len(cands) - 1; k >= 0; k-- {
+		c := cands[k]
+		if text, at, ok := s.check(f, data[c.ls:c.le]); ok {
+			if err := s.emit(f, lineAt(c.nl), text, at); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// searchText reads a notes file from the top (through the index when it
+// covers it).
+func (s *searcher) searchText(f file) error {
+	idx := s.index(f)
+	fh, _, err := f.root.Root.OpenRead(f.rel)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	var end, line int64 = 0, 1
+	if idx != nil {
+		for _, b := range idx.blocks {
+			if !b.mayHold(s.q.grams) {
+				continue
+			}
+			s.stats.BlocksRead++
+			r, err := s.read(fh, b.off, b.size)
+			if err != nil {
+				return err
+			}
+			if err := s.forward(f, r, b.first); err != nil {
+				return err
+			}
+		}
+		end, line = idx.end, idx.lines+1
+	}
+	return s.readForward(f, fh, end, line)
+}
+
+// readForward searches a file from offset end (the start of line number
+// line) to its end, in chunks of whole lines.
+func (s *searcher) readForward(f file, fh *os.File, end, line int64) error {
+	const chunk = 4 << 20
+	for {
+		r, err := s.readLines(fh, end, chunk)
+		if err != nil || len(r.data) == 0 {
+			return err
+		}
+		if err := s.forward(f, r, line); err != nil {
+			return err
+		}
+		line += int64(bytes.Count(r.data, []byte{'\n'}))
+		end = r.next
+		if r.data[len(r.data)-1] != '\n' {
+			return nil // the last line, without a newline
+		}
+	}
+}
+
+// searchLog reads a log from its end backwards (through the index when it
+// covers it).
+func (s *searcher) searchLog(f file) error {
+	fh, fi, err := f.root.Root.OpenRead(f.rel)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	size := fi.Size()
+	idx := s.index(f)
+	if idx != nil {
+		// The part written since the last complete block: its lines follow
+		// the indexed ones.
+		if size > idx.end {
+			r, err := s.read(fh, idx.end, size-idx.end)
+			if err != nil {
+				return err
+			}
+			if err := s.backward(f, r, func(nl int64) int64 { return idx.lines + 1 + nl }); err != nil {
+				return err
+			}
+		}
+		for k := len(idx.blocks) - 1; k >= 0; k-- {
+			b := idx.blocks[k]
+			if !b.mayHold(s.q.grams) {
+				continue
+			}
+			s.stats.BlocksRead++
+			r, err := s.read(fh, b.off, b.size)
+			if err != nil {
+				return err
+			}
+			if err := s.backward(f, r, func(nl int64) int64 { return b.first + nl }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return s.scanBackward(f, fh, size)
+}
+
+// scanBackward searches a whole log from its end in chunks of whole
+// lines. Line numbers are counted from the end and settled once the
+// number of lines before the last chunk read is known.
+func (s *searcher) scanBackward(f file, fh *os.File, size int64) error {
+	const chunk = 4 << 20
+	end := size
+	var nlAfter int64 // newlines at or after end
+	var pending []pendingResult
+	var stopErr error
+	for end > 0 {
+		r, err := s.readLinesBack(fh, end, chunk)
+		if err != nil {
+			return err
+		}
+		regionNL := int64(bytes.Count(r.data, []byte{'\n'}))
+		base := nlAfter + regionNL // newlines from the region's start to the file's end
+		// A result's line number is 1 + newlines before it in the file =
+		// 1 + N - (newlines from its start to the end); N comes later.
+		before := len(s.results)
+		err = s.backward(f, r, func(nl int64) int64 { return -(base - nl) })
+		for i := before; i < len(s.results); i++ {
+			pending = append(pending, pendingResult{i, s.results[i].LineNumber})
+		}
+		nlAfter = base
+		end = r.start
+		if err != nil {
+			stopErr = err
+			break
+		}
+	}
+	// Newlines before where the scan stopped, counted without decoding.
+	total := nlAfter
+	if end > 0 {
+		n, err := countNewlines(fh, end)
+		if err != nil {
+			return err
+		}
+		total += n
+	}
+	for _, p := range pending {
+		s.results[p.i].LineNumber = 1 + total + p.neg
+		s.results[p.i].Citation = fixCitation(s.results[p.i].Citation, s.results[p.i].LineNumber)
+	}
+	return stopErr
+}
+
+type pendingResult struct {
+	i   int
+	neg int64 // minus the newlines from the line's start to the end
+}
+
+// fixCitation replaces the line number at the end of a citation.
+func fixCitation(c string, line int64) string {
+	if i := bytes.LastIndex([]byte(c), []byte("#L")); i >= 0 {
+		return c[:i] + "#L" + strconv.FormatInt(line, 10)
+	}
+	return c
+}
+
+// countNewlines counts the newlines in the first n bytes of a file.
+func countNewlines(fh *os.File, n int64) (int64, error) {
+	buf := make([]byte, 1<<20)
+	var total int64
+	for off := int64(0); off < n; {
+		k, err := fh.ReadAt(buf[:min(int64(len(buf)), n-off)], off)
+		total += int64(bytes.Count(buf[:k], []byte{'\n'}))
+		off += int64(k)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return total, err
+		}
+		if k == 0 {
+			break
+		}
+	}
+	return total, nil
+}
+
+// read reads n bytes at off into the reused buffer.
+func (s *searcher) read(fh *os.File, off, n int64) (region, error) {
+	if int64(cap(s.buf)) < n {
+		s.buf = make([]byte, n)
+	}
+	b := s.buf[:n]
+	k, err := fh.ReadAt(b, off)
+	s.stats.BytesRead += int64(k)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return region{}, err
+	}
+	return region{data: b[:k], start: off, next: off + int64(k)}, nil
+}
+
+// maxRegion bounds what is held of a file at once: a line longer than this
+// is searched in its first MaxLine bytes, never read whole.
+const maxRegion = 16 << 20
+
+// readLines reads whole lines from off, about n bytes (more when a line
+// is longer, up to maxRegion; a longer line is cut there and its rest
+// skipped). At the end of the file the last line may lack its newline.
+func (s *searcher) readLines(fh *os.File, off, n int64) (region, error) {
+	r, err := s.read(fh, off, n)
+	if err != nil || len(r.data) == 0 {
+		return r, err
+	}
+	if int64(len(r.data)) < n {
+		return r, nil // the end of the file
+	}
+	if i := bytes.LastIndexByte(r.data, '\n'); i >= 0 {
+		r.data = r.data[:i+1]
+		r.next = off + int64(i) + 1
+		return r, nil
+	}
+	// A line longer than the chunk: search its start, skip its rest.
+	nl, err := nextNewline(fh, off+int64(len(r.data)))
+	if err != nil {
+		return r, err
+	}
+	cut := append(r.data[:min(len(r.data), s.o.MaxLine):min(len(r.data), s.o.MaxLine)], '\n')
+	return region{data: cut, start: off, next: nl + 1}, nil
+}
+
+// readLinesBack reads whole lines ending at end (a line start, or the end
+// of the file), about n bytes, in the same way.
+func (s *searcher) readLinesBack(fh *os.File, end, n int64) (region, error) {
+	off := max(0, end-n)
+	r, err := s.read(fh, off, end-off)
+	if err != nil || off == 0 {
+		return r, err
+	}
+	if i := bytes.IndexByte(r.data, '\n'); i >= 0 && i < len(r.data)-1 {
+		return region{data: r.data[i+1:], start: off + int64(i) + 1, next: end}, nil
+	}
+	// No line starts in the chunk: a line longer than it. Find its start
+	// without holding it, then search its first MaxLine bytes.
+	ls, err := prevNewline(fh, off)
+	if err != nil {
+		return r, err
+	}
+	head, err := s.read(fh, ls, min(end-ls, int64(s.o.MaxLine)))
+	if err != nil {
+		return r, err
+	}
+	data := head.data
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		data = data[:i+1]
+	} else {
+		data = append(data[:len(data):len(data)], '\n')
+	}
+	return region{data: data, start: ls, next: end}, nil
+}
+
+// nextNewline returns the offset of the first newline at or after off
+// (the file's size when there is none).
+func nextNewline(fh *os.File, off int64) (int64, error) {
+	buf := make([]byte, 1<<20)
+	for {
+		k, err := fh.ReadAt(buf, off)
+		if i := bytes.IndexByte(buf[:k], '\n'); i >= 0 {
+			return off + int64(i), nil
+		}
+		off += int64(k)
+		if errors.Is(err, io.EOF) || k == 0 {
+			return off, nil
+		}
+		if err != nil {
+			return off, err
+		}
+	}
+}
+
+// prevNewline returns the start of the line holding offset off.
+func prevNewline(fh *os.File, off int64) (int64, error) {
+	buf := make([]byte, 1<<20)
+	for off > 0 {
+		from := max(0, off-int64(len(buf)))
+		k, err := fh.ReadAt(buf[:off-from], from)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:k], '\n'); i >= 0 {
+			return from + int64(i) + 1, nil
+		}
+		off = from
+	}
+	return 0, nil
+}
