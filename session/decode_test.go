@@ -1,6 +1,8 @@
 package session
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -55,6 +57,21 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
+// FuzzDecodeLikeTheStandardLibrary: the fast JSON decoder reads every line
+// as encoding/json does.
+func FuzzDecodeLikeTheStandardLibrary(f *testing.F) {
+	for _, s := range []string{`{"role":"user","content":"hi"}`, `{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]}}`, "\xff\xfe", `{"content":[{"type":"tool_result","content":"r"}]}`,
+		`{"role":"assistant","content":[{"type":"tool_use","name":"Bash","input":{"command":"ls"}}]}`, `{"ROLE":"user","Content":"x"}`, `{"role":"user","content":"caf\u00e9 \ud800"}`, `{"role":"user","role":"tool"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		got, want := Decode(line), decode(line, json.Unmarshal)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Decode(%q)\n got  %+v\n want %+v (encoding/json)", line, got, want)
+		}
+	})
+}
+
 // FuzzIsMessage: the fast classifier never disagrees with a full decode.
 func FuzzIsMessage(f *testing.F) {
 	for _, s := range []string{`{"role":"user","content":"hi"}`, `{"_type":"metadata","updated_at":"x"}`, `{"type":"user","message":{"role":"user","content":"x"}}`,
@@ -68,4 +85,22 @@ func FuzzIsMessage(f *testing.F) {
 			t.Errorf("IsMessage(%q) = %v, a full decode says %v (%+v)", line, got, want, m)
 		}
 	})
+}
+
+func BenchmarkDecode(b *testing.B) {
+	lines := [][]byte{
+		[]byte(`{"role":"user","content":[{"type":"text","text":"the build failed because the migration script used an old schema, step 12 of the deploy; ok ok ok ok"}],"timestamp":"2026-01-15T10:00:00Z"}`),
+		[]byte(`{"role":"assistant","content":[{"type":"tool_use","name":"Bash","input":{"command":"kubectl rollout status deploy/web-3"}}],"timestamp":"2026-01-15T10:00:00Z"}`),
+		[]byte(`{"type":"user","message":{"role":"user","content":"please fix the failing test in handler_test.go"},"timestamp":"2026-01-15T10:00:00Z","uuid":"0f1e","cwd":"/src"}`),
+	}
+	var n int64
+	for _, l := range lines {
+		n += int64(len(l))
+	}
+	b.SetBytes(n)
+	for b.Loop() {
+		for _, l := range lines {
+			Decode(l)
+		}
+	}
 }
