@@ -91,6 +91,7 @@ type Engine struct {
 
 	jobCtx    context.Context
 	cancelJob context.CancelFunc
+	stopping  chan struct{} // closed when Run's context ends (see Stopping)
 	workers   sync.WaitGroup
 	started   chan struct{}
 	stopped   chan struct{}
@@ -147,9 +148,30 @@ func New(cfg Config, run Runner, log *slog.Logger) *Engine {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
-	jctx, cancel := context.WithCancel(context.Background())
+	stopping := make(chan struct{})
+	jctx, cancel := context.WithCancel(context.WithValue(context.Background(), stoppingKey{}, stopping))
 	return &Engine{cfg: cfg, run: run, log: log, msgs: make(chan func(*loopState), 64),
-		jobCtx: jctx, cancelJob: cancel, started: make(chan struct{}), stopped: make(chan struct{})}
+		jobCtx: jctx, cancelJob: cancel, stopping: stopping, started: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+type stoppingKey struct{}
+
+// Stopping reports whether the engine running the job of ctx is shutting
+// down. A job that works through a backlog in steps (a summary per window,
+// a consolidation per range) stops between two steps: its context is only
+// cancelled after the shutdown timeout, which a step must be allowed to
+// finish within.
+func Stopping(ctx context.Context) bool {
+	ch, ok := ctx.Value(stoppingKey{}).(chan struct{})
+	if !ok {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // send hands f to the loop; it is dropped once the engine has stopped.
@@ -225,6 +247,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			if !s.stopping {
 				s.stopping = true
+				close(e.stopping)
 				e.stopTimers(s)
 				e.dropQueued(s)
 				if len(s.running) > 0 {

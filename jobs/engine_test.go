@@ -210,3 +210,36 @@ func TestShutdownWaitsThenCancels(t *testing.T) {
 		t.Error("running job was not cancelled after the shutdown timeout")
 	}
 }
+
+// TestStoppingEndsAStepwiseJob: a job working through steps sees Stopping
+// once shutdown begins and ends at its next step, well before the timeout.
+func TestStoppingEndsAStepwiseJob(t *testing.T) {
+	started := make(chan struct{})
+	var steps atomic.Int64
+	run := func(ctx context.Context, j Job) (Result, error) {
+		if Stopping(ctx) {
+			t.Error("Stopping before shutdown")
+		}
+		close(started)
+		for ctx.Err() == nil && !Stopping(ctx) {
+			steps.Add(1)
+			time.Sleep(10 * time.Millisecond)
+		}
+		return Result{}, ctx.Err()
+	}
+	e := New(Config{ShutdownTimeout: 10 * time.Second}, run, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx) }()
+	e.Submit(Job{Store: "s", Root: "a", Rule: "r", Target: "x"})
+	<-started
+	t0 := time.Now()
+	cancel()
+	<-done
+	if el := time.Since(t0); el > time.Second {
+		t.Errorf("shutdown took %v; the job should have stopped at its next step", el)
+	}
+	if Stopping(context.Background()) {
+		t.Error("Stopping outside a job")
+	}
+}

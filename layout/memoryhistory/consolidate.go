@@ -93,7 +93,7 @@ func consolidateTargets(ctx context.Context, env *layout.Env, root *confine.Root
 // plan says wait. The spool's progress makes "nothing new" exact, so it
 // asks for no cooldown, which would only delay the idle consolidation.
 func runConsolidate(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (jobs.Result, error) {
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && !jobs.Stopping(ctx) {
 		log, err := env.CaptureLog(ctx, root, rel)
 		if err != nil {
 			return jobs.Result{}, err

@@ -102,7 +102,7 @@ func summarizeTargets(ctx context.Context, env *layout.Env, root *confine.Root) 
 // already makes "nothing new" exact, so it asks for no cooldown: one would
 // only delay the summary of a session that just went quiet.
 func runSummarize(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && !jobs.Stopping(ctx) {
 		log, err := env.CaptureLog(ctx, root, MessagesFile)
 		if err != nil {
 			return jobs.Result{}, err
@@ -114,9 +114,12 @@ func runSummarize(ctx context.Context, env *layout.Env, root *confine.Root, targ
 		if err := summarize(ctx, env, root, log, end); err != nil {
 			switch {
 			case errors.Is(err, errRefused), layout.IsRefusal(err):
-				// Reported once (status, journal); nothing to do until it changes.
+				// Reported once (status, journal). No cooldown: trying again
+				// costs nothing (no model call was made), and the summary
+				// should come with the next change once detail/ is the
+				// agent's own directory again.
 				env.Refused(root, RuleSummarize, DetailDir, err)
-				return jobs.Result{CoolDown: true}, nil
+				return jobs.Result{}, nil
 			case errors.Is(err, rewrite.ErrConflict):
 				return jobs.Result{}, jobs.Retry(err)
 			}
