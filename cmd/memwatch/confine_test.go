@@ -391,6 +391,11 @@ func TestConfinementAsRootWithAnUnprivilegedAgent(t *testing.T) {
 	}
 	if count["nh/compact/done"] == 0 || count["sd/summarize/done"] == 0 || count["mh/consolidate/done"] == 0 {
 		t.Errorf("the layouts did no work during the race (%v); the test did not exercise them", count)
+		for _, r := range recs {
+			if r.Outcome != state.Done {
+				t.Logf("%s %s %s %s: %s", r.Store, r.Root, r.Rule, r.Outcome, r.Reason)
+			}
+		}
 	}
 }
 

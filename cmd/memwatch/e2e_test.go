@@ -98,6 +98,15 @@ func startBin(t *testing.T, bin string, args ...string) *proc {
 		if t.Failed() {
 			p.mu.Lock()
 			t.Logf("memwatch log:\n%s", lastLines(p.raw.String(), 40))
+			// The whole log, for a failure that needs more than its end.
+			if dir := os.Getenv("MEMWATCH_TEST_LOG_DIR"); dir != "" {
+				f, err := os.CreateTemp(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-*.log")
+				if err == nil {
+					f.Write(p.raw.Bytes())
+					f.Close()
+					t.Logf("the whole memwatch log is in %s", f.Name())
+				}
+			}
 			p.mu.Unlock()
 		}
 	})
