@@ -300,6 +300,12 @@ func (r *Root) OpenRead(rel string) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, wrap("open", rel, err)
 	}
+	return r.checkRead(f, rel)
+}
+
+// checkRead returns f when it is a regular file the owner may read, and
+// closes it otherwise.
+func (r *Root) checkRead(f *os.File, rel string) (*os.File, fs.FileInfo, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()

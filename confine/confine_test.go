@@ -90,6 +90,26 @@ func TestNamesStayInside(t *testing.T) {
 		if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
 			t.Errorf("ReadFile(%q) = %v, want %v", tt.name, err, tt.want)
 		}
+		// A View of the name's directory answers the same.
+		v, err := r.View(filepath.Dir(tt.name))
+		if err != nil {
+			if tt.want == nil || !errors.Is(err, tt.want) {
+				t.Errorf("View(%q) = %v", filepath.Dir(tt.name), err)
+			}
+			continue
+		}
+		f, _, err := v.OpenRead(filepath.Base(tt.name))
+		if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
+			t.Errorf("View(%q).OpenRead(%q) = %v, want %v", filepath.Dir(tt.name), filepath.Base(tt.name), err, tt.want)
+		}
+		if f != nil {
+			f.Close()
+		}
+		fi, err := v.Stat(filepath.Base(tt.name))
+		if tt.want == nil && (err != nil || !fi.Mode().IsRegular()) || tt.want != nil && !errors.Is(err, tt.want) {
+			t.Errorf("View(%q).Stat(%q) = %v, %v, want %v", filepath.Dir(tt.name), filepath.Base(tt.name), fi, err, tt.want)
+		}
+		v.Close()
 	}
 	if got, err := r.Resolve("inside.md"); err != nil || got != "facts/user.md" {
 		t.Errorf("Resolve(inside.md) = %q, %v", got, err)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/layout"
@@ -155,6 +156,7 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 	defer root.Close()
 	switch t.kind {
 	case "capture":
+		t0 := time.Now()
 		res, err := d.spool.Capture(ctx, root, t.rel, spool.Options{MaxLine: int(rt.store.MaxLine), IsMessage: session.IsMessage})
 		if err != nil {
 			if !layout.IsRefusal(err) && ctx.Err() == nil {
@@ -163,6 +165,9 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 			return
 		}
 		d.metrics.captured.Add(float64(res.Lines))
+		if res.Why != "same" {
+			d.log.Debug("captured", "root", t.root, "log", t.rel, "lines", res.Lines, "why", res.Why, "gen", res.Gen, "took", time.Since(t0))
+		}
 	case "index":
 		d.indexFile(root, rt, t.rel, t.src)
 	case "index-root":
@@ -183,7 +188,13 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 }
 
 func (d *Daemon) indexFile(root *confine.Root, rt *storeRT, rel string, kind recall.Kind) {
-	n, err := recall.IndexFile(filepath.Join(d.cfg.StateDir, IndexDir), root, rel, kind, recall.IndexOptions{MaxLine: int(rt.store.MaxLine)})
+	// The first time in a run, an index is checked whole: a corrupt one
+	// is built anew (searches meanwhile trust only its structure).
+	key := root.Path() + "\x00" + rel
+	n, err := recall.IndexFile(filepath.Join(d.cfg.StateDir, IndexDir), root, rel, kind, recall.IndexOptions{MaxLine: int(rt.store.MaxLine), Verify: !d.verified[key]})
+	if err == nil {
+		d.verified[key] = true
+	}
 	if err != nil {
 		if !layout.IsRefusal(err) {
 			d.log.Debug("index a file", "root", root.Path(), "path", rel, "err", err)

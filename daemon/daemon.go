@@ -96,13 +96,16 @@ type storeRT struct {
 
 // Daemon is a running memwatch.
 type Daemon struct {
-	cfg      Config
-	log      *slog.Logger
-	lock     *state.Lock
-	db       *state.DB
-	rw       *rewrite.Rewriter
-	spool    *spool.Spool
-	bg       *background // capture and indexing as files are written
+	cfg   Config
+	log   *slog.Logger
+	lock  *state.Lock
+	db    *state.DB
+	rw    *rewrite.Rewriter
+	spool *spool.Spool
+	bg    *background // capture and indexing as files are written
+	// verified lists the index files checked whole in this run; only the
+	// background goroutine uses it.
+	verified map[string]bool
 	engine   *jobs.Engine
 	watch    *watcher.Watcher
 	metrics  *metrics
@@ -156,6 +159,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		OnFail:          d.onFail,
 	}, d.runJob, log)
 	d.bg = newBackground(d.runTask, log)
+	d.verified = map[string]bool{}
 	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse, Touched: d.onTouched}, log)
 	if err != nil {
 		d.closeState()

@@ -11,7 +11,6 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
-	"slices"
 	"syscall"
 
 	"github.com/cespare/xxhash/v2"
@@ -29,7 +28,7 @@ import (
 //
 // File format (little endian): a 64-byte header (magic, version, the
 // file's device and inode, bytes and lines covered, a hash of the last 256
-// bytes covered, block count), then the blocks: offset, size, first line,
+// bytes covered, block count, where the blocks end), then the blocks: offset, size, first line,
 // lines, a form byte and the filter. The header is rewritten after blocks
 // are appended; a reader trusts only the blocks the header counts.
 
@@ -40,15 +39,16 @@ const (
 	// sparseMax: a block with fewer set bits stores their positions.
 	sparseMax  = bloomBits / 16 / 2
 	headerSize = 64
-	magic      = "MWRIDX01"
+	magic      = "MWRIDX02"
 )
 
-// block is one indexed run of lines.
+// block is one indexed run of lines. Its filter is a view of the mapped
+// index file.
 type block struct {
 	off, size    int64
 	first, lines int64
-	bloom        []uint64 // nil when sparse
-	sparse       []uint16 // sorted set positions
+	bloom        []byte // bloomBits bits, little endian; nil when sparse
+	sparse       []byte // sorted little-endian uint16 set positions
 }
 
 func bitOf(g uint32) uint16 { return uint16((g * 2654435761) >> 17) }
@@ -58,14 +58,31 @@ func (b *block) mayHold(grams []uint32) bool {
 	for _, g := range grams {
 		p := bitOf(g)
 		if b.bloom != nil {
-			if b.bloom[p/64]&(1<<(p%64)) == 0 {
+			if b.bloom[p>>3]&(1<<(p&7)) == 0 {
 				return false
 			}
-		} else if _, ok := slices.BinarySearch(b.sparse, p); !ok {
+		} else if !sparseHas(b.sparse, p) {
 			return false
 		}
 	}
 	return true
+}
+
+func sparseHas(s []byte, p uint16) bool {
+	lo, hi := 0, len(s)/2
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		v := binary.LittleEndian.Uint16(s[2*m:])
+		switch {
+		case v == p:
+			return true
+		case v < p:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return false
 }
 
 // fileIndex is what an index file says of one file.
@@ -73,7 +90,18 @@ type fileIndex struct {
 	dev, ino   uint64
 	end, lines int64
 	tailSum    uint64
+	count      int   // blocks
+	blocksEnd  int64 // where the counted blocks end in the index file
 	blocks     []block
+	mapped     []byte // the index file, mapped, when blocks were loaded
+}
+
+// close unmaps the index file.
+func (idx *fileIndex) close() {
+	if idx != nil && idx.mapped != nil {
+		syscall.Munmap(idx.mapped)
+		idx.mapped, idx.blocks = nil, nil
+	}
 }
 
 // indexPath is where the index of rel in root is kept, under dir.
@@ -92,55 +120,124 @@ func tailSum(f *os.File, end int64) (uint64, error) {
 	return xxhash.Sum64(buf), nil
 }
 
-// readIndex loads an index file.
-func readIndex(path string) (*fileIndex, error) {
+// readHeader reads what an index file's header says.
+func readHeader(f *os.File) (*fileIndex, error) {
+	var h [headerSize]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil {
+		return nil, err
+	}
+	return decodeHeader(h[:])
+}
+
+// decodeHeader decodes a header of headerSize bytes.
+func decodeHeader(h []byte) (*fileIndex, error) {
+	if string(h[:8]) != magic {
+		return nil, errors.New("not a memwatch index")
+	}
+	le := binary.LittleEndian
+	idx := &fileIndex{dev: le.Uint64(h[8:]), ino: le.Uint64(h[16:]), end: int64(le.Uint64(h[24:])), lines: int64(le.Uint64(h[32:])),
+		tailSum: le.Uint64(h[40:]), count: int(le.Uint32(h[48:])), blocksEnd: int64(le.Uint64(h[52:]))}
+	if idx.count < 0 || idx.count > 1<<26 || idx.blocksEnd < headerSize || idx.end < 0 || idx.lines < 0 {
+		return nil, errors.New("corrupt index")
+	}
+	return idx, nil
+}
+
+// readIndex reads an index file's header, and with blocks maps the file
+// and lists its blocks (close unmaps it); verify checks every filter too
+// (the daemon does, once per run: searches trust the structure).
+func readIndex(path string, blocks, verify bool) (*fileIndex, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<16)
-	var h [headerSize]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
+	idx, err := readHeader(f)
+	if err != nil || !blocks || idx.count == 0 {
+		return idx, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
 		return nil, err
 	}
-	if string(h[:8]) != magic {
-		return nil, errors.New("not a memwatch index")
+	if fi.Size() < idx.blocksEnd || int64(idx.count) > (idx.blocksEnd-headerSize)/blockHeader {
+		return nil, errors.New("corrupt index: shorter than its header says")
 	}
-	le := binary.LittleEndian
-	idx := &fileIndex{dev: le.Uint64(h[8:]), ino: le.Uint64(h[16:]), end: int64(le.Uint64(h[24:])), lines: int64(le.Uint64(h[32:])), tailSum: le.Uint64(h[40:])}
-	n := int(le.Uint32(h[48:]))
-	if n < 0 || n > 1<<24 {
-		return nil, errors.New("corrupt index")
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(idx.blocksEnd), syscall.PROT_READ, mmapFlags)
+	if err != nil {
+		return nil, fmt.Errorf("map index: %w", err)
 	}
-	idx.blocks = make([]block, 0, n)
-	var bh [29]byte
-	for range n {
-		if _, err := io.ReadFull(r, bh[:]); err != nil {
-			return nil, fmt.Errorf("corrupt index: %w", err)
-		}
-		b := block{off: int64(le.Uint64(bh[0:])), size: int64(le.Uint32(bh[8:])), first: int64(le.Uint64(bh[12:])), lines: int64(le.Uint32(bh[20:]))}
-		form, count := bh[24], int(le.Uint32(bh[25:]))
-		switch form {
-		case 0:
-			b.bloom = make([]uint64, bloomWords)
-			if err := binary.Read(r, le, b.bloom); err != nil {
-				return nil, fmt.Errorf("corrupt index: %w", err)
-			}
-		case 1:
-			if count > sparseMax*2 {
-				return nil, errors.New("corrupt index")
-			}
-			b.sparse = make([]uint16, count)
-			if err := binary.Read(r, le, b.sparse); err != nil {
-				return nil, fmt.Errorf("corrupt index: %w", err)
-			}
-		default:
-			return nil, errors.New("corrupt index")
-		}
-		idx.blocks = append(idx.blocks, b)
+	idx.mapped = data
+	if err := idx.parse(verify); err != nil {
+		idx.close()
+		return nil, err
 	}
 	return idx, nil
+}
+
+// parse lists the blocks of the mapped file, checking every bound, and
+// with verify every filter's hash.
+func (idx *fileIndex) parse(verify bool) error {
+	le := binary.LittleEndian
+	data := idx.mapped
+	idx.blocks = make([]block, 0, idx.count)
+	at := int64(headerSize)
+	var end int64
+	for range idx.count {
+		if int64(len(data))-at < blockHeader {
+			return errors.New("corrupt index")
+		}
+		bh := data[at : at+blockHeader]
+		b := block{off: int64(le.Uint64(bh[0:])), size: int64(le.Uint32(bh[8:])), first: int64(le.Uint64(bh[12:])), lines: int64(le.Uint32(bh[20:]))}
+		form, count := bh[24], int64(le.Uint32(bh[25:]))
+		at += blockHeader
+		var n int64
+		switch form {
+		case 0:
+			n = bloomBits / 8
+		case 1:
+			if count > sparseMax {
+				return errors.New("corrupt index")
+			}
+			n = 2 * count
+		default:
+			return errors.New("corrupt index")
+		}
+		if int64(len(data))-at < n || b.off != end || b.size <= 0 || b.first < 1 {
+			return errors.New("corrupt index")
+		}
+		filter := data[at : at+n : at+n]
+		if verify && xxhash.Sum64(filter) != le.Uint64(bh[29:]) {
+			return errors.New("corrupt index: a filter does not match its hash")
+		}
+		if form == 0 {
+			b.bloom = filter
+		} else {
+			b.sparse = filter
+		}
+		at += n
+		end = b.off + b.size
+		idx.blocks = append(idx.blocks, b)
+	}
+	if end != idx.end || at != idx.blocksEnd {
+		return errors.New("corrupt index")
+	}
+	return nil
+}
+
+// Covered reports how many bytes of rel (in the root at rootPath) the
+// index in dir covers; every search reads the rest directly.
+func Covered(dir, rootPath, rel string) int64 {
+	f, err := os.Open(indexPath(dir, rootPath, rel))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	idx, err := readHeader(f)
+	if err != nil {
+		return 0
+	}
+	return idx.end
 }
 
 // current reports whether the index still describes the open file: the
@@ -154,21 +251,29 @@ func (idx *fileIndex) current(f *os.File, fi fs.FileInfo) bool {
 	return err == nil && sum == idx.tailSum
 }
 
-// index returns the index of a file when there is a current one.
-func (s *searcher) index(f file) *fileIndex {
+// index returns the index of the open file f when there is a current one.
+func (s *searcher) index(f file, fh *os.File, fi fs.FileInfo) *fileIndex {
 	if s.o.Index == "" {
 		return nil
 	}
-	idx, err := readIndex(indexPath(s.o.Index, f.root.Root.Path(), f.rel))
+	if s.indexes == nil {
+		// One listing instead of a failed open per file never indexed.
+		s.indexes = map[string]bool{}
+		ents, _ := os.ReadDir(s.o.Index)
+		for _, e := range ents {
+			s.indexes[e.Name()] = true
+		}
+	}
+	path := indexPath(s.o.Index, f.root.Root.Path(), f.rel)
+	if !s.indexes[filepath.Base(path)] {
+		return nil
+	}
+	idx, err := readIndex(path, true, false)
 	if err != nil {
 		return nil
 	}
-	fh, fi, err := f.root.Root.OpenRead(f.rel)
-	if err != nil {
-		return nil
-	}
-	defer fh.Close()
 	if !idx.current(fh, fi) {
+		idx.close()
 		return nil
 	}
 	s.stats.Indexed++
@@ -207,41 +312,60 @@ func (b *builder) add(text []byte) {
 	}
 }
 
+// blockHeader is the size of a block's header: offset, size, first line,
+// lines, form, count and a hash of its filter.
+const blockHeader = 37
+
 // encode writes a block.
 func (b *builder) encode(w io.Writer, off, size, first, lines int64) error {
 	le := binary.LittleEndian
-	var bh [29]byte
+	var bh [blockHeader]byte
 	le.PutUint64(bh[0:], uint64(off))
 	le.PutUint32(bh[8:], uint32(size))
 	le.PutUint64(bh[12:], uint64(first))
 	le.PutUint32(bh[20:], uint32(lines))
+	var filter []byte
 	if b.set <= sparseMax {
 		bh[24] = 1
 		le.PutUint32(bh[25:], uint32(b.set))
-		sparse := make([]uint16, 0, b.set)
+		filter = make([]byte, 0, 2*b.set)
 		for wi, word := range b.bloom {
 			for word != 0 {
 				tz := bits.TrailingZeros64(word)
-				sparse = append(sparse, uint16(wi*64+tz))
+				filter = le.AppendUint16(filter, uint16(wi*64+tz))
 				word &= word - 1
 			}
 		}
-		if _, err := w.Write(bh[:]); err != nil {
-			return err
+	} else {
+		le.PutUint32(bh[25:], uint32(bloomWords))
+		filter = make([]byte, 0, bloomBits/8)
+		for _, word := range b.bloom {
+			filter = le.AppendUint64(filter, word)
 		}
-		return binary.Write(w, le, sparse)
 	}
-	le.PutUint32(bh[25:], uint32(bloomWords))
+	le.PutUint64(bh[29:], xxhash.Sum64(filter))
 	if _, err := w.Write(bh[:]); err != nil {
 		return err
 	}
-	return binary.Write(w, le, b.bloom)
+	_, err := w.Write(filter)
+	return err
+}
+
+// size is how many bytes encode writes for the block.
+func (b *builder) size() int64 {
+	if b.set <= sparseMax {
+		return blockHeader + 2*int64(b.set)
+	}
+	return blockHeader + bloomBits/8
 }
 
 // IndexOptions tune IndexFile.
 type IndexOptions struct {
 	MaxLine   int   // as the search's MaxLine (0: 1 MiB)
 	BlockSize int64 // bytes per block (0: 64 KiB); tests use small ones
+	// Verify checks every block of an existing index first and starts it
+	// anew when one is corrupt.
+	Verify bool
 }
 
 // IndexFile brings the index of rel (a file of root, searched as kind)
@@ -266,7 +390,8 @@ func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOpt
 	}
 	defer src.Close()
 	path := indexPath(dir, root.Path(), rel)
-	idx, err := readIndex(path)
+	idx, err := readIndex(path, o.Verify, o.Verify)
+	idx.close() // only the header is used from here
 	if err != nil || !idx.current(src, fi) {
 		if fi.Size() < target {
 			// Too small to index: every search reads it whole.
@@ -276,7 +401,7 @@ func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOpt
 			return 0, nil
 		}
 		st := fi.Sys().(*syscall.Stat_t)
-		idx = &fileIndex{dev: uint64(st.Dev), ino: uint64(st.Ino)}
+		idx = &fileIndex{dev: uint64(st.Dev), ino: uint64(st.Ino), blocksEnd: headerSize}
 		if err := writeNew(path, idx); err != nil {
 			return 0, err
 		}
@@ -294,11 +419,11 @@ func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOpt
 		return 0, err
 	}
 	// Only the blocks the header counts are trusted: drop anything after them.
-	if want := blocksEnd(idx); tail != want {
-		if err := out.Truncate(want); err != nil {
+	if tail != idx.blocksEnd {
+		if err := out.Truncate(idx.blocksEnd); err != nil {
 			return 0, err
 		}
-		tail = want
+		tail = idx.blocksEnd
 	}
 	w := bufio.NewWriterSize(out, 1<<16)
 	if _, err := out.Seek(tail, io.SeekStart); err != nil {
@@ -323,7 +448,8 @@ func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOpt
 			if err := b.encode(w, blockOff, pos-blockOff, line-blockLines+1, blockLines); err != nil {
 				return 0, err
 			}
-			idx.blocks = append(idx.blocks, block{})
+			idx.count++
+			idx.blocksEnd += b.size()
 			idx.end, idx.lines = pos, line
 			blockOff, blockLines = pos, 0
 			b = &builder{bloom: make([]uint64, bloomWords)}
@@ -347,20 +473,6 @@ func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOpt
 	return idx.end - start, nil
 }
 
-// blocksEnd is where the counted blocks of an index end in its file.
-func blocksEnd(idx *fileIndex) int64 {
-	n := int64(headerSize)
-	for _, b := range idx.blocks {
-		n += 29
-		if b.bloom != nil {
-			n += bloomWords * 8
-		} else {
-			n += int64(len(b.sparse)) * 2
-		}
-	}
-	return n
-}
-
 func header(idx *fileIndex) []byte {
 	h := make([]byte, headerSize)
 	le := binary.LittleEndian
@@ -370,7 +482,8 @@ func header(idx *fileIndex) []byte {
 	le.PutUint64(h[24:], uint64(idx.end))
 	le.PutUint64(h[32:], uint64(idx.lines))
 	le.PutUint64(h[40:], idx.tailSum)
-	le.PutUint32(h[48:], uint32(len(idx.blocks)))
+	le.PutUint32(h[48:], uint32(idx.count))
+	le.PutUint64(h[52:], uint64(idx.blocksEnd))
 	return h
 }
 

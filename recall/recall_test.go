@@ -216,12 +216,12 @@ func TestIndexAnswersLikeTheScan(t *testing.T) {
 	for i, d := range dirs {
 		roots = append(roots, Root{Root: openRoot(t, d), Sources: sessionSources, Name: fmt.Sprintf("s%02d", i)})
 	}
-	build := func() {
+	build := func(verify bool) {
 		for _, r := range roots {
 			for _, src := range r.Sources {
 				ms, _ := r.Root.Glob(src.Glob)
 				for _, m := range ms {
-					if _, err := IndexFile(idx, r.Root, m, src.Kind, IndexOptions{BlockSize: 4096}); err != nil {
+					if _, err := IndexFile(idx, r.Root, m, src.Kind, IndexOptions{BlockSize: 4096, Verify: verify}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -240,10 +240,8 @@ func TestIndexAnswersLikeTheScan(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				a, _ := json.Marshal(scan)
-				b, _ := json.Marshal(fast)
-				if string(a) != string(b) {
-					t.Errorf("%s %q limit %d: the index answers differently\nscan  %s\nindex %s", stage, c.query, limit, a[:min(len(a), 600)], b[:min(len(b), 600)])
+				if i, diff := firstDiff(scan, fast); diff {
+					t.Errorf("%s %q limit %d: the index answers differently from result %d (%d vs %d results)\nscan  %s\nindex %s", stage, c.query, limit, i, len(scan), len(fast), at(scan, i), at(fast, i))
 				}
 				if c.name == "rare" && limit == 1000 && st.Indexed > 0 && st.BlocksRead*4 > st.Blocks {
 					t.Errorf("%s: a rare word read %d of %d blocks", stage, st.BlocksRead, st.Blocks)
@@ -251,7 +249,7 @@ func TestIndexAnswersLikeTheScan(t *testing.T) {
 			}
 		}
 	}
-	build()
+	build(false)
 	compare("indexed")
 	// The files grow; the index lags until rebuilt and must still agree.
 	for _, d := range dirs[:2] {
@@ -260,11 +258,95 @@ func TestIndexAnswersLikeTheScan(t *testing.T) {
 		f.Close()
 	}
 	compare("grown")
-	build()
+	build(false)
 	compare("reindexed")
 	// A file rewritten in place makes its index stale, never wrong.
 	os.WriteFile(filepath.Join(dirs[0], "messages.jsonl"), []byte(`{"role":"user","content":"deploy zebrafinch only"}`+"\n"), 0o644)
 	compare("rewritten")
+	// Corrupt indexes (cut short, a block header overwritten) are not used;
+	// a filter overwritten is found by the daemon's verification; the next
+	// build replaces them all.
+	build(false)
+	corrupt := func(at int64, cut bool) {
+		ents, _ := os.ReadDir(idx)
+		for _, e := range ents {
+			p := filepath.Join(idx, e.Name())
+			fi, _ := os.Stat(p)
+			if cut {
+				os.Truncate(p, fi.Size()/2)
+				continue
+			}
+			f, _ := os.OpenFile(p, os.O_WRONLY, 0)
+			f.WriteAt(bytes.Repeat([]byte{0xff}, 8), at)
+			f.Close()
+		}
+	}
+	corrupt(0, true)
+	compare("cut short")
+	build(false)
+	corrupt(64, false)
+	compare("a block header overwritten")
+	build(false)
+	corrupt(64+37+2, false)
+	build(true)
+	compare("a filter overwritten, then verified")
+	q, _ := ParseQuery("zebrafinch")
+	if _, st, _ := Search(context.Background(), q, Options{Roots: roots, Limit: 10, Index: idx}); st.Indexed == 0 {
+		t.Errorf("after a rebuild no index was used: %+v", st)
+	}
+}
+
+// firstDiff finds the first result where a and b differ.
+func firstDiff(a, b []Result) (int, bool) {
+	for i := range max(len(a), len(b)) {
+		if at(a, i) != at(b, i) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+func at(rs []Result, i int) string {
+	if i >= len(rs) {
+		return "(none)"
+	}
+	b, _ := json.Marshal(rs[i])
+	return string(b)
+}
+
+// FuzzReadIndex: whatever an index file holds, reading it fails cleanly or
+// gives blocks within the file.
+func FuzzReadIndex(f *testing.F) {
+	dir := f.TempDir()
+	root := openRoot(f, dir)
+	var log strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&log, `{"role":"user","content":"line %d about deploys"}`+"\n", i)
+	}
+	os.WriteFile(filepath.Join(dir, "m.jsonl"), []byte(log.String()), 0o644)
+	idxDir := filepath.Join(dir, "idx")
+	if _, err := IndexFile(idxDir, root, "m.jsonl", Log, IndexOptions{BlockSize: 1024}); err != nil {
+		f.Fatal(err)
+	}
+	seed, _ := os.ReadFile(indexPath(idxDir, root.Path(), "m.jsonl"))
+	f.Add(seed)
+	f.Add(seed[:100])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < headerSize {
+			return
+		}
+		idx, err := decodeHeader(data[:headerSize])
+		if err != nil || int64(len(data)) < idx.blocksEnd {
+			return
+		}
+		idx.mapped = data[:idx.blocksEnd]
+		if idx.parse(true) != nil {
+			return
+		}
+		for _, b := range idx.blocks {
+			b.mayHold([]uint32{1, 2, 3})
+		}
+	})
 }
 
 func FuzzParseQuery(f *testing.F) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
@@ -76,11 +77,13 @@ func Search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
 	if o.MaxLine <= 0 {
 		o.MaxLine = 1 << 20
 	}
-	files, err := listFiles(o)
+	vs := &views{}
+	defer vs.close()
+	files, err := listFiles(o, vs)
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	s := &searcher{q: q, o: o, ctx: ctx}
+	s := &searcher{q: q, o: o, ctx: ctx, views: vs}
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
 			return s.results, s.stats, err
@@ -107,8 +110,52 @@ func Search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
 	return s.results, s.stats, nil
 }
 
+// views holds the directories a search reads, open: a file is then
+// statted and opened with one system call each (see confine.View).
+type views struct {
+	m map[string]*confine.View
+}
+
+func (vs *views) get(r *confine.Root, dir string) (*confine.View, error) {
+	key := r.Path() + "\x00" + dir
+	if v, ok := vs.m[key]; ok {
+		return v, nil
+	}
+	v, err := r.View(dir)
+	if err != nil {
+		return nil, err
+	}
+	if vs.m == nil {
+		vs.m = map[string]*confine.View{}
+	}
+	vs.m[key] = v
+	return v, nil
+}
+
+func (vs *views) stat(r *confine.Root, rel string) (fs.FileInfo, error) {
+	v, err := vs.get(r, filepath.Dir(rel))
+	if err != nil {
+		return nil, err
+	}
+	return v.Stat(filepath.Base(rel))
+}
+
+func (vs *views) open(f file) (*os.File, fs.FileInfo, error) {
+	v, err := vs.get(f.root.Root, filepath.Dir(f.rel))
+	if err != nil {
+		return nil, nil, err
+	}
+	return v.OpenRead(filepath.Base(f.rel))
+}
+
+func (vs *views) close() {
+	for _, v := range vs.m {
+		v.Close()
+	}
+}
+
 // listFiles lists what to search, in result order.
-func listFiles(o Options) ([]file, error) {
+func listFiles(o Options, vs *views) ([]file, error) {
 	want := map[string]bool{}
 	for _, l := range o.Labels {
 		want[l] = true
@@ -129,7 +176,7 @@ func listFiles(o Options) ([]file, error) {
 				if seen[key] {
 					continue
 				}
-				fi, err := r.Root.Stat(m)
+				fi, err := vs.stat(r.Root, m)
 				if err != nil || !fi.Mode().IsRegular() || confine.IsTemp(m) {
 					continue
 				}
@@ -168,6 +215,8 @@ type searcher struct {
 	results []Result
 	stats   Stats
 	buf     []byte // reused read buffer
+	views   *views
+	indexes map[string]bool // the index files there are, listed once
 }
 
 // emit adds a matching line; it returns errLimit once the search is done.
@@ -291,12 +340,13 @@ func (s *searcher) backward(f file, r region, lineAt func(nlBefore int64) int64)
 // searchText reads a notes file from the top (through the index when it
 // covers it).
 func (s *searcher) searchText(f file) error {
-	idx := s.index(f)
-	fh, _, err := f.root.Root.OpenRead(f.rel)
+	fh, fi, err := s.views.open(f)
 	if err != nil {
 		return err
 	}
 	defer fh.Close()
+	idx := s.index(f, fh, fi)
+	defer idx.close()
 	var end, line int64 = 0, 1
 	if idx != nil {
 		for _, b := range idx.blocks {
@@ -322,7 +372,9 @@ func (s *searcher) searchText(f file) error {
 func (s *searcher) readForward(f file, fh *os.File, end, line int64) error {
 	const chunk = 4 << 20
 	for {
-		r, err := s.readLines(fh, end, chunk)
+		// A small file is read in one go into a buffer its size (a little
+		// more, in case it grew since it was listed).
+		r, err := s.readLines(fh, end, min(chunk, max(f.size-end, 0)+4096))
 		if err != nil || len(r.data) == 0 {
 			return err
 		}
@@ -340,13 +392,14 @@ func (s *searcher) readForward(f file, fh *os.File, end, line int64) error {
 // searchLog reads a log from its end backwards (through the index when it
 // covers it).
 func (s *searcher) searchLog(f file) error {
-	fh, fi, err := f.root.Root.OpenRead(f.rel)
+	fh, fi, err := s.views.open(f)
 	if err != nil {
 		return err
 	}
 	defer fh.Close()
 	size := fi.Size()
-	idx := s.index(f)
+	idx := s.index(f, fh, fi)
+	defer idx.close()
 	if idx != nil {
 		// The part written since the last complete block: its lines follow
 		// the indexed ones.
