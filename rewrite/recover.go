@@ -92,6 +92,9 @@ type UndoPlan struct {
 	Restore []byte // content the target would get
 	Current string // sha of the current content
 	Changed bool   // the agent changed the target since the action
+	// Remove says the action created the target: undo moves it into the
+	// archive directory (Restore is empty).
+	Remove bool
 }
 
 // PlanUndo works out how to undo journal record id without writing anything.
@@ -137,6 +140,11 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 				break
 			}
 			return nil, fmt.Errorf("undo %d: archive %s no longer matches the recorded pre-image", id, rec.Archive)
+		}
+	case string(rec.Data) == createdData:
+		plan.Remove = true
+		if current == RemovedSHA {
+			return nil, fmt.Errorf("undo %d: %s is already gone", id, rec.Target)
 		}
 	case len(rec.Data) > 0 && strings.HasPrefix(string(rec.Data), `{"insert_at":`):
 		// An insertion: take the inserted bytes out again.
@@ -201,6 +209,14 @@ func (w *Rewriter) Undo(ctx context.Context, id int64, force bool) (Outcome, err
 	}
 	defer root.Close()
 	rec := &state.Record{Store: plan.Record.Store, Rule: "undo", Reason: fmt.Sprintf("undo of #%d", id)}
+	if plan.Remove {
+		// The action created the file: it goes into the archive, as the
+		// current content of any undone file does.
+		if err := w.Remove(ctx, root, plan.Record.Target, "", rec); err != nil {
+			return Outcome{}, err
+		}
+		return Outcome{Status: state.Done, Archive: rec.Archive, Record: rec.ID}, nil
+	}
 	return w.Apply(ctx, Request{
 		Root:        root,
 		Target:      plan.Record.Target,

@@ -118,6 +118,10 @@ const TempMarker = confine.TempMarker
 // DefaultArchiveDir is where pre-images go when a layout names no archive path.
 const DefaultArchiveDir = ".memwatch/archive"
 
+// createdData marks the journal record of a change that created its
+// target: its undo takes the file out again (into the archive).
+const createdData = `{"created":true}`
+
 // RemovedSHA is the after-hash of a removal: the file is gone.
 const RemovedSHA = "removed"
 
@@ -435,7 +439,9 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 	// 5. ARCHIVE the pre-image unless the change only inserts bytes: then
 	// nothing is removed, and undo takes the insertion out again.
 	rec.Archive, rec.Data = "", nil
-	if at, ok := insertion(snap.data, newData); snap.exists && ok {
+	if !snap.exists {
+		rec.Data = []byte(createdData) // undo removes the file again
+	} else if at, ok := insertion(snap.data, newData); ok {
 		rec.Data = []byte(fmt.Sprintf(`{"insert_at":%d}`, at))
 	} else if snap.exists && !(req.OwnedSHA != "" && req.OwnedSHA == snap.sha) {
 		arch, err := w.writeArchive(req.Root, archiveName(req.Archive, rec.Target, w.Now()), snap.data, snap.mode, snap.uid, snap.gid)

@@ -299,6 +299,31 @@ func TestInsertionNeedsNoArchiveAndUndoes(t *testing.T) {
 	}
 }
 
+// TestUndoOfACreationRemovesTheFile: the file an action created is taken
+// out again, into the archive, not left empty.
+func TestUndoOfACreationRemovesTheFile(t *testing.T) {
+	ctx := context.Background()
+	w := newRewriter(t)
+	root := t.TempDir()
+	out, err := w.Apply(ctx, Request{Root: open(t, root), Target: "facts/new.md", AllowCreate: true, Compute: constant("# New\n")}, &state.Record{Rule: "memory-write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := w.Undo(ctx, out.Record, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "facts/new.md")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after undo of its creation, facts/new.md: %v, want it gone", err)
+	}
+	if got, want := read(t, filepath.Join(root, u.Archive)), "# New\n"; got != want {
+		t.Errorf("archive %s holds %q, want %q", u.Archive, got, want)
+	}
+	if _, err := w.Undo(ctx, out.Record, false); err == nil {
+		t.Errorf("a second undo of the creation: no error")
+	}
+}
+
 func TestRemove(t *testing.T) {
 	w := newRewriter(t)
 	root := t.TempDir()
