@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -56,7 +54,7 @@ sizes and LLM tokens.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(recs)
 			}
-			printJournal(g, recs)
+			fmt.Fprint(g.stdout, state.FormatJournal(recs, f != (state.Filter{Limit: f.Limit})))
 			return nil
 		},
 	}
@@ -66,29 +64,4 @@ sizes and LLM tokens.`,
 	cmd.Flags().IntVar(&f.Limit, "limit", 50, "at most this many records")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
-}
-
-func printJournal(g *globals, recs []state.Record) {
-	if len(recs) == 0 {
-		fmt.Fprintln(g.stdout, "journal is empty: memwatch has not changed anything yet")
-		return
-	}
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTIME\tSTORE\tRULE\tTARGET\tOUTCOME\tSIZE\tARCHIVE\tREASON")
-	for _, r := range recs {
-		size := fmt.Sprintf("%d→%d", r.BeforeSize, r.AfterSize)
-		if r.Tokens > 0 {
-			size += fmt.Sprintf(" (%d tok)", r.Tokens)
-		}
-		target := filepath.Join(filepath.Base(r.Root), r.Target)
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Time.Local().Format(time.DateTime), r.Store, r.Rule, target, r.Outcome, size, dash(r.Archive), r.Reason)
-	}
-	tw.Flush()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
