@@ -9,7 +9,7 @@ FUZZTIME ?= 30s
 # the tests still run, without it, and say so.
 RACE := $(shell command -v "$$($(GO) env CC)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: build test demo bench lint fuzz soak package e2e clean
+.PHONY: build test demo bench lint fuzz soak package e2e mcp-e2e clean
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/memwatch
@@ -45,6 +45,15 @@ fuzz:
 # rewrite and the daemon, and the watcher overflow test.
 soak:
 	MEMWATCH_CRASH_ITERATIONS=2000 MEMWATCH_WRITERS_SCALE=50 $(GO) test $(RACE) -run 'TestCrashConsistency|TestOverflow|TestWriters' -timeout 4h -v ./cmd/memwatch ./watcher ./rewrite
+
+# memwatch mcp driven by an independent client: the official TypeScript MCP
+# SDK, installed from npm into test/mcp-node (skipped when node is absent).
+mcp-e2e: build
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		echo "skipping mcp-e2e: node and npm are not installed (the client is the TypeScript MCP SDK)"; \
+	else \
+		cd test/mcp-node && npm ci --no-audit --no-fund --silent && node client.mjs $(CURDIR)/$(BIN); \
+	fi
 
 # .deb, .rpm, tarballs (linux, darwin; amd64, arm64) and a Homebrew formula in dist/.
 package:

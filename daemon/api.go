@@ -19,6 +19,7 @@ import (
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout/apprecords"
+	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/watcher"
@@ -66,6 +67,25 @@ type UndoResult struct {
 	Journal int64  `json:"journal,omitempty"`
 }
 
+// String is what memwatch undo prints.
+func (r UndoResult) String() string {
+	var b strings.Builder
+	switch {
+	case r.DryRun:
+		fmt.Fprintf(&b, "would restore %s in %s (%d bytes)", r.Target, r.Root, r.Bytes)
+		if r.Changed {
+			b.WriteString("; the file changed since, so this needs --force")
+		}
+	default:
+		fmt.Fprintf(&b, "restored %s in %s (journal record %d)", r.Target, r.Root, r.Journal)
+		if r.Archive != "" {
+			fmt.Fprintf(&b, "; the content it replaced is in %s", r.Archive)
+		}
+	}
+	b.WriteByte('\n')
+	return b.String()
+}
+
 // MaxRequestBody bounds what the control API reads of a request body.
 const MaxRequestBody = 1 << 20
 
@@ -83,7 +103,49 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("POST /v1/compact", d.handleCompact)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
 	d.recordRoutes(mux)
+	for _, h := range d.handlers {
+		mux.Handle(h.pattern, h.h)
+	}
 	return mux
+}
+
+// Handle adds a handler to the control API (the MCP server's /mcp); call
+// it before Run. The handler is served on the socket and behind the token
+// on the TCP listener, like every route.
+func (d *Daemon) Handle(pattern string, h http.Handler) {
+	d.handlers = append(d.handlers, route{pattern, h})
+}
+
+// route is a handler added with Handle.
+type route struct {
+	pattern string
+	h       http.Handler
+}
+
+// Rewriter is the daemon's safe rewrite: a change made through it is
+// journaled like the daemon's own.
+func (d *Daemon) Rewriter() *rewrite.Rewriter { return d.rw }
+
+// Policy is the policy in force (it changes on reload).
+func (d *Daemon) Policy() *policy.Policy {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.policy
+}
+
+// Generation is a log's live generation in the spool (0: unknown), for
+// recall's citations.
+func (d *Daemon) Generation(ctx context.Context, root, rel string) int64 {
+	l, ok, err := d.spool.Find(ctx, root, rel)
+	if err != nil || !ok || l.Missing {
+		return 0
+	}
+	return l.Gen
+}
+
+// Undo undoes a journal record in the root's job slot, as POST /v1/undo does.
+func (d *Daemon) Undo(ctx context.Context, id int64, force, dryRun bool) (UndoResult, error) {
+	return Undo(ctx, d.rw, d.engine, id, force, dryRun)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -28,6 +28,7 @@ import (
 	"github.com/memwatch/memwatch/layout/nowhistory"
 	"github.com/memwatch/memwatch/layout/sessiondetail"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/schedule"
 	"github.com/memwatch/memwatch/spool"
@@ -72,6 +73,20 @@ func LayoutFor(name string) (layout.Layout, error) {
 	return nil, fmt.Errorf("%w: %s", ErrUnsupportedLayout, name)
 }
 
+// SearchSources is what a store's layout makes searchable by recall; false
+// when it has nothing to search.
+func SearchSources(s *policy.Store) ([]recall.Source, bool) {
+	l, err := LayoutFor(s.Layout)
+	if err != nil {
+		return nil, false
+	}
+	sl, ok := l.(layout.Searchable)
+	if !ok {
+		return nil, false
+	}
+	return sl.Sources(s), true
+}
+
 // CheckLayouts reports every store whose layout is not implemented.
 func CheckLayouts(p *policy.Policy) error {
 	var errs policy.Errors
@@ -113,6 +128,7 @@ type Daemon struct {
 	listener net.Listener
 	tcp      net.Listener
 	running  atomic.Bool // Run is serving: work goes through the engine
+	handlers []route     // added with Handle before Run
 
 	warnings layout.Warnings
 
@@ -269,8 +285,10 @@ func (d *Daemon) onRefuse(store, path string, err error) {
 	}
 }
 
-// openRoot opens a root of a store for one job, with the store's checks.
-func openRoot(s *policy.Store, path string) (*confine.Root, error) {
+// OpenRoot opens a root of a store with the store's checks (the static
+// prefix of its globs, its size bound, its user): what a job, an index task
+// or a memory tool sees of the root.
+func OpenRoot(s *policy.Store, path string) (*confine.Root, error) {
 	o := confine.Options{Within: s.Within(), MaxFileSize: int64(s.MaxFileSize)}
 	if s.User != "" {
 		id, err := confine.LookupIdentity(s.User, s.Group)
@@ -301,7 +319,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	if rt == nil {
 		return jobs.Result{}, nil // store removed by a reload
 	}
-	root, err := openRoot(rt.store, j.Root)
+	root, err := OpenRoot(rt.store, j.Root)
 	if err != nil {
 		if layout.IsRefusal(err) {
 			d.onRefuse(j.Store, j.Root, err)
@@ -371,14 +389,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Add(3)
 	go func() { defer wg.Done(); errs <- d.engine.Run(engineCtx) }()
 	go func() { defer wg.Done(); errs <- d.watch.Run(watchCtx) }()
-	srv := &http.Server{Handler: d.api(), ReadHeaderTimeout: 5 * time.Second}
+	// Requests end with the daemon: long-lived ones (an MCP client's event
+	// stream) would otherwise hold Shutdown for its whole timeout.
+	apiCtx, stopAPI := context.WithCancel(context.Background())
+	defer stopAPI()
+	base := func(net.Listener) context.Context { return apiCtx }
+	srv := &http.Server{Handler: d.api(), ReadHeaderTimeout: 5 * time.Second, BaseContext: base}
+	srv.RegisterOnShutdown(stopAPI)
 	go func() {
 		defer wg.Done()
 		if err := srv.Serve(d.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs <- fmt.Errorf("control API: %w", err)
 		}
 	}()
-	tcpSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second}
+	tcpSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, BaseContext: base}
 	if al, ok := d.tcp.(*authListener); ok {
 		tcpSrv.Handler = RequireToken(al.token, d.api())
 		wg.Add(1)
@@ -486,7 +510,7 @@ func (d *Daemon) cleanTemp(ctx context.Context) {
 	d.mu.RUnlock()
 	for _, s := range stores {
 		for _, r := range s.Roots() {
-			root, err := openRoot(s, r)
+			root, err := OpenRoot(s, r)
 			if err != nil {
 				continue // the watcher reports refused roots
 			}

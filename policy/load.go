@@ -170,6 +170,7 @@ type mergeState struct {
 	endpoints    map[string]Pos
 	stateDirPos  *Pos
 	controlPos   *Pos
+	mcpPos       *Pos
 	shutdownSeen *Pos
 	maxJobsSeen  *Pos
 }
@@ -231,7 +232,7 @@ func (d *decoder) decodeFile(data []byte) {
 	if !ok {
 		return
 	}
-	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "shutdown_timeout", "max_jobs", "spool_retention", "llm", "stores"}, nil)
+	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "mcp", "shutdown_timeout", "max_jobs", "spool_retention", "llm", "stores"}, nil)
 	var versionNode ast.Node
 	for _, kv := range top {
 		k, v := keyOf(kv), kv.Value
@@ -267,6 +268,9 @@ func (d *decoder) decodeFile(data []byte) {
 		case "control":
 			d.once(&d.seen.controlPos, kv.Key, "control")
 			d.decodeControl(v)
+		case "mcp":
+			d.once(&d.seen.mcpPos, kv.Key, "mcp")
+			d.decodeMCP(v)
 		case "llm":
 			d.decodeLLM(v)
 		case "stores":
@@ -521,6 +525,26 @@ func (d *decoder) decodeControl(n ast.Node) {
 		case "token_file":
 			if s, ok := d.str(kv.Value, "control.token_file"); ok {
 				d.p.Control.TokenFile = expandHome(s)
+			}
+		}
+	}
+}
+
+func (d *decoder) decodeMCP(n ast.Node) {
+	kvs, ok := d.mapping(n, "mcp")
+	if !ok {
+		return
+	}
+	d.checkKeys(kvs, "mcp", []string{"allow_undo", "read_only"}, nil)
+	for _, kv := range kvs {
+		switch keyOf(kv) {
+		case "allow_undo":
+			if b, ok := d.boolVal(kv.Value, "mcp.allow_undo"); ok {
+				d.p.MCP.AllowUndo = b
+			}
+		case "read_only":
+			if b, ok := d.boolVal(kv.Value, "mcp.read_only"); ok {
+				d.p.MCP.ReadOnly = b
 			}
 		}
 	}

@@ -22,6 +22,7 @@ type Policy struct {
 	Version         int
 	StateDir        string
 	Control         Control
+	MCP             MCP
 	ShutdownTimeout time.Duration
 	// MaxJobs bounds how many jobs run at once across all roots.
 	MaxJobs int
@@ -39,6 +40,18 @@ type Control struct {
 	Socket    string
 	TCP       string // optional loopback address, e.g. 127.0.0.1:7070
 	TokenFile string // bearer token for TCP; required when TCP is set
+}
+
+// MCP configures the memory tools memwatch serves over the Model Context
+// Protocol (memwatch mcp, and /mcp on the control API).
+type MCP struct {
+	// AllowUndo offers memory_undo, with which an agent can revert what
+	// memwatch (or another agent's tool call) changed in its root. Off by
+	// default: an undo is the operator's decision.
+	AllowUndo bool
+	// ReadOnly leaves out the tools that write (memory_write,
+	// memory_append, memory_patch, memory_stamp).
+	ReadOnly bool
 }
 
 // Endpoint is a named OpenAI-compatible LLM endpoint.

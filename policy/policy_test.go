@@ -74,6 +74,8 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unknown key", head + "    max_sise: 1KiB\n", `p.yaml:6:5: unknown key "max_sise" in store "apps"; did you mean "max_size"?`},
 		{"key of another layout", head + "    window: 50\n", `p.yaml:6:5: key "window" belongs to layout memory-history, not now-history`},
+		{"unknown mcp key", "version: 1\nmcp:\n  allow_undoo: true\n", `p.yaml:3:3: unknown key "allow_undoo" in mcp; did you mean "allow_undo"?`},
+		{"mcp not a bool", "version: 1\nmcp:\n  read_only: maybe\n", `p.yaml:3:14: mcp.read_only must be true or false, not "maybe"`},
 		{"unknown top-level key", "version: 1\nstors: []\n", `p.yaml:2:1: unknown key "stors" in top level; did you mean "stores"?`},
 		{"wrong type", head + "    keep_history: ten\n", `p.yaml:6:19: keep_history must be an integer, not "ten"`},
 		{"bad glob", "version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"/x/[a\"]\n", `p.yaml:5:13: bad glob "/x/[a": syntax error in pattern`},

@@ -28,6 +28,7 @@ import (
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 type row struct{ metric, value, target, verdict string }
@@ -262,6 +263,7 @@ func recallBench(bin, dir string, mib int, keep bool) []row {
 	if hasRG != nil {
 		rows = append(rows, row{"  rg is not installed: compared with grep (apt-get install ripgrep)", "", "", ""})
 	}
+	rows = append(rows, mcpBench(bin, dir, sess, state)...)
 	if !keep {
 		os.RemoveAll(filepath.Join(dir, "recall"))
 		os.RemoveAll(state)
@@ -307,6 +309,39 @@ func indexLagBench(bin, dir string) []row {
 	sort.Slice(lag, func(i, j int) bool { return lag[i] < lag[j] })
 	p50, p99 := lag[len(lag)/2], lag[len(lag)-1]
 	return []row{{"index lag after an append (daemon), p50 / max of 20", fmt.Sprintf("%v / %v", p50.Round(time.Millisecond), p99.Round(time.Millisecond)), "<= 1s", verdict(p99 <= time.Second)}}
+}
+
+// mcpBench measures a recall_memory round trip over stdio, as an agent's
+// MCP client makes it, on the recall tree with its index: memwatch mcp runs
+// once, and each call is timed from the request to the answer.
+func mcpBench(bin, dir, sess, state string) []row {
+	pol := filepath.Join(dir, "mcp-policy.yaml")
+	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstores:\n  - name: s\n    layout: session-detail\n    paths: [%q]\n", filepath.Dir(sess)+"/*")), 0o644)
+	ctx := context.Background()
+	cmd := exec.Command(bin, "mcp", "--policy", pol, "--state-dir", state, "--root", sess)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "memwatch-bench"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		fail(fmt.Errorf("memwatch mcp: %w", err))
+	}
+	defer cs.Close()
+	var rows []row
+	for _, q := range []struct{ name, word string }{{"rare word", "zanzibar"}, {"common word", "deploy"}} {
+		var took []time.Duration
+		for i := range 101 {
+			t0 := time.Now()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "recall_memory", Arguments: map[string]any{"query": q.word, "limit": 10}})
+			if err != nil || res.IsError {
+				fail(fmt.Errorf("recall_memory %s: %v %+v", q.word, err, res))
+			}
+			if i > 0 { // the first call warms the process up
+				took = append(took, time.Since(t0))
+			}
+		}
+		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+		p50, p99 := took[len(took)/2], took[len(took)*99/100]
+		rows = append(rows, row{"  MCP recall_memory over stdio, " + q.name + ", p50 / p99 of 100", fmt.Sprintf("%v / %v", p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond)), "", ""})
+	}
+	return rows
 }
 
 func dirSize(dir string) int64 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/layout/factsepisodes"
+	"github.com/memwatch/memwatch/mcpserver"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -124,7 +125,7 @@ journaled, so "memwatch undo ID" restores it.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(g.stdout, "wrote %d bytes to %s%s\n", len(content), args[1], journalNote(out.Record))
+				fmt.Fprintf(g.stdout, "wrote %d bytes to %s%s\n", len(content), args[1], mcpserver.JournalNote(out))
 				return nil
 			})
 		},
@@ -160,7 +161,7 @@ A summary given here is kept by the daemon until the file's entries change.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(g.stdout, "appended %d bytes to %s%s\n", len(entry), args[1], journalNote(out.Record))
+				fmt.Fprintf(g.stdout, "appended %d bytes to %s%s\n", len(entry), args[1], mcpserver.JournalNote(out))
 				return nil
 			})
 		},
@@ -198,7 +199,7 @@ keeps its CRLF endings.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(g.stdout, "applied %d patch(es) to %s%s\n", n, args[1], journalNote(out.Record))
+				fmt.Fprintf(g.stdout, "applied %d patch(es) to %s%s\n", n, args[1], mcpserver.JournalNote(out))
 				return nil
 			})
 		},
@@ -206,11 +207,4 @@ keeps its CRLF endings.`,
 	cmd.Flags().StringArrayVar(&olds, "old", nil, "text to find (exactly once)")
 	cmd.Flags().StringArrayVar(&news, "new", nil, "replacement text")
 	return cmd
-}
-
-func journalNote(id int64) string {
-	if id == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (journal record %d; memwatch undo %d reverts it)", id, id)
 }

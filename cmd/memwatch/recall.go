@@ -12,7 +12,6 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon"
-	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/layout/sessiondetail"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
@@ -84,13 +83,8 @@ can match are read; --explain says which way each search went.`,
 			}
 			if sp, err := spool.OpenReadOnly(context.Background(), stateDir); err == nil {
 				defer sp.Close()
-				opts.Generation = func(root, rel string) int64 {
-					l, ok, err := sp.Find(context.Background(), root, rel)
-					if err != nil || !ok || l.Missing {
-						return 0
-					}
-					return l.Gen
-				}
+				gen := generation(sp)
+				opts.Generation = func(root, rel string) int64 { return gen(cmd.Context(), root, rel) }
 			}
 			results, st, err := recall.Search(cmd.Context(), q, opts)
 			if err != nil {
@@ -119,6 +113,18 @@ can match are read; --explain says which way each search went.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (seed 003's SearchResult fields)")
 	cmd.Flags().BoolVar(&explain, "explain", false, "say on stderr how the search was answered and how long it took")
 	return cmd
+}
+
+// generation gives a log's live generation from the spool (0: unknown),
+// so recall cites a rewritten log as path@N#Lx.
+func generation(sp *spool.Spool) func(ctx context.Context, root, rel string) int64 {
+	return func(ctx context.Context, root, rel string) int64 {
+		l, ok, err := sp.Find(ctx, root, rel)
+		if err != nil || !ok || l.Missing {
+			return 0
+		}
+		return l.Gen
+	}
 }
 
 func readable(dir string) bool {
@@ -157,7 +163,7 @@ func recallRoots(p *policy.Policy, dir, store string, all bool) ([]recall.Root, 
 	var own *policy.Store
 	if p != nil {
 		for _, s := range p.Stores {
-			if _, ok := storeSources(s); !ok {
+			if _, ok := daemon.SearchSources(s); !ok {
 				continue
 			}
 			if store != "" && s.Name != store {
@@ -177,7 +183,7 @@ func recallRoots(p *policy.Policy, dir, store string, all bool) ([]recall.Root, 
 	if !all && store == "" {
 		srcs := defaultSources
 		if own != nil {
-			srcs, _ = storeSources(own)
+			srcs, _ = daemon.SearchSources(own)
 		}
 		root, err := confine.Open(abs, confine.Options{})
 		if err != nil {
@@ -190,7 +196,7 @@ func recallRoots(p *policy.Policy, dir, store string, all bool) ([]recall.Root, 
 	}
 	var roots []recall.Root
 	for _, s := range stores {
-		srcs, _ := storeSources(s)
+		srcs, _ := daemon.SearchSources(s)
 		for _, r := range s.Roots() {
 			root, err := confine.Open(r, confine.Options{Within: s.Within()})
 			if err != nil {
@@ -204,17 +210,4 @@ func recallRoots(p *policy.Policy, dir, store string, all bool) ([]recall.Root, 
 		}
 	}
 	return roots, nil
-}
-
-// storeSources is what a store's layout makes searchable.
-func storeSources(s *policy.Store) ([]recall.Source, bool) {
-	l, err := daemon.LayoutFor(s.Layout)
-	if err != nil {
-		return nil, false
-	}
-	sl, ok := l.(layout.Searchable)
-	if !ok {
-		return nil, false
-	}
-	return sl.Sources(s), true
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/mcpserver"
 )
 
 func runCmd(g *globals) *cobra.Command {
@@ -47,6 +49,13 @@ failure, 2 usage or policy error.`,
 			if err != nil {
 				return err
 			}
+			tools, err := mcpserver.New(mcpserver.Config{Policy: d.Policy, Version: version, Rewriter: d.Rewriter(), Undo: d.Undo,
+				Index: filepath.Join(stateDir, daemon.IndexDir), Generation: d.Generation}, log)
+			if err != nil {
+				d.Close()
+				return err
+			}
+			d.Handle("/mcp", tools.Handler())
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
 			sigs := make(chan os.Signal, 4)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/layout/nowhistory"
+	"github.com/memwatch/memwatch/mcpserver"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 )
@@ -46,11 +47,7 @@ atomic and only inserts, so no archive is needed.`,
 			if err != nil {
 				return err
 			}
-			if out.Status == state.Done {
-				fmt.Fprintf(g.stdout, "inserted ## %s into %s\n", stamp, args[0])
-			} else {
-				fmt.Fprintf(g.stdout, "## %s already at the top of # History in %s\n", stamp, args[0])
-			}
+			fmt.Fprint(g.stdout, mcpserver.StampMessage(out, stamp, args[0]))
 			return nil
 		},
 	}

@@ -42,20 +42,7 @@ it cannot race a job.`,
 			if err != nil {
 				return err
 			}
-			switch {
-			case res.DryRun:
-				fmt.Fprintf(g.stdout, "would restore %s in %s (%d bytes)", res.Target, res.Root, res.Bytes)
-				if res.Changed {
-					fmt.Fprint(g.stdout, "; the file changed since, so this needs --force")
-				}
-				fmt.Fprintln(g.stdout)
-			default:
-				fmt.Fprintf(g.stdout, "restored %s in %s (journal record %d)", res.Target, res.Root, res.Journal)
-				if res.Archive != "" {
-					fmt.Fprintf(g.stdout, "; the content it replaced is in %s", res.Archive)
-				}
-				fmt.Fprintln(g.stdout)
-			}
+			fmt.Fprint(g.stdout, res)
 			return nil
 		},
 	}

@@ -92,9 +92,35 @@ func firstSection(d *markdown.Doc) (start, end int, idx int) {
 // maxListedRuns bounds the archive listing of a snapshot.
 const maxListedRuns = 10
 
+// Snapshot variants (seed 000, 3.2): which of the injected forms to render.
+const (
+	// VariantAuto picks by size: the full content up to 30 lines, else the
+	// structure view.
+	VariantAuto = "auto"
+	// VariantFull is the full content whatever the size.
+	VariantFull = "full"
+	// VariantStructure is the "# now" block, the heading outline and the run
+	// files whatever the size.
+	VariantStructure = "structure"
+)
+
+// Variants lists the snapshot variants, VariantAuto first.
+var Variants = []string{VariantAuto, VariantFull, VariantStructure}
+
 // Snapshot renders the seed's injection text (3.2, 3.3) for the memory file
 // file of the app directory root.
 func Snapshot(root *confine.Root, file string) (string, error) {
+	return SnapshotVariant(root, file, VariantAuto)
+}
+
+// SnapshotVariant renders one variant of the injection text; "" is
+// VariantAuto.
+func SnapshotVariant(root *confine.Root, file, variant string) (string, error) {
+	switch variant {
+	case "", VariantAuto, VariantFull, VariantStructure:
+	default:
+		return "", fmt.Errorf("snapshot variant %q: want %s", variant, strings.Join(Variants, ", "))
+	}
 	path := root.Join(file)
 	src, err := root.ReadFile(file)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -106,7 +132,7 @@ func Snapshot(root *confine.Root, file string) (string, error) {
 	lines := countLines(src)
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Memory\n\n**File**: `%s`\n**Size**: %d lines, %s\n\n", path, lines, humanKB(len(src)))
-	if lines <= smallFile {
+	if variant == VariantFull || variant != VariantStructure && lines <= smallFile {
 		b.Write(src)
 		if len(src) > 0 && src[len(src)-1] != '\n' {
 			b.WriteByte('\n')

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/mcpserver"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/state"
+)
+
+func mcpCmd(g *globals) *cobra.Command {
+	var root string
+	cmd := &cobra.Command{
+		Use:   "mcp --policy P [--root DIR]",
+		Short: "Serve the memory tools to an agent over MCP (stdio)",
+		Long: `Serve memwatch's memory tools over the Model Context Protocol on standard
+input and output, for an MCP client to start: an agent gets the tools of
+its memory's layout, with the names its design gives them.
+
+  memory.md with # now and # History:  memory_status, memory_snapshot, memory_stamp
+  facts/ and episodes/:                memory_list, memory_read, memory_write,
+                                       memory_append, memory_patch
+  MEMORY.md and HISTORY.md:            memory_read, history_search
+  working-memory/ and messages.jsonl:  recall_memory
+  an app's records in SQLite:          records_list, records_context
+  every layout:                        memory_changes (the journal), and
+                                       memory_undo when the policy sets
+                                       mcp: {allow_undo: true}
+
+With --root DIR the tools work on that root of the policy and only its
+layout's tools are listed; without it every tool takes a root argument
+(memory_roots lists the roots). Writes go through the same safe rewrite and
+journal as the daemon's: archived, journaled, undoable with memwatch undo.
+A path outside the root is refused. The root's markdown files are also
+offered as read-only file:// resources. The running daemon serves the same
+tools over Streamable HTTP at /mcp on its control socket.
+
+Add it to Claude Code with
+  claude mcp add memwatch -- memwatch mcp --policy P --root DIR`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			p, err := g.policyIfGiven()
+			if err != nil {
+				return err
+			}
+			if p == nil {
+				return usageError{errors.New("--policy is required: the policy whose roots the tools work on")}
+			}
+			if root != "" {
+				if root, err = filepath.Abs(root); err != nil {
+					return usageError{err}
+				}
+			}
+			dir := g.resolveStateDir(p)
+			db, err := state.Open(context.Background(), dir)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			cfg := mcpserver.Config{Policy: func() *policy.Policy { return p }, Root: root, Version: version,
+				Rewriter: rewrite.New(db, log)}
+			cfg.Undo = func(ctx context.Context, id int64, force, dryRun bool) (daemon.UndoResult, error) {
+				var res daemon.UndoResult
+				err := newControl(socketPath(p, dir)).do(ctx, "POST", fmt.Sprintf("/v1/undo/%d?force=%t&dry_run=%t", id, force, dryRun), nil, &res)
+				if errors.Is(err, errNoDaemon) {
+					return undoOffline(dir, id, force, dryRun)
+				}
+				return res, err
+			}
+			if idx := filepath.Join(dir, daemon.IndexDir); readable(idx) {
+				cfg.Index = idx
+			}
+			if sp, err := spool.OpenReadOnly(context.Background(), dir); err == nil {
+				defer sp.Close()
+				cfg.Generation = generation(sp)
+			}
+			srv, err := mcpserver.New(cfg, log)
+			if err != nil {
+				return usageError{err}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return srv.Serve(ctx, &mcp.StdioTransport{})
+		},
+	}
+	cmd.Flags().StringVar(&root, "root", "", "serve this root of the policy only (default: every root; tools take a root argument)")
+	return cmd
+}

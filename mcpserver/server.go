@@ -1,0 +1,339 @@
+// Package mcpserver serves the seeds' memory tools over the Model Context
+// Protocol, so any MCP-capable agent (Claude Code, Codex, Cursor, nanobot,
+// OpenClaw, ...) can call them: memory_status, memory_snapshot and
+// memory_stamp for a now-history memory.md; memory_list, memory_read,
+// memory_write, memory_append and memory_patch for facts and episodes;
+// history_search for HISTORY*.md; recall_memory for a session's notes and
+// log; records_list and records_context for an app's records; and, on every
+// layout, memory_changes (the journal) and, when the policy allows it,
+// memory_undo.
+//
+// A tool is a thin shell over what the CLI runs: the same layout functions,
+// the same confined root (a path outside the root, or a symlink leading out,
+// is refused before anything is read), the same safe rewrite and journal for
+// writes, so a tool's text output is the CLI's output. Errors are tool
+// results with isError set, never a crash: a handler that panics is turned
+// into an error result too.
+//
+// The server is bound to one root (memwatch mcp --root DIR, or /mcp?root=DIR
+// on the control API), when only that root's layout's tools are listed; or it
+// serves every root of the policy, when each tool takes a root argument that
+// must name one of them (memory_roots lists them).
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Policy returns the policy in force. It is called for every session and
+	// every tool call, so a daemon's reload is seen at once.
+	Policy func() *policy.Policy
+	// Root binds the server to this root of the policy (an absolute path).
+	Root string
+	// Version is memwatch's version, sent to clients.
+	Version string
+	// Rewriter applies and journals writes; its journal is what
+	// memory_changes reads. Nil: no write tools and no memory_changes.
+	Rewriter *rewrite.Rewriter
+	// Undo reverts a journal record (memory_undo). The tool is offered only
+	// when Undo is set and the policy's mcp.allow_undo is true.
+	Undo func(ctx context.Context, id int64, force, dryRun bool) (daemon.UndoResult, error)
+	// Index is the directory of the daemon's recall index; "" searches by
+	// scanning.
+	Index string
+	// Generation gives a session log's live generation (from the spool), so
+	// recall cites a log the agent has rewritten as path@N#Lx; may be nil.
+	Generation func(ctx context.Context, root, rel string) int64
+	// Now is the clock of memory_stamp; nil is time.Now.
+	Now func() time.Time
+}
+
+// Server builds MCP servers over a policy's roots.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New checks cfg; with cfg.Root it checks that the root is one of the
+// policy's.
+func New(cfg Config, log *slog.Logger) (*Server, error) {
+	if cfg.Policy == nil {
+		return nil, errors.New("mcp server: no policy")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, log: log}
+	if cfg.Root != "" {
+		abs, err := filepath.Abs(cfg.Root)
+		if err != nil {
+			return nil, fmt.Errorf("mcp --root %s: %w", cfg.Root, err)
+		}
+		s.cfg.Root = abs
+		if _, err := s.find(cfg.Policy(), abs); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// MCP builds the server for one session: bound to root (or to the
+// configured root when root is ""), with the tools the policy's layouts
+// offer.
+func (s *Server) MCP(root string) (*mcp.Server, error) {
+	p := s.cfg.Policy()
+	if root == "" {
+		root = s.cfg.Root
+	}
+	b := &builder{s: s, policy: p}
+	if root != "" {
+		st, err := s.find(p, root)
+		if err != nil {
+			return nil, err
+		}
+		b.bound = &binding{store: st, path: filepath.Clean(root)}
+	}
+	instructions := "memwatch maintains this agent's memory files and journals every change. "
+	if b.bound != nil {
+		instructions += fmt.Sprintf("These tools work on %s (a %s root).", b.bound.path, b.bound.store.Layout)
+	} else {
+		instructions += "Every tool takes a root argument: one of the roots memory_roots lists."
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "memwatch", Version: s.cfg.Version},
+		&mcp.ServerOptions{Instructions: instructions, Capabilities: &mcp.ServerCapabilities{}})
+	b.srv = srv
+	b.addTools()
+	b.addResources()
+	srv.AddReceivingMiddleware(b.guard) // added last: the outermost
+	return srv, nil
+}
+
+// Serve runs one session over t (stdio for memwatch mcp) until the client
+// leaves or ctx ends.
+func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
+	srv, err := s.MCP("")
+	if err != nil {
+		return err
+	}
+	err = srv.Run(ctx, t)
+	if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) {
+		return nil
+	}
+	return err
+}
+
+// Handler serves MCP over Streamable HTTP (the control API's /mcp). A
+// session is bound to the root named by the "root" query parameter, when
+// given, else to the configured root, else serves every root.
+func (s *Server) Handler() http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		srv, err := s.MCP(r.URL.Query().Get("root"))
+		if err != nil {
+			s.log.Warn("mcp: refused a session", "err", err)
+			return nil // 400
+		}
+		return srv
+	}, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxRequest, SessionTimeout: 30 * time.Minute})
+}
+
+// maxRequest bounds one MCP request over HTTP; over stdio the SDK bounds a
+// frame the same way.
+const maxRequest = 8 << 20
+
+// binding is the root a session is bound to.
+type binding struct {
+	store *policy.Store
+	path  string
+}
+
+// find returns the store of a root of the policy.
+func (s *Server) find(p *policy.Policy, root string) (*policy.Store, error) {
+	if !filepath.IsAbs(root) {
+		return nil, fmt.Errorf("root %q: give the root's absolute path (memory_roots lists them)", clip(root))
+	}
+	root = filepath.Clean(root)
+	for _, st := range p.Stores {
+		if !st.MatchesRoot(root) {
+			continue
+		}
+		if slices.Contains(st.Roots(), root) {
+			return st, nil
+		}
+	}
+	return nil, fmt.Errorf("root %q is not a root of any store of the policy (memory_roots lists them)", clip(root))
+}
+
+// builder adds the tools of one session's server.
+type builder struct {
+	s      *Server
+	policy *policy.Policy
+	bound  *binding
+	srv    *mcp.Server
+}
+
+// serves says whether a tool for these layouts belongs on this server: the
+// bound root's layout, or any layout of the policy.
+func (b *builder) serves(layouts []string) bool {
+	if layouts == nil {
+		return true
+	}
+	if b.bound != nil {
+		return slices.Contains(layouts, b.bound.store.Layout)
+	}
+	for _, st := range b.policy.Stores {
+		if slices.Contains(layouts, st.Layout) {
+			return true
+		}
+	}
+	return false
+}
+
+// target is the root a tool call works on, opened with its store's checks.
+type target struct {
+	store *policy.Store
+	path  string
+	root  *confine.Root
+}
+
+// open resolves a call's root: the bound one, or the root argument, which
+// must be a root of the policy whose layout the tool serves.
+func (b *builder) open(args json.RawMessage, tool string, layouts []string) (*target, error) {
+	st, path := (*policy.Store)(nil), ""
+	if b.bound != nil {
+		st, path = b.bound.store, b.bound.path
+	} else {
+		var a struct {
+			Root string `json:"root"`
+		}
+		_ = json.Unmarshal(args, &a) // the schema has checked the arguments
+		if a.Root == "" {
+			return nil, errors.New("root is required: one of the roots memory_roots lists")
+		}
+		var err error
+		if st, err = b.s.find(b.s.cfg.Policy(), a.Root); err != nil {
+			return nil, err
+		}
+		path = filepath.Clean(a.Root)
+	}
+	if layouts != nil && !slices.Contains(layouts, st.Layout) {
+		return nil, fmt.Errorf("%s works on %s roots; %s is a %s root", tool, strings.Join(layouts, " and "), path, st.Layout)
+	}
+	root, err := daemon.OpenRoot(st, path)
+	if err != nil {
+		return nil, err
+	}
+	return &target{store: st, path: path, root: root}, nil
+}
+
+// handler is a tool's work on its target: the text the agent reads, and
+// the structured result when the tool has one.
+type handler[In, Out any] func(ctx context.Context, t *target, in In) (string, Out, error)
+
+// add registers a tool whose input schema comes from In (with the root
+// argument when the server is not bound) and whose output schema comes
+// from Out (none when Out is any).
+func add[In, Out any](b *builder, t *mcp.Tool, layouts []string, schema func(*jsonschema.Schema), h handler[In, Out]) {
+	if !b.serves(layouts) {
+		return
+	}
+	in, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcp tool %s: input schema: %v", t.Name, err)) // a programming error, caught by every test
+	}
+	if schema != nil {
+		schema(in)
+	}
+	if b.bound == nil {
+		if in.Properties == nil {
+			in.Properties = map[string]*jsonschema.Schema{}
+		}
+		in.Properties["root"] = &jsonschema.Schema{Type: "string", Description: "The memory root to work on: an absolute path, one of those memory_roots lists."}
+		in.Required = append([]string{"root"}, in.Required...)
+	}
+	t.InputSchema = in
+	name := t.Name
+	mcp.AddTool(b.srv, t, func(ctx context.Context, req *mcp.CallToolRequest, input In) (res *mcp.CallToolResult, out Out, err error) {
+		start := time.Now()
+		defer func() {
+			if p := recover(); p != nil {
+				b.s.log.Error("mcp: tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
+				res, err = nil, fmt.Errorf("%s failed inside memwatch (a bug; the log has the details): %v", name, p)
+			}
+			if err != nil {
+				err = errors.New(clipError(err.Error()))
+			}
+			b.s.log.Debug("mcp: tool call", "tool", name, "took", time.Since(start), "err", err)
+		}()
+		tg, err := b.open(req.Params.Arguments, name, layouts)
+		if err != nil {
+			return nil, out, err
+		}
+		defer tg.root.Close()
+		text, out, err := h(ctx, tg, input)
+		if err != nil {
+			return nil, out, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+	})
+}
+
+// guard keeps one request from taking the server down: a call with no
+// arguments gets {} (the SDK applies schema defaults into the arguments
+// object and panics on a missing one), and a panic anywhere in handling a
+// request is logged and answered as an error.
+func (b *builder) guard(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+		if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
+			if a := bytes.TrimSpace(r.Params.Arguments); len(a) == 0 || string(a) == "null" {
+				r.Params.Arguments = json.RawMessage("{}")
+			}
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				b.s.log.Error("mcp: request panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
+				res, err = nil, fmt.Errorf("%s failed inside memwatch (a bug; the log has the details)", method)
+			}
+		}()
+		return next(ctx, method, req)
+	}
+}
+
+// maxError bounds an error message: it never carries much of what the
+// client sent.
+const maxError = 1024
+
+func clipError(s string) string {
+	if len(s) <= maxError {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxError], "") + "…"
+}
+
+// clip bounds an argument quoted in a message.
+func clip(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:200], "") + "…"
+}
