@@ -6,8 +6,11 @@ import (
 	"bytes"
 	"encoding/json"
 
-	gojson "github.com/goccy/go-json"
+	"slices"
+	"strconv"
 	"strings"
+
+	gojson "github.com/goccy/go-json"
 	"time"
 	"unicode/utf8"
 )
@@ -24,32 +27,111 @@ type Message struct {
 	Meta bool `json:"meta,omitempty"`
 }
 
-// lineShape covers the shapes agents really write: {"role","content"},
-// OpenAI chat messages and Claude Code transcript lines.
+// lineShape covers the shapes agents really write, with one field map per
+// agent rather than a parser per agent. Upstream definitions:
+//   - {"role","content"} and OpenAI chat messages with tool_calls: seed 002's
+//     agent, nanobot (nanobot/session/manager.py: a "_type":"metadata" first
+//     line, naive ISO timestamps);
+//   - Claude Code transcripts (~/.claude/projects/<cwd>/<session>.jsonl):
+//     {"type":"user"|"assistant","message":{role,content[text|tool_use|
+//     tool_result|thinking]},"timestamp"}, plus summary, system,
+//     queue-operation, attachment, last-prompt and file-history-snapshot
+//     lines; isMeta marks command caveats, isCompactSummary the summary
+//     that replaces a compacted conversation;
+//   - OpenClaw (pi-coding-agent's session-manager.ts): {"type":"message",
+//     "message":{role: user|assistant|toolResult, content[text|toolCall|
+//     thinking], timestamp: epoch ms}} and session/model_change/custom lines;
+//   - Codex CLI rollouts (codex-rs/protocol/src/protocol.rs RolloutLine,
+//     models.rs ResponseItem): {"timestamp","type":"response_item",
+//     "payload":{type: message|function_call|function_call_output|
+//     custom_tool_call|custom_tool_call_output|local_shell_call|reasoning}};
+//     session_meta, turn_context, event_msg and compacted lines are meta
+//     (event_msg repeats what response_item lines hold).
 type lineShape struct {
 	Type      string          `json:"type"`
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"`
-	Message   *lineShape      `json:"message"`
-	Timestamp string          `json:"timestamp"`
-	CreatedAt string          `json:"createdAt"`
+	Message   json.RawMessage `json:"message"` // an object (Claude Code, OpenClaw) or a string (Codex events)
+	Payload   json.RawMessage `json:"payload"`
+	Timestamp stamp           `json:"timestamp"`
+	CreatedAt json.RawMessage `json:"createdAt"`
 	ToolCalls []struct {
 		Function struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
 		} `json:"function"`
 	} `json:"tool_calls"`
-	Name      string   `json:"name"`
-	ToolsUsed []string `json:"toolsUsed"`
-	Summary   string   `json:"summary"`
+	Name      string          `json:"name"`
+	ToolsUsed []string        `json:"toolsUsed"`
+	Summary   json.RawMessage `json:"summary"` // a string (Claude Code), an array (Codex reasoning)
+	MetaType  string          `json:"_type"`
+	IsMeta    bool            `json:"isMeta"`
+	Compact   bool            `json:"isCompactSummary"`
+	Arguments json.RawMessage `json:"arguments"`
+	Input     json.RawMessage `json:"input"`
+	Output    json.RawMessage `json:"output"`
+	Action    *struct {
+		Command json.RawMessage `json:"command"`
+	} `json:"action"`
+}
+
+// stamp is a timestamp as agents write it: RFC 3339, ISO 8601 without a
+// zone (local time, as Python's datetime.now().isoformat() writes it), or
+// epoch seconds or milliseconds as a number. Anything else is no time,
+// never an error: a line is not lost over its timestamp.
+type stamp struct{ time.Time }
+
+var naiveLayouts = []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (s *stamp) UnmarshalJSON(b []byte) error {
+	s.Time = parseStamp(b)
+	return nil
+}
+
+func parseStamp(b []byte) time.Time {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || string(b) == "null" {
+		return time.Time{}
+	}
+	if b[0] == '"' {
+		var v string
+		if json.Unmarshal(b, &v) != nil {
+			return time.Time{}
+		}
+		return ParseTime(v)
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || f <= 0 || f > 1e17 {
+		return time.Time{}
+	}
+	if f >= 1e11 { // milliseconds: 1e11 s is the year 5138
+		return time.UnixMilli(int64(f)).UTC()
+	}
+	return time.Unix(int64(f), int64((f-float64(int64(f)))*1e9)).UTC()
+}
+
+// ParseTime parses a timestamp string in the forms agents write; zero
+// when it is none of them.
+func ParseTime(v string) time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t
+	}
+	for _, l := range naiveLayouts {
+		if t, err := time.ParseInLocation(l, v, time.Local); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
 }
 
 type part struct {
-	Type    string          `json:"type"`
-	Text    string          `json:"text"`
-	Name    string          `json:"name"`
-	Input   json.RawMessage `json:"input"`
-	Content json.RawMessage `json:"content"`
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	Arguments json.RawMessage `json:"arguments"`
+	Content   json.RawMessage `json:"content"`
 }
 
 // maxToolInput bounds how much of a tool call's input goes into a
@@ -87,30 +169,59 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 	if err := unmarshal(line, &l); err != nil {
 		return Message{Raw: true, Text: strings.ToValidUTF8(string(line), "\uFFFD")}
 	}
-	ts := l.Timestamp
+	ts := l.Timestamp.Time
 	inner := &l
-	if l.Message != nil { // Claude Code: {"type":"user","message":{...}}
-		inner = l.Message
-		if inner.Role == "" {
+	switch {
+	case isObject(l.Message): // Claude Code, OpenClaw: {"type":...,"message":{...}}
+		var msg lineShape
+		if err := unmarshal(l.Message, &msg); err != nil {
+			return Message{Raw: true, Text: strings.ToValidUTF8(string(line), "\uFFFD")}
+		}
+		inner = &msg
+		if inner.Role == "" && (l.Type == "user" || l.Type == "assistant") {
 			inner.Role = l.Type
 		}
+	case l.Type == "response_item" && isObject(l.Payload): // Codex
+		var p lineShape
+		if err := unmarshal(l.Payload, &p); err != nil {
+			return Message{Raw: true, Text: strings.ToValidUTF8(string(line), "\uFFFD")}
+		}
+		inner = codexItem(&p)
 	}
-	m := Message{Role: inner.Role}
-	if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
-		m.Time = t
+	if ts.IsZero() {
+		ts = inner.Timestamp.Time
+	}
+	m := Message{Role: inner.Role, Time: ts}
+	if m.Role == "toolResult" { // OpenClaw
+		m.Role = "tool"
 	}
 	text, tools := contentText(inner.Content, unmarshal)
 	for _, tc := range inner.ToolCalls {
 		tools = append(tools, tc.Function.Name)
-		text = joinText(text, toolCall(tc.Function.Name, []byte(tc.Function.Arguments)))
+		text = joinText(text, toolCall(tc.Function.Name, argText(tc.Function.Arguments)))
+	}
+	if inner.Name != "" && inner != &l && l.Type == "response_item" && m.Role == "assistant" {
+		tools = append(tools, inner.Name)
+	}
+	if m.Role == "tool" && text != "" && !strings.HasPrefix(text, "[tool result]") {
+		text = "[tool result] " + text
 	}
 	m.Tools = append(tools, inner.ToolsUsed...)
 	m.Text = text
-	if m.Role == "" {
+	switch {
+	case l.IsMeta || l.Compact || l.MetaType != "" && l.Role == "":
+		// Claude Code's command caveats and compact summaries, nanobot's
+		// metadata and state lines: not conversation.
+		m.Meta, m.Role = true, ""
+	case m.Role == "user" && wrapper(text):
+		m.Meta, m.Role = true, ""
+	case m.Role == "":
 		switch {
-		case l.Summary != "":
-			m.Meta, m.Text = true, l.Summary
-		case l.Type != "" || l.CreatedAt != "":
+		case len(l.Summary) > 0 && l.Summary[0] == '"':
+			var sum string
+			_ = unmarshal(l.Summary, &sum)
+			m.Meta, m.Text = true, sum
+		case l.Type != "" || len(l.CreatedAt) > 0:
 			m.Meta = true
 		default:
 			// Valid JSON of a shape we do not know: keep it whole.
@@ -121,6 +232,71 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 		m.Text = strings.ToValidUTF8(m.Text, "\uFFFD")
 	}
 	return m
+}
+
+// isObject reports a JSON object value.
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// codexItem maps a Codex response item onto the common shape: messages as
+// they are, tool calls as an assistant's tool call, their outputs as tool
+// results; reasoning and anything else is meta (no role).
+func codexItem(p *lineShape) *lineShape {
+	out := &lineShape{Timestamp: p.Timestamp, Type: "response_item"}
+	switch p.Type {
+	case "message":
+		out.Role, out.Content = p.Role, p.Content
+	case "function_call", "custom_tool_call", "local_shell_call":
+		args := p.Arguments
+		if len(args) == 0 {
+			args = p.Input
+		}
+		name := p.Name
+		if p.Type == "local_shell_call" && p.Action != nil {
+			name, args = "shell", p.Action.Command
+		}
+		out.Role, out.Name = "assistant", name
+		out.Content, _ = json.Marshal(toolCall(name, argText(args)))
+	case "function_call_output", "custom_tool_call_output":
+		out.Role = "tool"
+		text := string(argText(p.Output))
+		var o struct {
+			Output string `json:"output"`
+		}
+		if json.Unmarshal([]byte(text), &o) == nil && o.Output != "" {
+			text = o.Output // {"output": ..., "metadata": ...}
+		}
+		out.Content, _ = json.Marshal("[tool result] " + text)
+	}
+	return out
+}
+
+// argText is a tool call's input as text: a JSON string holding JSON (the
+// OpenAI arguments field) is unwrapped.
+func argText(raw json.RawMessage) []byte {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return []byte(s)
+		}
+	}
+	return raw
+}
+
+// wrapper reports a user line that an agent wrote around a command rather
+// than a request: Claude Code's slash-command and local-command wrappers,
+// Codex's environment context and instructions.
+func wrapper(text string) bool {
+	t := strings.TrimSpace(text)
+	for _, p := range []string{"<command-name>", "<command-message>", "<local-command-stdout>", "<local-command-caveat>", "<environment_context>", "<user_instructions>", "# AGENTS.md instructions"} {
+		if strings.HasPrefix(t, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func contentText(raw json.RawMessage, unmarshal func([]byte, any) error) (string, []string) {
@@ -141,13 +317,17 @@ func contentText(raw json.RawMessage, unmarshal func([]byte, any) error) (string
 		switch p.Type {
 		case "text", "input_text", "output_text", "":
 			text = joinText(text, p.Text)
-		case "tool_use":
+		case "tool_use", "toolCall":
+			in := p.Input
+			if len(in) == 0 {
+				in = argText(p.Arguments)
+			}
 			tools = append(tools, p.Name)
-			text = joinText(text, toolCall(p.Name, p.Input))
+			text = joinText(text, toolCall(p.Name, in))
 		case "tool_result":
 			inner, _ := contentText(p.Content, unmarshal)
 			text = joinText(text, "[tool result] "+inner)
-		case "thinking":
+		case "thinking", "reasoning":
 			// The model's private reasoning is not conversation content.
 		default:
 			if p.Text != "" {
@@ -219,6 +399,8 @@ func classify(line []byte) (msg, sure bool) {
 			return false, false // encoding/json matches keys without case
 		}
 		switch key {
+		case "payload", "_type", "isMeta", "isCompactSummary":
+			return false, false // Codex items and meta markers: decode to tell
 		case "role", "type":
 			v, k, ok := readString(line, j)
 			if !ok {
@@ -251,6 +433,8 @@ func classify(line []byte) (msg, sure bool) {
 		return false, false
 	}
 	switch {
+	case role == "user" && wrapperHint(line):
+		return false, false // a command wrapper is no request: decode to tell
 	case role == "user" || role == "assistant" || role == "system" || role == "tool":
 		return true, true
 	case hasMessage && (typ == "user" || typ == "assistant"):
@@ -261,12 +445,20 @@ func classify(line []byte) (msg, sure bool) {
 	return false, false
 }
 
+// wrapperHint reports a line that may hold a wrapper (see wrapper), or
+// escapes that could spell one.
+func wrapperHint(line []byte) bool {
+	return bytes.Contains(line, []byte("<command-")) || bytes.Contains(line, []byte("<local-command-")) ||
+		bytes.Contains(line, []byte("<environment_context>")) || bytes.Contains(line, []byte("<user_instructions>")) ||
+		bytes.Contains(line, []byte("AGENTS.md instructions")) || bytes.Contains(line, []byte(`\u`))
+}
+
 // foldsToKnownKey reports a key that encoding/json would take for role,
 // type or message without being spelled so (other case, or non-ASCII bytes
 // that its folding may map onto ASCII).
 func foldsToKnownKey(key string) bool {
-	switch key {
-	case "role", "type", "message":
+	known := []string{"role", "type", "message", "payload", "_type", "isMeta", "isCompactSummary"}
+	if slices.Contains(known, key) {
 		return false
 	}
 	for i := 0; i < len(key); i++ {
@@ -274,7 +466,7 @@ func foldsToKnownKey(key string) bool {
 			return true
 		}
 	}
-	return strings.EqualFold(key, "role") || strings.EqualFold(key, "type") || strings.EqualFold(key, "message")
+	return slices.ContainsFunc(known, func(k string) bool { return strings.EqualFold(key, k) })
 }
 
 func skipSpace(b []byte, i int) int {

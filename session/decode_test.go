@@ -1,10 +1,16 @@
 package session
 
 import (
+	"bytes"
 	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -102,5 +108,56 @@ func BenchmarkDecode(b *testing.B) {
 		for _, l := range lines {
 			Decode(l)
 		}
+	}
+}
+
+var updateGolden = flag.Bool("update", false, "rewrite testdata/agents/*.golden")
+
+// TestAgentFormats decodes a session of each agent in its real format (see
+// testdata/agents/SOURCES.md) and compares each line's reading with the
+// golden file: role or meta, time, tools and text.
+func TestAgentFormats(t *testing.T) {
+	// Naive timestamps (nanobot) are local time: the golden files are in UTC.
+	local := time.Local
+	time.Local = time.UTC
+	t.Cleanup(func() { time.Local = local })
+	files, _ := filepath.Glob(filepath.Join("testdata", "agents", "*.jsonl"))
+	if len(files) < 4 {
+		t.Fatalf("fixtures: got %v", files)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			for i, line := range bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n")) {
+				m := Decode(line)
+				kind := m.Role
+				switch {
+				case m.Raw:
+					kind = "RAW"
+				case m.Meta:
+					kind = "meta"
+				}
+				when := "-"
+				if !m.Time.IsZero() {
+					when = m.Time.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(&b, "L%d %s %s %v message=%v: %q\n", i+1, kind, when, m.Tools, IsMessage(line, false), m.Text)
+			}
+			golden := strings.TrimSuffix(f, ".jsonl") + ".golden"
+			if *updateGolden {
+				os.WriteFile(golden, []byte(b.String()), 0o644)
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := b.String(); got != string(want) {
+				t.Errorf("got\n%s\nwant\n%s", got, want)
+			}
+		})
 	}
 }
