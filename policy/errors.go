@@ -47,6 +47,19 @@ func suggest(name string, candidates []string) string {
 			best, bestD = c, d
 		}
 	}
+	if best == "" && len(name) >= 3 {
+		// A name cut short ("claude" for "claude-code") is no typo by
+		// distance, but one candidate starting with it is what was meant.
+		for _, c := range candidates {
+			if strings.HasPrefix(c, name) {
+				if best != "" {
+					best = ""
+					break
+				}
+				best = c
+			}
+		}
+	}
 	if best == "" || best == name {
 		return ""
 	}

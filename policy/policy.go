@@ -73,7 +73,9 @@ type Endpoint struct {
 
 // Store is one configured store: a layout applied to every root its globs match.
 type Store struct {
-	Name      string
+	Name string
+	// Preset is the agent preset the store was expanded from ("" for none).
+	Preset    string
 	Layout    string
 	Paths     []string // globs, with ~ already expanded
 	Compactor string   // heuristic | llm
@@ -170,6 +172,8 @@ var layoutOptions = map[string][]optSpec{
 		{key: "fallback_messages", kind: kindInt, def: 10},
 		{key: "fallback_chars", kind: kindInt, def: 200},
 		{key: "regrow", kind: kindSize, def: Size(0)},
+		{key: "memory_dir", kind: kindString, def: "."},
+		{key: "archive_dir", kind: kindString, def: "memory"},
 	},
 	"session-detail": {
 		{key: "summary_every", kind: kindInt, def: 200},
@@ -185,6 +189,9 @@ var layoutOptions = map[string][]optSpec{
 		{key: "create_table", kind: kindBool, def: false},
 	},
 }
+
+// rootPaths are the layout options that name paths inside a root.
+var rootPaths = []string{"sessions", "memory_dir", "archive_dir", "index_file", "snapshot_file"}
 
 // Options holds a store's layout options with defaults filled in.
 type Options map[string]any
@@ -215,6 +222,20 @@ func (p *Policy) Validate() error {
 		if s.Compactor == "llm" {
 			if _, ok := p.LLM[s.LLM]; !ok {
 				errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: compactor llm needs endpoint %q under llm:, which is not defined%s", s.Name, s.LLM, suggest(s.LLM, mapKeys(p.LLM)))})
+			}
+		}
+	}
+	for _, s := range p.Stores {
+		// Paths inside a root: what the runtime would refuse is refused here.
+		for _, key := range rootPaths {
+			v, ok := s.Options[key].(string)
+			if !ok || v == "" {
+				continue
+			}
+			if !filepath.IsLocal(v) {
+				errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: %s %q must stay inside each root (relative, no ..): memwatch never reads or writes outside a root; make the root a directory that holds both", s.Name, key, v)})
+			} else if _, err := filepath.Match(v, ""); key == "sessions" && err != nil {
+				errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: %s %q: %v", s.Name, key, v, err)})
 			}
 		}
 	}

@@ -67,6 +67,29 @@ stores:
 }
 
 // TestParseErrors covers every error class with its position and message.
+// TestPresets: a preset expands to its layout, paths and options, and any
+// key the store gives wins.
+func TestPresets(t *testing.T) {
+	p, err := Parse("p.yaml", []byte("version: 1\nstores:\n  - name: cc\n    preset: claude-code\n  - name: oc\n    preset: openclaw\n    paths: [\"/srv/oc\"]\n    window: 30\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, _ := os.UserHomeDir()
+	cc, oc := p.Stores[0], p.Stores[1]
+	if cc.Layout != "memory-history" || cc.Preset != "claude-code" || len(cc.Paths) != 1 || cc.Paths[0] != filepath.Join(home, ".claude/projects/*") {
+		t.Errorf("claude-code: got layout %s, preset %s, paths %v", cc.Layout, cc.Preset, cc.Paths)
+	}
+	if got := cc.Options.String("memory_dir"); got != "memory" {
+		t.Errorf("claude-code memory_dir: got %q, want memory", got)
+	}
+	if got := cc.Options.Size("memory_max_size"); got != 25<<10 {
+		t.Errorf("claude-code memory_max_size: got %d, want 25KiB", got)
+	}
+	if oc.Paths[0] != "/srv/oc" || oc.Options.Int("window") != 30 || oc.Options.String("sessions") != "agents/*/sessions/*.jsonl" {
+		t.Errorf("openclaw with overrides: got paths %v, window %d, sessions %q", oc.Paths, oc.Options.Int("window"), oc.Options.String("sessions"))
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	const head = "version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"/x/*\"]\n"
 	tests := []struct {
@@ -74,6 +97,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unknown key", head + "    max_sise: 1KiB\n", `p.yaml:6:5: unknown key "max_sise" in store "apps"; did you mean "max_size"?`},
 		{"key of another layout", head + "    window: 50\n", `p.yaml:6:5: key "window" belongs to layout memory-history, not now-history`},
+		{"sessions outside the root", "version: 1\nstores:\n  - name: ws\n    layout: memory-history\n    paths: [\"/x/*\"]\n    sessions: ../sessions/*.jsonl\n", `p.yaml:3:5: store "ws": sessions "../sessions/*.jsonl" must stay inside each root (relative, no ..): memwatch never reads or writes outside a root; make the root a directory that holds both`},
 		{"unknown mcp key", "version: 1\nmcp:\n  allow_undoo: true\n", `p.yaml:3:3: unknown key "allow_undoo" in mcp; did you mean "allow_undo"?`},
 		{"mcp not a bool", "version: 1\nmcp:\n  read_only: maybe\n", `p.yaml:3:14: mcp.read_only must be true or false, not "maybe"`},
 		{"unknown top-level key", "version: 1\nstors: []\n", `p.yaml:2:1: unknown key "stors" in top level; did you mean "stores"?`},
@@ -84,7 +108,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad duration", head + "    settle: soon\n", `p.yaml:6:13: settle: invalid duration "soon": want e.g. 500ms, 30s, 10m, 2h or 90d`},
 		{"duration without unit", head + "    settle: 5\n", `p.yaml:6:13: settle needs a unit, e.g. 5s or 5m`},
 		{"missing name", "version: 1\nstores:\n  - layout: now-history\n    paths: [\"/x/*\"]\n", `p.yaml:3:5: missing required key name in store`},
-		{"missing layout", "version: 1\nstores:\n  - name: a\n    paths: [\"/x/*\"]\n", `p.yaml:3:5: missing required key layout: one of now-history, facts-episodes, memory-history, session-detail, app-records`},
+		{"missing layout", "version: 1\nstores:\n  - name: a\n    paths: [\"/x/*\"]\n", `p.yaml:3:5: missing required key layout (one of now-history, facts-episodes, memory-history, session-detail, app-records) or preset (one of claude-code, codex, nanobot, openclaw)`},
+		{"unknown preset", "version: 1\nstores:\n  - name: a\n    preset: claude\n", `p.yaml:4:13: unknown preset "claude": want one of claude-code, codex, nanobot, openclaw; did you mean "claude-code"?`},
+		{"preset and another layout", "version: 1\nstores:\n  - name: a\n    preset: codex\n    layout: session-detail\n", `p.yaml:5:13: preset codex uses layout memory-history, not session-detail: drop one of them`},
 		{"missing paths", "version: 1\nstores:\n  - name: a\n    layout: now-history\n", `p.yaml:3:5: missing required key paths in store "a": at least one glob of store roots`},
 		{"unknown layout", "version: 1\nstores:\n  - name: a\n    layout: now-histroy\n    paths: [\"/x/*\"]\n", `p.yaml:4:13: unknown layout "now-histroy": want one of now-history, facts-episodes, memory-history, session-detail, app-records; did you mean "now-history"?`},
 		{"bad enum", "version: 1\nstores:\n  - name: a\n    layout: memory-history\n    paths: [\"/x/*\"]\n    history_mode: mirorr\n", `p.yaml:6:19: history_mode must be one of mirror, move, not "mirorr"; did you mean "mirror"?`},

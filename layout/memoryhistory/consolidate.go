@@ -134,13 +134,14 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 	rec := env.Record(RuleConsolidate)
 	rec.Reason = fmt.Sprintf("%s (%s)", cite, why)
 
-	hist, _ := root.ReadFile(HistoryFile)
+	f := filesOf(env.Store)
+	hist, _ := root.ReadFile(f.history())
 	if strings.Contains(string(hist), "range:"+id+" ") {
 		// Written before a crash; only the progress was not committed.
 		env.Log.Info("range already consolidated; committing the progress", "root", root.Path(), "range", cite)
 		return env.Spool.Commit(ctx, consumer, log.ID, next)
 	}
-	memOld, _ := root.ReadFile(MemoryFile)
+	memOld, _ := root.ReadFile(f.memory())
 	entryText, memory, note := consolidateLLM(ctx, env, rec, memOld, msgs)
 	fallback := entryText == ""
 	if fallback {
@@ -160,7 +161,7 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 	entry.Raw = []byte("## " + entry.Heading + "\n" + strings.TrimSpace(entryText) + "\n" + marker + "\n")
 
 	// HISTORY.md, then the monthly file: both must be durable before the progress moves.
-	for _, target := range []string{HistoryFile, entry.Month()} {
+	for _, target := range []string{f.history(), f.month(entry)} {
 		r := env.Record(RuleConsolidate)
 		r.Reason, r.Tokens = rec.Reason+note, rec.Tokens
 		rec.Tokens = 0 // count the tokens once
@@ -179,8 +180,8 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 		limit := int64(env.Store.Options.Size("memory_max_size"))
 		r := env.Record(RuleConsolidate)
 		r.Reason = rec.Reason + ": memory update"
-		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: MemoryFile, AllowCreate: true,
-			Archive: filepath.Join(ArchiveDir, "MEMORY-"+env.Now().Format("2006-01-02-1504")+".md"),
+		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: f.memory(), AllowCreate: true,
+			Archive: f.archiveFor("MEMORY", env.Now()),
 			Compute: func(_ context.Context, old []byte) ([]byte, error) {
 				next := []byte(strings.TrimSpace(memory) + "\n")
 				if string(next) == string(old) {
@@ -296,8 +297,8 @@ func (Layout) Logs(s *policy.Store) []string { return []string{s.Options.String(
 // grep over HISTORY*.md), MEMORY.md and the session logs.
 func (Layout) Sources(s *policy.Store) []recall.Source {
 	return []recall.Source{
-		{Glob: "HISTORY*.md", Kind: recall.Text, Label: "history"},
-		{Glob: MemoryFile, Kind: recall.Text, Label: "memory"},
+		{Glob: filepath.Join(filesOf(s).dir, "HISTORY*.md"), Kind: recall.Text, Label: "history"},
+		{Glob: filesOf(s).memory(), Kind: recall.Text, Label: "memory"},
 		{Glob: s.Options.String("sessions"), Kind: recall.Log, Label: "messages"},
 	}
 }

@@ -7,10 +7,12 @@ package memoryhistory
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/memwatch/memwatch/markdown"
+	"github.com/memwatch/memwatch/policy"
 )
 
 // File names of the layout, relative to the root.
@@ -35,6 +37,26 @@ func (e Entry) Key() string {
 
 // Month is the entry's monthly file name, e.g. HISTORY-2026-02.md.
 func (e Entry) Month() string { return MonthFile(e.Time) }
+
+// files says where a root's memory files live: memory_dir holds MEMORY.md,
+// HISTORY.md and the monthly files (the root by default; "memory" for
+// agents such as nanobot and Claude Code that keep them there), and
+// archive_dir the pre-images (OpenClaw indexes memory/, so its preset
+// keeps them elsewhere).
+type files struct{ dir, archive string }
+
+func filesOf(s *policy.Store) files {
+	return files{dir: s.Options.String("memory_dir"), archive: s.Options.String("archive_dir")}
+}
+
+func (f files) memory() string       { return filepath.Join(f.dir, MemoryFile) }
+func (f files) history() string      { return filepath.Join(f.dir, HistoryFile) }
+func (f files) month(e Entry) string { return filepath.Join(f.dir, e.Month()) }
+
+// archiveFor names an archive of base ("MEMORY", "HISTORY") made at now.
+func (f files) archiveFor(base string, now time.Time) string {
+	return filepath.Join(f.archive, base+"-"+now.Format("2006-01-02-1504")+".md")
+}
 
 // MonthFile names the monthly history file of t (in t's own zone: an
 // ISO timestamp ending in Z is filed by its UTC month).

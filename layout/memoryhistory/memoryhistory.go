@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -59,8 +58,8 @@ func retryable(err error) error {
 
 // ---- monthly history ----
 
-func historyEntries(root *confine.Root) ([]byte, []Entry, error) {
-	src, err := root.ReadFile(HistoryFile)
+func historyEntries(root *confine.Root, f files) ([]byte, []Entry, error) {
+	src, err := root.ReadFile(f.history())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -69,11 +68,11 @@ func historyEntries(root *confine.Root) ([]byte, []Entry, error) {
 }
 
 // missingByMonth returns, per monthly file, the entries of HISTORY.md it lacks.
-func missingByMonth(root *confine.Root, entries []Entry) map[string][]Entry {
+func missingByMonth(root *confine.Root, f files, entries []Entry) map[string][]Entry {
 	byMonth := map[string][]Entry{}
 	for _, e := range entries {
 		if e.OK {
-			byMonth[e.Month()] = append(byMonth[e.Month()], e)
+			byMonth[f.month(e)] = append(byMonth[f.month(e)], e)
 		}
 	}
 	out := map[string][]Entry{}
@@ -92,14 +91,15 @@ func missingByMonth(root *confine.Root, entries []Entry) map[string][]Entry {
 }
 
 func mirrorTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
-	_, entries, err := historyEntries(root)
-	if env.Refused(root, RuleMirror, HistoryFile, err) || err != nil {
+	f := filesOf(env.Store)
+	_, entries, err := historyEntries(root, f)
+	if env.Refused(root, RuleMirror, f.history(), err) || err != nil {
 		return nil, nil
 	}
-	env.Accepted(root, HistoryFile)
+	env.Accepted(root, f.history())
 	reportUnparsed(ctx, env, root, entries)
 	var out []string
-	for month := range missingByMonth(root, entries) {
+	for month := range missingByMonth(root, f, entries) {
 		out = append(out, month)
 	}
 	return out, nil
@@ -125,15 +125,16 @@ func reportUnparsed(ctx context.Context, env *layout.Env, root *confine.Root, en
 // Entries an agent already wrote there are recognised, so nothing is doubled.
 func runMirror(ctx context.Context, env *layout.Env, root *confine.Root, month string) (jobs.Result, error) {
 	rec := env.Record(RuleMirror)
+	f := filesOf(env.Store)
 	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: month, AllowCreate: true,
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
-			_, entries, err := historyEntries(root)
+			_, entries, err := historyEntries(root, f)
 			if err != nil {
 				return nil, err
 			}
 			var mine []Entry
 			for _, e := range entries {
-				if e.OK && e.Month() == month {
+				if e.OK && f.month(e) == month {
 					mine = append(mine, e)
 				}
 			}
@@ -162,14 +163,15 @@ func moveTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]st
 	if env.Store.Options.String("history_mode") != "move" {
 		return nil, nil
 	}
-	_, entries, err := historyEntries(root)
+	f := filesOf(env.Store)
+	_, entries, err := historyEntries(root, f)
 	if err != nil {
 		return nil, nil
 	}
-	missing := missingByMonth(root, entries)
+	missing := missingByMonth(root, f, entries)
 	for _, e := range entries {
-		if e.OK && !currentMonth(env.Now(), e) && len(missing[e.Month()]) == 0 {
-			return []string{HistoryFile}, nil
+		if e.OK && !currentMonth(env.Now(), e) && len(missing[f.month(e)]) == 0 {
+			return []string{f.history()}, nil
 		}
 	}
 	return nil, nil
@@ -179,8 +181,9 @@ func moveTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]st
 // in their monthly files. The pre-image is archived first.
 func runMove(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
 	rec := env.Record(RuleMove)
-	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: HistoryFile,
-		Archive: filepath.Join(ArchiveDir, "HISTORY-"+env.Now().Format("2006-01-02-1504")+".md"),
+	f := filesOf(env.Store)
+	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: f.history(),
+		Archive: f.archiveFor("HISTORY", env.Now()),
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			pre, entries := ParseHistory(old)
 			filed := map[string]map[string]bool{}
@@ -188,7 +191,7 @@ func runMove(ctx context.Context, env *layout.Env, root *confine.Root, target st
 			moved := 0
 			for _, e := range entries {
 				if e.OK && !currentMonth(env.Now(), e) {
-					m := e.Month()
+					m := f.month(e)
 					if filed[m] == nil {
 						b, _ := root.ReadFile(m)
 						filed[m] = keys(b)
@@ -215,14 +218,15 @@ func runMove(ctx context.Context, env *layout.Env, root *confine.Root, target st
 // ---- MEMORY.md compression ----
 
 func compressTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
-	b, err := root.ReadFile(MemoryFile)
-	if env.Refused(root, RuleCompress, MemoryFile, err) || err != nil || int64(len(b)) <= int64(env.Store.Options.Size("memory_max_size")) {
+	mem := filesOf(env.Store).memory()
+	b, err := root.ReadFile(mem)
+	if env.Refused(root, RuleCompress, mem, err) || err != nil || int64(len(b)) <= int64(env.Store.Options.Size("memory_max_size")) {
 		return nil, nil
 	}
-	if env.Seen(ctx, root.Path(), RuleCompress, MemoryFile, rewrite.Hash(b)) {
+	if env.Seen(ctx, root.Path(), RuleCompress, mem, rewrite.Hash(b)) {
 		return nil, nil
 	}
-	return []string{MemoryFile}, nil
+	return []string{mem}, nil
 }
 
 const compressSystem = `You maintain an AI agent's long-term memory file (MEMORY.md): user preferences, project context, relationships, technical decisions.
@@ -233,8 +237,9 @@ prune stale and low-value facts, merge duplicates, keep the structure and every 
 func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
 	limit := int64(env.Store.Options.Size("memory_max_size"))
 	rec := env.Record(RuleCompress)
-	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: MemoryFile,
-		Archive: filepath.Join(ArchiveDir, "MEMORY-"+env.Now().Format("2006-01-02-1504")+".md"),
+	f := filesOf(env.Store)
+	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: f.memory(),
+		Archive: f.archiveFor("MEMORY", env.Now()),
 		Compute: func(ctx context.Context, old []byte) ([]byte, error) {
 			rec.Reason = ""
 			if int64(len(old)) <= limit {
@@ -270,8 +275,8 @@ func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, targe
 	case state.Rejected:
 		return jobs.Result{CoolDown: true}, nil
 	}
-	if b, err := root.ReadFile(MemoryFile); err == nil && int64(len(b)) > limit {
-		_ = env.Note(ctx, root.Path(), RuleCompress, MemoryFile, rewrite.Hash(b), int64(len(b)),
+	if b, err := root.ReadFile(f.memory()); err == nil && int64(len(b)) > limit {
+		_ = env.Note(ctx, root.Path(), RuleCompress, f.memory(), rewrite.Hash(b), int64(len(b)),
 			fmt.Sprintf("MEMORY.md is %d bytes, over memory_max_size %d, and has no duplicate lines or empty sections to remove", len(b), limit))
 	}
 	return jobs.Result{CoolDown: true}, nil
