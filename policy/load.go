@@ -671,7 +671,7 @@ func (d *decoder) decodeLLM(n ast.Node) {
 	}
 }
 
-var storeKeys = []string{"name", "layout", "paths", "compactor", "llm", "settle", "cooldown", "sweep", "max_loss",
+var storeKeys = []string{"name", "preset", "layout", "paths", "compactor", "llm", "settle", "cooldown", "sweep", "max_loss",
 	"max_file_size", "max_line", "user", "group"}
 
 func (d *decoder) decodeStores(n ast.Node) {
@@ -702,6 +702,18 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 	for _, kv := range kvs {
 		byKey[keyOf(kv)] = kv
 	}
+	// A preset names the layout, default paths and options of an agent.
+	var preset *Preset
+	if kv, ok := byKey["preset"]; ok {
+		if name, ok := d.str(kv.Value, "preset"); ok {
+			if p, known := Presets[name]; known {
+				preset = &p
+				s.Preset = name
+			} else {
+				d.errorf(kv.Value, "unknown preset %q: want one of %s%s", name, strings.Join(PresetNames(), ", "), suggest(name, PresetNames()))
+			}
+		}
+	}
 	// The layout decides which flat keys are valid, so read it first.
 	var specs []optSpec
 	if kv, ok := byKey["layout"]; ok {
@@ -713,13 +725,29 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 				specs = layoutOptions[l]
 			}
 		}
+		if preset != nil && s.Layout != "" && s.Layout != preset.Layout {
+			d.errorf(kv.Value, "preset %s uses layout %s, not %s: drop one of them", preset.Name, preset.Layout, s.Layout)
+		}
+	} else if preset != nil {
+		s.Layout = preset.Layout
+		specs = layoutOptions[s.Layout]
 	} else {
-		d.errorf(n, "missing required key layout: one of %s", strings.Join(Layouts, ", "))
+		d.errorf(n, "missing required key layout (one of %s) or preset (one of %s)", strings.Join(Layouts, ", "), strings.Join(PresetNames(), ", "))
 	}
 	allowed := slices.Clone(storeKeys)
 	for _, sp := range specs {
 		allowed = append(allowed, sp.key)
 		s.Options[sp.key] = sp.def
+	}
+	if preset != nil && s.Layout == preset.Layout {
+		for k, v := range preset.Options {
+			s.Options[k] = v
+		}
+		if _, given := byKey["paths"]; !given {
+			for _, g := range preset.Paths {
+				s.Paths = append(s.Paths, filepath.Clean(expandHome(g)))
+			}
+		}
 	}
 	other := map[string]string{}
 	if s.Layout != "" {
@@ -743,7 +771,7 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 	for _, kv := range kvs {
 		k, v := keyOf(kv), kv.Value
 		switch k {
-		case "layout":
+		case "layout", "preset":
 		case "name":
 			if name, ok := d.str(v, "name"); ok {
 				if !storeNameRE.MatchString(name) {
@@ -824,7 +852,7 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 	if _, ok := byKey["name"]; !ok {
 		d.errorf(n, "missing required key name in store")
 	}
-	if _, ok := byKey["paths"]; !ok {
+	if _, ok := byKey["paths"]; !ok && preset == nil {
 		d.errorf(n, "missing required key paths in %s: at least one glob of store roots", where)
 	}
 	if s.Name == "" || s.Layout == "" {

@@ -315,7 +315,19 @@ func TestConfinementAsRootWithAnUnprivilegedAgent(t *testing.T) {
 	for _, a := range agents {
 		a.Wait()
 	}
-	time.Sleep(2 * time.Second) // the last jobs settle, sessions go idle
+	// The last jobs settle and sessions go idle: under load, jobs racing the
+	// swaps may all have been refused, so wait for the work they left.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, rule := range []string{"consolidate", "summarize", "compact"} {
+		for time.Now().Before(deadline) {
+			out, _ := exec.Command(memwatchFast, "log", "--state-dir", stateDir, "--json", "--rule", rule, "--limit", "1000").Output()
+			if strings.Contains(string(out), `"outcome": "done"`) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	time.Sleep(2 * time.Second)
 	if err := p.stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}

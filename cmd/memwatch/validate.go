@@ -2,15 +2,18 @@ package main
 
 import (
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/policy"
 )
 
 func validateCmd(g *globals) *cobra.Command {
-	var strict bool
+	var strict, expand bool
 	cmd := &cobra.Command{
 		Use:   "validate --policy PATH [--strict]",
 		Short: "Check a policy and show what it would maintain",
@@ -20,7 +23,11 @@ FILE:LINE:COLUMN: message.
 
 Warnings flag what is valid but probably wrong: a store path that starts at /
 or reaches a system directory (/proc, /sys, /dev, /etc, ...), or one that
-overlaps memwatch's state directory. --strict makes them errors.`,
+overlaps memwatch's state directory. --strict makes them errors.
+
+--expand prints the policy's stores with every key spelled out: what each
+preset (claude-code, codex, nanobot, openclaw) stands for, and every
+default, ready to copy and edit.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := g.loadPolicy()
@@ -38,6 +45,10 @@ overlaps memwatch's state directory. --strict makes them errors.`,
 			for _, warn := range warns {
 				fmt.Fprintf(g.stderr, "warning: %s\n", warn)
 			}
+			if expand {
+				fmt.Fprint(w, expandPolicy(p))
+				return nil
+			}
 			fmt.Fprintf(w, "policy OK: %s\n", strings.Join(p.Files, ", "))
 			if len(p.Stores) == 0 {
 				fmt.Fprintln(w, "no stores configured: memwatch will run idle until one is added")
@@ -48,7 +59,11 @@ overlaps memwatch's state directory. --strict makes them errors.`,
 					ep := p.LLM[s.LLM]
 					compactor = fmt.Sprintf("llm (%s: %s at %s)", s.LLM, ep.Model, ep.BaseURL)
 				}
-				fmt.Fprintf(w, "store %s: layout %s, compactor %s, settle %v\n", s.Name, s.Layout, compactor, s.Settle)
+				layout := "layout " + s.Layout
+				if s.Preset != "" {
+					layout = fmt.Sprintf("preset %s (layout %s)", s.Preset, s.Layout)
+				}
+				fmt.Fprintf(w, "store %s: %s, compactor %s, settle %v\n", s.Name, layout, compactor, s.Settle)
 				for _, glob := range s.Paths {
 					n := 0
 					for _, r := range s.Roots() {
@@ -73,5 +88,59 @@ overlaps memwatch's state directory. --strict makes them errors.`,
 		},
 	}
 	cmd.Flags().BoolVar(&strict, "strict", false, "treat warnings as errors (exit 2)")
+	cmd.Flags().BoolVar(&expand, "expand", false, "print the stores with presets expanded and every default spelled out")
 	return cmd
+}
+
+// expandPolicy renders the stores as policy YAML with every key: presets
+// expanded, defaults spelled out. It loads back to the same stores.
+func expandPolicy(p *policy.Policy) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "version: %d\n", policy.Version)
+	if len(p.Stores) == 0 {
+		b.WriteString("stores: []\n")
+		return b.String()
+	}
+	b.WriteString("stores:\n")
+	q := func(s string) string { return strconv.Quote(s) }
+	for _, s := range p.Stores {
+		fmt.Fprintf(&b, "  - name: %s\n", s.Name)
+		if s.Preset != "" {
+			fmt.Fprintf(&b, "    # preset: %s (%s)\n", s.Preset, policy.Presets[s.Preset].Agent)
+		}
+		fmt.Fprintf(&b, "    layout: %s\n", s.Layout)
+		var paths []string
+		for _, g := range s.Paths {
+			paths = append(paths, q(g))
+		}
+		fmt.Fprintf(&b, "    paths: [%s]\n", strings.Join(paths, ", "))
+		fmt.Fprintf(&b, "    compactor: %s\n", s.Compactor)
+		if s.Compactor == "llm" {
+			fmt.Fprintf(&b, "    llm: %s\n", s.LLM)
+		}
+		fmt.Fprintf(&b, "    settle: %v\n    cooldown: %v\n    sweep: %v\n    max_loss: %v\n    max_file_size: %v\n    max_line: %v\n",
+			s.Settle, s.Cooldown, s.Sweep, s.MaxLoss, s.MaxFileSize, s.MaxLine)
+		if s.User != "" {
+			fmt.Fprintf(&b, "    user: %s\n", s.User)
+		}
+		if s.Group != "" {
+			fmt.Fprintf(&b, "    group: %s\n", s.Group)
+		}
+		keys := make([]string, 0, len(s.Options))
+		for k := range s.Options {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			v := s.Options[k]
+			if str, ok := v.(string); ok {
+				if str == "" {
+					continue
+				}
+				v = q(str)
+			}
+			fmt.Fprintf(&b, "    %s: %v\n", k, v)
+		}
+	}
+	return b.String()
 }

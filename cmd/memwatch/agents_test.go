@@ -1,0 +1,138 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// agentHome is a home directory with the data of every agent memwatch has
+// a preset for, each session in its agent's real format (the fixtures of
+// session/testdata/agents, whose SOURCES.md names the upstream formats).
+func agentHome(t *testing.T) string {
+	t.Helper()
+	h := t.TempDir()
+	fixture := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "..", "session", "testdata", "agents", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	files := map[string][]byte{
+		".claude/projects/-src-shop/5b1c.jsonl":                             fixture("claude-code.jsonl"),
+		".claude/projects/-src-shop/memory/MEMORY.md":                       []byte("# Project memory\n\n- deploys go through make release\n"),
+		".codex/sessions/2025/10/29/rollout-2025-10-29T00-59-38-019a.jsonl": fixture("codex.jsonl"),
+		".nanobot/sessions/telegram_42.jsonl":                               fixture("nanobot.jsonl"),
+		".nanobot/workspace/memory/MEMORY.md":                               []byte("# Memory\n\n- user: Ada\n"),
+		".openclaw/agents/main/sessions/7d2e.jsonl":                         fixture("openclaw.jsonl"),
+		".openclaw/workspace/MEMORY.md":                                     []byte("# MEMORY\n\n- backups: nightly\n"),
+		".openclaw/workspace/memory/2026-01-12.md":                          []byte("backups nightly at 02:00 to the NAS\n"),
+	}
+	for p, b := range files {
+		p = filepath.Join(h, p)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+// TestAgentPresets: memwatch init finds every agent; with its policy the
+// daemon consolidates each agent's sessions into the file that agent reads,
+// dated by the conversation, and recall finds words in user text, assistant
+// text, tool inputs and tool results, citing the session file and line.
+func TestAgentPresets(t *testing.T) {
+	home := agentHome(t)
+	pol := filepath.Join(home, "policy.yaml")
+	out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput()
+	if err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	for _, agent := range []string{"Claude Code", "Codex CLI", "nanobot", "OpenClaw"} {
+		if !strings.Contains(string(out), "found "+agent) {
+			t.Errorf("init did not find %s:\n%s", agent, out)
+		}
+	}
+	if out, err := exec.Command(memwatchFast, "validate", "--policy", pol).CombinedOutput(); err != nil {
+		t.Fatalf("validate the init policy: %v\n%s", err, out)
+	}
+	// The sessions ended long ago: consolidate them once they are quiet.
+	b, _ := os.ReadFile(pol)
+	b = []byte(strings.ReplaceAll(string(b), "    paths:", "    session_idle: 1s\n    settle: 50ms\n    paths:"))
+	os.WriteFile(pol, b, 0o644)
+	state := filepath.Join(home, "state")
+	p := start(t, "--policy", pol, "--state-dir", state)
+	p.waitLog("ready", 10*time.Second)
+
+	// Consolidated once, into the file each agent reads, in the month of
+	// the conversation.
+	for _, tt := range []struct{ history, month, cite, word string }{
+		{".claude/projects/-src-shop/memory/HISTORY.md", ".claude/projects/-src-shop/memory/HISTORY-2025-03.md", "5b1c.jsonl#L2-5", "kubectl rollout undo"},
+		{".codex/memwatch/HISTORY.md", ".codex/memwatch/HISTORY-2025-10.md", "rollout-2025-10-29T00-59-38-019a.jsonl#L3-12", "flaky"},
+		{".nanobot/workspace/memory/HISTORY.md", ".nanobot/workspace/memory/HISTORY-2026-02.md", "telegram_42.jsonl#L2-5", "dentist"},
+		{".openclaw/workspace/HISTORY.md", ".openclaw/workspace/HISTORY-2026-01.md", "7d2e.jsonl#L3-6", "NAS"},
+	} {
+		path := filepath.Join(home, tt.history)
+		deadline := time.Now().Add(30 * time.Second)
+		var got []byte
+		for time.Now().Before(deadline) {
+			if got, _ = os.ReadFile(path); strings.Contains(string(got), tt.cite) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !strings.Contains(string(got), tt.cite) || !strings.Contains(string(got), tt.word) {
+			t.Errorf("%s: got %q, want an entry citing %s with %q", tt.history, got, tt.cite, tt.word)
+		}
+		if n := strings.Count(string(got), "range:"); n != 1 {
+			t.Errorf("%s: %d consolidated ranges, want 1", tt.history, n)
+		}
+		waitFor(t, filepath.Join(home, tt.month), tt.cite, 30*time.Second)
+	}
+	for _, junk := range []string{".openclaw/workspace/memory/MEMORY-", ".claude/projects/-src-shop/memory/MEMORY-"} {
+		ms, _ := filepath.Glob(filepath.Join(home, junk+"*"))
+		if len(ms) > 0 {
+			t.Errorf("an archive landed in a folder the agent indexes: %v", ms)
+		}
+	}
+	// Recall across every store, each hit cited by its session file and line.
+	for _, tt := range []struct{ query, want string }{
+		{"checkout", "5b1c.jsonl#L2"},             // user text (Claude Code)
+		{"previous revision", "5b1c.jsonl#L5"},    // assistant text
+		{"rollout undo", "5b1c.jsonl#L3"},         // tool input
+		{"rolled back", "5b1c.jsonl#L4"},          // tool result
+		{"grep -rn flaky", "019a.jsonl#L7"},       // Codex tool input
+		{"Success. Updated", "019a.jsonl#L10"},    // Codex tool result
+		{"Größe", "telegram_42.jsonl#L2"},         // nanobot, non-ASCII
+		{"Created job 7", "telegram_42.jsonl#L4"}, // nanobot tool result
+		{"backup schedule", "7d2e.jsonl#L3"},      // OpenClaw user text (numeric timestamps)
+		{"to the NAS", "7d2e.jsonl#L5"},           // OpenClaw tool result
+	} {
+		cmd := exec.Command(memwatchFast, "recall", "--policy", pol, "--all", "--limit", "20", tt.query)
+		cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+state)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("recall %q: want a citation of %s, got (%v)\n%s", tt.query, tt.want, err, out)
+		}
+	}
+	p.stop(30 * time.Second)
+}
+
+// waitFor waits until path holds want.
+func waitFor(t *testing.T, path, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if b, _ := os.ReadFile(path); strings.Contains(string(b), want) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(path)
+	t.Errorf("%s: got %q, want it to hold %q", path, b, want)
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/policy"
+)
+
+// agentFind is what init looks for of one preset under a home directory.
+type agentFind struct {
+	preset string
+	// root is the preset's root glob under the home directory.
+	root string
+	// sessions are globs (relative to a root) of the agent's session logs,
+	// and memory of its memory files, for the counts init prints.
+	sessions, memory []string
+}
+
+var agentFinds = []agentFind{
+	{preset: "claude-code", root: ".claude/projects/*", sessions: []string{"*.jsonl"}, memory: []string{"memory/*.md"}},
+	{preset: "codex", root: ".codex", sessions: []string{"sessions/*/*/*/rollout-*.jsonl"}},
+	{preset: "nanobot", root: ".nanobot", sessions: []string{"sessions/*.jsonl"}, memory: []string{"workspace/memory/*.md"}},
+	{preset: "openclaw", root: ".openclaw", sessions: []string{"agents/*/sessions/*.jsonl"}, memory: []string{"workspace/MEMORY.md", "workspace/memory/*.md"}},
+}
+
+// found is one agent init found data of.
+type found struct {
+	agentFind
+	glob                  string // the root glob, absolute
+	roots, logs, memFiles int
+	logBytes, memoryBytes int64
+}
+
+func initCmd(g *globals) *cobra.Command {
+	var home, write string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "init [--home DIR] [--write FILE]",
+		Short: "Find the agents you run and print the policy that maintains their memory",
+		Long: `Look under the home directory for the data of the agents memwatch knows
+(Claude Code, Codex, nanobot, OpenClaw) and print a policy with one store
+per agent found, using its preset, with how many sessions and memory files
+each has. --write FILE writes the policy there (refusing to overwrite one
+unless --force); then
+
+  memwatch install --user --policy FILE
+
+runs memwatch as your service, and memwatch recall (or the MCP server)
+searches all of your past sessions. memwatch validate --expand --policy FILE
+shows every key a preset stands for.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if home == "" {
+				h, err := os.UserHomeDir()
+				if err != nil {
+					return usageError{errors.New("no home directory: give --home DIR")}
+				}
+				home = h
+			}
+			fi, err := os.Stat(home)
+			if err != nil || !fi.IsDir() {
+				return usageError{fmt.Errorf("--home %s: not a directory", home)}
+			}
+			var finds []found
+			for _, a := range agentFinds {
+				if f, ok := findAgent(home, a); ok {
+					finds = append(finds, f)
+				}
+			}
+			text := initPolicy(home, finds)
+			if _, err := policy.Parse("memwatch init", []byte(text)); err != nil {
+				return fmt.Errorf("init built a policy that does not load (a bug): %w", err)
+			}
+			for _, f := range finds {
+				fmt.Fprintf(g.stderr, "found %s: %d root(s), %d session log(s) (%s), %d memory file(s) (%s)\n",
+					policy.Presets[f.preset].Agent, f.roots, f.logs, policy.Size(f.logBytes), f.memFiles, policy.Size(f.memoryBytes))
+			}
+			if len(finds) == 0 {
+				fmt.Fprintf(g.stderr, "found no agent data under %s (looked for %s)\n", home, knownAgents())
+			}
+			if write == "" {
+				fmt.Fprint(g.stdout, text)
+				return nil
+			}
+			if _, err := os.Stat(write); err == nil && !force {
+				return usageError{fmt.Errorf("--write %s: the file exists; give --force to replace it", write)}
+			}
+			if err := os.MkdirAll(filepath.Dir(write), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(write, []byte(text), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "wrote %s; next: memwatch install --user --policy %s\n", write, write)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&home, "home", "", "the home directory to look in (default: yours)")
+	cmd.Flags().StringVar(&write, "write", "", "write the policy to FILE instead of printing it")
+	cmd.Flags().BoolVar(&force, "force", false, "with --write, replace an existing file")
+	return cmd
+}
+
+func knownAgents() string {
+	var names []string
+	for _, a := range agentFinds {
+		names = append(names, policy.Presets[a.preset].Agent)
+	}
+	return strings.Join(names, ", ")
+}
+
+// findAgent counts an agent's roots, session logs and memory files under
+// home; ok is false when it has none.
+func findAgent(home string, a agentFind) (found, bool) {
+	f := found{agentFind: a, glob: filepath.Join(home, a.root)}
+	roots, _ := filepath.Glob(f.glob)
+	for _, r := range roots {
+		if fi, err := os.Lstat(r); err != nil || !fi.IsDir() {
+			continue // a symlinked root is refused by the daemon anyway
+		}
+		count := func(globs []string, n *int, size *int64) {
+			for _, g := range globs {
+				ms, _ := filepath.Glob(filepath.Join(r, g))
+				for _, m := range ms {
+					if fi, err := os.Lstat(m); err == nil && fi.Mode().IsRegular() {
+						*n++
+						*size += fi.Size()
+					}
+				}
+			}
+		}
+		logs, mem := f.logs, f.memFiles
+		count(a.sessions, &f.logs, &f.logBytes)
+		count(a.memory, &f.memFiles, &f.memoryBytes)
+		if f.logs > logs || f.memFiles > mem {
+			f.roots++
+		}
+	}
+	return f, f.roots > 0
+}
+
+// initPolicy is the policy for what was found, with the counts as comments.
+func initPolicy(home string, finds []found) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# memwatch policy written by memwatch init for %s.\n", home)
+	b.WriteString("# memwatch validate --expand --policy FILE shows every key a preset stands for;\n# any of them can be set here to override it.\nversion: 1\n")
+	if len(finds) == 0 {
+		b.WriteString("# No agent data was found; add a store (see the README) and reload.\nstores: []\n")
+		return b.String()
+	}
+	b.WriteString("stores:\n")
+	for _, f := range finds {
+		p := policy.Presets[f.preset]
+		fmt.Fprintf(&b, "  # %s: %d root(s), %d session log(s), %s; %d memory file(s).\n", p.Agent, f.roots, f.logs, policy.Size(f.logBytes), f.memFiles)
+		fmt.Fprintf(&b, "  # %s.\n", p.About)
+		fmt.Fprintf(&b, "  - name: %s\n    preset: %s\n    paths: [%q]\n", f.preset, f.preset, f.glob)
+	}
+	return b.String()
+}
