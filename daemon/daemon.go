@@ -365,9 +365,30 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 // Run runs the daemon until ctx ends, then stops everything and waits.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.closeState()
+	err := d.serve(ctx)
+	if err == nil {
+		// Every job has returned and cleaned up after itself: the next
+		// start need not look for leftover temp files.
+		if perr := d.db.Put(context.WithoutCancel(ctx), "daemon", "clean-stop", []byte("1")); perr != nil {
+			d.log.Warn("remember the clean stop", "err", perr)
+		}
+	}
+	return err
+}
+
+// serve is Run between opening and closing the state.
+func (d *Daemon) serve(ctx context.Context) error {
 	// Leftover temp files first: carrying an agent's tail into a target
-	// changes what the pending records are resolved against.
-	d.cleanTemp(ctx)
+	// changes what the pending records are resolved against. Only a run
+	// that did not stop cleanly (killed, crashed) can have left any, so
+	// after a clean stop the walk of every root is skipped.
+	clean, _, err := d.db.Get(ctx, "daemon", "clean-stop")
+	if err == nil {
+		err = d.db.Put(ctx, "daemon", "clean-stop", []byte("0"))
+	}
+	if err != nil || string(clean) != "1" {
+		d.cleanTemp(ctx)
+	}
 	if n, err := d.rw.Recover(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped during startup: a clean stop; recovery runs next start
