@@ -229,7 +229,7 @@ func summaryLLM(ctx context.Context, env *layout.Env, d *Doc, words int) (string
 	if err := compact.CheckText([]byte(s)); err != nil || s == "" {
 		return "", reply.Tokens, fmt.Errorf("unusable summary %q", s)
 	}
-	return cutWords(s, words), reply.Tokens, nil
+	return leadingPhrases(s, words), reply.Tokens, nil
 }
 
 func indexTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {

@@ -74,8 +74,17 @@ func TestSummaryLine(t *testing.T) {
 		t.Errorf("inserted:\n%q\nwant\n%q", got, want)
 	}
 	ep := factsepisodes.Parse([]byte("# E\n\n> Summary: old\n\n## A\n- Summary: one two three four five six\n## B\n- Summary: seven eight nine ten eleven\n"), true)
-	if got, want := ep.HeuristicSummary(10, true), "one two three four five six, seven eight nine ten"; got != want {
+	// Over the budget: whole phrases, the newest first, none cut.
+	if got, want := ep.HeuristicSummary(10, true), "seven eight nine ten eleven"; got != want {
 		t.Errorf("episode summary = %q, want %q", got, want)
+	}
+	var many strings.Builder
+	many.WriteString("# Fixes\n\n")
+	for i := 1; i <= 15; i++ {
+		fmt.Fprintf(&many, "## Fix %d\n- Summary: thing %d fixed\n", i, i)
+	}
+	if got, want := factsepisodes.Parse([]byte(many.String()), true).HeuristicSummary(10, true), "thing 15 fixed, thing 14 fixed, thing 13 fixed"; got != want {
+		t.Errorf("15 entries in 10 words: got %q, want %q", got, want)
 	}
 	if got, want := string(ep.WithSummary("new")), "# E\n\n> Summary: new\n\n## A\n- Summary: one two three four five six\n## B\n- Summary: seven eight nine ten eleven\n"; got != want {
 		t.Errorf("replaced = %q", got)
@@ -246,7 +255,7 @@ func TestSummariesAndIndexFollowChanges(t *testing.T) {
 	f.WriteString("\n## Config refactor\n- Summary: config.ts → zod schema\n- Date: 2026-02-25\n")
 	f.Close()
 	waitFor(t, "regenerated episode summary", func() bool {
-		return strings.Contains(read(ep), "> Summary: pino pipeline stdout leak → custom JS transport, UUID\n")
+		return strings.Contains(read(ep), "> Summary: config.ts → zod schema, UUID → 16-char hex short ID\n")
 	})
 	time.Sleep(300 * time.Millisecond)
 	stop()

@@ -149,7 +149,7 @@ func (d *Doc) Signature() string {
 // HeuristicSummary joins the entries' own summaries (or titles) and cuts
 // the result to words words.
 func (d *Doc) HeuristicSummary(words int, episodes bool) string {
-	var parts []string
+	var phrases []string
 	for _, e := range d.Entries {
 		p := e.Title
 		if episodes && e.Summary != "" {
@@ -158,9 +158,72 @@ func (d *Doc) HeuristicSummary(words int, episodes bool) string {
 		if !episodes {
 			p = strings.ToLower(p)
 		}
-		parts = append(parts, p)
+		if p = phrase(p); p != "" {
+			phrases = append(phrases, p)
+		}
 	}
-	return cutWords(strings.Join(parts, ", "), words)
+	return fitPhrases(phrases, words)
+}
+
+// leadingPhrases keeps the comma-separated phrases of s, in order, that fit
+// in the word budget: an over-long model reply loses whole phrases at its
+// end, never half of one (unless its first phrase alone is too long).
+func leadingPhrases(s string, words int) string {
+	var out []string
+	used := 0
+	for _, p := range strings.Split(s, ",") {
+		p = strings.Join(strings.Fields(p), " ")
+		n := len(strings.Fields(p))
+		if n == 0 {
+			continue
+		}
+		if used+n > words {
+			break
+		}
+		out = append(out, p)
+		used += n
+	}
+	if len(out) == 0 {
+		return cutWords(s, words)
+	}
+	return strings.Join(out, ", ")
+}
+
+// phrase is an entry's text up to its first clause break: the short
+// phrase a summary lists for it.
+func phrase(s string) string {
+	if i := strings.IndexAny(s, ":;,(—"); i > 0 {
+		s = s[:i]
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// fitPhrases joins whole phrases within a word budget: all of them in
+// their order when they fit, else the newest (last) first, as many as fit.
+// A phrase is never cut, unless the newest alone is over the budget.
+func fitPhrases(phrases []string, words int) string {
+	count := func(s string) int { return len(strings.Fields(s)) }
+	total := 0
+	for _, p := range phrases {
+		total += count(p)
+	}
+	if total <= words {
+		return strings.Join(phrases, ", ")
+	}
+	var out []string
+	used := 0
+	for i := len(phrases) - 1; i >= 0; i-- {
+		n := count(phrases[i])
+		if used+n > words {
+			continue // a shorter older phrase may still fit
+		}
+		out = append(out, phrases[i])
+		used += n
+	}
+	if len(out) == 0 && len(phrases) > 0 {
+		return cutWords(phrases[len(phrases)-1], words)
+	}
+	return strings.Join(out, ", ")
 }
 
 func cutWords(s string, n int) string {
