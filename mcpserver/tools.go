@@ -137,7 +137,7 @@ func (b *builder) addTools() {
 	// now-history (seed 000)
 	add(b, &mcp.Tool{Name: "memory_status", Description: "Returns structural metadata of memory.md (path, size, headings with line numbers and line counts, archive info). No content. Useful for re-checking structure after multiple edits."},
 		[]string{nowHistory}, nil, func(ctx context.Context, t *target, _ noInput) (string, nowhistory.StatusInfo, error) {
-			st, err := nowhistory.Status(t.root, nowhistory.MemoryFile)
+			st, err := nowhistory.Status(t.root, nowhistory.MemoryFile, int64(t.store.Options.Size("max_size")))
 			if err != nil {
 				return "", st, err
 			}

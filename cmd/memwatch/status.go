@@ -30,7 +30,7 @@ no content (the seed's memory_status).`,
 					return err
 				}
 				defer root.Close()
-				st, err := nowhistory.Status(root, file)
+				st, err := nowhistory.Status(root, file, g.maxSizeFor(root.Path()))
 				if err != nil {
 					return err
 				}
@@ -57,6 +57,22 @@ no content (the seed's memory_status).`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// maxSizeFor is the max_size of the now-history store whose root dir is,
+// when a policy is at hand, else the layout's default.
+func (g *globals) maxSizeFor(dir string) int64 {
+	limit := int64(100 << 10) // now-history's default max_size
+	p, err := g.policyIfGiven()
+	if err != nil || p == nil {
+		return limit
+	}
+	for _, s := range p.Stores {
+		if s.Layout == "now-history" && s.MatchesRoot(dir) {
+			return int64(s.Options.Size("max_size"))
+		}
+	}
+	return limit
 }
 
 func printJSON(g *globals, v any) error {

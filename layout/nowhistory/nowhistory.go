@@ -33,6 +33,8 @@ const (
 	RuleCompact   = "compact"
 	RuleRetention = "run-retention"
 	RuleSnapshot  = "snapshot"
+	// RuleStateFirst journals a memory.md whose ## State is not first.
+	RuleStateFirst = "state-first"
 )
 
 // Rules implements layout.Layout.
@@ -44,7 +46,29 @@ func (Layout) Rules() []layout.Rule {
 	}
 }
 
+// checkState journals, once per content of memory.md, that ## State is
+// not where seed 000 wants it (first in # now).
+func checkState(ctx context.Context, env *layout.Env, root *confine.Root) {
+	data, err := root.ReadFile(MemoryFile)
+	if err != nil {
+		return
+	}
+	w := StateWarning(data)
+	key := root.Path()
+	last, _, _ := env.DB.Get(ctx, "state-first", key)
+	sha := rewrite.Hash(data)
+	if w == "" || string(last) == sha {
+		if w == "" && len(last) > 0 {
+			_ = env.DB.Put(ctx, "state-first", key, nil)
+		}
+		return
+	}
+	_ = env.DB.Put(ctx, "state-first", key, []byte(sha))
+	_ = env.Note(ctx, root.Path(), RuleStateFirst, MemoryFile, sha, int64(len(data)), w)
+}
+
 func compactTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
+	checkState(ctx, env, root)
 	maxSize := int64(env.Store.Options.Size("max_size"))
 	fi, err := root.Stat(MemoryFile)
 	if err != nil || fi.Size() <= maxSize {

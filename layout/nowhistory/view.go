@@ -180,6 +180,48 @@ type StatusInfo struct {
 	Lines    int           `json:"lines"`
 	Headings []HeadingInfo `json:"headings"`
 	Archive  ArchiveInfo   `json:"archive"`
+	// Warnings name what breaks the seed's rules: ## State not first in
+	// # now, a file over max_size.
+	Warnings []string `json:"warnings"`
+}
+
+// StateWarning says what is wrong with the place of ## State, which seed
+// 000 wants first in the first # section (the part injected before every
+// run); "" when it is first.
+func StateWarning(src []byte) string {
+	d := markdown.Parse(src)
+	first := -1
+	for i, h := range d.Headings {
+		if h.Level == 1 {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return ""
+	}
+	var sub []markdown.Heading
+	for _, h := range d.Headings[first+1:] {
+		if h.Level == 1 {
+			break
+		}
+		if h.Level == 2 {
+			sub = append(sub, h)
+		}
+	}
+	isState := func(h markdown.Heading) bool {
+		t := strings.TrimSpace(h.Text)
+		return t == "State" || strings.HasPrefix(t, "State ") || strings.HasPrefix(t, "State|")
+	}
+	for i, h := range sub {
+		if isState(h) {
+			if i == 0 {
+				return ""
+			}
+			return fmt.Sprintf("## State (L%d) is not the first section of %s: %s (L%d) comes before it; move ## State up, it is what every run loads first", h.Line, d.Headings[first].Title(), sub[0].Title(), sub[0].Line)
+		}
+	}
+	return fmt.Sprintf("%s has no ## State section: start it with ## State | one-line summary", d.Headings[first].Title())
 }
 
 // ArchiveInfo describes memory/run and the compaction archives.
@@ -190,10 +232,11 @@ type ArchiveInfo struct {
 	Compactions []string `json:"compactions"`
 }
 
-// Status returns the structure of the memory file file of root.
-func Status(root *confine.Root, file string) (StatusInfo, error) {
+// Status returns the structure of the memory file file of root; limit is
+// its max_size (0: not checked).
+func Status(root *confine.Root, file string, limit int64) (StatusInfo, error) {
 	path := root.Join(file)
-	st := StatusInfo{Path: path, Headings: []HeadingInfo{}}
+	st := StatusInfo{Path: path, Headings: []HeadingInfo{}, Warnings: []string{}}
 	src, err := root.ReadFile(file)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return st, fmt.Errorf("read memory file: %w", err)
@@ -202,6 +245,12 @@ func Status(root *confine.Root, file string) (StatusInfo, error) {
 		st.Exists, st.Size, st.Lines = true, len(src), countLines(src)
 		for _, h := range markdown.Parse(src).Headings {
 			st.Headings = append(st.Headings, HeadingInfo{Level: h.Level, Text: h.Text, Line: h.Line, Lines: h.Lines})
+		}
+		if w := StateWarning(src); w != "" {
+			st.Warnings = append(st.Warnings, w)
+		}
+		if limit > 0 && int64(len(src)) > limit {
+			st.Warnings = append(st.Warnings, fmt.Sprintf("%s is %s, over max_size %s: memwatch compacts it (memwatch compact runs it now)", file, humanKB(len(src)), humanKB(int(limit))))
 		}
 	}
 	runs := runFiles(root)
@@ -233,6 +282,9 @@ func FormatStatus(st StatusInfo) string {
 	fmt.Fprintf(&b, "\ncompaction archives (%s/): %d\n", ArchiveDir, len(st.Archive.Compactions))
 	for _, c := range st.Archive.Compactions {
 		fmt.Fprintf(&b, "  - %s\n", c)
+	}
+	for _, w := range st.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
 	return b.String()
 }

@@ -62,7 +62,7 @@ func TestSnapshotGolden(t *testing.T) {
 
 func TestStatusGolden(t *testing.T) {
 	root := testRoot(t, filepath.Join("testdata", "large"))
-	st, err := Status(root, "memory.md")
+	st, err := Status(root, "memory.md", 100<<10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +70,34 @@ func TestStatusGolden(t *testing.T) {
 	b, _ := json.MarshalIndent(st, "", "  ")
 	golden(t, "large.status.golden.json", append(b, '\n'))
 	golden(t, "large.status.golden.txt", []byte(FormatStatus(st)))
+}
+
+func TestStateFirstAndOversize(t *testing.T) {
+	tests := []struct{ name, src, want string }{
+		{"state first", "# now\n## State | ok\n## Patterns\n# History\n", ""},
+		{"state second", "# now\n## Patterns\n- p\n## State | ok\n# History\n", "## State (L4) is not the first section of # now: ## Patterns (L2) comes before it"},
+		{"no state", "# now\n## Patterns\n# History\n", "# now has no ## State section"},
+		{"state in history only", "# now\n## Patterns\n# History\n## State\n", "# now has no ## State section"},
+		{"no headings", "just text\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := StateWarning([]byte(tt.src))
+			if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "memory.md"), []byte("# now\n## Patterns\n## State\n"+strings.Repeat("x", 2000)+"\n"), 0o644)
+	st, err := Status(testRoot(t, dir), "memory.md", 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := FormatStatus(st)
+	if len(st.Warnings) != 2 || !strings.Contains(out, "warning: ## State (L3)") || !strings.Contains(out, "over max_size 1.0KB") {
+		t.Errorf("status of an oversize file with ## State second: %q", out)
+	}
 }
 
 func TestStamp(t *testing.T) {
