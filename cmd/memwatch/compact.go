@@ -7,11 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/state"
 )
+
+// journalRef names a journal record in a message ("" when none).
+func journalRef(id int64) string {
+	if id == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; journal record %d", id)
+}
 
 func compactCmd(g *globals) *cobra.Command {
 	var req daemon.CompactRequest
@@ -68,10 +78,19 @@ compaction goes through it so it cannot race a job.`,
 				fmt.Fprintf(w, "note: %s\n", res.FallbackReason)
 			}
 			fmt.Fprintf(w, "tokens: ~%d input (estimate), %d used\n", res.InputTokens, res.Tokens)
-			if res.DryRun {
+			switch {
+			case res.DryRun:
 				fmt.Fprintln(w, "dry run: nothing was written")
-			} else if res.Journal != 0 {
+			case res.Outcome == state.Rejected || strings.HasPrefix(res.Verdict, "rejected"):
+				// The guards kept the file as it was: that is a failure of
+				// the compaction asked for, not a success.
+				return fmt.Errorf("compact %s: nothing was written: the guards rejected the result (%s)%s", args[0], res.Verdict, journalRef(res.Journal))
+			case res.Outcome == state.Done && res.Archive != "":
 				fmt.Fprintf(w, "written; pre-image archived to %s; journal record %d (memwatch undo %d reverts it)\n", res.Archive, res.Journal, res.Journal)
+			case res.Outcome == state.Done:
+				fmt.Fprintf(w, "written (nothing removed, so no archive); journal record %d (memwatch undo %d reverts it)\n", res.Journal, res.Journal)
+			default:
+				fmt.Fprintf(w, "nothing was written: %s\n", res.Verdict)
 			}
 			return nil
 		},

@@ -18,7 +18,7 @@ const sentinelKey = "sk-SENTINEL-e2e-4b1d-never-print"
 
 func TestCompactCommandAndKeyRedaction(t *testing.T) {
 	bad := "# now\n\n## State | x\n\n# History\n"
-	srv := llmtest.New(t, llmtest.Step{Content: bad, Tokens: 321}, llmtest.Step{Status: 500})
+	srv := llmtest.New(t, llmtest.Step{Content: bad, Tokens: 321}, llmtest.Step{Content: bad, Tokens: 321}, llmtest.Step{Status: 500})
 	dir := t.TempDir()
 	app := filepath.Join(dir, "apps", "a")
 	os.MkdirAll(app, 0o755)
@@ -58,6 +58,15 @@ stores:
 	}
 	if b, _ := os.ReadFile(mem); !bytes.Equal(b, orig) {
 		t.Fatal("dry run changed memory.md")
+	}
+	// For real, the destructive answer is rejected: nothing is written, and
+	// the command says so and fails.
+	out, code = run("compact", app, "--policy", pol, "--state-dir", stateDir, "--compactor", "llm")
+	if code != 1 || !strings.Contains(out, "nothing was written: the guards rejected the result") || strings.Contains(out, "written;") {
+		t.Errorf("compact with a rejected LLM answer: exit %d, want 1\n%s", code, out)
+	}
+	if b, _ := os.ReadFile(mem); !bytes.Equal(b, orig) {
+		t.Fatal("a rejected compaction changed memory.md")
 	}
 	// The LLM now fails with 500s: the heuristic takes over, and says so.
 	out, code = run("compact", app, "--policy", pol, "--state-dir", stateDir, "--compactor", "llm", "--log-format", "json")
