@@ -120,7 +120,7 @@ func dryRun(ctx context.Context, req rewrite.Request, rec *state.Record, res *Co
 		return fmt.Errorf("compact: %w", err)
 	}
 	res.BeforeSize, res.InputTokens = len(old), compact.EstimateTokens(string(old))
-	out, err := req.Compute(ctx, old)
+	out, err := req.Compute(layout.WithDryRun(ctx), old)
 	res.Tokens, res.FallbackReason = rec.Tokens, rec.Reason
 	var rej *rewrite.Rejected
 	switch {

@@ -84,6 +84,18 @@ type Compactable interface {
 	CompactRequest(env *Env, root *confine.Root, force bool) (rewrite.Request, *state.Record)
 }
 
+// dryRunKey marks a context whose Compute must have no side effects.
+type dryRunKey struct{}
+
+// WithDryRun marks ctx as a dry run (memwatch compact --dry-run): a Compute
+// that writes beside its target (a pruned-facts archive) must not.
+func WithDryRun(ctx context.Context) context.Context {
+	return context.WithValue(ctx, dryRunKey{}, true)
+}
+
+// IsDryRun reports a context marked by WithDryRun.
+func IsDryRun(ctx context.Context) bool { v, _ := ctx.Value(dryRunKey{}).(bool); return v }
+
 // Record starts a journal record for a rule's action.
 func (e *Env) Record(rule string) *state.Record {
 	return &state.Record{Store: e.Store.Name, Rule: rule}

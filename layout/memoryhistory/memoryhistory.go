@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -236,33 +237,9 @@ prune stale and low-value facts, merge duplicates, keep the structure and every 
 
 func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
 	limit := int64(env.Store.Options.Size("memory_max_size"))
-	rec := env.Record(RuleCompress)
 	f := filesOf(env.Store)
-	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: f.memory(),
-		Archive: f.archiveFor("MEMORY", env.Now()),
-		Compute: func(ctx context.Context, old []byte) ([]byte, error) {
-			rec.Reason = ""
-			if int64(len(old)) <= limit {
-				return nil, rewrite.ErrUnchanged
-			}
-			if env.LLM != nil {
-				reply, err := env.LLM.Complete(ctx, compact.Prompt{System: fmt.Sprintf(compressSystem, limit, limit), User: compact.Data("MEMORY.md", string(old))})
-				rec.Tokens += reply.Tokens
-				if err == nil {
-					next := []byte(strings.TrimSpace(reply.Text) + "\n")
-					return next, GuardMemory(old, next, limit, env.Store.MaxLoss)
-				}
-				if ctx.Err() != nil {
-					return nil, err
-				}
-				rec.Reason = fmt.Sprintf("llm unavailable (%v); heuristic compressor used", err)
-			}
-			next := CompressHeuristic(old)
-			if bytes.Equal(next, old) {
-				return nil, rewrite.ErrUnchanged
-			}
-			return next, nil
-		}}, rec)
+	req, rec := Layout{}.CompactRequest(env, root, false)
+	out, err := env.Rewriter.Apply(ctx, req, rec)
 	if err != nil {
 		return jobs.Result{}, retryable(err)
 	}
@@ -277,9 +254,180 @@ func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, targe
 	}
 	if b, err := root.ReadFile(f.memory()); err == nil && int64(len(b)) > limit {
 		_ = env.Note(ctx, root.Path(), RuleCompress, f.memory(), rewrite.Hash(b), int64(len(b)),
-			fmt.Sprintf("MEMORY.md is %d bytes, over memory_max_size %d, and has no duplicate lines or empty sections to remove", len(b), limit))
+			fmt.Sprintf("MEMORY.md is %d bytes, over memory_max_size %d, and nothing could be moved out of it", len(b), limit))
 	}
 	return jobs.Result{CoolDown: true}, nil
+}
+
+// CompactRequest implements layout.Compactable: the rewrite that brings
+// MEMORY.md under memory_max_size (even under it with force). Facts the
+// compression drops are moved, not lost: they are appended first to the
+// month's pruned-facts file in archive_dir (MEMORY-pruned-YYYY-MM.md, which
+// the agent can read), and the guard checks that every fact gone from
+// MEMORY.md is in it. The LLM prunes and merges when there is one; the
+// offline compressor drops duplicate lines and empty sections, then moves
+// the oldest facts (the first in the file) out until it fits.
+func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (rewrite.Request, *state.Record) {
+	limit := int64(env.Store.Options.Size("memory_max_size"))
+	f := filesOf(env.Store)
+	rec := env.Record(RuleCompress)
+	pruned := filepath.Join(f.archive, "MEMORY-pruned-"+env.Now().Format("2006-01")+".md")
+	return rewrite.Request{Root: root, Target: f.memory(), Archive: f.archiveFor("MEMORY", env.Now()),
+		Compute: func(ctx context.Context, old []byte) ([]byte, error) {
+			rec.Reason = ""
+			if int64(len(old)) <= limit && !force {
+				return nil, rewrite.ErrUnchanged
+			}
+			var next []byte
+			if env.LLM != nil {
+				reply, err := env.LLM.Complete(ctx, compact.Prompt{System: fmt.Sprintf(compressSystem, limit, limit), User: compact.Data("MEMORY.md", string(old))})
+				rec.Tokens += reply.Tokens
+				switch {
+				case err == nil:
+					next = []byte(strings.TrimSpace(reply.Text) + "\n")
+					if gerr := guardCompressed(old, next, limit); gerr != nil {
+						if force {
+							return next, gerr // memwatch compact reports the rejection
+						}
+						rec.Reason = fmt.Sprintf("llm answer rejected (%v); heuristic compressor used", gerr)
+						next = nil
+					}
+				case ctx.Err() != nil:
+					return nil, err
+				default:
+					rec.Reason = fmt.Sprintf("llm unavailable (%v); heuristic compressor used", err)
+				}
+			}
+			if next == nil {
+				next = PruneOldest(CompressHeuristic(old), limit)
+			}
+			if bytes.Equal(next, old) {
+				return nil, rewrite.ErrUnchanged
+			}
+			gone := removedFacts(old, next)
+			if len(gone) == 0 || layout.IsDryRun(ctx) {
+				return next, nil
+			}
+			if err := keepPruned(ctx, env, root, pruned, gone); err != nil {
+				return nil, err
+			}
+			have, err := root.ReadFile(pruned)
+			if err != nil {
+				return nil, err
+			}
+			kept := map[string]bool{}
+			for _, l := range factLines(have) {
+				kept[l] = true
+			}
+			for _, g := range gone {
+				if !kept[g] {
+					return nil, &rewrite.Rejected{Reason: fmt.Sprintf("fact %q would leave MEMORY.md without being in %s", clip(g), pruned)}
+				}
+			}
+			rec.Reason = strings.TrimSpace(fmt.Sprintf("%s; %d fact(s) moved to %s", rec.Reason, len(gone), pruned))
+			rec.Reason = strings.TrimPrefix(rec.Reason, "; ")
+			return next, nil
+		}}, rec
+}
+
+// keepPruned appends to the pruned-facts file the facts it lacks, under a
+// dated heading: an append, journaled like every write.
+func keepPruned(ctx context.Context, env *layout.Env, root *confine.Root, pruned string, facts []string) error {
+	r := env.Record(RuleCompress)
+	r.Reason = "facts moved out of MEMORY.md"
+	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: pruned, AllowCreate: true,
+		Compute: func(_ context.Context, old []byte) ([]byte, error) {
+			have := map[string]bool{}
+			for _, l := range factLines(old) {
+				have[l] = true
+			}
+			var add []string
+			for _, f := range facts {
+				if !have[f] {
+					add = append(add, f)
+				}
+			}
+			if len(add) == 0 {
+				return nil, rewrite.ErrUnchanged
+			}
+			next := append([]byte{}, old...)
+			if len(next) == 0 {
+				next = append(next, "# Facts pruned from MEMORY.md\n\nmemwatch moves here what it takes out of MEMORY.md to keep it under its size limit.\n"...)
+			}
+			next = withBlankLine(next)
+			next = append(next, "## "+env.Now().Format("2006-01-02 15:04")+"\n"...)
+			for _, f := range add {
+				if !strings.HasPrefix(f, "-") && !strings.HasPrefix(f, "*") {
+					f = "- " + f
+				}
+				next = append(next, f+"\n"...)
+			}
+			return next, nil
+		}}, r)
+	return err
+}
+
+// removedFacts are the fact lines of old that next no longer has.
+func removedFacts(old, next []byte) []string {
+	have := map[string]bool{}
+	for _, l := range factLines(next) {
+		have[l] = true
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, l := range factLines(old) {
+		if !have[l] && !seen[l] {
+			out = append(out, l)
+			seen[l] = true
+		}
+	}
+	return out
+}
+
+// guardCompressed checks an LLM's compressed MEMORY.md: clean text, not
+// empty, smaller than before. Which facts it dropped is no reason to
+// refuse it: they are moved to the pruned-facts file, not lost.
+func guardCompressed(old, next []byte, limit int64) error {
+	if err := compact.CheckText(next); err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(next)) == 0 && len(bytes.TrimSpace(old)) > 0 {
+		return &rewrite.Rejected{Reason: "compressed MEMORY.md is empty"}
+	}
+	if len(next) >= len(old) {
+		return &rewrite.Rejected{Reason: fmt.Sprintf("compressed MEMORY.md is %d bytes, no smaller than the %d before", len(next), len(old))}
+	}
+	return nil
+}
+
+// PruneOldest moves the oldest facts out of a MEMORY.md over limit: fact
+// lines are dropped from the top of the file (memory files grow at the
+// end) until it fits; headings stay, and sections left empty go.
+func PruneOldest(src []byte, limit int64) []byte {
+	if limit <= 0 || int64(len(src)) <= limit {
+		return src
+	}
+	lines := strings.SplitAfter(string(src), "\n")
+	size := int64(len(src))
+	for i, l := range lines {
+		if size <= limit {
+			break
+		}
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		size -= int64(len(l))
+		lines[i] = ""
+	}
+	return CompressHeuristic([]byte(strings.Join(lines, "")))
+}
+
+func clip(s string) string {
+	if len(s) > 80 {
+		return strings.ToValidUTF8(s[:80], "") + "…"
+	}
+	return s
 }
 
 // CompressHeuristic removes exact duplicate lines (the first stays) and

@@ -376,3 +376,61 @@ func crashedRange(t *testing.T, ws, stateDir, rel string, n int) string {
 	sp.Read(ctx, st.ID, 0, int64(n), func(l spool.Line) error { lines = append(lines, l); return nil })
 	return fmt.Sprintf("<!-- memwatch: %s range:%s -->", spool.Cite(rel, lines), spool.RangeID(rel, lines))
 }
+
+// TestCompressMovesFactsOut: an oversize MEMORY.md of distinct facts gets
+// under memory_max_size, offline and with an LLM that prunes two thirds of
+// it (more than max_loss), and every fact taken out is in the month's
+// pruned-facts file, which the agent can read.
+func TestCompressMovesFactsOut(t *testing.T) {
+	var mem strings.Builder
+	mem.WriteString("# Facts\n\n## People\n")
+	for i := range 400 {
+		if i == 200 {
+			mem.WriteString("\n## Projects\n")
+		}
+		fmt.Fprintf(&mem, "- fact %03d: something worth remembering\n", i)
+	}
+	var kept strings.Builder
+	kept.WriteString("# Facts\n\n## Projects\n")
+	for i := 266; i < 400; i++ {
+		fmt.Fprintf(&kept, "- fact %03d: something worth remembering\n", i)
+	}
+	for _, tt := range []struct {
+		name string
+		llm  string // the LLM's answer; "" for offline
+	}{{"offline", ""}, {"llm prunes two thirds", kept.String()}} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			url := ""
+			if tt.llm != "" {
+				url = llmtest.New(t, llmtest.Step{Content: tt.llm}).BaseURL()
+			}
+			src := strings.Replace(policyFor(ws, url, ""), "window: 50", "window: 50\n    memory_max_size: 8KiB", 1)
+			os.WriteFile(filepath.Join(ws, "MEMORY.md"), []byte(mem.String()), 0o644)
+			stop := run(t, src, t.TempDir())
+			waitFor(t, "compression", 10*time.Second, func() bool { return len(read(filepath.Join(ws, "MEMORY.md"))) <= 8<<10 })
+			var prunedFile string
+			waitFor(t, "the pruned-facts file", 5*time.Second, func() bool {
+				ms, _ := filepath.Glob(filepath.Join(ws, "memory", "MEMORY-pruned-*.md"))
+				if len(ms) == 1 {
+					prunedFile = ms[0]
+				}
+				return len(ms) == 1
+			})
+			stop()
+			now, pruned := read(filepath.Join(ws, "MEMORY.md")), read(prunedFile)
+			for i := range 400 {
+				fact := fmt.Sprintf("- fact %03d: something worth remembering\n", i)
+				if !strings.Contains(now, fact) && !strings.Contains(pruned, fact) {
+					t.Fatalf("fact %03d is in neither MEMORY.md nor %s", i, prunedFile)
+				}
+			}
+			if !strings.Contains(now, "fact 399") {
+				t.Errorf("the newest fact left MEMORY.md:\n%s", now)
+			}
+			if strings.Contains(pruned, "fact 399") {
+				t.Errorf("a fact still in MEMORY.md was put in the pruned file")
+			}
+		})
+	}
+}
