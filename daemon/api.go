@@ -265,7 +265,9 @@ func Undo(ctx context.Context, rw *rewrite.Rewriter, eng *jobs.Engine, id int64,
 		}
 		do := func(ctx context.Context) error {
 			res.Outcome = state.Done
-			return apprecords.Undo(ctx, rw.DB, rec, force)
+			id, err := apprecords.Undo(ctx, rw.DB, rec, force)
+			res.Journal = id
+			return err
 		}
 		if eng == nil {
 			return res, do(ctx)

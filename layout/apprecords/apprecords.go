@@ -75,9 +75,32 @@ func limitTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]s
 	}
 	var out []string
 	for app := range over {
+		if held(ctx, env, db, root.Path(), app) {
+			continue
+		}
 		out = append(out, app)
 	}
 	return out, nil
+}
+
+// held reports an app whose deleted record an undo restored, and which has
+// had no new record since: the undo sticks until then.
+func held(ctx context.Context, env *layout.Env, db *DB, root, app string) bool {
+	key := root + "\x00" + app
+	v, ok, err := env.DB.Get(ctx, HoldNS, key)
+	if err != nil || !ok {
+		return false
+	}
+	hold, _ := strconv.ParseInt(string(v), 10, 64)
+	top, err := db.MaxID(ctx, app)
+	if err != nil {
+		return true
+	}
+	if top > hold {
+		_ = env.DB.Put(ctx, HoldNS, key, nil) // a new record: the limit applies again
+		return false
+	}
+	return true
 }
 
 // Decision is seed 004's MemoryCompactionDecision.
@@ -187,6 +210,11 @@ type rowData struct {
 	Table      string `json:"table"`
 	Row        Record `json:"row"`
 	NewContent string `json:"new_content,omitempty"`
+	// Cols and Literals are the whole row as stored: every column, each
+	// value as SQLite's quote() writes it, so an undo puts back exactly
+	// the row that was deleted (extra columns, types and timestamps too).
+	Cols     []string `json:"cols,omitempty"`
+	Literals []string `json:"literals,omitempty"`
 }
 
 // apply journals the decision (pending, with the full old rows), applies
@@ -205,8 +233,18 @@ func apply(ctx context.Context, env *layout.Env, root *confine.Root, app string,
 	if why != "" {
 		reason += " (" + why + ")"
 	}
+	db, err := open(ctx, env, root)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	journalRow := func(rule string, r Record, newContent, reason string, tokens int64) (*state.Record, error) {
-		data, _ := json.Marshal(rowData{Table: table, Row: r, NewContent: newContent})
+		rd := rowData{Table: table, Row: r, NewContent: newContent}
+		var lerr error
+		if rd.Cols, rd.Literals, lerr = db.Literals(ctx, r.ID); lerr != nil {
+			return nil, lerr
+		}
+		data, _ := json.Marshal(rd)
 		rec := &state.Record{Store: env.Store.Name, Root: root.Path(), Rule: rule, Target: fmt.Sprintf("%s/%s/%d", table, app, r.ID),
 			BeforeSHA: rewrite.Hash([]byte(r.Content)), BeforeSize: int64(len(r.Content)), Tokens: tokens,
 			Outcome: state.Pending, Reason: reason, Data: data}
@@ -238,11 +276,7 @@ func apply(ctx context.Context, env *layout.Env, root *confine.Root, app string,
 		recs = []*state.Record{x}
 		change = func(db *DB) error { return db.Delete(ctx, old) }
 	}
-	db, err := open(ctx, env, root)
-	if err == nil {
-		err = change(db)
-		db.Close()
-	}
+	err = change(db)
 	for _, rec := range recs {
 		rec.Outcome = state.Done
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/memwatch/memwatch/compact/llmtest"
+	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/daemon/daemontest"
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/state"
@@ -321,4 +322,106 @@ func TestResolvePending(t *testing.T) {
 	if out, _ := apprecords.Resolve(ctx, create("c-8.jsonl")); out != state.Failed {
 		t.Errorf("no row: outcome %s, want failed", out)
 	}
+}
+
+// TestCreateTable: create_table makes the seed's table in a new database
+// (CURRENT_TIMESTAMP and all), and records go in and come out.
+func TestCreateTable(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "new.db")
+	os.WriteFile(path, nil, 0o644) // the app's new, empty database: the root
+	for _, table := range []string{"app_memories", "Memories_T_2"} {
+		db, err := apprecords.OpenPath(ctx, path, table, true)
+		if err != nil {
+			t.Fatalf("create table %s: %v", table, err)
+		}
+		if _, err := db.Insert(ctx, apprecords.Record{AppID: "cal", Content: "likes tea"}); err != nil {
+			t.Fatalf("insert into %s: %v", table, err)
+		}
+		rs, err := db.Records(ctx, "cal")
+		if err != nil || len(rs) != 1 || rs[0].Content != "likes tea" || rs[0].CreatedAt == "" {
+			t.Errorf("records of %s: %+v, %v", table, rs, err)
+		}
+		db.Close()
+	}
+}
+
+// TestUndoRestoresTheWholeRow: a deleted record comes back with every
+// column as it was stored, extra columns and timestamps included.
+func TestUndoRestoresTheWholeRow(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.db")
+	sdb, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sdb.Exec(`CREATE TABLE app_memories (id INTEGER PRIMARY KEY AUTOINCREMENT, app_id TEXT NOT NULL, content TEXT NOT NULL,
+		created_at DATETIME DEFAULT CURRENT_TIMESTAMP, updated_at DATETIME DEFAULT CURRENT_TIMESTAMP, source_conversation_id TEXT, metadata TEXT,
+		importance_extra INTEGER, score REAL, blob_extra BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sdb.Exec(`INSERT INTO app_memories (app_id, content, created_at, updated_at, source_conversation_id, metadata, importance_extra, score, blob_extra)
+		VALUES ('cal', 'it''s tea, not coffee', '2025-09-01 09:00:00', '2025-09-02T10:00:00Z', 'conv-1', '{"k":1}', 99, 0.25, X'00ff')`); err != nil {
+		t.Fatal(err)
+	}
+	row := func() string {
+		var s string
+		sdb.QueryRow(`SELECT quote(id)||quote(app_id)||quote(content)||quote(created_at)||quote(updated_at)||quote(source_conversation_id)||quote(metadata)||quote(importance_extra)||quote(score)||quote(blob_extra) FROM app_memories WHERE id = 1`).Scan(&s)
+		return s
+	}
+	before := row()
+	journal, err := state.Open(ctx, filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer journal.Close()
+	if n, err := apprecords.Remove(ctx, journal, "records", path, "app_memories", "cal", []int64{1}, "test"); n != 1 || err != nil {
+		t.Fatalf("remove: %d, %v", n, err)
+	}
+	if row() != "" {
+		t.Fatal("the record is still there")
+	}
+	recs, _ := journal.Journal(ctx, state.Filter{Rule: apprecords.RuleDelete})
+	if _, err := apprecords.Undo(ctx, journal, recs[0], false); err != nil {
+		t.Fatal(err)
+	}
+	if got := row(); got != before {
+		t.Errorf("restored row:\n got %s\nwant %s", got, before)
+	}
+}
+
+// TestUndoOfALimitDeletionSticks: a record the limit deleted and an undo
+// restored stays, over the limit, until the app gets a new record.
+func TestUndoOfALimitDeletionSticks(t *testing.T) {
+	dir := t.TempDir()
+	path := appDB(t, dir, map[string]int{"A": 11})
+	r := run(t, policyFor(path, "", ""))
+	waitFor(t, "A at the limit", func() bool { return count(t, path, "A") == 10 })
+	recs := journal(t, r.stateDir, apprecords.RuleDelete)
+	if len(recs) != 1 {
+		t.Fatalf("limit deletions: %d, want 1", len(recs))
+	}
+	sdb, _ := sql.Open("sqlite", "file:"+path)
+	defer sdb.Close()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", r.sock)
+	}}}
+	resp, err := c.Post(fmt.Sprintf("http://memwatch/v1/undo/%d", recs[0].ID), "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res daemon.UndoResult
+	json.NewDecoder(resp.Body).Decode(&res)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || res.Journal == 0 {
+		t.Fatalf("undo: %s %+v (want the undo's journal record)", resp.Status, res)
+	}
+	time.Sleep(1500 * time.Millisecond) // rule evaluations come and go
+	if n := count(t, path, "A"); n != 11 {
+		t.Fatalf("after the undo: A has %d records, want the restored 11", n)
+	}
+	// A new record: the limit applies again.
+	sdb.Exec(`INSERT INTO app_memories (app_id, content) VALUES ('A', 'a new one')`)
+	waitFor(t, "A back at the limit", func() bool { return count(t, path, "A") == 10 })
 }

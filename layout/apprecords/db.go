@@ -117,7 +117,73 @@ func (d *DB) Close() error {
 	return err
 }
 
-func (d *DB) q(s string) string { return strings.ReplaceAll(s, "T_", `"`+d.table+`"`) }
+func (d *DB) q(s string) string { return strings.ReplaceAll(s, "{table}", quoteIdent(d.table)) }
+
+// MaxID is the highest record id of an app (0: none).
+func (d *DB) MaxID(ctx context.Context, app string) (int64, error) {
+	var id sql.NullInt64
+	err := d.db.QueryRowContext(ctx, d.q(`SELECT MAX(id) FROM {table} WHERE app_id = ?`), app).Scan(&id)
+	return id.Int64, err
+}
+
+// Literals returns a row as stored: its columns, and each value as an SQL
+// literal (SQLite's quote(): 'text', 42, 1.5, X'00ff', NULL).
+func (d *DB) Literals(ctx context.Context, id int64) (cols, lits []string, err error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, d.table)
+	if err != nil {
+		return nil, nil, err
+	}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return nil, nil, err
+		}
+		cols = append(cols, c)
+	}
+	rows.Close()
+	if len(cols) == 0 {
+		return nil, nil, fmt.Errorf("%s: table %s has no columns: %w", d.path, d.table, ErrSchema)
+	}
+	var sel []string
+	for _, c := range cols {
+		sel = append(sel, "quote("+quoteIdent(c)+")")
+	}
+	lits = make([]string, len(cols))
+	dest := make([]any, len(cols))
+	for i := range lits {
+		dest[i] = &lits[i]
+	}
+	err = d.db.QueryRowContext(ctx, d.q(`SELECT `+strings.Join(sel, ", ")+` FROM {table} WHERE id = ?`), id).Scan(dest...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read record %d: %w", id, err)
+	}
+	return cols, lits, nil
+}
+
+// literalRE accepts what quote() writes, so a journal's literals can only
+// ever be values.
+var literalRE = regexp.MustCompile(`^(NULL|-?[0-9][0-9.eE+-]*|'(?:[^']|'')*'|X'[0-9A-Fa-f]*')$`)
+
+// InsertLiterals inserts a row given as columns and SQL literals (from
+// Literals): the row comes back exactly as it was stored.
+func (d *DB) InsertLiterals(ctx context.Context, cols, lits []string) error {
+	var qc []string
+	for i, c := range cols {
+		if !literalRE.MatchString(lits[i]) {
+			return fmt.Errorf("restore record: column %s: %q is not an SQL literal", c, lits[i])
+		}
+		qc = append(qc, quoteIdent(c))
+	}
+	return d.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, d.q(`INSERT INTO {table} (`+strings.Join(qc, ", ")+`) VALUES (`+strings.Join(lits, ", ")+`)`))
+		return err
+	})
+}
+
+// quoteIdent quotes an SQLite identifier: double quotes, with any inside
+// doubled. The table name is also checked against identRE at open.
+func quoteIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
 
 func (d *DB) check(ctx context.Context, create bool) error {
 	rows, err := d.db.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, d.table)
@@ -141,7 +207,7 @@ func (d *DB) check(ctx context.Context, create bool) error {
 		if !create {
 			return fmt.Errorf("%s has no table %s: %w (set create_table: true to let memwatch create it)", d.path, d.table, ErrSchema)
 		}
-		_, err := d.db.ExecContext(ctx, d.q(`CREATE TABLE IF NOT EXISTS T_ (
+		_, err := d.db.ExecContext(ctx, d.q(`CREATE TABLE IF NOT EXISTS {table} (
 			id INTEGER PRIMARY KEY AUTOINCREMENT,
 			app_id TEXT NOT NULL,
 			content TEXT NOT NULL,
@@ -150,7 +216,7 @@ func (d *DB) check(ctx context.Context, create bool) error {
 			source_conversation_id TEXT,
 			metadata TEXT)`))
 		if err == nil {
-			_, err = d.db.ExecContext(ctx, d.q(`CREATE INDEX IF NOT EXISTS "idx_`+d.table+`_app_id" ON T_(app_id)`))
+			_, err = d.db.ExecContext(ctx, d.q(`CREATE INDEX IF NOT EXISTS `+quoteIdent("idx_"+d.table+"_app_id")+` ON {table}(app_id)`))
 		}
 		if err != nil {
 			return fmt.Errorf("create table %s in %s: %w", d.table, d.path, err)
@@ -189,7 +255,7 @@ func scanRecords(rows *sql.Rows) ([]Record, error) {
 
 // Records returns an app's records, oldest first (created_at, then id).
 func (d *DB) Records(ctx context.Context, app string) ([]Record, error) {
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+d.cols(ctx)+` FROM T_ WHERE app_id = ? ORDER BY created_at, id`), app)
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+d.cols(ctx)+` FROM {table} WHERE app_id = ? ORDER BY created_at, id`), app)
 	if err != nil {
 		return nil, fmt.Errorf("read records of app %s: %w", app, err)
 	}
@@ -198,7 +264,7 @@ func (d *DB) Records(ctx context.Context, app string) ([]Record, error) {
 
 // Get returns one record.
 func (d *DB) Get(ctx context.Context, id int64) (Record, bool, error) {
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+d.cols(ctx)+` FROM T_ WHERE id = ?`), id)
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+d.cols(ctx)+` FROM {table} WHERE id = ?`), id)
 	if err != nil {
 		return Record{}, false, err
 	}
@@ -211,7 +277,7 @@ func (d *DB) Get(ctx context.Context, id int64) (Record, bool, error) {
 
 // OverLimit returns the apps with more than limit records.
 func (d *DB) OverLimit(ctx context.Context, limit int) (map[string]int, error) {
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT app_id, COUNT(*) FROM T_ GROUP BY app_id HAVING COUNT(*) > ?`), limit)
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT app_id, COUNT(*) FROM {table} GROUP BY app_id HAVING COUNT(*) > ?`), limit)
 	if err != nil {
 		return nil, fmt.Errorf("count records: %w", err)
 	}
@@ -247,7 +313,7 @@ var ErrChanged = errors.New("record changed since it was read")
 // Delete deletes a record if it still is exactly old.
 func (d *DB) Delete(ctx context.Context, old Record) error {
 	return d.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, d.q(`DELETE FROM T_ WHERE id = ? AND app_id = ? AND content = ?`), old.ID, old.AppID, old.Content)
+		res, err := tx.ExecContext(ctx, d.q(`DELETE FROM {table} WHERE id = ? AND app_id = ? AND content = ?`), old.ID, old.AppID, old.Content)
 		if err != nil {
 			return fmt.Errorf("delete record %d: %w", old.ID, err)
 		}
@@ -261,7 +327,7 @@ func (d *DB) Delete(ctx context.Context, old Record) error {
 // Edit replaces a record's content if it still is exactly old.
 func (d *DB) Edit(ctx context.Context, old Record, content string) error {
 	return d.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, d.q(`UPDATE T_ SET content = ?, updated_at = ? WHERE id = ? AND app_id = ? AND content = ?`),
+		res, err := tx.ExecContext(ctx, d.q(`UPDATE {table} SET content = ?, updated_at = ? WHERE id = ? AND app_id = ? AND content = ?`),
 			content, time.Now().UTC().Format("2006-01-02 15:04:05"), old.ID, old.AppID, old.Content)
 		if err != nil {
 			return fmt.Errorf("edit record %d: %w", old.ID, err)
@@ -277,7 +343,7 @@ func (d *DB) Edit(ctx context.Context, old Record, content string) error {
 // into it) in one transaction, if both are still exactly as read.
 func (d *DB) Merge(ctx context.Context, target Record, content string, absorbed Record) error {
 	return d.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, d.q(`UPDATE T_ SET content = ?, updated_at = ? WHERE id = ? AND app_id = ? AND content = ?`),
+		res, err := tx.ExecContext(ctx, d.q(`UPDATE {table} SET content = ?, updated_at = ? WHERE id = ? AND app_id = ? AND content = ?`),
 			content, time.Now().UTC().Format("2006-01-02 15:04:05"), target.ID, target.AppID, target.Content)
 		if err != nil {
 			return fmt.Errorf("edit record %d: %w", target.ID, err)
@@ -285,7 +351,7 @@ func (d *DB) Merge(ctx context.Context, target Record, content string, absorbed 
 		if n, _ := res.RowsAffected(); n != 1 {
 			return ErrChanged
 		}
-		res, err = tx.ExecContext(ctx, d.q(`DELETE FROM T_ WHERE id = ? AND app_id = ? AND content = ?`), absorbed.ID, absorbed.AppID, absorbed.Content)
+		res, err = tx.ExecContext(ctx, d.q(`DELETE FROM {table} WHERE id = ? AND app_id = ? AND content = ?`), absorbed.ID, absorbed.AppID, absorbed.Content)
 		if err != nil {
 			return fmt.Errorf("delete merged record %d: %w", absorbed.ID, err)
 		}
@@ -310,7 +376,7 @@ func (d *DB) Insert(ctx context.Context, r Record) (int64, error) {
 		if d.source {
 			cols, vals = cols+", source_conversation_id, metadata", append(vals, nullIfEmpty(r.SourceConversationID), nullIfEmpty(r.Metadata))
 		}
-		res, err := tx.ExecContext(ctx, d.q(`INSERT INTO T_ (`+cols+`) VALUES (?`+strings.Repeat(", ?", len(vals)-1)+`)`), vals...)
+		res, err := tx.ExecContext(ctx, d.q(`INSERT INTO {table} (`+cols+`) VALUES (?`+strings.Repeat(", ?", len(vals)-1)+`)`), vals...)
 		if err != nil {
 			return fmt.Errorf("insert record: %w", err)
 		}
@@ -333,7 +399,7 @@ func (d *DB) HasConversation(ctx context.Context, app, conv string) bool {
 		return false
 	}
 	var n int
-	_ = d.db.QueryRowContext(ctx, d.q(`SELECT COUNT(*) FROM T_ WHERE app_id = ? AND source_conversation_id = ?`), app, conv).Scan(&n)
+	_ = d.db.QueryRowContext(ctx, d.q(`SELECT COUNT(*) FROM {table} WHERE app_id = ? AND source_conversation_id = ?`), app, conv).Scan(&n)
 	return n > 0
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/memwatch/memwatch/rewrite"
@@ -34,7 +35,11 @@ func Remove(ctx context.Context, journal *state.DB, store, path, table, app stri
 			continue
 		}
 		delete(want, r.ID)
-		data, _ := json.Marshal(rowData{Table: table, Row: r})
+		rd := rowData{Table: table, Row: r}
+		if rd.Cols, rd.Literals, err = db.Literals(ctx, r.ID); err != nil {
+			return n, err
+		}
+		data, _ := json.Marshal(rd)
 		rec := &state.Record{Store: store, Root: path, Rule: RuleDelete, Target: fmt.Sprintf("%s/%s/%d", table, app, r.ID),
 			BeforeSHA: rewrite.Hash([]byte(r.Content)), BeforeSize: int64(len(r.Content)), Outcome: state.Pending, Reason: reason, Data: data}
 		if _, err := journal.Append(ctx, rec); err != nil {
@@ -105,19 +110,29 @@ var ErrRowChanged = errors.New("record changed since this action")
 // Undo reverses a row change: a deleted row is inserted again with its id
 // and content, an edit is put back, a created row is deleted. It is
 // journaled as record-undo.
-func Undo(ctx context.Context, journal *state.DB, r state.Record, force bool) error {
+func Undo(ctx context.Context, journal *state.DB, r state.Record, force bool) (int64, error) {
+	id, err := undo(ctx, journal, r, force)
+	return id, err
+}
+
+// HoldNS keeps, per database and app, the highest record id when an undo
+// restored a deleted record: the limit rule leaves the app alone until a
+// newer record arrives, so an undo sticks.
+const HoldNS = "records-hold"
+
+func undo(ctx context.Context, journal *state.DB, r state.Record, force bool) (int64, error) {
 	var d rowData
 	if err := json.Unmarshal(r.Data, &d); err != nil || d.Row.ID == 0 {
-		return fmt.Errorf("undo %d: the journal has no row data", r.ID)
+		return 0, fmt.Errorf("undo %d: the journal has no row data", r.ID)
 	}
 	db, err := OpenPath(ctx, r.Root, d.Table, false)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer db.Close()
 	cur, exists, err := db.Get(ctx, d.Row.ID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	rec := &state.Record{Store: r.Store, Root: r.Root, Rule: RuleUndo, Target: r.Target, Outcome: state.Pending,
 		Reason: fmt.Sprintf("undo of #%d", r.ID), Data: r.Data}
@@ -125,36 +140,49 @@ func Undo(ctx context.Context, journal *state.DB, r state.Record, force bool) er
 	switch r.Rule {
 	case RuleDelete:
 		if exists {
-			return fmt.Errorf("undo %d: id %d is in use again; nothing restored", r.ID, d.Row.ID)
+			return 0, fmt.Errorf("undo %d: id %d is in use again; nothing restored", r.ID, d.Row.ID)
 		}
-		apply = func() error { _, err := db.Insert(ctx, d.Row); return err }
+		apply = func() error {
+			if len(d.Cols) > 0 && len(d.Cols) == len(d.Literals) {
+				return db.InsertLiterals(ctx, d.Cols, d.Literals)
+			}
+			_, err := db.Insert(ctx, d.Row) // journaled before whole rows were
+			return err
+		}
 	case RuleEdit:
 		if !exists {
-			return fmt.Errorf("undo %d: record %d no longer exists", r.ID, d.Row.ID)
+			return 0, fmt.Errorf("undo %d: record %d no longer exists", r.ID, d.Row.ID)
 		}
 		if cur.Content != d.NewContent && !force {
-			return fmt.Errorf("undo %d: %w; use --force to restore the old content anyway", r.ID, ErrRowChanged)
+			return 0, fmt.Errorf("undo %d: %w; use --force to restore the old content anyway", r.ID, ErrRowChanged)
 		}
 		apply = func() error { return db.Edit(ctx, cur, d.Row.Content) }
 	case RuleCreate:
 		if !exists {
-			return fmt.Errorf("undo %d: record %d no longer exists", r.ID, d.Row.ID)
+			return 0, fmt.Errorf("undo %d: record %d no longer exists", r.ID, d.Row.ID)
 		}
 		if cur.Content != d.Row.Content && !force {
-			return fmt.Errorf("undo %d: %w; use --force to delete it anyway", r.ID, ErrRowChanged)
+			return 0, fmt.Errorf("undo %d: %w; use --force to delete it anyway", r.ID, ErrRowChanged)
 		}
 		apply = func() error { return db.Delete(ctx, cur) }
 	default:
-		return fmt.Errorf("undo %d: rule %s is not a row change", r.ID, r.Rule)
+		return 0, fmt.Errorf("undo %d: rule %s is not a row change", r.ID, r.Rule)
 	}
 	if _, err := journal.Append(ctx, rec); err != nil {
-		return err
+		return 0, err
 	}
 	if err := apply(); err != nil {
 		rec.Outcome, rec.Reason = state.Failed, err.Error()
 		_ = journal.Update(context.WithoutCancel(ctx), rec)
-		return err
+		return rec.ID, err
+	}
+	if r.Rule == RuleDelete {
+		// The restored record stays: the limit waits for the app's next record.
+		if top, err := db.MaxID(ctx, d.Row.AppID); err == nil {
+			_ = journal.Put(ctx, HoldNS, r.Root+"\x00"+d.Row.AppID, []byte(strconv.FormatInt(top, 10)))
+		}
+		rec.Reason += "; kept: limit_per_app applies again when the app gets a new record"
 	}
 	rec.Outcome = state.Done
-	return journal.Update(context.WithoutCancel(ctx), rec)
+	return rec.ID, journal.Update(context.WithoutCancel(ctx), rec)
 }
