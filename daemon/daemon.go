@@ -333,8 +333,16 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	defer root.Close()
 	d.warnings.Clear(j.Root, RuleRootRefused)
 	if j.Rule == ruleEvaluate {
+		var again error
 		for _, r := range rt.layout.Rules() {
 			targets, err := r.Targets(ctx, rt.env, root)
+			if jobs.IsRetryable(err) {
+				// Transient (a database locked by its app): evaluate again
+				// with backoff rather than wait for the next change.
+				d.log.Info("rule evaluation postponed", "store", j.Store, "root", j.Root, "rule", r.Name, "err", err)
+				again = err
+				continue
+			}
 			if err != nil {
 				d.log.Warn("rule evaluation failed", "store", j.Store, "root", j.Root, "rule", r.Name, "err", err)
 				continue
@@ -344,7 +352,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 				d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: r.Name, Target: t, Reason: j.Reason})
 			}
 		}
-		return jobs.Result{}, nil
+		return jobs.Result{}, again
 	}
 	r, ok := rt.rules[j.Rule]
 	if !ok {

@@ -66,12 +66,12 @@ func open(ctx context.Context, env *layout.Env, root *confine.Root) (*DB, error)
 func limitTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	db, err := open(ctx, env, root)
 	if err != nil {
-		return nil, nil
+		return nil, busy(err)
 	}
 	defer db.Close()
 	over, err := db.OverLimit(ctx, env.Store.Options.Int("limit_per_app"))
 	if err != nil {
-		return nil, nil
+		return nil, busy(err)
 	}
 	var out []string
 	for app := range over {
@@ -81,6 +81,26 @@ func limitTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]s
 		out = append(out, app)
 	}
 	return out, nil
+}
+
+// busy turns a locked database into a retryable error: the evaluation is
+// tried again with backoff until the app's lock is released, instead of
+// waiting for the next write or sweep. Other errors are reported (status)
+// and wait for the next change.
+func busy(err error) error {
+	if IsBusy(err) {
+		return jobs.Retry(err)
+	}
+	return nil
+}
+
+// IsBusy reports SQLite's "database is locked" (SQLITE_BUSY, SQLITE_LOCKED).
+func IsBusy(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return strings.Contains(s, "database is locked") || strings.Contains(s, "SQLITE_BUSY") || strings.Contains(s, "database table is locked")
 }
 
 // held reports an app whose deleted record an undo restored, and which has

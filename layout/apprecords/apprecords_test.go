@@ -425,3 +425,34 @@ func TestUndoOfALimitDeletionSticks(t *testing.T) {
 	sdb.Exec(`INSERT INTO app_memories (app_id, content) VALUES ('A', 'a new one')`)
 	waitFor(t, "A back at the limit", func() bool { return count(t, path, "A") == 10 })
 }
+
+// TestLockedDatabaseIsRetried: while the app holds an exclusive lock the
+// evaluation is retried with backoff, and the limit applies soon after the
+// lock is released, with no write to wake memwatch up.
+func TestLockedDatabaseIsRetried(t *testing.T) {
+	dir := t.TempDir()
+	path := appDB(t, dir, map[string]int{"A": 12})
+	lock, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(DELETE)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	conn, err := lock.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	run(t, policyFor(path, "", ""))
+	time.Sleep(6 * time.Second) // longer than SQLite's busy timeout of 5 s
+	conn.ExecContext(context.Background(), "COMMIT")
+	conn.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for count(t, path, "A") != 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("A still has %d records 30 s after the lock was released", count(t, path, "A"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
