@@ -367,6 +367,11 @@ var systemDirs = []string{"/proc", "/sys", "/dev", "/run", "/boot", "/etc", "/us
 func (p *Policy) Warnings(stateDir string) Errors {
 	var out Errors
 	for _, s := range p.Stores {
+		if s.Layout == "app-records" && s.Options.String("conversations") != "" && s.Compactor != "llm" {
+			out = append(out, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: conversations is set but the compactor is %s: records are created from ended conversations only with compactor: llm (the offline compactor invents none; it only applies limit_per_app)", s.Name, s.Compactor)})
+		}
+	}
+	for _, s := range p.Stores {
 		for _, g := range s.Paths {
 			static := StaticDir(g)
 			switch {

@@ -255,3 +255,13 @@ func TestPolicyBounds(t *testing.T) {
 		t.Errorf("a normal policy was refused: %v", err)
 	}
 }
+
+func TestWarnsRecordCreationNeedsTheLLM(t *testing.T) {
+	p, err := Parse("p.yaml", []byte("version: 1\nstores:\n  - name: r\n    layout: app-records\n    paths: [\"/srv/app.db\"]\n    conversations: \"/srv/conv/{app}/*.jsonl\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := p.Warnings("/var/lib/memwatch"); len(ws) != 1 || !strings.Contains(ws[0].Msg, "only with compactor: llm") {
+		t.Errorf("warnings: %v", ws)
+	}
+}

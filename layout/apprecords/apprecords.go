@@ -370,6 +370,7 @@ func createTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]
 	defer croot.Close()
 	rels, _ := croot.Glob(glob)
 	idle := env.Store.Options.Duration("conversation_idle")
+	since := watchingSince(ctx, env, root.Path())
 	var out []string
 	for _, rel := range rels {
 		m := croot.Join(rel)
@@ -380,11 +381,32 @@ func createTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]
 		if _, ok := conversationApp(pattern, m); !ok {
 			continue
 		}
-		if _, seen, _ := env.DB.Get(ctx, seenNS, m); !seen {
-			out = append(out, m)
+		if _, seen, _ := env.DB.Get(ctx, seenNS, m); seen {
+			continue
 		}
+		if fi.ModTime().Before(since) {
+			// Ended before memwatch watched: seed 004's old conversations
+			// create no memories retroactively.
+			env.Log.Info("conversation ended before memwatch watched it; no record is created", "conversation", m, "watching_since", since.Format(time.RFC3339))
+			_ = env.DB.Put(ctx, seenNS, m, []byte("before "+since.UTC().Format(time.RFC3339)))
+			continue
+		}
+		out = append(out, m)
 	}
 	return out, nil
+}
+
+// watchingSince is when memwatch first evaluated record creation for a
+// root (remembered in the state database).
+func watchingSince(ctx context.Context, env *layout.Env, root string) time.Time {
+	if v, ok, err := env.DB.Get(ctx, "records-since", root); err == nil && ok {
+		if t, err := time.Parse(time.RFC3339Nano, string(v)); err == nil {
+			return t
+		}
+	}
+	now := env.Now()
+	_ = env.DB.Put(ctx, "records-since", root, []byte(now.UTC().Format(time.RFC3339Nano)))
+	return now
 }
 
 const createSystem = `You are a memory creation assistant. Analyze this conversation and create a concise memory record.
@@ -396,7 +418,7 @@ Format: a single paragraph, 2-4 sentences, factual and concise, under %d charact
 // most once per conversation; then the limit applies.
 func runCreate(ctx context.Context, env *layout.Env, root *confine.Root, path string) (jobs.Result, error) {
 	app, _ := conversationApp(env.Store.Options.String("conversations"), path)
-	conv := filepath.Base(path)
+	conv := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)) // the conversation's id, as the app names it
 	markSeen := func() error { return env.DB.Put(ctx, seenNS, path, []byte(time.Now().UTC().Format(time.RFC3339))) }
 	if env.LLM == nil {
 		env.Log.Info("conversation ended; the heuristic compactor invents no record", "app", app, "conversation", conv)

@@ -236,20 +236,43 @@ func TestAdminAPIAndUndo(t *testing.T) {
 func TestCreateFromEndedConversation(t *testing.T) {
 	dir := t.TempDir()
 	path := appDB(t, dir, map[string]int{"A": 1})
-	conv := filepath.Join(dir, "conv", "A", "c-42.jsonl")
-	os.MkdirAll(filepath.Dir(conv), 0o755)
-	os.WriteFile(conv, []byte(`{"role":"user","content":"I prefer meetings after 2pm."}`+"\n"+`{"role":"assistant","content":"Noted."}`+"\n"), 0o644)
-	old := time.Now().Add(-time.Hour)
-	os.Chtimes(conv, old, old)
+	// A conversation that ended before memwatch watched: seed 004 makes no
+	// memory of it.
+	old := filepath.Join(dir, "conv", "A", "c-1.jsonl")
+	os.MkdirAll(filepath.Dir(old), 0o755)
+	os.WriteFile(old, []byte(`{"role":"user","content":"I used to like mornings."}`+"\n"), 0o644)
+	hourAgo := time.Now().Add(-time.Hour)
+	os.Chtimes(old, hourAgo, hourAgo)
 	srv := llmtest.New(t, llmtest.Step{Content: "User prefers meetings after 2pm on weekdays. They confirmed it twice."})
 	r := run(t, policyFor(path, srv.BaseURL(), fmt.Sprintf("    conversations: %q\n    conversation_idle: 1s\n", filepath.Join(dir, "conv", "{app}", "*.jsonl"))))
+	time.Sleep(300 * time.Millisecond)
+	conv := filepath.Join(dir, "conv", "A", "c-42.jsonl")
+	os.WriteFile(conv, []byte(`{"role":"user","content":"I prefer meetings after 2pm."}`+"\n"+`{"role":"assistant","content":"Noted."}`+"\n"), 0o644)
 	waitFor(t, "the record", func() bool {
 		return idOf(t, path, "User prefers meetings after 2pm on weekdays. They confirmed it twice.") != 0
 	})
 	time.Sleep(1500 * time.Millisecond) // more ticks: no second record
 	r.stop()
 	if count(t, path, "A") != 2 || srv.Calls() != 1 {
-		t.Errorf("A has %d records after %d calls; want exactly one created", count(t, path, "A"), srv.Calls())
+		t.Errorf("A has %d records after %d calls; want exactly one created, none for the old conversation", count(t, path, "A"), srv.Calls())
+	}
+	sdb, _ := sql.Open("sqlite", "file:"+path)
+	defer sdb.Close()
+	var src, created string
+	sdb.QueryRow(`SELECT source_conversation_id, created_at FROM app_memories WHERE content LIKE 'User prefers%'`).Scan(&src, &created)
+	if src != "c-42" {
+		t.Errorf("source_conversation_id = %q, want c-42 (the id, no .jsonl)", src)
+	}
+	db, err := apprecords.OpenPath(context.Background(), path, "app_memories", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rs, _ := db.Records(context.Background(), "A")
+	for _, rec := range rs {
+		if _, err := time.Parse(time.RFC3339, rec.CreatedAt); err != nil {
+			t.Errorf("createdAt %q is not ISO 8601 (stored %q)", rec.CreatedAt, created)
+		}
 	}
 }
 

@@ -119,6 +119,24 @@ func (d *DB) Close() error {
 
 func (d *DB) q(s string) string { return strings.ReplaceAll(s, "{table}", quoteIdent(d.table)) }
 
+// ISOTime writes a stored timestamp as ISO 8601, as seed 004's API gives
+// it: SQLite's CURRENT_TIMESTAMP ("2025-09-01 09:00:00", UTC) becomes
+// "2025-09-01T09:00:00Z". What does not parse is returned as it is.
+func ISOTime(s string) string {
+	if s == "" {
+		return s
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC().Format(time.RFC3339Nano)
+	}
+	for _, l := range []string{"2006-01-02 15:04:05.999999999", "2006-01-02T15:04:05.999999999", "2006-01-02 15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(l, s, time.UTC); err == nil {
+			return t.Format(time.RFC3339Nano)
+		}
+	}
+	return s
+}
+
 // MaxID is the highest record id of an app (0: none).
 func (d *DB) MaxID(ctx context.Context, app string) (int64, error) {
 	var id sql.NullInt64
@@ -248,6 +266,7 @@ func scanRecords(rows *sql.Rows) ([]Record, error) {
 		if err := rows.Scan(&r.ID, &r.AppID, &r.Content, &r.CreatedAt, &r.UpdatedAt, &r.SourceConversationID, &r.Metadata); err != nil {
 			return nil, err
 		}
+		r.CreatedAt, r.UpdatedAt = ISOTime(r.CreatedAt), ISOTime(r.UpdatedAt)
 		out = append(out, r)
 	}
 	return out, rows.Err()
@@ -399,7 +418,8 @@ func (d *DB) HasConversation(ctx context.Context, app, conv string) bool {
 		return false
 	}
 	var n int
-	_ = d.db.QueryRowContext(ctx, d.q(`SELECT COUNT(*) FROM {table} WHERE app_id = ? AND source_conversation_id = ?`), app, conv).Scan(&n)
+	// Records made before ids lost their .jsonl count too.
+	_ = d.db.QueryRowContext(ctx, d.q(`SELECT COUNT(*) FROM {table} WHERE app_id = ? AND source_conversation_id IN (?, ?)`), app, conv, conv+".jsonl").Scan(&n)
 	return n > 0
 }
 
