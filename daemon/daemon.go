@@ -408,6 +408,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	if err := d.listen(); err != nil {
 		return err
 	}
+	defer d.announce()()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	d.bg.Start()

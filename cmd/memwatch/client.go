@@ -57,7 +57,7 @@ func (c *control) do(ctx context.Context, method, path string, body io.Reader, o
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("%w (no answer on %s)", errNoDaemon, c.socket)
+			return fmt.Errorf("%w (no answer on %s; if it runs with another --state-dir or policy, give the same, or set MEMWATCH_STATE_DIR)", errNoDaemon, c.socket)
 		}
 		return fmt.Errorf("control socket %s: %w", c.socket, err)
 	}

@@ -33,6 +33,12 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// Daemons announce themselves in $XDG_RUNTIME_DIR/memwatch: the
+	// tests' daemons in the tests' own directory.
+	os.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
+	// A command a test runs without --state-dir keeps its state there too,
+	// not in the machine's default (/var/lib/memwatch as root).
+	os.Setenv("STATE_DIRECTORY", filepath.Join(dir, "default-state"))
 	memwatchBin = filepath.Join(dir, "memwatch")
 	memwatchFast = memwatchBin
 	args := []string{"build", "-o", memwatchBin}
@@ -339,5 +345,50 @@ func waitFile(t *testing.T, path string, want []byte, timeout time.Duration) {
 			t.Fatalf("%s did not reach the expected content within %v (has %d bytes, want %d)", path, timeout, len(b), len(want))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestClientsFindTheDaemon: a daemon started with its own --state-dir and
+// policy is found by log, status and undo given neither.
+func TestClientsFindTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
+	t.Setenv("HOME", filepath.Join(dir, "home")) // the default state directory is unused
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("MEMWATCH_STATE_DIR", "")
+	t.Setenv("MEMWATCH_POLICY", "")
+	t.Setenv("STATE_DIRECTORY", "")
+	app := filepath.Join(dir, "apps", "a")
+	os.MkdirAll(app, 0o755)
+	os.WriteFile(filepath.Join(app, "memory.md"), bigMemory(40, "v1"), 0o644)
+	pol := writePolicy(t, dir, fmt.Sprintf("stores:\n  - name: apps\n    layout: now-history\n    paths: [%q]\n    settle: 50ms\n    keep_history: 3\n    max_size: 4KiB\n", filepath.Join(dir, "apps", "*")))
+	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "custom-state"))
+	p.waitLog("ready", 10*time.Second)
+	p.waitLog("rewrote file", 10*time.Second)
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(memwatchFast, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("memwatch %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run("log"); !strings.Contains(out, "compact") {
+		t.Errorf("log without --state-dir: %s", out)
+	}
+	if out := run("status"); !strings.Contains(out, filepath.Join(dir, "custom-state")) {
+		t.Errorf("status without --policy: %s", out)
+	}
+	if out := run("undo", "1", "--dry-run"); !strings.Contains(out, "would restore memory.md") {
+		t.Errorf("undo without --state-dir: %s", out)
+	}
+	p.stop(10 * time.Second)
+	// Stopped, it is no longer announced: the message says where it looked.
+	cmd := exec.Command(memwatchFast, "undo", "1")
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "journal") {
+		t.Errorf("undo with no daemon: %s", out)
 	}
 }

@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/lmittmann/tint"
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
@@ -64,6 +67,7 @@ Start with:  memwatch validate --policy FILE   then   memwatch run --policy FILE
 		SilenceErrors: true,
 		Version:       version,
 	}
+	root.SetVersionTemplate(versionLine()) // --version prints what memwatch version does
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
@@ -148,10 +152,13 @@ func DefaultPolicy() string {
 // policy when it exists; nil when there is none.
 func (g *globals) policyIfGiven() (*policy.Policy, error) {
 	if g.policy == "" {
+		noDir := g.stateDir == "" && os.Getenv("MEMWATCH_STATE_DIR") == ""
 		if env := os.Getenv("MEMWATCH_POLICY"); env != "" {
 			g.policy = env
-		} else if _, err := os.Stat(DefaultPolicy()); err == nil && g.stateDir == "" && os.Getenv("MEMWATCH_STATE_DIR") == "" {
+		} else if _, err := os.Stat(DefaultPolicy()); err == nil && noDir {
 			g.policy = DefaultPolicy()
+		} else if d, ok := daemon.Discover(); ok && noDir && d.Policy != "" {
+			g.policy = d.Policy // the running daemon's, started with its own --policy
 		} else {
 			return nil, nil
 		}
@@ -170,16 +177,54 @@ func (g *globals) rewriter(db *state.DB) *rewrite.Rewriter {
 // $MEMWATCH_STATE_DIR, then the policy's state_dir, then systemd's
 // $STATE_DIRECTORY, then a per-user default.
 func (g *globals) resolveStateDir(p *policy.Policy) string {
+	dir, named := g.namedStateDir(p)
+	if named {
+		return dir
+	}
+	// A daemon started with its own --state-dir announces it: use it when
+	// no daemon answers in the default directory.
+	if d, ok := daemon.Discover(); ok && d.StateDir != dir && !answers(filepath.Join(dir, "memwatch.sock")) {
+		return d.StateDir
+	}
+	return dir
+}
+
+// answers reports whether a daemon listens on the socket.
+func answers(socket string) bool {
+	c, err := net.DialTimeout("unix", socket, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// daemonStateDir is the state directory memwatch run uses: the one named,
+// or the default; never another daemon's.
+func (g *globals) daemonStateDir(p *policy.Policy) string {
+	dir, _ := g.namedStateDir(p)
+	return dir
+}
+
+// namedStateDir is the state directory named by a flag, the environment
+// or the policy (named is true), else the default.
+func (g *globals) namedStateDir(p *policy.Policy) (dir string, named bool) {
 	switch {
 	case g.stateDir != "":
-		return g.stateDir
+		return g.stateDir, true
 	case os.Getenv("MEMWATCH_STATE_DIR") != "":
-		return os.Getenv("MEMWATCH_STATE_DIR")
+		return os.Getenv("MEMWATCH_STATE_DIR"), true
 	case p != nil && p.StateDir != "":
-		return p.StateDir
+		return p.StateDir, true
 	case os.Getenv("STATE_DIRECTORY") != "":
-		return strings.Split(os.Getenv("STATE_DIRECTORY"), ":")[0]
-	case os.Geteuid() == 0:
+		return strings.Split(os.Getenv("STATE_DIRECTORY"), ":")[0], true
+	}
+	return defaultStateDir(), false
+}
+
+// defaultStateDir is the state directory when nothing names one.
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
 		return "/var/lib/memwatch"
 	}
 	if x := os.Getenv("XDG_STATE_HOME"); x != "" {
@@ -194,10 +239,14 @@ func (g *globals) resolveStateDir(p *policy.Policy) string {
 	return filepath.Join(home, ".local", "state", "memwatch")
 }
 
-// socketPath is control.socket, or memwatch.sock in the state directory.
+// socketPath is control.socket, or the socket the daemon of that state
+// directory announced, or memwatch.sock in the state directory.
 func socketPath(p *policy.Policy, stateDir string) string {
 	if p != nil && p.Control.Socket != "" {
 		return p.Control.Socket
+	}
+	if d, ok := daemon.Discover(); ok && d.StateDir == stateDir && d.Socket != "" {
+		return d.Socket
 	}
 	return filepath.Join(stateDir, "memwatch.sock")
 }

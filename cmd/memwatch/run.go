@@ -40,7 +40,7 @@ failure, 2 usage or policy error.`,
 			if err := daemon.CheckLayouts(p); err != nil {
 				return err
 			}
-			stateDir := g.resolveStateDir(p)
+			stateDir := g.daemonStateDir(p)
 			for _, w := range p.Warnings(stateDir) {
 				log.Warn("policy warning (memwatch validate --strict refuses it)", "warning", w.Error())
 			}

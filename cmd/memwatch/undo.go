@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -53,6 +55,10 @@ it cannot race a job.`,
 
 // undoOffline runs an undo with no daemon; the state lock proves none runs.
 func undoOffline(dir string, id int64, force, dryRun bool) (daemon.UndoResult, error) {
+	if _, err := os.Stat(filepath.Join(dir, state.FileName)); err != nil {
+		// Nothing to undo here, and nothing to create: say where we looked.
+		return daemon.UndoResult{}, fmt.Errorf("no daemon answered and there is no journal in %s: give the daemon's --state-dir or --policy, or set MEMWATCH_STATE_DIR", dir)
+	}
 	lock, err := state.TryLock(dir)
 	if err != nil {
 		return daemon.UndoResult{}, err
@@ -64,5 +70,10 @@ func undoOffline(dir string, id int64, force, dryRun bool) (daemon.UndoResult, e
 	}
 	defer db.Close()
 	rw := rewrite.New(db, slog.New(slog.DiscardHandler))
-	return daemon.Undo(context.Background(), rw, nil, id, force, dryRun)
+	res, err := daemon.Undo(context.Background(), rw, nil, id, force, dryRun)
+	if errors.Is(err, state.ErrNoRecord) {
+		// Say where we looked: the daemon may journal somewhere else.
+		return res, fmt.Errorf("%w in the journal of %s (no daemon answered; give its --state-dir or --policy if it uses another)", err, dir)
+	}
+	return res, err
 }

@@ -37,7 +37,7 @@ default, ready to copy and edit.`,
 			if err := daemon.CheckLayouts(p); err != nil {
 				return err
 			}
-			warns := p.Warnings(g.resolveStateDir(p))
+			warns := p.Warnings(g.daemonStateDir(p))
 			if strict && len(warns) > 0 {
 				return warns
 			}
