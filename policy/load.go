@@ -44,6 +44,8 @@ func Load(path string) (*Policy, error) {
 		p.Files = append(p.Files, f)
 	}
 	if len(errs) > 0 {
+		// Every error at once: the cross-field checks run on what decoded.
+		errs = append(errs, p.validate(true)...)
 		return nil, errs.sorted()
 	}
 	if err := p.Validate(); err != nil {
@@ -130,7 +132,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 	d.decodeFile(data)
 	p.Files = []string{name}
 	if len(d.errs) > 0 {
-		return nil, d.errs.sorted()
+		return nil, append(d.errs, p.validate(true)...).sorted()
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err

@@ -217,9 +217,19 @@ var storeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 // Validate checks cross-field rules that decoding cannot see. Decoding already
 // reports per-key problems with positions; Validate reports the rest.
 func (p *Policy) Validate() error {
+	if errs := p.validate(false); len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// validate runs the cross-field checks; partial (the policy had decoding
+// errors) leaves out the checks that would only echo them (a store's LLM
+// endpoint that failed to decode is no second error).
+func (p *Policy) validate(partial bool) Errors {
 	var errs Errors
 	for _, s := range p.Stores {
-		if s.Compactor == "llm" {
+		if s.Compactor == "llm" && !partial {
 			if _, ok := p.LLM[s.LLM]; !ok {
 				errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: compactor llm needs endpoint %q under llm:, which is not defined%s", s.Name, s.LLM, suggest(s.LLM, mapKeys(p.LLM)))})
 			}
@@ -257,10 +267,7 @@ func (p *Policy) Validate() error {
 	if p.Control.TCP != "" && p.Control.TokenFile == "" {
 		errs = append(errs, &Error{Pos: Pos{File: firstFile(p.Files)}, Msg: "control.tcp needs control.token_file: the TCP API is only served with a bearer token"})
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs
 }
 
 func firstFile(fs []string) string {

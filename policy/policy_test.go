@@ -265,3 +265,16 @@ func TestWarnsRecordCreationNeedsTheLLM(t *testing.T) {
 		t.Errorf("warnings: %v", ws)
 	}
 }
+
+// TestEveryErrorAtOnce: a policy with a decoding error and a cross-field
+// error reports both, not only the first stage's.
+func TestEveryErrorAtOnce(t *testing.T) {
+	_, err := Parse("p.yaml", []byte("version: 1\nstores:\n  - name: a\n    layout: memory-history\n    paths: [\"/x/*\"]\n    windw: 5\n    sessions: ../s/*.jsonl\n"))
+	var errs Errors
+	if !errors.As(err, &errs) || len(errs) != 2 {
+		t.Fatalf("got %v, want the unknown key and the sessions path", err)
+	}
+	if !strings.Contains(err.Error(), `unknown key "windw"`) || !strings.Contains(err.Error(), `sessions "../s/*.jsonl" must stay inside`) {
+		t.Errorf("got %v", err)
+	}
+}

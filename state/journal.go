@@ -43,10 +43,10 @@ func (d *DB) Append(ctx context.Context, r *Record) (int64, error) {
 	if r.Time.IsZero() {
 		r.Time = time.Now()
 	}
-	res, err := d.db.ExecContext(ctx, `INSERT INTO journal(time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,outcome,reason,data)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	res, err := d.db.ExecContext(ctx, `INSERT INTO journal(time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		r.Time.UnixNano(), r.Store, r.Root, r.Rule, r.Target, r.Archive, r.BeforeSHA, r.BeforeSize, r.AfterSHA, r.AfterSize,
-		r.Tokens, r.Duration.Milliseconds(), r.Outcome, r.Reason, r.Data)
+		r.Tokens, r.Duration.Milliseconds(), r.Duration.Microseconds(), r.Outcome, r.Reason, r.Data)
 	if err != nil {
 		return 0, fmt.Errorf("append journal record: %w", err)
 	}
@@ -56,8 +56,8 @@ func (d *DB) Append(ctx context.Context, r *Record) (int64, error) {
 
 // Update rewrites a record in place (a pending record becoming final).
 func (d *DB) Update(ctx context.Context, r *Record) error {
-	_, err := d.db.ExecContext(ctx, `UPDATE journal SET archive=?,before_sha=?,before_size=?,after_sha=?,after_size=?,tokens=?,duration_ms=?,outcome=?,reason=?,data=? WHERE id=?`,
-		r.Archive, r.BeforeSHA, r.BeforeSize, r.AfterSHA, r.AfterSize, r.Tokens, r.Duration.Milliseconds(), r.Outcome, r.Reason, r.Data, r.ID)
+	_, err := d.db.ExecContext(ctx, `UPDATE journal SET archive=?,before_sha=?,before_size=?,after_sha=?,after_size=?,tokens=?,duration_ms=?,duration_us=?,outcome=?,reason=?,data=? WHERE id=?`,
+		r.Archive, r.BeforeSHA, r.BeforeSize, r.AfterSHA, r.AfterSize, r.Tokens, r.Duration.Milliseconds(), r.Duration.Microseconds(), r.Outcome, r.Reason, r.Data, r.ID)
 	if err != nil {
 		return fmt.Errorf("update journal record %d: %w", r.ID, err)
 	}
@@ -74,7 +74,7 @@ type Filter struct {
 	Limit   int
 }
 
-const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,outcome,reason,data`
+const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data`
 
 // Journal returns records newest first.
 func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
@@ -108,6 +108,30 @@ func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// Stores and rules that appear in the journal, sorted: what a filter can
+// name (memwatch log refuses the others).
+func (d *DB) JournalNames(ctx context.Context) (stores, rules []string, err error) {
+	for _, c := range []struct {
+		col string
+		out *[]string
+	}{{"store", &stores}, {"rule", &rules}} {
+		rows, err := d.db.QueryContext(ctx, `SELECT DISTINCT `+c.col+` FROM journal WHERE `+c.col+` != '' ORDER BY 1`)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read journal: %w", err)
+		}
+		for rows.Next() {
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return nil, nil, err
+			}
+			*c.out = append(*c.out, v)
+		}
+		rows.Close()
+	}
+	return stores, rules, nil
 }
 
 // ErrNoRecord is returned when a journal id does not exist.
@@ -144,9 +168,9 @@ type scanner interface{ Scan(...any) error }
 
 func scanRecord(s scanner) (Record, error) {
 	var r Record
-	var t, ms int64
+	var t, ms, us int64
 	err := s.Scan(&r.ID, &t, &r.Store, &r.Root, &r.Rule, &r.Target, &r.Archive, &r.BeforeSHA, &r.BeforeSize,
-		&r.AfterSHA, &r.AfterSize, &r.Tokens, &ms, &r.Outcome, &r.Reason, &r.Data)
+		&r.AfterSHA, &r.AfterSize, &r.Tokens, &ms, &us, &r.Outcome, &r.Reason, &r.Data)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return r, err
@@ -155,5 +179,8 @@ func scanRecord(s scanner) (Record, error) {
 	}
 	r.Time = time.Unix(0, t)
 	r.Duration = time.Duration(ms) * time.Millisecond
+	if us > 0 { // records written before duration_us have milliseconds only
+		r.Duration = time.Duration(us) * time.Microsecond
+	}
 	return r, nil
 }

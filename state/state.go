@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -79,6 +80,14 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("initialise state database %s: %w", path, err)
+	}
+	// Durations in microseconds: most actions take less than a millisecond.
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('journal') WHERE name = 'duration_us'`).Scan(&n); err == nil && n == 0 {
+		if _, err := db.ExecContext(ctx, `ALTER TABLE journal ADD COLUMN duration_us INTEGER NOT NULL DEFAULT 0`); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+			db.Close()
+			return nil, fmt.Errorf("upgrade state database %s: %w", path, err)
+		}
 	}
 	return &DB{db: db, Path: path}, nil
 }

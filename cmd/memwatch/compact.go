@@ -48,6 +48,11 @@ compaction goes through it so it cannot race a job.`,
 			if p == nil {
 				return usageError{errors.New("compact needs --policy: the store and its layout come from it")}
 			}
+			switch req.Compactor {
+			case "", "heuristic", "llm":
+			default:
+				return usageError{fmt.Errorf("--compactor must be heuristic or llm, not %q", req.Compactor)}
+			}
 			if req.Path, err = filepath.Abs(args[0]); err != nil {
 				return err
 			}

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -24,16 +28,11 @@ id (for memwatch undo), the time, store, root, rule, target, outcome
 sizes and LLM tokens.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var dir string
-			if g.policy != "" {
-				p, err := g.loadPolicy()
-				if err != nil {
-					return err
-				}
-				dir = g.resolveStateDir(p)
-			} else {
-				dir = g.resolveStateDir(nil)
+			p, err := g.policyIfGiven()
+			if err != nil {
+				return err
 			}
+			dir := g.resolveStateDir(p)
 			if _, err := os.Stat(filepath.Join(dir, state.FileName)); err != nil {
 				return fmt.Errorf("no journal in %s (is --state-dir or --policy right?): %w", dir, err)
 			}
@@ -45,6 +44,11 @@ sizes and LLM tokens.`,
 			recs, err := db.Journal(context.Background(), f)
 			if err != nil {
 				return err
+			}
+			if len(recs) == 0 && (f.Store != "" || f.Rule != "") {
+				if err := checkNames(context.Background(), db, p, f); err != nil {
+					return err
+				}
 			}
 			if asJSON {
 				if recs == nil {
@@ -64,4 +68,41 @@ sizes and LLM tokens.`,
 	cmd.Flags().IntVar(&f.Limit, "limit", 50, "at most this many records")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// checkNames refuses a --store or --rule that names nothing: neither a
+// store of the policy nor a store or rule the journal has ever recorded.
+func checkNames(ctx context.Context, db *state.DB, p *policy.Policy, f state.Filter) error {
+	stores, rules, err := db.JournalNames(ctx)
+	if err != nil {
+		return err
+	}
+	layouts := policy.Layouts
+	if p != nil {
+		layouts = nil
+		for _, s := range p.Stores {
+			if !slices.Contains(stores, s.Name) {
+				stores = append(stores, s.Name)
+			}
+			layouts = append(layouts, s.Layout)
+		}
+	}
+	// The rules of the layouts in use are valid even before they acted.
+	for _, name := range layouts {
+		if l, err := daemon.LayoutFor(name); err == nil {
+			for _, r := range l.Rules() {
+				if !slices.Contains(rules, r.Name) {
+					rules = append(rules, r.Name)
+				}
+			}
+		}
+	}
+	slices.Sort(rules)
+	if f.Store != "" && !slices.Contains(stores, f.Store) {
+		return usageError{fmt.Errorf("--store %s: no such store (known: %s)", f.Store, strings.Join(stores, ", "))}
+	}
+	if f.Rule != "" && !slices.Contains(rules, f.Rule) {
+		return usageError{fmt.Errorf("--rule %s: no such rule (known: %s)", f.Rule, strings.Join(rules, ", "))}
+	}
+	return nil
 }

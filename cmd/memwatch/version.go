@@ -13,7 +13,12 @@ func versionCmd(g *globals) *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, args []string) {
-			fmt.Fprintf(g.stdout, "memwatch %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprint(g.stdout, versionLine())
 		},
 	}
+}
+
+// versionLine is what memwatch version and memwatch --version print.
+func versionLine() string {
+	return fmt.Sprintf("memwatch %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
