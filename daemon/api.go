@@ -21,6 +21,8 @@ import (
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/rotate"
+	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/watcher"
 )
@@ -37,6 +39,15 @@ type Status struct {
 	Jobs     jobs.Status    `json:"jobs"`
 	LLM      []LLMStatus    `json:"llm"`
 	Warnings []string       `json:"warnings"`
+	// Disk held in the state directory (journal, spool, recall index).
+	Disk Disk `json:"disk"`
+}
+
+// Disk is what memwatch holds on disk in its state directory.
+type Disk struct {
+	Journal int64 `json:"journal_bytes"`
+	Spool   int64 `json:"spool_bytes"`
+	Index   int64 `json:"index_bytes"`
 }
 
 // StoreStatus is one store in Status.
@@ -45,6 +56,10 @@ type StoreStatus struct {
 	Layout    string   `json:"layout"`
 	Compactor string   `json:"compactor"`
 	Roots     []string `json:"roots"`
+	// Archives and ArchiveBytes are what the store's roots hold in
+	// archives (rotate: retention keys bound them).
+	Archives     int   `json:"archives"`
+	ArchiveBytes int64 `json:"archive_bytes"`
 }
 
 // LLMStatus is one endpoint's budget use today.
@@ -186,6 +201,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	roots, _ := d.watch.Roots(ctx)
+	var stores []*policy.Store
 	d.mu.RLock()
 	for _, s := range d.policy.Stores {
 		rs := roots[s.Name]
@@ -193,6 +209,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 			rs = []string{}
 		}
 		st.Stores = append(st.Stores, StoreStatus{Name: s.Name, Layout: s.Layout, Compactor: s.Compactor, Roots: rs})
+		stores = append(stores, s)
 	}
 	clients := make([]*compact.Client, 0, len(d.clients))
 	for _, c := range d.clients {
@@ -203,6 +220,21 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		used, _ := c.Used(ctx)
 		st.LLM = append(st.LLM, LLMStatus{Endpoint: c.Name(), Used: used, Budget: c.Budget()})
 	}
+	// Archives are counted outside the lock: one journal query per root.
+	for i, s := range stores {
+		for _, path := range st.Stores[i].Roots {
+			if root, err := OpenRoot(s, path); err == nil {
+				if as, err := rotate.Archives(ctx, d.db, root); err == nil {
+					n, b := rotate.Held(as)
+					st.Stores[i].Archives += n
+					st.Stores[i].ArchiveBytes += b
+				}
+				root.Close()
+			}
+		}
+	}
+	st.Disk = Disk{Journal: fileBytes(filepath.Join(d.cfg.StateDir, state.FileName)), Spool: fileBytes(filepath.Join(d.cfg.StateDir, spool.FileName)),
+		Index: dirBytes(filepath.Join(d.cfg.StateDir, IndexDir))}
 	st.Warnings = d.warnings.List()
 	if st.Warnings == nil {
 		st.Warnings = []string{}
@@ -401,4 +433,27 @@ func RequireToken(token string, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// fileBytes is a file's size with its SQLite WAL, 0 when missing.
+func fileBytes(path string) int64 {
+	var n int64
+	for _, p := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(p); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// dirBytes sums the files of a directory (not recursive).
+func dirBytes(dir string) int64 {
+	ents, _ := os.ReadDir(dir)
+	var n int64
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+	}
+	return n
 }

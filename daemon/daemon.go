@@ -582,6 +582,12 @@ func (d *Daemon) startScheduler(ctx context.Context) error {
 		}
 	}
 	entries = append(entries, schedule.Entry{Name: "spool-prune", Spec: "@every 1h", Run: func() { d.pruneSpool(ctx, p.SpoolRetention) }})
+	for _, st := range p.Stores {
+		if Retention(st).Active() {
+			entries = append(entries, schedule.Entry{Name: "archive-retention", Spec: "@every 1h", Run: func() { d.pruneArchives(ctx) }})
+			break
+		}
+	}
 	if err := s.Add(ctx, entries); err != nil {
 		return err
 	}

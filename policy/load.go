@@ -674,7 +674,7 @@ func (d *decoder) decodeLLM(n ast.Node) {
 }
 
 var storeKeys = []string{"name", "preset", "layout", "paths", "compactor", "llm", "settle", "cooldown", "sweep", "max_loss",
-	"max_file_size", "max_line", "user", "group"}
+	"max_file_size", "max_line", "user", "group", "archive_keep", "archive_max_age", "archive_max_bytes", "compress_after"}
 
 func (d *decoder) decodeStores(n ast.Node) {
 	seq, ok := unwrap(n).(*ast.SequenceNode)
@@ -832,6 +832,26 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 				} else {
 					s.MaxLine = sz
 				}
+			}
+		case "archive_keep":
+			if n, ok := d.intVal(v, k); ok {
+				if n < 0 {
+					d.errorf(v, "archive_keep must be 0 (keep all) or more")
+				} else {
+					s.ArchiveKeep = n
+				}
+			}
+		case "archive_max_age", "compress_after":
+			if t, ok := d.duration(v, k); ok {
+				if k == "archive_max_age" {
+					s.ArchiveMaxAge = t
+				} else {
+					s.CompressAfter = t
+				}
+			}
+		case "archive_max_bytes":
+			if sz, ok := d.size(v, k); ok {
+				s.ArchiveMaxBytes = sz
 			}
 		case "user", "group":
 			if name, ok := d.str(v, k); ok {

@@ -95,8 +95,15 @@ type Store struct {
 	// roots (whose permissions it checks, who owns what it creates), instead
 	// of each root directory's owner.
 	User, Group string
-	Options     Options
-	Pos         Pos
+	// Archive retention (rotate/): archives kept per file beyond the
+	// newest, their maximum age, the archive bytes per root, and the age
+	// after which archives are gzip-compressed. Zero keeps everything.
+	ArchiveKeep     int
+	ArchiveMaxAge   time.Duration
+	ArchiveMaxBytes Size
+	CompressAfter   time.Duration
+	Options         Options
+	Pos             Pos
 }
 
 // Defaults of the store-level bounds.

@@ -2,10 +2,12 @@ package rewrite
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"strings"
 
@@ -127,6 +129,12 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 	case rec.Archive != "":
 		plan.Restore, err = root.ReadFile(rec.Archive)
 		if errors.Is(err, fs.ErrNotExist) {
+			if gz := w.compressedAs(ctx, rec); gz != "" {
+				rec.Archive = gz // compressed by retention; unpacked below
+				plan.Restore, err = root.ReadFile(gz)
+			}
+		}
+		if errors.Is(err, fs.ErrNotExist) {
 			if pruned, _ := w.pruned(ctx, rec); pruned != "" {
 				return nil, fmt.Errorf("undo %d: %w (%s)", id, ErrPruned, pruned)
 			}
@@ -172,15 +180,30 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 	return plan, nil
 }
 
-// Unpack, when set, turns a compressed archive's bytes into the original
-// (rotate sets it); ok is false for bytes that are not compressed.
-var Unpack func([]byte) ([]byte, bool)
-
+// unpack returns the original bytes of a gzip-compressed archive (rotate
+// compresses old archives); ok is false for bytes that are not gzip.
 func unpack(b []byte) ([]byte, bool) {
-	if Unpack == nil {
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		return nil, false
 	}
-	return Unpack(b)
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, false
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, 1<<31))
+	if err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// compressedAs finds where retention moved an archive by compressing it.
+func (w *Rewriter) compressedAs(ctx context.Context, rec state.Record) string {
+	recs, err := w.DB.Journal(ctx, state.Filter{Root: rec.Root, Target: rec.Archive, Rule: "archive-compress", Outcome: state.Done, Limit: 1})
+	if err != nil || len(recs) == 0 {
+		return ""
+	}
+	return recs[0].Archive
 }
 
 // pruned finds the journal record of the retention that removed rec's archive.

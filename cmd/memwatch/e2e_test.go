@@ -392,3 +392,46 @@ func TestClientsFindTheDaemon(t *testing.T) {
 		t.Errorf("undo with no daemon: %s", out)
 	}
 }
+
+// TestPruneCommand: memwatch prune applies a store's archive retention now,
+// journaled, never touching the newest archive of a file.
+func TestPruneCommand(t *testing.T) {
+	dir := t.TempDir()
+	app := filepath.Join(dir, "apps", "a")
+	os.MkdirAll(app, 0o755)
+	stateDir := filepath.Join(dir, "state")
+	pol := writePolicy(t, dir, fmt.Sprintf("stores:\n  - name: apps\n    layout: now-history\n    paths: [%q]\n    keep_history: 3\n    max_size: 4KiB\n    archive_keep: 1\n", filepath.Join(dir, "apps", "*")))
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(memwatchFast, append(args, "--policy", pol, "--state-dir", stateDir)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("memwatch %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	for i := range 3 {
+		os.WriteFile(filepath.Join(app, "memory.md"), bigMemory(40, fmt.Sprintf("v%d", i)), 0o644)
+		run("compact", app)
+		time.Sleep(1100 * time.Millisecond) // archives are named to the minute, numbered on collision
+	}
+	archives, _ := filepath.Glob(filepath.Join(app, "memory", "*.md"))
+	if len(archives) != 3 {
+		t.Fatalf("archives before prune: %v", archives)
+	}
+	if out := run("prune", "--dry-run"); !strings.Contains(out, "remove") || !strings.Contains(out, "would free") {
+		t.Errorf("prune --dry-run: %s", out)
+	}
+	if after, _ := filepath.Glob(filepath.Join(app, "memory", "*.md")); len(after) != 3 {
+		t.Errorf("a dry run removed archives: %v", after)
+	}
+	if out := run("prune"); !strings.Contains(out, "freed") {
+		t.Errorf("prune: %s", out)
+	}
+	after, _ := filepath.Glob(filepath.Join(app, "memory", "*.md"))
+	if len(after) != 2 {
+		t.Errorf("archives after prune (archive_keep 1: the newest and one more): %v", after)
+	}
+	if out := run("log", "--rule", "archive-prune"); !strings.Contains(out, "archive-prune") || !strings.Contains(out, "archive_keep 1") {
+		t.Errorf("the removal is not journaled: %s", out)
+	}
+}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,17 +20,26 @@ import (
 func showCmd(g *globals) *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
-		Use:   "show [--dir ROOT] CITATION",
-		Short: "Print the lines a citation names, even after the agent rewrote its log",
+		Use:   "show [--dir ROOT] CITATION|ARCHIVE",
+		Short: "Print the lines a citation names (even after the agent rewrote its log), or an archive",
 		Long: `Print the log lines a citation names, as memwatch writes them in history
 entries, summaries and recall results: PATH#L10-20 (lines of the log as it
 first was) or PATH@3#L10-20 (its third version, after the agent rewrote it).
 PATH is relative to ROOT (default: the current directory). While those lines
 are still in the live file they come from there; once the agent has trimmed,
 cleared or rewritten it, they come from memwatch's spool, which keeps every
-line it captured.`,
+line it captured.
+
+Given a file instead (an archive such as memory/2026-01-15-1430.md, or
+one retention compressed, memory/2026-01-15-1430.md.gz), it prints its
+content, decompressed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !strings.Contains(args[0], "#L") {
+				if fi, err := os.Stat(args[0]); err == nil && fi.Mode().IsRegular() {
+					return showArchive(g, args[0])
+				}
+			}
 			c, err := spool.ParseCitation(args[0])
 			if err != nil {
 				return usageError{err}
@@ -86,4 +98,28 @@ line it captured.`,
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "the root the citation's path is relative to (default: the current directory)")
 	return cmd
+}
+
+// showArchive prints an archive, decompressing one retention compressed.
+func showArchive(g *globals, path string) error {
+	root, file, err := fileRoot(path)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	b, err := root.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	if strings.HasSuffix(file, ".gz") {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return fmt.Errorf("show %s: %w", path, err)
+		}
+		if b, err = io.ReadAll(io.LimitReader(zr, confine.DefaultMaxFileSize)); err != nil {
+			return fmt.Errorf("show %s: %w", path, err)
+		}
+	}
+	_, err = g.stdout.Write(b)
+	return err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/layout/nowhistory"
+	"github.com/memwatch/memwatch/policy"
 )
 
 func statusCmd(g *globals) *cobra.Command {
@@ -87,11 +88,12 @@ func printStatus(g *globals, st daemon.Status) {
 	fmt.Fprintf(w, "state %s, policy %s\n", st.StateDir, st.Policy)
 	fmt.Fprintf(w, "watching %d roots with %d directory watches (%d polled)\n\n", st.Watcher.Roots, st.Watcher.Watches, st.Watcher.Polled)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STORE\tLAYOUT\tCOMPACTOR\tROOTS")
+	fmt.Fprintln(tw, "STORE\tLAYOUT\tCOMPACTOR\tROOTS\tARCHIVES")
 	for _, s := range st.Stores {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.Name, s.Layout, s.Compactor, len(s.Roots))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d (%s)\n", s.Name, s.Layout, s.Compactor, len(s.Roots), s.Archives, policy.Size(s.ArchiveBytes))
 	}
 	tw.Flush()
+	fmt.Fprintf(w, "\nstate directory holds: journal %s, spool %s, recall index %s\n", policy.Size(st.Disk.Journal), policy.Size(st.Disk.Spool), policy.Size(st.Disk.Index))
 	fmt.Fprintf(w, "\njobs: %d queued, %d running, %d cooling; %d run, %d failed, %d retried since start\n",
 		len(st.Jobs.Queued), len(st.Jobs.Running), st.Jobs.Cooling, st.Jobs.Stats.Finished, st.Jobs.Stats.Failed, st.Jobs.Stats.Retried)
 	for _, j := range st.Jobs.Running {

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/state"
+)
+
+func pruneCmd(g *globals) *cobra.Command {
+	var dryRun, asJSON bool
+	var store string
+	cmd := &cobra.Command{
+		Use:   "prune --policy P [--dry-run] [--store S]",
+		Short: "Apply archive retention now: remove or compress old archives, and say what it frees",
+		Long: `Apply each store's archive retention (archive_keep, archive_max_age,
+archive_max_bytes, compress_after) to every root now, as the daemon does
+every hour, and print what was removed or compressed and the space freed.
+The newest archive of each file is never removed; every removal and
+compression is journaled (memwatch log --rule archive-prune). With
+--dry-run nothing changes. Stores with no retention keys keep everything.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := g.policyIfGiven()
+			if err != nil {
+				return err
+			}
+			if p == nil {
+				return usageError{errors.New("--policy is required: retention is set per store in the policy")}
+			}
+			if store != "" && !hasStore(p, store) {
+				return usageError{fmt.Errorf("--store %s: no such store in the policy", store)}
+			}
+			db, err := state.Open(context.Background(), g.resolveStateDir(p))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			reps := daemon.Prune(cmd.Context(), db, p, store, time.Now(), dryRun, nil)
+			if asJSON {
+				if reps == nil {
+					reps = []daemon.PruneReport{}
+				}
+				return printJSON(g, reps)
+			}
+			var freed int64
+			var failed error
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			for _, r := range reps {
+				for _, a := range r.Actions {
+					op := map[string]string{"archive-prune": "remove", "archive-compress": "compress"}[a.Op]
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", op, r.Store, a.Archive.Path, policy.Size(a.Archive.Size), a.Reason)
+				}
+				freed += r.Result.Freed
+				if r.Error != "" {
+					failed = errors.Join(failed, fmt.Errorf("%s: %s", r.Root, r.Error))
+				}
+			}
+			tw.Flush()
+			verb := "freed"
+			if dryRun {
+				verb = "would free"
+			}
+			if len(reps) == 0 {
+				fmt.Fprintln(g.stdout, "nothing to prune: every archive is within its store's retention (or no store sets one)")
+			} else {
+				fmt.Fprintf(g.stdout, "%s %s\n", verb, policy.Size(freed))
+			}
+			return failed
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only say what would be removed or compressed")
+	cmd.Flags().StringVar(&store, "store", "", "only this store")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func hasStore(p *policy.Policy, name string) bool {
+	for _, s := range p.Stores {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}

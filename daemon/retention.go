@@ -1,0 +1,86 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rotate"
+	"github.com/memwatch/memwatch/state"
+)
+
+// Retention is a store's archive retention.
+func Retention(s *policy.Store) rotate.Retention {
+	return rotate.Retention{Keep: s.ArchiveKeep, MaxAge: s.ArchiveMaxAge, MaxBytes: int64(s.ArchiveMaxBytes), CompressAfter: s.CompressAfter}
+}
+
+// PruneReport is what retention did (or would do) in one root.
+type PruneReport struct {
+	Store   string          `json:"store"`
+	Root    string          `json:"root"`
+	Actions []rotate.Action `json:"actions"`
+	Result  rotate.Result   `json:"result"`
+	Error   string          `json:"error,omitempty"`
+}
+
+// Prune applies the archive retention of the policy's stores (only store,
+// when given) to every root, journaled in db; dryRun only plans. Roots
+// memwatch refuses are skipped. slot, when set, runs each root's work in
+// that root's job slot (the daemon's engine), so it never races an undo.
+func Prune(ctx context.Context, db *state.DB, p *policy.Policy, store string, now time.Time, dryRun bool, slot func(ctx context.Context, store, root string, fn func(context.Context) error) error) []PruneReport {
+	if slot == nil {
+		slot = func(ctx context.Context, _, _ string, fn func(context.Context) error) error { return fn(ctx) }
+	}
+	var out []PruneReport
+	for _, s := range p.Stores {
+		if store != "" && s.Name != store {
+			continue
+		}
+		r := Retention(s)
+		if !r.Active() {
+			continue
+		}
+		for _, path := range s.Roots() {
+			root, err := OpenRoot(s, path)
+			if err != nil {
+				continue
+			}
+			rep := PruneReport{Store: s.Name, Root: path}
+			err = slot(ctx, s.Name, path, func(ctx context.Context) error {
+				archives, err := rotate.Archives(ctx, db, root)
+				if err != nil {
+					return err
+				}
+				rep.Actions = rotate.Plan(archives, r, now)
+				rep.Result, err = rotate.Apply(ctx, db, root, s.Name, rep.Actions, dryRun)
+				return err
+			})
+			root.Close()
+			if err != nil {
+				rep.Error = err.Error()
+			}
+			if len(rep.Actions) > 0 || rep.Error != "" {
+				out = append(out, rep)
+			}
+		}
+	}
+	return out
+}
+
+// pruneArchives is the daemon's scheduled retention.
+func (d *Daemon) pruneArchives(ctx context.Context) {
+	d.mu.RLock()
+	p := d.policy
+	d.mu.RUnlock()
+	slot := func(ctx context.Context, store, root string, fn func(context.Context) error) error {
+		return d.engine.Exclusive(ctx, store, root, "archive-retention", fn)
+	}
+	for _, rep := range Prune(ctx, d.db, p, "", time.Now(), false, slot) {
+		if rep.Error != "" {
+			d.log.Warn("archive retention", "store", rep.Store, "root", rep.Root, "err", rep.Error)
+		}
+		if rep.Result.Removed+rep.Result.Compressed > 0 {
+			d.log.Info("archive retention", "store", rep.Store, "root", rep.Root, "removed", rep.Result.Removed, "compressed", rep.Result.Compressed, "freed", rep.Result.Freed)
+		}
+	}
+}
