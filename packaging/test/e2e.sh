@@ -58,7 +58,10 @@ trap cleanup EXIT
 # The container's systemd is the first child of systemd-nspawn.
 for _ in $(seq 1 100); do
 	CPID=$(ps -o pid= --ppid "$NSPAWN" | tr -d ' ' | head -n1 || true)
-	[ -n "$CPID" ] && break
+	# nspawn's first child may still be a helper that has not exec'd
+	# systemd yet: wait for systemd itself.
+	[ -n "$CPID" ] && [ "$(cat "/proc/$CPID/comm" 2>/dev/null)" = systemd ] && break
+	CPID=
 	sleep 0.2
 done
 [ -n "$CPID" ] || { cat "$NSPAWN_LOG"; die "container did not start"; }
