@@ -30,6 +30,7 @@ bench: build
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
 	$(GO) run $(STATICCHECK) ./...
 
 # Every fuzz target for FUZZTIME each (long: not part of make test).

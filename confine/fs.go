@@ -7,7 +7,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // rootFS is a Root as an fs.FS: names are slash-separated and relative, a
@@ -80,14 +79,5 @@ func IsTemp(name string) bool { return strings.Contains(path.Base(name), TempMar
 
 // TempMarker is part of the name of every temporary file memwatch creates.
 const TempMarker = ".memwatch-tmp-"
-
-// errno extracts a syscall error number, if any.
-func errno(err error) syscall.Errno {
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		return e
-	}
-	return 0
-}
 
 var _ = os.ErrNotExist

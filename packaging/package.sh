@@ -13,9 +13,12 @@ for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
 	out="$DIST/$os-$arch"
 	mkdir -p "$out"
 	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$out/memwatch" ./cmd/memwatch
-	cp README.md packaging/policy.d/example.yaml "$out/"
-	tar -C "$out" -czf "$DIST/memwatch_${VERSION}_${os}_${arch}.tar.gz" memwatch README.md example.yaml
+	cp README.md LICENSE packaging/policy.d/example.yaml "$out/"
+	tar -C "$out" -czf "$DIST/memwatch_${VERSION}_${os}_${arch}.tar.gz" memwatch README.md LICENSE example.yaml
 done
+# Man pages and shell completions, generated from the commands themselves.
+"$DIST/linux-$(go env GOARCH)/memwatch" gen-docs "$DIST/docs" >/dev/null
+gzip -9n "$DIST"/docs/man1/*.1
 "$DIST/linux-$(go env GOARCH)/memwatch" install --print --packaged --policy /etc/memwatch/policy.d > "$DIST/memwatch.service"
 for arch in amd64 arm64; do
 	for fmt in deb rpm; do

@@ -522,13 +522,9 @@ func (s *searcher) read(fh *os.File, off, n int64) (region, error) {
 	return region{data: b[:k], start: off, next: off + int64(k)}, nil
 }
 
-// maxRegion bounds what is held of a file at once: a line longer than this
-// is searched in its first MaxLine bytes, never read whole.
-const maxRegion = 16 << 20
-
-// readLines reads whole lines from off, about n bytes (more when a line
-// is longer, up to maxRegion; a longer line is cut there and its rest
-// skipped). At the end of the file the last line may lack its newline.
+// readLines reads whole lines from off, about n bytes; a line longer than
+// that is searched in its start and its rest skipped, so nothing bigger
+// than a chunk is ever held. At the end of the file the last line may lack its newline.
 func (s *searcher) readLines(fh *os.File, off, n int64) (region, error) {
 	r, err := s.read(fh, off, n)
 	if err != nil || len(r.data) == 0 {

@@ -246,9 +246,9 @@ func (w *Rewriter) resolveLeftover(ctx context.Context, root *confine.Root, stor
 			}
 			return gone(known.what)
 		}
-	case strings.HasPrefix(tag, "d"):
-		// The fallback's second name of a target: an agent's file.
 	}
+	// Anything else (such as the fallback's second name of a target, tag
+	// "d") may hold an agent's bytes: it is kept.
 	if _, err := keepFile(w, dir, name, rec); err != nil {
 		w.Log.Error("cannot move a leftover file into the archive; it stays", "root", root.Path(), "path", rel, "err", err)
 		return 0, 0

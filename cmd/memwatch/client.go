@@ -80,8 +80,6 @@ func (c *control) do(ctx context.Context, method, path string, body io.Reader, o
 
 func matchGlob(glob, p string) (bool, error) { return filepath.Match(glob, p) }
 
-func readAll(r io.Reader) ([]byte, error) { return io.ReadAll(r) }
-
 // fileRoot opens the directory of a file named on the command line as a
 // root, and returns the file's name in it.
 func fileRoot(path string) (*confine.Root, string, error) {
