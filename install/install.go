@@ -35,6 +35,11 @@ type Config struct {
 	// ReadWrite are the directories the service may write (store roots);
 	// derived from the policy when nil.
 	ReadWrite []string
+	// Create are directories memwatch writes outside the store roots (a
+	// policy's own state_dir, the socket's directory): the unit creates
+	// them before the sandbox applies, since ReadWritePaths= cannot open
+	// up a directory that does not exist yet.
+	Create []string
 	// ShutdownTimeout is the policy's; the unit's stop timeout is above it.
 	ShutdownTimeout time.Duration
 	// Home is the user's home directory (launchd log paths, user units).
@@ -72,9 +77,33 @@ func FromPolicy(cfg Config, p *policy.Policy) Config {
 				}
 			}
 		}
+		// Everything else memwatch writes: its own state directory when the
+		// policy names one (StateDirectory= covers the default) and the
+		// control socket's directory; ProtectSystem=strict forbids the rest.
+		for _, d := range []string{p.StateDir, cfg.StateDir, socketDir(p)} {
+			if d != "" && !seen[d] {
+				seen[d] = true
+				cfg.ReadWrite = append(cfg.ReadWrite, d)
+				cfg.Create = append(cfg.Create, d)
+			}
+		}
+		sort.Strings(cfg.Create)
 		sort.Strings(cfg.ReadWrite)
 	}
 	return cfg
+}
+
+// socketDir is the directory of a control socket the policy places outside
+// the state and runtime directories ("" otherwise).
+func socketDir(p *policy.Policy) string {
+	if p.Control.Socket == "" {
+		return ""
+	}
+	d := filepath.Dir(p.Control.Socket)
+	if d == "/run/memwatch" || d == "/var/lib/memwatch" {
+		return ""
+	}
+	return d
 }
 
 // staticDir is the longest leading part of a glob without pattern characters.
@@ -97,6 +126,7 @@ type unitData struct {
 	Validate    string
 	StopTimeout int
 	ProtectHome bool
+	Mkdirs      []string // quoted directories to create before the sandbox
 }
 
 func quote(s string) string {
@@ -115,13 +145,19 @@ func Unit(cfg Config) (string, error) {
 	}
 	d.ExecStart = strings.Join(args, " ")
 	d.Validate = quote(cfg.Executable) + " validate --policy " + quote(cfg.Policy)
+	for _, c := range cfg.Create {
+		d.Mkdirs = append(d.Mkdirs, quote(c))
+	}
 	timeout := cfg.ShutdownTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	d.StopTimeout = int(timeout.Seconds()) + 15
+	// ProtectHome=read-only stays even with roots under /home: their
+	// ReadWritePaths= make just those writable. Only a root that is /home
+	// or /root itself needs it off.
 	for _, rw := range cfg.ReadWrite {
-		if rw == "/home" || strings.HasPrefix(rw, "/home/") || rw == "/root" || strings.HasPrefix(rw, "/root/") {
+		if rw == "/home" || rw == "/root" || rw == "/" {
 			d.ProtectHome = false
 		}
 	}

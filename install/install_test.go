@@ -73,8 +73,34 @@ func TestUnitHomeRootsAreWritable(t *testing.T) {
 	cfg := testConfig(t, false)
 	cfg.ReadWrite = []string{"/home/ada/agents"}
 	u, _ := Unit(cfg)
-	if strings.Contains(u, "ProtectHome=") {
-		t.Error("ProtectHome set although a root is under /home")
+	// /home stays read-only but for the roots under it.
+	if !strings.Contains(u, "ProtectHome=read-only\n") || !strings.Contains(u, "ReadWritePaths=-/home/ada/agents\n") {
+		t.Errorf("a root under /home: want ProtectHome=read-only and ReadWritePaths for the root:\n%s", u)
+	}
+	cfg.ReadWrite = []string{"/home"}
+	if u, _ := Unit(cfg); strings.Contains(u, "ProtectHome=") {
+		t.Error("ProtectHome set although /home itself is a root's directory")
+	}
+}
+
+// TestUnitWritesStateAndSocketDirs: a policy's own state_dir and control
+// socket directory are writable under ProtectSystem=strict.
+func TestUnitWritesStateAndSocketDirs(t *testing.T) {
+	p, err := policy.Parse("p.yaml", []byte("version: 1\nstate_dir: /srv/mwstate\ncontrol:\n  socket: /srv/mwsock/memwatch.sock\nstores:\n  - name: a\n    layout: now-history\n    paths: [\"/srv/agents/*\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, false)
+	cfg.ReadWrite = nil // from the policy
+	u, err := Unit(FromPolicy(cfg, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ReadWritePaths=-/srv/agents\n", "ReadWritePaths=-/srv/mwstate\n", "ReadWritePaths=-/srv/mwsock\n", "ProtectSystem=strict\n",
+		"CapabilityBoundingSet=CAP_CHOWN CAP_FOWNER CAP_DAC_OVERRIDE CAP_DAC_READ_SEARCH\n", "SystemCallFilter=@system-service\n", "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6\n"} {
+		if !strings.Contains(u, want) {
+			t.Errorf("unit lacks %q:\n%s", want, u)
+		}
 	}
 }
 

@@ -125,6 +125,38 @@ cin "systemctl kill -s KILL memwatch"
 wait_for 20 "restart after SIGKILL" "test \"\$(systemctl show -p MainPID --value memwatch)\" != 0 && test \"\$(systemctl show -p MainPID --value memwatch)\" != $pid1 && systemctl is-active memwatch"
 log "ok: systemd restarted memwatch after SIGKILL"
 
+# systemd's own exposure score of a loaded unit, e.g. 2.3.
+score() { cin "systemd-analyze security memwatch.service --no-pager" | sed -n 's/.*Overall exposure level for memwatch.service: \([0-9.]*\).*/\1/p'; }
+below3() { awk -v s="$1" 'BEGIN { exit !(s != "" && s <= 3.0) }'; }
+s=$(score)
+below3 "$s" || die "the packaged unit's security exposure is ${s:-unknown}, over 3.0"
+log "ok: the packaged unit scores $s (systemd-analyze security)"
+
+log "memwatch install with the policy's own state_dir and socket"
+cin "mkdir -p /srv/agents2/app1 && cat > /etc/memwatch/custom.yaml <<'P'
+version: 1
+state_dir: /srv/mwstate
+control:
+  socket: /srv/mwsock/memwatch.sock
+stores:
+  - name: apps
+    layout: now-history
+    paths: [\"/srv/agents2/*\"]
+    settle: 200ms
+    max_size: 4KiB
+    keep_history: 3
+P
+memwatch install --policy /etc/memwatch/custom.yaml >/dev/null && systemctl daemon-reload && systemctl restart memwatch" || die "memwatch install failed"
+wait_for 15 "installed unit active" "systemctl is-active memwatch && test -S /srv/mwsock/memwatch.sock && test -e /srv/mwstate/memwatch.db"
+cin "$big > /srv/agents2/app1/memory.md"
+wait_for 10 "compaction under the installed unit" "ls /srv/agents2/app1/memory/*.md && test \$(stat -c %s /srv/agents2/app1/memory.md) -lt 4096"
+wait_for 5 "status through the policy's socket" "memwatch status --policy /etc/memwatch/custom.yaml | grep -q 'state /srv/mwstate'"
+s=$(score)
+below3 "$s" || die "the installed unit's security exposure is ${s:-unknown}, over 3.0"
+cin "memwatch uninstall >/dev/null && systemctl daemon-reload && systemctl start memwatch"
+wait_for 10 "packaged unit back" "systemctl is-active memwatch"
+log "ok: installed unit with a custom state_dir and socket works, scores $s"
+
 log "memwatch install --user"
 cin "useradd -m agent && loginctl enable-linger agent" >/dev/null
 wait_for 20 "user manager" "test -S /run/user/\$(id -u agent)/systemd/private"
