@@ -233,8 +233,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	st.Disk = Disk{Journal: fileBytes(filepath.Join(d.cfg.StateDir, state.FileName)), Spool: fileBytes(filepath.Join(d.cfg.StateDir, spool.FileName)),
-		Index: dirBytes(filepath.Join(d.cfg.StateDir, IndexDir))}
+	st.Disk = d.disk()
 	st.Warnings = d.warnings.List()
 	if st.Warnings == nil {
 		st.Warnings = []string{}
@@ -392,6 +391,17 @@ func (d *Daemon) listen() error {
 		}
 		d.tcp = &authListener{Listener: tl, token: token}
 	}
+	if addr := d.policy.Metrics.Listen; addr != "" {
+		ml, err := net.Listen("tcp", addr)
+		if err != nil {
+			l.Close()
+			if d.tcp != nil {
+				d.tcp.Close()
+			}
+			return fmt.Errorf("metrics.listen %s: %w", addr, err)
+		}
+		d.metricsL = ml
+	}
 	return nil
 }
 
@@ -433,6 +443,12 @@ func RequireToken(token string, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// disk is what the state directory holds.
+func (d *Daemon) disk() Disk {
+	return Disk{Journal: fileBytes(filepath.Join(d.cfg.StateDir, state.FileName)), Spool: fileBytes(filepath.Join(d.cfg.StateDir, spool.FileName)),
+		Index: dirBytes(filepath.Join(d.cfg.StateDir, IndexDir))}
 }
 
 // fileBytes is a file's size with its SQLite WAL, 0 when missing.

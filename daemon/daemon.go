@@ -34,6 +34,7 @@ import (
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/watcher"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // ruleEvaluate is the job that asks every rule of a root what needs work.
@@ -127,8 +128,9 @@ type Daemon struct {
 	started  time.Time
 	listener net.Listener
 	tcp      net.Listener
-	running  atomic.Bool // Run is serving: work goes through the engine
-	handlers []route     // added with Handle before Run
+	metricsL net.Listener // metrics.listen, when set
+	running  atomic.Bool  // Run is serving: work goes through the engine
+	handlers []route      // added with Handle before Run
 
 	warnings layout.Warnings
 
@@ -148,7 +150,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, lock: lock, metrics: newMetrics(), started: time.Now()}
+	d := &Daemon{cfg: cfg, log: log, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now()}
 	ctx := context.Background()
 	d.db, err = state.Open(ctx, cfg.StateDir)
 	if err != nil {
@@ -224,7 +226,13 @@ func (d *Daemon) apply(p *policy.Policy) error {
 				if err != nil {
 					return err
 				}
-				c.OnUse = func(ep string, n int64) { d.metrics.tokens.WithLabelValues(ep).Add(float64(n)) }
+				c.OnUse = func(ep string, n int64) {
+					d.metrics.tokens.WithLabelValues(ep).Add(float64(n))
+					if used, err := c.Used(context.Background()); err == nil {
+						d.metrics.llmUsed.WithLabelValues(ep).Set(float64(used))
+					}
+				}
+				d.metrics.llmBudget.WithLabelValues(c.Name()).Set(float64(c.Budget()))
 				clients[s.LLM] = c
 			}
 			env.LLM = c
@@ -358,7 +366,9 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	if !ok {
 		return jobs.Result{}, fmt.Errorf("layout %s has no rule %q", rt.layout.Name(), j.Rule)
 	}
+	start := time.Now()
 	res, err := r.Run(ctx, rt.env, root, j.Target)
+	d.metrics.jobSeconds.WithLabelValues(j.Store, j.Rule).Observe(time.Since(start).Seconds())
 	outcome := "unchanged"
 	switch {
 	case err != nil:
@@ -432,6 +442,21 @@ func (d *Daemon) serve(ctx context.Context) error {
 			errs <- fmt.Errorf("control API: %w", err)
 		}
 	}()
+	// The metrics-only listener: no token, nothing but /metrics.
+	metricsSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, BaseContext: base}
+	if ml := d.metricsL; ml != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+		metricsSrv.Handler = mux
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := metricsSrv.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("metrics listener: %w", err)
+			}
+		}()
+		d.log.Info("serving metrics", "listen", ml.Addr().String())
+	}
 	tcpSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, BaseContext: base}
 	if al, ok := d.tcp.(*authListener); ok {
 		tcpSrv.Handler = RequireToken(al.token, d.api())
@@ -450,6 +475,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = srv.Shutdown(shutdownCtx)
 		_ = tcpSrv.Shutdown(shutdownCtx)
+		_ = metricsSrv.Shutdown(shutdownCtx)
 		cancel()
 		os.Remove(d.cfg.Socket)
 	}
@@ -512,6 +538,10 @@ func (d *Daemon) serve(ctx context.Context) error {
 				d.metrics.roots.Set(float64(c.Roots))
 			}
 			d.metrics.spoolBytes.Set(float64(d.spool.Size()))
+			disk := d.disk()
+			d.metrics.stateBytes.WithLabelValues("journal").Set(float64(disk.Journal))
+			d.metrics.stateBytes.WithLabelValues("spool").Set(float64(disk.Spool))
+			d.metrics.stateBytes.WithLabelValues("index").Set(float64(disk.Index))
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"runtime"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -16,11 +18,22 @@ type metrics struct {
 	spoolBytes    prometheus.Gauge
 	captured      prometheus.Counter
 	indexed       prometheus.Counter
+	jobSeconds    *prometheus.HistogramVec
+	llmUsed       *prometheus.GaugeVec
+	llmBudget     *prometheus.GaugeVec
+	stateBytes    *prometheus.GaugeVec
+	archiveBytes  *prometheus.GaugeVec
 }
 
-func newMetrics() *metrics {
+func newMetrics(version string) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
+		jobSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "memwatch_job_duration_seconds", Help: "How long jobs ran, by store and rule (LLM calls included).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"store", "rule"}),
+		llmUsed:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_llm_tokens_used_today", Help: "LLM tokens used today, by endpoint (compare with memwatch_llm_token_budget)."}, []string{"endpoint"}),
+		llmBudget:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_llm_token_budget", Help: "The daily token budget of each LLM endpoint."}, []string{"endpoint"}),
+		stateBytes:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_state_bytes", Help: "Bytes memwatch holds in its state directory, by kind (journal, spool, index)."}, []string{"kind"}),
+		archiveBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_archive_bytes", Help: "Bytes the archives of each store's roots hold (updated hourly)."}, []string{"store"}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memwatch_jobs_total", Help: "Jobs run, by store, rule and outcome."},
 			[]string{"store", "rule", "outcome"}),
 		bytesArchived: prometheus.NewCounter(prometheus.CounterOpts{Name: "memwatch_archived_bytes_total", Help: "Bytes of pre-images written to archives."}),
@@ -32,7 +45,10 @@ func newMetrics() *metrics {
 		captured:   prometheus.NewCounter(prometheus.CounterOpts{Name: "memwatch_spool_captured_lines_total", Help: "Session log lines captured into the spool."}),
 		spoolBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "memwatch_spool_bytes", Help: "Bytes the spool of captured session log lines holds on disk."}),
 	}
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_build_info", Help: "Always 1; the labels say which memwatch runs."}, []string{"version", "goversion"})
+	info.WithLabelValues(version, runtime.Version()).Set(1)
 	m.reg.MustRegister(m.jobs, m.bytesArchived, m.watches, m.roots, m.tokens, m.spoolBytes, m.captured, m.indexed,
+		m.jobSeconds, m.llmUsed, m.llmBudget, m.stateBytes, m.archiveBytes, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -173,6 +173,7 @@ type mergeState struct {
 	stateDirPos  *Pos
 	controlPos   *Pos
 	mcpPos       *Pos
+	metricsPos   *Pos
 	shutdownSeen *Pos
 	maxJobsSeen  *Pos
 }
@@ -234,7 +235,7 @@ func (d *decoder) decodeFile(data []byte) {
 	if !ok {
 		return
 	}
-	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "mcp", "shutdown_timeout", "max_jobs", "spool_retention", "llm", "stores"}, nil)
+	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "mcp", "metrics", "shutdown_timeout", "max_jobs", "spool_retention", "llm", "stores"}, nil)
 	var versionNode ast.Node
 	for _, kv := range top {
 		k, v := keyOf(kv), kv.Value
@@ -273,6 +274,9 @@ func (d *decoder) decodeFile(data []byte) {
 		case "mcp":
 			d.once(&d.seen.mcpPos, kv.Key, "mcp")
 			d.decodeMCP(v)
+		case "metrics":
+			d.once(&d.seen.metricsPos, kv.Key, "metrics")
+			d.decodeMetrics(v)
 		case "llm":
 			d.decodeLLM(v)
 		case "stores":
@@ -527,6 +531,26 @@ func (d *decoder) decodeControl(n ast.Node) {
 		case "token_file":
 			if s, ok := d.str(kv.Value, "control.token_file"); ok {
 				d.p.Control.TokenFile = expandHome(s)
+			}
+		}
+	}
+}
+
+func (d *decoder) decodeMetrics(n ast.Node) {
+	kvs, ok := d.mapping(n, "metrics")
+	if !ok {
+		return
+	}
+	d.checkKeys(kvs, "metrics", []string{"listen"}, nil)
+	for _, kv := range kvs {
+		if keyOf(kv) != "listen" {
+			continue
+		}
+		if s, ok := d.str(kv.Value, "metrics.listen"); ok {
+			if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
+				d.errorf(kv.Value, "metrics.listen must be host:port, such as 127.0.0.1:9464, not %q", s)
+			} else {
+				d.p.Metrics.Listen = s
 			}
 		}
 	}

@@ -23,6 +23,7 @@ type Policy struct {
 	StateDir        string
 	Control         Control
 	MCP             MCP
+	Metrics         Metrics
 	ShutdownTimeout time.Duration
 	// MaxJobs bounds how many jobs run at once across all roots.
 	MaxJobs int
@@ -40,6 +41,12 @@ type Control struct {
 	Socket    string
 	TCP       string // optional loopback address, e.g. 127.0.0.1:7070
 	TokenFile string // bearer token for TCP; required when TCP is set
+}
+
+// Metrics configures an extra listener that serves only /metrics, with no
+// token, for a Prometheus scraper (the control API serves it too).
+type Metrics struct {
+	Listen string // host:port; "" for none
 }
 
 // MCP configures the memory tools memwatch serves over the Model Context

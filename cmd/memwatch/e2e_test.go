@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -434,4 +436,39 @@ func TestPruneCommand(t *testing.T) {
 	if out := run("log", "--rule", "archive-prune"); !strings.Contains(out, "archive-prune") || !strings.Contains(out, "archive_keep 1") {
 		t.Errorf("the removal is not journaled: %s", out)
 	}
+}
+
+// TestMetricsListener: metrics.listen serves /metrics with no token, and
+// nothing else; the series name the build, job durations and the disk held.
+func TestMetricsListener(t *testing.T) {
+	dir := t.TempDir()
+	app := filepath.Join(dir, "apps", "a")
+	os.MkdirAll(app, 0o755)
+	os.WriteFile(filepath.Join(app, "memory.md"), bigMemory(40, "v1"), 0o644)
+	pol := writePolicy(t, dir, fmt.Sprintf("metrics:\n  listen: 127.0.0.1:0\nstores:\n  - name: apps\n    layout: now-history\n    paths: [%q]\n    settle: 50ms\n    keep_history: 3\n    max_size: 4KiB\n", filepath.Join(dir, "apps", "*")))
+	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "state"))
+	addr := p.waitLog("serving metrics", 10*time.Second)["listen"].(string)
+	p.waitLog("rewrote file", 10*time.Second)
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get("/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for _, want := range []string{`memwatch_build_info{goversion="go`, `memwatch_job_duration_seconds_bucket{rule="compact",store="apps"`, `memwatch_jobs_total{outcome="changed",rule="compact",store="apps"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if code, _ := get("/v1/status"); code != 404 {
+		t.Errorf("/v1/status on the metrics listener: %d, want 404", code)
+	}
+	p.stop(10 * time.Second)
 }
