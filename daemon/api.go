@@ -21,7 +21,6 @@ import (
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
-	"github.com/memwatch/memwatch/rotate"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/watcher"
@@ -221,17 +220,10 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		st.LLM = append(st.LLM, LLMStatus{Endpoint: c.Name(), Used: used, Budget: c.Budget()})
 	}
 	// Archives are counted outside the lock: one journal query per root.
-	for i, s := range stores {
-		for _, path := range st.Stores[i].Roots {
-			if root, err := OpenRoot(s, path); err == nil {
-				if as, err := rotate.Archives(ctx, d.db, root); err == nil {
-					n, b := rotate.Held(as)
-					st.Stores[i].Archives += n
-					st.Stores[i].ArchiveBytes += b
-				}
-				root.Close()
-			}
-		}
+	held := d.archivesHeld(ctx, stores, roots)
+	for i := range st.Stores {
+		v := held[st.Stores[i].Name]
+		st.Stores[i].Archives, st.Stores[i].ArchiveBytes = int(v[0]), v[1]
 	}
 	st.Disk = d.disk()
 	st.Warnings = d.warnings.List()

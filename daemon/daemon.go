@@ -612,6 +612,7 @@ func (d *Daemon) startScheduler(ctx context.Context) error {
 		}
 	}
 	entries = append(entries, schedule.Entry{Name: "spool-prune", Spec: "@every 1h", Run: func() { d.pruneSpool(ctx, p.SpoolRetention) }})
+	entries = append(entries, schedule.Entry{Name: "archive-bytes", Spec: "@every 1h", Run: func() { d.reportArchives(ctx) }})
 	for _, st := range p.Stores {
 		if Retention(st).Active() {
 			entries = append(entries, schedule.Entry{Name: "archive-retention", Spec: "@every 1h", Run: func() { d.pruneArchives(ctx) }})

@@ -84,3 +84,39 @@ func (d *Daemon) pruneArchives(ctx context.Context) {
 		}
 	}
 }
+
+// archivesHeld counts, per store, the archives its roots hold and their
+// bytes (memwatch status, memwatch_archive_bytes).
+func (d *Daemon) archivesHeld(ctx context.Context, stores []*policy.Store, roots map[string][]string) map[string][2]int64 {
+	out := map[string][2]int64{}
+	for _, s := range stores {
+		var n, b int64
+		for _, path := range roots[s.Name] {
+			root, err := OpenRoot(s, path)
+			if err != nil {
+				continue
+			}
+			if as, err := rotate.Archives(ctx, d.db, root); err == nil {
+				c, bytes := rotate.Held(as)
+				n, b = n+int64(c), b+bytes
+			}
+			root.Close()
+		}
+		out[s.Name] = [2]int64{n, b}
+	}
+	return out
+}
+
+// reportArchives sets memwatch_archive_bytes (hourly).
+func (d *Daemon) reportArchives(ctx context.Context) {
+	d.mu.RLock()
+	stores := d.policy.Stores
+	d.mu.RUnlock()
+	roots, err := d.watch.Roots(ctx)
+	if err != nil {
+		return
+	}
+	for name, v := range d.archivesHeld(ctx, stores, roots) {
+		d.metrics.archiveBytes.WithLabelValues(name).Set(float64(v[1]))
+	}
+}
