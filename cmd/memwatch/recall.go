@@ -110,7 +110,7 @@ can match are read; --explain says which way each search went.`,
 	cmd.Flags().IntVar(&limit, "limit", recall.DefaultLimit, "at most this many results")
 	cmd.Flags().BoolVar(&all, "all", false, "search every root of every store of the policy (or of the store --dir belongs to)")
 	cmd.Flags().StringVar(&store, "store", "", "search every root of this store of the policy")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (seed 003's SearchResult fields)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: source, file, line, content and citation of each result")
 	cmd.Flags().BoolVar(&explain, "explain", false, "say on stderr how the search was answered and how long it took")
 	return cmd
 }

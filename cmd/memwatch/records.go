@@ -23,7 +23,7 @@ func recordsCmd(g *globals) *cobra.Command {
 		Long: `list: the app's records as JSON ({"memories": [...]}).
 purge: delete all of the app's records; delete: the records named with --id.
 Both journal every row with its content first (memwatch undo restores it).
-context: the seed's injection text for the app, newest first.`,
+context: the text the app injects into its prompt from its records, newest first.`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"list", "purge", "delete", "context"},
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -15,8 +15,8 @@ func snapshotCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snapshot FILE",
 		Short: "Print the injection-ready view of a now-history memory.md",
-		Long: `Print the view of memory.md an agent platform injects before a run (seed
-000, 3.2/3.3): guidance when the file does not exist, the full content up
+		Long: `Print the view of memory.md an agent platform injects before a run:
+guidance when the file does not exist, the full content up
 to 30 lines, and above that the whole "# now" block, the heading outline
 with line numbers, and the newest run files in memory/run/. --variant full
 or structure forces one form whatever the size.`,

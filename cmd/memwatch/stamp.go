@@ -20,9 +20,10 @@ func stampCmd(g *globals) *cobra.Command {
 		Use:   "stamp FILE",
 		Short: "Insert the run's ## YYYY-MM-DD-HHmm heading at the top of # History",
 		Long: `Insert "## YYYY-MM-DD-HHmm" (local time) at the top of "# History" in a
-now-history memory.md, creating "# History" if it is missing (seed 000,
-6.4). Running it twice in the same minute changes nothing. The write is
-atomic and only inserts, so no archive is needed.`,
+now-history memory.md, creating "# History" if it is missing, so the agent
+writes this run's summary under it. Running it twice in the same minute
+changes nothing. The write is atomic and only inserts, so no archive is
+needed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t := time.Now()

@@ -22,7 +22,7 @@ func statusCmd(g *globals) *cobra.Command {
 		Long: `Without FILE: the running daemon's stores, roots, queue, running jobs and
 LLM budget use. With FILE (a now-history memory.md): its path, size, line
 count, headings with line numbers and line counts, and archive info, with
-no content (the seed's memory_status).`,
+no content (what the memory_status tool returns).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
