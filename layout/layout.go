@@ -96,6 +96,14 @@ func WithDryRun(ctx context.Context) context.Context {
 // IsDryRun reports a context marked by WithDryRun.
 func IsDryRun(ctx context.Context) bool { v, _ := ctx.Value(dryRunKey{}).(bool); return v }
 
+// Logged reports a failed write to the state database that the rule can go
+// on without (a note, a remembered mark): it is logged, not dropped.
+func (e *Env) Logged(err error, what string) {
+	if err != nil {
+		e.Log.Warn("state database write failed; going on without it", "store", e.Store.Name, "what", what, "err", err)
+	}
+}
+
 // Record starts a journal record for a rule's action.
 func (e *Env) Record(rule string) *state.Record {
 	return &state.Record{Store: e.Store.Name, Rule: rule}

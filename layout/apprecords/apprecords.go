@@ -54,7 +54,7 @@ func open(ctx context.Context, env *layout.Env, root *confine.Root) (*DB, error)
 		msg := fmt.Sprintf("store %s is unhealthy: %v", env.Store.Name, err)
 		if _, seen, _ := env.DB.Get(ctx, "records-error", root.Path()+"\x00"+err.Error()); !seen {
 			env.Log.Error("app-records database unusable; other stores are not affected", "root", root.Path(), "err", err)
-			_ = env.DB.Put(ctx, "records-error", root.Path()+"\x00"+err.Error(), []byte("1"))
+			env.Logged(env.DB.Put(ctx, "records-error", root.Path()+"\x00"+err.Error(), []byte("1")), "DB.Put")
 		}
 		env.Warnings.Set(root.Path(), "db", msg)
 		return nil, err
@@ -117,7 +117,7 @@ func held(ctx context.Context, env *layout.Env, db *DB, root, app string) bool {
 		return true
 	}
 	if top > hold {
-		_ = env.DB.Put(ctx, HoldNS, key, nil) // a new record: the limit applies again
+		env.Logged(env.DB.Put(ctx, HoldNS, key, nil), "DB.Put") // a new record: the limit applies again
 		return false
 	}
 	return true
@@ -388,7 +388,7 @@ func createTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]
 			// Ended before memwatch watched: seed 004's old conversations
 			// create no memories retroactively.
 			env.Log.Info("conversation ended before memwatch watched it; no record is created", "conversation", m, "watching_since", since.Format(time.RFC3339))
-			_ = env.DB.Put(ctx, seenNS, m, []byte("before "+since.UTC().Format(time.RFC3339)))
+			env.Logged(env.DB.Put(ctx, seenNS, m, []byte("before "+since.UTC().Format(time.RFC3339))), "DB.Put")
 			continue
 		}
 		out = append(out, m)
@@ -405,7 +405,7 @@ func watchingSince(ctx context.Context, env *layout.Env, root string) time.Time 
 		}
 	}
 	now := env.Now()
-	_ = env.DB.Put(ctx, "records-since", root, []byte(now.UTC().Format(time.RFC3339Nano)))
+	env.Logged(env.DB.Put(ctx, "records-since", root, []byte(now.UTC().Format(time.RFC3339Nano))), "DB.Put")
 	return now
 }
 
@@ -492,7 +492,7 @@ func runCreate(ctx context.Context, env *layout.Env, root *confine.Root, path st
 	id, err := db.Insert(ctx, Record{AppID: app, Content: content, SourceConversationID: conv})
 	if err != nil {
 		rec.Outcome, rec.Reason = state.Failed, err.Error()
-		_ = env.DB.Update(ctx, rec)
+		env.Logged(env.DB.Update(ctx, rec), "DB.Update")
 		return jobs.Result{}, jobs.Retry(err)
 	}
 	rec.Target, rec.Outcome = fmt.Sprintf("%s/%s/%d", table, app, id), state.Done

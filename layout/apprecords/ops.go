@@ -47,8 +47,7 @@ func Remove(ctx context.Context, journal *state.DB, store, path, table, app stri
 		}
 		if err := db.Delete(ctx, r); err != nil {
 			rec.Outcome, rec.Reason = state.Failed, err.Error()
-			_ = journal.Update(context.WithoutCancel(ctx), rec)
-			return n, err
+			return n, errors.Join(err, journal.Update(context.WithoutCancel(ctx), rec))
 		}
 		rec.Outcome = state.Done
 		if err := journal.Update(context.WithoutCancel(ctx), rec); err != nil {
@@ -173,13 +172,14 @@ func undo(ctx context.Context, journal *state.DB, r state.Record, force bool) (i
 	}
 	if err := apply(); err != nil {
 		rec.Outcome, rec.Reason = state.Failed, err.Error()
-		_ = journal.Update(context.WithoutCancel(ctx), rec)
-		return rec.ID, err
+		return rec.ID, errors.Join(err, journal.Update(context.WithoutCancel(ctx), rec))
 	}
 	if r.Rule == RuleDelete {
 		// The restored record stays: the limit waits for the app's next record.
 		if top, err := db.MaxID(ctx, d.Row.AppID); err == nil {
-			_ = journal.Put(ctx, HoldNS, r.Root+"\x00"+d.Row.AppID, []byte(strconv.FormatInt(top, 10)))
+			if err := journal.Put(ctx, HoldNS, r.Root+"\x00"+d.Row.AppID, []byte(strconv.FormatInt(top, 10))); err != nil {
+				rec.Reason += "; could not remember to hold the limit (" + err.Error() + ")"
+			}
 		}
 		rec.Reason += "; kept: limit_per_app applies again when the app gets a new record"
 	}

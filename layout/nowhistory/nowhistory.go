@@ -59,12 +59,12 @@ func checkState(ctx context.Context, env *layout.Env, root *confine.Root) {
 	sha := rewrite.Hash(data)
 	if w == "" || string(last) == sha {
 		if w == "" && len(last) > 0 {
-			_ = env.DB.Put(ctx, "state-first", key, nil)
+			env.Logged(env.DB.Put(ctx, "state-first", key, nil), "DB.Put")
 		}
 		return
 	}
-	_ = env.DB.Put(ctx, "state-first", key, []byte(sha))
-	_ = env.Note(ctx, root.Path(), RuleStateFirst, MemoryFile, sha, int64(len(data)), w)
+	env.Logged(env.DB.Put(ctx, "state-first", key, []byte(sha)), "DB.Put")
+	env.Logged(env.Note(ctx, root.Path(), RuleStateFirst, MemoryFile, sha, int64(len(data)), w), "Note")
 }
 
 func compactTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
@@ -166,8 +166,8 @@ func runCompact(ctx context.Context, env *layout.Env, root *confine.Root, target
 	// until the content changes.
 	data, err := root.ReadFile(target)
 	if err == nil && int64(len(data)) > maxSize {
-		_ = env.Note(ctx, root.Path(), RuleCompact, target, rewrite.Hash(data), int64(len(data)),
-			fmt.Sprintf("memory.md is %d bytes, over max_size %d, and the heuristic compactor cannot shrink it (no History entries beyond keep_history %d)", len(data), maxSize, keep))
+		env.Logged(env.Note(ctx, root.Path(), RuleCompact, target, rewrite.Hash(data), int64(len(data)),
+			fmt.Sprintf("memory.md is %d bytes, over max_size %d, and the heuristic compactor cannot shrink it (no History entries beyond keep_history %d)", len(data), maxSize, keep)), "Note")
 	}
 	return jobs.Result{CoolDown: true}, nil
 }
