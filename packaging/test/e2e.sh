@@ -138,6 +138,8 @@ version: 1
 state_dir: /srv/mwstate
 control:
   socket: /srv/mwsock/memwatch.sock
+metrics:
+  listen: 127.0.0.1:9464
 stores:
   - name: apps
     layout: now-history
@@ -151,11 +153,12 @@ wait_for 15 "installed unit active" "systemctl is-active memwatch && test -S /sr
 cin "$big > /srv/agents2/app1/memory.md"
 wait_for 10 "compaction under the installed unit" "ls /srv/agents2/app1/memory/*.md && test \$(stat -c %s /srv/agents2/app1/memory.md) -lt 4096"
 wait_for 5 "status through the policy's socket" "memwatch status --policy /etc/memwatch/custom.yaml | grep -q 'state /srv/mwstate'"
+wait_for 5 "the metrics listener" "bash -c 'exec 3<>/dev/tcp/127.0.0.1/9464; printf \"GET /metrics HTTP/1.0\\r\\n\\r\\n\" >&3; cat <&3' | grep -q '^memwatch_build_info'"
 s=$(score)
 below3 "$s" || die "the installed unit's security exposure is ${s:-unknown}, over 3.0"
 cin "memwatch uninstall >/dev/null && systemctl daemon-reload && systemctl start memwatch"
 wait_for 10 "packaged unit back" "systemctl is-active memwatch"
-log "ok: installed unit with a custom state_dir and socket works, scores $s"
+log "ok: installed unit with a custom state_dir, socket and metrics listener works, scores $s"
 
 log "memwatch install --user"
 cin "useradd -m agent && loginctl enable-linger agent" >/dev/null
