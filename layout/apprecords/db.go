@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -39,7 +40,11 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // are short BEGIN IMMEDIATE transactions with a bounded busy wait, so the
 // application's own writes are never blocked for long.
 type DB struct {
-	db    *sql.DB
+	// db is the one connection, pinned for the DB's life: SQLite opens its
+	// file by path, so a new connection could open whatever the agent put
+	// at the path since; this one was checked to hold the root's file.
+	db    *sql.Conn
+	pool  *sql.DB
 	table string
 	path  string
 	// source says the table has source_conversation_id and metadata; read
@@ -79,27 +84,38 @@ func Open(ctx context.Context, root *confine.Root, table string, create bool) (*
 	path := root.Path()
 	// query_only until the file is proven: nothing is written to a file
 	// that is not the one checked.
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)&_txlock=immediate")
+	pool, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(1)
-	db.SetConnMaxLifetime(0)
-	d := &DB{db: db, table: table, path: path}
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
+	pool.SetMaxOpenConns(1)
+	pool.SetConnMaxLifetime(0)
+	db, err := pool.Conn(ctx)
+	if err != nil {
+		pool.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	d := &DB{db: db, pool: pool, table: table, path: path}
+	if err := db.PingContext(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// The file SQLite opened (it resolves symlinks) must be the root's:
+	// an agent may swap the path for a symlink just while it opens.
+	if err := d.opened(ctx, root); err != nil {
+		d.Close()
+		return nil, err
+	}
 	if err := root.SameFile(); err != nil {
-		db.Close()
+		d.Close()
 		return nil, err
 	}
 	if _, err := db.ExecContext(ctx, "PRAGMA query_only=0"); err != nil {
-		db.Close()
+		d.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	if err := d.check(ctx, create); err != nil {
-		db.Close()
+		d.Close()
 		return nil, err
 	}
 	var n int
@@ -110,7 +126,7 @@ func Open(ctx context.Context, root *confine.Root, table string, create bool) (*
 
 // Close closes the database.
 func (d *DB) Close() error {
-	err := d.db.Close()
+	err := errors.Join(d.db.Close(), d.pool.Close())
 	if d.owned != nil {
 		d.owned.Close()
 	}
@@ -135,6 +151,23 @@ func ISOTime(s string) string {
 		}
 	}
 	return s
+}
+
+// opened checks that the file the connection holds is the root's file.
+func (d *DB) opened(ctx context.Context, root *confine.Root) error {
+	var seq int
+	var name, file string
+	if err := d.db.QueryRowContext(ctx, "PRAGMA database_list").Scan(&seq, &name, &file); err != nil {
+		return fmt.Errorf("open %s: %w", d.path, err)
+	}
+	want, err := filepath.EvalSymlinks(root.Path())
+	if err != nil {
+		return fmt.Errorf("open %s: %w", d.path, err)
+	}
+	if filepath.Clean(file) != want {
+		return fmt.Errorf("open %s: SQLite opened %s: %w", d.path, file, confine.ErrOutside)
+	}
+	return nil
 }
 
 // MaxID is the highest record id of an app (0: none).
