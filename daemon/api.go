@@ -150,11 +150,7 @@ func (d *Daemon) Policy() *policy.Policy {
 // Generation is a log's live generation in the spool (0: unknown), for
 // recall's citations.
 func (d *Daemon) Generation(ctx context.Context, root, rel string) int64 {
-	l, ok, err := d.spool.Find(ctx, root, rel)
-	if err != nil || !ok || l.Missing {
-		return 0
-	}
-	return l.Gen
+	return d.spool.LiveGen(ctx, root, rel)
 }
 
 // Undo undoes a journal record in the root's job slot, as POST /v1/undo does.

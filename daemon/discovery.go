@@ -31,8 +31,27 @@ func DiscoveryPath() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("memwatch-%d", os.Geteuid()), "daemon.json")
 }
 
+// trusted reports whether the announcement's directory can be believed:
+// /run and $XDG_RUNTIME_DIR are the user's own, but in the shared temporary
+// directory another user could have made it first (and point clients at
+// their own socket), so there it must be ours, a real directory, 0700.
+func trusted(dir string) bool {
+	if os.Getenv("XDG_RUNTIME_DIR") != "" || os.Geteuid() == 0 {
+		return true
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
+}
+
 // Discover reads the announcement of a daemon that is still running.
 func Discover() (Discovery, bool) {
+	if !trusted(filepath.Dir(DiscoveryPath())) {
+		return Discovery{}, false
+	}
 	b, err := os.ReadFile(DiscoveryPath())
 	if err != nil {
 		return Discovery{}, false
@@ -58,8 +77,8 @@ func (d *Daemon) announce() func() {
 		return p
 	}
 	b, _ := json.Marshal(Discovery{PID: os.Getpid(), StateDir: abs(d.cfg.StateDir), Socket: abs(d.cfg.Socket), Policy: abs(d.cfg.PolicyPath)})
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		d.log.Debug("announce the daemon", "err", err)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil || !trusted(filepath.Dir(path)) {
+		d.log.Debug("announce the daemon: no private directory for it", "path", path, "err", err)
 		return func() {}
 	}
 	tmp := path + fmt.Sprintf(".%d", os.Getpid())

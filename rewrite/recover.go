@@ -143,7 +143,7 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 			return nil, fmt.Errorf("undo %d: read archive %s: %w", id, rec.Archive, err)
 		}
 		if Hash(plan.Restore) != rec.BeforeSHA {
-			if restored, ok := unpack(plan.Restore); ok && Hash(restored) == rec.BeforeSHA {
+			if restored, ok := Unpack(plan.Restore); ok && Hash(restored) == rec.BeforeSHA {
 				plan.Restore = restored
 				break
 			}
@@ -180,9 +180,9 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 	return plan, nil
 }
 
-// unpack returns the original bytes of a gzip-compressed archive (rotate
+// Unpack returns the original bytes of a gzip-compressed archive (rotate
 // compresses old archives); ok is false for bytes that are not gzip.
-func unpack(b []byte) ([]byte, bool) {
+func Unpack(b []byte) ([]byte, bool) {
 	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		return nil, false
 	}

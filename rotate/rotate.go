@@ -61,6 +61,9 @@ type Archive struct {
 	Time       time.Time // when it was made
 	Size       int64     // bytes on disk
 	Compressed bool
+	// SHA is the hash of what memwatch wrote there: retention removes or
+	// compresses only that, never a file someone changed since.
+	SHA string
 }
 
 // Archives lists the archives of root that still exist, newest first.
@@ -69,12 +72,12 @@ func Archives(ctx context.Context, db *state.DB, root *confine.Root) ([]Archive,
 	if err != nil {
 		return nil, err
 	}
-	compressed := map[string]string{} // original -> .gz
+	compressed := map[string]state.Record{} // original -> its compression
 	pruned := map[string]bool{}
 	for _, r := range recs {
 		switch {
 		case r.Rule == RuleCompress && r.Outcome == state.Done:
-			compressed[r.Target] = r.Archive
+			compressed[r.Target] = r
 		case r.Rule == RulePrune && r.Outcome == state.Done:
 			pruned[r.Target] = true
 		}
@@ -86,9 +89,9 @@ func Archives(ctx context.Context, db *state.DB, root *confine.Root) ([]Archive,
 			continue
 		}
 		seen[r.Archive] = true
-		a := Archive{Path: r.Archive, Original: r.Archive, Target: r.Target, Record: r.ID, Time: r.Time}
-		if gz, ok := compressed[r.Archive]; ok {
-			a.Path, a.Compressed = gz, true
+		a := Archive{Path: r.Archive, Original: r.Archive, Target: r.Target, Record: r.ID, Time: r.Time, SHA: r.BeforeSHA}
+		if c, ok := compressed[r.Archive]; ok {
+			a.Path, a.Compressed, a.SHA = c.Archive, true, c.AfterSHA
 		}
 		if pruned[a.Path] {
 			continue
@@ -221,6 +224,18 @@ func journal(ctx context.Context, db *state.DB, rec *state.Record, final bool) e
 	return db.Update(context.WithoutCancel(ctx), rec)
 }
 
+// ErrNotOurs means an archive's content is no longer what memwatch wrote:
+// retention leaves it alone.
+var ErrNotOurs = errors.New("the file changed since memwatch archived it; left alone")
+
+// ours checks that data is the archive memwatch wrote.
+func ours(a Archive, data []byte) error {
+	if a.SHA != "" && rewrite.Hash(data) != a.SHA {
+		return ErrNotOurs
+	}
+	return nil
+}
+
 // remove deletes an archive: journaled first (pending, with its hash), then
 // unlinked through the root's confined handle.
 func remove(ctx context.Context, db *state.DB, root *confine.Root, store string, a Action) error {
@@ -232,6 +247,9 @@ func remove(ctx context.Context, db *state.DB, root *confine.Root, store string,
 	name := filepath.Base(a.Archive.Path)
 	data, _, err := dir.ReadFile(name)
 	if err != nil {
+		return err
+	}
+	if err := ours(a.Archive, data); err != nil {
 		return err
 	}
 	rec := &state.Record{Store: store, Root: root.Path(), Rule: RulePrune, Target: a.Archive.Path, Outcome: state.Pending,
@@ -259,6 +277,9 @@ func compress(ctx context.Context, db *state.DB, root *confine.Root, store strin
 	name := filepath.Base(a.Archive.Path)
 	data, fi, err := dir.ReadFile(name)
 	if err != nil {
+		return 0, err
+	}
+	if err := ours(a.Archive, data); err != nil {
 		return 0, err
 	}
 	var buf bytes.Buffer

@@ -143,3 +143,43 @@ func TestPlanNeverRemovesTheNewest(t *testing.T) {
 		})
 	}
 }
+
+// TestRetentionLeavesAChangedArchiveAlone: an archive whose content is no
+// longer what memwatch wrote is neither removed nor compressed.
+func TestRetentionLeavesAChangedArchiveAlone(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := state.Open(ctx, filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rootDir := filepath.Join(dir, "app")
+	os.MkdirAll(rootDir, 0o755)
+	root, err := confine.Open(rootDir, confine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	rw := rewrite.New(db, slog.New(slog.DiscardHandler))
+	var archives []string
+	for i := range 3 {
+		os.WriteFile(filepath.Join(rootDir, "memory.md"), []byte(day(i)), 0o644)
+		out, err := rw.Apply(ctx, rewrite.Request{Root: root, Target: "memory.md", Archive: fmt.Sprintf("memory/a%d.md", i),
+			Compute: func(context.Context, []byte) ([]byte, error) { return []byte("small\n"), nil }}, &state.Record{Rule: "compact"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		archives = append(archives, out.Archive)
+	}
+	// Someone writes into the oldest archive.
+	os.WriteFile(filepath.Join(rootDir, archives[0]), []byte("the agent's own notes\n"), 0o644)
+	as, _ := rotate.Archives(ctx, db, root)
+	_, err = rotate.Apply(ctx, db, root, "apps", rotate.Plan(as, rotate.Retention{Keep: 1}, time.Now()), false)
+	if !errors.Is(err, rotate.ErrNotOurs) {
+		t.Errorf("retention of a changed archive: %v, want ErrNotOurs", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(rootDir, archives[0])); string(b) != "the agent's own notes\n" {
+		t.Errorf("the changed archive was touched: %q", b)
+	}
+}

@@ -224,6 +224,17 @@ func (s *Spool) Find(ctx context.Context, root, rel string) (Log, bool, error) {
 	return l, true, nil
 }
 
+// LiveGen is the generation of a log now live in its file, 0 when the
+// spool does not know it or it is gone: what recall cites a rewritten log
+// by (path@N#Lx).
+func (s *Spool) LiveGen(ctx context.Context, root, rel string) int64 {
+	l, ok, err := s.Find(ctx, root, rel)
+	if err != nil || !ok || l.Missing {
+		return 0
+	}
+	return l.Gen
+}
+
 // Logs lists the logs of a root.
 func (s *Spool) Logs(ctx context.Context, root string) ([]Log, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+logCols+` FROM logs WHERE root=? ORDER BY path`, root)

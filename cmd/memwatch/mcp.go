@@ -88,7 +88,7 @@ Add it to Claude Code with
 			}
 			if sp, err := spool.OpenReadOnly(context.Background(), dir); err == nil {
 				defer sp.Close()
-				cfg.Generation = generation(sp)
+				cfg.Generation = sp.LiveGen
 			}
 			srv, err := mcpserver.New(cfg, log)
 			if err != nil {

@@ -83,8 +83,7 @@ can match are read; --explain says which way each search went.`,
 			}
 			if sp, err := spool.OpenReadOnly(context.Background(), stateDir); err == nil {
 				defer sp.Close()
-				gen := generation(sp)
-				opts.Generation = func(root, rel string) int64 { return gen(cmd.Context(), root, rel) }
+				opts.Generation = func(root, rel string) int64 { return sp.LiveGen(cmd.Context(), root, rel) }
 			}
 			results, st, err := recall.Search(cmd.Context(), q, opts)
 			if err != nil {
@@ -113,18 +112,6 @@ can match are read; --explain says which way each search went.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: source, file, line, content and citation of each result")
 	cmd.Flags().BoolVar(&explain, "explain", false, "say on stderr how the search was answered and how long it took")
 	return cmd
-}
-
-// generation gives a log's live generation from the spool (0: unknown),
-// so recall cites a rewritten log as path@N#Lx.
-func generation(sp *spool.Spool) func(ctx context.Context, root, rel string) int64 {
-	return func(ctx context.Context, root, rel string) int64 {
-		l, ok, err := sp.Find(ctx, root, rel)
-		if err != nil || !ok || l.Missing {
-			return 0
-		}
-		return l.Gen
-	}
 }
 
 func readable(dir string) bool {

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
 )
 
@@ -112,12 +110,9 @@ func showArchive(g *globals, path string) error {
 		return err
 	}
 	if strings.HasSuffix(file, ".gz") {
-		zr, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
-			return fmt.Errorf("show %s: %w", path, err)
-		}
-		if b, err = io.ReadAll(io.LimitReader(zr, confine.DefaultMaxFileSize)); err != nil {
-			return fmt.Errorf("show %s: %w", path, err)
+		var ok bool
+		if b, ok = rewrite.Unpack(b); !ok {
+			return fmt.Errorf("show %s: not a gzip file memwatch can read", path)
 		}
 	}
 	_, err = g.stdout.Write(b)

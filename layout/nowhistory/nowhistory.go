@@ -47,24 +47,27 @@ func (Layout) Rules() []layout.Rule {
 }
 
 // checkState journals, once per content of memory.md, that ## State is
-// not where seed 000 wants it (first in # now).
+// not where seed 000 wants it (first in # now). The file is read only
+// when its size or mtime moved since the last check: this runs on every
+// evaluation of the root.
 func checkState(ctx context.Context, env *layout.Env, root *confine.Root) {
+	fi, err := root.Stat(MemoryFile)
+	if err != nil {
+		return
+	}
+	key := root.Path()
+	sig := fmt.Sprintf("%d:%d", fi.Size(), fi.ModTime().UnixNano())
+	if last, _, _ := env.DB.Get(ctx, "state-first", key); string(last) == sig {
+		return
+	}
 	data, err := root.ReadFile(MemoryFile)
 	if err != nil {
 		return
 	}
-	w := StateWarning(data)
-	key := root.Path()
-	last, _, _ := env.DB.Get(ctx, "state-first", key)
-	sha := rewrite.Hash(data)
-	if w == "" || string(last) == sha {
-		if w == "" && len(last) > 0 {
-			env.Logged(env.DB.Put(ctx, "state-first", key, nil), "DB.Put")
-		}
-		return
+	env.Logged(env.DB.Put(ctx, "state-first", key, []byte(sig)), "DB.Put")
+	if w := StateWarning(data); w != "" {
+		env.Logged(env.Note(ctx, root.Path(), RuleStateFirst, MemoryFile, rewrite.Hash(data), int64(len(data)), w), "Note")
 	}
-	env.Logged(env.DB.Put(ctx, "state-first", key, []byte(sha)), "DB.Put")
-	env.Logged(env.Note(ctx, root.Path(), RuleStateFirst, MemoryFile, sha, int64(len(data)), w), "Note")
 }
 
 func compactTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +73,32 @@ func TestRunRetentionArchivesByAge(t *testing.T) {
 		if err != nil || string(b) != "run "+filepath.Base(r.Target)+"\n" {
 			t.Errorf("%s: archive %s holds %q (%v)", r.Target, r.Archive, b, err)
 		}
+	}
+}
+
+// TestStateNotFirstIsJournaledOnce: the daemon journals a memory.md whose
+// ## State is not first, once per content, however often it evaluates.
+func TestStateNotFirstIsJournaledOnce(t *testing.T) {
+	dir := t.TempDir()
+	app := filepath.Join(dir, "apps", "a")
+	os.MkdirAll(app, 0o755)
+	mem := filepath.Join(app, "memory.md")
+	os.WriteFile(mem, []byte("# now\n## Patterns\n- p\n## State | ok\n# History\n"), 0o644)
+	stateDir := t.TempDir()
+	d := daemontest.Run(t, fmt.Sprintf("version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [%q]\n    settle: 50ms\n", filepath.Join(dir, "apps", "*")), stateDir)
+	// More evaluations: unrelated files change in the root.
+	for i := range 5 {
+		os.WriteFile(filepath.Join(app, fmt.Sprintf("note%d.txt", i)), []byte("x"), 0o644)
+		time.Sleep(150 * time.Millisecond)
+	}
+	d.Stop()
+	db, err := state.Open(context.Background(), stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	recs, _ := db.Journal(context.Background(), state.Filter{Rule: "state-first"})
+	if len(recs) != 1 || !strings.Contains(recs[0].Reason, "## State (L4) is not the first section") {
+		t.Errorf("state-first records: %+v, want one", recs)
 	}
 }
