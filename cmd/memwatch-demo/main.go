@@ -374,7 +374,7 @@ func (a *factsAgent) turn(n int) error {
 type recordsApp struct{ db *sql.DB }
 
 func newRecordsApp(path string) (*recordsApp, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		return nil, err
 	}

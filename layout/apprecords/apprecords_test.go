@@ -27,7 +27,7 @@ import (
 func appDB(t *testing.T, dir string, records map[string]int) string {
 	t.Helper()
 	path := filepath.Join(dir, "app.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		t.Fatal(err)
 	}
