@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/state"
 )
@@ -250,8 +250,7 @@ func (d *retryDoer) Do(req *http.Request) (*http.Response, error) {
 			break
 		}
 		if !hasWait {
-			b := d.base << attempt
-			wait = b/2 + rand.N(b/2+1)
+			wait = jobs.Backoff(d.base, 2*time.Minute, attempt)
 		}
 		wait = min(wait, 2*time.Minute)
 		d.log.Warn("llm call failed; retrying", "endpoint", d.endpoint, "attempt", attempt+1, "err", lastErr, "retry_in", wait)

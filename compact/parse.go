@@ -20,7 +20,7 @@ var ErrUnparseable = errors.New("model output is not the JSON asked for")
 // It returns the fields found and the tier that found them (1..3). Fields
 // that are absent come back as "" when at least one field was found.
 func ParseFields(text string, fields ...string) (map[string]string, int, error) {
-	if m, ok := parseObject(stripFences(text), fields); ok {
+	if m, ok := parseObject(StripFences(text), fields); ok {
 		return m, 1, nil
 	}
 	if blk, ok := firstObject(text); ok {
@@ -42,7 +42,8 @@ func ParseFields(text string, fields ...string) (map[string]string, int, error) 
 	return nil, 0, fmt.Errorf("%w (fields %s)", ErrUnparseable, strings.Join(fields, ", "))
 }
 
-func stripFences(s string) string {
+// StripFences removes a Markdown code fence an LLM wrapped its reply in.
+func StripFences(s string) string {
 	s = strings.TrimSpace(s)
 	if strings.HasPrefix(s, "```") {
 		if i := strings.IndexByte(s, '\n'); i >= 0 {

@@ -23,10 +23,7 @@ import (
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/layout/apprecords"
-	"github.com/memwatch/memwatch/layout/factsepisodes"
-	"github.com/memwatch/memwatch/layout/memoryhistory"
-	"github.com/memwatch/memwatch/layout/nowhistory"
-	"github.com/memwatch/memwatch/layout/sessiondetail"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
@@ -54,22 +51,13 @@ type Config struct {
 	Watchdog time.Duration
 }
 
-// ErrUnsupportedLayout is returned for a store whose layout this build does not implement yet.
+// ErrUnsupportedLayout is returned for a store whose layout this build does not implement.
 var ErrUnsupportedLayout = errors.New("layout not supported by this build")
 
 // LayoutFor returns the implementation of a layout.
 func LayoutFor(name string) (layout.Layout, error) {
-	switch name {
-	case "now-history":
-		return nowhistory.Layout{}, nil
-	case "memory-history":
-		return memoryhistory.Layout{}, nil
-	case "session-detail":
-		return sessiondetail.Layout{}, nil
-	case "facts-episodes":
-		return factsepisodes.Layout{}, nil
-	case "app-records":
-		return apprecords.Layout{}, nil
+	if l, ok := registry.For(name); ok {
+		return l, nil
 	}
 	return nil, fmt.Errorf("%w: %s", ErrUnsupportedLayout, name)
 }
@@ -86,20 +74,6 @@ func SearchSources(s *policy.Store) ([]recall.Source, bool) {
 		return nil, false
 	}
 	return sl.Sources(s), true
-}
-
-// CheckLayouts reports every store whose layout is not implemented.
-func CheckLayouts(p *policy.Policy) error {
-	var errs policy.Errors
-	for _, s := range p.Stores {
-		if _, err := LayoutFor(s.Layout); err != nil {
-			errs = append(errs, &policy.Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: %v", s.Name, err)})
-		}
-	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
 }
 
 // storeRT is a store with its layout and environment.
@@ -143,9 +117,6 @@ type Daemon struct {
 
 // New opens the state directory and builds every part; nothing runs until Run.
 func New(cfg Config, log *slog.Logger) (*Daemon, error) {
-	if err := CheckLayouts(cfg.Policy); err != nil {
-		return nil, err
-	}
 	lock, err := state.TryLock(cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -681,10 +652,7 @@ func (d *Daemon) trigger(ctx context.Context, store, root, reason string) (int, 
 func (d *Daemon) Reload(ctx context.Context) error {
 	d.notify("RELOADING=1")
 	defer d.notify("READY=1")
-	p, err := policy.Load(d.cfg.PolicyPath)
-	if err == nil {
-		err = CheckLayouts(p)
-	}
+	p, err := policy.Load(d.cfg.PolicyPath, registry.Specs())
 	if err != nil {
 		var perrs policy.Errors
 		if errors.As(err, &perrs) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/memwatch/memwatch/compact/llmtest"
 	"github.com/memwatch/memwatch/layout/nowhistory"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
@@ -25,7 +26,7 @@ import (
 func testDaemon(t *testing.T, src string) (*Daemon, string) {
 	t.Helper()
 	dir := t.TempDir()
-	p, err := policy.Parse("policy.yaml", []byte(src))
+	p, err := policy.Parse("policy.yaml", []byte(src), registry.Specs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func (zeros) Read(p []byte) (int, error) {
 func TestTCPRefusesReadableTokenFile(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte("0123456789abcdef0123456789abcdef"), 0o644)
-	p, err := policy.Parse("p.yaml", []byte(fmt.Sprintf("version: 1\ncontrol:\n  tcp: 127.0.0.1:0\n  token_file: %s\n", tokenFile)))
+	p, err := policy.Parse("p.yaml", []byte(fmt.Sprintf("version: 1\ncontrol:\n  tcp: 127.0.0.1:0\n  token_file: %s\n", tokenFile)), registry.Specs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestTCPRefusesReadableTokenFile(t *testing.T) {
 }
 
 func TestWatchdogPings(t *testing.T) {
-	p, _ := policy.Parse("p.yaml", []byte("version: 1\n"))
+	p, _ := policy.Parse("p.yaml", []byte("version: 1\n"), registry.Specs())
 	dir := t.TempDir()
 	got := make(chan string, 16)
 	d, err := New(Config{Policy: p, StateDir: dir, Socket: filepath.Join(dir, "s.sock"), Watchdog: 100 * time.Millisecond,
@@ -282,7 +283,7 @@ func TestWatchdogPings(t *testing.T) {
 // A stop that arrives while the daemon is still starting is a clean stop.
 func TestStopDuringStartupIsClean(t *testing.T) {
 	for i := range 30 {
-		p, _ := policy.Parse("p.yaml", []byte(fmt.Sprintf("version: 1\nstores:\n  - name: s\n    layout: now-history\n    paths: [%q]\n", filepath.Join(t.TempDir(), "*"))))
+		p, _ := policy.Parse("p.yaml", []byte(fmt.Sprintf("version: 1\nstores:\n  - name: s\n    layout: now-history\n    paths: [%q]\n", filepath.Join(t.TempDir(), "*"))), registry.Specs())
 		dir := t.TempDir()
 		d, err := New(Config{Policy: p, StateDir: dir, Socket: filepath.Join(dir, "s.sock")}, slog.New(slog.DiscardHandler))
 		if err != nil {

@@ -76,7 +76,7 @@ func (d *Daemon) handleListMemories(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, err)
 		return
 	}
-	db, err := apprecords.OpenPath(r.Context(), root, rt.store.Options.String("table"), false)
+	db, err := apprecords.OpenPath(r.Context(), root, apprecords.OptionsOf(rt.store).Table, false)
 	if err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)
 		return
@@ -114,7 +114,7 @@ func (d *Daemon) handleDeleteMemories(w http.ResponseWriter, r *http.Request) {
 	n := 0
 	err = d.engine.Exclusive(r.Context(), rt.store.Name, root, "admin-delete", func(ctx context.Context) error {
 		var err error
-		n, err = apprecords.Remove(ctx, d.db, rt.store.Name, root, rt.store.Options.String("table"), app, ids, reason)
+		n, err = apprecords.Remove(ctx, d.db, rt.store.Name, root, apprecords.OptionsOf(rt.store).Table, app, ids, reason)
 		return err
 	})
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rotate"
 	"github.com/memwatch/memwatch/state"
@@ -12,6 +13,11 @@ import (
 // Retention is a store's archive retention.
 func Retention(s *policy.Store) rotate.Retention {
 	return rotate.Retention{Keep: s.ArchiveKeep, MaxAge: s.ArchiveMaxAge, MaxBytes: int64(s.ArchiveMaxBytes), CompressAfter: s.CompressAfter}
+}
+
+// JournalRetention is the policy's journal retention.
+func JournalRetention(p *policy.Policy) rotate.JournalRetention {
+	return rotate.JournalRetention{MaxAge: p.JournalMaxAge, MaxBytes: int64(p.JournalMaxBytes), RowRule: apprecords.IsRowRule}
 }
 
 // PruneReport is what retention did (or would do) in one root.
@@ -67,13 +73,23 @@ func Prune(ctx context.Context, db *state.DB, p *policy.Policy, store string, no
 	return out
 }
 
-// pruneArchives is the daemon's scheduled retention.
+// pruneArchives is the daemon's scheduled retention: the journal's, then
+// each root's archives.
 func (d *Daemon) pruneArchives(ctx context.Context) {
 	d.mu.RLock()
 	p := d.policy
 	d.mu.RUnlock()
 	slot := func(ctx context.Context, store, root string, fn func(context.Context) error) error {
 		return d.engine.Exclusive(ctx, store, root, "archive-retention", fn)
+	}
+	if jr := JournalRetention(p); jr.Active() {
+		res, err := rotate.PruneJournal(ctx, d.db, jr, time.Now(), false)
+		switch {
+		case err != nil:
+			d.log.Warn("journal retention", "err", err)
+		case res.Records > 0:
+			d.log.Info("journal retention", "removed", res.Records, "freed", res.Freed, "kept", res.Kept, "held", res.Held)
+		}
 	}
 	for _, rep := range Prune(ctx, d.db, p, "", time.Now(), false, slot) {
 		if rep.Error != "" {

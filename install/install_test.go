@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 )
 
@@ -39,7 +40,7 @@ stores:
   - name: apps
     layout: now-history
     paths: ["/srv/spaces/*/apps/*", "/var/lib/agents/main"]
-`))
+`), registry.Specs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestUnitHomeRootsAreWritable(t *testing.T) {
 // TestUnitWritesStateAndSocketDirs: a policy's own state_dir and control
 // socket directory are writable under ProtectSystem=strict.
 func TestUnitWritesStateAndSocketDirs(t *testing.T) {
-	p, err := policy.Parse("p.yaml", []byte("version: 1\nstate_dir: /srv/mwstate\ncontrol:\n  socket: /srv/mwsock/memwatch.sock\nstores:\n  - name: a\n    layout: now-history\n    paths: [\"/srv/agents/*\"]\n"))
+	p, err := policy.Parse("p.yaml", []byte("version: 1\nstate_dir: /srv/mwstate\ncontrol:\n  socket: /srv/mwsock/memwatch.sock\nstores:\n  - name: a\n    layout: now-history\n    paths: [\"/srv/agents/*\"]\n"), registry.Specs())
 	if err != nil {
 		t.Fatal(err)
 	}

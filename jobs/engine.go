@@ -402,7 +402,7 @@ func (e *Engine) finish(s *loopState, j *Job, res Result, err error) {
 	jk := j.jobKey()
 	s.stats.Finished++
 	if err != nil && IsRetryable(err) && j.attempt+1 < e.cfg.MaxAttempts && !s.stopping && e.jobCtx.Err() == nil {
-		d := backoff(e.cfg.Backoff, e.cfg.MaxBackoff, j.attempt)
+		d := Backoff(e.cfg.Backoff, e.cfg.MaxBackoff, j.attempt)
 		e.log.Warn("job failed; will retry", "store", j.Store, "root", j.Root, "rule", j.Rule, "path", j.Target, "attempt", j.attempt+1, "retry_in", d.Round(time.Millisecond), "err", err)
 		s.stats.Retried++
 		jj := *j
@@ -452,8 +452,10 @@ func (j *Job) fresh() *Job {
 	return &Job{Store: j.Store, Root: j.Root, Rule: j.Rule, Target: j.Target, Reason: "changed while running"}
 }
 
-// backoff is exponential with full jitter between half and the whole delay.
-func backoff(base, max time.Duration, attempt int) time.Duration {
+// Backoff is the delay before retry number attempt (from 0): exponential
+// from base, capped at max, with jitter between half and the whole delay so
+// retries of many jobs (or LLM calls) do not arrive together.
+func Backoff(base, max time.Duration, attempt int) time.Duration {
 	d := base << attempt
 	if d > max || d <= 0 {
 		d = max

@@ -61,6 +61,11 @@ type Rule struct {
 // Layout is one memory format.
 type Layout interface {
 	Name() string
+	// NewOptions returns the layout's store keys set to their defaults: a
+	// pointer to the options struct the layout declares (its fields and
+	// tags are the schema, see policy.LayoutSpec). policy/ decodes a
+	// store's keys into it; the layout reads it back with policy.OptionsOf.
+	NewOptions() any
 	Rules() []Rule
 }
 
@@ -175,6 +180,16 @@ func (e *Env) Refused(root *confine.Root, rule, rel string, err error) bool {
 // Accepted clears the warning Refused set for rel, once it reads again.
 func (e *Env) Accepted(root *confine.Root, rel string) {
 	e.Warnings.Clear(root.Path(), "refused:"+rel)
+}
+
+// Retryable marks a failed rewrite worth another attempt: a conflict with
+// the agent (it wrote while memwatch computed) is retried with backoff;
+// every other error is returned as it is.
+func Retryable(err error) error {
+	if errors.Is(err, rewrite.ErrConflict) {
+		return jobs.Retry(err)
+	}
+	return err
 }
 
 // IsRefusal reports whether err is confine's refusal to read something.

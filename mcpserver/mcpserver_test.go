@@ -18,6 +18,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
@@ -94,7 +95,7 @@ func newTree(t testing.TB, extra string) *tree {
     layout: app-records
     paths: [%q]
 `, extra, filepath.Join(dir, "apps", "*"), filepath.Join(dir, "facts", "*"), filepath.Join(dir, "ws", "*"), filepath.Join(dir, "sessions", "*"), tr.recDB)
-	p, err := policy.Parse("policy.yaml", []byte(pol))
+	p, err := policy.Parse("policy.yaml", []byte(pol), registry.Specs())
 	if err != nil {
 		t.Fatal(err)
 	}

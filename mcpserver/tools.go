@@ -137,7 +137,7 @@ func (b *builder) addTools() {
 	// now-history (seed 000)
 	add(b, &mcp.Tool{Name: "memory_status", Description: "Returns structural metadata of memory.md (path, size, headings with line numbers and line counts, archive info). No content. Useful for re-checking structure after multiple edits."},
 		[]string{nowHistory}, nil, func(ctx context.Context, t *target, _ noInput) (string, nowhistory.StatusInfo, error) {
-			st, err := nowhistory.Status(t.root, nowhistory.MemoryFile, int64(t.store.Options.Size("max_size")))
+			st, err := nowhistory.Status(t.root, nowhistory.MemoryFile, int64(nowhistory.OptionsOf(t.store).MaxSize))
 			if err != nil {
 				return "", st, err
 			}
@@ -156,7 +156,7 @@ func (b *builder) addTools() {
 	// facts-episodes (seed 001); memory_read also serves memory-history.
 	add(b, &mcp.Tool{Name: "memory_list", Description: "List available memory files with their summary and size in bytes, so you can choose what to read (and avoid loading huge files)."},
 		[]string{factsEpisodes}, nil, func(ctx context.Context, t *target, _ noInput) (string, listOutput, error) {
-			es, _, err := factsepisodes.Index(t.root, t.store.Options.String("index_file"))
+			es, _, err := factsepisodes.Index(t.root, factsepisodes.OptionsOf(t.store).IndexFile)
 			if es == nil {
 				es = []factsepisodes.IndexEntry{}
 			}
@@ -382,7 +382,7 @@ func (b *builder) records(ctx context.Context, t *target, app string) ([]appreco
 	if err := bounded("app", app, maxQuery); err != nil {
 		return nil, err
 	}
-	db, err := apprecords.Open(ctx, t.root, t.store.Options.String("table"), false)
+	db, err := apprecords.Open(ctx, t.root, apprecords.OptionsOf(t.store).Table, false)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,9 @@ import (
 // Load reads a policy file, or every *.yaml and *.yml file in a directory,
 // merges them and validates the result. The error, if any, is an Errors value
 // listing every problem as FILE:LINE:COLUMN: message.
-func Load(path string) (*Policy, error) {
+//
+// layouts are the layouts a store may name (layout/registry has them).
+func Load(path string, layouts []LayoutSpec) (*Policy, error) {
 	files, err := policyFiles(path)
 	if err != nil {
 		return nil, err
@@ -34,7 +36,7 @@ func Load(path string) (*Policy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read policy: %w", err)
 		}
-		d := &decoder{file: f, p: p, seen: seen}
+		d := &decoder{file: f, p: p, seen: seen, layouts: layouts}
 		if e := checkShape(f, data); e != nil {
 			errs = append(errs, e)
 			continue
@@ -123,9 +125,9 @@ func checkShape(file string, data []byte) *Error {
 }
 
 // Parse decodes one policy document held in memory; name is used in messages.
-func Parse(name string, data []byte) (*Policy, error) {
+func Parse(name string, data []byte, layouts []LayoutSpec) (*Policy, error) {
 	p := Default()
-	d := &decoder{file: name, p: p, seen: &mergeState{stores: map[string]Pos{}, endpoints: map[string]Pos{}}}
+	d := &decoder{file: name, p: p, seen: &mergeState{stores: map[string]Pos{}, endpoints: map[string]Pos{}}, layouts: layouts}
 	if e := checkShape(name, data); e != nil {
 		return nil, Errors{e}
 	}
@@ -179,10 +181,28 @@ type mergeState struct {
 }
 
 type decoder struct {
-	file string
-	p    *Policy
-	seen *mergeState
-	errs Errors
+	file    string
+	p       *Policy
+	seen    *mergeState
+	layouts []LayoutSpec
+	errs    Errors
+}
+
+func (d *decoder) layout(name string) (LayoutSpec, bool) {
+	for _, l := range d.layouts {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return LayoutSpec{}, false
+}
+
+func (d *decoder) layoutNames() []string {
+	var out []string
+	for _, l := range d.layouts {
+		out = append(out, l.Name)
+	}
+	return out
 }
 
 func (d *decoder) pos(n ast.Node) Pos {
@@ -235,7 +255,7 @@ func (d *decoder) decodeFile(data []byte) {
 	if !ok {
 		return
 	}
-	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "mcp", "metrics", "shutdown_timeout", "max_jobs", "spool_retention", "llm", "stores"}, nil)
+	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "mcp", "metrics", "shutdown_timeout", "max_jobs", "spool_retention", "journal_max_age", "journal_max_bytes", "llm", "stores"}, nil)
 	var versionNode ast.Node
 	for _, kv := range top {
 		k, v := keyOf(kv), kv.Value
@@ -258,6 +278,14 @@ func (d *decoder) decodeFile(data []byte) {
 		case "spool_retention":
 			if dur, ok := d.duration(v, "spool_retention"); ok {
 				d.p.SpoolRetention = dur
+			}
+		case "journal_max_age":
+			if dur, ok := d.duration(v, k); ok {
+				d.p.JournalMaxAge = dur
+			}
+		case "journal_max_bytes":
+			if sz, ok := d.size(v, k); ok {
+				d.p.JournalMaxBytes = sz
 			}
 		case "max_jobs":
 			d.once(&d.seen.maxJobsSeen, kv.Key, "max_jobs")
@@ -723,7 +751,7 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 	}
 	s := &Store{Compactor: "heuristic", LLM: "default", Settle: 500 * time.Millisecond,
 		Cooldown: 5 * time.Minute, Sweep: time.Hour, MaxLoss: 0.25, MaxFileSize: DefaultMaxFileSize, MaxLine: DefaultMaxLine,
-		Options: Options{}, Pos: d.pos(n)}
+		Pos: d.pos(n)}
 	byKey := map[string]*ast.MappingValueNode{}
 	for _, kv := range kvs {
 		byKey[keyOf(kv)] = kv
@@ -741,33 +769,36 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 		}
 	}
 	// The layout decides which flat keys are valid, so read it first.
-	var specs []optSpec
+	var keys []string
+	setLayout := func(name string) {
+		spec, _ := d.layout(name)
+		s.Layout = name
+		s.Options = spec.NewOptions()
+		keys = optionKeys(spec)
+	}
+	layouts := d.layoutNames()
 	if kv, ok := byKey["layout"]; ok {
 		if l, ok := d.str(kv.Value, "layout"); ok {
-			if _, known := layoutOptions[l]; !known {
-				d.errorf(kv.Value, "unknown layout %q: want one of %s%s", l, strings.Join(Layouts, ", "), suggest(l, Layouts))
+			if _, known := d.layout(l); !known {
+				d.errorf(kv.Value, "unknown layout %q: want one of %s%s", l, strings.Join(layouts, ", "), suggest(l, layouts))
 			} else {
-				s.Layout = l
-				specs = layoutOptions[l]
+				setLayout(l)
 			}
 		}
 		if preset != nil && s.Layout != "" && s.Layout != preset.Layout {
 			d.errorf(kv.Value, "preset %s uses layout %s, not %s: drop one of them", preset.Name, preset.Layout, s.Layout)
 		}
 	} else if preset != nil {
-		s.Layout = preset.Layout
-		specs = layoutOptions[s.Layout]
+		if _, known := d.layout(preset.Layout); known {
+			setLayout(preset.Layout)
+		}
 	} else {
-		d.errorf(n, "missing required key layout (one of %s) or preset (one of %s)", strings.Join(Layouts, ", "), strings.Join(PresetNames(), ", "))
+		d.errorf(n, "missing required key layout (one of %s) or preset (one of %s)", strings.Join(layouts, ", "), strings.Join(PresetNames(), ", "))
 	}
-	allowed := slices.Clone(storeKeys)
-	for _, sp := range specs {
-		allowed = append(allowed, sp.key)
-		s.Options[sp.key] = sp.def
-	}
+	allowed := append(slices.Clone(storeKeys), keys...)
 	if preset != nil && s.Layout == preset.Layout {
 		for k, v := range preset.Options {
-			s.Options[k] = v
+			setOption(s.Options, k, v)
 		}
 		if _, given := byKey["paths"]; !given {
 			for _, g := range preset.Paths {
@@ -777,10 +808,10 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 	}
 	other := map[string]string{}
 	if s.Layout != "" {
-		for _, l := range Layouts {
-			for _, sp := range layoutOptions[l] {
-				if !slices.Contains(allowed, sp.key) {
-					other[sp.key] = fmt.Sprintf("belongs to layout %s, not %s", l, s.Layout)
+		for _, l := range d.layouts {
+			for _, k := range optionKeys(l) {
+				if !slices.Contains(allowed, k) {
+					other[k] = fmt.Sprintf("belongs to layout %s, not %s", l.Name, s.Layout)
 				}
 			}
 		}
@@ -886,12 +917,8 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 				}
 			}
 		default:
-			for _, sp := range specs {
-				if sp.key == k {
-					if val, ok := d.option(v, sp); ok {
-						s.Options[k] = val
-					}
-				}
+			if s.Options != nil && slices.Contains(keys, k) {
+				d.option(v, s.Options, k)
 			}
 		}
 	}
@@ -934,37 +961,6 @@ func (d *decoder) fraction(n ast.Node, field string) float64 {
 		return 0.25
 	}
 	return f
-}
-
-func (d *decoder) option(n ast.Node, sp optSpec) (any, bool) {
-	switch sp.kind {
-	case kindSize:
-		return d.size(n, sp.key)
-	case kindDuration:
-		return d.duration(n, sp.key)
-	case kindInt:
-		v, ok := d.intVal(n, sp.key)
-		if ok && v < 0 {
-			d.errorf(n, "%s must not be negative", sp.key)
-			return nil, false
-		}
-		return v, ok
-	case kindBool:
-		return d.boolVal(n, sp.key)
-	default:
-		v, ok := d.str(n, sp.key)
-		if ok && len(sp.enum) > 0 && !slices.Contains(sp.enum, v) {
-			d.errorf(n, "%s must be one of %s, not %q%s", sp.key, strings.Join(sp.enum, ", "), v, suggest(v, sp.enum))
-			return nil, false
-		}
-		if ok && (sp.key == "sessions" || sp.key == "conversations") {
-			if _, err := filepath.Match(v, ""); err != nil {
-				d.errorf(n, "%s: bad glob %q: %v", sp.key, v, err)
-				return nil, false
-			}
-		}
-		return v, ok
-	}
 }
 
 func (d *decoder) globs(n ast.Node) []string {

@@ -30,8 +30,13 @@ type Policy struct {
 	// SpoolRetention is how long the spool keeps a captured log line's
 	// text after every rule reading that log is done with it.
 	SpoolRetention time.Duration
-	LLM            map[string]*Endpoint
-	Stores         []*Store
+	// JournalMaxAge and JournalMaxBytes bound the journal (rotate.PruneJournal):
+	// older records, then the oldest beyond the bytes, go, except those
+	// the rules and the archives still need. Zero keeps everything.
+	JournalMaxAge   time.Duration
+	JournalMaxBytes Size
+	LLM             map[string]*Endpoint
+	Stores          []*Store
 	// Files lists the files the policy was loaded from, for messages.
 	Files []string
 }
@@ -109,8 +114,10 @@ type Store struct {
 	ArchiveMaxAge   time.Duration
 	ArchiveMaxBytes Size
 	CompressAfter   time.Duration
-	Options         Options
-	Pos             Pos
+	// Options are the layout's own keys: a pointer to the options struct
+	// the layout declares (see LayoutSpec); layouts read it with OptionsOf.
+	Options any
+	Pos     Pos
 }
 
 // Defaults of the store-level bounds.
@@ -139,93 +146,6 @@ func Default() *Policy {
 	}
 }
 
-// Layouts lists the layout names a policy may use, in documentation order.
-var Layouts = []string{"now-history", "facts-episodes", "memory-history", "session-detail", "app-records"}
-
-type optKind int
-
-const (
-	kindSize optKind = iota
-	kindDuration
-	kindInt
-	kindString
-	kindBool
-)
-
-type optSpec struct {
-	key  string
-	kind optKind
-	def  any
-	enum []string
-}
-
-// layoutOptions is the schema of each layout's flat store keys; each layout
-// issue defines its own. Keys are validated here so a typo is caught by
-// `memwatch validate` before the daemon runs.
-var layoutOptions = map[string][]optSpec{
-	"now-history": {
-		{key: "max_size", kind: kindSize, def: Size(100 << 10)},
-		{key: "keep_history", kind: kindInt, def: 10},
-		{key: "run_retention", kind: kindDuration, def: time.Duration(0)},
-		{key: "snapshot_file", kind: kindString, def: ""},
-		{key: "regrow", kind: kindSize, def: Size(0)},
-	},
-	"facts-episodes": {
-		{key: "index_file", kind: kindString, def: "INDEX.md"},
-		{key: "summary_words", kind: kindInt, def: 10},
-		{key: "episodes_max_size", kind: kindSize, def: Size(0)},
-		{key: "summarize_after", kind: kindDuration, def: time.Duration(0)},
-	},
-	"memory-history": {
-		{key: "memory_max_size", kind: kindSize, def: Size(8 << 10)},
-		{key: "sessions", kind: kindString, def: "sessions/*.jsonl"},
-		{key: "window", kind: kindInt, def: 50},
-		{key: "keep", kind: kindInt, def: 10},
-		{key: "session_idle", kind: kindDuration, def: 30 * time.Minute},
-		{key: "history_mode", kind: kindString, def: "mirror", enum: []string{"mirror", "move"}},
-		{key: "fallback_messages", kind: kindInt, def: 10},
-		{key: "fallback_chars", kind: kindInt, def: 200},
-		{key: "regrow", kind: kindSize, def: Size(0)},
-		{key: "memory_dir", kind: kindString, def: "."},
-		{key: "archive_dir", kind: kindString, def: "memory"},
-	},
-	"session-detail": {
-		{key: "summary_every", kind: kindInt, def: 200},
-		{key: "session_idle", kind: kindDuration, def: 30 * time.Minute},
-		{key: "overview_max_size", kind: kindSize, def: Size(0)},
-	},
-	"app-records": {
-		{key: "table", kind: kindString, def: "app_memories"},
-		{key: "limit_per_app", kind: kindInt, def: 10},
-		{key: "max_chars", kind: kindInt, def: 200},
-		{key: "conversations", kind: kindString, def: ""},
-		{key: "conversation_idle", kind: kindDuration, def: 10 * time.Minute},
-		{key: "create_table", kind: kindBool, def: false},
-	},
-}
-
-// rootPaths are the layout options that name paths inside a root.
-var rootPaths = []string{"sessions", "memory_dir", "archive_dir", "index_file", "snapshot_file"}
-
-// Options holds a store's layout options with defaults filled in.
-type Options map[string]any
-
-// Size returns a size option; it panics on a key the layout does not declare,
-// which is a programming error caught by tests.
-func (o Options) Size(key string) Size { return o[key].(Size) }
-
-// Duration returns a duration option.
-func (o Options) Duration(key string) time.Duration { return o[key].(time.Duration) }
-
-// Int returns an integer option.
-func (o Options) Int(key string) int { return o[key].(int) }
-
-// String returns a string option.
-func (o Options) String(key string) string { return o[key].(string) }
-
-// Bool returns a boolean option.
-func (o Options) Bool(key string) bool { return o[key].(bool) }
-
 var storeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 
 // Validate checks cross-field rules that decoding cannot see. Decoding already
@@ -250,17 +170,11 @@ func (p *Policy) validate(partial bool) Errors {
 		}
 	}
 	for _, s := range p.Stores {
-		// Paths inside a root: what the runtime would refuse is refused here.
-		for _, key := range rootPaths {
-			v, ok := s.Options[key].(string)
-			if !ok || v == "" {
-				continue
-			}
-			if !filepath.IsLocal(v) {
-				errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: %s %q must stay inside each root (relative, no ..): memwatch never reads or writes outside a root; make the root a directory that holds both", s.Name, key, v)})
-			} else if _, err := filepath.Match(v, ""); key == "sessions" && err != nil {
-				errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: %s %q: %v", s.Name, key, v, err)})
-			}
+		if s.Options == nil || partial {
+			continue
+		}
+		if err := validateOptions(s.Options); err != nil {
+			errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: %v", s.Name, err)})
 		}
 	}
 	for _, s := range p.Stores {
@@ -388,8 +302,10 @@ var systemDirs = []string{"/proc", "/sys", "/dev", "/run", "/boot", "/etc", "/us
 func (p *Policy) Warnings(stateDir string) Errors {
 	var out Errors
 	for _, s := range p.Stores {
-		if s.Layout == "app-records" && s.Options.String("conversations") != "" && s.Compactor != "llm" {
-			out = append(out, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: conversations is set but the compactor is %s: records are created from ended conversations only with compactor: llm (the offline compactor invents none; it only applies limit_per_app)", s.Name, s.Compactor)})
+		if w, ok := s.Options.(OptionsWarner); ok {
+			for _, msg := range w.Warnings(s) {
+				out = append(out, &Error{Pos: s.Pos, Msg: fmt.Sprintf("store %q: %s", s.Name, msg)})
+			}
 		}
 	}
 	for _, s := range p.Stores {

@@ -1,4 +1,4 @@
-package policy
+package policy_test
 
 import (
 	"errors"
@@ -7,6 +7,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memwatch/memwatch/layout/memoryhistory"
+	"github.com/memwatch/memwatch/layout/nowhistory"
+	"github.com/memwatch/memwatch/layout/registry"
+	"github.com/memwatch/memwatch/policy"
 )
 
 func TestParseValid(t *testing.T) {
@@ -37,7 +42,7 @@ stores:
     max_size: 0
     max_loss: 0
 `
-	p, err := Parse("p.yaml", []byte(src))
+	p, err := policy.Parse("p.yaml", []byte(src), registry.Specs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,21 +50,21 @@ stores:
 	if s.Name != "apps" || s.Layout != "now-history" || s.Compactor != "llm" || s.LLM != "default" || s.Settle != 250*time.Millisecond || s.MaxLoss != 0.10 {
 		t.Errorf("store = %+v", s)
 	}
-	if got := s.Options.Size("max_size"); got != 64<<10 {
+	if got := nowhistory.OptionsOf(s).MaxSize; got != 64<<10 {
 		t.Errorf("max_size = %v", got)
 	}
-	if got := s.Options.Duration("run_retention"); got != 90*24*time.Hour {
+	if got := nowhistory.OptionsOf(s).RunRetention; got != 90*24*time.Hour {
 		t.Errorf("run_retention = %v", got)
 	}
-	if got := s.Options.Int("keep_history"); got != 10 {
+	if got := nowhistory.OptionsOf(s).KeepHistory; got != 10 {
 		t.Errorf("default keep_history = %d, want 10", got)
 	}
 	ep := p.LLM["default"]
 	if ep.Timeout != 45*time.Second || ep.MaxConcurrency != 2 || ep.DailyTokenBudget != 5000 {
 		t.Errorf("endpoint = %+v", ep)
 	}
-	if s.Sweep != 0 || s.Cooldown != 0 || p.Stores[1].Options.Size("max_size") != 0 || p.Stores[1].MaxLoss != 0 {
-		t.Errorf("bare zeros not accepted: sweep %v cooldown %v max_size %v max_loss %v", s.Sweep, s.Cooldown, p.Stores[1].Options.Size("max_size"), p.Stores[1].MaxLoss)
+	if s.Sweep != 0 || s.Cooldown != 0 || nowhistory.OptionsOf(p.Stores[1]).MaxSize != 0 || p.Stores[1].MaxLoss != 0 {
+		t.Errorf("bare zeros not accepted: sweep %v cooldown %v max_size %v max_loss %v", s.Sweep, s.Cooldown, nowhistory.OptionsOf(p.Stores[1]).MaxSize, p.Stores[1].MaxLoss)
 	}
 	if p.StateDir != "/var/lib/mw" || p.Control.Socket != "/run/mw.sock" {
 		t.Errorf("policy = %+v", p)
@@ -70,7 +75,7 @@ stores:
 // TestPresets: a preset expands to its layout, paths and options, and any
 // key the store gives wins.
 func TestPresets(t *testing.T) {
-	p, err := Parse("p.yaml", []byte("version: 1\nstores:\n  - name: cc\n    preset: claude-code\n  - name: oc\n    preset: openclaw\n    paths: [\"/srv/oc\"]\n    window: 30\n"))
+	p, err := policy.Parse("p.yaml", []byte("version: 1\nstores:\n  - name: cc\n    preset: claude-code\n  - name: oc\n    preset: openclaw\n    paths: [\"/srv/oc\"]\n    window: 30\n"), registry.Specs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,14 +84,14 @@ func TestPresets(t *testing.T) {
 	if cc.Layout != "memory-history" || cc.Preset != "claude-code" || len(cc.Paths) != 1 || cc.Paths[0] != filepath.Join(home, ".claude/projects/*") {
 		t.Errorf("claude-code: got layout %s, preset %s, paths %v", cc.Layout, cc.Preset, cc.Paths)
 	}
-	if got := cc.Options.String("memory_dir"); got != "memory" {
+	if got := memoryhistory.OptionsOf(cc).MemoryDir; got != "memory" {
 		t.Errorf("claude-code memory_dir: got %q, want memory", got)
 	}
-	if got := cc.Options.Size("memory_max_size"); got != 25<<10 {
+	if got := memoryhistory.OptionsOf(cc).MemoryMaxSize; got != 25<<10 {
 		t.Errorf("claude-code memory_max_size: got %d, want 25KiB", got)
 	}
-	if oc.Paths[0] != "/srv/oc" || oc.Options.Int("window") != 30 || oc.Options.String("sessions") != "agents/*/sessions/*.jsonl" {
-		t.Errorf("openclaw with overrides: got paths %v, window %d, sessions %q", oc.Paths, oc.Options.Int("window"), oc.Options.String("sessions"))
+	if oc.Paths[0] != "/srv/oc" || memoryhistory.OptionsOf(oc).Window != 30 || memoryhistory.OptionsOf(oc).Sessions != "agents/*/sessions/*.jsonl" {
+		t.Errorf("openclaw with overrides: got paths %v, window %d, sessions %q", oc.Paths, memoryhistory.OptionsOf(oc).Window, memoryhistory.OptionsOf(oc).Sessions)
 	}
 }
 
@@ -97,7 +102,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unknown key", head + "    max_sise: 1KiB\n", `p.yaml:6:5: unknown key "max_sise" in store "apps"; did you mean "max_size"?`},
 		{"key of another layout", head + "    window: 50\n", `p.yaml:6:5: key "window" belongs to layout memory-history, not now-history`},
-		{"sessions outside the root", "version: 1\nstores:\n  - name: ws\n    layout: memory-history\n    paths: [\"/x/*\"]\n    sessions: ../sessions/*.jsonl\n", `p.yaml:3:5: store "ws": sessions "../sessions/*.jsonl" must stay inside each root (relative, no ..): memwatch never reads or writes outside a root; make the root a directory that holds both`},
+		{"sessions outside the root", "version: 1\nstores:\n  - name: ws\n    layout: memory-history\n    paths: [\"/x/*\"]\n    sessions: ../sessions/*.jsonl\n", `p.yaml:6:15: sessions "../sessions/*.jsonl" must stay inside each root (relative, no ..): memwatch never reads or writes outside a root; make the root a directory that holds both`},
 		{"unknown mcp key", "version: 1\nmcp:\n  allow_undoo: true\n", `p.yaml:3:3: unknown key "allow_undoo" in mcp; did you mean "allow_undo"?`},
 		{"mcp not a bool", "version: 1\nmcp:\n  read_only: maybe\n", `p.yaml:3:14: mcp.read_only must be true or false, not "maybe"`},
 		{"unknown top-level key", "version: 1\nstors: []\n", `p.yaml:2:1: unknown key "stors" in top level; did you mean "stores"?`},
@@ -131,11 +136,11 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse("p.yaml", []byte(tt.src))
+			_, err := policy.Parse("p.yaml", []byte(tt.src), registry.Specs())
 			if err == nil {
 				t.Fatalf("no error, want %q", tt.want)
 			}
-			var es Errors
+			var es policy.Errors
 			if !errors.As(err, &es) {
 				t.Fatalf("error %v is not policy.Errors", err)
 			}
@@ -148,8 +153,8 @@ func TestParseErrors(t *testing.T) {
 
 func TestParseReportsEveryError(t *testing.T) {
 	src := "version: 1\nstores:\n  - name: a\n    layout: now-history\n    paths: [\"/x/*\"]\n    max_sise: 1\n    settle: x\n  - name: b\n"
-	_, err := Parse("p.yaml", []byte(src))
-	var es Errors
+	_, err := policy.Parse("p.yaml", []byte(src), registry.Specs())
+	var es policy.Errors
 	if !errors.As(err, &es) || len(es) != 4 {
 		t.Fatalf("got %d errors (%v), want 4", len(es), err)
 	}
@@ -166,7 +171,7 @@ func TestLoadDirectory(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "b.yml"), []byte("version: 1\nstores:\n  - name: more\n    layout: now-history\n    paths: [\"/y/*\"]\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "example.yaml"), []byte("# version: 1\n# stores: []\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not yaml: ["), 0o644)
-	p, err := Load(dir)
+	p, err := policy.Load(dir, registry.Specs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +180,7 @@ func TestLoadDirectory(t *testing.T) {
 	}
 	// The same store name in two files is an error naming both places.
 	os.WriteFile(filepath.Join(dir, "c.yaml"), []byte("version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"/z/*\"]\n"), 0o644)
-	_, err = Load(dir)
+	_, err = policy.Load(dir, registry.Specs())
 	if err == nil || !strings.Contains(err.Error(), "c.yaml:3:11: store \"apps\" is already defined at "+filepath.Join(dir, "a.yaml")+":3:11") {
 		t.Errorf("duplicate across files: %v", err)
 	}
@@ -183,7 +188,7 @@ func TestLoadDirectory(t *testing.T) {
 
 func TestEmptyPolicyIsValid(t *testing.T) {
 	for _, src := range []string{"", "# only comments\n", "version: 1\n", "version: 1\nstores: []\n"} {
-		p, err := Parse("p.yaml", []byte(src))
+		p, err := policy.Parse("p.yaml", []byte(src), registry.Specs())
 		if err != nil || len(p.Stores) != 0 {
 			t.Errorf("Parse(%q) = %v, %v; want a valid policy with no stores", src, p, err)
 		}
@@ -191,20 +196,20 @@ func TestEmptyPolicyIsValid(t *testing.T) {
 }
 
 func TestUnits(t *testing.T) {
-	sizes := map[string]Size{"100KiB": 100 << 10, "8KB": 8000, "1.5MiB": 3 << 19, "64 MiB": 64 << 20, "10": 10, "2GB": 2e9}
+	sizes := map[string]policy.Size{"100KiB": 100 << 10, "8KB": 8000, "1.5MiB": 3 << 19, "64 MiB": 64 << 20, "10": 10, "2GB": 2e9}
 	for in, want := range sizes {
-		if got, err := ParseSize(in); err != nil || got != want {
+		if got, err := policy.ParseSize(in); err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	durs := map[string]time.Duration{"90d": 90 * 24 * time.Hour, "1d12h": 36 * time.Hour, "500ms": 500 * time.Millisecond, "0": 0}
 	for in, want := range durs {
-		if got, err := ParseDuration(in); err != nil || got != want {
+		if got, err := policy.ParseDuration(in); err != nil || got != want {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"-1d", "d", "5 days", ""} {
-		if _, err := ParseDuration(bad); err == nil && bad != "" {
+		if _, err := policy.ParseDuration(bad); err == nil && bad != "" {
 			t.Errorf("ParseDuration(%q) accepted", bad)
 		}
 	}
@@ -215,11 +220,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("version: 1\nllm:\n  d: {base_url: 'http://x', model: m}\n"))
 	f.Add([]byte("{[}: \x00\xff"))
 	f.Fuzz(func(t *testing.T, src []byte) {
-		p, err := Parse("f.yaml", src)
+		p, err := policy.Parse("f.yaml", src, registry.Specs())
 		if err == nil && p == nil {
 			t.Fatal("nil policy without error")
 		}
-		var es Errors
+		var es policy.Errors
 		if err != nil && errors.As(err, &es) {
 			for _, e := range es {
 				if e.Pos.Line < 1 || e.Pos.File != "f.yaml" {
@@ -236,11 +241,11 @@ func TestPolicyBounds(t *testing.T) {
 	deep := "version: 1\nstores: " + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + "\n"
 	deepMap := "version: 1\nx: " + strings.Repeat("{a: ", 100000) + "1" + strings.Repeat("}", 100000) + "\n"
 	dashes := "version: 1\nstores:\n" + strings.Repeat("- ", 5000) + "x\n"
-	big := "version: 1\n# " + strings.Repeat("x", MaxFileBytes) + "\n"
+	big := "version: 1\n# " + strings.Repeat("x", policy.MaxFileBytes) + "\n"
 	for name, src := range map[string]string{"flow lists": deep, "flow maps": deepMap, "dash sequences": dashes, "size": big} {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
-			_, err := Parse("p.yaml", []byte(src))
+			_, err := policy.Parse("p.yaml", []byte(src), registry.Specs())
 			if err == nil || !strings.Contains(err.Error(), "p.yaml:") {
 				t.Fatalf("err = %v, want a positioned error", err)
 			}
@@ -251,13 +256,13 @@ func TestPolicyBounds(t *testing.T) {
 	}
 	// Quoted brackets and apostrophes in plain text are not nesting.
 	ok := "version: 1\nstores:\n  - name: a\n    layout: now-history\n    paths: [\"/srv/x\"]\n    settle: 1s # [[[[ comment\n    snapshot_file: \"it's [[[[[[[[\"\n"
-	if _, err := Parse("p.yaml", []byte(ok)); err != nil {
+	if _, err := policy.Parse("p.yaml", []byte(ok), registry.Specs()); err != nil {
 		t.Errorf("a normal policy was refused: %v", err)
 	}
 }
 
 func TestWarnsRecordCreationNeedsTheLLM(t *testing.T) {
-	p, err := Parse("p.yaml", []byte("version: 1\nstores:\n  - name: r\n    layout: app-records\n    paths: [\"/srv/app.db\"]\n    conversations: \"/srv/conv/{app}/*.jsonl\"\n"))
+	p, err := policy.Parse("p.yaml", []byte("version: 1\nstores:\n  - name: r\n    layout: app-records\n    paths: [\"/srv/app.db\"]\n    conversations: \"/srv/conv/{app}/*.jsonl\"\n"), registry.Specs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,12 +274,42 @@ func TestWarnsRecordCreationNeedsTheLLM(t *testing.T) {
 // TestEveryErrorAtOnce: a policy with a decoding error and a cross-field
 // error reports both, not only the first stage's.
 func TestEveryErrorAtOnce(t *testing.T) {
-	_, err := Parse("p.yaml", []byte("version: 1\nstores:\n  - name: a\n    layout: memory-history\n    paths: [\"/x/*\"]\n    windw: 5\n    sessions: ../s/*.jsonl\n"))
-	var errs Errors
+	_, err := policy.Parse("p.yaml", []byte("version: 1\nstores:\n  - name: a\n    layout: memory-history\n    paths: [\"/x/*\"]\n    windw: 5\n    sessions: ../s/*.jsonl\n"), registry.Specs())
+	var errs policy.Errors
 	if !errors.As(err, &errs) || len(errs) != 2 {
 		t.Fatalf("got %v, want the unknown key and the sessions path", err)
 	}
 	if !strings.Contains(err.Error(), `unknown key "windw"`) || !strings.Contains(err.Error(), `sessions "../s/*.jsonl" must stay inside`) {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestLayoutOptionsAreTheLayouts: every layout's options decode from their
+// own keys (the struct tags are the schema), a key of another layout is
+// refused by name, and validate --expand lists them in declared order.
+func TestLayoutOptionsAreTheLayouts(t *testing.T) {
+	src := "version: 1\nstores:\n  - name: m\n    layout: memory-history\n    paths: [\"/x/*\"]\n    window: 7\n    history_mode: move\n    memory_max_size: 2KiB\n    session_idle: 5m\n"
+	p, err := policy.Parse("p.yaml", []byte(src), registry.Specs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := memoryhistory.OptionsOf(p.Stores[0])
+	if o.Window != 7 || o.HistoryMode != "move" || o.MemoryMaxSize != 2<<10 || o.SessionIdle != 5*time.Minute || o.Keep != 10 {
+		t.Errorf("got %+v, want window 7, move, 2KiB, 5m and the default keep 10", o)
+	}
+	list := policy.OptionList(p.Stores[0].Options)
+	if len(list) == 0 || list[0].Key != "memory_max_size" {
+		t.Errorf("OptionList: got %v, want memory_max_size first (declared order)", list)
+	}
+	for _, tt := range []struct{ src, want string }{
+		{"version: 1\nstores:\n  - name: m\n    layout: memory-history\n    paths: [\"/x/*\"]\n    max_size: 1KiB\n", `p.yaml:6:5: key "max_size" belongs to layout now-history, not memory-history`},
+		{"version: 1\nstores:\n  - name: m\n    layout: memory-history\n    paths: [\"/x/*\"]\n    history_mode: mirrored\n", `p.yaml:6:19: history_mode must be one of mirror, move, not "mirrored"; did you mean "mirror"?`},
+		{"version: 1\nstores:\n  - name: r\n    layout: app-records\n    paths: [\"/x/a.db\"]\n    conversations: conv/*.jsonl\n", `store "r": conversations "conv/*.jsonl" must be an absolute glob`},
+		{"version: 1\nstores:\n  - name: r\n    layout: app-records\n    paths: [\"/x/a.db\"]\n    table: \"\"\n", `store "r": table must name the records table`},
+	} {
+		_, err := policy.Parse("p.yaml", []byte(tt.src), registry.Specs())
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q): got %v, want an error containing %q", tt.src, err, tt.want)
+		}
 	}
 }

@@ -2,40 +2,25 @@ package policy
 
 import (
 	"fmt"
-	"strconv"
+	"math"
 	"strings"
 	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/prometheus/common/model"
 )
 
 // Size is a byte count written in policy files as "100KiB", "8KB", "64 MiB" or a bare integer.
 type Size int64
 
-var sizeUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	// Longest suffixes first so "KiB" is not read as "B".
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
-	{"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000},
-	{"B", 1},
-}
-
-// ParseSize parses a size with an optional unit (B, KB, KiB, MB, MiB, GB, GiB).
+// ParseSize parses a size with an optional unit: B, KB, KiB, MB, MiB, GB,
+// GiB and the others go-humanize reads (1 KB is 1000 bytes, 1 KiB 1024).
 func ParseSize(s string) (Size, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range sizeUnits {
-		if strings.HasSuffix(t, u.suffix) {
-			mult = u.mult
-			t = strings.TrimSpace(strings.TrimSuffix(t, u.suffix))
-			break
-		}
-	}
-	n, err := strconv.ParseFloat(t, 64)
-	if err != nil || t == "" || n < 0 {
+	n, err := humanize.ParseBytes(strings.TrimSpace(s))
+	if err != nil || n > math.MaxInt64 {
 		return 0, fmt.Errorf("invalid size %q: want a number with an optional unit B, KB, KiB, MB, MiB, GB or GiB (e.g. 100KiB)", s)
 	}
-	return Size(n * float64(mult)), nil
+	return Size(n), nil
 }
 
 // String renders the size with the largest binary unit that divides it.
@@ -51,26 +36,19 @@ func (s Size) String() string {
 	return fmt.Sprintf("%dB", int64(s))
 }
 
-// ParseDuration parses a Go duration, also accepting a "d" (24h day) unit, e.g. "90d" or "1d12h".
+// ParseDuration parses a Go duration ("1.5h", "500ms") or a Prometheus one,
+// which adds days, weeks and years ("90d", "1d12h", "2w").
 func ParseDuration(s string) (time.Duration, error) {
 	t := strings.TrimSpace(s)
-	var days float64
-	if i := strings.IndexByte(t, 'd'); i >= 0 {
-		n, err := strconv.ParseFloat(t[:i], 64)
-		if err != nil {
-			return 0, fmt.Errorf("invalid duration %q: want e.g. 500ms, 30s, 10m, 2h or 90d", s)
-		}
-		days, t = n, t[i+1:]
+	d, err := time.ParseDuration(t)
+	if err != nil {
+		var md model.Duration
+		md, err = model.ParseDuration(t)
+		d = time.Duration(md)
 	}
-	var rest time.Duration
-	if t != "" {
-		d, err := time.ParseDuration(t)
-		if err != nil {
-			return 0, fmt.Errorf("invalid duration %q: want e.g. 500ms, 30s, 10m, 2h or 90d", s)
-		}
-		rest = d
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q: want e.g. 500ms, 30s, 10m, 2h or 90d", s)
 	}
-	d := time.Duration(days*float64(24*time.Hour)) + rest
 	if d < 0 {
 		return 0, fmt.Errorf("invalid duration %q: must not be negative", s)
 	}

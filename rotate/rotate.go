@@ -1,6 +1,8 @@
-// Package rotate bounds the disk memwatch holds: the archives of what it
-// removed from hot files, kept logrotate-like per store (archive_keep,
-// archive_max_age, archive_max_bytes, compress_after).
+// Package rotate owns archives and rotated files: their names (names.go:
+// layouts ask for them, never format one), and the disk memwatch holds —
+// the archives of what it removed from hot files, kept logrotate-like per
+// store (archive_keep, archive_max_age, archive_max_bytes, compress_after),
+// and the journal itself (journal.go: journal_max_age, journal_max_bytes).
 //
 // Every archive memwatch makes is named by a journal record (its Archive),
 // so the journal is the list of archives: rotate never guesses from file
@@ -68,19 +70,25 @@ type Archive struct {
 
 // Archives lists the archives of root that still exist, newest first.
 func Archives(ctx context.Context, db *state.DB, root *confine.Root) ([]Archive, error) {
-	recs, err := db.Journal(ctx, state.Filter{Root: root.Path()})
+	// The records that name an archive, and the prunes (which name it as
+	// their target): not the whole journal of the root.
+	recs, err := db.Journal(ctx, state.Filter{Root: root.Path(), WithArchive: true})
+	if err != nil {
+		return nil, err
+	}
+	prunes, err := db.Journal(ctx, state.Filter{Root: root.Path(), Rule: RulePrune, Outcome: state.Done})
 	if err != nil {
 		return nil, err
 	}
 	compressed := map[string]state.Record{} // original -> its compression
 	pruned := map[string]bool{}
 	for _, r := range recs {
-		switch {
-		case r.Rule == RuleCompress && r.Outcome == state.Done:
+		if r.Rule == RuleCompress && r.Outcome == state.Done {
 			compressed[r.Target] = r
-		case r.Rule == RulePrune && r.Outcome == state.Done:
-			pruned[r.Target] = true
 		}
+	}
+	for _, r := range prunes {
+		pruned[r.Target] = true
 	}
 	var out []Archive
 	seen := map[string]bool{}
@@ -112,6 +120,8 @@ type Action struct {
 	Archive Archive
 	Op      string // RulePrune or RuleCompress
 	Reason  string
+	// At is when Plan decided it: the time its journal record carries.
+	At time.Time `json:"-"`
 }
 
 // Plan decides what retention does now. It never removes the newest
@@ -130,10 +140,10 @@ func Plan(archives []Archive, r Retention, now time.Time) []Action {
 		}
 		switch {
 		case r.Keep > 0 && n > r.Keep:
-			out = append(out, Action{a, RulePrune, fmt.Sprintf("archive_keep %d: %d newer archives of %s", r.Keep, n, a.Target)})
+			out = append(out, Action{a, RulePrune, fmt.Sprintf("archive_keep %d: %d newer archives of %s", r.Keep, n, a.Target), now})
 			removed[a.Path] = true
 		case r.MaxAge > 0 && now.Sub(a.Time) > r.MaxAge:
-			out = append(out, Action{a, RulePrune, fmt.Sprintf("archive_max_age %s: made %s", r.MaxAge, a.Time.Format(time.DateTime))})
+			out = append(out, Action{a, RulePrune, fmt.Sprintf("archive_max_age %s: made %s", r.MaxAge, a.Time.Format(time.DateTime)), now})
 			removed[a.Path] = true
 		default:
 			kept = append(kept, a)
@@ -156,7 +166,7 @@ func Plan(archives []Archive, r Retention, now time.Time) []Action {
 			if newest[a.Target] == a.Path {
 				continue
 			}
-			out = append(out, Action{a, RulePrune, fmt.Sprintf("archive_max_bytes %d: archives of this root hold %d bytes", r.MaxBytes, total)})
+			out = append(out, Action{a, RulePrune, fmt.Sprintf("archive_max_bytes %d: archives of this root hold %d bytes", r.MaxBytes, total), now})
 			removed[a.Path] = true
 			total -= a.Size
 		}
@@ -164,7 +174,7 @@ func Plan(archives []Archive, r Retention, now time.Time) []Action {
 	if r.CompressAfter > 0 {
 		for _, a := range archives {
 			if !removed[a.Path] && !a.Compressed && now.Sub(a.Time) > r.CompressAfter {
-				out = append(out, Action{a, RuleCompress, fmt.Sprintf("compress_after %s", r.CompressAfter)})
+				out = append(out, Action{a, RuleCompress, fmt.Sprintf("compress_after %s", r.CompressAfter), now})
 			}
 		}
 	}
@@ -252,7 +262,7 @@ func remove(ctx context.Context, db *state.DB, root *confine.Root, store string,
 	if err := ours(a.Archive, data); err != nil {
 		return err
 	}
-	rec := &state.Record{Store: store, Root: root.Path(), Rule: RulePrune, Target: a.Archive.Path, Outcome: state.Pending,
+	rec := &state.Record{Time: a.At, Store: store, Root: root.Path(), Rule: RulePrune, Target: a.Archive.Path, Outcome: state.Pending,
 		BeforeSHA: rewrite.Hash(data), BeforeSize: int64(len(data)), AfterSHA: rewrite.RemovedSHA,
 		Reason: fmt.Sprintf("%s (archive of %s, journal record %d)", a.Reason, a.Archive.Target, a.Archive.Record)}
 	if err := journal(ctx, db, rec, false); err != nil {
@@ -292,7 +302,7 @@ func compress(ctx context.Context, db *state.DB, root *confine.Root, store strin
 		return 0, err
 	}
 	gz := name + ".gz"
-	rec := &state.Record{Store: store, Root: root.Path(), Rule: RuleCompress, Target: a.Archive.Path, Archive: filepath.Join(filepath.Dir(a.Archive.Path), gz),
+	rec := &state.Record{Time: a.At, Store: store, Root: root.Path(), Rule: RuleCompress, Target: a.Archive.Path, Archive: filepath.Join(filepath.Dir(a.Archive.Path), gz),
 		Outcome: state.Pending, BeforeSHA: rewrite.Hash(data), BeforeSize: int64(len(data)), AfterSHA: rewrite.Hash(buf.Bytes()), AfterSize: int64(buf.Len()),
 		Reason: fmt.Sprintf("%s (archive of %s, journal record %d)", a.Reason, a.Archive.Target, a.Archive.Record)}
 	if err := journal(ctx, db, rec, false); err != nil {

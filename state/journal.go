@@ -71,7 +71,9 @@ type Filter struct {
 	Target  string
 	Rule    string
 	Outcome string
-	Limit   int
+	// WithArchive selects only records that name an archive.
+	WithArchive bool
+	Limit       int
 }
 
 const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data`
@@ -85,6 +87,9 @@ func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
 			where = append(where, c.col+"=?")
 			args = append(args, c.v)
 		}
+	}
+	if f.WithArchive {
+		where = append(where, "archive != ''")
 	}
 	q := `SELECT ` + recordCols + ` FROM journal`
 	if len(where) > 0 {
@@ -141,6 +146,9 @@ var ErrNoRecord = errors.New("no such journal record")
 func (d *DB) GetRecord(ctx context.Context, id int64) (Record, error) {
 	r, err := scanRecord(d.db.QueryRowContext(ctx, `SELECT `+recordCols+` FROM journal WHERE id=?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
+		if id > 0 && id <= d.prunedBelow(ctx) {
+			return r, fmt.Errorf("journal record %d: %w", id, ErrPrunedRecord)
+		}
 		return r, fmt.Errorf("journal record %d: %w", id, ErrNoRecord)
 	}
 	return r, err
@@ -183,4 +191,93 @@ func scanRecord(s scanner) (Record, error) {
 		r.Duration = time.Duration(us) * time.Microsecond
 	}
 	return r, nil
+}
+
+// Entry is a journal record as journal retention sees it: what it is for
+// and roughly how many bytes it holds.
+type Entry struct {
+	ID      int64
+	Time    time.Time
+	Root    string
+	Rule    string
+	Target  string
+	Archive string
+	Outcome string
+	// Bytes estimates the record's share of the database: its text
+	// columns and data plus a fixed overhead for the row and its index
+	// entries. It errs high for tiny records, which only prunes sooner.
+	Bytes int64
+}
+
+// rowOverhead is the estimated fixed cost of a journal row: rowid, integer
+// columns, record header and two index entries.
+const rowOverhead = 96
+
+// Entries lists every journal record, oldest first.
+func (d *DB) Entries(ctx context.Context) ([]Entry, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT id, time, root, rule, target, archive, outcome,
+		length(store)+2*length(root)+2*length(rule)+2*length(target)+length(archive)+length(before_sha)+length(after_sha)+length(reason)+ifnull(length(data),0)
+		FROM journal ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list journal: %w", err)
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		var e Entry
+		var ns int64
+		if err := rows.Scan(&e.ID, &ns, &e.Root, &e.Rule, &e.Target, &e.Archive, &e.Outcome, &e.Bytes); err != nil {
+			return nil, fmt.Errorf("list journal: %w", err)
+		}
+		e.Time, e.Bytes = time.Unix(0, ns), e.Bytes+rowOverhead
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ErrPrunedRecord is returned for a journal record that journal retention
+// removed: the action it recorded can no longer be undone.
+var ErrPrunedRecord = errors.New("pruned by journal retention (journal_max_age, journal_max_bytes)")
+
+// DeleteRecords removes journal records (journal retention) in one
+// transaction and remembers the highest id removed, so that GetRecord can
+// tell a pruned record from one that never was.
+func (d *DB) DeleteRecords(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("prune journal: %w", err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, `DELETE FROM journal WHERE id=?`)
+	if err != nil {
+		return fmt.Errorf("prune journal: %w", err)
+	}
+	defer stmt.Close()
+	high := int64(0)
+	for _, id := range ids {
+		if _, err := stmt.ExecContext(ctx, id); err != nil {
+			return fmt.Errorf("prune journal record %d: %w", id, err)
+		}
+		high = max(high, id)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO kv(ns,key,value) VALUES('journal','pruned-below',?)
+		ON CONFLICT(ns,key) DO UPDATE SET value=CASE WHEN CAST(excluded.value AS INTEGER) > CAST(value AS INTEGER) THEN excluded.value ELSE value END`,
+		[]byte(fmt.Sprint(high))); err != nil {
+		return fmt.Errorf("prune journal: %w", err)
+	}
+	return tx.Commit()
+}
+
+// prunedBelow is the highest journal id retention removed (0 for none).
+func (d *DB) prunedBelow(ctx context.Context) int64 {
+	v, ok, err := d.Get(ctx, "journal", "pruned-below")
+	if err != nil || !ok {
+		return 0
+	}
+	var n int64
+	fmt.Sscan(string(v), &n)
+	return n
 }

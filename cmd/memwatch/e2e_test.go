@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -435,6 +436,23 @@ func TestPruneCommand(t *testing.T) {
 	}
 	if out := run("log", "--rule", "archive-prune"); !strings.Contains(out, "archive-prune") || !strings.Contains(out, "archive_keep 1") {
 		t.Errorf("the removal is not journaled: %s", out)
+	}
+	// diff and show read a compressed archive as text.
+	old, _ := os.ReadFile(after[0])
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(old)
+	zw.Close()
+	packed := after[0] + ".gz"
+	os.WriteFile(packed, gz.Bytes(), 0o644)
+	if out := run("diff", packed, filepath.Join(app, "memory.md")); !strings.Contains(out, "--- "+packed) || !strings.Contains(out, "+++ ") || !strings.Contains(out, "\n-") {
+		t.Errorf("diff of a compressed archive and the file: %s", out)
+	}
+	if out := run("diff", packed, after[0]); !strings.Contains(out, "hold the same text") {
+		t.Errorf("diff of an archive and its compressed copy: %s", out)
+	}
+	if out := run("show", packed); out != string(old) {
+		t.Errorf("show of a compressed archive: got %d bytes, want the archive's %d", len(out), len(old))
 	}
 }
 

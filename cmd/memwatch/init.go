@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 )
 
@@ -74,7 +75,7 @@ shows every key a preset stands for.`,
 				}
 			}
 			text := initPolicy(home, finds)
-			if _, err := policy.Parse("memwatch init", []byte(text)); err != nil {
+			if _, err := policy.Parse("memwatch init", []byte(text), registry.Specs()); err != nil {
 				return fmt.Errorf("init built a policy that does not load (a bug): %w", err)
 			}
 			for _, f := range finds {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/state"
 )
@@ -77,7 +77,7 @@ func checkNames(ctx context.Context, db *state.DB, p *policy.Policy, f state.Fil
 	if err != nil {
 		return err
 	}
-	layouts := policy.Layouts
+	layouts := registry.Names()
 	if p != nil {
 		layouts = nil
 		for _, s := range p.Stores {
@@ -89,7 +89,7 @@ func checkNames(ctx context.Context, db *state.DB, p *policy.Policy, f state.Fil
 	}
 	// The rules of the layouts in use are valid even before they acted.
 	for _, name := range layouts {
-		if l, err := daemon.LayoutFor(name); err == nil {
+		if l, ok := registry.For(name); ok {
 			for _, r := range l.Rules() {
 				if !slices.Contains(rules, r.Name) {
 					rules = append(rules, r.Name)

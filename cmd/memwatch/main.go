@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
@@ -78,7 +79,7 @@ Start with:  memwatch validate --policy FILE   then   memwatch run --policy FILE
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(runCmd(g), validateCmd(g), versionCmd(g), logCmd(g), undoCmd(g), statusCmd(g), triggerCmd(g),
-		snapshotCmd(g), stampCmd(g), compactCmd(g), recallCmd(g), indexCmd(g), readCmd(g), writeCmd(g), appendCmd(g), patchCmd(g), recordsCmd(g), showCmd(g), mcpCmd(g), initCmd(g), pruneCmd(g), genDocsCmd(g), installCmd(g),
+		snapshotCmd(g), stampCmd(g), compactCmd(g), recallCmd(g), indexCmd(g), readCmd(g), writeCmd(g), appendCmd(g), patchCmd(g), recordsCmd(g), showCmd(g), diffCmd(g), mcpCmd(g), initCmd(g), pruneCmd(g), genDocsCmd(g), installCmd(g),
 		serviceActionCmd(g, "uninstall", "Stop, disable and remove the memwatch service"),
 		serviceActionCmd(g, "start", "Start the memwatch service"),
 		serviceActionCmd(g, "stop", "Stop the memwatch service"),
@@ -123,7 +124,7 @@ func (g *globals) loadPolicy() (*policy.Policy, error) {
 	if g.policy == "" {
 		return nil, usageError{errors.New("--policy is required: a policy file or a directory of *.yaml files")}
 	}
-	p, err := policy.Load(g.policy)
+	p, err := policy.Load(g.policy, registry.Specs())
 	if err != nil {
 		var pe policy.Errors
 		if errors.As(err, &pe) {

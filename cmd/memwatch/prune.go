@@ -11,6 +11,7 @@ import (
 
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rotate"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -19,13 +20,19 @@ func pruneCmd(g *globals) *cobra.Command {
 	var store string
 	cmd := &cobra.Command{
 		Use:   "prune --policy P [--dry-run] [--store S]",
-		Short: "Apply archive retention now: remove or compress old archives, and say what it frees",
+		Short: "Apply retention now: remove or compress old archives and journal records, and say what it frees",
 		Long: `Apply each store's archive retention (archive_keep, archive_max_age,
 archive_max_bytes, compress_after) to every root now, as the daemon does
 every hour, and print what was removed or compressed and the space freed.
 The newest archive of each file is never removed; every removal and
-compression is journaled (memwatch log --rule archive-prune). With
---dry-run nothing changes. Stores with no retention keys keep everything.`,
+compression is journaled (memwatch log --rule archive-prune).
+
+The policy's journal_max_age and journal_max_bytes bound the journal
+itself: older records go, except the newest of each file (the rules
+decide from it) and those naming an archive still on disk. An undo of a
+removed record says it was pruned.
+
+With --dry-run nothing changes. Without retention keys everything is kept.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := g.policyIfGiven()
@@ -43,12 +50,23 @@ compression is journaled (memwatch log --rule archive-prune). With
 				return err
 			}
 			defer db.Close()
+			var jres *rotate.JournalResult
+			if jr := daemon.JournalRetention(p); jr.Active() && store == "" {
+				res, err := rotate.PruneJournal(cmd.Context(), db, jr, time.Now(), dryRun)
+				if err != nil {
+					return err
+				}
+				jres = &res
+			}
 			reps := daemon.Prune(cmd.Context(), db, p, store, time.Now(), dryRun, nil)
 			if asJSON {
 				if reps == nil {
 					reps = []daemon.PruneReport{}
 				}
-				return printJSON(g, reps)
+				return printJSON(g, struct {
+					Archives []daemon.PruneReport  `json:"archives"`
+					Journal  *rotate.JournalResult `json:"journal,omitempty"`
+				}{reps, jres})
 			}
 			var freed int64
 			var failed error
@@ -68,8 +86,12 @@ compression is journaled (memwatch log --rule archive-prune). With
 			if dryRun {
 				verb = "would free"
 			}
+			if jres != nil {
+				fmt.Fprintf(g.stdout, "journal: %d record(s), about %s, %s; %d kept (about %s)\n", jres.Records, policy.Size(jres.Freed),
+					map[bool]string{true: "would go", false: "removed"}[dryRun], jres.Kept, policy.Size(jres.Held))
+			}
 			if len(reps) == 0 {
-				fmt.Fprintln(g.stdout, "nothing to prune: every archive is within its store's retention (or no store sets one)")
+				fmt.Fprintln(g.stdout, "no archive to prune: every archive is within its store's retention (or no store sets one)")
 			} else {
 				fmt.Fprintf(g.stdout, "%s %s\n", verb, policy.Size(freed))
 			}

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/spf13/cobra"
 
@@ -35,9 +35,6 @@ failure, 2 usage or policy error.`,
 			}
 			p, err := g.loadPolicy()
 			if err != nil {
-				return err
-			}
-			if err := daemon.CheckLayouts(p); err != nil {
 				return err
 			}
 			stateDir := g.daemonStateDir(p)
@@ -87,31 +84,15 @@ failure, 2 usage or policy error.`,
 	}
 }
 
-// watchdogInterval reads systemd's WATCHDOG_USEC (for this process only).
+// watchdogInterval is systemd's WatchdogSec for this process; 0 when off.
 func watchdogInterval() time.Duration {
-	if pid := os.Getenv("WATCHDOG_PID"); pid != "" && pid != strconv.Itoa(os.Getpid()) {
+	d, err := sddaemon.SdWatchdogEnabled(false)
+	if err != nil {
 		return 0
 	}
-	usec, err := strconv.ParseInt(os.Getenv("WATCHDOG_USEC"), 10, 64)
-	if err != nil || usec <= 0 {
-		return 0
-	}
-	return time.Duration(usec) * time.Microsecond
+	return d
 }
 
-// sdNotify sends a notification to systemd when NOTIFY_SOCKET is set.
-func sdNotify(state string) {
-	addr := os.Getenv("NOTIFY_SOCKET")
-	if addr == "" {
-		return
-	}
-	if addr[0] == '@' {
-		addr = "\x00" + addr[1:] // abstract socket
-	}
-	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	_, _ = conn.Write([]byte(state))
-}
+// sdNotify sends a notification to systemd when NOTIFY_SOCKET is set; a
+// failed notification is not the daemon's failure (systemd's timeout says it).
+func sdNotify(state string) { _, _ = sddaemon.SdNotify(false, state) }

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/confine"
-	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
 )
 
@@ -100,20 +99,9 @@ content, decompressed.`,
 
 // showArchive prints an archive, decompressing one retention compressed.
 func showArchive(g *globals, path string) error {
-	root, file, err := fileRoot(path)
+	b, err := readMaybeCompressed(path)
 	if err != nil {
 		return err
-	}
-	defer root.Close()
-	b, err := root.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	if strings.HasSuffix(file, ".gz") {
-		var ok bool
-		if b, ok = rewrite.Unpack(b); !ok {
-			return fmt.Errorf("show %s: not a gzip file memwatch can read", path)
-		}
 	}
 	_, err = g.stdout.Write(b)
 	return err

@@ -70,7 +70,7 @@ func (g *globals) maxSizeFor(dir string) int64 {
 	}
 	for _, s := range p.Stores {
 		if s.Layout == "now-history" && s.MatchesRoot(dir) {
-			return int64(s.Options.Size("max_size"))
+			return int64(nowhistory.OptionsOf(s).MaxSize)
 		}
 	}
 	return limit

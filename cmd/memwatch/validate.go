@@ -2,13 +2,11 @@ package main
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 )
 
@@ -32,9 +30,6 @@ default, ready to copy and edit.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := g.loadPolicy()
 			if err != nil {
-				return err
-			}
-			if err := daemon.CheckLayouts(p); err != nil {
 				return err
 			}
 			warns := p.Warnings(g.daemonStateDir(p))
@@ -126,20 +121,18 @@ func expandPolicy(p *policy.Policy) string {
 		if s.Group != "" {
 			fmt.Fprintf(&b, "    group: %s\n", s.Group)
 		}
-		keys := make([]string, 0, len(s.Options))
-		for k := range s.Options {
-			keys = append(keys, k)
+		if len(policy.OptionList(s.Options)) > 0 {
+			fmt.Fprintf(&b, "    # %s options:\n", s.Layout)
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			v := s.Options[k]
+		for _, o := range policy.OptionList(s.Options) {
+			v := o.Value
 			if str, ok := v.(string); ok {
 				if str == "" {
 					continue
 				}
 				v = q(str)
 			}
-			fmt.Fprintf(&b, "    %s: %v\n", k, v)
+			fmt.Fprintf(&b, "    %s: %v\n", o.Key, v)
 		}
 	}
 	return b.String()

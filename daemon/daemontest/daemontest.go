@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 )
 
@@ -29,7 +30,7 @@ func (d *Daemon) Stop() { d.stop() }
 // one when empty) and waits until its control socket answers.
 func Run(t testing.TB, src, stateDir string) *Daemon {
 	t.Helper()
-	p, err := policy.Parse("policy.yaml", []byte(src))
+	p, err := policy.Parse("policy.yaml", []byte(src), registry.Specs())
 	if err != nil {
 		t.Fatal(err)
 	}

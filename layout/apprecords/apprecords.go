@@ -38,17 +38,17 @@ const (
 func (Layout) Rules() []layout.Rule {
 	return []layout.Rule{
 		{Name: RuleCreate, Targets: createTargets, Run: runCreate, Every: func(s *policy.Store) time.Duration {
-			if s.Options.String("conversations") == "" {
+			if OptionsOf(s).Conversations == "" {
 				return 0
 			}
-			return min(max(s.Options.Duration("conversation_idle")/2, time.Second), 5*time.Minute)
+			return min(max(OptionsOf(s).ConversationIdle/2, time.Second), 5*time.Minute)
 		}},
 		{Name: RuleLimit, Targets: limitTargets, Run: runLimit},
 	}
 }
 
 func open(ctx context.Context, env *layout.Env, root *confine.Root) (*DB, error) {
-	db, err := Open(ctx, root, env.Store.Options.String("table"), env.Store.Options.Bool("create_table"))
+	db, err := Open(ctx, root, OptionsOf(env.Store).Table, OptionsOf(env.Store).CreateTable)
 	if err != nil {
 		// Unhealthy, not fatal: shown in status, logged once per message.
 		msg := fmt.Sprintf("store %s is unhealthy: %v", env.Store.Name, err)
@@ -69,7 +69,7 @@ func limitTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]s
 		return nil, busy(err)
 	}
 	defer db.Close()
-	over, err := db.OverLimit(ctx, env.Store.Options.Int("limit_per_app"))
+	over, err := db.OverLimit(ctx, OptionsOf(env.Store).LimitPerApp)
 	if err != nil {
 		return nil, busy(err)
 	}
@@ -135,7 +135,7 @@ type Decision struct {
 // a time. No transaction is held across the LLM call: each decision is
 // applied in its own short transaction, and only if the row is unchanged.
 func runLimit(ctx context.Context, env *layout.Env, root *confine.Root, app string) (jobs.Result, error) {
-	limit := env.Store.Options.Int("limit_per_app")
+	limit := OptionsOf(env.Store).LimitPerApp
 	for i := 0; ctx.Err() == nil && i < 1000; i++ {
 		db, err := open(ctx, env, root)
 		if err != nil {
@@ -176,7 +176,7 @@ func decide(ctx context.Context, env *layout.Env, app string, rs []Record, limit
 	}
 	nw := rs[len(rs)-1]
 	list.WriteString(fmt.Sprintf("\nNew memory:\n[id %d, created %s] %s\n", nw.ID, nw.CreatedAt, nw.Content))
-	maxChars := env.Store.Options.Int("max_chars")
+	maxChars := OptionsOf(env.Store).MaxChars
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second) // the seed's timeout
 	defer cancel()
 	reply, err := env.LLM.Complete(cctx, compact.Prompt{System: fmt.Sprintf(decideSystem, len(rs), limit, maxChars),
@@ -248,8 +248,8 @@ func apply(ctx context.Context, env *layout.Env, root *confine.Root, app string,
 			old = r
 		}
 	}
-	table := env.Store.Options.String("table")
-	reason := fmt.Sprintf("limit_per_app %d: %s", env.Store.Options.Int("limit_per_app"), d.Reason)
+	table := OptionsOf(env.Store).Table
+	reason := fmt.Sprintf("limit_per_app %d: %s", OptionsOf(env.Store).LimitPerApp, d.Reason)
 	if why != "" {
 		reason += " (" + why + ")"
 	}
@@ -359,7 +359,7 @@ func conversationsRoot(pattern string) (*confine.Root, string, error) {
 }
 
 func createTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
-	pattern := env.Store.Options.String("conversations")
+	pattern := OptionsOf(env.Store).Conversations
 	if pattern == "" {
 		return nil, nil
 	}
@@ -369,7 +369,7 @@ func createTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]
 	}
 	defer croot.Close()
 	rels, _ := croot.Glob(glob)
-	idle := env.Store.Options.Duration("conversation_idle")
+	idle := OptionsOf(env.Store).ConversationIdle
 	since := watchingSince(ctx, env, root.Path())
 	var out []string
 	for _, rel := range rels {
@@ -417,7 +417,7 @@ Format: a single paragraph, 2-4 sentences, factual and concise, under %d charact
 // runCreate turns an ended conversation into one record for its app, at
 // most once per conversation; then the limit applies.
 func runCreate(ctx context.Context, env *layout.Env, root *confine.Root, path string) (jobs.Result, error) {
-	app, _ := conversationApp(env.Store.Options.String("conversations"), path)
+	app, _ := conversationApp(OptionsOf(env.Store).Conversations, path)
 	conv := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)) // the conversation's id, as the app names it
 	markSeen := func() error { return env.DB.Put(ctx, seenNS, path, []byte(time.Now().UTC().Format(time.RFC3339))) }
 	if env.LLM == nil {
@@ -433,7 +433,7 @@ func runCreate(ctx context.Context, env *layout.Env, root *confine.Root, path st
 	if exists {
 		return jobs.Result{}, markSeen()
 	}
-	croot, _, err := conversationsRoot(env.Store.Options.String("conversations"))
+	croot, _, err := conversationsRoot(OptionsOf(env.Store).Conversations)
 	if err != nil {
 		return jobs.Result{}, err
 	}
@@ -458,7 +458,7 @@ func runCreate(ctx context.Context, env *layout.Env, root *confine.Root, path st
 			text.WriteString(m.Role + ": " + m.Text + "\n")
 		}
 	}
-	maxChars := env.Store.Options.Int("max_chars")
+	maxChars := OptionsOf(env.Store).MaxChars
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	reply, err := env.LLM.Complete(cctx, compact.Prompt{System: fmt.Sprintf(createSystem, maxChars), User: compact.Data("conversation", text.String())})
@@ -480,7 +480,7 @@ func runCreate(ctx context.Context, env *layout.Env, root *confine.Root, path st
 		return jobs.Result{}, err
 	}
 	defer db.Close()
-	table := env.Store.Options.String("table")
+	table := OptionsOf(env.Store).Table
 	// The pending record names app and conversation, so a kill between the
 	// insert and the journal update is settled by looking for the row.
 	pendingData, _ := json.Marshal(rowData{Table: table, Row: Record{AppID: app, Content: content, SourceConversationID: conv}})

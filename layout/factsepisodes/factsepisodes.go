@@ -16,6 +16,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/rotate"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -47,14 +48,14 @@ func (Layout) Rules() []layout.Rule {
 const RuleOld = "episode-summarize"
 
 func oldTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
-	after := env.Store.Options.Duration("summarize_after")
+	after := OptionsOf(env.Store).SummarizeAfter
 	if after <= 0 {
 		return nil, nil
 	}
 	if env.LLM == nil {
 		if _, warned, _ := env.DB.Get(ctx, "summarize-after-heuristic", env.Store.Name); !warned {
 			env.Log.Warn("summarize_after needs the llm compactor (old episodes are only compressed by an LLM); nothing is done")
-			_ = env.DB.Put(ctx, "summarize-after-heuristic", env.Store.Name, []byte("1"))
+			env.Logged(env.DB.Put(ctx, "summarize-after-heuristic", env.Store.Name, []byte("1")), "DB.Put")
 		}
 		return nil, nil
 	}
@@ -161,7 +162,7 @@ func summaryTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([
 		case !seen:
 			// A summary memwatch did not write (by hand, or by the agent) is
 			// kept until the entries it summarizes change.
-			_ = env.DB.Put(ctx, sigNS, key, []byte(d.Signature()))
+			env.Logged(env.DB.Put(ctx, sigNS, key, []byte(d.Signature())), "DB.Put")
 		case string(last) != d.Signature():
 			out = append(out, rel)
 		}
@@ -170,12 +171,12 @@ func summaryTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([
 }
 
 func runSummary(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (jobs.Result, error) {
-	words := env.Store.Options.Int("summary_words")
+	words := OptionsOf(env.Store).SummaryWords
 	key := root.Path() + "\x00" + rel
 	rec := env.Record(RuleSummary)
 	sig := ""
 	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: rel,
-		Archive: filepath.Join(rewrite.DefaultArchiveDir, rel+"."+env.Now().Format("20060102-150405")),
+		Archive: rotate.Beside(rewrite.DefaultArchiveDir, rel, env.Now()),
 		Compute: func(ctx context.Context, old []byte) ([]byte, error) {
 			d := Parse(old, isEpisodes(rel))
 			sig = d.Signature()
@@ -203,7 +204,7 @@ func runSummary(ctx context.Context, env *layout.Env, root *confine.Root, rel st
 		return jobs.Result{}, err
 	}
 	if sig != "" {
-		_ = env.DB.Put(ctx, sigNS, key, []byte(sig))
+		env.Logged(env.DB.Put(ctx, sigNS, key, []byte(sig)), "DB.Put")
 	}
 	return jobs.Result{Changed: out.Status == state.Done}, nil
 }
@@ -233,7 +234,7 @@ func summaryLLM(ctx context.Context, env *layout.Env, d *Doc, words int) (string
 }
 
 func indexTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
-	name := env.Store.Options.String("index_file")
+	name := OptionsOf(env.Store).IndexFile
 	if name == "" {
 		return nil, nil
 	}
@@ -272,7 +273,7 @@ func runIndex(ctx context.Context, env *layout.Env, root *confine.Root, target s
 var monthRE = regexp.MustCompile(`^\d{4}-\d{2}\.md$`)
 
 func splitTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
-	limit := int64(env.Store.Options.Size("episodes_max_size"))
+	limit := int64(OptionsOf(env.Store).EpisodesMaxSize)
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -352,7 +353,7 @@ func runSplit(ctx context.Context, env *layout.Env, root *confine.Root, rel stri
 		}
 	}
 	_, err = env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: rel,
-		Archive: filepath.Join(EpisodesDir, "archive", month+"-"+env.Now().Format("20060102-150405")+".md"),
+		Archive: rotate.Precise(filepath.Join(EpisodesDir, "archive"), month, env.Now()),
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			cur := Parse(old, true)
 			if len(cur.Entries) == 0 {

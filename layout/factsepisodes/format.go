@@ -20,6 +20,7 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/markdown"
+	"github.com/memwatch/memwatch/rotate"
 )
 
 // Directories of the layout, relative to the root.
@@ -361,6 +362,5 @@ func weekFile(month string, date string) (string, bool) {
 	if err != nil || t.Format("2006-01") != month {
 		return "", false
 	}
-	_, w := t.ISOWeek()
-	return fmt.Sprintf("%s/%s-W%02d.md", EpisodesDir, month, w), true
+	return rotate.Weekly(EpisodesDir, t), true
 }

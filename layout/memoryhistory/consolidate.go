@@ -24,7 +24,7 @@ const consumer = RuleConsolidate
 
 // sessionLogs lists the root's session logs (root-relative).
 func sessionLogs(env *layout.Env, root *confine.Root) []string {
-	ms, _ := root.Glob(env.Store.Options.String("sessions"))
+	ms, _ := root.Glob(OptionsOf(env.Store).Sessions)
 	return ms
 }
 
@@ -42,7 +42,7 @@ func plan(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Lo
 	if err != nil || pending == 0 {
 		return 0, "", err
 	}
-	window, keep := int64(env.Store.Options.Int("window")), int64(env.Store.Options.Int("keep"))
+	window, keep := int64(OptionsOf(env.Store).Window), int64(OptionsOf(env.Store).Keep)
 	if gone, err := env.Spool.Messages(ctx, log.ID, done, log.LiveFrom-1); err != nil {
 		return 0, "", err
 	} else if gone > 0 {
@@ -54,7 +54,7 @@ func plan(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Lo
 			return end, fmt.Sprintf("%d messages, over the window of %d", log.LiveMsgs, window), err
 		}
 	}
-	if env.Idle(root, log, env.Store.Options.Duration("session_idle")) {
+	if env.Idle(root, log, OptionsOf(env.Store).SessionIdle) {
 		return log.Seq, "session idle", nil
 	}
 	return 0, "", nil
@@ -103,7 +103,7 @@ func runConsolidate(ctx context.Context, env *layout.Env, root *confine.Root, re
 			return jobs.Result{}, err
 		}
 		if err := consolidateRange(ctx, env, root, log, end, why); err != nil {
-			return jobs.Result{}, retryable(err)
+			return jobs.Result{}, layout.Retryable(err)
 		}
 	}
 	return jobs.Result{}, ctx.Err()
@@ -177,7 +177,7 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 		}
 	}
 	if memory != "" {
-		limit := int64(env.Store.Options.Size("memory_max_size"))
+		limit := int64(OptionsOf(env.Store).MemoryMaxSize)
 		r := env.Record(RuleConsolidate)
 		r.Reason = rec.Reason + ": memory update"
 		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: f.memory(), AllowCreate: true,
@@ -224,7 +224,7 @@ func consolidateLLM(ctx context.Context, env *layout.Env, rec *state.Record, mem
 		cur = "(empty)"
 	}
 	user := "## Current Long-term Memory\n" + compact.Data("MEMORY.md", cur) + "\n\n## Conversation to Process\n" + compact.Data("conversation", conv.String())
-	if limit := env.Store.Options.Size("memory_max_size"); int64(len(memory)) > int64(limit) {
+	if limit := OptionsOf(env.Store).MemoryMaxSize; int64(len(memory)) > int64(limit) {
 		user += fmt.Sprintf("\n\nThe current memory is %d bytes, over its limit of %d: compress it, pruning stale and low-value facts.", len(memory), limit)
 	}
 	// The seed's consolidation timeout bounds the whole call, retries included.
@@ -264,7 +264,7 @@ func formatMessage(m layout.Message) string {
 // fallback_messages messages of the range, each cut to fallback_chars
 // characters. Nothing is lost: the raw lines stay in the session log.
 func rawFallback(env *layout.Env, msgs []layout.Message) string {
-	n, width := env.Store.Options.Int("fallback_messages"), env.Store.Options.Int("fallback_chars")
+	n, width := OptionsOf(env.Store).FallbackMessages, OptionsOf(env.Store).FallbackChars
 	var real []layout.Message
 	for _, m := range msgs {
 		if !m.Meta {
@@ -291,7 +291,7 @@ func rawFallback(env *layout.Env, msgs []layout.Message) string {
 }
 
 // Logs implements layout.SessionLogs.
-func (Layout) Logs(s *policy.Store) []string { return []string{s.Options.String("sessions")} }
+func (Layout) Logs(s *policy.Store) []string { return []string{OptionsOf(s).Sessions} }
 
 // Sources implements layout.Searchable: the history files (seed 002's
 // grep over HISTORY*.md), MEMORY.md and the session logs.
@@ -299,6 +299,6 @@ func (Layout) Sources(s *policy.Store) []recall.Source {
 	return []recall.Source{
 		{Glob: filepath.Join(filesOf(s).dir, "HISTORY*.md"), Kind: recall.Text, Label: "history"},
 		{Glob: filesOf(s).memory(), Kind: recall.Text, Label: "memory"},
-		{Glob: s.Options.String("sessions"), Kind: recall.Log, Label: "messages"},
+		{Glob: OptionsOf(s).Sessions, Kind: recall.Log, Label: "messages"},
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/memwatch/memwatch/markdown"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rotate"
 )
 
 // File names of the layout, relative to the root.
@@ -46,7 +47,7 @@ func (e Entry) Month() string { return MonthFile(e.Time) }
 type files struct{ dir, archive string }
 
 func filesOf(s *policy.Store) files {
-	return files{dir: s.Options.String("memory_dir"), archive: s.Options.String("archive_dir")}
+	return files{dir: OptionsOf(s).MemoryDir, archive: OptionsOf(s).ArchiveDir}
 }
 
 func (f files) memory() string       { return filepath.Join(f.dir, MemoryFile) }
@@ -55,12 +56,12 @@ func (f files) month(e Entry) string { return filepath.Join(f.dir, e.Month()) }
 
 // archiveFor names an archive of base ("MEMORY", "HISTORY") made at now.
 func (f files) archiveFor(base string, now time.Time) string {
-	return filepath.Join(f.archive, base+"-"+now.Format("2006-01-02-1504")+".md")
+	return rotate.Stamped(f.archive, base, now)
 }
 
 // MonthFile names the monthly history file of t (in t's own zone: an
 // ISO timestamp ending in Z is filed by its UTC month).
-func MonthFile(t time.Time) string { return "HISTORY-" + t.Format("2006-01") + ".md" }
+func MonthFile(t time.Time) string { return rotate.Monthly("HISTORY", t) }
 
 // ParseHistory splits a history file into what precedes the first entry
 // and its entries. Headings inside code fences are not entries.

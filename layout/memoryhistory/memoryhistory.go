@@ -3,7 +3,6 @@ package memoryhistory
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/memwatch/memwatch/markdown"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/rotate"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -46,15 +46,8 @@ func (Layout) Rules() []layout.Rule {
 
 // idleTick re-evaluates often enough to notice a session that went quiet.
 func idleTick(s *policy.Store) time.Duration {
-	d := s.Options.Duration("session_idle") / 2
+	d := OptionsOf(s).SessionIdle / 2
 	return min(max(d, time.Second), 5*time.Minute)
-}
-
-func retryable(err error) error {
-	if errors.Is(err, rewrite.ErrConflict) {
-		return jobs.Retry(err)
-	}
-	return err
 }
 
 // ---- monthly history ----
@@ -118,7 +111,7 @@ func reportUnparsed(ctx context.Context, env *layout.Env, root *confine.Root, en
 			continue
 		}
 		env.Log.Warn("HISTORY.md entry has no parseable timestamp; it stays in HISTORY.md and is not filed by month", "root", root.Path(), "heading", e.Heading)
-		_ = env.DB.Put(ctx, "unparsed-history", key, []byte("1"))
+		env.Logged(env.DB.Put(ctx, "unparsed-history", key, []byte("1")), "DB.Put")
 	}
 }
 
@@ -127,7 +120,7 @@ func reportUnparsed(ctx context.Context, env *layout.Env, root *confine.Root, en
 func runMirror(ctx context.Context, env *layout.Env, root *confine.Root, month string) (jobs.Result, error) {
 	rec := env.Record(RuleMirror)
 	f := filesOf(env.Store)
-	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: month, AllowCreate: true,
+	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: month, AllowCreate: true,
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			_, entries, err := historyEntries(root, f)
 			if err != nil {
@@ -147,10 +140,9 @@ func runMirror(ctx context.Context, env *layout.Env, root *confine.Root, month s
 			return next, nil
 		}}, rec)
 	if err != nil {
-		return jobs.Result{}, retryable(err)
+		return jobs.Result{}, layout.Retryable(err)
 	}
 	// Mirroring only appends; there is nothing to cool down from.
-	_ = out
 	return jobs.Result{}, nil
 }
 
@@ -161,7 +153,7 @@ func currentMonth(now time.Time, e Entry) bool {
 }
 
 func moveTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
-	if env.Store.Options.String("history_mode") != "move" {
+	if OptionsOf(env.Store).HistoryMode != "move" {
 		return nil, nil
 	}
 	f := filesOf(env.Store)
@@ -211,7 +203,7 @@ func runMove(ctx context.Context, env *layout.Env, root *confine.Root, target st
 			return next, nil
 		}}, rec)
 	if err != nil {
-		return jobs.Result{}, retryable(err)
+		return jobs.Result{}, layout.Retryable(err)
 	}
 	return jobs.Result{Changed: out.Status == state.Done}, nil
 }
@@ -221,7 +213,7 @@ func runMove(ctx context.Context, env *layout.Env, root *confine.Root, target st
 func compressTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	mem := filesOf(env.Store).memory()
 	b, err := root.ReadFile(mem)
-	if env.Refused(root, RuleCompress, mem, err) || err != nil || int64(len(b)) <= int64(env.Store.Options.Size("memory_max_size")) {
+	if env.Refused(root, RuleCompress, mem, err) || err != nil || int64(len(b)) <= int64(OptionsOf(env.Store).MemoryMaxSize) {
 		return nil, nil
 	}
 	if env.Seen(ctx, root.Path(), RuleCompress, mem, rewrite.Hash(b)) {
@@ -236,12 +228,12 @@ prune stale and low-value facts, merge duplicates, keep the structure and every 
 ` + compact.DataNotice
 
 func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
-	limit := int64(env.Store.Options.Size("memory_max_size"))
+	limit := int64(OptionsOf(env.Store).MemoryMaxSize)
 	f := filesOf(env.Store)
 	req, rec := Layout{}.CompactRequest(env, root, false)
 	out, err := env.Rewriter.Apply(ctx, req, rec)
 	if err != nil {
-		return jobs.Result{}, retryable(err)
+		return jobs.Result{}, layout.Retryable(err)
 	}
 	switch out.Status {
 	case state.Done:
@@ -253,8 +245,8 @@ func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, targe
 		return jobs.Result{CoolDown: true}, nil
 	}
 	if b, err := root.ReadFile(f.memory()); err == nil && int64(len(b)) > limit {
-		_ = env.Note(ctx, root.Path(), RuleCompress, f.memory(), rewrite.Hash(b), int64(len(b)),
-			fmt.Sprintf("MEMORY.md is %d bytes, over memory_max_size %d, and nothing could be moved out of it", len(b), limit))
+		env.Logged(env.Note(ctx, root.Path(), RuleCompress, f.memory(), rewrite.Hash(b), int64(len(b)),
+			fmt.Sprintf("MEMORY.md is %d bytes, over memory_max_size %d, and nothing could be moved out of it", len(b), limit)), "Note")
 	}
 	return jobs.Result{CoolDown: true}, nil
 }
@@ -268,10 +260,10 @@ func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, targe
 // offline compressor drops duplicate lines and empty sections, then moves
 // the oldest facts (the first in the file) out until it fits.
 func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (rewrite.Request, *state.Record) {
-	limit := int64(env.Store.Options.Size("memory_max_size"))
+	limit := int64(OptionsOf(env.Store).MemoryMaxSize)
 	f := filesOf(env.Store)
 	rec := env.Record(RuleCompress)
-	pruned := filepath.Join(f.archive, "MEMORY-pruned-"+env.Now().Format("2006-01")+".md")
+	pruned := filepath.Join(f.archive, rotate.Monthly("MEMORY-pruned", env.Now()))
 	return rewrite.Request{Root: root, Target: f.memory(), Archive: f.archiveFor("MEMORY", env.Now()),
 		Compute: func(ctx context.Context, old []byte) ([]byte, error) {
 			rec.Reason = ""

@@ -32,7 +32,7 @@ func llmEnv(t *testing.T, baseURL, model string, maxInput int) *layout.Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := policy.Parse("p.yaml", []byte("version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"/x/*\"]\n    max_size: 2KiB\n    keep_history: 3\n"))
+	p, _ := policy.Parse("p.yaml", []byte("version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"/x/*\"]\n    max_size: 2KiB\n    keep_history: 3\n"), []policy.LayoutSpec{{Name: "now-history", NewOptions: Layout{}.NewOptions}})
 	return &layout.Env{Store: p.Stores[0], Rewriter: rewrite.New(db, log), DB: db, LLM: c, Log: log, Now: time.Now}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/rotate"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -72,13 +73,13 @@ func checkState(ctx context.Context, env *layout.Env, root *confine.Root) {
 
 func compactTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	checkState(ctx, env, root)
-	maxSize := int64(env.Store.Options.Size("max_size"))
+	maxSize := int64(OptionsOf(env.Store).MaxSize)
 	fi, err := root.Stat(MemoryFile)
 	if err != nil || fi.Size() <= maxSize {
 		env.NotBusy(root, RuleCompact, MemoryFile)
 		return nil, nil
 	}
-	if !env.Regrown(ctx, root, RuleCompact, MemoryFile, fi.Size(), maxSize, int64(env.Store.Options.Size("regrow"))) {
+	if !env.Regrown(ctx, root, RuleCompact, MemoryFile, fi.Size(), maxSize, int64(OptionsOf(env.Store).Regrow)) {
 		return nil, nil
 	}
 	data, err := root.ReadFile(MemoryFile)
@@ -98,8 +99,8 @@ func compactTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([
 // reject is reported as rejected; the daemon instead falls back to the
 // heuristic, so memory.md never stays oversize because of a bad answer.
 func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (rewrite.Request, *state.Record) {
-	maxSize := int64(env.Store.Options.Size("max_size"))
-	keep := env.Store.Options.Int("keep_history")
+	maxSize := int64(OptionsOf(env.Store).MaxSize)
+	keep := OptionsOf(env.Store).KeepHistory
 	rec := env.Record(RuleCompact)
 	compute := func(ctx context.Context, old []byte) ([]byte, error) {
 		rec.Reason = "" // a restarted attempt starts afresh
@@ -131,14 +132,14 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 	}
 	return rewrite.Request{
 		Root: root, Target: MemoryFile,
-		Archive: filepath.Join(ArchiveDir, env.Now().Format(TimeFormat)+".md"),
+		Archive: rotate.Stamped(ArchiveDir, "", env.Now()),
 		Compute: compute,
 	}, rec
 }
 
 func runCompact(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
-	maxSize := int64(env.Store.Options.Size("max_size"))
-	keep := env.Store.Options.Int("keep_history")
+	maxSize := int64(OptionsOf(env.Store).MaxSize)
+	keep := OptionsOf(env.Store).KeepHistory
 	req, rec := Layout{}.CompactRequest(env, root, false)
 	out, err := env.Rewriter.Apply(ctx, req, rec)
 	note := rec.Reason
@@ -147,7 +148,7 @@ func runCompact(ctx context.Context, env *layout.Env, root *confine.Root, target
 	}
 	env.NotBusy(root, RuleCompact, target)
 	if err != nil {
-		return jobs.Result{}, retryable(err)
+		return jobs.Result{}, layout.Retryable(err)
 	}
 	switch out.Status {
 	case state.Done:
@@ -173,14 +174,6 @@ func runCompact(ctx context.Context, env *layout.Env, root *confine.Root, target
 			fmt.Sprintf("memory.md is %d bytes, over max_size %d, and the heuristic compactor cannot shrink it (no History entries beyond keep_history %d)", len(data), maxSize, keep)), "Note")
 	}
 	return jobs.Result{CoolDown: true}, nil
-}
-
-// retryable marks errors worth another attempt: a conflict with the agent.
-func retryable(err error) error {
-	if errors.Is(err, rewrite.ErrConflict) {
-		return jobs.Retry(err)
-	}
-	return err
 }
 
 // CompactHeuristic keeps everything but the History entries beyond the
@@ -253,19 +246,8 @@ func compactLLM(ctx context.Context, env *layout.Env, old []byte, keep int, maxS
 	if err != nil {
 		return nil, reply.Tokens, err
 	}
-	out := []byte(strings.TrimSpace(stripFence(reply.Text)) + "\n")
+	out := []byte(compact.StripFences(reply.Text) + "\n")
 	return out, reply.Tokens, Guard(old, out, keep, maxSize, env.Store.MaxLoss)
-}
-
-func stripFence(s string) string {
-	t := strings.TrimSpace(s)
-	if strings.HasPrefix(t, "```") {
-		if i := strings.IndexByte(t, '\n'); i >= 0 {
-			t = t[i+1:]
-		}
-		t = strings.TrimSuffix(strings.TrimSpace(t), "```")
-	}
-	return t
 }
 
 // Guard checks an LLM compaction of memory.md before anything is written.
@@ -339,7 +321,7 @@ func runAge(root *confine.Root, name string) (time.Time, bool) {
 }
 
 func retentionTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
-	keep := env.Store.Options.Duration("run_retention")
+	keep := OptionsOf(env.Store).RunRetention
 	if keep <= 0 {
 		return nil, nil
 	}
@@ -360,11 +342,11 @@ func runRetention(ctx context.Context, env *layout.Env, root *confine.Root, targ
 	if filepath.Dir(target) != RunDir {
 		return jobs.Result{}, fmt.Errorf("run retention refuses %s: not in %s/", target, RunDir)
 	}
-	if t, ok := runAge(root, filepath.Base(target)); !ok || !t.Before(env.Now().Add(-env.Store.Options.Duration("run_retention"))) {
+	if t, ok := runAge(root, filepath.Base(target)); !ok || !t.Before(env.Now().Add(-OptionsOf(env.Store).RunRetention)) {
 		return jobs.Result{}, nil // written again since it was found old
 	}
 	rec := env.Record(RuleRetention)
-	rec.Reason = "older than run_retention " + policy.FormatDuration(env.Store.Options.Duration("run_retention"))
+	rec.Reason = "older than run_retention " + policy.FormatDuration(OptionsOf(env.Store).RunRetention)
 	if err := env.Rewriter.Remove(ctx, root, target, "", rec); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return jobs.Result{}, nil
@@ -375,7 +357,7 @@ func runRetention(ctx context.Context, env *layout.Env, root *confine.Root, targ
 }
 
 func snapshotTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
-	name := env.Store.Options.String("snapshot_file")
+	name := OptionsOf(env.Store).SnapshotFile
 	if name == "" {
 		return nil, nil
 	}
@@ -401,13 +383,13 @@ func runSnapshot(ctx context.Context, env *layout.Env, root *confine.Root, targe
 		mode = fi.Mode().Perm() // the view is as readable as what it shows
 	}
 	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, OwnedSHA: owned, Mode: mode,
-		Archive: filepath.Join(rewrite.DefaultArchiveDir, target+"."+env.Now().Format("20060102-150405")),
+		Archive: rotate.Beside(rewrite.DefaultArchiveDir, target, env.Now()),
 		Compute: func(context.Context, []byte) ([]byte, error) {
 			s, err := Snapshot(root, MemoryFile)
 			return []byte(s), err
 		}}, rec)
 	// The snapshot is derived and cheap: no cooldown, so it follows every change.
-	return jobs.Result{}, retryable(err)
+	return jobs.Result{}, layout.Retryable(err)
 }
 
 // Sources implements layout.Searchable: memory.md, its compaction

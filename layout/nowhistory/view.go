@@ -15,6 +15,7 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/markdown"
+	"github.com/memwatch/memwatch/rotate"
 )
 
 // File names of the layout, relative to the root.
@@ -23,7 +24,7 @@ const (
 	RunDir     = "memory/run"
 	ArchiveDir = "memory"
 	// TimeFormat is the seed's unified YYYY-MM-DD-HHmm (local time).
-	TimeFormat = "2006-01-02-1504"
+	TimeFormat = rotate.StampFormat
 )
 
 // smallFile is the seed's threshold between the full-content and the

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/rotate"
 	"github.com/memwatch/memwatch/spool"
 )
 
@@ -51,7 +51,7 @@ func (Layout) Name() string { return "session-detail" }
 func (Layout) Rules() []layout.Rule {
 	return []layout.Rule{
 		{Name: RuleSummarize, Targets: summarizeTargets, Run: runSummarize, Every: func(s *policy.Store) time.Duration {
-			return min(max(s.Options.Duration("session_idle")/2, time.Second), 5*time.Minute)
+			return min(max(OptionsOf(s).SessionIdle/2, time.Second), 5*time.Minute)
 		}},
 		{Name: RuleOverview, Targets: overviewTargets, Run: runOverview},
 	}
@@ -75,11 +75,11 @@ func plan(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Lo
 	if err != nil || pending == 0 {
 		return 0, err
 	}
-	every := int64(env.Store.Options.Int("summary_every"))
+	every := int64(OptionsOf(env.Store).SummaryEvery)
 	if pending >= every {
 		return env.Spool.NthMessage(ctx, log.ID, done, every)
 	}
-	if env.Idle(root, log, env.Store.Options.Duration("session_idle")) {
+	if env.Idle(root, log, OptionsOf(env.Store).SessionIdle) {
 		return log.Seq, nil
 	}
 	return 0, nil
@@ -209,7 +209,7 @@ func findMarker(root *confine.Root, marker string) string {
 // taken. An error other than "does not exist" (detail/ is a symlink leading
 // out of the root, say) is returned: there is no name to pick there.
 func freeName(root *confine.Root, now time.Time) (string, error) {
-	base := filepath.Join(DetailDir, now.Format("2006-01-02-1504")+"-summary")
+	base := strings.TrimSuffix(rotate.Stamped(DetailDir, "", now), ".md") + "-summary"
 	name := base + ".md"
 	for i := 2; i < 10000; i++ {
 		_, err := root.Lstat(name)
@@ -380,7 +380,7 @@ func Keywords(msgs []layout.Message, n int) []string {
 }
 
 func overviewTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
-	limit := int64(env.Store.Options.Size("overview_max_size"))
+	limit := int64(OptionsOf(env.Store).OverviewMaxSize)
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -406,7 +406,7 @@ func runOverview(ctx context.Context, env *layout.Env, root *confine.Root, targe
 	if err != nil {
 		return jobs.Result{}, nil
 	}
-	limit := env.Store.Options.Size("overview_max_size")
+	limit := OptionsOf(env.Store).OverviewMaxSize
 	return jobs.Result{CoolDown: true}, env.Note(ctx, root.Path(), RuleOverview, OverviewFile, rewrite.Hash(b), int64(len(b)),
 		fmt.Sprintf("overview.md is %d bytes, over overview_max_size %d; the agent owns it, so memwatch only warns", len(b), limit))
 }

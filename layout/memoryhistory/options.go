@@ -1,0 +1,61 @@
+package memoryhistory
+
+import (
+	"time"
+
+	"github.com/memwatch/memwatch/policy"
+)
+
+// Options are the memory-history store keys. The agent presets
+// (policy/presets.go) are values of these.
+type Options struct {
+	// MemoryMaxSize is the size above which MEMORY.md is compressed.
+	MemoryMaxSize policy.Size `yaml:"memory_max_size"`
+	// Sessions is the glob of the agent's session logs, inside each root.
+	Sessions string `yaml:"sessions" path:"glob"`
+	// Window consolidates a session when more lines than this are pending...
+	Window int `yaml:"window"`
+	// ...leaving its newest Keep lines for the agent's context.
+	Keep int `yaml:"keep"`
+	// SessionIdle consolidates a session quiet this long to its end.
+	SessionIdle time.Duration `yaml:"session_idle"`
+	// HistoryMode is mirror (HISTORY.md keeps every entry, the monthly
+	// files copy them) or move (ended months leave HISTORY.md).
+	HistoryMode string `yaml:"history_mode" enum:"mirror|move"`
+	// FallbackMessages and FallbackChars bound the raw entry written when
+	// no summary can be made: that many messages, each cut to that length.
+	FallbackMessages int `yaml:"fallback_messages"`
+	FallbackChars    int `yaml:"fallback_chars"`
+	// Regrow is how much MEMORY.md must grow after a compression that
+	// could not get under MemoryMaxSize before the next is tried; 0 means
+	// a quarter of it.
+	Regrow policy.Size `yaml:"regrow"`
+	// MemoryDir holds MEMORY.md, HISTORY.md and the monthly files,
+	// relative to the root.
+	MemoryDir string `yaml:"memory_dir" path:"local"`
+	// ArchiveDir holds their pre-images; agents that index a folder
+	// (OpenClaw's memory/) get one outside it.
+	ArchiveDir string `yaml:"archive_dir" path:"local"`
+}
+
+// DefaultOptions returns the options a store gets for keys it leaves out.
+func DefaultOptions() *Options {
+	return &Options{
+		MemoryMaxSize:    8 << 10,
+		Sessions:         "sessions/*.jsonl",
+		Window:           50,
+		Keep:             10,
+		SessionIdle:      30 * time.Minute,
+		HistoryMode:      "mirror",
+		FallbackMessages: 10,
+		FallbackChars:    200,
+		MemoryDir:        ".",
+		ArchiveDir:       ArchiveDir,
+	}
+}
+
+// NewOptions implements layout.Layout.
+func (Layout) NewOptions() any { return DefaultOptions() }
+
+// OptionsOf returns the store's options (the defaults for a store with none).
+func OptionsOf(s *policy.Store) *Options { return policy.OptionsOf(s, DefaultOptions) }

@@ -1,0 +1,53 @@
+// Package registry is the one list of the layouts this build implements.
+// The policy decoder learns their names and options from Specs, the daemon
+// and the commands find a store's layout with For.
+package registry
+
+import (
+	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/layout/apprecords"
+	"github.com/memwatch/memwatch/layout/factsepisodes"
+	"github.com/memwatch/memwatch/layout/memoryhistory"
+	"github.com/memwatch/memwatch/layout/nowhistory"
+	"github.com/memwatch/memwatch/layout/sessiondetail"
+	"github.com/memwatch/memwatch/policy"
+)
+
+// All returns every layout, in the order the documentation lists them.
+func All() []layout.Layout {
+	return []layout.Layout{
+		nowhistory.Layout{},
+		factsepisodes.Layout{},
+		memoryhistory.Layout{},
+		sessiondetail.Layout{},
+		apprecords.Layout{},
+	}
+}
+
+// For returns the layout named name.
+func For(name string) (layout.Layout, bool) {
+	for _, l := range All() {
+		if l.Name() == name {
+			return l, true
+		}
+	}
+	return nil, false
+}
+
+// Names lists the layouts' names, in documentation order.
+func Names() []string {
+	var out []string
+	for _, l := range All() {
+		out = append(out, l.Name())
+	}
+	return out
+}
+
+// Specs is what policy.Load and policy.Parse need of the layouts.
+func Specs() []policy.LayoutSpec {
+	var out []policy.LayoutSpec
+	for _, l := range All() {
+		out = append(out, policy.LayoutSpec{Name: l.Name(), NewOptions: l.NewOptions})
+	}
+	return out
+}
