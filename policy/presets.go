@@ -53,21 +53,23 @@ var Presets = map[string]Preset{
 		Name: "nanobot", Agent: "nanobot", Layout: "memory-history",
 		Paths: []string{"~/.nanobot"},
 		Options: map[string]any{
-			"sessions":    "sessions/*.jsonl",  // SessionManager: sessions/<channel_chat>.jsonl
-			"memory_dir":  "workspace/memory",  // MemoryStore: workspace/memory/MEMORY.md and HISTORY.md
-			"archive_dir": ".memwatch/archive", // not workspace/memory/
+			"sessions":       "sessions/*.jsonl",  // SessionManager: sessions/<channel_chat>.jsonl
+			"memory_dir":     "workspace/memory",  // MemoryStore: workspace/memory/MEMORY.md and HISTORY.md
+			"archive_dir":    ".memwatch/archive", // not workspace/memory/
+			"history_format": "auto",              // history.jsonl records where nanobot keeps one, else HISTORY.md
 		},
-		About: "conversations are consolidated into workspace/memory/HISTORY.md (where nanobot's memory skill greps) and MEMORY.md is kept under memory_max_size",
+		About: "conversations are consolidated where nanobot reads its history (workspace/memory/history.jsonl records in current versions, HISTORY.md entries in older ones) and MEMORY.md is kept under memory_max_size",
 	},
 	"openclaw": {
 		Name: "openclaw", Agent: "OpenClaw", Layout: "memory-history",
 		Paths: []string{"~/.openclaw"},
 		Options: map[string]any{
-			"sessions":    "agents/*/sessions/*.jsonl", // agents/<agent>/sessions/<session id>.jsonl
-			"memory_dir":  "workspace",                 // workspace/MEMORY.md
-			"archive_dir": ".memwatch/archive",         // not workspace/memory/: OpenClaw indexes its daily notes there
+			"sessions":       "agents/*/sessions/*.jsonl", // agents/<agent>/sessions/<session id>.jsonl
+			"memory_dir":     "workspace",                 // workspace/MEMORY.md
+			"archive_dir":    ".memwatch/archive",         // not workspace/memory/: OpenClaw indexes its daily notes there
+			"history_format": "daily",                     // workspace/memory/YYYY-MM-DD.md, the daily notes OpenClaw indexes
 		},
-		About: "sessions become searchable and are consolidated into workspace/HISTORY.md; workspace/MEMORY.md is kept under memory_max_size, its archives outside the folders OpenClaw indexes",
+		About: "sessions become searchable and each conversation is consolidated into the daily note of its day (workspace/memory/YYYY-MM-DD.md, which OpenClaw indexes); workspace/MEMORY.md is kept under memory_max_size, its archives outside the folders OpenClaw indexes",
 	},
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +29,7 @@ func agentHome(t *testing.T) string {
 		".codex/sessions/2025/10/29/rollout-2025-10-29T00-59-38-019a.jsonl": fixture("codex.jsonl"),
 		".nanobot/sessions/telegram_42.jsonl":                               fixture("nanobot.jsonl"),
 		".nanobot/workspace/memory/MEMORY.md":                               []byte("# Memory\n\n- user: Ada\n"),
+		".nanobot/workspace/memory/history.jsonl":                           []byte(`{"cursor": 1, "timestamp": "2026-01-30 09:00", "content": "[2026-01-30 09:00] User set up the Telegram channel."}` + "\n"),
 		".openclaw/agents/main/sessions/7d2e.jsonl":                         fixture("openclaw.jsonl"),
 		".openclaw/workspace/MEMORY.md":                                     []byte("# MEMORY\n\n- backups: nightly\n"),
 		".openclaw/workspace/memory/2026-01-12.md":                          []byte("backups nightly at 02:00 to the NAS\n"),
@@ -69,13 +71,16 @@ func TestAgentPresets(t *testing.T) {
 	p := start(t, "--policy", pol, "--state-dir", state)
 	p.waitLog("ready", 10*time.Second)
 
-	// Consolidated once, into the file each agent reads, in the month of
-	// the conversation.
+	// Consolidated once, into the file each agent reads, in the month (or
+	// the day) of the conversation: HISTORY.md and its monthly file for
+	// Claude Code and Codex, a record in nanobot's history.jsonl (it has
+	// one, so auto picks it), the daily note of the day for OpenClaw.
+	day := time.Date(2026, 1, 20, 8, 0, 5, 0, time.UTC).Local().Format(time.DateOnly)
 	for _, tt := range []struct{ history, month, cite, word string }{
 		{".claude/projects/-src-shop/memory/HISTORY.md", ".claude/projects/-src-shop/memory/HISTORY-2025-03.md", "5b1c.jsonl#L2-5", "kubectl rollout undo"},
 		{".codex/memwatch/HISTORY.md", ".codex/memwatch/HISTORY-2025-10.md", "rollout-2025-10-29T00-59-38-019a.jsonl#L3-12", "flaky"},
-		{".nanobot/workspace/memory/HISTORY.md", ".nanobot/workspace/memory/HISTORY-2026-02.md", "telegram_42.jsonl#L2-5", "dentist"},
-		{".openclaw/workspace/HISTORY.md", ".openclaw/workspace/HISTORY-2026-01.md", "7d2e.jsonl#L3-6", "NAS"},
+		{".nanobot/workspace/memory/history.jsonl", "", "telegram_42.jsonl#L2-5", "dentist"},
+		{".openclaw/workspace/memory/" + day + ".md", "", "7d2e.jsonl#L3-6", "NAS"},
 	} {
 		path := filepath.Join(home, tt.history)
 		deadline := time.Now().Add(30 * time.Second)
@@ -92,7 +97,24 @@ func TestAgentPresets(t *testing.T) {
 		if n := strings.Count(string(got), "range:"); n != 1 {
 			t.Errorf("%s: %d consolidated ranges, want 1", tt.history, n)
 		}
-		waitFor(t, filepath.Join(home, tt.month), tt.cite, 30*time.Second)
+		if tt.month != "" {
+			waitFor(t, filepath.Join(home, tt.month), tt.cite, 30*time.Second)
+		}
+	}
+	// nanobot's record follows its own: the next cursor, its timestamp form.
+	lines := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(home, ".nanobot/workspace/memory/history.jsonl"))), "\n")
+	var rec struct {
+		Cursor    int    `json:"cursor"`
+		Timestamp string `json:"timestamp"`
+		Content   string `json:"content"`
+	}
+	if len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &rec) != nil || rec.Cursor != 2 || len(rec.Timestamp) != len("2026-02-01 10:05") || !strings.Contains(rec.Content, "dentist") {
+		t.Errorf("nanobot history.jsonl: got %q, want its record and a second with cursor 2", lines)
+	}
+	for _, gone := range []string{".nanobot/workspace/memory/HISTORY.md", ".openclaw/workspace/HISTORY.md"} {
+		if _, err := os.Stat(filepath.Join(home, gone)); err == nil {
+			t.Errorf("%s was written, where the agent does not read", gone)
+		}
 	}
 	for _, junk := range []string{".openclaw/workspace/memory/MEMORY-", ".claude/projects/-src-shop/memory/MEMORY-"} {
 		ms, _ := filepath.Glob(filepath.Join(home, junk+"*"))
@@ -121,6 +143,15 @@ func TestAgentPresets(t *testing.T) {
 		}
 	}
 	p.stop(30 * time.Second)
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // waitFor waits until path holds want.

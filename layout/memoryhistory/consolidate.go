@@ -135,8 +135,26 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 	rec.Reason = fmt.Sprintf("%s (%s)", cite, why)
 
 	f := filesOf(env.Store)
-	hist, _ := root.ReadFile(f.history())
-	if strings.Contains(string(hist), "range:"+id+" ") {
+	format := f.format(root, OptionsOf(env.Store).HistoryFormat)
+	// The entry is dated by the conversation's own time when it has one.
+	when := env.Now()
+	for _, m := range msgs {
+		if !m.Time.IsZero() {
+			when = m.Time
+		}
+	}
+	// Where the entry goes: HISTORY.md then its monthly file, both durable
+	// before the progress moves; or the agent's own history file.
+	var targets []string
+	switch format {
+	case FormatJSONL:
+		targets = []string{filepath.Join(f.dir, HistoryJSONL)}
+	case FormatDaily:
+		targets = []string{f.dailyFile(when.Local())}
+	default:
+		targets = []string{f.history(), f.month(Entry{Time: when.UTC()})}
+	}
+	if hist, _ := root.ReadFile(targets[0]); strings.Contains(string(hist), "range:"+id+" ") {
 		// Written before a crash; only the progress was not committed.
 		env.Log.Info("range already consolidated; committing the progress", "root", root.Path(), "range", cite)
 		return env.Spool.Commit(ctx, consumer, log.ID, next)
@@ -150,18 +168,9 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 			note = " (raw fallback: no llm compactor configured)"
 		}
 	}
-	// The entry is dated by the conversation's own time when it has one.
-	when := env.Now().UTC()
-	for _, m := range msgs {
-		if !m.Time.IsZero() {
-			when = m.Time.UTC()
-		}
-	}
-	entry := Entry{Heading: when.Format("2006-01-02T15:04:05.000Z"), Time: when, OK: true}
-	entry.Raw = []byte("## " + entry.Heading + "\n" + strings.TrimSpace(entryText) + "\n" + marker + "\n")
-
-	// HISTORY.md, then the monthly file: both must be durable before the progress moves.
-	for _, target := range []string{f.history(), f.month(entry)} {
+	heading := when.UTC().Format("2006-01-02T15:04:05.000Z")
+	raw := []byte("## " + heading + "\n" + strings.TrimSpace(entryText) + "\n" + marker + "\n")
+	for _, target := range targets {
 		r := env.Record(RuleConsolidate)
 		r.Reason, r.Tokens = rec.Reason+note, rec.Tokens
 		rec.Tokens = 0 // count the tokens once
@@ -170,7 +179,10 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 				if strings.Contains(string(old), "range:"+id+" ") {
 					return nil, rewrite.ErrUnchanged
 				}
-				return append(withBlankLine(append([]byte{}, old...)), entry.Raw...), nil
+				if format == FormatJSONL {
+					return appendJSONL(old, when, entryText, strings.TrimSuffix(strings.TrimPrefix(marker, "<!-- "), "-->"))
+				}
+				return append(withBlankLine(append([]byte{}, old...)), raw...), nil
 			}}, r)
 		if err != nil {
 			return err
@@ -296,9 +308,17 @@ func (Layout) Logs(s *policy.Store) []string { return []string{OptionsOf(s).Sess
 // Sources implements layout.Searchable: the history files (seed 002's
 // grep over HISTORY*.md), MEMORY.md and the session logs.
 func (Layout) Sources(s *policy.Store) []recall.Source {
-	return []recall.Source{
-		{Glob: filepath.Join(filesOf(s).dir, "HISTORY*.md"), Kind: recall.Text, Label: "history"},
-		{Glob: filesOf(s).memory(), Kind: recall.Text, Label: "memory"},
+	f := filesOf(s)
+	out := []recall.Source{
+		{Glob: filepath.Join(f.dir, "HISTORY*.md"), Kind: recall.Text, Label: "history"},
+		{Glob: f.memory(), Kind: recall.Text, Label: "memory"},
 		{Glob: OptionsOf(s).Sessions, Kind: recall.Log, Label: "messages"},
 	}
+	switch OptionsOf(s).HistoryFormat {
+	case FormatJSONL, FormatAuto:
+		out = append(out, recall.Source{Glob: filepath.Join(f.dir, HistoryJSONL), Kind: recall.Text, Label: "history"})
+	case FormatDaily:
+		out = append(out, recall.Source{Glob: filepath.Join(f.dir, DailyDir, "*.md"), Kind: recall.Text, Label: "history"})
+	}
+	return out
 }

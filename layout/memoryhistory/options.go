@@ -36,6 +36,16 @@ type Options struct {
 	// ArchiveDir holds their pre-images; agents that index a folder
 	// (OpenClaw's memory/) get one outside it.
 	ArchiveDir string `yaml:"archive_dir" path:"local"`
+	// HistoryFormat is where and how consolidation writes a conversation's
+	// history entry, so that it lands where the agent reads:
+	//   - markdown: a "## <ISO time>" entry in HISTORY.md and its monthly
+	//     HISTORY-YYYY-MM.md (the seed; nanobot before history.jsonl);
+	//   - jsonl: a {cursor, timestamp, content} record in history.jsonl
+	//     (nanobot's current MemoryStore);
+	//   - daily: an entry in memory/YYYY-MM-DD.md of the conversation's day
+	//     (OpenClaw's daily notes, which it indexes);
+	//   - auto: jsonl when memory_dir holds a history.jsonl, else markdown.
+	HistoryFormat string `yaml:"history_format" enum:"markdown|jsonl|daily|auto"`
 }
 
 // DefaultOptions returns the options a store gets for keys it leaves out.
@@ -51,6 +61,7 @@ func DefaultOptions() *Options {
 		FallbackChars:    200,
 		MemoryDir:        ".",
 		ArchiveDir:       ArchiveDir,
+		HistoryFormat:    "markdown",
 	}
 }
 

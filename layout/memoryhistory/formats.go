@@ -1,0 +1,88 @@
+package memoryhistory
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/memwatch/memwatch/confine"
+)
+
+// History formats (Options.HistoryFormat).
+const (
+	FormatMarkdown = "markdown"
+	FormatJSONL    = "jsonl"
+	FormatDaily    = "daily"
+	FormatAuto     = "auto"
+)
+
+// HistoryJSONL is nanobot's record log of history entries, in memory_dir.
+const HistoryJSONL = "history.jsonl"
+
+// DailyDir holds OpenClaw's daily notes, under memory_dir.
+const DailyDir = "memory"
+
+// format resolves auto for one root: nanobot versions that keep
+// history.jsonl read it, older ones HISTORY.md.
+func (f files) format(root *confine.Root, format string) string {
+	if format != FormatAuto {
+		return format
+	}
+	if fi, err := root.Lstat(filepath.Join(f.dir, HistoryJSONL)); err == nil && fi.Mode().IsRegular() {
+		return FormatJSONL
+	}
+	return FormatMarkdown
+}
+
+// jsonlRecord is one line of nanobot's history.jsonl: a cursor increasing
+// by one per record, the local time to the minute as nanobot writes it
+// ("2006-01-02 15:04"), and the entry's text. Memwatch adds its marker in
+// a field of its own, which nanobot ignores.
+type jsonlRecord struct {
+	Cursor    int64  `json:"cursor"`
+	Timestamp string `json:"timestamp"`
+	Content   string `json:"content"`
+	Memwatch  string `json:"memwatch,omitempty"`
+}
+
+// LastCursor returns the highest cursor among history.jsonl's records; a
+// line that is not a record (cut, foreign, invalid UTF-8) is skipped.
+func LastCursor(data []byte) int64 {
+	var high int64
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 || line[0] != '{' {
+			continue
+		}
+		var r struct {
+			Cursor json.Number `json:"cursor"`
+		}
+		if json.Unmarshal(line, &r) != nil {
+			continue
+		}
+		if n, err := r.Cursor.Int64(); err == nil && n > high {
+			high = n
+		}
+	}
+	return high
+}
+
+// appendJSONL appends one record after old's last cursor.
+func appendJSONL(old []byte, when time.Time, text, marker string) ([]byte, error) {
+	line, err := json.Marshal(jsonlRecord{Cursor: LastCursor(old) + 1, Timestamp: when.Local().Format("2006-01-02 15:04"), Content: strings.TrimSpace(text), Memwatch: marker})
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte{}, old...)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	return append(append(out, line...), '\n'), nil
+}
+
+// dailyFile is the daily note of when, in the conversation's own zone.
+func (f files) dailyFile(when time.Time) string {
+	return filepath.Join(f.dir, DailyDir, when.Format(time.DateOnly)+".md")
+}
