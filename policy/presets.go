@@ -28,14 +28,16 @@ var Presets = map[string]Preset{
 		Name: "claude-code", Agent: "Claude Code", Layout: "memory-history",
 		Paths: []string{"~/.claude/projects/*"},
 		Options: map[string]any{
-			"sessions":        "*.jsonl",           // <session uuid>.jsonl, one per conversation
-			"memory_dir":      "memory",            // the project's auto-memory: memory/MEMORY.md
-			"archive_dir":     ".memwatch/archive", // not memory/: Claude Code reads it
-			"memory_max_size": Size(25 << 10),      // Claude Code loads the first 25 KB (200 lines) of MEMORY.md
-			"window":          200,
-			"keep":            20,
+			"sessions":         "*.jsonl",           // <session uuid>.jsonl, one per conversation
+			"memory_dir":       "memory",            // the project's auto-memory: memory/MEMORY.md
+			"archive_dir":      ".memwatch/archive", // not memory/: Claude Code reads it
+			"memory_max_size":  Size(25 << 10),      // Claude Code loads the first 25 KB of MEMORY.md...
+			"memory_max_lines": 200,                 // ...and its first 200 lines
+			"link_pruned":      true,                // older facts go to memory/memory-older-YYYY-MM.md, linked from MEMORY.md
+			"window":           200,
+			"keep":             20,
 		},
-		About: "each project's transcripts become searchable (memwatch recall, MCP) and are consolidated into memory/HISTORY.md entries dated by the conversation; memory/MEMORY.md is kept under the 25 KB Claude Code loads",
+		About: "each project's transcripts become searchable (memwatch recall, MCP) and are consolidated into memory/HISTORY.md entries dated by the conversation; memory/MEMORY.md is kept within the 200 lines and 25 KB Claude Code loads, its oldest facts moved to a topic file it links",
 	},
 	"codex": {
 		Name: "codex", Agent: "Codex CLI", Layout: "memory-history",

@@ -213,7 +213,7 @@ func runMove(ctx context.Context, env *layout.Env, root *confine.Root, target st
 func compressTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	mem := filesOf(env.Store).memory()
 	b, err := root.ReadFile(mem)
-	if env.Refused(root, RuleCompress, mem, err) || err != nil || int64(len(b)) <= int64(OptionsOf(env.Store).MemoryMaxSize) {
+	if env.Refused(root, RuleCompress, mem, err) || err != nil || fits(b, OptionsOf(env.Store)) {
 		return nil, nil
 	}
 	if env.Seen(ctx, root.Path(), RuleCompress, mem, rewrite.Hash(b)) {
@@ -228,7 +228,8 @@ prune stale and low-value facts, merge duplicates, keep the structure and every 
 ` + compact.DataNotice
 
 func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
-	limit := int64(OptionsOf(env.Store).MemoryMaxSize)
+	o := OptionsOf(env.Store)
+	limit := int64(o.MemoryMaxSize)
 	f := filesOf(env.Store)
 	req, rec := Layout{}.CompactRequest(env, root, false)
 	out, err := env.Rewriter.Apply(ctx, req, rec)
@@ -237,18 +238,51 @@ func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, targe
 	}
 	switch out.Status {
 	case state.Done:
-		if rec.AfterSize > limit {
-			env.Log.Warn("MEMORY.md compressed but still over memory_max_size", "root", root.Path(), "size", rec.AfterSize, "memory_max_size", limit)
+		if b, err := root.ReadFile(f.memory()); err == nil && !fits(b, o) {
+			env.Log.Warn("MEMORY.md compressed but still over its limits", "root", root.Path(), "size", len(b), "lines", lineCount(b), "memory_max_size", limit, "memory_max_lines", o.MemoryMaxLines)
 		}
 		return jobs.Result{Changed: true}, nil
 	case state.Rejected:
 		return jobs.Result{CoolDown: true}, nil
 	}
-	if b, err := root.ReadFile(f.memory()); err == nil && int64(len(b)) > limit {
+	if b, err := root.ReadFile(f.memory()); err == nil && !fits(b, o) {
 		env.Logged(env.Note(ctx, root.Path(), RuleCompress, f.memory(), rewrite.Hash(b), int64(len(b)),
-			fmt.Sprintf("MEMORY.md is %d bytes, over memory_max_size %d, and nothing could be moved out of it", len(b), limit)), "Note")
+			fmt.Sprintf("MEMORY.md is %d bytes and %d lines, over memory_max_size %d or memory_max_lines %d, and nothing could be moved out of it", len(b), lineCount(b), limit, o.MemoryMaxLines)), "Note")
 	}
 	return jobs.Result{CoolDown: true}, nil
+}
+
+// fits reports whether MEMORY.md is within its limits.
+func fits(b []byte, o *Options) bool {
+	return int64(len(b)) <= int64(o.MemoryMaxSize) && (o.MemoryMaxLines <= 0 || lineCount(b) <= o.MemoryMaxLines)
+}
+
+func lineCount(b []byte) int {
+	n := bytes.Count(b, []byte("\n"))
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		n++
+	}
+	return n
+}
+
+// prunedLink is the line MEMORY.md keeps to its topic file of moved facts.
+func prunedLink(name string) string {
+	return "- Older facts, moved out by memwatch to keep this file within what the agent loads: [" + name + "](" + name + ")\n"
+}
+
+// withLink ends next with the link to the topic file (if it lacks it),
+// moving more of the oldest facts out for room.
+func withLink(next []byte, name string, limit int64, maxLines int) []byte {
+	if bytes.Contains(next, []byte("]("+name+")")) {
+		return next
+	}
+	link := prunedLink(name)
+	lines := maxLines
+	if lines > 0 {
+		lines = max(lines-2, 1) // the link and the blank line before it
+	}
+	next = PruneOldest(next, limit-int64(len(link))-1, lines)
+	return append(withBlankLine(next), link...)
 }
 
 // CompactRequest implements layout.Compactable: the rewrite that brings
@@ -260,14 +294,18 @@ func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, targe
 // offline compressor drops duplicate lines and empty sections, then moves
 // the oldest facts (the first in the file) out until it fits.
 func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (rewrite.Request, *state.Record) {
-	limit := int64(OptionsOf(env.Store).MemoryMaxSize)
+	o := OptionsOf(env.Store)
+	limit, maxLines := int64(o.MemoryMaxSize), o.MemoryMaxLines
 	f := filesOf(env.Store)
 	rec := env.Record(RuleCompress)
 	pruned := filepath.Join(f.archive, rotate.Monthly("MEMORY-pruned", env.Now()))
+	if o.LinkPruned {
+		pruned = filepath.Join(f.dir, rotate.Monthly("memory-older", env.Now()))
+	}
 	return rewrite.Request{Root: root, Target: f.memory(), Archive: f.archiveFor("MEMORY", env.Now()),
 		Compute: func(ctx context.Context, old []byte) ([]byte, error) {
 			rec.Reason = ""
-			if int64(len(old)) <= limit && !force {
+			if fits(old, o) && !force {
 				return nil, rewrite.ErrUnchanged
 			}
 			var next []byte
@@ -291,7 +329,12 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 				}
 			}
 			if next == nil {
-				next = PruneOldest(CompressHeuristic(old), limit)
+				next = PruneOldest(CompressHeuristic(old), limit, maxLines)
+			} else if !fits(next, o) {
+				next = PruneOldest(next, limit, maxLines)
+			}
+			if o.LinkPruned && len(removedFacts(old, next)) > 0 {
+				next = withLink(next, filepath.Base(pruned), limit, maxLines)
 			}
 			if bytes.Equal(next, old) {
 				return nil, rewrite.ErrUnchanged
@@ -392,17 +435,19 @@ func guardCompressed(old, next []byte, limit int64) error {
 	return nil
 }
 
-// PruneOldest moves the oldest facts out of a MEMORY.md over limit: fact
-// lines are dropped from the top of the file (memory files grow at the
-// end) until it fits; headings stay, and sections left empty go.
-func PruneOldest(src []byte, limit int64) []byte {
-	if limit <= 0 || int64(len(src)) <= limit {
+// PruneOldest moves the oldest facts out of a MEMORY.md over limit bytes
+// or maxLines lines (0: no line limit): fact lines are dropped from the top
+// of the file (memory files grow at the end) until it fits; headings stay,
+// and sections left empty go.
+func PruneOldest(src []byte, limit int64, maxLines int) []byte {
+	over := func(size int64, n int) bool { return limit > 0 && size > limit || maxLines > 0 && n > maxLines }
+	if !over(int64(len(src)), lineCount(src)) {
 		return src
 	}
 	lines := strings.SplitAfter(string(src), "\n")
-	size := int64(len(src))
+	size, n := int64(len(src)), lineCount(src)
 	for i, l := range lines {
-		if size <= limit {
+		if !over(size, n) {
 			break
 		}
 		t := strings.TrimSpace(l)
@@ -410,6 +455,7 @@ func PruneOldest(src []byte, limit int64) []byte {
 			continue
 		}
 		size -= int64(len(l))
+		n--
 		lines[i] = ""
 	}
 	return CompressHeuristic([]byte(strings.Join(lines, "")))

@@ -434,3 +434,57 @@ func TestCompressMovesFactsOut(t *testing.T) {
 		})
 	}
 }
+
+// TestAutoMemoryStaysLoadable: with memory_max_lines 200 and link_pruned
+// (the claude-code preset), an over-long MEMORY.md keeps within both limits,
+// its oldest facts move to a topic file beside it, and MEMORY.md ends with a
+// link to that file: nothing the loader cuts is out of the agent's reach.
+func TestAutoMemoryStaysLoadable(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		facts      int
+		size       string
+		wantMaxLen int
+	}{
+		{"over the lines", 320, "25KiB", 25 << 10},
+		{"over the bytes", 150, "2KiB", 2 << 10},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			var mem strings.Builder
+			mem.WriteString("# Project memory\n\n")
+			for i := range tt.facts {
+				fmt.Fprintf(&mem, "- note %03d: deploys go through make release\n", i)
+			}
+			src := strings.Replace(policyFor(ws, "", ""), "window: 50", "window: 50\n    memory_max_size: "+tt.size+"\n    memory_max_lines: 200\n    link_pruned: true", 1)
+			os.WriteFile(filepath.Join(ws, "MEMORY.md"), []byte(mem.String()), 0o644)
+			stop := run(t, src, t.TempDir())
+			var topic string
+			waitFor(t, "the topic file", 10*time.Second, func() bool {
+				ms, _ := filepath.Glob(filepath.Join(ws, "memory-older-*.md"))
+				if len(ms) == 1 {
+					topic = ms[0]
+				}
+				return len(ms) == 1 && strings.Contains(read(filepath.Join(ws, "MEMORY.md")), "("+filepath.Base(ms[0])+")")
+			})
+			stop()
+			now, older := read(filepath.Join(ws, "MEMORY.md")), read(topic)
+			if n := strings.Count(now, "\n"); n > 200 || len(now) > tt.wantMaxLen {
+				t.Errorf("MEMORY.md: %d lines, %d bytes; want at most 200 and %d", n, len(now), tt.wantMaxLen)
+			}
+			lines := strings.Split(strings.TrimSpace(now), "\n")
+			if last := lines[len(lines)-1]; !strings.Contains(last, "]("+filepath.Base(topic)+")") {
+				t.Errorf("MEMORY.md's last line is %q, want the link to %s", last, filepath.Base(topic))
+			}
+			for i := range tt.facts {
+				fact := fmt.Sprintf("- note %03d: deploys go through make release\n", i)
+				if !strings.Contains(now, fact) && !strings.Contains(older, fact) {
+					t.Fatalf("note %03d is in neither MEMORY.md nor %s", i, topic)
+				}
+			}
+			if !strings.Contains(now, fmt.Sprintf("note %03d", tt.facts-1)) || !strings.Contains(older, "note 000") {
+				t.Errorf("the newest note should stay and the oldest move out:\nMEMORY.md:\n%s", now)
+			}
+		})
+	}
+}

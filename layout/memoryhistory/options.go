@@ -11,6 +11,14 @@ import (
 type Options struct {
 	// MemoryMaxSize is the size above which MEMORY.md is compressed.
 	MemoryMaxSize policy.Size `yaml:"memory_max_size"`
+	// MemoryMaxLines, when set, is also a limit on MEMORY.md's lines (Claude
+	// Code loads the first 200 lines of its auto-memory).
+	MemoryMaxLines int `yaml:"memory_max_lines"`
+	// LinkPruned puts the facts compression moves out of MEMORY.md in a
+	// topic file beside it (memory-older-YYYY-MM.md) and keeps a link to it
+	// at the end of MEMORY.md, so the agent can still open what its loader
+	// no longer shows; without it they go to archive_dir.
+	LinkPruned bool `yaml:"link_pruned"`
 	// Sessions is the glob of the agent's session logs, inside each root.
 	Sessions string `yaml:"sessions" path:"glob"`
 	// Window consolidates a session when more lines than this are pending...
