@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
@@ -103,4 +104,37 @@ func DecodeLine(l spool.Line) session.Message {
 		return m
 	}
 	return session.Decode(l.Data)
+}
+
+// ActiveBranch leaves out of a range the messages of branches the agent
+// abandoned. An agent that writes a conversation tree (Claude Code's
+// parentUuid, OpenClaw's parentId) records a rewind, where the user edits
+// an earlier prompt, as a second user message with the same parent as the
+// first: the first prompt and everything after it up to the second are the
+// abandoned branch, still in the file (and in the spool, and searchable)
+// but no longer the conversation. Only sibling user prompts count: a
+// message whose parent is not in the range changes nothing. It returns the
+// messages kept and how many were left out.
+func ActiveBranch(msgs []Message) ([]Message, int) {
+	kept := make([]Message, 0, len(msgs))
+	dropped := 0
+	for _, m := range msgs {
+		if prompt(m) && m.Parent != "" {
+			for i, k := range kept {
+				if prompt(k) && k.Parent == m.Parent && k.ID != m.ID {
+					dropped += len(kept) - i
+					kept = kept[:i]
+					break
+				}
+			}
+		}
+		kept = append(kept, m)
+	}
+	return kept, dropped
+}
+
+// prompt reports a user's own message (Claude Code writes tool results as
+// user messages too; those are no rewind).
+func prompt(m Message) bool {
+	return m.Role == "user" && !strings.HasPrefix(m.Text, "[tool result]")
 }

@@ -25,6 +25,12 @@ type Message struct {
 	Raw bool `json:"raw,omitempty"`
 	// Meta is true for lines that carry no message (session metadata, summaries).
 	Meta bool `json:"meta,omitempty"`
+	// ID and Parent place the message in the conversation's tree, for
+	// agents that write one (Claude Code's uuid/parentUuid, OpenClaw's
+	// id/parentId): a rewind starts a new branch from an earlier message,
+	// and the file keeps the abandoned one.
+	ID     string `json:"id,omitempty"`
+	Parent string `json:"parent,omitempty"`
 }
 
 // lineShape covers the shapes agents really write, with one field map per
@@ -65,6 +71,10 @@ type lineShape struct {
 	ToolsUsed []string        `json:"toolsUsed"`
 	Summary   json.RawMessage `json:"summary"` // a string (Claude Code), an array (Codex reasoning)
 	MetaType  string          `json:"_type"`
+	UUID      string          `json:"uuid"`
+	ParentUID string          `json:"parentUuid"`
+	EntryID   json.RawMessage `json:"id"`
+	ParentID  string          `json:"parentId"`
 	IsMeta    bool            `json:"isMeta"`
 	Compact   bool            `json:"isCompactSummary"`
 	Arguments json.RawMessage `json:"arguments"`
@@ -191,7 +201,12 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 	if ts.IsZero() {
 		ts = inner.Timestamp.Time
 	}
-	m := Message{Role: inner.Role, Time: ts}
+	m := Message{Role: inner.Role, Time: ts, ID: l.UUID, Parent: l.ParentUID}
+	if m.ID == "" && l.Type == "message" { // OpenClaw's entries: id, parentId
+		if id, ok := stringOf(l.EntryID); ok {
+			m.ID, m.Parent = id, l.ParentID
+		}
+	}
 	if m.Role == "toolResult" { // OpenClaw
 		m.Role = "tool"
 	}
@@ -535,4 +550,13 @@ func skipValue(b []byte, i int) (int, bool) {
 		j++
 	}
 	return j, j > i
+}
+
+// stringOf reads a JSON string; false for any other value.
+func stringOf(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	var s string
+	return s, json.Unmarshal(raw, &s) == nil
 }

@@ -77,7 +77,7 @@ func TestAgentPresets(t *testing.T) {
 	// one, so auto picks it), the daily note of the day for OpenClaw.
 	day := time.Date(2026, 1, 20, 8, 0, 5, 0, time.UTC).Local().Format(time.DateOnly)
 	for _, tt := range []struct{ history, month, cite, word string }{
-		{".claude/projects/-src-shop/memory/HISTORY.md", ".claude/projects/-src-shop/memory/HISTORY-2025-03.md", "5b1c.jsonl#L2-5", "kubectl rollout undo"},
+		{".claude/projects/-src-shop/memory/HISTORY.md", ".claude/projects/-src-shop/memory/HISTORY-2025-03.md", "5b1c.jsonl#L2-18", "kubectl rollout undo"},
 		{".codex/memwatch/HISTORY.md", ".codex/memwatch/HISTORY-2025-10.md", "rollout-2025-10-29T00-59-38-019a.jsonl#L3-12", "flaky"},
 		{".nanobot/workspace/memory/history.jsonl", "", "telegram_42.jsonl#L2-5", "dentist"},
 		{".openclaw/workspace/memory/" + day + ".md", "", "7d2e.jsonl#L3-6", "NAS"},
@@ -100,6 +100,11 @@ func TestAgentPresets(t *testing.T) {
 		if tt.month != "" {
 			waitFor(t, filepath.Join(home, tt.month), tt.cite, 30*time.Second)
 		}
+	}
+	// The rewind: the edited prompt's branch is the conversation; the
+	// abandoned draft is not in the entry (and is still recalled below).
+	if h := readFile(t, filepath.Join(home, ".claude/projects/-src-shop/memory/HISTORY.md")); !strings.Contains(h, "payments to 2.5") || strings.Contains(h, "zebra") {
+		t.Errorf("Claude Code entry after a rewind: want the kept branch (2.5) and not the abandoned one (zebra):\n%s", h)
 	}
 	// nanobot's record follows its own: the next cursor, its timestamp form.
 	lines := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(home, ".nanobot/workspace/memory/history.jsonl"))), "\n")
@@ -128,6 +133,7 @@ func TestAgentPresets(t *testing.T) {
 		{"previous revision", "5b1c.jsonl#L5"},    // assistant text
 		{"rollout undo", "5b1c.jsonl#L3"},         // tool input
 		{"rolled back", "5b1c.jsonl#L4"},          // tool result
+		{"zebra", "5b1c.jsonl#L16"},               // a branch abandoned by a rewind stays searchable
 		{"grep -rn flaky", "019a.jsonl#L7"},       // Codex tool input
 		{"Success. Updated", "019a.jsonl#L10"},    // Codex tool result
 		{"Größe", "telegram_42.jsonl#L2"},         // nanobot, non-ASCII

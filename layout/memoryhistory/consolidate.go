@@ -160,10 +160,16 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 		return env.Spool.Commit(ctx, consumer, log.ID, next)
 	}
 	memOld, _ := root.ReadFile(f.memory())
-	entryText, memory, note := consolidateLLM(ctx, env, rec, memOld, msgs)
+	// A rewind's abandoned branch is cited (its lines are consumed) but is
+	// not the conversation: it goes to neither the summary nor the facts.
+	active, abandoned := layout.ActiveBranch(msgs)
+	if abandoned > 0 {
+		rec.Reason += fmt.Sprintf("; %d message(s) of a branch abandoned by a rewind left out", abandoned)
+	}
+	entryText, memory, note := consolidateLLM(ctx, env, rec, memOld, active)
 	fallback := entryText == ""
 	if fallback {
-		entryText = rawFallback(env, msgs)
+		entryText = rawFallback(env, active)
 		if note == "" {
 			note = " (raw fallback: no llm compactor configured)"
 		}
