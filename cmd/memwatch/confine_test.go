@@ -259,6 +259,7 @@ func TestConfinementAsRootWithAnUnprivilegedAgent(t *testing.T) {
     layout: memory-history
     paths: [%q]
     settle: 50ms
+    cooldown: 0s                  # a consolidation refused during a swap retries at once, not in 5m
     sessions: sessions/*.jsonl
     window: 4
     keep: 1
@@ -267,6 +268,7 @@ func TestConfinementAsRootWithAnUnprivilegedAgent(t *testing.T) {
     layout: session-detail
     paths: [%q]
     settle: 50ms
+    cooldown: 0s
     summary_every: 5
     session_idle: 1s
   - name: ar
@@ -488,6 +490,7 @@ func TestBoundsKeepTheDaemonSmall(t *testing.T) {
     layout: session-detail
     paths: [%q]
     settle: 50ms
+    cooldown: 0s
     summary_every: 2
     session_idle: 1s
     max_line: 64KiB
