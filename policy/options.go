@@ -21,9 +21,10 @@ type LayoutSpec struct {
 	// pointer to a struct whose fields tagged `yaml:"key"` are the store
 	// keys the layout accepts. A field's type says how its value is written:
 	// Size ("100KiB"), time.Duration ("30m"), int (not negative), string or
-	// bool. Two more tags check a string: `enum:"a|b"` lists its values and
-	// `path:"local"` (a path inside each root, relative, no ..) or
-	// `path:"glob"` (the same, and a valid glob) say it names files.
+	// bool. Two more tags check a string: `enum:"a|b"` lists its values, and
+	// `path:"local"` (a path inside each root, relative, no ..),
+	// `path:"glob"` (the same, and a valid glob) or `path:"anyglob"` (a
+	// valid glob anywhere) say it names files.
 	// When the struct has a method Validate() error it is called once every
 	// key is decoded, for checks across fields.
 	NewOptions func() any

@@ -130,7 +130,10 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 	}
 	cite := spool.Cite(log.Path, lines)
 	id := spool.RangeID(log.Path, lines)
-	marker := fmt.Sprintf("<!-- memwatch: %s range:%s -->", cite, id)
+	// The marker names the range: an HTML comment in markdown, its own
+	// field in a history.jsonl record.
+	tag := fmt.Sprintf("memwatch: %s range:%s ", cite, id)
+	marker := "<!-- " + tag + "-->"
 	rec := env.Record(RuleConsolidate)
 	rec.Reason = fmt.Sprintf("%s (%s)", cite, why)
 
@@ -186,7 +189,7 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 					return nil, rewrite.ErrUnchanged
 				}
 				if format == FormatJSONL {
-					return appendJSONL(old, when, entryText, strings.TrimSuffix(strings.TrimPrefix(marker, "<!-- "), "-->"))
+					return appendJSONL(old, when, entryText, tag)
 				}
 				return append(withBlankLine(append([]byte{}, old...)), raw...), nil
 			}}, r)
