@@ -9,7 +9,7 @@ FUZZTIME ?= 30s
 # the tests still run, without it, and say so.
 RACE := $(shell command -v "$$($(GO) env CC)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: build test demo bench lint fuzz soak package e2e mcp-e2e clean
+.PHONY: build test demo bench lint fuzz soak stress package e2e mcp-e2e clean
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/memwatch
@@ -41,11 +41,19 @@ fuzz:
 	  done; \
 	done
 
+# Every kind of agent writer (read-modify-write in place, by rename and
+# both, truncate-and-rewrite, O_APPEND reopened per entry, held O_APPEND and
+# O_WRONLY descriptors) at 10x the writes against the real daemon and the
+# rewrite: a table of writes, compactions, conflicts, kept copies and
+# writes missing from the live file (which must be 0).
+stress:
+	MEMWATCH_WRITERS_SCALE=10 $(GO) test -run 'TestAgentWritesStayLive|TestWritersLoseNothing' -count=1 -timeout 1h -v ./cmd/memwatch ./rewrite
+
 # The long runs: the crash-consistency test at full size (2,000 kills, an
 # agent writing throughout), every kind of writer at 50x the size against the
 # rewrite and the daemon, and the watcher overflow test.
 soak:
-	MEMWATCH_CRASH_ITERATIONS=2000 MEMWATCH_WRITERS_SCALE=50 $(GO) test $(RACE) -run 'TestCrashConsistency|TestOverflow|TestWriters' -timeout 4h -v ./cmd/memwatch ./watcher ./rewrite
+	MEMWATCH_CRASH_ITERATIONS=2000 MEMWATCH_WRITERS_SCALE=50 $(GO) test $(RACE) -run 'TestCrashConsistency|TestOverflow|TestWritersLoseNothing|TestAgentWritesStayLive' -timeout 4h -v ./cmd/memwatch ./watcher ./rewrite
 
 # memwatch mcp driven by an independent client: the official TypeScript MCP
 # SDK, installed from npm into test/mcp-node (skipped when node is absent).

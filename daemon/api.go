@@ -59,6 +59,23 @@ type StoreStatus struct {
 	// archives (rotate: retention keys bound them).
 	Archives     int   `json:"archives"`
 	ArchiveBytes int64 `json:"archive_bytes"`
+	// Kept counts the kept copies among the archives: versions of an
+	// agent's file memwatch met during a rewrite and kept instead of
+	// deleting (their lines are in the live file; these are backups).
+	// KeptCopies lists the newest of them.
+	Kept       int        `json:"kept"`
+	KeptCopies []KeptCopy `json:"kept_copies,omitempty"`
+}
+
+// KeptCopy is one kept copy: memwatch show ROOT/PATH prints it.
+type KeptCopy struct {
+	Root   string    `json:"root"`
+	Path   string    `json:"path"`
+	Target string    `json:"target"`
+	Time   time.Time `json:"time"`
+	Record int64     `json:"journal"`
+	Size   int64     `json:"size"`
+	Reason string    `json:"reason"`
 }
 
 // LLMStatus is one endpoint's budget use today.
@@ -219,7 +236,10 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	held := d.archivesHeld(ctx, stores, roots)
 	for i := range st.Stores {
 		v := held[st.Stores[i].Name]
-		st.Stores[i].Archives, st.Stores[i].ArchiveBytes = int(v[0]), v[1]
+		st.Stores[i].Archives, st.Stores[i].ArchiveBytes = v.archives, v.bytes
+		st.Stores[i].Kept, st.Stores[i].KeptCopies = len(v.kept), v.kept[:min(len(v.kept), maxKeptListed)]
+		d.metrics.archiveBytes.WithLabelValues(st.Stores[i].Name).Set(float64(v.bytes))
+		d.metrics.kept.WithLabelValues(st.Stores[i].Name).Set(float64(len(v.kept)))
 	}
 	st.Disk = d.disk()
 	st.Warnings = d.warnings.List()

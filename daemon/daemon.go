@@ -312,6 +312,11 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	defer root.Close()
 	d.warnings.Clear(j.Root, RuleRootRefused)
 	if j.Rule == ruleEvaluate {
+		// Lines an agent wrote that a conflict left out of its live file
+		// come first, whatever the layout (see rewrite.Restore).
+		for _, t := range d.rw.RiskTargets(ctx, j.Root) {
+			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: rewrite.RuleRestore, Target: t, Reason: j.Reason})
+		}
 		var again error
 		for _, r := range rt.layout.Rules() {
 			targets, err := r.Targets(ctx, rt.env, root)
@@ -333,12 +338,14 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 		}
 		return jobs.Result{}, again
 	}
-	r, ok := rt.rules[j.Rule]
-	if !ok {
+	run := d.restore
+	if r, ok := rt.rules[j.Rule]; ok {
+		run = r.Run
+	} else if j.Rule != rewrite.RuleRestore {
 		return jobs.Result{}, fmt.Errorf("layout %s has no rule %q", rt.layout.Name(), j.Rule)
 	}
 	start := time.Now()
-	res, err := r.Run(ctx, rt.env, root, j.Target)
+	res, err := run(ctx, rt.env, root, j.Target)
 	d.metrics.jobSeconds.WithLabelValues(j.Store, j.Rule).Observe(time.Since(start).Seconds())
 	outcome := "unchanged"
 	switch {
@@ -349,6 +356,19 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	}
 	d.metrics.jobs.WithLabelValues(j.Store, j.Rule, outcome).Inc()
 	return res, err
+}
+
+// restore is the job of rewrite.RuleRestore: put back lines an agent
+// wrote that a conflict left out of its live file.
+func (d *Daemon) restore(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
+	out, err := d.rw.Restore(ctx, root, target, env.Store.Name)
+	if res, ok := env.Deferred(ctx, root, rewrite.RuleRestore, target, err); ok {
+		return res, nil
+	}
+	if err != nil {
+		return jobs.Result{}, layout.Retryable(err)
+	}
+	return jobs.Result{Changed: out.Status == state.Done}, nil
 }
 
 // Run runs the daemon until ctx ends, then stops everything and waits.

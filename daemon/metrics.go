@@ -23,6 +23,7 @@ type metrics struct {
 	llmBudget     *prometheus.GaugeVec
 	stateBytes    *prometheus.GaugeVec
 	archiveBytes  *prometheus.GaugeVec
+	kept          *prometheus.GaugeVec
 }
 
 func newMetrics(version string) *metrics {
@@ -34,6 +35,7 @@ func newMetrics(version string) *metrics {
 		llmBudget:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_llm_token_budget", Help: "The daily token budget of each LLM endpoint."}, []string{"endpoint"}),
 		stateBytes:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_state_bytes", Help: "Bytes memwatch holds in its state directory, by kind (journal, spool, index)."}, []string{"kind"}),
 		archiveBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_archive_bytes", Help: "Bytes the archives of each store's roots hold (updated hourly)."}, []string{"store"}),
+		kept:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_kept_copies", Help: "Kept copies in each store's roots: versions of an agent's file met during a rewrite, kept as backups while their lines went into the live file (updated with status and hourly)."}, []string{"store"}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memwatch_jobs_total", Help: "Jobs run, by store, rule and outcome."},
 			[]string{"store", "rule", "outcome"}),
 		bytesArchived: prometheus.NewCounter(prometheus.CounterOpts{Name: "memwatch_archived_bytes_total", Help: "Bytes of pre-images written to archives."}),
@@ -48,7 +50,7 @@ func newMetrics(version string) *metrics {
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_build_info", Help: "Always 1; the labels say which memwatch runs."}, []string{"version", "goversion"})
 	info.WithLabelValues(version, runtime.Version()).Set(1)
 	m.reg.MustRegister(m.jobs, m.bytesArchived, m.watches, m.roots, m.tokens, m.spoolBytes, m.captured, m.indexed,
-		m.jobSeconds, m.llmUsed, m.llmBudget, m.stateBytes, m.archiveBytes, info,
+		m.jobSeconds, m.llmUsed, m.llmBudget, m.stateBytes, m.archiveBytes, m.kept, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

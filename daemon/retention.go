@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/memwatch/memwatch/layout/apprecords"
@@ -101,24 +102,41 @@ func (d *Daemon) pruneArchives(ctx context.Context) {
 	}
 }
 
+// held is what a store's roots hold in archives (memwatch status,
+// memwatch_archive_bytes, memwatch_kept_copies).
+type held struct {
+	archives int
+	bytes    int64
+	kept     []KeptCopy
+}
+
+// maxKeptListed bounds the kept copies status lists per store (newest first).
+const maxKeptListed = 20
+
 // archivesHeld counts, per store, the archives its roots hold and their
-// bytes (memwatch status, memwatch_archive_bytes).
-func (d *Daemon) archivesHeld(ctx context.Context, stores []*policy.Store, roots map[string][]string) map[string][2]int64 {
-	out := map[string][2]int64{}
+// bytes, and lists the kept copies among them.
+func (d *Daemon) archivesHeld(ctx context.Context, stores []*policy.Store, roots map[string][]string) map[string]held {
+	out := map[string]held{}
 	for _, s := range stores {
-		var n, b int64
+		var h held
 		for _, path := range roots[s.Name] {
 			root, err := OpenRoot(s, path)
 			if err != nil {
 				continue
 			}
 			if as, err := rotate.Archives(ctx, d.db, root); err == nil {
-				c, bytes := rotate.Held(as)
-				n, b = n+int64(c), b+bytes
+				n, b, _ := rotate.Held(as)
+				h.archives, h.bytes = h.archives+n, h.bytes+b
+				for _, a := range as {
+					if a.Kept {
+						h.kept = append(h.kept, KeptCopy{Root: path, Path: a.Path, Target: a.Target, Time: a.Time, Record: a.Record, Size: a.Size, Reason: a.Reason})
+					}
+				}
 			}
 			root.Close()
 		}
-		out[s.Name] = [2]int64{n, b}
+		sort.SliceStable(h.kept, func(i, j int) bool { return h.kept[i].Time.After(h.kept[j].Time) })
+		out[s.Name] = h
 	}
 	return out
 }
@@ -132,7 +150,8 @@ func (d *Daemon) reportArchives(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	for name, v := range d.archivesHeld(ctx, stores, roots) {
-		d.metrics.archiveBytes.WithLabelValues(name).Set(float64(v[1]))
+	for name, h := range d.archivesHeld(ctx, stores, roots) {
+		d.metrics.archiveBytes.WithLabelValues(name).Set(float64(h.bytes))
+		d.metrics.kept.WithLabelValues(name).Set(float64(len(h.kept)))
 	}
 }

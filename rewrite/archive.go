@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,36 +41,41 @@ func numbered(name string, n int) string {
 
 // writeArchive stores data at rel inside root without ever overwriting an
 // existing archive, with the mode and owner of the file it preserves,
-// fsyncs it and its directory, and returns the root-relative path used.
-func (w *Rewriter) writeArchive(root *confine.Root, rel string, data []byte, mode fs.FileMode, uid, gid int) (string, error) {
+// fsyncs it and its directory, and returns the root-relative path used and
+// the archive, open for writing (the caller closes it): bytes an agent
+// appends before the swap are carried into it.
+func (w *Rewriter) writeArchive(root *confine.Root, rel string, data []byte, mode fs.FileMode, uid, gid int) (string, *os.File, error) {
 	rel, err := root.Rel(rel)
 	if err != nil {
-		return "", fmt.Errorf("archive: %w", err)
+		return "", nil, fmt.Errorf("archive: %w", err)
 	}
 	dir, err := root.MkdirAll(filepath.Dir(rel))
 	if err != nil {
-		return "", fmt.Errorf("create archive directory: %w", err)
+		return "", nil, fmt.Errorf("create archive directory: %w", err)
 	}
 	defer dir.Close()
 	f, tmp, err := dir.CreateTemp(filepath.Base(rel), "a")
 	if err != nil {
-		return "", fmt.Errorf("write archive: %w", err)
+		return "", nil, fmt.Errorf("write archive: %w", err)
 	}
+	linked := false
 	defer func() {
-		f.Close()
-		_ = dir.Unlink(tmp) // our temp: its content is still at the target
+		if !linked {
+			f.Close()
+		}
+		_ = dir.Unlink(tmp) // our temp name: its content is still at the target, or now under the archive's name
 	}()
 	if mode == 0 {
 		mode = 0o600
 	}
 	if err := writeAll(f, data); err != nil {
-		return "", fmt.Errorf("write archive: %w", err)
+		return "", nil, fmt.Errorf("write archive: %w", err)
 	}
 	if err := dir.Own(f, mode, uid, gid); err != nil {
-		return "", fmt.Errorf("write archive: %w", err)
+		return "", nil, fmt.Errorf("write archive: %w", err)
 	}
 	if err := f.Sync(); err != nil {
-		return "", fmt.Errorf("write archive: %w", err)
+		return "", nil, fmt.Errorf("write archive: %w", err)
 	}
 	base := filepath.Base(rel)
 	for i := 1; i < 10000; i++ {
@@ -80,14 +86,15 @@ func (w *Rewriter) writeArchive(root *confine.Root, rel string, data []byte, mod
 			continue
 		}
 		if err != nil {
-			return "", fmt.Errorf("write archive %s: %w", dir.Rel(name), err)
+			return "", nil, fmt.Errorf("write archive %s: %w", dir.Rel(name), err)
 		}
 		if err := dir.Sync(); err != nil {
-			return "", err
+			return "", nil, err
 		}
-		return dir.Rel(name), nil
+		linked = true
+		return dir.Rel(name), f, nil
 	}
-	return "", fmt.Errorf("write archive %s: too many archives with that name", rel)
+	return "", nil, fmt.Errorf("write archive %s: too many archives with that name", rel)
 }
 
 // Remove takes a file out of a root (retention, a summarised month): it is
@@ -237,8 +244,13 @@ func (w *Rewriter) resolveLeftover(ctx context.Context, root *confine.Root, stor
 				continue
 			}
 			if tail := data[known.size:]; len(tail) > 0 {
-				// The tail goes into the target, and the file is kept below:
-				// only exact copies of what is archived or written are removed.
+				// The tail goes into the target (unless it is there: appends
+				// carried before the swap are in the result too), and the
+				// file is kept below: only exact copies of what is archived
+				// or written are removed.
+				if cur, _, err := dir.ReadFile(target); err == nil && bytes.Contains(cur, tail) {
+					break
+				}
 				if err := appendTo(dir, target, tail); err == nil {
 					w.Log.Info("carried bytes an agent wrote during an interrupted rewrite into the target", "root", root.Path(), "path", targetRel, "bytes", len(tail))
 				}
@@ -248,14 +260,23 @@ func (w *Rewriter) resolveLeftover(ctx context.Context, root *confine.Root, stor
 		}
 	}
 	// Anything else (such as the fallback's second name of a target, tag
-	// "d") may hold an agent's bytes: it is kept.
-	if _, err := keepFile(w, dir, name, rec); err != nil {
-		w.Log.Error("cannot move a leftover file into the archive; it stays", "root", root.Path(), "path", rel, "err", err)
-		return 0, 0
+	// "d") may hold an agent's bytes: it is kept, and the lines it added to
+	// the pre-image go into the live file.
+	keptAt := w.keepJournaled(dir, name, rec, "found after an interrupted rewrite; not memwatch's own, so kept")
+	if keptAt == rel {
+		return 0, 0 // could not be moved: it stays, and the journal says so
 	}
-	kr := &state.Record{Store: rec.Store, Root: root.Path(), Rule: RuleKept, Target: rec.Target, Outcome: state.Done,
-		Reason: "found after an interrupted rewrite; not memwatch's own, so kept", BeforeSHA: Hash(data), BeforeSize: int64(len(data))}
-	_ = w.journal(ctx, kr, true)
+	if jr != nil && jr.Archive != "" {
+		if pre, err := root.ReadFile(jr.Archive); err == nil {
+			if p, ok := Unpack(pre); ok {
+				pre = p
+			}
+			w.addRisk(ctx, root.Path(), rec.Target, risk{Record: jr.ID, Blocks: Added(pre, data), Always: true, Until: w.Now().Add(riskAlways), Kept: keptAt})
+			if _, err := w.Restore(ctx, root, rec.Target, rec.Store); err != nil {
+				w.Log.Warn("put back an agent's lines found after an interrupted rewrite; retried on the next change", "root", root.Path(), "path", rec.Target, "err", err)
+			}
+		}
+	}
 	return 0, 1
 }
 

@@ -54,12 +54,34 @@ func (w *Rewriter) Recover(ctx context.Context) (int, error) {
 		default:
 			r.Outcome, r.Reason = state.Failed, "interrupted; target changed since (pre-image kept in archive)"
 		}
+		if r.Outcome == state.Done {
+			w.carriedBefore(r)
+		}
 		if err := w.DB.Update(ctx, r); err != nil {
 			return i, err
 		}
 		w.Log.Info("resolved interrupted rewrite", "journal", r.ID, "root", r.Root, "path", r.Target, "outcome", r.Outcome, "reason", r.Reason)
 	}
 	return len(pend), nil
+}
+
+// carriedBefore makes a record's pre-image the archive's content when the
+// archive extends it: appends carried in the last check before the swap
+// went into the archive as well as the result.
+func (w *Rewriter) carriedBefore(r *state.Record) {
+	if r.Archive == "" {
+		return
+	}
+	root, err := OpenRoot(r.Root)
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	arch, err := root.ReadFile(r.Archive)
+	if err != nil || Hash(arch) == r.BeforeSHA || int64(len(arch)) < r.BeforeSize || Hash(arch[:r.BeforeSize]) != r.BeforeSHA {
+		return
+	}
+	r.BeforeSHA, r.BeforeSize = Hash(arch), int64(len(arch))
 }
 
 // currentContent reads a record's target; its hash is RemovedSHA when the

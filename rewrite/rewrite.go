@@ -1,14 +1,17 @@
 // Package rewrite is the one way memwatch changes an agent's file.
 //
 // Every layout hands its new content to Apply, which guarantees:
+//   - every write an agent makes ends up in its live file, the file the
+//     agent reads (a copy elsewhere is a backup, not a kept write): memwatch's
+//     result goes live only while it contains everything the agent wrote,
+//     an agent's version that met memwatch's goes live again at once, and
+//     lines a genuine conflict left out are put back (see below);
 //   - memwatch never removes, truncates or overwrites content it has not
-//     itself hashed as its own: the pre-image is in an archive (fsynced, never
-//     overwritten) before anything replaces it, and anything found at a name
-//     memwatch is about to delete that is not exactly what it archived or
-//     wrote is kept (moved into the archive directory and journaled);
-//   - an agent's write made while memwatch works is never lost: an append is
-//     carried into the result, any other change makes the attempt start
-//     again from the file as it now is;
+//     itself hashed as its own: the pre-image is in an archive (fsynced,
+//     never overwritten) before anything replaces it, and anything found at
+//     a name memwatch is about to delete that is not exactly what it
+//     archived or wrote is kept (moved into the archive directory and
+//     journaled; a keep that fails is journaled as failed);
 //   - the result replaces the target atomically and keeps its owner and
 //     mode; a file held open for writing by another process is not replaced
 //     (its later writes would go to a file nobody reads): the rewrite is
@@ -21,70 +24,104 @@
 //
 // # The protocol
 //
-// One attempt on target T in directory D (a descriptor, see confine.Dir),
-// with what a kill or an agent's write at each step leaves on disk:
+// One attempt on target T in directory D (a descriptor, see confine.Dir).
+// All the slow work (the computation, the archive and its fsync, the
+// journal, the temp file and its fsync) comes before the last check; the
+// last check, the exchange and the classification of the displaced file
+// run back to back, so memwatch's result is at T for microseconds before
+// memwatch knows it holds every write the agent made.
 //
-//  1. READ. Open T without following a symlink, read S, keep the descriptor
-//     (its inode is S's identity). If T was written in the last Settle, wait
-//     until it is quiet (at most MaxSettle) so S is not a half-written file.
-//     Kill: nothing changed.
-//  2. COMPUTE N from S (maybe an LLM call). Kill: nothing changed.
-//  3. RECHECK. Read T again. Unchanged: go on. S plus appended bytes A: the
-//     result becomes N+A and the pre-image S+A. Anything else: start again
-//     (nothing written). Kill: nothing changed.
-//  4. Pure append (N = S + tail): write the tail in place with O_APPEND on
-//     the same inode and stop. No archive is needed: nothing is removed, and
-//     undo removes the tail. A writer holding T open keeps writing to the
-//     one file there is.
-//  5. ARCHIVE S (unless T holds exactly memwatch's own earlier output): a
-//     temp file in the archive directory, fsync, owner and mode of T, then
-//     link() to a name that does not exist yet (an archive is never
-//     overwritten), fsync of the directory. Kill: a leftover archive temp,
-//     a copy of S which is still at T; removed at the next start.
-//  6. JOURNAL pending {before: hash(S), after: hash(N), archive}. Kill: the
-//     record is resolved at the next start by hashing T (still S: failed).
-//  7. TEMP. Write N to a new temp file in D named with the record id,
-//     fsync, give it T's owner and mode. Kill: the temp holds N (the
-//     record's after-hash) and is removed at the next start.
-//  8. HELD? If another process holds T open for writing (a read lease is
-//     refused), remove the temp and return a BusyError: replacing T would
-//     send that writer's later writes to an unlinked file.
-//  9. EXCHANGE the temp and T with renameat2(RENAME_EXCHANGE): T is now N,
-//     the temp name holds the displaced file X. Both survive, whatever the
-//     agent did a moment before. Kill: T is N (the record resolves to done);
-//     the temp name holds X, which the next start classifies as in step 11.
-//  10. SETTLE. Wait until X has been quiet for Settle: a writer that opened
-//     T just before the exchange finishes its write into X. If X does not
-//     go quiet within MaxSettle, a writer is holding it: EXCHANGE BACK (T
-//     is X again, with every byte that writer wrote), resolve the temp name
-//     as in step 12, and return a BusyError.
-//  11. CLASSIFY X. Exactly S: it is archived; remove it (after checking the
-//     name still is that inode with that content). S plus a tail (writes in
-//     flight at the exchange): append the tail to T, and keep X in the
-//     archive directory, journaled: an agent that read T in the moment the
-//     tail was missing may write T back without it, so the tail is never
-//     only in T. (O_APPEND overwrites nothing; lines in flight may land after
-//     lines written to T since the exchange: their order may change, never
-//     their presence.) Anything else (the agent rewrote T in place, or
-//     renamed a new file onto T just before the exchange): the agent's
-//     version must win, so EXCHANGE BACK and resolve the temp name as in
-//     step 12; the attempt ends in a conflict and starts again from the
-//     agent's file.
-//  12. RESOLVE the temp name after an exchange back. Exactly memwatch's N:
-//     remove it. N plus bytes an agent appended while it was the target:
-//     append them to T, and keep the file, as in step 11. Anything else
-//     (the agent renamed yet another file onto T meanwhile): the newer of
-//     the two agent files stays at T, the other is kept; nothing is deleted.
-//  13. JOURNAL done with the hash of what is at T. Kill before it: the next
-//     start finds T equal to N (or N plus appends) and records done.
+//  1. READ. Open T without following a symlink, wait until it was last
+//     written at least Settle ago (at most a few Settles), read S, keep the
+//     descriptor (its inode is S's identity). COMPUTE N from S (maybe an LLM
+//     call). Kill: nothing changed.
+//  2. ARCHIVE S (unless N only inserts into S, or T holds exactly memwatch's
+//     own earlier output): a temp file in the archive directory, fsync,
+//     owner and mode of T, link() to a name that does not exist yet, fsync
+//     of the directory; the archive stays open. Kill: at most a leftover
+//     archive temp, removed at the next start.
+//  3. JOURNAL pending {before: hash(S), after: hash(N), archive}. Kill: the
+//     record is resolved at the next start by hashing T.
+//  4. PURE APPEND (N = S + tail): the tail is written in place with
+//     O_APPEND on S's inode, after anything an agent appended meanwhile;
+//     no exchange, no archive. A writer holding T keeps writing to the one
+//     file there is.
+//  5. TEMP. Write N to a new temp file in D named with the record id,
+//     fsync, owner and mode of T. Kill: the temp holds N and is removed at
+//     the next start.
+//  6. LAST CHECK. Read T again. S (same inode, same bytes): go on. S plus
+//     bytes after a complete line (an agent appended, in place or by
+//     renaming a file holding S and more onto T): the bytes are written
+//     into the temp file and the archive (no fsync: they are as durable as
+//     the agent's own write), S becomes S plus them, and the check runs
+//     again (64 times at most: then BusyError). Anything else: once T has
+//     been quiet for Settle, ErrConflict (the attempt starts again from
+//     the agent's file). Then HELD? If another process holds T open for
+//     writing and does not let go within a Settle, BusyError.
+//  7. EXCHANGE the temp and T with renameat2(RENAME_EXCHANGE): T is N, the
+//     temp name holds X, the file that was at T. Kill: T is N (the record
+//     resolves to done); the next start classifies X as in 8.
+//  8. CLASSIFY X at once: it must be S's inode, held open for writing by
+//     nobody (a read lease is granted), with exactly S's bytes. Then it is
+//     the archived pre-image: removed. N is live, and it holds every write
+//     the agent made, since X held none that N lacks.
+//  9. EXCHANGE BACK otherwise, at once: T is X again (the agent's version,
+//     and the file a writer holding it writes to), the temp name holds N.
+//     N as written is removed; N with bytes an agent appended in the
+//     instant it was live has them appended to T, and is kept as a backup;
+//     N rewritten by an agent is kept and what it added to N is put into
+//     T (see below). If an agent had already renamed a newer file onto T
+//     (N is gone), that file stays and X's additions to S are put into it.
+//     The attempt ends in ErrConflict (BusyError if a writer holds X).
+//  10. JOURNAL done with the hash of what is at T, and the pre-image with
+//     every carried append (the archive's content).
 //
 // The next start (Recover, CleanTemp) applies the same rules to every temp
 // file left in a root: a temp whose content is exactly the record's
 // pre-image or result is removed; one that extends them has its tail
-// appended to the target and is kept; anything else is kept in the archive
-// directory. The rule under all of it: memwatch removes a file only when
-// its content is exactly a copy it archived or wrote itself. So at no step
-// can a kill or a write by the agent lose a byte the agent wrote.
+// appended to the target (unless the target has it) and is kept; anything
+// else is kept and the lines it added to the pre-image are put into the
+// target. The rule under all of it: memwatch removes a file only when its
+// content is exactly a copy it archived or wrote itself.
+//
+// # One read-modify-write agent
+//
+// What an agent that reads T, adds its entry and writes T back (in place
+// with O_TRUNC, or a temp file renamed onto T) leaves in the live file,
+// by where its write and its next read fall:
+//
+//   - write before 6: the last check sees it (an append is carried; any
+//     other change restarts the attempt from the agent's file).
+//   - write between 6 and 7 (in place, or a rename): X is not S; 9 puts it
+//     back at once.
+//   - write between 7 and 8: in place it truncates N and writes S plus its
+//     entry into it; by rename it replaces N. Either way T is the agent's
+//     version, X is S, and 8 removes X. memwatch's compaction is undone by
+//     the agent, nothing of the agent's is lost, and the rule runs again.
+//   - read between 7 and 8, after a write between 6 and 8: the agent holds
+//     N, which lacks that write, and writes N plus its next entry later.
+//     This needs a write and the next read within microseconds of each
+//     other (or memwatch descheduled in between); the protocol cannot
+//     prevent it, so it repairs it (below).
+//
+// # Genuine conflicts
+//
+// When both memwatch's result and the agent's version carry a write of
+// the agent's, only one can be the live file. The other is kept as a
+// backup in the archive directory, and the lines its writer added are put
+// into the live file: for markdown and JSONL memory, writes are lines
+// added to what the agent read, so a line-level three-way merge against
+// the version they were added to (S, or N) finds them (Added), and each
+// block goes back after the lines it followed (Insert). An agent's
+// deletion is never replayed. Lines whose version is not live are put back
+// at once. Lines of X after an exchange back are live, but an agent that
+// read N in the instant it was at T writes a version without them: for
+// half an hour, a version of T written from N (it lacks every line N
+// dropped, or has a line only N had) gets them back; a version written
+// from X that lacks them is the agent's own edit and is left alone. Each
+// put-back is a rewrite of its own, journaled under RuleRestore; the
+// daemon runs it when the root changes, and Apply runs it before any
+// rewrite of the file.
 //
 // What this cannot protect: an agent that writes into memwatch's temp
 // names (they carry a random part and the TempMarker), and, on file systems
@@ -127,9 +164,11 @@ const RemovedSHA = "removed"
 
 // Defaults of the Rewriter's timing.
 const (
-	// DefaultSettle is how long a displaced file must stay unchanged before
-	// memwatch decides about it: a write in flight at the exchange lands by then.
-	DefaultSettle = 20 * time.Millisecond
+	// DefaultSettle is how long a file must have been unchanged before
+	// memwatch reads it as a pre-image: an agent's rewrite in place (a
+	// truncate, then writes) is done by then. It is short, so an agent
+	// that writes every few milliseconds is still read within a few.
+	DefaultSettle = 5 * time.Millisecond
 	// DefaultMaxSettle bounds the wait for a file to go quiet; a file still
 	// written after it is being written continuously.
 	DefaultMaxSettle = 500 * time.Millisecond
@@ -193,6 +232,9 @@ type Request struct {
 	// Compute returns the new content from the current one. It may be slow
 	// (an LLM call). It returns ErrUnchanged or a *Rejected to write nothing.
 	Compute func(ctx context.Context, old []byte) ([]byte, error)
+
+	// restoring marks Restore's own rewrite, which must not restore first.
+	restoring bool
 }
 
 // Outcome says what Apply did.
@@ -217,8 +259,11 @@ type Rewriter struct {
 	Resolvers map[string]func(context.Context, *state.Record) (outcome, reason string)
 
 	// hook lets tests act as an agent at the protocol's steps
-	// ("before-exchange", "after-exchange"); nil outside tests.
+	// ("before-exchange", "after-exchange", "after-exchange-back"); nil
+	// outside tests.
 	hook func(step string)
+	// risk is the lines at risk after conflicts (see Restore).
+	risk risks
 }
 
 // New returns a Rewriter journaling into db (nil: nothing is journaled).
@@ -259,9 +304,13 @@ func (w *Rewriter) Apply(ctx context.Context, req Request, rec *state.Record) (O
 	defer dir.Close()
 	name := filepath.Base(real)
 	for attempt := 1; ; attempt++ {
+		// Lines a conflict left out of the live file go back first, so the
+		// rewrite starts from a file that has them.
+		w.restoreFirst(ctx, req, target, rec.Store)
 		out, err := w.attempt(ctx, req, dir, name, rec, start)
 		if errors.Is(err, ErrConflict) && attempt < w.MaxAttempts && ctx.Err() == nil {
 			w.Log.Info("target changed during rewrite; starting again", "root", rec.Root, "path", rec.Target, "rule", rec.Rule, "attempt", attempt)
+			rec.ID, rec.Time = 0, time.Time{} // a new record for the new attempt
 			continue
 		}
 		return out, err
@@ -290,6 +339,14 @@ func (s *snapshot) close() {
 	}
 }
 
+// hash is the pre-image's sha256, computed once.
+func (s *snapshot) hash() string {
+	if s.sha == "" {
+		s.sha = Hash(s.data)
+	}
+	return s.sha
+}
+
 func (s *snapshot) sameInode(o *snapshot) bool {
 	return s.exists == o.exists && s.dev == o.dev && s.ino == o.ino
 }
@@ -297,7 +354,7 @@ func (s *snapshot) sameInode(o *snapshot) bool {
 func readSnapshot(dir *confine.Dir, name string) (*snapshot, error) {
 	f, err := dir.Open(name, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &snapshot{sha: Hash(nil)}, nil
+		return &snapshot{}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -325,7 +382,7 @@ func (s *snapshot) reread(limit int64) error {
 		return err
 	}
 	s.data = buf[:n]
-	s.sha = Hash(s.data)
+	s.sha = "" // hashed when needed: the last check compares bytes
 	s.mode, s.mtime = fi.Mode().Perm(), fi.ModTime()
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		s.dev, s.ino, s.uid, s.gid = uint64(st.Dev), uint64(st.Ino), int(st.Uid), int(st.Gid)
@@ -381,8 +438,8 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 		return Outcome{Status: state.Skipped, Reason: "nothing to change"}, nil
 	case errors.As(err, &rej):
 		rec.Outcome, rec.Reason = state.Rejected, rej.Reason
-		rec.BeforeSHA, rec.BeforeSize = snap.sha, int64(len(snap.data))
-		rec.AfterSHA, rec.AfterSize = snap.sha, int64(len(snap.data))
+		rec.BeforeSHA, rec.BeforeSize = snap.hash(), int64(len(snap.data))
+		rec.AfterSHA, rec.AfterSize = snap.hash(), int64(len(snap.data))
 		if err := w.journal(ctx, rec, true); err != nil {
 			return Outcome{}, err
 		}
@@ -398,23 +455,6 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 		return Outcome{}, err
 	}
 
-	// 3. RECHECK: the agent may have written while we computed.
-	cur, err := readSnapshot(dir, name)
-	if err != nil {
-		return Outcome{}, err
-	}
-	if cur.sha != snap.sha || !cur.sameInode(snap) {
-		if !cur.exists || !bytes.HasPrefix(cur.data, snap.data) {
-			cur.close()
-			return Outcome{}, ErrConflict
-		}
-		if tail := cur.data[len(snap.data):]; len(tail) > 0 {
-			newData = append(append([]byte{}, newData...), tail...)
-			w.Log.Info("carried appended tail into rewrite", "root", rec.Root, "path", rec.Target, "bytes", len(tail))
-		}
-	}
-	snap.close()
-	snap = cur
 	if snap.exists {
 		fi, err := snap.f.Stat()
 		if err != nil {
@@ -425,48 +465,82 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 		}
 	}
 
-	pureAppend := snap.exists && bytes.HasPrefix(newData, snap.data)
-	if snap.exists && !pureAppend {
-		// 8, asked early: a file held open for writing will not be replaced,
+	if snap.exists && bytes.HasPrefix(newData, snap.data) {
+		// 4. A pure append is written in place: the inode stays, so a writer
+		// that keeps the file open never writes into a replaced file, and
+		// O_APPEND puts it after anything an agent appended meanwhile.
+		return w.appendOnly(ctx, dir, name, snap, newData[len(snap.data):], rec, start)
+	}
+	if snap.exists {
+		// Asked early: a file held open for writing will not be replaced,
 		// so do not archive it either. The swap asks again just before.
-		if held, ok := confine.HeldForWriting(snap.f); ok && held {
+		if w.heldOpen(ctx, snap.f) {
 			fi, _ := snap.f.Stat()
 			dev, ino := inode(fi)
 			return Outcome{}, &BusyError{Path: rec.Target, Why: "held open for writing", Holders: writers(dev, ino)}
 		}
 	}
 
-	// 5. ARCHIVE the pre-image unless the change only inserts bytes: then
+	// 2. ARCHIVE the pre-image unless the change only inserts bytes: then
 	// nothing is removed, and undo takes the insertion out again.
+	s := &swapper{w: w, dir: dir, name: name, snap: snap, rec: rec, mode: req.Mode}
 	rec.Archive, rec.Data = "", nil
 	if !snap.exists {
 		rec.Data = []byte(createdData) // undo removes the file again
 	} else if at, ok := insertion(snap.data, newData); ok {
 		rec.Data = []byte(fmt.Sprintf(`{"insert_at":%d}`, at))
-	} else if snap.exists && !(req.OwnedSHA != "" && req.OwnedSHA == snap.sha) {
-		arch, err := w.writeArchive(req.Root, archiveName(req.Archive, rec.Target, w.Now()), snap.data, snap.mode, snap.uid, snap.gid)
+	} else if !(req.OwnedSHA != "" && req.OwnedSHA == snap.hash()) {
+		arch, af, err := w.writeArchive(req.Root, archiveName(req.Archive, rec.Target, w.Now()), snap.data, snap.mode, snap.uid, snap.gid)
 		if err != nil {
 			return Outcome{}, err
 		}
-		rec.Archive = arch
+		defer af.Close()
+		rec.Archive, s.archive, s.archiveSize = arch, af, int64(len(snap.data))
 	}
-	rec.BeforeSHA, rec.BeforeSize = snap.sha, int64(len(snap.data))
+	rec.BeforeSHA, rec.BeforeSize = snap.hash(), int64(len(snap.data))
 	rec.AfterSHA, rec.AfterSize = Hash(newData), int64(len(newData))
-	// 6. JOURNAL pending. The reason, if Compute set one (a fallback note), is kept.
+	// 3. JOURNAL pending. The reason, if Compute set one (a fallback note), is kept.
 	rec.Outcome = state.Pending
 	if err := w.journal(ctx, rec, true); err != nil {
 		return Outcome{}, err
 	}
 
-	var final []byte
-	if pureAppend {
-		// 4. A pure append is written in place: the inode stays, so a writer
-		// that keeps the file open never writes into a replaced file.
-		final, err = appendInPlace(dir, name, snap, newData[len(snap.data):])
-	} else {
-		s := &swapper{w: w, dir: dir, name: name, snap: snap, newData: newData, rec: rec, mode: req.Mode}
-		final, err = s.run(ctx)
+	s.newData = newData
+	final, err := s.run(ctx)
+	// Appends carried in the last check are in the pre-image too.
+	rec.BeforeSHA, rec.BeforeSize = Hash(snap.data), int64(len(snap.data))
+	return w.finish(ctx, rec, final, err, start)
+}
+
+// appendOnly writes a pure append after checking that the file still
+// starts with what Compute saw (a rewrite by the agent meanwhile means the
+// tail was computed from an old version: start again).
+func (w *Rewriter) appendOnly(ctx context.Context, dir *confine.Dir, name string, snap *snapshot, tail []byte, rec *state.Record, start time.Time) (Outcome, error) {
+	cur, err := readSnapshot(dir, name)
+	if err != nil {
+		return Outcome{}, err
 	}
+	cur.close()
+	if !cur.exists || !cur.sameInode(snap) || !bytes.HasPrefix(cur.data, snap.data) {
+		return Outcome{}, ErrConflict
+	}
+	rec.Archive, rec.Data = "", nil
+	rec.BeforeSHA, rec.BeforeSize = cur.hash(), int64(len(cur.data))
+	rec.AfterSHA, rec.AfterSize = Hash(append(append([]byte{}, cur.data...), tail...)), int64(len(cur.data)+len(tail))
+	rec.Outcome = state.Pending
+	if err := w.journal(ctx, rec, true); err != nil {
+		return Outcome{}, err
+	}
+	final, err := appendInPlace(dir, name, snap, tail)
+	if err == nil && int64(len(final)) != rec.AfterSize {
+		// An agent appended between the check and our write: ours follows it.
+		rec.BeforeSHA, rec.BeforeSize = Hash(final[:len(final)-len(tail)]), int64(len(final)-len(tail))
+	}
+	return w.finish(ctx, rec, final, err, start)
+}
+
+// finish journals how a rewrite ended.
+func (w *Rewriter) finish(ctx context.Context, rec *state.Record, final []byte, err error, start time.Time) (Outcome, error) {
 	if err != nil {
 		rec.Outcome, rec.Reason, rec.Duration = state.Failed, err.Error(), time.Since(start)
 		var busy *BusyError
@@ -474,7 +548,7 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 		case errors.As(err, &busy):
 			rec.Outcome, rec.Reason = state.Skipped, "deferred: "+busy.Error()
 		case errors.Is(err, ErrConflict):
-			rec.Reason = "conflict: the agent wrote the file during the swap; its version is kept, memwatch starts again"
+			rec.Reason = "conflict: the agent wrote the file during the rewrite; its version stays live, memwatch starts again"
 		}
 		// Use a fresh context: the record must be resolved even on shutdown.
 		if uerr := w.journal(context.WithoutCancel(ctx), rec, false); uerr != nil {
@@ -491,6 +565,24 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 	w.Log.Info("rewrote file", "store", rec.Store, "root", rec.Root, "rule", rec.Rule, "path", rec.Target, "outcome", rec.Outcome,
 		"archive", rec.Archive, "before", rec.BeforeSize, "after", rec.AfterSize, "journal", rec.ID)
 	return Outcome{Status: state.Done, Archive: rec.Archive, Record: rec.ID}, nil
+}
+
+// heldOpen reports whether another process holds f's file open for
+// writing beyond a short while: an agent that opens, writes and closes
+// (O_APPEND for every entry) lets go within a Settle, and is waited for;
+// one that keeps it open is not.
+func (w *Rewriter) heldOpen(ctx context.Context, f *os.File) bool {
+	deadline := time.Now().Add(w.Settle)
+	for {
+		held, ok := confine.HeldForWriting(f)
+		if !ok || !held {
+			return false
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return true
+		}
+		time.Sleep(w.Settle / 10)
+	}
 }
 
 // insertion reports whether b is a with one contiguous block inserted, and where.
@@ -535,7 +627,17 @@ func appendInPlace(dir *confine.Dir, name string, snap *snapshot, tail []byte) (
 	if err := f.Sync(); err != nil {
 		return nil, fmt.Errorf("sync %s: %w", dir.Rel(name), err)
 	}
-	return append(append([]byte{}, snap.data...), tail...), nil
+	// What the file held the moment our bytes landed: they end at the
+	// descriptor's offset, after whatever an agent appended before them.
+	end, err := f.Seek(0, io.SeekCurrent)
+	if err != nil || end < int64(len(tail)) {
+		return append(append([]byte{}, snap.data...), tail...), nil
+	}
+	final := make([]byte, end)
+	if n, err := snap.f.ReadAt(final, 0); n < len(final) && err != nil {
+		return append(append([]byte{}, snap.data...), tail...), nil
+	}
+	return final, nil
 }
 
 func sameInode(fi fs.FileInfo, dev, ino uint64) bool {

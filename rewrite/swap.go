@@ -14,21 +14,29 @@ import (
 	"github.com/memwatch/memwatch/state"
 )
 
-// swapper runs steps 7 to 12 of the protocol (see the package doc) for one
+// maxCarries bounds the appends carried in the last check of one attempt:
+// a file appended to without a pause is deferred, not chased.
+const maxCarries = 64
+
+// swapper runs steps 5 to 9 of the protocol (see the package doc) for one
 // attempt. It is used by one goroutine.
 type swapper struct {
 	w       *Rewriter
 	dir     *confine.Dir
 	name    string
-	snap    *snapshot
-	newData []byte
+	snap    *snapshot // S: what is at the target; its descriptor names its inode
+	newData []byte    // N, with every tail carried into it
 	rec     *state.Record
 	mode    fs.FileMode
+	// archive is the archive of S, open, so a tail carried into N goes into
+	// it too (nil when nothing was archived).
+	archive     *os.File
+	archiveSize int64
 
-	ours     *os.File // our temp file, kept open: its inode identifies it
-	oursIno  uint64
-	oursDev  uint64
-	keptDone bool
+	ours    *os.File // our temp file, kept open: its inode identifies it
+	oursIno uint64
+	oursDev uint64
+	tmp     string
 }
 
 // file is what sits at a name, read once it was quiet.
@@ -48,36 +56,28 @@ func (x *file) close() {
 }
 
 func (s *swapper) run(ctx context.Context) ([]byte, error) {
-	mode, uid, gid := s.snap.mode, s.snap.uid, s.snap.gid
-	if !s.snap.exists {
-		owner := s.dir.Root().Owner()
-		mode, uid, gid = s.mode, owner.UID, owner.GID
-		if mode == 0 {
-			mode = s.dir.Root().FileMode()
-		}
-	}
-	// 7. TEMP, named with the journal record so the next start can tell it.
+	// 5. TEMP, named with the journal record so the next start can tell it.
 	f, tmp, err := s.dir.CreateTemp(s.name, fmt.Sprintf("r%d-", s.rec.ID))
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", s.rec.Target, err)
 	}
-	s.ours = f
+	s.ours, s.tmp = f, tmp
 	defer f.Close()
 	if err := writeAll(f, s.newData); err != nil {
-		s.dropOurs(tmp)
+		s.dropOurs()
 		return nil, fmt.Errorf("write %s: %w", s.rec.Target, err)
 	}
-	if err := s.dir.Own(f, mode, uid, gid); err != nil {
-		s.dropOurs(tmp)
-		return nil, fmt.Errorf("give %s to uid %d: %w", s.rec.Target, uid, err)
+	if err := s.giveAway(); err != nil {
+		s.dropOurs()
+		return nil, err
 	}
 	if err := f.Sync(); err != nil {
-		s.dropOurs(tmp)
+		s.dropOurs()
 		return nil, fmt.Errorf("sync %s: %w", s.rec.Target, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		s.dropOurs(tmp)
+		s.dropOurs()
 		return nil, err
 	}
 	s.oursDev, s.oursIno = inode(fi)
@@ -85,7 +85,7 @@ func (s *swapper) run(ctx context.Context) ([]byte, error) {
 	if !s.snap.exists {
 		// Create without clobbering a file the agent created meanwhile.
 		err := s.dir.Link(tmp, s.dir, s.name)
-		s.dropOurs(tmp)
+		s.dropOurs()
 		if errors.Is(err, fs.ErrExist) {
 			return nil, ErrConflict
 		}
@@ -95,70 +95,289 @@ func (s *swapper) run(ctx context.Context) ([]byte, error) {
 		return s.newData, s.dir.Sync()
 	}
 
-	// 8. HELD? A writer holding the old inode would keep writing into it.
-	if held, ok := confine.HeldForWriting(s.snap.f); ok && held {
-		s.dropOurs(tmp)
-		return nil, s.busy("held open for writing")
+	// 6. LAST CHECK, then 7. EXCHANGE and 8. CLASSIFY back to back: nothing
+	// slow happens between them, so the instants in which an agent can
+	// write unseen, or read memwatch's result, are microseconds.
+	for {
+		if err := s.lastCheck(ctx); err != nil {
+			s.dropOurs()
+			return nil, err
+		}
+		held, ok := confine.HeldForWriting(s.snap.f)
+		if !ok || !held {
+			break
+		}
+		// A writer has the pre-image open. One that lets go soon (open,
+		// write, close) is waited for, then the check runs again.
+		if s.w.heldOpen(ctx, s.snap.f) {
+			s.dropOurs()
+			return nil, s.busy("held open for writing")
+		}
 	}
-
-	// 9. EXCHANGE.
 	s.step("before-exchange")
 	err = s.dir.Exchange(tmp, s.name)
-	s.step("after-exchange")
 	if errors.Is(err, confine.ErrExchangeUnsupported) {
-		return s.renameSwap(ctx, tmp)
+		return s.renameSwap(ctx)
 	}
 	if err != nil {
-		s.dropOurs(tmp)
+		s.dropOurs()
 		return nil, fmt.Errorf("swap %s: %w", s.rec.Target, err)
 	}
-
-	// 10. SETTLE the displaced file.
-	x, quiet, err := s.settle(ctx, tmp)
+	// Our descriptor for carries goes: open for writing, it would make the
+	// kernel refuse a lease on the result as if an agent held it.
+	s.ours.Close()
+	s.step("after-exchange")
+	why, busy, err := s.classify(ctx)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			// The agent removed or renamed the temp name: nothing of theirs is
-			// left for memwatch to delete.
-			return s.newData, s.dir.Sync()
-		}
-		// Never delete what could not be read: classify it at the next start.
+		// Never delete what could not be read: the next start classifies it.
 		return nil, fmt.Errorf("read the file displaced from %s (left at %s): %w", s.rec.Target, s.dir.Rel(tmp), err)
 	}
-	defer x.close()
-	if !quiet || s.held(x) {
-		// A writer holds X: put it back, with every byte it wrote.
-		if err := s.exchangeBack(ctx, tmp); err != nil {
-			return nil, err
-		}
-		return nil, s.busy("kept being written after the swap")
+	if why == "" {
+		return s.newData, s.dir.Sync()
 	}
+	// 9. EXCHANGE BACK: the agent's version goes live again at once.
+	if err := s.giveBack(ctx, why); err != nil {
+		return nil, err
+	}
+	if busy {
+		return nil, s.busy(why)
+	}
+	return nil, ErrConflict
+}
 
-	// 11. CLASSIFY.
-	final := s.newData
-	switch {
-	case bytes.Equal(x.data, s.snap.data):
-		s.unlinkVerified(tmp, x, "the pre-image, archived")
-	case bytes.HasPrefix(x.data, s.snap.data):
-		// Writes in flight at the exchange landed in X. They go to the
-		// target, and X is kept too: an agent that read the target in the
-		// moment they were missing may write it back without them.
-		tail := x.data[len(s.snap.data):]
-		if err := s.appendToTarget(tail); err != nil {
-			s.keep(tmp, fmt.Sprintf("an agent appended %d bytes to %s during the swap and they could not be carried over (%v)", len(tail), s.rec.Target, err))
-		} else {
-			s.w.Log.Info("carried bytes written during the swap", "root", s.rec.Root, "path", s.rec.Target, "bytes", len(tail))
-			s.keep(tmp, fmt.Sprintf("the pre-image of %s with %d bytes an agent wrote during the swap (also appended to it)", s.rec.Target, len(tail)))
-			final = append(append([]byte{}, s.newData...), tail...)
+// giveAway gives our temp file the target's owner and mode (the snapshot's,
+// or the root's for a new file).
+func (s *swapper) giveAway() error {
+	mode, uid, gid := s.snap.mode, s.snap.uid, s.snap.gid
+	if !s.snap.exists {
+		owner := s.dir.Root().Owner()
+		mode, uid, gid = s.mode, owner.UID, owner.GID
+		if mode == 0 {
+			mode = s.dir.Root().FileMode()
 		}
-	default:
-		// The agent rewrote the file, or renamed a new one onto it, just
-		// before the exchange: its version wins.
-		if err := s.exchangeBack(ctx, tmp); err != nil {
-			return nil, err
-		}
-		return nil, ErrConflict
 	}
-	return final, s.dir.Sync()
+	if err := s.dir.Own(s.ours, mode, uid, gid); err != nil {
+		return fmt.Errorf("give %s to uid %d: %w", s.rec.Target, uid, err)
+	}
+	return nil
+}
+
+// lastCheck reads the target again right before the exchange. Unchanged:
+// go on. S plus bytes an agent appended (in place, or a new file by rename
+// holding S and more): the bytes are carried into the temp file and the
+// archive, and the check runs again. Anything else: a write under way is
+// waited for (an in-place rewrite truncates first), then ErrConflict.
+func (s *swapper) lastCheck(ctx context.Context) error {
+	deadline := time.Now().Add(s.w.MaxSettle)
+	for carries := 0; ; {
+		cur, err := readSnapshot(s.dir, s.name)
+		if err != nil {
+			return err
+		}
+		if cur.exists && cur.sameInode(s.snap) && bytes.Equal(cur.data, s.snap.data) {
+			cur.close()
+			return nil
+		}
+		// A tail counts as appended only after a complete line: a pre-image
+		// cut mid-line was read while an agent was still writing it.
+		if cur.exists && bytes.HasPrefix(cur.data, s.snap.data) && lineEnd(s.snap.data) {
+			if carries++; carries > maxCarries {
+				cur.close()
+				return s.busy("appended to without a pause")
+			}
+			if err := s.carry(cur); err != nil {
+				cur.close()
+				return err
+			}
+			continue
+		}
+		quiet := time.Since(cur.mtime)
+		cur.close()
+		if !cur.exists || quiet >= s.w.Settle || time.Now().After(deadline) {
+			return ErrConflict
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(s.w.Settle - quiet):
+		}
+	}
+}
+
+// lineEnd reports whether b is empty or ends a line.
+func lineEnd(b []byte) bool { return len(b) == 0 || b[len(b)-1] == '\n' }
+
+// carry makes cur (S plus a tail) the pre-image: the tail goes into the
+// temp file and the archive. No fsync: the tail is as durable as the
+// agent's own write of it, and the check must follow at once.
+func (s *swapper) carry(cur *snapshot) error {
+	tail := cur.data[len(s.snap.data):]
+	if len(tail) > 0 {
+		if _, err := s.ours.WriteAt(tail, int64(len(s.newData))); err != nil {
+			return fmt.Errorf("carry an append into %s: %w", s.rec.Target, err)
+		}
+		s.newData = append(s.newData, tail...)
+		if s.archive != nil {
+			if _, err := s.archive.WriteAt(tail, s.archiveSize); err != nil {
+				return fmt.Errorf("carry an append into archive %s: %w", s.rec.Archive, err)
+			}
+			s.archiveSize += int64(len(tail))
+		}
+		s.w.Log.Debug("carried appended bytes into the rewrite", "root", s.rec.Root, "path", s.rec.Target, "bytes", len(tail))
+	}
+	renamed := !cur.sameInode(s.snap)
+	s.snap.close()
+	*s.snap = *cur
+	if renamed {
+		// A new file by rename: the result takes its owner and mode.
+		return s.giveAway()
+	}
+	return nil
+}
+
+// classify decides about X, the file the exchange moved to the temp name,
+// at once: it must be S's inode, held open for writing by nobody, with
+// exactly S's content. why says what else it was ("" when it was S); busy
+// says a writer holds it.
+func (s *swapper) classify(ctx context.Context) (why string, busy bool, err error) {
+	st, err := s.dir.Lstat(s.tmp)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Something removed the temp name: nothing is left there to judge.
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if uint64(st.Ino) != s.snap.ino || uint64(st.Dev) != s.snap.dev {
+		return "an agent replaced it just before the swap", false, nil
+	}
+	held, ok := confine.HeldForWriting(s.snap.f)
+	if !ok {
+		// No leases here: wait until X is quiet instead.
+		x, quiet, err := s.settle(ctx, s.tmp)
+		if err != nil {
+			return "", false, err
+		}
+		defer x.close()
+		held = !quiet
+	}
+	if held {
+		return "held open for writing", true, nil
+	}
+	x := make([]byte, len(s.snap.data)+1)
+	n, err := s.snap.f.ReadAt(x, 0)
+	if n != len(s.snap.data) || !bytes.Equal(x[:n], s.snap.data) {
+		return "an agent wrote it during the swap", false, nil
+	}
+	if err := s.dir.Unlink(s.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.w.Log.Warn("could not remove the displaced pre-image (it is archived); it is kept", "root", s.rec.Root, "path", s.dir.Rel(s.tmp), "err", err)
+		s.keep(s.tmp, "the pre-image of "+s.rec.Target+", which could not be removed")
+	}
+	return "", false, nil
+}
+
+// giveBack runs when X is not exactly S. If memwatch's result is still at
+// the target, the two are exchanged back at once: the agent's version X is
+// live again, and what went back to the temp name (the result, which an
+// agent may have written to in the instant it was in place) is resolved.
+// If an agent already replaced the result, its newer file stays and X's
+// additions are merged into it. Either way the lines X added to S are
+// watched: an agent that read the result in that instant writes its next
+// version without them (see "Genuine conflicts" in the package doc).
+func (s *swapper) giveBack(ctx context.Context, why string) error {
+	var xdata []byte
+	tst, terr := s.dir.Lstat(s.name)
+	if terr == nil && uint64(tst.Ino) == s.oursIno && uint64(tst.Dev) == s.oursDev {
+		if err := s.dir.Exchange(s.tmp, s.name); err != nil {
+			// Both names still hold both files; the next start classifies tmp.
+			return fmt.Errorf("put the agent's version of %s back (it is at %s): %w", s.rec.Target, s.dir.Rel(s.tmp), err)
+		}
+		s.step("after-exchange-back")
+		if x, err := s.readAt(s.name); err == nil {
+			xdata = x.data
+			x.close()
+		}
+		s.resolveOurs(ctx)
+	} else if x, err := s.readAt(s.tmp); err == nil {
+		// An agent renamed a newer file onto the target after the exchange:
+		// it stays; X, older, is merged into it and kept as a backup.
+		xdata = x.data
+		x.close()
+		s.mergeAndKeep(ctx, s.tmp, xdata, s.snap.data, "an agent replaced "+s.rec.Target+" twice during the swap; the older version")
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read the file displaced from %s (left at %s): %w", s.rec.Target, s.dir.Rel(s.tmp), err)
+	}
+	s.w.Log.Info("an agent wrote the file during the swap; its version stays live", "root", s.rec.Root, "path", s.rec.Target, "why", why)
+	if xdata != nil {
+		// Memwatch's result was visible for an instant: a version written
+		// from it lacks what X added. Watched, and put back if that happens.
+		s.w.addRisk(ctx, s.rec.Root, s.rec.Target, risk{
+			Record:  s.rec.ID,
+			Blocks:  Added(s.snap.data, xdata),
+			Dropped: lineSample(s.snap.data, s.newData, 16),
+			Novel:   lineSample(s.newData, s.snap.data, 16),
+			Until:   s.w.Now().Add(riskDeferred),
+		})
+	}
+	return s.dir.Sync()
+}
+
+// resolveOurs decides about what the exchange back moved to the temp name:
+// memwatch's result as written (removed), or the result with what an agent
+// wrote into it while it was in place (its additions go into the live
+// file; the file is kept as a backup).
+func (s *swapper) resolveOurs(ctx context.Context) {
+	y, err := s.readAt(s.tmp)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.w.Log.Warn("could not read a displaced file; it is left for the next start", "root", s.rec.Root, "path", s.dir.Rel(s.tmp), "err", err)
+		}
+		return
+	}
+	defer y.close()
+	if y.ino != s.oursIno || y.dev != s.oursDev {
+		// An agent renamed its own file onto the temp name: never ours to judge.
+		s.keep(s.tmp, "a file an agent put at memwatch's temp name during the swap of "+s.rec.Target)
+		return
+	}
+	if held, ok := confine.HeldForWriting(y.f); ok && held {
+		// A writer opened the result in the instant it was in place and
+		// holds it: its later writes go there, so that file must be live.
+		// It goes back to the target; the agent's other version is merged.
+		if err := s.dir.Exchange(s.tmp, s.name); err == nil {
+			x, err := s.readAt(s.tmp)
+			if err == nil {
+				defer x.close()
+				s.mergeAndKeep(ctx, s.tmp, x.data, s.snap.data, "the agent's version of "+s.rec.Target+" displaced by a writer that holds memwatch's result open")
+			}
+			return
+		}
+	}
+	switch {
+	case bytes.Equal(y.data, s.newData):
+		s.unlinkVerified(s.tmp, y)
+	case bytes.HasPrefix(y.data, s.newData):
+		tail := y.data[len(s.newData):]
+		if err := s.appendToTarget(tail); err != nil {
+			s.w.addRisk(ctx, s.rec.Root, s.rec.Target, risk{Record: s.rec.ID, Blocks: Added(s.newData, y.data), Always: true,
+				Until: s.w.Now().Add(riskAlways), Kept: s.keep(s.tmp, "memwatch's result of "+s.rec.Target+" with bytes an agent appended to it that could not be carried over")})
+			return
+		}
+		s.w.Log.Info("carried bytes an agent appended to memwatch's result back into its version", "root", s.rec.Root, "path", s.rec.Target, "bytes", len(tail))
+		s.keep(s.tmp, fmt.Sprintf("memwatch's result of %s with %d bytes an agent appended to it in the instant it was in place (also appended to the agent's version)", s.rec.Target, len(tail)))
+	default:
+		s.mergeAndKeep(ctx, s.tmp, y.data, s.newData, "memwatch's result of "+s.rec.Target+" as an agent rewrote it in the instant it was in place")
+	}
+}
+
+// mergeAndKeep keeps the file at name (holding data, an agent's version
+// written from base) as a backup, and records the lines it added to base
+// as at risk with Always: the next step of the rewrite (or the daemon's
+// restore job) puts them into the live file.
+func (s *swapper) mergeAndKeep(ctx context.Context, name string, data, base []byte, what string) {
+	kept := s.keep(name, what+"; the lines it added are put back into the live file")
+	s.w.addRisk(ctx, s.rec.Root, s.rec.Target, risk{Record: s.rec.ID, Blocks: Added(base, data), Always: true,
+		Until: s.w.Now().Add(riskAlways), Kept: kept})
 }
 
 func (s *swapper) step(name string) {
@@ -179,13 +398,13 @@ func inode(fi fs.FileInfo) (dev, ino uint64) {
 	return 0, 0
 }
 
-// dropOurs removes the temp name while it still is our unchanged temp file.
-func (s *swapper) dropOurs(tmp string) {
-	st, err := s.dir.Lstat(tmp)
+// dropOurs removes the temp name while it still is our temp file.
+func (s *swapper) dropOurs() {
+	st, err := s.dir.Lstat(s.tmp)
 	if err != nil || uint64(st.Ino) != s.oursIno || uint64(st.Dev) != s.oursDev {
 		return
 	}
-	_ = s.dir.Unlink(tmp)
+	_ = s.dir.Unlink(s.tmp)
 }
 
 func (s *swapper) busy(why string) error {
@@ -199,20 +418,46 @@ func (s *swapper) busy(why string) error {
 	return b
 }
 
-// held reports whether a writer holds x open (a lease is refused).
-func (s *swapper) held(x *file) bool {
-	held, ok := confine.HeldForWriting(x.f)
-	return ok && held
+// readAt opens and reads what is at name now.
+func (s *swapper) readAt(name string) (*file, error) {
+	f, err := s.dir.Open(name, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	return s.read(f)
+}
+
+func (s *swapper) read(f *os.File) (*file, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	x := &file{f: f}
+	x.dev, x.ino = inode(fi)
+	x.size, x.mtime = fi.Size(), fi.ModTime()
+	if limit := s.dir.Root().MaxFileSize(); fi.Size() > limit {
+		f.Close()
+		return nil, fmt.Errorf("%w (%d bytes, limit %d)", confine.ErrTooLarge, fi.Size(), limit)
+	}
+	buf := make([]byte, fi.Size())
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && n < len(buf) {
+		f.Close()
+		return nil, err
+	}
+	x.data = buf[:n]
+	return x, nil
 }
 
 // settle opens what is at name and waits until it has not changed for
-// Settle (at most MaxSettle), then reads it.
+// Settle (at most MaxSettle), then reads it. Only where the kernel has no
+// leases to say whether a writer holds a file.
 func (s *swapper) settle(ctx context.Context, name string) (*file, bool, error) {
 	f, err := s.dir.Open(name, os.O_RDONLY)
 	if err != nil {
 		return nil, false, err
 	}
-	x := &file{f: f}
 	sig := func() (int64, time.Time, error) {
 		fi, err := f.Stat()
 		if err != nil {
@@ -246,31 +491,13 @@ func (s *swapper) settle(ctx context.Context, name string) (*file, bool, error) 
 			break
 		}
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, false, err
-	}
-	x.dev, x.ino = inode(fi)
-	x.size, x.mtime = fi.Size(), fi.ModTime()
-	limit := s.dir.Root().MaxFileSize()
-	if fi.Size() > limit {
-		// Too large to compare: it is not memwatch's, so it is kept.
-		return x, quiet, nil
-	}
-	buf := make([]byte, fi.Size())
-	n, err := f.ReadAt(buf, 0)
-	if err != nil && n < len(buf) {
-		f.Close()
-		return nil, false, err
-	}
-	x.data = buf[:n]
-	return x, quiet, nil
+	x, err := s.read(f)
+	return x, quiet, err
 }
 
 // unlinkVerified removes name if it still is x's inode with x's content;
-// otherwise what is there is kept. what says why x may go, for the log.
-func (s *swapper) unlinkVerified(name string, x *file, what string) {
+// otherwise what is there is kept.
+func (s *swapper) unlinkVerified(name string, x *file) {
 	st, err := s.dir.Lstat(name)
 	if err != nil {
 		return // gone already: nothing to remove
@@ -287,96 +514,36 @@ func (s *swapper) unlinkVerified(name string, x *file, what string) {
 
 // appendToTarget appends b to whatever is at the target now.
 func (s *swapper) appendToTarget(b []byte) error {
-	f, err := s.dir.Open(s.name, os.O_WRONLY|os.O_APPEND)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// exchangeBack puts what was displaced to tmp back at the target and
-// resolves what that moves to tmp (step 12).
-func (s *swapper) exchangeBack(ctx context.Context, tmp string) error {
-	if err := s.dir.Exchange(tmp, s.name); err != nil {
-		// Both names still hold both files; the next start classifies tmp.
-		return fmt.Errorf("put the agent's version of %s back (it is at %s): %w", s.rec.Target, s.dir.Rel(tmp), err)
-	}
-	s.resolveTemp(ctx, tmp, 0)
-	return s.dir.Sync()
-}
-
-// resolveTemp decides about what an exchange back moved to tmp: memwatch's
-// own result (maybe with bytes the agent appended to it while it was the
-// target) is removed once those bytes are carried over; an agent's file is
-// never removed: the newer of it and the target stays at the target, the
-// other is kept in the archive directory.
-func (s *swapper) resolveTemp(ctx context.Context, tmp string, depth int) {
-	y, _, err := s.settle(ctx, tmp)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			s.w.Log.Warn("could not read a displaced file; it is left for the next start", "root", s.rec.Root, "path", s.dir.Rel(tmp), "err", err)
-		}
-		return
-	}
-	defer y.close()
-	if y.ino == s.oursIno && y.dev == s.oursDev && y.data != nil {
-		switch {
-		case bytes.Equal(y.data, s.newData):
-			s.unlinkVerified(tmp, y, "memwatch's own result")
-			return
-		case bytes.HasPrefix(y.data, s.newData):
-			tail := y.data[len(s.newData):]
-			if err := s.appendToTarget(tail); err == nil {
-				s.w.Log.Info("carried bytes written to memwatch's result back into the agent's file", "root", s.rec.Root, "path", s.rec.Target, "bytes", len(tail))
-				s.keep(tmp, fmt.Sprintf("memwatch's result of %s with %d bytes an agent appended to it while it was in place (also appended to the agent's version)", s.rec.Target, len(tail)))
-				return
-			}
-		}
-		s.keep(tmp, "memwatch's result of "+s.rec.Target+" was changed by an agent while it was in place")
-		return
-	}
-	// An agent's file. The newer one belongs at the target.
-	if depth < 3 {
-		if t, err := s.dir.Open(s.name, os.O_RDONLY); err == nil {
-			tfi, err := t.Stat()
-			t.Close()
-			if err == nil && y.mtime.After(tfi.ModTime()) {
-				if err := s.dir.Exchange(tmp, s.name); err == nil {
-					s.resolveTemp(ctx, tmp, depth+1)
-					return
-				}
-			}
-		}
-	}
-	s.keep(tmp, "an agent wrote "+s.rec.Target+" again during the swap; this older version is kept")
+	return appendTo(s.dir, s.name, b)
 }
 
 // keep moves the file at name (in the target's directory) into the
-// archive directory, never deleting it, and journals where it went.
-func (s *swapper) keep(name, why string) {
-	if s.keptDone {
-		return
+// archive directory, never deleting it, journals where it went and
+// returns that path. Every call keeps: a keep that fails is an error in
+// the log and the journal, and the file stays where it is.
+func (s *swapper) keep(name, why string) string {
+	return s.w.keepJournaled(s.dir, name, s.rec, why)
+}
+
+// keepJournaled is keep for any directory of a rewrite.
+func (w *Rewriter) keepJournaled(dir *confine.Dir, name string, rec *state.Record, why string) string {
+	kr := &state.Record{Store: rec.Store, Root: rec.Root, Rule: RuleKept, Target: rec.Target, Outcome: state.Done, Reason: why}
+	if data, _, err := dir.ReadFile(name); err == nil {
+		kr.BeforeSHA, kr.BeforeSize = Hash(data), int64(len(data))
 	}
-	s.keptDone = true
-	rel, err := keepFile(s.w, s.dir, name, s.rec)
+	rel, err := keepFile(w, dir, name, rec)
 	if err != nil {
-		s.w.Log.Error("could not move a file memwatch must keep; it stays where it is", "root", s.rec.Root, "path", s.dir.Rel(name), "err", err)
-		return
+		w.Log.Error("could not move a file memwatch must keep; it stays where it is", "root", rec.Root, "path", dir.Rel(name), "why", why, "err", err)
+		kr.Outcome, kr.Archive = state.Failed, dir.Rel(name)
+		kr.Reason = fmt.Sprintf("%s; could not be moved into the archive directory (%v), so it stays at %s", why, err, dir.Rel(name))
+	} else {
+		kr.Archive = rel
+		w.Log.Warn("kept a copy found during a rewrite", "root", rec.Root, "path", rec.Target, "kept", rel, "why", why)
 	}
-	s.w.Log.Warn("kept a file found during a rewrite", "root", s.rec.Root, "path", s.rec.Target, "kept", rel, "why", why)
-	kr := &state.Record{Store: s.rec.Store, Root: s.rec.Root, Rule: RuleKept, Target: s.rec.Target, Archive: rel,
-		Outcome: state.Done, Reason: why}
-	if err := s.w.journal(context.Background(), kr, true); err != nil {
-		s.w.Log.Error("journal a kept file", "err", err, "kept", rel)
+	if err := w.journal(context.Background(), kr, true); err != nil {
+		w.Log.Error("journal a kept file", "err", err, "kept", kr.Archive)
 	}
+	return kr.Archive
 }
 
 // RuleKept journals a file memwatch found and moved into the archive
@@ -416,22 +583,23 @@ func keepFile(w *Rewriter, dir *confine.Dir, name string, rec *state.Record) (st
 // renameSwap replaces the target where RENAME_EXCHANGE is missing: the
 // current target first gets a second name (link), so the rename destroys
 // nothing; what it displaced is then classified like X. What it cannot do
-// is put an agent's version back atomically: that version is kept in the
-// archive directory instead, and an agent rename in the instant between the
-// link and the rename replaces a file that has no second name.
-func (s *swapper) renameSwap(ctx context.Context, tmp string) ([]byte, error) {
+// is put an agent's version back atomically: that version is merged into
+// the live file instead (its additions), and an agent rename in the
+// instant between the link and the rename replaces a file that has no
+// second name.
+func (s *swapper) renameSwap(ctx context.Context) ([]byte, error) {
 	hold, err := s.freeName("d")
 	if err != nil {
-		s.dropOurs(tmp)
+		s.dropOurs()
 		return nil, err
 	}
 	if err := s.dir.Link(s.name, s.dir, hold); err != nil {
-		s.dropOurs(tmp)
+		s.dropOurs()
 		return nil, fmt.Errorf("swap %s: %w", s.rec.Target, err)
 	}
-	if err := s.dir.Replace(tmp, s.name); err != nil {
+	if err := s.dir.Replace(s.tmp, s.name); err != nil {
 		_ = s.dir.Unlink(hold)
-		s.dropOurs(tmp)
+		s.dropOurs()
 		return nil, fmt.Errorf("rename into %s: %w", s.rec.Target, err)
 	}
 	x, _, err := s.settle(ctx, hold)
@@ -441,7 +609,7 @@ func (s *swapper) renameSwap(ctx context.Context, tmp string) ([]byte, error) {
 	defer x.close()
 	switch {
 	case bytes.Equal(x.data, s.snap.data):
-		s.unlinkVerified(hold, x, "the pre-image, archived")
+		s.unlinkVerified(hold, x)
 		return s.newData, s.dir.Sync()
 	case bytes.HasPrefix(x.data, s.snap.data):
 		tail := x.data[len(s.snap.data):]
@@ -450,7 +618,7 @@ func (s *swapper) renameSwap(ctx context.Context, tmp string) ([]byte, error) {
 			return append(append([]byte{}, s.newData...), tail...), s.dir.Sync()
 		}
 	}
-	s.keep(hold, "an agent wrote "+s.rec.Target+" during the swap; its version is kept")
+	s.mergeAndKeep(ctx, hold, x.data, s.snap.data, "an agent wrote "+s.rec.Target+" during the swap; its version")
 	return s.newData, s.dir.Sync()
 }
 

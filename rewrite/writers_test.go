@@ -37,21 +37,35 @@ func keepNewest(n int) func(context.Context, []byte) ([]byte, error) {
 	}
 }
 
+// keepEntries is a compaction of "## " entries: it keeps the newest n.
+func keepEntries(n int) func([]byte) []byte {
+	return func(old []byte) []byte {
+		parts := strings.SplitAfter(string(old), "\n\n")
+		if len(parts) <= n {
+			return old
+		}
+		return []byte(strings.Join(parts[len(parts)-n:], ""))
+	}
+}
+
 // TestWritersLoseNothing runs each kind of writer against the real rewrite,
 // compacting the file back to back (cooldown 0), and checks that every
-// entry the writer wrote is afterwards in the target or in an archive.
+// entry the writer wrote is afterwards in the live file, unless one of the
+// compactions took it out (it is then in that compaction's archive).
 func TestWritersLoseNothing(t *testing.T) {
 	for _, wk := range writertest.Kinds {
 		t.Run(wk.Name, func(t *testing.T) {
 			t.Parallel()
+			ctx := context.Background()
 			w := newRewriter(t)
 			w.Log = discard()
 			dir := t.TempDir()
 			target := filepath.Join(dir, "memory.md")
 			write(t, target, "")
 			n := wk.N * writertest.Scale()
-			done := writertest.Start(t, wk.Name, target, n, wk.Every)
+			done := writertest.Start(t, writertest.Run{Kind: wk.Name, Path: target, N: n, Every: wk.Every, Body: 300})
 			root := open(t, dir)
+			compact := keepEntries(5)
 			var count struct{ done, conflict, busy, skipped int }
 			for running := true; running; {
 				select {
@@ -63,7 +77,12 @@ func TestWritersLoseNothing(t *testing.T) {
 					continue
 				default:
 				}
-				out, err := w.Apply(context.Background(), Request{Root: root, Target: "memory.md", Archive: "memory/archive.md", Compute: keepNewest(20)}, &state.Record{Rule: "compact"})
+				out, err := w.Apply(ctx, Request{Root: root, Target: "memory.md", Archive: "memory/archive.md", Compute: func(_ context.Context, old []byte) ([]byte, error) {
+					if strings.Count(string(old), "\n\n") <= 10 {
+						return nil, ErrUnchanged
+					}
+					return compact(old), nil
+				}}, &state.Record{Rule: "compact"})
 				switch {
 				case errors.Is(err, ErrConflict):
 					count.conflict++
@@ -78,14 +97,27 @@ func TestWritersLoseNothing(t *testing.T) {
 				}
 				time.Sleep(2 * time.Millisecond)
 			}
-			lostEntries := writertest.Lost(writertest.Seen(t, dir), wk.Name, n)
-			lost := len(lostEntries)
-			archives, _ := filepath.Glob(filepath.Join(dir, "memory", "archive*.md"))
-			kept, _ := filepath.Glob(filepath.Join(dir, DefaultArchiveDir, "*kept*"))
-			t.Logf("%s: %d writes, %d compactions, %d conflicts, %d deferred (busy), %d skipped, %d archives, %d kept, lost %d",
-				wk.Name, n, count.done, count.conflict, count.busy, count.skipped, len(archives), len(kept), lost)
-			if lost != 0 {
-				t.Fatalf("lost %d of %d writes, first %v", lost, n, lostEntries[:min(lost, 5)])
+			// What is left to put back goes back, as the daemon does on the next change.
+			if _, err := w.Restore(ctx, root, "memory.md", ""); err != nil {
+				t.Fatal(err)
+			}
+			removed := map[int]bool{}
+			recs, _ := w.DB.Journal(ctx, state.Filter{Rule: "compact", Outcome: state.Done})
+			for _, r := range recs {
+				for i := range writertest.RemovedBy([]byte(read(t, filepath.Join(dir, r.Archive))), wk.Name, compact) {
+					removed[i] = true
+				}
+			}
+			var kept [][]byte
+			keptFiles, _ := filepath.Glob(filepath.Join(dir, DefaultArchiveDir, "*kept*"))
+			for _, k := range keptFiles {
+				kept = append(kept, []byte(read(t, k)))
+			}
+			a := writertest.Check([]byte(read(t, target)), wk.Name, n, removed, kept)
+			t.Logf("%s: %d writes, %d compactions, %d conflicts, %d deferred (busy), %d skipped, %d kept; %d live, %d removed by compactions, missing %d",
+				wk.Name, n, count.done, count.conflict, count.busy, count.skipped, len(keptFiles), a.Live, a.Removed, len(a.Missing))
+			if len(a.Missing) != 0 {
+				t.Fatalf("%d of %d writes are missing from the live file (%d of them only in a kept copy), first %v", len(a.Missing), n, a.InKept, a.Missing[:min(len(a.Missing), 5)])
 			}
 			if wk.Held && count.busy == 0 {
 				t.Errorf("a writer holding the file open was never seen (no deferral)")
@@ -114,11 +146,29 @@ func TestSwapRaces(t *testing.T) {
 		wantKept string                // content expected in a kept file
 	}{
 		{
-			name:     "append through a descriptor opened before the exchange is carried",
-			before:   func(t *testing.T, target string) *os.File { return openT(t, target, os.O_WRONLY|os.O_APPEND) },
-			after:    func(t *testing.T, target string, f *os.File) { f.WriteString("tail\n"); f.Close() },
-			want:     func(n string) string { return n + "tail\n" },
-			wantKept: old + "tail\n",
+			name:    "an append through a descriptor opened before the exchange puts the agent's file back",
+			before:  func(t *testing.T, target string) *os.File { return openT(t, target, os.O_WRONLY|os.O_APPEND) },
+			after:   func(t *testing.T, target string, f *os.File) { f.WriteString("tail\n"); f.Close() },
+			wantErr: ErrConflict,
+			want:    func(string) string { return old + "tail\n" },
+		},
+		{
+			name:   "a descriptor held across the exchange puts the agent's file back, and its writes land there",
+			before: func(t *testing.T, target string) *os.File { return openT(t, target, os.O_WRONLY|os.O_APPEND) },
+			after: func(t *testing.T, target string, f *os.File) {
+				t.Cleanup(func() { f.WriteString("later\n"); f.Close() })
+			},
+			wantErr: ErrBusy,
+			want:    func(string) string { return old },
+		},
+		{
+			name: "an append by path after the exchange lands in memwatch's result",
+			after: func(t *testing.T, target string, f *os.File) {
+				a := openT(t, target, os.O_WRONLY|os.O_APPEND)
+				a.WriteString("appended A\n")
+				a.Close()
+			},
+			want: func(n string) string { return n + "appended A\n" },
 		},
 		{
 			name: "a file renamed onto the target just before the exchange wins",
@@ -291,5 +341,155 @@ func TestCleanTempClassifies(t *testing.T) {
 	recs, _ := w.DB.Journal(ctx, state.Filter{Rule: RuleKept})
 	if len(recs) != 3 {
 		t.Errorf("journaled %d kept files, want 3", len(recs))
+	}
+}
+
+// TestAgentThatReadTheResultLosesNothing is the one interleaving the
+// protocol cannot prevent: the agent writes w1 into the pre-image just
+// before the exchange, reads memwatch's result in the instant it is in
+// place, and later writes its next version from that result (w2), which
+// lacks w1. memwatch puts w1 back. An agent that deletes its own line from
+// its own version is left alone.
+func TestAgentThatReadTheResultLosesNothing(t *testing.T) {
+	old := "# notes\n" + strings.Repeat("old line\n", 30)
+	tests := []struct {
+		name string
+		next func(read, x string) string // what the agent writes after the conflict
+		want func(read, x string) string
+	}{
+		{
+			name: "a version written from the result gets w1 back",
+			next: func(read, x string) string { return read + "w2\n" },
+			want: func(read, x string) string { return read + "w1\n" + "w2\n" },
+		},
+		{
+			name: "a version written from its own file, without w1, stays as the agent wrote it",
+			next: func(read, x string) string { return old + "w2\n" },
+			want: func(read, x string) string { return old + "w2\n" },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newRewriter(t)
+			w.MaxAttempts = 1
+			dir := t.TempDir()
+			target := filepath.Join(dir, "memory.md")
+			write(t, target, old)
+			var read string
+			w.hook = func(step string) {
+				switch step {
+				case "before-exchange":
+					f := openT(t, target, os.O_WRONLY|os.O_APPEND) // in place: the pre-image's inode
+					f.WriteString("w1\n")
+					f.Close()
+				case "after-exchange":
+					read = readT(t, target) // memwatch's result, in the instant it is there
+				}
+			}
+			root := open(t, dir)
+			_, err := w.Apply(ctx, Request{Root: root, Target: "memory.md", Archive: "memory/a.md", Compute: keepNewest(3)}, &state.Record{Rule: "compact"})
+			if !errors.Is(err, ErrConflict) {
+				t.Fatalf("Apply = %v, want a conflict", err)
+			}
+			x := readT(t, target)
+			if x != old+"w1\n" {
+				t.Fatalf("after the conflict the target = %q, want the agent's version with w1", x)
+			}
+			w.hook = nil
+			write(t, target, tt.next(read, x))
+			if _, err := w.Restore(ctx, root, "memory.md", "s"); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := readT(t, target), tt.want(read, x); got != want {
+				t.Errorf("target = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestBothVersionsOfARenamingAgentStay: the agent renames a file onto the
+// target before the exchange and another after it. The newer stays live,
+// and the lines the older added are put into it.
+func TestBothVersionsOfARenamingAgentStay(t *testing.T) {
+	ctx := context.Background()
+	w := newRewriter(t)
+	w.MaxAttempts = 1
+	dir := t.TempDir()
+	target := filepath.Join(dir, "memory.md")
+	old := strings.Repeat("old line\n", 30)
+	write(t, target, old)
+	w.hook = func(step string) {
+		switch step {
+		case "before-exchange":
+			renameOnto(t, target, old+"entry E\n", time.Now())
+		case "after-exchange":
+			renameOnto(t, target, old+"entry F\n", time.Now())
+		}
+	}
+	root := open(t, dir)
+	if _, err := w.Apply(ctx, Request{Root: root, Target: "memory.md", Archive: "memory/a.md", Compute: keepNewest(3)}, &state.Record{Rule: "compact"}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Apply = %v, want a conflict", err)
+	}
+	w.hook = nil
+	out, err := w.Restore(ctx, root, "memory.md", "s")
+	if err != nil || out.Status != state.Done {
+		t.Fatalf("Restore = %+v, %v; want done", out, err)
+	}
+	if got, want := readT(t, target), old+"entry E\nentry F\n"; got != want {
+		t.Errorf("target = %q, want %q", got, want)
+	}
+	recs, _ := w.DB.Journal(ctx, state.Filter{Rule: RuleRestore, Outcome: state.Done})
+	if len(recs) != 1 || !strings.Contains(recs[0].Reason, "put back 1 lines") {
+		t.Errorf("journal: %+v, want one restore record", recs)
+	}
+	// Nothing more to put back.
+	if out, err := w.Restore(ctx, root, "memory.md", "s"); err != nil || out.Status == state.Done {
+		t.Errorf("second Restore = %+v, %v; want nothing to do", out, err)
+	}
+}
+
+func readT(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestLinesAtRiskAreForgotten: an entry is dropped once it expires, and a
+// deferred one once a version written from memwatch's result has its
+// lines; entries survive a restart of the Rewriter (the state database).
+func TestLinesAtRiskAreForgotten(t *testing.T) {
+	ctx := context.Background()
+	w := newRewriter(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "memory.md"), "kept\nw1\n")
+	root := open(t, dir)
+	blocks := Added([]byte("kept\n"), []byte("kept\nw1\n"))
+	w.addRisk(ctx, root.Path(), "memory.md", risk{Record: 1, Blocks: blocks, Dropped: []string{"dropped"}, Until: w.Now().Add(time.Hour)})
+	w.addRisk(ctx, root.Path(), "memory.md", risk{Record: 2, Blocks: blocks, Always: true, Until: w.Now().Add(-time.Second)})
+	// Another Rewriter on the same state database sees them.
+	w2 := New(w.DB, discard())
+	w2.Now = w.Now
+	if got := w2.RiskTargets(ctx, root.Path()); len(got) != 1 || got[0] != "memory.md" {
+		t.Fatalf("RiskTargets after a restart = %v", got)
+	}
+	// The file has w1 and the dropped line: the agent's own version.
+	write(t, filepath.Join(dir, "memory.md"), "kept\nw1\ndropped\n")
+	if out, err := w2.Restore(ctx, root, "memory.md", "s"); err != nil || out.Status == state.Done {
+		t.Fatalf("Restore = %+v, %v; want nothing done", out, err)
+	}
+	if n := len(w2.risk.m[riskKey(root.Path(), "memory.md")]); n != 1 {
+		t.Errorf("%d entries left, want the deferred one (the expired one goes)", n)
+	}
+	// A version written from the result, with w1: satisfied, forgotten.
+	write(t, filepath.Join(dir, "memory.md"), "kept\nw1\n")
+	if _, err := w2.Restore(ctx, root, "memory.md", "s"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w2.RiskTargets(ctx, root.Path()); len(got) != 0 {
+		t.Errorf("RiskTargets = %v, want none left", got)
 	}
 }

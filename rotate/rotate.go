@@ -66,6 +66,11 @@ type Archive struct {
 	// SHA is the hash of what memwatch wrote there: retention removes or
 	// compresses only that, never a file someone changed since.
 	SHA string
+	// Kept marks a copy memwatch kept instead of deleting it (rewrite's
+	// RuleKept: an agent's version met during a rewrite, a leftover after
+	// a kill); Reason says why.
+	Kept   bool
+	Reason string
 }
 
 // Archives lists the archives of root that still exist, newest first.
@@ -97,7 +102,8 @@ func Archives(ctx context.Context, db *state.DB, root *confine.Root) ([]Archive,
 			continue
 		}
 		seen[r.Archive] = true
-		a := Archive{Path: r.Archive, Original: r.Archive, Target: r.Target, Record: r.ID, Time: r.Time, SHA: r.BeforeSHA}
+		a := Archive{Path: r.Archive, Original: r.Archive, Target: r.Target, Record: r.ID, Time: r.Time, SHA: r.BeforeSHA,
+			Kept: r.Rule == rewrite.RuleKept, Reason: r.Reason}
 		if c, ok := compressed[r.Archive]; ok {
 			a.Path, a.Compressed, a.SHA = c.Archive, true, c.AfterSHA
 		}
@@ -351,13 +357,17 @@ func writeGz(dir *confine.Dir, base, gz string, data []byte, fi fs.FileInfo) err
 	return dir.Link(tmp, dir, gz)
 }
 
-// Held sums the archive bytes of a root (memwatch status).
-func Held(archives []Archive) (n int, bytes int64) {
+// Held sums the archive bytes of a root (memwatch status), kept copies
+// included; kept counts those.
+func Held(archives []Archive) (n int, bytes int64, kept int) {
 	for _, a := range archives {
 		n++
 		bytes += a.Size
+		if a.Kept {
+			kept++
+		}
 	}
-	return n, bytes
+	return n, bytes, kept
 }
 
 // IsCompressed reports a name memwatch compressed.

@@ -87,7 +87,7 @@ func simulateYear(t testing.TB, jr rotate.JournalRetention) *yearSim {
 			t.Fatalf("day %d: journal retention: %v", i, err)
 		}
 		as, _ = rotate.Archives(ctx, db, root)
-		_, b := rotate.Held(as)
+		_, b, _ := rotate.Held(as)
 		y.held = append(y.held, b)
 		var jb int64
 		if i%30 == 0 || i == 364 { // what the test looks at: a full read of the journal costs

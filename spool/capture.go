@@ -369,6 +369,15 @@ func (s *Spool) appendLines(ctx context.Context, f *os.File, st *Log, o Options)
 	if _, err := f.Seek(st.Offset, io.SeekStart); err != nil {
 		return Result{}, err
 	}
+	// A generation that started empty may be getting its first messages
+	// back (see lineage.go).
+	var lin *lineage
+	if st.LiveMsgs == 0 || s.isMatching(st.ID) {
+		var err error
+		if lin, err = s.loadLineage(ctx, st); err != nil {
+			return Result{}, err
+		}
+	}
 	c, err := s.begin(ctx, st)
 	if err != nil {
 		return Result{}, err
@@ -380,15 +389,25 @@ func (s *Spool) appendLines(ctx context.Context, f *os.File, st *Log, o Options)
 	_, err = scanLines(f, st.Offset, o.MaxLine, func(data []byte, size int64, hash uint64, off int64) error {
 		st.Lines++
 		st.tailOff, st.tailHash, st.Offset = off, hash, off+size+1
-		return c.add(st.Gen, st.Lines, data, size, hash, o.IsMessage(data, int64(len(data)) < size))
+		msg := o.IsMessage(data, int64(len(data)) < size)
+		if msg {
+			if seq, ok := lin.match(hash); ok {
+				c.live(seq)
+				return c.carry(st.Gen, st.Lines, seq)
+			}
+		}
+		return c.add(st.Gen, st.Lines, data, size, hash, msg)
 	})
 	if err != nil {
 		return c.res, err
 	}
-	if c.res.Lines == 0 {
+	if c.res.Lines == 0 && c.res.Known == 0 {
 		c.res.Why = "same"
 		c.res.Gen = st.Gen
 		return c.res, nil
+	}
+	if err := s.saveLineage(ctx, c.tx, st.ID, lin); err != nil {
+		return c.res, err
 	}
 	c.res.Gen = st.Gen
 	return c.res, c.flush(false)
@@ -453,6 +472,14 @@ func (s *Spool) rematch(ctx context.Context, f *os.File, st *Log, dev, ino int64
 			return Result{}, err
 		}
 	}
+	// A generation that started empty a moment ago: its predecessor's tail
+	// may be what this file starts with (see lineage.go).
+	var lin *lineage
+	if !st.Missing && (st.LiveMsgs == 0 || s.isMatching(st.ID)) {
+		if lin, err = s.loadLineage(ctx, st); err != nil {
+			return Result{}, err
+		}
+	}
 	// The same generation when every captured message is still at its line.
 	same := !st.Missing && int64(len(entries)) >= st.Lines
 	for _, p := range prev {
@@ -486,6 +513,14 @@ func (s *Spool) rematch(ctx context.Context, f *os.File, st *Log, dev, ino int64
 				known++
 				continue
 			}
+			if seq, ok := lin.match(e.hash); e.msg && ok {
+				knownSeq[i] = seq
+				known++
+				continue
+			}
+			if e.msg {
+				lin.stop() // the run ended: later messages are new
+			}
 			newLine[i] = true
 		}
 		messages := 0
@@ -497,10 +532,20 @@ func (s *Spool) rematch(ctx context.Context, f *os.File, st *Log, dev, ino int64
 		switch {
 		case messages == 0:
 			why = "cleared"
+			// Maybe an in-place trim seen half written: remember what the
+			// messages written back next would be (see lineage.go).
+			tail := prev
+			if lin != nil {
+				tail = append(append([]liveLine(nil), lin.tail...), prev...)
+			}
+			lin = s.newLineage(gen, tail)
 		case known == 0 && len(prev) > 0:
 			why = "replaced"
 		default:
 			why = "trimmed"
+		}
+		if lin != nil {
+			lin.gen = gen
 		}
 	}
 
@@ -546,6 +591,12 @@ func (s *Spool) rematch(ctx context.Context, f *os.File, st *Log, dev, ino int64
 	}
 	if st.LiveFrom == 0 {
 		st.LiveFrom = st.Seq + 1 // no message is live
+	}
+	if lin == nil && !same {
+		lin = &lineage{} // a generation that did not start empty: none
+	}
+	if err := s.saveLineage(ctx, c.tx, st.ID, lin); err != nil {
+		return c.res, err
 	}
 	c.res.Gen, c.res.Why = gen, why
 	return c.res, c.flush(false)

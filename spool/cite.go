@@ -237,6 +237,7 @@ func (s *Spool) Forget(ctx context.Context, cutoff time.Time) (int64, error) {
 	if n > 0 {
 		for _, q := range []string{`DELETE FROM lines WHERE log NOT IN (SELECT id FROM logs)`,
 			`DELETE FROM carried WHERE log NOT IN (SELECT id FROM logs)`,
+			`DELETE FROM lineage WHERE log NOT IN (SELECT id FROM logs)`,
 			`DELETE FROM progress WHERE log NOT IN (SELECT id FROM logs)`} {
 			if _, err := s.db.ExecContext(ctx, q); err != nil {
 				return n, fmt.Errorf("forget spool logs: %w", err)

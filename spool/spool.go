@@ -118,6 +118,10 @@ type Spool struct {
 	locks map[string]*sync.Mutex // per log: one capture at a time
 	held  map[string]*heldLog    // per log: the file last captured, still open
 	tick  int64                  // orders held logs for eviction
+	// matching lists the logs whose generation may be getting its
+	// predecessor's tail back (see lineage.go), so an append to any
+	// other log costs no lookup.
+	matching map[int64]bool
 }
 
 // Open opens (creating if needed) the spool in the state directory dir.
@@ -133,11 +137,11 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 	// Writers are serialized by SQLite anyway; one connection keeps our
 	// goroutines from waiting on each other's locks.
 	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if _, err := db.ExecContext(ctx, schema+lineageSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("initialise spool %s: %w", path, err)
 	}
-	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}}, nil
+	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}}, nil
 }
 
 // OpenReadOnly opens an existing spool for reading (memwatch show while the
@@ -151,7 +155,7 @@ func OpenReadOnly(ctx context.Context, dir string) (*Spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", path, err)
 	}
-	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}}, nil
+	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}}, nil
 }
 
 // Close closes the held logs and the database.

@@ -162,6 +162,10 @@ func TestCaptureScenarios(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSpool(t)
+			// Each step is a moment of its own, seconds after the one
+			// before: no step is a trim still being written.
+			now := time.Now()
+			s.Now = func() time.Time { now = now.Add(3 * time.Second); return now }
 			dir := t.TempDir()
 			root := openRoot(t, dir)
 			p := filepath.Join(dir, "s.jsonl")
@@ -384,4 +388,69 @@ func FuzzCapture(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTrimSeenHalfWritten: the agent trims its log in place (truncate, then
+// write the metadata line and the kept messages); memwatch captures it
+// while only the metadata is there, then again with the messages. The kept
+// messages are the tail of the first generation, recognised by content:
+// each message is captured exactly once across the boundary.
+func TestTrimSeenHalfWritten(t *testing.T) {
+	ctx := context.Background()
+	s := newSpool(t)
+	now := time.Now()
+	s.Now = func() time.Time { return now }
+	dir := t.TempDir()
+	root := openRoot(t, dir)
+	p := filepath.Join(dir, "s.jsonl")
+	appendTo := func(content string) {
+		f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		f.WriteString(content)
+		f.Close()
+	}
+	capture := func(why string, newMsgs, known int) {
+		t.Helper()
+		res, err := s.Capture(ctx, root, "s.jsonl", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Why != why || res.Messages != newMsgs || res.Known != known {
+			t.Errorf("capture: why %q, %d new messages, %d known; want %q, %d, %d", res.Why, res.Messages, res.Known, why, newMsgs, known)
+		}
+	}
+	appendTo(lines(append([]string{fmt.Sprintf(meta, 1)}, msgs(0, 50)...)...))
+	capture("new", 51, 0)
+	// The first trim: truncated in place, the metadata written first.
+	os.WriteFile(p, []byte(lines(fmt.Sprintf(meta, 2))), 0o644)
+	capture("cleared", 0, 0)
+	appendTo(lines(msgs(41, 45)...))
+	capture("append", 0, 5)
+	appendTo(lines(msgs(46, 50)...))
+	capture("append", 0, 5)
+	appendTo(lines(msgs(51, 52)...))
+	capture("append", 2, 0)
+	// A genuine /new: the user's next message comes seconds later, and is
+	// new even when it says what the last session said.
+	os.WriteFile(p, []byte(lines(fmt.Sprintf(meta, 3))), 0o644)
+	capture("cleared", 0, 0)
+	now = now.Add(5 * time.Second)
+	appendTo(lines(msg(51), msg(60)))
+	capture("append", 2, 0)
+	log, _, _ := s.Find(ctx, root.Path(), "s.jsonl")
+	if log.LiveMsgs != 2 {
+		t.Errorf("%d live messages, want 2", log.LiveMsgs)
+	}
+	seen := map[string]int{}
+	for _, g := range captured(t, s, root, "s.jsonl") {
+		seen[g]++
+	}
+	for i := 0; i <= 52; i++ {
+		want := 1
+		if i == 51 {
+			want = 2 // said again in the new session
+		}
+		if seen[msg(i)] != want {
+			t.Errorf("%s captured %d times, want %d", msg(i), seen[msg(i)], want)
+		}
+	}
 }

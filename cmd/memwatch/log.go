@@ -13,12 +13,13 @@ import (
 
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 )
 
 func logCmd(g *globals) *cobra.Command {
 	var f state.Filter
-	var asJSON bool
+	var asJSON, kept bool
 	cmd := &cobra.Command{
 		Use:   "log [--policy P | --state-dir DIR]",
 		Short: "Print the action journal: what memwatch did, newest first",
@@ -31,6 +32,12 @@ sizes and LLM tokens.`,
 			p, err := g.policyIfGiven()
 			if err != nil {
 				return err
+			}
+			if kept {
+				if f.Rule != "" && f.Rule != rewrite.RuleKept {
+					return usageError{fmt.Errorf("--kept lists the kept copies; it cannot be combined with --rule %s", f.Rule)}
+				}
+				f.Rule = rewrite.RuleKept
 			}
 			dir := g.resolveStateDir(p)
 			if _, err := os.Stat(filepath.Join(dir, state.FileName)); err != nil {
@@ -59,6 +66,13 @@ sizes and LLM tokens.`,
 				return enc.Encode(recs)
 			}
 			fmt.Fprint(g.stdout, state.FormatJournal(recs, f != (state.Filter{Limit: f.Limit})))
+			if f.Rule != rewrite.RuleKept {
+				// Kept copies are backups the agent never reads: say there are some.
+				all, err := db.Journal(context.Background(), state.Filter{Store: f.Store, Root: f.Root, Rule: rewrite.RuleKept})
+				if err == nil && len(all) > 0 {
+					fmt.Fprintf(g.stdout, "\n%d kept copies (an agent's version met during a rewrite, kept as a backup; its lines are in the live file): memwatch log --kept\n", len(all))
+				}
+			}
 			return nil
 		},
 	}
@@ -66,6 +80,7 @@ sizes and LLM tokens.`,
 	cmd.Flags().StringVar(&f.Root, "root", "", "only this root")
 	cmd.Flags().StringVar(&f.Rule, "rule", "", "only this rule (e.g. compact)")
 	cmd.Flags().IntVar(&f.Limit, "limit", 50, "at most this many records")
+	cmd.Flags().BoolVar(&kept, "kept", false, "only the kept copies (backups of an agent's version met during a rewrite); memwatch show prints one")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -87,7 +102,13 @@ func checkNames(ctx context.Context, db *state.DB, p *policy.Policy, f state.Fil
 			layouts = append(layouts, s.Layout)
 		}
 	}
-	// The rules of the layouts in use are valid even before they acted.
+	// The rules of the safe rewrite and of the layouts in use are valid
+	// even before they acted.
+	for _, r := range []string{rewrite.RuleKept, rewrite.RuleRestore, "undo"} {
+		if !slices.Contains(rules, r) {
+			rules = append(rules, r)
+		}
+	}
 	for _, name := range layouts {
 		if l, ok := registry.For(name); ok {
 			for _, r := range l.Rules() {

@@ -35,8 +35,21 @@ func seedAgent() {
 	path, script := args[0], strings.Fields(args[2])
 	next, _ := strconv.Atoi(args[1])
 	var live []string
+	inPlace := false
 	save := func() {
 		meta := fmt.Sprintf(`{"_type":"metadata","created_at":"2026-01-01T00:00:00Z","updated_at":"%d"}`, time.Now().UnixNano())
+		if inPlace {
+			// Truncate, then write line by line: a reader may see the
+			// file with the metadata line alone, then growing.
+			f, _ := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC|os.O_CREATE, 0o644)
+			f.WriteString(meta + "\n")
+			time.Sleep(3 * time.Millisecond)
+			for _, l := range live {
+				f.WriteString(l + "\n")
+			}
+			f.Close()
+			return
+		}
 		tmp := path + ".tmp"
 		os.WriteFile(tmp, []byte(strings.Join(append([]string{meta}, live...), "\n")+"\n"), 0o644)
 		os.Rename(tmp, path)
@@ -88,6 +101,8 @@ func seedAgent() {
 			time.Sleep(50 * time.Millisecond)
 		case "sleep":
 			time.Sleep(time.Duration(n) * time.Millisecond)
+		case "inplace": // later saves truncate and rewrite the file in place
+			inPlace = true
 		}
 	}
 	os.Exit(0)
@@ -199,6 +214,62 @@ stores:
 			t.Logf("%s: %d messages written, %d LLM calls, %d missing, %d sent twice", tc.layout, len(wrote), srv.Calls(), missing, twice)
 		})
 	}
+}
+
+// TestTrimmedInPlaceReachesTheModelOnce: seed 002's agent trims its log to
+// the newest 10 messages after 50 by rewriting it in place, so memwatch
+// may capture the file with its metadata line alone, then the kept
+// messages as they are written back; then it clears it with /new. Each of
+// its 200 messages reaches the model exactly once, across the first trim
+// too.
+func TestTrimmedInPlaceReachesTheModelOnce(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Step{Content: `{"history_entry":"[2026-01-01 00:00] consolidated","memory_update":""}`})
+	dir := t.TempDir()
+	root := filepath.Join(dir, "ws", "a")
+	os.MkdirAll(filepath.Join(root, "sessions"), 0o755)
+	pol := writePolicy(t, dir, fmt.Sprintf(`llm:
+  default:
+    base_url: %s
+    model: fake
+    timeout: 5s
+stores:
+  - name: s
+    layout: memory-history
+    paths: [%q]
+    compactor: llm
+    settle: 100ms
+    sessions: sessions/*.jsonl
+    window: 50
+    keep: 10
+    session_idle: 2s
+`, srv.BaseURL(), filepath.Join(dir, "ws", "*")))
+	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "state"))
+	p.waitLog("ready", 10*time.Second)
+	wrote := runSeedAgent(t, filepath.Join(root, "sessions", "s1.jsonl"), 0, "inplace append:200 sleep:300 new")
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) && len(sent(srv)) < len(wrote) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitQuiet(t, srv)
+	if err := p.stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := sent(srv)
+	missing, twice := 0, 0
+	for _, w := range wrote {
+		switch got[w] {
+		case 0:
+			if missing++; missing <= 5 {
+				t.Errorf("%s never reached the model", w)
+			}
+		case 1:
+		default:
+			if twice++; twice <= 5 {
+				t.Errorf("%s reached the model %d times", w, got[w])
+			}
+		}
+	}
+	t.Logf("%d messages written, %d LLM calls, %d missing, %d sent twice", len(wrote), srv.Calls(), missing, twice)
 }
 
 // waitQuiet waits until no LLM call arrived for a second.

@@ -27,9 +27,10 @@ are still in the live file they come from there; once the agent has trimmed,
 cleared or rewritten it, they come from memwatch's spool, which keeps every
 line it captured.
 
-Given a file instead (an archive such as memory/2026-01-15-1430.md, or
-one retention compressed, memory/2026-01-15-1430.md.gz), it prints its
-content, decompressed.`,
+Given a file instead (an archive such as memory/2026-01-15-1430.md, one
+retention compressed, memory/2026-01-15-1430.md.gz, or a kept copy such as
+.memwatch/archive/memory.md.kept-20260115-143000 that memwatch status and
+memwatch log --kept list), it prints its content, decompressed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !strings.Contains(args[0], "#L") {

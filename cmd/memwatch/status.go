@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -88,11 +89,23 @@ func printStatus(g *globals, st daemon.Status) {
 	fmt.Fprintf(w, "state %s, policy %s\n", st.StateDir, st.Policy)
 	fmt.Fprintf(w, "watching %d roots with %d directory watches (%d polled)\n\n", st.Watcher.Roots, st.Watcher.Watches, st.Watcher.Polled)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STORE\tLAYOUT\tCOMPACTOR\tROOTS\tARCHIVES")
+	fmt.Fprintln(tw, "STORE\tLAYOUT\tCOMPACTOR\tROOTS\tARCHIVES\tKEPT")
 	for _, s := range st.Stores {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d (%s)\n", s.Name, s.Layout, s.Compactor, len(s.Roots), s.Archives, policy.Size(s.ArchiveBytes))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d (%s)\t%d\n", s.Name, s.Layout, s.Compactor, len(s.Roots), s.Archives, policy.Size(s.ArchiveBytes), s.Kept)
 	}
 	tw.Flush()
+	for _, s := range st.Stores {
+		if s.Kept == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s: %d kept copies (backups of an agent's version met during a rewrite; its lines are in the live file). Read one with memwatch show, compare with memwatch diff:\n", s.Name, s.Kept)
+		for _, k := range s.KeptCopies {
+			fmt.Fprintf(w, "  %s  %s  (journal %d, %s): %s\n", k.Time.Local().Format(time.DateTime), filepath.Join(k.Root, k.Path), k.Record, policy.Size(k.Size), k.Reason)
+		}
+		if s.Kept > len(s.KeptCopies) {
+			fmt.Fprintf(w, "  ... and %d older: memwatch log --store %s --rule kept\n", s.Kept-len(s.KeptCopies), s.Name)
+		}
+	}
 	fmt.Fprintf(w, "\nstate directory holds: journal %s, spool %s, recall index %s\n", policy.Size(st.Disk.Journal), policy.Size(st.Disk.Spool), policy.Size(st.Disk.Index))
 	fmt.Fprintf(w, "\njobs: %d queued, %d running, %d cooling; %d run, %d failed, %d retried since start\n",
 		len(st.Jobs.Queued), len(st.Jobs.Running), st.Jobs.Cooling, st.Jobs.Stats.Finished, st.Jobs.Stats.Failed, st.Jobs.Stats.Retried)
