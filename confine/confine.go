@@ -96,13 +96,33 @@ func Open(p string, o Options) (*Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := os.OpenRoot(p)
-	if err != nil {
-		return nil, fmt.Errorf("open store root %s: %w", p, err)
+	owner := identityOf(int(before.Uid), int(before.Gid))
+	if o.Owner != nil {
+		owner = *o.Owner
 	}
-	fi, err := r.Stat(".")
+	return openAs(p, before, owner, o)
+}
+
+// openAs opens the directory p, which CheckRoot described as before, as
+// owner: the kernel checks that owner may reach it (search permission on
+// every directory of its path).
+func openAs(p string, before *syscall.Stat_t, owner Identity, o Options) (*Root, error) {
+	var r *os.Root
+	var fi fs.FileInfo
+	err := actAs(owner, func() error {
+		var err error
+		if r, err = os.OpenRoot(p); err != nil {
+			return err
+		}
+		if fi, err = r.Stat("."); err != nil {
+			r.Close()
+		}
+		return err
+	})
 	if err != nil {
-		r.Close()
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("open store root %s: %w (uid %d cannot reach it)", p, ErrDenied, owner.UID)
+		}
 		return nil, fmt.Errorf("open store root %s: %w", p, err)
 	}
 	st := fi.Sys().(*syscall.Stat_t)
@@ -112,17 +132,24 @@ func Open(p string, o Options) (*Root, error) {
 		r.Close()
 		return nil, fmt.Errorf("open store root %s: %w (it was replaced while being opened)", p, ErrSymlinkRoot)
 	}
-	root := &Root{path: p, dir: p, os: r, dirMode: fi.Mode().Perm(), maxFile: o.MaxFileSize, chown: os.Geteuid() == 0}
+	root := &Root{path: p, dir: p, os: r, dirMode: fi.Mode().Perm(), maxFile: o.MaxFileSize, chown: os.Geteuid() == 0, owner: owner}
 	if root.maxFile <= 0 {
 		root.maxFile = DefaultMaxFileSize
 	}
-	if o.Owner != nil {
-		root.owner = *o.Owner
-	} else {
-		root.owner = identityOf(int(st.Uid), int(st.Gid))
-	}
 	return root, nil
 }
+
+// as runs fn with the root owner's file-system identity (see
+// owner_linux.go): every file operation of this package on the root goes
+// through it, so the kernel decides what the owner may touch.
+func (r *Root) as(fn func() error) error { return actAs(r.owner, fn) }
+
+// Do runs fn with the root owner's file-system identity on the calling
+// thread: every file the kernel opens for fn (an app's SQLite database and
+// its -wal and -shm files, which the driver opens by path, when it wants)
+// is opened as the owner would open it. fn must not touch memwatch's own
+// state, which the owner cannot reach.
+func (r *Root) Do(fn func() error) error { return r.as(fn) }
 
 // OpenFile opens a store root that is a single file (an app's SQLite
 // database): the Root is its directory, limited to what that directory
@@ -136,15 +163,18 @@ func OpenFile(p string, o Options) (*Root, error) {
 		return nil, err
 	}
 	dir := filepath.Dir(p)
-	if _, err := CheckRoot(dir, nil, false); err != nil {
-		return nil, err
-	}
-	r, err := Open(dir, Options{Owner: o.Owner, MaxFileSize: o.MaxFileSize})
+	dst, err := CheckRoot(dir, nil, false)
 	if err != nil {
 		return nil, err
 	}
-	if o.Owner == nil {
-		r.owner = identityOf(int(st.Uid), int(st.Gid))
+	// The file's owner is who memwatch acts as, in its directory too.
+	owner := identityOf(int(st.Uid), int(st.Gid))
+	if o.Owner != nil {
+		owner = *o.Owner
+	}
+	r, err := openAs(dir, dst, owner, Options{MaxFileSize: o.MaxFileSize})
+	if err != nil {
+		return nil, err
 	}
 	r.path, r.leaf, r.fileSt = p, filepath.Base(p), st
 	return r, nil
@@ -160,7 +190,8 @@ func (r *Root) SameFile() error {
 	if r.fileSt == nil {
 		return nil
 	}
-	fi, err := r.os.Lstat(r.leaf)
+	var fi fs.FileInfo
+	err := r.as(func() (err error) { fi, err = r.os.Lstat(r.leaf); return err })
 	if err != nil {
 		return wrap("lstat", r.leaf, err)
 	}
@@ -279,11 +310,21 @@ func wrap(op, rel string, err error) error {
 	if strings.Contains(err.Error(), "path escapes from parent") {
 		return fmt.Errorf("%s %s: %w", op, rel, ErrOutside)
 	}
+	if errors.Is(err, fs.ErrPermission) {
+		// The kernel refused the owner: a directory it cannot search, a
+		// file it may not read or write.
+		return fmt.Errorf("%s %s: %w (the kernel refused it: %v)", op, rel, ErrDenied, unwrapPath(err))
+	}
+	return fmt.Errorf("%s %s: %w", op, rel, unwrapPath(err))
+}
+
+// unwrapPath drops a PathError's own op and path (wrap says them).
+func unwrapPath(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		return fmt.Errorf("%s %s: %w", op, rel, pe.Err)
+		return pe.Err
 	}
-	return fmt.Errorf("%s %s: %w", op, rel, err)
+	return err
 }
 
 // openFlags never block on a FIFO and never make a terminal ours.
@@ -296,8 +337,8 @@ func (r *Root) OpenRead(rel string) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := r.os.OpenFile(rel, openFlags, 0)
-	if err != nil {
+	var f *os.File
+	if err := r.as(func() (err error) { f, err = r.os.OpenFile(rel, openFlags, 0); return err }); err != nil {
 		return nil, nil, wrap("open", rel, err)
 	}
 	return r.checkRead(f, rel)
@@ -353,7 +394,8 @@ func (r *Root) Stat(rel string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	fi, err := r.os.Stat(rel)
+	var fi fs.FileInfo
+	err = r.as(func() (err error) { fi, err = r.os.Stat(rel); return err })
 	return fi, wrap("stat", rel, err)
 }
 
@@ -363,7 +405,8 @@ func (r *Root) Lstat(rel string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	fi, err := r.os.Lstat(rel)
+	var fi fs.FileInfo
+	err = r.as(func() (err error) { fi, err = r.os.Lstat(rel); return err })
 	return fi, wrap("lstat", rel, err)
 }
 
@@ -373,8 +416,8 @@ func (r *Root) ReadDir(rel string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.os.OpenFile(rel, openFlags|syscall.O_DIRECTORY, 0)
-	if err != nil {
+	var f *os.File
+	if err := r.as(func() (err error) { f, err = r.os.OpenFile(rel, openFlags|syscall.O_DIRECTORY, 0); return err }); err != nil {
 		return nil, wrap("open", rel, err)
 	}
 	defer f.Close()
@@ -431,7 +474,7 @@ func (r *Root) Resolve(rel string) (string, error) {
 		return "", err
 	}
 	for hops := 0; hops < 40; hops++ {
-		fi, err := r.os.Lstat(rel)
+		fi, err := r.Lstat(rel)
 		if errors.Is(err, fs.ErrNotExist) {
 			return rel, nil
 		}
@@ -441,7 +484,8 @@ func (r *Root) Resolve(rel string) (string, error) {
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			return rel, nil
 		}
-		dest, err := r.os.Readlink(rel)
+		var dest string
+		err = r.as(func() (err error) { dest, err = r.os.Readlink(rel); return err })
 		if err != nil {
 			return "", wrap("readlink", rel, err)
 		}
@@ -471,5 +515,5 @@ func (r *Root) Remove(rel string) error {
 	if rel == "." {
 		return fmt.Errorf("remove: refusing to remove the store root")
 	}
-	return wrap("remove", rel, r.os.Remove(rel))
+	return wrap("remove", rel, r.as(func() error { return r.os.Remove(rel) }))
 }

@@ -193,7 +193,12 @@ func TestHeldForWriting(t *testing.T) {
 	write(t, p, "x")
 	ro, _ := os.Open(p)
 	defer ro.Close()
-	if held, ok := HeldForWriting(ro); !ok {
+	root, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if held, ok := root.HeldForWriting(ro); !ok {
 		t.Skip("no file leases here")
 	} else if held {
 		t.Fatal("held with no writer")
@@ -206,7 +211,7 @@ func TestHeldForWriting(t *testing.T) {
 	defer cmd.Process.Kill()
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		if held, _ := HeldForWriting(ro); held {
+		if held, _ := root.HeldForWriting(ro); held {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -221,7 +226,8 @@ func TestOwnershipAsRoot(t *testing.T) {
 		t.Skip("needs root to create files of other users")
 	}
 	const uid, gid = 4242, 4242
-	dir := t.TempDir()
+	dir := filepath.Join(sharedTempDir(t), "root")
+	os.Mkdir(dir, 0o750)
 	os.Chmod(dir, 0o750)
 	os.Chown(dir, uid, gid)
 	write(t, filepath.Join(dir, "mine.md"), "ok")
@@ -252,5 +258,88 @@ func TestOwnershipAsRoot(t *testing.T) {
 		if st.Uid != uid || st.Gid != gid || fi.Mode().Perm() != 0o750 {
 			t.Errorf("%s: %d:%d %v, want %d:%d 0750", p, st.Uid, st.Gid, fi.Mode().Perm(), uid, gid)
 		}
+	}
+}
+
+// sharedTempDir is a temporary directory every user may search (t.TempDir
+// is root's alone when the tests run as root, and the kernel then keeps an
+// unprivileged owner out of its own root).
+func sharedTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "confine-shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// TestTheKernelDecidesAsTheOwner: as root, memwatch reaches in a root only
+// what its owner could: not a file in a root-only directory inside the
+// root, not a file of its own in a directory it cannot search, not a root
+// outside its reach; and what it creates is the owner's.
+func TestTheKernelDecidesAsTheOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it checks that memwatch, as root, acts with the root owner's rights")
+	}
+	const uid = 4243
+	base := sharedTempDir(t)
+	dir := filepath.Join(base, "agent")
+	os.MkdirAll(filepath.Join(dir, "notes"), 0o755)
+	write(t, filepath.Join(dir, "notes", "a.md"), "mine")
+	// A root-only directory inside the agent's tree, world-readable files
+	// inside: the mode checks of the files alone would let them through.
+	os.MkdirAll(filepath.Join(dir, "locked"), 0o755)
+	write(t, filepath.Join(dir, "locked", "facts.md"), "ROOT FACTS")
+	for _, p := range []string{dir, filepath.Join(dir, "notes"), filepath.Join(dir, "notes", "a.md")} {
+		os.Chown(p, uid, uid)
+	}
+	os.Chmod(filepath.Join(dir, "locked"), 0o700) // root's, 0700
+	r := mustOpen(t, dir, Options{})
+	if _, err := r.ReadFile("notes/a.md"); err != nil {
+		t.Errorf("the owner's own file: %v", err)
+	}
+	if b, err := r.ReadFile("locked/facts.md"); !errors.Is(err, ErrDenied) {
+		t.Errorf("a file in a root-only directory: %q, %v; want ErrDenied", b, err)
+	}
+	if _, err := r.ReadDir("locked"); !errors.Is(err, ErrDenied) {
+		t.Errorf("listing a root-only directory: %v; want ErrDenied", err)
+	}
+	if _, err := r.Stat("locked/facts.md"); !errors.Is(err, ErrDenied) {
+		t.Errorf("stat through a root-only directory: %v; want ErrDenied", err)
+	}
+	if _, err := r.MkdirAll("locked/sub"); err == nil {
+		t.Errorf("created a directory inside a root-only directory")
+	}
+	if ms, _ := r.Glob("*/*.md"); len(ms) != 1 || ms[0] != "notes/a.md" {
+		t.Errorf("Glob = %v, want only notes/a.md", ms)
+	}
+	d, err := r.Dir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, name, err := d.CreateTemp("x", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	f.Close()
+	d.Unlink(name)
+	d.Close()
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != uid {
+		t.Errorf("a file memwatch created belongs to uid %d, want the owner %d", st.Uid, uid)
+	}
+	// A root the owner cannot reach (its parent is root's, 0700) is refused.
+	hidden := filepath.Join(base, "hidden")
+	os.MkdirAll(filepath.Join(hidden, "agent2"), 0o755)
+	os.Chown(filepath.Join(hidden, "agent2"), uid, uid)
+	os.Chmod(hidden, 0o700)
+	if _, err := Open(filepath.Join(hidden, "agent2"), Options{}); !errors.Is(err, ErrDenied) {
+		t.Errorf("a root its owner cannot reach: %v; want ErrDenied", err)
+	}
+	// The thread memwatch acted on is root again: root-only files read.
+	if b, err := os.ReadFile(filepath.Join(dir, "locked", "facts.md")); err != nil || string(b) != "ROOT FACTS" {
+		t.Errorf("after acting as the owner, memwatch itself: %q, %v", b, err)
 	}
 }

@@ -35,8 +35,8 @@ func (r *Root) Dir(rel string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.os.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY, 0)
-	if err != nil {
+	var f *os.File
+	if err := r.as(func() (err error) { f, err = r.os.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY, 0); return err }); err != nil {
 		return nil, wrap("open directory", rel, err)
 	}
 	return &Dir{root: r, rel: rel, f: f, fd: int(f.Fd())}, nil
@@ -84,12 +84,16 @@ func (d *Dir) subdir(name string) (*Dir, error) {
 	if !d.root.owner.may(fi, mayWrite|mayExec) {
 		return nil, fmt.Errorf("create directory %s: %w (uid %d cannot write %s)", rel, ErrDenied, d.root.owner.UID, d.rel)
 	}
-	err = unix.Mkdirat(d.fd, name, 0o700)
+	err = d.root.as(func() error { return unix.Mkdirat(d.fd, name, 0o700) })
 	if err != nil && !errors.Is(err, syscall.EEXIST) {
 		return nil, fmt.Errorf("create directory %s: %w", rel, err)
 	}
 	created := err == nil
-	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	var fd int
+	err = d.root.as(func() (err error) {
+		fd, err = unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		return err
+	})
 	if err != nil {
 		if !created {
 			return d.root.Dir(rel) // an agent made it meanwhile (maybe as a symlink): resolve it in the root
@@ -105,7 +109,7 @@ func (d *Dir) subdir(name string) (*Dir, error) {
 			f.Close()
 			return nil, fmt.Errorf("stat %s: %w", rel, err)
 		}
-		if int(st.Uid) == os.Geteuid() {
+		if int(st.Uid) == os.Geteuid() || int(st.Uid) == d.root.owner.UID {
 			if err := d.root.own(f, d.root.dirMode, d.root.owner.UID, d.root.owner.GID); err != nil {
 				f.Close()
 				return nil, fmt.Errorf("create directory %s: %w", rel, err)
@@ -115,20 +119,34 @@ func (d *Dir) subdir(name string) (*Dir, error) {
 	return &Dir{root: d.root, rel: rel, f: f, fd: fd}, nil
 }
 
-// own sets mode and owner on an open descriptor (the owner only when
-// memwatch runs as root; otherwise files are its user's anyway).
+// own sets mode and owner on an open descriptor memwatch created, as the
+// root's owner: what it creates is the owner's already, and an owner or
+// group the owner could not give a file itself (another user's, a group it
+// is not in) is left as it is (the kernel refuses it).
 func (r *Root) own(f *os.File, mode fs.FileMode, uid, gid int) error {
-	if err := f.Chmod(mode); err != nil {
-		return err
-	}
-	if r.chown {
+	return r.as(func() error {
+		if err := f.Chmod(mode); err != nil {
+			return err
+		}
+		if !r.chown {
+			return nil
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid && int(st.Gid) == gid {
+			return nil
+		}
 		if err := f.Chown(uid, gid); err != nil {
+			if errors.Is(err, fs.ErrPermission) {
+				return nil
+			}
 			return err
 		}
 		// chown clears set-id bits; set the mode again exactly.
 		return f.Chmod(mode)
-	}
-	return nil
+	})
 }
 
 // Own gives an open file memwatch created the given owner and mode.
@@ -177,10 +195,14 @@ func (d *Dir) Open(name string, flag int) (*os.File, error) {
 	if flag&(os.O_WRONLY|os.O_RDWR) == 0 {
 		extra |= unix.O_NONBLOCK
 	}
-	fd, err := unix.Openat(d.fd, name, flag|extra, 0)
+	var fd int
+	err := d.root.as(func() (err error) { fd, err = unix.Openat(d.fd, name, flag|extra, 0); return err })
 	if err != nil {
-		if err == unix.ELOOP {
+		switch err {
+		case unix.ELOOP:
 			return nil, fmt.Errorf("open %s: is a symbolic link: %w", d.Rel(name), ErrNotRegular)
+		case unix.EACCES, unix.EPERM:
+			return nil, fmt.Errorf("open %s: %w (the kernel refused uid %d: %v)", d.Rel(name), ErrDenied, d.root.owner.UID, err)
 		}
 		return nil, &fs.PathError{Op: "open", Path: d.Rel(name), Err: err}
 	}
@@ -229,7 +251,7 @@ func (d *Dir) Lstat(name string) (*unix.Stat_t, error) {
 		return nil, err
 	}
 	var st unix.Stat_t
-	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := d.root.as(func() error { return unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
 		return nil, &fs.PathError{Op: "lstat", Path: d.Rel(name), Err: err}
 	}
 	return &st, nil
@@ -248,7 +270,11 @@ func (d *Dir) CreateTemp(base, tag string) (*os.File, string, error) {
 		base = base[:120]
 	}
 	name := "." + base + TempMarker + tag + hex.EncodeToString(rnd[:])
-	fd, err := unix.Openat(d.fd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	var fd int
+	err := d.root.as(func() (err error) {
+		fd, err = unix.Openat(d.fd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		return err
+	})
 	if err != nil {
 		return nil, "", &fs.PathError{Op: "create", Path: d.Rel(name), Err: err}
 	}
@@ -264,7 +290,7 @@ func (d *Dir) Link(name string, to *Dir, newname string) error {
 	if err := leaf(newname); err != nil {
 		return err
 	}
-	if err := unix.Linkat(d.fd, name, to.fd, newname, 0); err != nil {
+	if err := d.root.as(func() error { return unix.Linkat(d.fd, name, to.fd, newname, 0) }); err != nil {
 		return &os.LinkError{Op: "link", Old: d.Rel(name), New: to.Rel(newname), Err: err}
 	}
 	return nil
@@ -275,7 +301,7 @@ func (d *Dir) Unlink(name string) error {
 	if err := leaf(name); err != nil {
 		return err
 	}
-	if err := unix.Unlinkat(d.fd, name, 0); err != nil {
+	if err := d.root.as(func() error { return unix.Unlinkat(d.fd, name, 0) }); err != nil {
 		return &fs.PathError{Op: "unlink", Path: d.Rel(name), Err: err}
 	}
 	return nil
@@ -297,7 +323,7 @@ func (d *Dir) Move(name string, to *Dir, newname string) error {
 	if err := leaf(newname); err != nil {
 		return err
 	}
-	err := renameNoReplace(d.fd, name, to.fd, newname)
+	err := d.root.as(func() error { return renameNoReplace(d.fd, name, to.fd, newname) })
 	if errors.Is(err, ErrExchangeUnsupported) {
 		// No RENAME_NOREPLACE: link, then unlink, which also never replaces.
 		if err := d.Link(name, to, newname); err != nil {
@@ -320,15 +346,17 @@ func (d *Dir) Exchange(a, b string) error {
 	if err := leaf(b); err != nil {
 		return err
 	}
-	return exchange(d.fd, a, b)
+	return d.root.as(func() error { return exchange(d.fd, a, b) })
 }
 
 // HeldForWriting reports whether another process has the file open for
 // writing. It asks the kernel for a read lease on f (open read-only), which
 // is granted only when nobody holds the file open for writing, and gives it
-// back at once. ok is false when the kernel cannot say (no leases here).
-func HeldForWriting(f *os.File) (held, ok bool) {
-	return heldForWriting(f)
+// back at once. ok is false when the kernel cannot say (no leases here, or
+// the file is not the owner's: only a file's owner may take a lease on it).
+func (r *Root) HeldForWriting(f *os.File) (held, ok bool) {
+	r.as(func() error { held, ok = heldForWriting(f); return nil })
+	return held, ok
 }
 
 // Replace renames a over b in the directory, replacing b. Only the
@@ -340,7 +368,7 @@ func (d *Dir) Replace(a, b string) error {
 	if err := leaf(b); err != nil {
 		return err
 	}
-	if err := unix.Renameat(d.fd, a, d.fd, b); err != nil {
+	if err := d.root.as(func() error { return unix.Renameat(d.fd, a, d.fd, b) }); err != nil {
 		return &os.LinkError{Op: "rename", Old: d.Rel(a), New: d.Rel(b), Err: err}
 	}
 	return nil

@@ -26,8 +26,8 @@ func (f rootFS) Open(name string) (fs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	file, err := f.r.os.OpenFile(name, openFlags, 0)
-	if err != nil {
+	var file *os.File
+	if err := f.r.as(func() (err error) { file, err = f.r.os.OpenFile(name, openFlags, 0); return err }); err != nil {
 		return nil, err
 	}
 	fi, err := file.Stat()
@@ -54,7 +54,9 @@ func (f rootFS) Stat(name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.r.os.Stat(name)
+	var fi fs.FileInfo
+	err = f.r.as(func() (err error) { fi, err = f.r.os.Stat(name); return err })
+	return fi, err
 }
 
 func (f rootFS) ReadDir(name string) ([]fs.DirEntry, error) {

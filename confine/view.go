@@ -24,7 +24,8 @@ func (r *Root) View(rel string) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	sub, err := r.os.OpenRoot(rel)
+	var sub *os.Root
+	err = r.as(func() (err error) { sub, err = r.os.OpenRoot(rel); return err })
 	if err != nil {
 		return nil, wrap("open directory", rel, err)
 	}
@@ -48,7 +49,8 @@ func (v *View) Stat(name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	fi, err := v.os.Lstat(name)
+	var fi fs.FileInfo
+	err = v.root.as(func() (err error) { fi, err = v.os.Lstat(name); return err })
 	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		return v.root.Stat(filepath.Join(v.rel, name))
 	}
@@ -62,7 +64,8 @@ func (v *View) OpenRead(name string) (*os.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	rel := filepath.Join(v.rel, name)
-	f, err := v.os.OpenFile(name, openFlags|syscall.O_NOFOLLOW, 0)
+	var f *os.File
+	err = v.root.as(func() (err error) { f, err = v.os.OpenFile(name, openFlags|syscall.O_NOFOLLOW, 0); return err })
 	if errors.Is(err, syscall.ELOOP) {
 		return v.root.OpenRead(rel)
 	}

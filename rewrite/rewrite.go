@@ -474,7 +474,7 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 	if snap.exists {
 		// Asked early: a file held open for writing will not be replaced,
 		// so do not archive it either. The swap asks again just before.
-		if w.heldOpen(ctx, snap.f) {
+		if w.heldOpen(ctx, req.Root, snap.f) {
 			fi, _ := snap.f.Stat()
 			dev, ino := inode(fi)
 			return Outcome{}, &BusyError{Path: rec.Target, Why: "held open for writing", Holders: writers(dev, ino)}
@@ -571,10 +571,10 @@ func (w *Rewriter) finish(ctx context.Context, rec *state.Record, final []byte, 
 // writing beyond a short while: an agent that opens, writes and closes
 // (O_APPEND for every entry) lets go within a Settle, and is waited for;
 // one that keeps it open is not.
-func (w *Rewriter) heldOpen(ctx context.Context, f *os.File) bool {
+func (w *Rewriter) heldOpen(ctx context.Context, root *confine.Root, f *os.File) bool {
 	deadline := time.Now().Add(w.Settle)
 	for {
-		held, ok := confine.HeldForWriting(f)
+		held, ok := root.HeldForWriting(f)
 		if !ok || !held {
 			return false
 		}

@@ -103,13 +103,13 @@ func (s *swapper) run(ctx context.Context) ([]byte, error) {
 			s.dropOurs()
 			return nil, err
 		}
-		held, ok := confine.HeldForWriting(s.snap.f)
+		held, ok := s.dir.Root().HeldForWriting(s.snap.f)
 		if !ok || !held {
 			break
 		}
 		// A writer has the pre-image open. One that lets go soon (open,
 		// write, close) is waited for, then the check runs again.
-		if s.w.heldOpen(ctx, s.snap.f) {
+		if s.w.heldOpen(ctx, s.dir.Root(), s.snap.f) {
 			s.dropOurs()
 			return nil, s.busy("held open for writing")
 		}
@@ -251,7 +251,7 @@ func (s *swapper) classify(ctx context.Context) (why string, busy bool, err erro
 	if uint64(st.Ino) != s.snap.ino || uint64(st.Dev) != s.snap.dev {
 		return "an agent replaced it just before the swap", false, nil
 	}
-	held, ok := confine.HeldForWriting(s.snap.f)
+	held, ok := s.dir.Root().HeldForWriting(s.snap.f)
 	if !ok {
 		// No leases here: wait until X is quiet instead.
 		x, quiet, err := s.settle(ctx, s.tmp)
@@ -340,7 +340,7 @@ func (s *swapper) resolveOurs(ctx context.Context) {
 		s.keep(s.tmp, "a file an agent put at memwatch's temp name during the swap of "+s.rec.Target)
 		return
 	}
-	if held, ok := confine.HeldForWriting(y.f); ok && held {
+	if held, ok := s.dir.Root().HeldForWriting(y.f); ok && held {
 		// A writer opened the result in the instant it was in place and
 		// holds it: its later writes go there, so that file must be live.
 		// It goes back to the target; the agent's other version is merged.
