@@ -47,7 +47,12 @@ func NewClient(ep *policy.Endpoint, db *state.DB, log *slog.Logger) (*Client, er
 	}
 	cfg := openai.DefaultConfig(key)
 	cfg.BaseURL = strings.TrimRight(ep.BaseURL, "/")
-	doer := &retryDoer{http: &http.Client{}, headers: ep.Headers, timeout: ep.Timeout, attempts: 4, base: time.Second, log: log, endpoint: ep.Name}
+	// No redirects: the request carries the API key and the memory text,
+	// and a redirect would send both to another address.
+	noRedirect := func(req *http.Request, via []*http.Request) error {
+		return fmt.Errorf("llm endpoint %s answered with a redirect to %s; memwatch does not follow redirects (the API key and the memory text would go there): set base_url to the final address", ep.Name, req.URL.Redacted())
+	}
+	doer := &retryDoer{http: &http.Client{CheckRedirect: noRedirect}, headers: ep.Headers, timeout: ep.Timeout, attempts: 4, base: time.Second, log: log, endpoint: ep.Name}
 	cfg.HTTPClient = doer
 	return &Client{ep: ep, api: openai.NewClientWithConfig(cfg), db: db, log: log,
 		sem: make(chan struct{}, max(ep.MaxConcurrency, 1)), Now: time.Now, doer: doer}, nil
@@ -62,18 +67,7 @@ func apiKey(ep *policy.Endpoint) (string, error) {
 		}
 		return k, nil
 	case ep.APIKeyFile != "":
-		fi, err := os.Stat(ep.APIKeyFile)
-		if err != nil {
-			return "", fmt.Errorf("llm endpoint %s: api_key_file: %w", ep.Name, err)
-		}
-		if fi.Mode().Perm()&0o077 != 0 {
-			return "", fmt.Errorf("llm endpoint %s: api_key_file %s is readable by group or others; run chmod 600 on it", ep.Name, ep.APIKeyFile)
-		}
-		b, err := os.ReadFile(ep.APIKeyFile)
-		if err != nil {
-			return "", fmt.Errorf("llm endpoint %s: api_key_file: %w", ep.Name, err)
-		}
-		return strings.TrimSpace(string(b)), nil
+		return policy.ReadSecret(ep.APIKeyFile, "llm endpoint "+ep.Name+": api_key_file")
 	}
 	return "", nil // local endpoints (Ollama, llama.cpp) need no key
 }

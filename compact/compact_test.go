@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,6 +160,52 @@ func TestKeyFilePermissions(t *testing.T) {
 	_, err := NewClient(&policy.Endpoint{Name: "x", APIKeyFile: f}, nil, slog.Default())
 	if err == nil || strings.Contains(err.Error(), sentinelKey) {
 		t.Errorf("world-readable key file: %v", err)
+	}
+}
+
+// TestNoRedirects: an endpoint that redirects gets neither the key nor
+// the memory text a second time, and the error says why.
+func TestNoRedirects(t *testing.T) {
+	var leaked atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked.Add(1)
+		w.WriteHeader(500)
+	}))
+	defer other.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+	srv := llmtest.New(t, llmtest.Step{Content: "ok"})
+	c, _ := newClient(t, srv, func(ep *policy.Endpoint) { ep.BaseURL = redirecting.URL })
+	_, err := c.Complete(context.Background(), Prompt{User: "the memory text"})
+	if err == nil || !strings.Contains(err.Error(), "does not follow redirects") || strings.Contains(err.Error(), sentinelKey) {
+		t.Errorf("Complete = %v, want a refused redirect", err)
+	}
+	if n := leaked.Load(); n != 0 {
+		t.Errorf("the redirect target got %d requests", n)
+	}
+}
+
+// TestKeyFileOwnerAndLinks: a key file must be memwatch's user's, not a
+// symbolic link, and private.
+func TestKeyFileOwnerAndLinks(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "key")
+	os.WriteFile(f, []byte(sentinelKey), 0o600)
+	if _, err := NewClient(&policy.Endpoint{Name: "x", APIKeyFile: f, MaxConcurrency: 1}, nil, slog.Default()); err != nil {
+		t.Fatalf("a private key file of memwatch's user: %v", err)
+	}
+	link := filepath.Join(dir, "link")
+	os.Symlink(f, link)
+	if _, err := NewClient(&policy.Endpoint{Name: "x", APIKeyFile: link}, nil, slog.Default()); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("a symlinked key file: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		os.Chown(f, 4244, 4244)
+		if _, err := NewClient(&policy.Endpoint{Name: "x", APIKeyFile: f}, nil, slog.Default()); err == nil || !strings.Contains(err.Error(), "belongs to uid 4244") {
+			t.Errorf("a key file another user owns: %v", err)
+		}
 	}
 }
 

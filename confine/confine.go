@@ -80,7 +80,14 @@ type Root struct {
 	maxFile int64
 	// chown is true when memwatch can give files away (it runs as root).
 	chown bool
+	// dev and ino identify the directory opened.
+	dev, ino uint64
 }
+
+// ID identifies the root's directory (a file root's: its directory's):
+// the journal records it, so undo acts only on the directory a change
+// was made in, even if another one takes its path since.
+func (r *Root) ID() (dev, ino uint64) { return r.dev, r.ino }
 
 // Open opens the directory at path as a store root. path must be absolute.
 func Open(p string, o Options) (*Root, error) {
@@ -132,7 +139,8 @@ func openAs(p string, before *syscall.Stat_t, owner Identity, o Options) (*Root,
 		r.Close()
 		return nil, fmt.Errorf("open store root %s: %w (it was replaced while being opened)", p, ErrSymlinkRoot)
 	}
-	root := &Root{path: p, dir: p, os: r, dirMode: fi.Mode().Perm(), maxFile: o.MaxFileSize, chown: os.Geteuid() == 0, owner: owner}
+	root := &Root{path: p, dir: p, os: r, dirMode: fi.Mode().Perm(), maxFile: o.MaxFileSize, chown: os.Geteuid() == 0, owner: owner,
+		dev: uint64(st.Dev), ino: uint64(st.Ino)}
 	if root.maxFile <= 0 {
 		root.maxFile = DefaultMaxFileSize
 	}
@@ -516,4 +524,19 @@ func (r *Root) Remove(rel string) error {
 		return fmt.Errorf("remove: refusing to remove the store root")
 	}
 	return wrap("remove", rel, r.as(func() error { return r.os.Remove(rel) }))
+}
+
+// AsOwnerOf runs fn with the file-system identity of the owner of dir (or
+// of id, a store's user:, when set): what the watcher walks and watches in
+// a root, it walks as the agent could.
+func AsOwnerOf(dir string, id *Identity, fn func() error) error {
+	if id != nil {
+		return actAs(*id, fn)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return actAs(identityOf(int(st.Uid), int(st.Gid)), fn)
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +9,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/jobs"
@@ -117,8 +115,9 @@ func (r UndoResult) String() string {
 	return b.String()
 }
 
-// MaxRequestBody bounds what the control API reads of a request body.
-const MaxRequestBody = 1 << 20
+// MaxRequestBody bounds what the control API reads of a request body when
+// the policy sets no control.max_request_body.
+const MaxRequestBody = int64(policy.DefaultMaxRequestBody)
 
 // maxErrorMessage bounds an error body: a message never carries more than
 // this of what the client sent.
@@ -132,7 +131,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("POST /v1/undo/{id}", d.handleUndo)
 	mux.HandleFunc("POST /v1/trigger", d.handleTrigger)
 	mux.HandleFunc("POST /v1/compact", d.handleCompact)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /metrics", d.handleMetrics)
 	d.recordRoutes(mux)
 	for _, h := range d.handlers {
 		mux.Handle(h.pattern, h.h)
@@ -196,9 +195,13 @@ func writeErr(w http.ResponseWriter, code int, err error) {
 	writeJSON(w, code, map[string]string{"error": msg})
 }
 
-// decodeBody decodes a bounded JSON body into v.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBody))
+// decodeBody decodes a bounded JSON body into v (control.max_request_body).
+func (d *Daemon) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	limit := int64(d.Policy().Control.MaxRequestBody)
+	if limit <= 0 {
+		limit = MaxRequestBody
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
 }
@@ -212,22 +215,49 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusServiceUnavailable, err)
 		return
 	}
+	if !d.needRight(w, r, policy.RightRead) {
+		return
+	}
+	caller := CallerOf(ctx)
 	roots, _ := d.watch.Roots(ctx)
 	var stores []*policy.Store
+	reach := map[string]bool{} // roots the caller reaches
 	d.mu.RLock()
 	for _, s := range d.policy.Stores {
-		rs := roots[s.Name]
-		if rs == nil {
-			rs = []string{}
+		if !caller.ReachesStore(s) {
+			continue
+		}
+		rs := []string{}
+		for _, root := range roots[s.Name] {
+			if caller.Reaches(s, root) {
+				rs = append(rs, root)
+				reach[root] = true
+			}
+		}
+		if len(rs) == 0 && !caller.IsAdmin() && !caller.stores[s.Name] {
+			continue // none of its roots is the caller's
 		}
 		st.Stores = append(st.Stores, StoreStatus{Name: s.Name, Layout: s.Layout, Compactor: s.Compactor, Roots: rs})
 		stores = append(stores, s)
 	}
 	clients := make([]*compact.Client, 0, len(d.clients))
-	for _, c := range d.clients {
-		clients = append(clients, c)
+	for name, c := range d.clients {
+		for _, s := range stores {
+			if s.Compactor == "llm" && s.LLM == name {
+				clients = append(clients, c)
+				break
+			}
+		}
 	}
 	d.mu.RUnlock()
+	if !caller.IsAdmin() {
+		// Only the caller's roots: their archives and kept copies, their
+		// warnings and jobs; not memwatch's own paths and totals.
+		st.StateDir, st.Policy = "", ""
+		for i := range stores {
+			roots[stores[i].Name] = st.Stores[i].Roots
+		}
+	}
 	for _, c := range clients {
 		used, _ := c.Used(ctx)
 		st.LLM = append(st.LLM, LLMStatus{Endpoint: c.Name(), Used: used, Budget: c.Budget()})
@@ -241,8 +271,12 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		d.metrics.archiveBytes.WithLabelValues(st.Stores[i].Name).Set(float64(v.bytes))
 		d.metrics.kept.WithLabelValues(st.Stores[i].Name).Set(float64(len(v.kept)))
 	}
-	st.Disk = d.disk()
-	st.Warnings = d.warnings.List()
+	if caller.IsAdmin() {
+		st.Disk = d.disk()
+		st.Warnings = d.warnings.List()
+	} else {
+		st.Warnings = d.warnings.ListFor(func(root string) bool { return reach[root] })
+	}
 	if st.Warnings == nil {
 		st.Warnings = []string{}
 	}
@@ -250,24 +284,66 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusServiceUnavailable, err)
 		return
 	}
+	if !caller.IsAdmin() {
+		st.Jobs = st.Jobs.Only(func(root string) bool { return reach[root] })
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 
 func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
+	if !d.needRight(w, r, policy.RightRead) {
+		return
+	}
 	q := r.URL.Query()
 	limit, _ := strconv.Atoi(q.Get("limit"))
 	if limit <= 0 {
 		limit = 50
 	}
-	recs, err := d.db.Journal(r.Context(), state.Filter{Store: q.Get("store"), Root: q.Get("root"), Target: q.Get("target"), Outcome: q.Get("outcome"), Limit: limit})
-	if err != nil {
-		writeErr(w, http.StatusInternalServerError, err)
-		return
+	f := state.Filter{Store: q.Get("store"), Root: q.Get("root"), Target: q.Get("target"), Rule: q.Get("rule"), Outcome: q.Get("outcome"), Limit: limit}
+	caller := CallerOf(r.Context())
+	if f.Root != "" && !caller.IsAdmin() {
+		if _, ok := d.needRoot(w, r, f.Root, policy.RightRead); !ok {
+			return
+		}
 	}
-	if recs == nil {
-		recs = []state.Record{}
+	var out []state.Record
+	if caller.IsAdmin() || f.Root != "" {
+		recs, err := d.db.Journal(r.Context(), f)
+		if err != nil {
+			writeErr(w, http.StatusInternalServerError, err)
+			return
+		}
+		out = recs
+	} else {
+		// The records of the roots the caller reaches, newest first.
+		reach := map[string]bool{}
+		for _, s := range d.Policy().Stores {
+			if f.Store != "" && s.Name != f.Store {
+				continue
+			}
+			for _, root := range s.Roots() {
+				if caller.Reaches(s, root) {
+					reach[root] = true
+				}
+			}
+		}
+		for root := range reach {
+			g := f
+			g.Root = root
+			recs, err := d.db.Journal(r.Context(), g)
+			if err != nil {
+				writeErr(w, http.StatusInternalServerError, err)
+				return
+			}
+			out = append(out, recs...)
+		}
+		sort.SliceStable(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+		out = out[:min(len(out), limit)]
 	}
-	writeJSON(w, http.StatusOK, recs)
+	if out == nil {
+		out = []state.Record{}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (d *Daemon) handleUndo(w http.ResponseWriter, r *http.Request) {
@@ -278,6 +354,9 @@ func (d *Daemon) handleUndo(w http.ResponseWriter, r *http.Request) {
 	}
 	force := r.URL.Query().Get("force") == "true"
 	dry := r.URL.Query().Get("dry_run") == "true"
+	if !d.mayUndo(w, r, id) {
+		return
+	}
 	res, err := Undo(r.Context(), d.rw, d.engine, id, force, dry)
 	switch {
 	case errors.Is(err, state.ErrNoRecord):
@@ -289,6 +368,29 @@ func (d *Daemon) handleUndo(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, res)
 	}
+}
+
+// mayUndo checks that the caller may undo journal record id: the undo
+// right, a root it reaches, and a store that allows undo. Otherwise it
+// answers (403, or 404 for no such record).
+func (d *Daemon) mayUndo(w http.ResponseWriter, r *http.Request, id int64) bool {
+	if !d.needRight(w, r, policy.RightUndo) {
+		return false
+	}
+	rec, err := d.db.GetRecord(r.Context(), id)
+	if err != nil {
+		writeErr(w, http.StatusNotFound, err)
+		return false
+	}
+	s, ok := d.needRoot(w, r, rec.Root, policy.RightUndo)
+	if !ok {
+		return false
+	}
+	if !s.AllowUndo {
+		d.forbid(w, r, fmt.Sprintf("store %s does not allow undo (allow_undo: false in the policy)", s.Name))
+		return false
+	}
+	return true
 }
 
 // Undo undoes a journal record. With an engine it runs in the root's job
@@ -334,9 +436,18 @@ func Undo(ctx context.Context, rw *rewrite.Rewriter, eng *jobs.Engine, id int64,
 
 func (d *Daemon) handleCompact(w http.ResponseWriter, r *http.Request) {
 	var req CompactRequest
-	if err := decodeBody(w, r, &req); err != nil {
+	if err := d.decodeBody(w, r, &req); err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("compact: %w", err))
 		return
+	}
+	if abs, err := filepath.Abs(req.Path); err == nil {
+		if rt, root := d.storeFor(abs); rt != nil {
+			if _, ok := d.needRoot(w, r, root, policy.RightWrite); !ok {
+				return
+			}
+		} else if !d.needRight(w, r, policy.RightWrite) {
+			return
+		}
 	}
 	res, err := d.Compact(r.Context(), req)
 	if err != nil {
@@ -354,11 +465,37 @@ type TriggerRequest struct {
 
 func (d *Daemon) handleTrigger(w http.ResponseWriter, r *http.Request) {
 	var req TriggerRequest
-	if err := decodeBody(w, r, &req); err != nil {
+	if err := d.decodeBody(w, r, &req); err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("trigger: %w", err))
 		return
 	}
-	n, err := d.trigger(r.Context(), req.Store, req.Root, "trigger")
+	caller := CallerOf(r.Context())
+	if !d.needRight(w, r, policy.RightWrite) {
+		return
+	}
+	if req.Root != "" {
+		if _, ok := d.needRoot(w, r, req.Root, policy.RightWrite); !ok {
+			return
+		}
+	}
+	var n int
+	var err error
+	if req.Root == "" && !caller.IsAdmin() {
+		// Every root of the store the caller reaches.
+		s := d.Policy().StoreByName(req.Store)
+		if s == nil {
+			writeErr(w, http.StatusNotFound, fmt.Errorf("no store named %q", req.Store))
+			return
+		}
+		for _, root := range s.Roots() {
+			if caller.Reaches(s, root) {
+				m, terr := d.trigger(r.Context(), req.Store, root, "trigger")
+				n, err = n+m, errors.Join(err, terr)
+			}
+		}
+	} else {
+		n, err = d.trigger(r.Context(), req.Store, req.Root, "trigger")
+	}
 	if err != nil {
 		writeErr(w, http.StatusNotFound, err)
 		return
@@ -366,11 +503,20 @@ func (d *Daemon) handleTrigger(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"queued": n})
 }
 
-// listen opens the control socket (mode 0600) and, if configured, the
-// loopback TCP address guarded by a bearer token.
+// listen opens the control socket and, if configured, the loopback TCP
+// address guarded by bearer tokens. The socket is open to every local user
+// (0666, in a directory of its own created 0755) when it is not in the
+// state directory: each peer is then served only within what its uid owns
+// (see auth.go). In the state directory (root's, 0700) only its owner
+// reaches it.
 func (d *Daemon) listen() error {
 	sock := d.cfg.Socket
-	if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
+	shared := filepath.Clean(filepath.Dir(sock)) != filepath.Clean(d.cfg.StateDir)
+	dirMode, sockMode := os.FileMode(0o700), os.FileMode(0o600)
+	if shared {
+		dirMode, sockMode = 0o755, 0o666
+	}
+	if err := os.MkdirAll(filepath.Dir(sock), dirMode); err != nil {
 		return fmt.Errorf("create socket directory: %w", err)
 	}
 	// A socket left by a killed memwatch is stale: we hold the state lock.
@@ -381,16 +527,19 @@ func (d *Daemon) listen() error {
 	if err != nil {
 		return fmt.Errorf("listen on control socket %s: %w", sock, err)
 	}
-	if err := os.Chmod(sock, 0o600); err != nil {
+	if err := os.Chmod(sock, sockMode); err != nil {
 		l.Close()
 		return fmt.Errorf("chmod control socket: %w", err)
 	}
 	d.listener = l
 	if tcp := d.policy.Control.TCP; tcp != "" {
-		token, err := readToken(d.policy.Control.TokenFile)
-		if err != nil {
-			l.Close()
-			return err
+		var token string
+		if f := d.policy.Control.TokenFile; f != "" {
+			var err error
+			if token, err = readToken(f); err != nil {
+				l.Close()
+				return err
+			}
 		}
 		tl, err := net.Listen("tcp", tcp)
 		if err != nil {
@@ -414,18 +563,10 @@ func (d *Daemon) listen() error {
 }
 
 func readToken(path string) (string, error) {
-	fi, err := os.Stat(path)
+	t, err := policy.ReadSecret(path, "control.token_file")
 	if err != nil {
-		return "", fmt.Errorf("control.token_file: %w", err)
+		return "", err
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("control.token_file %s is readable by group or others (mode %04o); run chmod 600 %s", path, fi.Mode().Perm(), path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("control.token_file: %w", err)
-	}
-	t := strings.TrimSpace(string(b))
 	if len(t) < 16 {
 		return "", fmt.Errorf("control.token_file %s holds a token shorter than 16 characters", path)
 	}
@@ -436,21 +577,6 @@ func readToken(path string) (string, error) {
 type authListener struct {
 	net.Listener
 	token string
-}
-
-// RequireToken wraps h so every request but /healthz needs the token, sent
-// as "Authorization: Bearer TOKEN" (and nothing else).
-func RequireToken(token string, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-				writeErr(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token"))
-				return
-			}
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // disk is what the state directory holds.

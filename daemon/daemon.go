@@ -107,6 +107,8 @@ type Daemon struct {
 	handlers []route      // added with Handle before Run
 
 	warnings layout.Warnings
+	// refusals remembers the API refusals logged, once per client and reason.
+	refusals sync.Map
 
 	mu      sync.RWMutex // guards policy, stores and clients (replaced on reload)
 	policy  *policy.Policy
@@ -129,6 +131,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		return nil, err
 	}
 	d.rw = rewrite.New(d.db, log)
+	d.rw.OpenRoot = RootOpener(d.Policy)
 	d.rw.Resolvers = map[string]func(context.Context, *state.Record) (string, string){
 		apprecords.RuleDelete: apprecords.Resolve, apprecords.RuleEdit: apprecords.Resolve, apprecords.RuleCreate: apprecords.Resolve,
 	}
@@ -144,6 +147,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.engine = jobs.New(jobs.Config{
 		MaxJobs:         cfg.Policy.MaxJobs,
 		ShutdownTimeout: cfg.Policy.ShutdownTimeout,
+		Timeout:         cfg.Policy.JobTimeout,
 		Cooldown:        d.cooldown,
 		OnFail:          d.onFail,
 	}, d.runJob, log)
@@ -174,7 +178,13 @@ func (d *Daemon) closeState() {
 func watchStores(p *policy.Policy) []watcher.Store {
 	var out []watcher.Store
 	for _, s := range p.Stores {
-		out = append(out, watcher.Store{Name: s.Name, Globs: s.Paths, Settle: s.Settle, FileRoots: s.Layout == "app-records"})
+		ws := watcher.Store{Name: s.Name, Globs: s.Paths, Settle: s.Settle, FileRoots: s.Layout == "app-records", MaxWatches: s.MaxWatches}
+		if s.User != "" {
+			if id, err := confine.LookupIdentity(s.User, s.Group); err == nil {
+				ws.Owner = &id
+			}
+		}
+		out = append(out, ws)
 	}
 	return out
 }
@@ -280,6 +290,24 @@ func OpenRoot(s *policy.Store, path string) (*confine.Root, error) {
 		return confine.OpenFile(path, o)
 	}
 	return confine.Open(path, o)
+}
+
+// RootOpener opens a path as a root of the policy policy() returns, with
+// its store's checks; a path that matches no store's globs (any more) is
+// refused. The rewriter's undo and recovery open roots with it.
+func RootOpener(policy func() *policy.Policy) func(path string) (*confine.Root, error) {
+	return func(path string) (*confine.Root, error) {
+		p := policy()
+		if p == nil {
+			return rewrite.OpenRoot(path)
+		}
+		for _, s := range p.Stores {
+			if s.MatchesRoot(path) {
+				return OpenRoot(s, path)
+			}
+		}
+		return nil, fmt.Errorf("%s is no longer a root of any store of the policy; memwatch leaves it alone", path)
+	}
 }
 
 // onChange runs on the watcher goroutine: it only queues work.
@@ -425,7 +453,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	apiCtx, stopAPI := context.WithCancel(context.Background())
 	defer stopAPI()
 	base := func(net.Listener) context.Context { return apiCtx }
-	srv := &http.Server{Handler: d.api(), ReadHeaderTimeout: 5 * time.Second, BaseContext: base}
+	srv := &http.Server{Handler: d.authenticate(false, "", d.api()), ReadHeaderTimeout: 5 * time.Second, BaseContext: base, ConnContext: peerContext}
 	srv.RegisterOnShutdown(stopAPI)
 	go func() {
 		defer wg.Done()
@@ -450,7 +478,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	}
 	tcpSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, BaseContext: base}
 	if al, ok := d.tcp.(*authListener); ok {
-		tcpSrv.Handler = RequireToken(al.token, d.api())
+		tcpSrv.Handler = d.authenticate(true, al.token, d.api())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

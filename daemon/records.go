@@ -9,12 +9,13 @@ import (
 	"strconv"
 
 	"github.com/memwatch/memwatch/layout/apprecords"
+	"github.com/memwatch/memwatch/policy"
 )
 
 // The seed's admin API for app-records stores. Deletes run in the root's
 // job slot, so they never race a compaction, and are journaled like any
-// change (undo restores them). Access needs the socket's permissions or,
-// over TCP, the bearer token.
+// change (undo restores them). A caller reaches the databases its uid owns
+// or its token names (auth.go): read to list, write to delete.
 
 type memoryJSON struct {
 	ID        int64  `json:"id"`
@@ -76,7 +77,16 @@ func (d *Daemon) handleListMemories(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, err)
 		return
 	}
-	db, err := apprecords.OpenPath(r.Context(), root, apprecords.OptionsOf(rt.store).Table, false)
+	if _, ok := d.needRoot(w, r, root, policy.RightRead); !ok {
+		return
+	}
+	froot, err := OpenRoot(rt.store, root)
+	if err != nil {
+		writeErr(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	defer froot.Close()
+	db, err := apprecords.Open(r.Context(), froot, apprecords.OptionsOf(rt.store).Table, false)
 	if err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)
 		return
@@ -98,6 +108,9 @@ func (d *Daemon) handleDeleteMemories(w http.ResponseWriter, r *http.Request) {
 	rt, root, err := d.recordsRoot(r)
 	if err != nil {
 		writeErr(w, http.StatusNotFound, err)
+		return
+	}
+	if _, ok := d.needRoot(w, r, root, policy.RightWrite); !ok {
 		return
 	}
 	var ids []int64

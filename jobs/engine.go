@@ -54,6 +54,9 @@ type retryable struct{ err error }
 func (r retryable) Error() string { return r.err.Error() }
 func (r retryable) Unwrap() error { return r.err }
 
+// ErrTimeout is a job cancelled at its deadline (Config.Timeout).
+var ErrTimeout = errors.New("job timed out")
+
 // Retry marks err as transient: the engine retries the job with backoff.
 func Retry(err error) error {
 	if err == nil {
@@ -79,6 +82,10 @@ type Config struct {
 	OnFail func(j Job, err error)
 	// ShutdownTimeout is how long running jobs may finish after Run's context ends.
 	ShutdownTimeout time.Duration
+	// Timeout bounds one job: past it its context ends (an LLM call, an
+	// SQLite query of an app's database are interrupted), and the job is
+	// reported as failed for it, freeing its slot. 0: no bound.
+	Timeout time.Duration
 }
 
 // Engine queues and runs jobs. All its mutable state is owned by the
@@ -126,6 +133,23 @@ type Status struct {
 	Running []Job `json:"running"`
 	Cooling int   `json:"cooling"`
 	Stats   Stats `json:"stats"`
+}
+
+// Only is the status of the jobs of the roots keep accepts: the queue and
+// the running jobs (the counters are the engine's and are left out).
+func (s Status) Only(keep func(root string) bool) Status {
+	out := Status{Queued: []Job{}, Running: []Job{}}
+	for _, j := range s.Queued {
+		if keep(j.Root) {
+			out.Queued = append(out.Queued, j)
+		}
+	}
+	for _, j := range s.Running {
+		if keep(j.Root) {
+			out.Running = append(out.Running, j)
+		}
+	}
+	return out
 }
 
 // New returns an engine; call Run to start it.
@@ -376,6 +400,10 @@ func (e *Engine) work(j *Job) {
 	defer e.workers.Done()
 	var res Result
 	var err error
+	ctx, cancel := e.jobCtx, context.CancelFunc(func() {})
+	if e.cfg.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(e.jobCtx, e.cfg.Timeout)
+	}
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -383,11 +411,16 @@ func (e *Engine) work(j *Job) {
 			}
 		}()
 		if j.fn != nil {
-			err = j.fn(e.jobCtx)
+			err = j.fn(ctx)
 		} else {
-			res, err = e.run(e.jobCtx, *j)
+			res, err = e.run(ctx, *j)
 		}
 	}()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && e.jobCtx.Err() == nil {
+		err = fmt.Errorf("%w: the job ran past its bound of %v (job_timeout) and was cancelled (it returned: %v)", ErrTimeout, e.cfg.Timeout, err)
+		res = Result{}
+	}
+	cancel()
 	if j.reply != nil {
 		j.reply <- err
 		err = nil // the caller reports it

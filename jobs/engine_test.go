@@ -243,3 +243,26 @@ func TestStoppingEndsAStepwiseJob(t *testing.T) {
 		t.Error("Stopping outside a job")
 	}
 }
+
+// TestTimeoutFreesTheSlot: a job that would run forever is cancelled at
+// job_timeout, reported as failed for it, and the root's next job runs.
+func TestTimeoutFreesTheSlot(t *testing.T) {
+	var failed atomic.Value
+	var second atomic.Bool
+	run := func(ctx context.Context, j Job) (Result, error) {
+		if j.Rule == "endless" {
+			<-ctx.Done() // an endless query, interrupted by the deadline
+			return Result{}, ctx.Err()
+		}
+		second.Store(true)
+		return Result{}, nil
+	}
+	e, _ := start(t, Config{MaxJobs: 1, Timeout: 100 * time.Millisecond, OnFail: func(j Job, err error) { failed.Store(err) }}, run)
+	e.Submit(Job{Store: "s", Root: "r", Rule: "endless"})
+	e.Submit(Job{Store: "s", Root: "r", Rule: "next"})
+	waitFor(t, "the next job", second.Load)
+	err, _ := failed.Load().(error)
+	if !errors.Is(err, ErrTimeout) {
+		t.Errorf("OnFail got %v, want ErrTimeout", err)
+	}
+}

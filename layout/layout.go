@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -230,6 +231,23 @@ func (w *Warnings) Clear(root, key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.m, root+"\x00"+key)
+}
+
+// ListFor returns the warnings of the roots keep accepts, sorted.
+func (w *Warnings) ListFor(keep func(root string) bool) []string {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for k, v := range w.m {
+		if root, _, _ := strings.Cut(k, "\x00"); keep(root) {
+			out = append(out, v)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // List returns the current warnings, sorted.

@@ -58,7 +58,9 @@ func (b *builder) rootsServed() []binding {
 			continue
 		}
 		for _, r := range st.Roots() {
-			out = append(out, binding{store: st, path: r})
+			if b.access.reaches(st, r) {
+				out = append(out, binding{store: st, path: r})
+			}
 		}
 	}
 	return out

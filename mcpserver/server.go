@@ -33,6 +33,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -71,8 +72,28 @@ type Config struct {
 
 // Server builds MCP servers over a policy's roots.
 type Server struct {
-	cfg Config
-	log *slog.Logger
+	cfg      Config
+	log      *slog.Logger
+	sessions sessions // /mcp sessions open now (Handler)
+}
+
+// access is what one session's client may do: the roots it reaches and
+// whether it may write and undo (see daemon.Caller). memwatch mcp on stdio
+// is its user's own process: it reaches every root of the policy, and the
+// kernel decides the rest.
+type access struct {
+	who     string
+	reaches func(*policy.Store, string) bool
+	write   bool
+	undo    bool
+}
+
+// everything is the access of memwatch mcp on stdio.
+var everything = access{who: "stdio", reaches: func(*policy.Store, string) bool { return true }, write: true, undo: true}
+
+// accessOf is the access of a caller of the control API.
+func accessOf(c *daemon.Caller) access {
+	return access{who: c.Name, reaches: c.Reaches, write: c.Has(policy.RightWrite), undo: c.Has(policy.RightUndo)}
 }
 
 // New checks cfg; with cfg.Root it checks that the root is one of the
@@ -102,13 +123,18 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 // configured root when root is ""), with the tools the policy's layouts
 // offer.
 func (s *Server) MCP(root string) (*mcp.Server, error) {
+	return s.mcpFor(root, everything)
+}
+
+// mcpFor builds a session's server within what a client may do.
+func (s *Server) mcpFor(root string, a access) (*mcp.Server, error) {
 	p := s.cfg.Policy()
 	if root == "" {
 		root = s.cfg.Root
 	}
-	b := &builder{s: s, policy: p}
+	b := &builder{s: s, policy: p, access: a}
 	if root != "" {
-		st, err := s.find(p, root)
+		st, err := b.find(p, root)
 		if err != nil {
 			return nil, err
 		}
@@ -145,16 +171,76 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 
 // Handler serves MCP over Streamable HTTP (the control API's /mcp). A
 // session is bound to the root named by the "root" query parameter, when
-// given, else to the configured root, else serves every root.
+// given, else to the configured root, else serves every root the caller
+// reaches. At most mcp.max_sessions sessions are open at once (a new one
+// past it is refused with 503); a session idle for mcp.session_idle ends.
 func (s *Server) Handler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		srv, err := s.MCP(r.URL.Query().Get("root"))
+	p := s.cfg.Policy()
+	s.sessions.max = p.MCP.MaxSessions
+	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		srv, err := s.mcpFor(r.URL.Query().Get("root"), accessOf(daemon.CallerOf(r.Context())))
 		if err != nil {
-			s.log.Warn("mcp: refused a session", "err", err)
+			s.log.Warn("mcp: refused a session", "client", daemon.CallerOf(r.Context()).Name, "err", err)
 			return nil // 400
 		}
+		s.sessions.add(srv)
 		return srv
-	}, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxRequest, SessionTimeout: 30 * time.Minute})
+	}, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxRequest, SessionTimeout: p.MCP.SessionIdle})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := daemon.CallerOf(r.Context())
+		if !c.Has(policy.RightRead) {
+			http.Error(w, fmt.Sprintf(`{"error":"forbidden for %s: it has no read right"}`, c.Name), http.StatusForbidden)
+			return
+		}
+		if r.Header.Get("Mcp-Session-Id") == "" && r.Method == http.MethodPost && !s.sessions.admit() {
+			s.log.Warn("mcp: session refused: the bound of open sessions is reached (mcp.max_sessions)", "client", c.Name, "max_sessions", s.sessions.max)
+			http.Error(w, fmt.Sprintf(`{"error":"memwatch serves at most %d MCP sessions at once (mcp.max_sessions); close one, or wait for an idle one to end"}`, s.sessions.max), http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// sessions counts the /mcp sessions open now: each has its own server,
+// which holds its one session while it is open. Safe for concurrent use.
+type sessions struct {
+	mu      sync.Mutex
+	max     int
+	servers []tracked
+}
+
+type tracked struct {
+	srv *mcp.Server
+	at  time.Time
+}
+
+// sessionGrace is how long a new server counts before its session shows.
+const sessionGrace = 10 * time.Second
+
+// admit reports whether a new session may open, forgetting the servers
+// whose session ended.
+func (ss *sessions) admit() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	live := ss.servers[:0]
+	for _, t := range ss.servers {
+		open := time.Since(t.at) < sessionGrace
+		for range t.srv.Sessions() {
+			open = true
+			break
+		}
+		if open {
+			live = append(live, t)
+		}
+	}
+	ss.servers = live
+	return ss.max <= 0 || len(ss.servers) < ss.max
+}
+
+func (ss *sessions) add(srv *mcp.Server) {
+	ss.mu.Lock()
+	ss.servers = append(ss.servers, tracked{srv: srv, at: time.Now()})
+	ss.mu.Unlock()
 }
 
 // maxRequest bounds one MCP request over HTTP; over stdio the SDK bounds a
@@ -184,10 +270,24 @@ func (s *Server) find(p *policy.Policy, root string) (*policy.Store, error) {
 	return nil, fmt.Errorf("root %q is not a root of any store of the policy (memory_roots lists them)", clip(root))
 }
 
+// find is Server.find within what the session's client reaches: a root it
+// does not reach is answered like one that is no root at all.
+func (b *builder) find(p *policy.Policy, root string) (*policy.Store, error) {
+	st, err := b.s.find(p, root)
+	if err != nil {
+		return nil, err
+	}
+	if !b.access.reaches(st, filepath.Clean(root)) {
+		return nil, fmt.Errorf("root %q is not a root %s may use (memory_roots lists them)", clip(root), b.access.who)
+	}
+	return st, nil
+}
+
 // builder adds the tools of one session's server.
 type builder struct {
 	s      *Server
 	policy *policy.Policy
+	access access
 	bound  *binding
 	srv    *mcp.Server
 }
@@ -231,7 +331,7 @@ func (b *builder) open(args json.RawMessage, tool string, layouts []string) (*ta
 			return nil, errors.New("root is required: one of the roots memory_roots lists")
 		}
 		var err error
-		if st, err = b.s.find(b.s.cfg.Policy(), a.Root); err != nil {
+		if st, err = b.find(b.s.cfg.Policy(), a.Root); err != nil {
 			return nil, err
 		}
 		path = filepath.Clean(a.Root)

@@ -128,7 +128,7 @@ func bounded(name, v string, max int) error {
 
 func (b *builder) addTools() {
 	cfg := b.s.cfg
-	writes := cfg.Rewriter != nil && !b.policy.MCP.ReadOnly
+	writes := cfg.Rewriter != nil && !b.policy.MCP.ReadOnly && b.access.write
 	if b.bound == nil {
 		add(b, &mcp.Tool{Name: "memory_roots", Description: "List the memory roots this server works on: store, layout and path of each. Pass a path as the root argument of the other tools."},
 			nil, nil, b.roots)
@@ -283,7 +283,9 @@ func (b *builder) addTools() {
 				return state.FormatJournal(recs, true), nil, nil
 			})
 	}
-	if cfg.Undo != nil && cfg.Rewriter != nil && b.policy.MCP.AllowUndo {
+	// Undo writes: a read-only binding, or a client without the undo
+	// right, is not offered it.
+	if cfg.Undo != nil && cfg.Rewriter != nil && b.policy.MCP.AllowUndo && !b.policy.MCP.ReadOnly && b.access.undo {
 		add(b, &mcp.Tool{Name: "memory_undo", Description: "Revert one change memory_changes lists: restore the file to what it was before that journal record. Refused when the file changed since, unless force."},
 			nil, nil, func(ctx context.Context, t *target, in undoInput) (string, any, error) {
 				rec, err := cfg.Rewriter.DB.GetRecord(ctx, in.ID)
@@ -292,6 +294,9 @@ func (b *builder) addTools() {
 				}
 				if rec.Root != t.path {
 					return "", nil, fmt.Errorf("journal record %d is not a change of %s", in.ID, t.path)
+				}
+				if !t.store.AllowUndo {
+					return "", nil, fmt.Errorf("store %s does not allow undo (allow_undo: false in the policy)", t.store.Name)
 				}
 				res, err := cfg.Undo(ctx, in.ID, in.Force, in.DryRun)
 				if err != nil {
@@ -308,6 +313,9 @@ func (b *builder) roots(ctx context.Context, _ *target, _ noInput) (string, any,
 	n := 0
 	for _, st := range b.s.cfg.Policy().Stores {
 		for _, r := range st.Roots() {
+			if !b.access.reaches(st, r) {
+				continue
+			}
 			fmt.Fprintf(&sb, "%s\t%s\t%s\n", st.Name, st.Layout, r)
 			n++
 		}

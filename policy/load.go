@@ -255,7 +255,7 @@ func (d *decoder) decodeFile(data []byte) {
 	if !ok {
 		return
 	}
-	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "mcp", "metrics", "shutdown_timeout", "max_jobs", "spool_retention", "journal_max_age", "journal_max_bytes", "llm", "stores"}, nil)
+	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "mcp", "metrics", "shutdown_timeout", "max_jobs", "spool_retention", "journal_max_age", "journal_max_bytes", "job_timeout", "llm", "stores"}, nil)
 	var versionNode ast.Node
 	for _, kv := range top {
 		k, v := keyOf(kv), kv.Value
@@ -286,6 +286,14 @@ func (d *decoder) decodeFile(data []byte) {
 		case "journal_max_bytes":
 			if sz, ok := d.size(v, k); ok {
 				d.p.JournalMaxBytes = sz
+			}
+		case "job_timeout":
+			if dur, ok := d.duration(v, k); ok {
+				if dur < time.Second {
+					d.errorf(v, "job_timeout must be at least 1s (a job past it is cancelled)")
+				} else {
+					d.p.JobTimeout = dur
+				}
 			}
 		case "max_jobs":
 			d.once(&d.seen.maxJobsSeen, kv.Key, "max_jobs")
@@ -539,7 +547,7 @@ func (d *decoder) decodeControl(n ast.Node) {
 	if !ok {
 		return
 	}
-	d.checkKeys(kvs, "control", []string{"socket", "tcp", "token_file"}, nil)
+	d.checkKeys(kvs, "control", []string{"socket", "tcp", "token_file", "tokens", "max_request_body"}, nil)
 	for _, kv := range kvs {
 		switch keyOf(kv) {
 		case "socket":
@@ -560,8 +568,107 @@ func (d *decoder) decodeControl(n ast.Node) {
 			if s, ok := d.str(kv.Value, "control.token_file"); ok {
 				d.p.Control.TokenFile = expandHome(s)
 			}
+		case "max_request_body":
+			if sz, ok := d.size(kv.Value, "control.max_request_body"); ok {
+				if sz < 1024 {
+					d.errorf(kv.Value, "control.max_request_body must be at least 1KiB")
+				} else {
+					d.p.Control.MaxRequestBody = sz
+				}
+			}
+		case "tokens":
+			d.decodeTokens(kv.Value)
 		}
 	}
+}
+
+var tokenKeys = []string{"name", "sha256", "stores", "owners", "rights"}
+
+// decodeTokens reads control.tokens: scoped credentials, held hashed.
+func (d *decoder) decodeTokens(n ast.Node) {
+	seq, ok := unwrap(n).(*ast.SequenceNode)
+	if !ok {
+		d.errorf(n, "control.tokens must be a list of tokens (each item starts with `- name: ...`)")
+		return
+	}
+	names := map[string]bool{}
+	for _, item := range seq.Values {
+		kvs, ok := d.mapping(item, "a token")
+		if !ok {
+			continue
+		}
+		t := Token{Pos: d.pos(item)}
+		where := "control.tokens"
+		d.checkKeys(kvs, where, tokenKeys, nil)
+		for _, kv := range kvs {
+			switch keyOf(kv) {
+			case "name":
+				if s, ok := d.str(kv.Value, where+" name"); ok {
+					if names[s] {
+						d.errorf(kv.Value, "token %q is defined twice", s)
+					}
+					names[s], t.Name = true, s
+				}
+			case "sha256":
+				if s, ok := d.str(kv.Value, where+" sha256"); ok {
+					s = strings.ToLower(strings.TrimSpace(s))
+					if len(s) != 64 || strings.Trim(s, "0123456789abcdef") != "" {
+						d.errorf(kv.Value, "sha256 must be the 64 hex digits of the token's SHA-256 (memwatch token new prints one), not the token itself")
+					} else {
+						t.SHA256 = s
+					}
+				}
+			case "stores", "owners", "rights":
+				list := d.strList(kv.Value, where+" "+keyOf(kv))
+				switch keyOf(kv) {
+				case "stores":
+					t.Stores = list
+				case "owners":
+					t.Owners = list
+				default:
+					for _, r := range list {
+						if r != RightRead && r != RightWrite && r != RightUndo {
+							d.errorf(kv.Value, "right %q: want read, write or undo%s", r, suggest(r, []string{RightRead, RightWrite, RightUndo}))
+						}
+					}
+					t.Rights = list
+				}
+			}
+		}
+		switch {
+		case t.Name == "":
+			d.errorf(item, "a token needs a name (it names the client in the log)")
+		case t.SHA256 == "":
+			d.errorf(item, "token %q needs sha256: the SHA-256 of the token (memwatch token new makes a token and prints it)", t.Name)
+		case len(t.Stores) == 0 && len(t.Owners) == 0:
+			d.errorf(item, "token %q reaches nothing: give it stores: [NAME, ...] or owners: [USER, ...]", t.Name)
+		case len(t.Rights) == 0:
+			d.errorf(item, "token %q has no rights: give it rights: [read] (and write, undo as needed)", t.Name)
+		default:
+			d.p.Control.Tokens = append(d.p.Control.Tokens, t)
+		}
+	}
+}
+
+// strList reads a list of strings (or one string).
+func (d *decoder) strList(n ast.Node, field string) []string {
+	var items []ast.Node
+	switch t := unwrap(n).(type) {
+	case *ast.SequenceNode:
+		items = t.Values
+	case *ast.StringNode:
+		items = []ast.Node{t}
+	default:
+		d.errorf(n, "%s must be a list, such as [a, b], not %s", field, describe(n))
+		return nil
+	}
+	var out []string
+	for _, it := range items {
+		if s, ok := d.str(it, field); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (d *decoder) decodeMetrics(n ast.Node) {
@@ -589,7 +696,7 @@ func (d *decoder) decodeMCP(n ast.Node) {
 	if !ok {
 		return
 	}
-	d.checkKeys(kvs, "mcp", []string{"allow_undo", "read_only"}, nil)
+	d.checkKeys(kvs, "mcp", []string{"allow_undo", "read_only", "max_sessions", "session_idle"}, nil)
 	for _, kv := range kvs {
 		switch keyOf(kv) {
 		case "allow_undo":
@@ -599,6 +706,22 @@ func (d *decoder) decodeMCP(n ast.Node) {
 		case "read_only":
 			if b, ok := d.boolVal(kv.Value, "mcp.read_only"); ok {
 				d.p.MCP.ReadOnly = b
+			}
+		case "max_sessions":
+			if n, ok := d.intVal(kv.Value, "mcp.max_sessions"); ok {
+				if n < 1 {
+					d.errorf(kv.Value, "mcp.max_sessions must be at least 1")
+				} else {
+					d.p.MCP.MaxSessions = n
+				}
+			}
+		case "session_idle":
+			if t, ok := d.duration(kv.Value, "mcp.session_idle"); ok {
+				if t < time.Second {
+					d.errorf(kv.Value, "mcp.session_idle must be at least 1s")
+				} else {
+					d.p.MCP.SessionIdle = t
+				}
 			}
 		}
 	}
@@ -726,7 +849,7 @@ func (d *decoder) decodeLLM(n ast.Node) {
 }
 
 var storeKeys = []string{"name", "preset", "layout", "paths", "compactor", "llm", "settle", "cooldown", "sweep", "max_loss",
-	"max_file_size", "max_line", "user", "group", "archive_keep", "archive_max_age", "archive_max_bytes", "compress_after"}
+	"max_file_size", "max_line", "max_read", "max_watches", "allow_undo", "user", "group", "archive_keep", "archive_max_age", "archive_max_bytes", "compress_after"}
 
 func (d *decoder) decodeStores(n ast.Node) {
 	seq, ok := unwrap(n).(*ast.SequenceNode)
@@ -751,7 +874,7 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 	}
 	s := &Store{Compactor: "heuristic", LLM: "default", Settle: 500 * time.Millisecond,
 		Cooldown: 5 * time.Minute, Sweep: time.Hour, MaxLoss: 0.25, MaxFileSize: DefaultMaxFileSize, MaxLine: DefaultMaxLine,
-		Pos: d.pos(n)}
+		MaxRead: DefaultMaxRead, MaxWatches: DefaultMaxWatches, AllowUndo: true, Pos: d.pos(n)}
 	byKey := map[string]*ast.MappingValueNode{}
 	for _, kv := range kvs {
 		byKey[keyOf(kv)] = kv
@@ -887,6 +1010,26 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 				} else {
 					s.MaxLine = sz
 				}
+			}
+		case "max_read":
+			if sz, ok := d.size(v, k); ok {
+				if sz < 64<<10 {
+					d.errorf(v, "max_read must be at least 64KiB")
+				} else {
+					s.MaxRead = sz
+				}
+			}
+		case "max_watches":
+			if n, ok := d.intVal(v, k); ok {
+				if n < 1 {
+					d.errorf(v, "max_watches must be at least 1 (beyond it a root is polled)")
+				} else {
+					s.MaxWatches = n
+				}
+			}
+		case "allow_undo":
+			if b, ok := d.boolVal(v, k); ok {
+				s.AllowUndo = b
 			}
 		case "archive_keep":
 			if n, ok := d.intVal(v, k); ok {

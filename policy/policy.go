@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -35,7 +36,10 @@ type Policy struct {
 	// the rules and the archives still need. Zero keeps everything.
 	JournalMaxAge   time.Duration
 	JournalMaxBytes Size
-	LLM             map[string]*Endpoint
+	// JobTimeout bounds one job (a rule's run on a target): past it the
+	// job is cancelled, reported, and its slot freed.
+	JobTimeout time.Duration
+	LLM        map[string]*Endpoint
 	Stores          []*Store
 	// Files lists the files the policy was loaded from, for messages.
 	Files []string
@@ -45,7 +49,40 @@ type Policy struct {
 type Control struct {
 	Socket    string
 	TCP       string // optional loopback address, e.g. 127.0.0.1:7070
-	TokenFile string // bearer token for TCP; required when TCP is set
+	TokenFile string // the administrator's bearer token (every right on every store)
+	// Tokens are scoped credentials for the TCP listener: each reaches only
+	// its stores or its owners' roots, with only its rights.
+	Tokens []Token
+	// MaxRequestBody bounds what the API reads of a request body.
+	MaxRequestBody Size
+}
+
+// Rights a token may hold.
+const (
+	RightRead  = "read"  // status, journal, recall, show, the MCP tools that read
+	RightWrite = "write" // trigger, compact, records removal, the MCP tools that write
+	RightUndo  = "undo"  // undo, where the store allows it
+)
+
+// Token is a scoped credential of the control API. The policy holds the
+// token's sha256, never the token (memwatch token new makes one).
+type Token struct {
+	Name   string
+	SHA256 string   // hex
+	Stores []string // store names it reaches; empty: none by name
+	Owners []string // user names (or uids) whose roots it reaches
+	Rights []string
+	Pos    Pos
+}
+
+// Has reports whether the token holds right.
+func (t Token) Has(right string) bool {
+	for _, r := range t.Rights {
+		if r == right {
+			return true
+		}
+	}
+	return false
 }
 
 // Metrics configures an extra listener that serves only /metrics, with no
@@ -64,6 +101,11 @@ type MCP struct {
 	// ReadOnly leaves out the tools that write (memory_write,
 	// memory_append, memory_patch, memory_stamp).
 	ReadOnly bool
+	// MaxSessions bounds the MCP sessions open at once on /mcp; past it a
+	// new session is refused (503). SessionIdle ends a session no request
+	// used for that long.
+	MaxSessions int
+	SessionIdle time.Duration
 }
 
 // Endpoint is a named OpenAI-compatible LLM endpoint.
@@ -107,6 +149,16 @@ type Store struct {
 	// roots (whose permissions it checks, who owns what it creates), instead
 	// of each root directory's owner.
 	User, Group string
+	// MaxWatches bounds the inotify watches of the store's roots; a root
+	// that would pass it is polled instead.
+	MaxWatches int
+	// MaxRead bounds the bytes one job reads from session logs (a range to
+	// consolidate or summarize): what is beyond it is left for the next.
+	MaxRead Size
+	// AllowUndo lets memwatch undo act on this store's records through the
+	// daemon (CLI, API, review page); memory_undo over MCP also needs
+	// mcp.allow_undo.
+	AllowUndo bool
 	// Archive retention (rotate/): archives kept per file beyond the
 	// newest, their maximum age, the archive bytes per root, and the age
 	// after which archives are gzip-compressed. Zero keeps everything.
@@ -120,10 +172,16 @@ type Store struct {
 	Pos     Pos
 }
 
-// Defaults of the store-level bounds.
+// Defaults of the bounds.
 const (
-	DefaultMaxFileSize Size = 256 << 20
-	DefaultMaxLine     Size = 1 << 20
+	DefaultMaxFileSize    Size = 256 << 20
+	DefaultMaxLine        Size = 1 << 20
+	DefaultMaxRead        Size = 64 << 20
+	DefaultMaxWatches          = 8192
+	DefaultMaxRequestBody Size = 1 << 20
+	DefaultJobTimeout          = 10 * time.Minute
+	DefaultMCPSessions         = 64
+	DefaultMCPSessionIdle      = 10 * time.Minute
 )
 
 // Pos is a position in a policy file.
@@ -142,6 +200,9 @@ func Default() *Policy {
 		ShutdownTimeout: 30 * time.Second,
 		MaxJobs:         2,
 		SpoolRetention:  7 * 24 * time.Hour,
+		JobTimeout:      DefaultJobTimeout,
+		Control:         Control{MaxRequestBody: DefaultMaxRequestBody},
+		MCP:             MCP{MaxSessions: DefaultMCPSessions, SessionIdle: DefaultMCPSessionIdle},
 		LLM:             map[string]*Endpoint{},
 	}
 }
@@ -192,10 +253,30 @@ func (p *Policy) validate(partial bool) Errors {
 			}
 		}
 	}
-	if p.Control.TCP != "" && p.Control.TokenFile == "" {
-		errs = append(errs, &Error{Pos: Pos{File: firstFile(p.Files)}, Msg: "control.tcp needs control.token_file: the TCP API is only served with a bearer token"})
+	if p.Control.TCP != "" && p.Control.TokenFile == "" && len(p.Control.Tokens) == 0 {
+		errs = append(errs, &Error{Pos: Pos{File: firstFile(p.Files)}, Msg: "control.tcp needs control.token_file or control.tokens: the TCP API is only served with a bearer token"})
+	}
+	for _, t := range p.Control.Tokens {
+		for _, name := range t.Stores {
+			if p.StoreByName(name) == nil && !partial {
+				errs = append(errs, &Error{Pos: t.Pos, Msg: fmt.Sprintf("control.tokens %q: no store named %q%s", t.Name, name, suggest(name, p.storeNames()))})
+			}
+		}
+		for _, o := range t.Owners {
+			if _, err := OwnerUID(o); err != nil {
+				errs = append(errs, &Error{Pos: t.Pos, Msg: fmt.Sprintf("control.tokens %q: owner %q: %v", t.Name, o, err)})
+			}
+		}
 	}
 	return errs
+}
+
+func (p *Policy) storeNames() []string {
+	var out []string
+	for _, s := range p.Stores {
+		out = append(out, s.Name)
+	}
+	return out
 }
 
 func firstFile(fs []string) string {
@@ -331,6 +412,19 @@ func (p *Policy) Warnings(stateDir string) Errors {
 		}
 	}
 	return out
+}
+
+// OwnerUID resolves a token's owner (a user name, or a uid that need not
+// have a passwd entry) to a uid.
+func OwnerUID(name string) (int, error) {
+	if n, err := strconv.Atoi(name); err == nil && n >= 0 {
+		return n, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(u.Uid)
 }
 
 func lookupUser(name string) (*user.User, error) {

@@ -125,6 +125,7 @@ func (w *Rewriter) Remove(ctx context.Context, root *confine.Root, target, archi
 		return fmt.Errorf("remove %s: %w", target, confine.ErrDenied)
 	}
 	rec.Root, rec.Target = root.Path(), target
+	rec.RootDev, rec.RootIno = rootID(root)
 	rec.BeforeSHA, rec.BeforeSize = Hash(data), int64(len(data))
 	if archive == "" {
 		archive = archiveName("", target, w.Now())

@@ -21,6 +21,37 @@ func OpenRoot(path string) (*confine.Root, error) {
 	return confine.Open(path, confine.Options{})
 }
 
+// ErrRootReplaced means a record's root path now names another directory
+// than the one the change was made in: undo and recovery leave it alone.
+var ErrRootReplaced = errors.New("the root is not the directory this change was made in")
+
+// rootID is a root's identity as the journal records it.
+func rootID(r *confine.Root) (dev, ino int64) {
+	d, i := r.ID()
+	return int64(d), int64(i)
+}
+
+// recordRoot opens the root of a journal record: through OpenRoot (the
+// policy's checks), and only if it is the directory the record was made
+// in (when the record says which).
+func (w *Rewriter) recordRoot(rec *state.Record) (*confine.Root, error) {
+	open := w.OpenRoot
+	if open == nil {
+		open = OpenRoot
+	}
+	root, err := open(rec.Root)
+	if err != nil {
+		return nil, err
+	}
+	if rec.RootIno != 0 {
+		if dev, ino := rootID(root); dev != rec.RootDev || ino != rec.RootIno {
+			root.Close()
+			return nil, fmt.Errorf("%s: %w (it was moved or replaced since journal record %d)", rec.Root, ErrRootReplaced, rec.ID)
+		}
+	}
+	return root, nil
+}
+
 // Recover resolves journal records left pending by a memwatch that was
 // killed between archiving and swapping. It compares each target with the
 // record's before and after hashes, so the journal agrees with the files.
@@ -39,7 +70,7 @@ func (w *Rewriter) Recover(ctx context.Context) (int, error) {
 			w.Log.Info("resolved interrupted change", "journal", r.ID, "root", r.Root, "target", r.Target, "outcome", r.Outcome, "reason", r.Reason)
 			continue
 		}
-		data, sha := currentContent(r.Root, r.Target)
+		data, sha := w.currentContent(r)
 		switch {
 		case sha == r.AfterSHA:
 			r.Outcome, r.Reason = state.Done, "completed before memwatch stopped; confirmed at restart"
@@ -72,7 +103,7 @@ func (w *Rewriter) carriedBefore(r *state.Record) {
 	if r.Archive == "" {
 		return
 	}
-	root, err := OpenRoot(r.Root)
+	root, err := w.recordRoot(r)
 	if err != nil {
 		return
 	}
@@ -85,14 +116,15 @@ func (w *Rewriter) carriedBefore(r *state.Record) {
 }
 
 // currentContent reads a record's target; its hash is RemovedSHA when the
-// file is missing and "" when it cannot be read.
-func currentContent(rootPath, target string) ([]byte, string) {
-	root, err := OpenRoot(rootPath)
+// file is missing and "" when it cannot be read (or its root is not the
+// record's any more).
+func (w *Rewriter) currentContent(rec *state.Record) ([]byte, string) {
+	root, err := w.recordRoot(rec)
 	if err != nil {
 		return nil, ""
 	}
 	defer root.Close()
-	data, err := root.ReadFile(target)
+	data, err := root.ReadFile(rec.Target)
 	switch {
 	case err == nil:
 		return data, Hash(data)
@@ -133,7 +165,7 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 	if rec.BeforeSHA == "" {
 		return nil, fmt.Errorf("undo %d: rule %s changed no file content; nothing to restore", id, rec.Rule)
 	}
-	root, err := OpenRoot(rec.Root)
+	root, err := w.recordRoot(&rec)
 	if err != nil {
 		return nil, fmt.Errorf("undo %d: %w", id, err)
 	}
@@ -248,7 +280,7 @@ func (w *Rewriter) Undo(ctx context.Context, id int64, force bool) (Outcome, err
 	if plan.Changed && !force {
 		return Outcome{}, fmt.Errorf("undo %d: %w (now sha256 %.12s, after the action %.12s); use --force to archive the current content and restore anyway", id, ErrTargetChanged, plan.Current, plan.Record.AfterSHA)
 	}
-	root, err := OpenRoot(plan.Record.Root)
+	root, err := w.recordRoot(&plan.Record)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("undo %d: %w", id, err)
 	}

@@ -257,6 +257,11 @@ type Rewriter struct {
 	// Resolvers settle pending journal records of changes that are not file
 	// rewrites (database rows), by rule.
 	Resolvers map[string]func(context.Context, *state.Record) (outcome, reason string)
+	// OpenRoot opens the root a journal record names, for undo and
+	// recovery: the daemon's opens it as a root of the policy in force
+	// (its store's checks), refusing a path that is no root any more. Nil
+	// opens it with the default checks.
+	OpenRoot func(path string) (*confine.Root, error)
 
 	// hook lets tests act as an agent at the protocol's steps
 	// ("before-exchange", "after-exchange", "after-exchange-back"); nil
@@ -287,6 +292,7 @@ func (w *Rewriter) Apply(ctx context.Context, req Request, rec *state.Record) (O
 		return Outcome{}, err
 	}
 	rec.Root, rec.Target = req.Root.Path(), target
+	rec.RootDev, rec.RootIno = rootID(req.Root)
 	// An in-root symlink keeps pointing at the file it names: rewrite that one.
 	real, err := req.Root.Resolve(target)
 	if err != nil {

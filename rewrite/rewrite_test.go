@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -402,5 +403,30 @@ func TestRemovalRecoveryAndUndo(t *testing.T) {
 	}
 	if got := read(t, filepath.Join(root, "episodes/2025-01.md")); got != "old month" {
 		t.Errorf("restored %q", got)
+	}
+}
+
+// TestUndoLeavesAReplacedRootAlone: the agent moved its root away and put
+// another directory at its path; undo of a change made in the old one
+// touches neither.
+func TestUndoLeavesAReplacedRootAlone(t *testing.T) {
+	ctx := context.Background()
+	w := newRewriter(t)
+	base := t.TempDir()
+	dir := filepath.Join(base, "root")
+	os.Mkdir(dir, 0o755)
+	write(t, filepath.Join(dir, "memory.md"), strings.Repeat("line\n", 10))
+	out, err := w.Apply(ctx, Request{Root: open(t, dir), Target: "memory.md", Compute: keepNewest(2)}, &state.Record{Rule: "compact"})
+	if err != nil || out.Status != state.Done {
+		t.Fatalf("Apply = %+v, %v", out, err)
+	}
+	os.Rename(dir, dir+".moved")
+	os.Mkdir(dir, 0o755)
+	write(t, filepath.Join(dir, "memory.md"), "another directory's file\n")
+	if _, err := w.Undo(ctx, out.Record, true); !errors.Is(err, ErrRootReplaced) {
+		t.Errorf("Undo = %v, want ErrRootReplaced", err)
+	}
+	if got := read(t, filepath.Join(dir, "memory.md")); got != "another directory's file\n" {
+		t.Errorf("the directory now at the root's path was changed: %q", got)
 	}
 }

@@ -54,6 +54,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/memwatch/memwatch/state"
 )
 
 // FileName is the spool database in the state directory.
@@ -130,6 +132,9 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
+	if err := state.Private(path); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", path, err)

@@ -36,6 +36,10 @@ type Record struct {
 	Outcome    string        `json:"outcome"`
 	Reason     string        `json:"reason,omitempty"`
 	Data       []byte        `json:"data,omitempty"`
+	// RootDev and RootIno identify the root directory the action was made
+	// in: undo and recovery act only on that directory (0: not recorded).
+	RootDev int64 `json:"root_dev,omitempty"`
+	RootIno int64 `json:"root_ino,omitempty"`
 }
 
 // Append writes a record and returns its id.
@@ -43,10 +47,10 @@ func (d *DB) Append(ctx context.Context, r *Record) (int64, error) {
 	if r.Time.IsZero() {
 		r.Time = time.Now()
 	}
-	res, err := d.db.ExecContext(ctx, `INSERT INTO journal(time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	res, err := d.db.ExecContext(ctx, `INSERT INTO journal(time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data,root_dev,root_ino)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		r.Time.UnixNano(), r.Store, r.Root, r.Rule, r.Target, r.Archive, r.BeforeSHA, r.BeforeSize, r.AfterSHA, r.AfterSize,
-		r.Tokens, r.Duration.Milliseconds(), r.Duration.Microseconds(), r.Outcome, r.Reason, r.Data)
+		r.Tokens, r.Duration.Milliseconds(), r.Duration.Microseconds(), r.Outcome, r.Reason, r.Data, r.RootDev, r.RootIno)
 	if err != nil {
 		return 0, fmt.Errorf("append journal record: %w", err)
 	}
@@ -76,7 +80,7 @@ type Filter struct {
 	Limit       int
 }
 
-const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data`
+const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data,root_dev,root_ino`
 
 // Journal returns records newest first.
 func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
@@ -178,7 +182,7 @@ func scanRecord(s scanner) (Record, error) {
 	var r Record
 	var t, ms, us int64
 	err := s.Scan(&r.ID, &t, &r.Store, &r.Root, &r.Rule, &r.Target, &r.Archive, &r.BeforeSHA, &r.BeforeSize,
-		&r.AfterSHA, &r.AfterSize, &r.Tokens, &ms, &us, &r.Outcome, &r.Reason, &r.Data)
+		&r.AfterSHA, &r.AfterSize, &r.Tokens, &ms, &us, &r.Outcome, &r.Reason, &r.Data, &r.RootDev, &r.RootIno)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return r, err

@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,6 +70,9 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
+	if err := Private(path); err != nil {
+		return nil, err
+	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -81,12 +85,16 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("initialise state database %s: %w", path, err)
 	}
-	// Durations in microseconds: most actions take less than a millisecond.
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('journal') WHERE name = 'duration_us'`).Scan(&n); err == nil && n == 0 {
-		if _, err := db.ExecContext(ctx, `ALTER TABLE journal ADD COLUMN duration_us INTEGER NOT NULL DEFAULT 0`); err != nil && !strings.Contains(err.Error(), "duplicate column") {
-			db.Close()
-			return nil, fmt.Errorf("upgrade state database %s: %w", path, err)
+	// Columns added since the first release: durations in microseconds
+	// (most actions take less than a millisecond), and the identity of
+	// the root directory an action was made in.
+	for _, col := range []string{"duration_us", "root_dev", "root_ino"} {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('journal') WHERE name = ?`, col).Scan(&n); err == nil && n == 0 {
+			if _, err := db.ExecContext(ctx, `ALTER TABLE journal ADD COLUMN `+col+` INTEGER NOT NULL DEFAULT 0`); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+				db.Close()
+				return nil, fmt.Errorf("upgrade state database %s: %w", path, err)
+			}
 		}
 	}
 	return &DB{db: db, Path: path}, nil
@@ -94,6 +102,24 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 
 // Close closes the database.
 func (d *DB) Close() error { return d.db.Close() }
+
+// Private makes a database of the state directory readable by its owner
+// alone (0600), whatever existed before: it is created so when missing,
+// and its -wal and -shm files, which SQLite creates with the database's
+// mode, are set so too. The journal and the spool hold what agents wrote.
+func Private(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("make %s private: %w", p, err)
+		}
+	}
+	return nil
+}
 
 // Get reads a value from namespace ns; ok is false when it is absent.
 func (d *DB) Get(ctx context.Context, ns, key string) (value []byte, ok bool, err error) {

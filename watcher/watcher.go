@@ -31,7 +31,17 @@ type Store struct {
 	Settle time.Duration
 	// FileRoots is true when each root is a file (a database) rather than a directory.
 	FileRoots bool
+	// Owner, when set, is who the watcher walks and watches the roots as
+	// (a store's user:); nil: each root directory's owner.
+	Owner *confine.Identity
+	// MaxWatches bounds the inotify watches of the store's roots; 0 means
+	// DefaultMaxWatches. A root that would go past it is polled instead,
+	// so one agent's tree cannot take the host's watches.
+	MaxWatches int
 }
+
+// DefaultMaxWatches is a store's watch bound when its policy sets none.
+const DefaultMaxWatches = 8192
 
 // Change is handed on when changes under a root have settled.
 type Change struct {
@@ -82,6 +92,8 @@ type Watcher struct {
 	refused  map[string]string // refused path -> reason, reported once
 	timer    *time.Timer
 	enospc   bool
+	count    map[string]int  // store -> watches of its roots
+	capped   map[string]bool // stores whose bound was reported
 	paused   chan struct{} // tests only: the loop waits on it
 	// add is fsw.Add; tests replace it to simulate running out of watches.
 	add func(string) error
@@ -120,7 +132,7 @@ func New(cfg Config, log *slog.Logger) (*Watcher, error) {
 	}
 	w := &Watcher{cfg: cfg, log: log, fsw: fsw, msgs: make(chan func(), 16), ready: make(chan struct{}), done: make(chan struct{}),
 		stores: map[string]*Store{}, roots: map[string]*rootState{}, watched: map[string]string{}, ancestor: map[string][]string{},
-		pending: map[string]*pend{}, refused: map[string]string{}}
+		pending: map[string]*pend{}, refused: map[string]string{}, count: map[string]int{}, capped: map[string]bool{}}
 	w.add = fsw.Add
 	for i := range cfg.Stores {
 		s := cfg.Stores[i]
@@ -370,7 +382,7 @@ func (w *Watcher) watchAncestor(dir, store string, trusted bool) {
 			w.addFailed(dir, err)
 			return
 		}
-		w.watched[dir] = ""
+		w.setWatched(dir, "")
 	}
 }
 
@@ -397,6 +409,47 @@ func (w *Watcher) addDir(p string) error {
 	return nil
 }
 
+// setWatched records a watch of dir for root ("" for a glob ancestor).
+func (w *Watcher) setWatched(dir, root string) {
+	w.watched[dir] = root
+	if st, ok := w.roots[root]; ok {
+		w.count[st.store]++
+	}
+}
+
+// unwatch removes the watch of dir.
+func (w *Watcher) unwatch(dir string) {
+	root, ok := w.watched[dir]
+	if !ok {
+		return
+	}
+	_ = w.fsw.Remove(dir)
+	delete(w.watched, dir)
+	if st, ok := w.roots[root]; ok {
+		w.count[st.store]--
+	}
+}
+
+// maxWatches is a store's watch bound.
+func (w *Watcher) maxWatches(store string) int {
+	if s, ok := w.stores[store]; ok && s.MaxWatches > 0 {
+		return s.MaxWatches
+	}
+	return DefaultMaxWatches
+}
+
+// poll makes root polled, without watches of its own: it could not be
+// watched whole (no watches left, or the store's bound).
+func (w *Watcher) poll(root string, st *rootState) {
+	for d, r := range w.watched {
+		if r == root {
+			w.unwatch(d)
+		}
+	}
+	st.polled = true
+	st.snap = w.snapshotTree(root)
+}
+
 func (w *Watcher) addRoot(s *Store, root, reason string) {
 	st := &rootState{store: s.Name}
 	w.roots[root] = st
@@ -407,12 +460,11 @@ func (w *Watcher) addRoot(s *Store, root, reason string) {
 				w.addFailed(dir, err)
 				st.polled = true
 			} else {
-				w.watched[dir] = root
+				w.setWatched(dir, root)
 			}
 		}
 	} else if !w.watchTree(root, root, nil) {
-		st.polled = true
-		st.snap = snapshotTree(root)
+		w.poll(root, st)
 		w.log.Warn("root falls back to polling", "store", s.Name, "root", root, "interval", w.cfg.PollInterval)
 	}
 	if reason == "scan" {
@@ -424,13 +476,12 @@ func (w *Watcher) addRoot(s *Store, root, reason string) {
 }
 
 func (w *Watcher) dropRoot(root string) {
-	delete(w.roots, root)
 	for d, r := range w.watched {
 		if r == root {
-			_ = w.fsw.Remove(d)
-			delete(w.watched, d)
+			w.unwatch(d)
 		}
 	}
+	delete(w.roots, root)
 	for p, pd := range w.pending {
 		if pd.root == root {
 			delete(w.pending, p)
@@ -440,37 +491,62 @@ func (w *Watcher) dropRoot(root string) {
 
 // watchTree adds watches for dir and every directory below it; found files
 // are appended to files when it is not nil. It returns false if a watch
-// could not be added (the root then needs polling).
+// could not be added, or the store's bound would be passed (the root then
+// needs polling). It walks as the root's owner: a directory the owner
+// cannot search is not watched, nor anything below it.
 func (w *Watcher) watchTree(root, dir string, files *[]string) bool {
 	ok := true
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // vanished meanwhile
-		}
-		if !d.IsDir() {
-			if files != nil && !ignored(root, p) {
-				*files = append(*files, p)
+	st := w.roots[root]
+	var owner *confine.Identity
+	if st != nil {
+		owner = w.stores[st.store].Owner
+	}
+	err := confine.AsOwnerOf(root, owner, func() error {
+		return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if d != nil && d.IsDir() && p != dir {
+					return filepath.SkipDir // vanished meanwhile, or not the owner's to search
+				}
+				return nil
 			}
-			return nil
-		}
-		if p != root && d.Name() == IgnoreDir {
-			return filepath.SkipDir
-		}
-		if _, seen := w.watched[p]; seen {
-			return nil
-		}
-		if err := w.addDir(p); err != nil {
-			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errSwapped) {
-				w.addFailed(p, err)
+			if !d.IsDir() {
+				if files != nil && !ignored(root, p) {
+					*files = append(*files, p)
+				}
+				return nil
+			}
+			if p != root && d.Name() == IgnoreDir {
+				return filepath.SkipDir
+			}
+			if _, seen := w.watched[p]; seen {
+				return nil
+			}
+			if st != nil && w.count[st.store] >= w.maxWatches(st.store) {
+				if !w.capped[st.store] {
+					w.capped[st.store] = true
+					w.log.Warn("store reached its bound of inotify watches (max_watches); roots beyond it are polled instead", "store", st.store,
+						"max_watches", w.maxWatches(st.store), "root", root, "poll_interval", w.cfg.PollInterval)
+				}
 				ok = false
 				return filepath.SkipAll
 			}
+			if err := w.addDir(p); err != nil {
+				switch {
+				case errors.Is(err, fs.ErrNotExist), errors.Is(err, errSwapped):
+				case errors.Is(err, fs.ErrPermission):
+					return filepath.SkipDir // the owner may not read it: neither does memwatch
+				default:
+					w.addFailed(p, err)
+					ok = false
+					return filepath.SkipAll
+				}
+				return nil
+			}
+			w.setWatched(p, root)
 			return nil
-		}
-		w.watched[p] = root
-		return nil
+		})
 	})
-	return ok
+	return ok && err == nil
 }
 
 func (w *Watcher) addFailed(dir string, err error) {
@@ -521,8 +597,7 @@ func (w *Watcher) event(ev fsnotify.Event) {
 		if _, ok := w.watched[p]; ok {
 			for d := range w.watched {
 				if d == p || strings.HasPrefix(d, p+string(filepath.Separator)) {
-					_ = w.fsw.Remove(d)
-					delete(w.watched, d)
+					w.unwatch(d)
 				}
 			}
 		}
@@ -540,13 +615,13 @@ func (w *Watcher) event(ev fsnotify.Event) {
 	if ignored(root, p) {
 		return
 	}
-	if ev.Has(fsnotify.Create) && !w.stores[st.store].FileRoots {
+	if ev.Has(fsnotify.Create) && !w.stores[st.store].FileRoots && !st.polled {
 		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
 			// Files can land before the watch exists: scan the new tree now.
 			var files []string
 			if !w.watchTree(root, p, &files) {
-				st.polled = true
-				st.snap = snapshotTree(root)
+				w.poll(root, st)
+				w.log.Warn("root falls back to polling", "store", st.store, "root", root, "interval", w.cfg.PollInterval)
 			}
 			for _, f := range files {
 				w.touch(root, st, f)
@@ -647,33 +722,38 @@ func (w *Watcher) rescan() {
 			for d, r := range w.watched {
 				if r == root {
 					if _, err := os.Stat(d); err != nil {
-						_ = w.fsw.Remove(d)
-						delete(w.watched, d)
+						w.unwatch(d)
 					}
 				}
 			}
 			if !w.watchTree(root, root, nil) {
-				st.polled = true
-				st.snap = snapshotTree(root)
+				w.poll(root, st)
 			}
 		}
 		w.emit(Change{Store: st.store, Root: root, Reason: "rescan"})
 	}
 }
 
-func snapshotTree(root string) map[string]fileSig {
+// snapshotTree lists a polled root's files, walked as its owner.
+func (w *Watcher) snapshotTree(root string) map[string]fileSig {
 	snap := map[string]fileSig{}
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
+	var owner *confine.Identity
+	if st, ok := w.roots[root]; ok {
+		owner = w.stores[st.store].Owner
+	}
+	_ = confine.AsOwnerOf(root, owner, func() error {
+		return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if d.IsDir() && p != root && d.Name() == IgnoreDir {
+				return filepath.SkipDir
+			}
+			if fi, err := d.Info(); err == nil && !d.IsDir() {
+				snap[p] = fileSig{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+			}
 			return nil
-		}
-		if d.IsDir() && p != root && d.Name() == IgnoreDir {
-			return filepath.SkipDir
-		}
-		if fi, err := d.Info(); err == nil && !d.IsDir() {
-			snap[p] = fileSig{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-		}
-		return nil
+		})
 	})
 	return snap
 }
@@ -688,7 +768,7 @@ func (w *Watcher) pollRoots() {
 			w.emit(Change{Store: st.store, Root: root, Reason: "poll"})
 			continue
 		}
-		cur := snapshotTree(root)
+		cur := w.snapshotTree(root)
 		var changed []string
 		for p, sig := range cur {
 			if old, ok := st.snap[p]; !ok || old != sig {

@@ -73,13 +73,14 @@ Add it to Claude Code with
 				return err
 			}
 			defer db.Close()
-			cfg := mcpserver.Config{Policy: func() *policy.Policy { return p }, Root: root, Version: version,
-				Rewriter: rewrite.New(db, log)}
+			rw := rewrite.New(db, log)
+			rw.OpenRoot = daemon.RootOpener(func() *policy.Policy { return p })
+			cfg := mcpserver.Config{Policy: func() *policy.Policy { return p }, Root: root, Version: version, Rewriter: rw}
 			cfg.Undo = func(ctx context.Context, id int64, force, dryRun bool) (daemon.UndoResult, error) {
 				var res daemon.UndoResult
 				err := newControl(socketPath(p, dir)).do(ctx, "POST", fmt.Sprintf("/v1/undo/%d?force=%t&dry_run=%t", id, force, dryRun), nil, &res)
 				if errors.Is(err, errNoDaemon) {
-					return undoOffline(dir, id, force, dryRun)
+					return undoOffline(dir, p, id, force, dryRun)
 				}
 				return res, err
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 )
@@ -39,7 +40,11 @@ it cannot race a job.`,
 			path := fmt.Sprintf("/v1/undo/%d?force=%t&dry_run=%t", id, force, dryRun)
 			err = ctl.do(context.Background(), "POST", path, nil, &res)
 			if errors.Is(err, errNoDaemon) {
-				res, err = undoOffline(dir, id, force, dryRun)
+				p, perr := g.policyIfGiven()
+				if perr != nil {
+					return perr
+				}
+				res, err = undoOffline(dir, p, id, force, dryRun)
 			}
 			if err != nil {
 				return err
@@ -54,7 +59,9 @@ it cannot race a job.`,
 }
 
 // undoOffline runs an undo with no daemon; the state lock proves none runs.
-func undoOffline(dir string, id int64, force, dryRun bool) (daemon.UndoResult, error) {
+// With a policy, the record's root must still be one of its roots, in a
+// store that allows undo.
+func undoOffline(dir string, p *policy.Policy, id int64, force, dryRun bool) (daemon.UndoResult, error) {
 	if _, err := os.Stat(filepath.Join(dir, state.FileName)); err != nil {
 		// Nothing to undo here, and nothing to create: say where we looked.
 		return daemon.UndoResult{}, fmt.Errorf("no daemon answered and there is no journal in %s: give the daemon's --state-dir or --policy, or set MEMWATCH_STATE_DIR", dir)
@@ -70,6 +77,16 @@ func undoOffline(dir string, id int64, force, dryRun bool) (daemon.UndoResult, e
 	}
 	defer db.Close()
 	rw := rewrite.New(db, slog.New(slog.DiscardHandler))
+	if p != nil {
+		rw.OpenRoot = daemon.RootOpener(func() *policy.Policy { return p })
+		if rec, err := db.GetRecord(context.Background(), id); err == nil {
+			for _, s := range p.Stores {
+				if s.MatchesRoot(rec.Root) && !s.AllowUndo {
+					return daemon.UndoResult{}, fmt.Errorf("undo %d: store %s does not allow undo (allow_undo: false in the policy)", id, s.Name)
+				}
+			}
+		}
+	}
 	res, err := daemon.Undo(context.Background(), rw, nil, id, force, dryRun)
 	if errors.Is(err, state.ErrNoRecord) {
 		// Say where we looked: the daemon may journal somewhere else.

@@ -113,8 +113,8 @@ func expandPolicy(p *policy.Policy) string {
 		if s.Compactor == "llm" {
 			fmt.Fprintf(&b, "    llm: %s\n", s.LLM)
 		}
-		fmt.Fprintf(&b, "    settle: %v\n    cooldown: %v\n    sweep: %v\n    max_loss: %v\n    max_file_size: %v\n    max_line: %v\n",
-			s.Settle, s.Cooldown, s.Sweep, s.MaxLoss, s.MaxFileSize, s.MaxLine)
+		fmt.Fprintf(&b, "    settle: %v\n    cooldown: %v\n    sweep: %v\n    max_loss: %v\n    max_file_size: %v\n    max_line: %v\n    max_read: %v\n    max_watches: %d\n    allow_undo: %t\n",
+			s.Settle, s.Cooldown, s.Sweep, s.MaxLoss, s.MaxFileSize, s.MaxLine, s.MaxRead, s.MaxWatches, s.AllowUndo)
 		if s.User != "" {
 			fmt.Fprintf(&b, "    user: %s\n", s.User)
 		}

@@ -52,7 +52,14 @@ type DB struct {
 	source bool
 	// owned is the root OpenPath opened, closed with the database.
 	owned *confine.Root
+	// root is the file root: every use of the connection runs with its
+	// owner's file-system identity (confine.Root.Do), so SQLite opens the
+	// database and its -wal, -shm and -journal files as the owner would.
+	root *confine.Root
 }
+
+// do runs fn with the database owner's file-system identity.
+func (d *DB) do(fn func() error) error { return d.root.Do(fn) }
 
 // OpenPath opens the database file at path as a file root (refusing a
 // symlink) and then as a database; Close closes both.
@@ -73,14 +80,24 @@ func OpenPath(ctx context.Context, path, table string, create bool) (*DB, error)
 // Open opens the database at path. With create it creates the table (the
 // seed's schema) when missing; otherwise a missing table is ErrSchema.
 //
-// SQLite opens the file by path, so root (a file root) checks afterwards
-// that the path still names the file it checked: a database an agent
-// swapped in meanwhile (a symlink to another database) is never read or
-// written past the schema check that proves the swap.
+// SQLite opens its files by path, when it wants, on the thread that calls
+// it: every call is made with the database owner's file-system identity,
+// so the kernel decides what the path leads to as it would for the owner
+// (a symlink an agent swapped in toward a root-only database is refused).
+// The checks that the file opened is the root's stay as a second layer.
 func Open(ctx context.Context, root *confine.Root, table string, create bool) (*DB, error) {
 	if !identRE.MatchString(table) {
 		return nil, fmt.Errorf("table %q: %w (not a plain SQL identifier)", table, ErrSchema)
 	}
+	var d *DB
+	err := root.Do(func() (err error) {
+		d, err = openDB(ctx, root, table, create)
+		return err
+	})
+	return d, err
+}
+
+func openDB(ctx context.Context, root *confine.Root, table string, create bool) (*DB, error) {
 	path := root.Path()
 	// query_only until the file is proven: nothing is written to a file
 	// that is not the one checked.
@@ -95,7 +112,7 @@ func Open(ctx context.Context, root *confine.Root, table string, create bool) (*
 		pool.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	d := &DB{db: db, pool: pool, table: table, path: path}
+	d := &DB{db: db, pool: pool, table: table, path: path, root: root}
 	if err := db.PingContext(ctx); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -124,9 +141,11 @@ func Open(ctx context.Context, root *confine.Root, table string, create bool) (*
 	return d, nil
 }
 
-// Close closes the database.
+// Close closes the database (SQLite may checkpoint and remove its -wal
+// file: as the owner too).
 func (d *DB) Close() error {
-	err := errors.Join(d.db.Close(), d.pool.Close())
+	var err error
+	d.do(func() error { err = errors.Join(d.db.Close(), d.pool.Close()); return nil })
 	if d.owned != nil {
 		d.owned.Close()
 	}
@@ -173,13 +192,23 @@ func (d *DB) opened(ctx context.Context, root *confine.Root) error {
 // MaxID is the highest record id of an app (0: none).
 func (d *DB) MaxID(ctx context.Context, app string) (int64, error) {
 	var id sql.NullInt64
-	err := d.db.QueryRowContext(ctx, d.q(`SELECT MAX(id) FROM {table} WHERE app_id = ?`), app).Scan(&id)
+	err := d.do(func() error {
+		return d.db.QueryRowContext(ctx, d.q(`SELECT MAX(id) FROM {table} WHERE app_id = ?`), app).Scan(&id)
+	})
 	return id.Int64, err
 }
 
 // Literals returns a row as stored: its columns, and each value as an SQL
 // literal (SQLite's quote(): 'text', 42, 1.5, X'00ff', NULL).
 func (d *DB) Literals(ctx context.Context, id int64) (cols, lits []string, err error) {
+	err = d.do(func() error {
+		cols, lits, err = d.literals(ctx, id)
+		return nil
+	})
+	return cols, lits, err
+}
+
+func (d *DB) literals(ctx context.Context, id int64) (cols, lits []string, err error) {
 	rows, err := d.db.QueryContext(ctx, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, d.table)
 	if err != nil {
 		return nil, nil, err
@@ -307,20 +336,29 @@ func scanRecords(rows *sql.Rows) ([]Record, error) {
 
 // Records returns an app's records, oldest first (created_at, then id).
 func (d *DB) Records(ctx context.Context, app string) ([]Record, error) {
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+d.cols(ctx)+` FROM {table} WHERE app_id = ? ORDER BY created_at, id`), app)
-	if err != nil {
-		return nil, fmt.Errorf("read records of app %s: %w", app, err)
-	}
-	return scanRecords(rows)
+	var out []Record
+	err := d.do(func() error {
+		rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+d.cols(ctx)+` FROM {table} WHERE app_id = ? ORDER BY created_at, id`), app)
+		if err != nil {
+			return fmt.Errorf("read records of app %s: %w", app, err)
+		}
+		out, err = scanRecords(rows)
+		return err
+	})
+	return out, err
 }
 
 // Get returns one record.
 func (d *DB) Get(ctx context.Context, id int64) (Record, bool, error) {
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+d.cols(ctx)+` FROM {table} WHERE id = ?`), id)
-	if err != nil {
-		return Record{}, false, err
-	}
-	rs, err := scanRecords(rows)
+	var rs []Record
+	err := d.do(func() error {
+		rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+d.cols(ctx)+` FROM {table} WHERE id = ?`), id)
+		if err != nil {
+			return err
+		}
+		rs, err = scanRecords(rows)
+		return err
+	})
 	if err != nil || len(rs) == 0 {
 		return Record{}, false, err
 	}
@@ -328,7 +366,15 @@ func (d *DB) Get(ctx context.Context, id int64) (Record, bool, error) {
 }
 
 // OverLimit returns the apps with more than limit records.
-func (d *DB) OverLimit(ctx context.Context, limit int) (map[string]int, error) {
+func (d *DB) OverLimit(ctx context.Context, limit int) (out map[string]int, err error) {
+	err = d.do(func() error {
+		out, err = d.overLimit(ctx, limit)
+		return err
+	})
+	return out, err
+}
+
+func (d *DB) overLimit(ctx context.Context, limit int) (map[string]int, error) {
 	rows, err := d.db.QueryContext(ctx, d.q(`SELECT app_id, COUNT(*) FROM {table} GROUP BY app_id HAVING COUNT(*) > ?`), limit)
 	if err != nil {
 		return nil, fmt.Errorf("count records: %w", err)
@@ -346,8 +392,12 @@ func (d *DB) OverLimit(ctx context.Context, limit int) (map[string]int, error) {
 	return out, rows.Err()
 }
 
-// tx runs fn in one short BEGIN IMMEDIATE transaction.
+// tx runs fn in one short BEGIN IMMEDIATE transaction, as the owner.
 func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return d.do(func() error { return d.tx1(ctx, fn) })
+}
+
+func (d *DB) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin on %s: %w", d.path, err)
@@ -452,7 +502,9 @@ func (d *DB) HasConversation(ctx context.Context, app, conv string) bool {
 	}
 	var n int
 	// Records made before ids lost their .jsonl count too.
-	_ = d.db.QueryRowContext(ctx, d.q(`SELECT COUNT(*) FROM {table} WHERE app_id = ? AND source_conversation_id IN (?, ?)`), app, conv, conv+".jsonl").Scan(&n)
+	_ = d.do(func() error {
+		return d.db.QueryRowContext(ctx, d.q(`SELECT COUNT(*) FROM {table} WHERE app_id = ? AND source_conversation_id IN (?, ?)`), app, conv, conv+".jsonl").Scan(&n)
+	})
 	return n > 0
 }
 

@@ -92,6 +92,9 @@ func Append(ctx context.Context, rw *rewrite.Rewriter, root *confine.Root, store
 // Patch is one replacement.
 type Patch struct{ Old, New string }
 
+// MaxPatches bounds the patches of one call.
+const MaxPatches = 100
+
 // ErrPatch means a patch's old text is absent or ambiguous; nothing was written.
 var ErrPatch = errors.New("patch not applied")
 
@@ -100,6 +103,15 @@ var ErrPatch = errors.New("patch not applied")
 // apply. Old text matches across line endings: an LF patch applies to a
 // CRLF file, and the file keeps its CRLF endings.
 func ApplyPatches(ctx context.Context, rw *rewrite.Rewriter, root *confine.Root, store, path string, patches []Patch) (int, rewrite.Outcome, error) {
+	if _, err := root.Rel(path); err != nil {
+		return 0, rewrite.Outcome{}, err
+	}
+	if err := checkWritable(path); err != nil {
+		return 0, rewrite.Outcome{}, err
+	}
+	if len(patches) > MaxPatches {
+		return 0, rewrite.Outcome{}, fmt.Errorf("%d patches: %w: at most %d in one call", len(patches), ErrPatch, MaxPatches)
+	}
 	applied := 0
 	out, err := rw.Apply(ctx, rewrite.Request{Root: root, Target: path,
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {

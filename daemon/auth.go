@@ -1,0 +1,292 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sys/unix"
+
+	"github.com/memwatch/memwatch/policy"
+)
+
+// Who may use the control API, and for what.
+//
+// On the unix socket the kernel says who the peer is (SO_PEERCRED): root
+// (or memwatch's own user) is the administrator, with every right on every
+// store; any other user reaches the roots its uid owns (or a store acting
+// as it, user:), to read, trigger and compact them and to undo memwatch's
+// changes there where the store allows undo (allow_undo). Over TCP a
+// request carries a bearer token: control.token_file's is the
+// administrator's; each of control.tokens reaches its stores and its
+// owners' roots with its rights (read, write, undo). Every route, /mcp and
+// /metrics included, answers only within the caller's reach; a refusal is
+// 403 naming what is missing, logged once per client and reason.
+
+// Caller is who sent a request and what it may do.
+type Caller struct {
+	Name   string // for messages: "root", "uid 1001", "token alice-agent"
+	admin  bool
+	uids   map[int]bool    // owners whose roots it reaches
+	stores map[string]bool // stores it reaches whole
+	rights map[string]bool
+}
+
+// Admin is the administrator: every store, every right.
+func Admin(name string) *Caller { return &Caller{Name: name, admin: true} }
+
+// IsAdmin reports whether c has every right on every store.
+func (c *Caller) IsAdmin() bool { return c.admin }
+
+// Has reports whether c holds right.
+func (c *Caller) Has(right string) bool { return c.admin || c.rights[right] }
+
+// Reaches reports whether c may see and act on root of store s: its
+// whole store, or a root owned by one of its owners.
+func (c *Caller) Reaches(s *policy.Store, root string) bool {
+	if c.admin || c.stores[s.Name] {
+		return true
+	}
+	if len(c.uids) == 0 {
+		return false
+	}
+	uid, ok := RootOwner(s, root)
+	return ok && c.uids[uid]
+}
+
+// ReachesStore reports whether c may see any of store s.
+func (c *Caller) ReachesStore(s *policy.Store) bool {
+	return c.admin || c.stores[s.Name] || len(c.uids) > 0
+}
+
+// RootOwner is the uid memwatch acts as in a root: the store's user:, or
+// the owner of the root (directory, or database file).
+func RootOwner(s *policy.Store, root string) (int, bool) {
+	if s.User != "" {
+		uid, err := policy.OwnerUID(s.User)
+		return uid, err == nil
+	}
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return 0, false
+	}
+	return int(fi.Sys().(*syscall.Stat_t).Uid), true
+}
+
+type callerKey struct{}
+
+// WithCaller marks ctx with the request's caller.
+func WithCaller(ctx context.Context, c *Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// CallerOf is the caller of a request; a context without one (memwatch's
+// own work, a command run in-process) is the administrator.
+func CallerOf(ctx context.Context) *Caller {
+	if c, ok := ctx.Value(callerKey{}).(*Caller); ok {
+		return c
+	}
+	return Admin("memwatch")
+}
+
+type peerKey struct{}
+
+// peerContext records a unix socket peer's credentials on its connection.
+func peerContext(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ctx
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return ctx
+	}
+	var cred *unix.Ucred
+	_ = raw.Control(func(fd uintptr) {
+		cred, _ = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if cred == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, peerKey{}, *cred)
+}
+
+// socketCaller is the caller of a request on the unix socket.
+func socketCaller(r *http.Request) *Caller {
+	cred, ok := r.Context().Value(peerKey{}).(unix.Ucred)
+	if !ok {
+		return &Caller{Name: "unknown peer"} // reaches nothing
+	}
+	uid := int(cred.Uid)
+	if uid == 0 || uid == os.Geteuid() {
+		return Admin(fmt.Sprintf("uid %d", uid))
+	}
+	return &Caller{Name: fmt.Sprintf("uid %d", uid), uids: map[int]bool{uid: true},
+		rights: map[string]bool{policy.RightRead: true, policy.RightWrite: true, policy.RightUndo: true}}
+}
+
+// tokenCaller finds the caller a bearer token stands for: the
+// administrator's token, or one of the policy's scoped tokens (compared
+// by SHA-256, in constant time).
+func tokenCaller(admin string, tokens []policy.Token, got string) *Caller {
+	if admin != "" && subtle.ConstantTimeCompare([]byte(got), []byte(admin)) == 1 {
+		return Admin("admin token")
+	}
+	sum := sha256.Sum256([]byte(got))
+	h := hex.EncodeToString(sum[:])
+	var found *policy.Token
+	for i := range tokens {
+		if subtle.ConstantTimeCompare([]byte(h), []byte(tokens[i].SHA256)) == 1 {
+			found = &tokens[i]
+		}
+	}
+	if found == nil {
+		return nil
+	}
+	c := &Caller{Name: "token " + found.Name, uids: map[int]bool{}, stores: map[string]bool{}, rights: map[string]bool{}}
+	for _, s := range found.Stores {
+		c.stores[s] = true
+	}
+	for _, o := range found.Owners {
+		if uid, err := policy.OwnerUID(o); err == nil {
+			c.uids[uid] = true
+		}
+	}
+	for _, r := range found.Rights {
+		c.rights[r] = true
+	}
+	return c
+}
+
+// authenticate wraps the API: every request but /healthz gets its caller
+// (from the socket peer, or from its bearer token over TCP).
+func (d *Daemon) authenticate(tcp bool, adminToken string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		var c *Caller
+		if tcp {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if ok {
+				c = tokenCaller(adminToken, d.Policy().Control.Tokens, got)
+			}
+			if c == nil {
+				writeErr(w, http.StatusUnauthorized, fmt.Errorf("missing or wrong bearer token"))
+				return
+			}
+		} else {
+			c = socketCaller(r)
+		}
+		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))
+	})
+}
+
+// forbid answers 403 with why, logging it once per client and reason.
+func (d *Daemon) forbid(w http.ResponseWriter, r *http.Request, why string) {
+	c := CallerOf(r.Context())
+	msg := fmt.Sprintf("forbidden for %s: %s", c.Name, why)
+	if _, seen := d.refusals.LoadOrStore(c.Name+"\x00"+why, true); !seen {
+		d.log.Warn("control API request refused", "client", c.Name, "method", r.Method, "path", r.URL.Path, "why", why)
+	}
+	writeErr(w, http.StatusForbidden, fmt.Errorf("%s", msg))
+}
+
+// needRight checks that the caller holds right; otherwise it answers 403.
+func (d *Daemon) needRight(w http.ResponseWriter, r *http.Request, right string) bool {
+	if CallerOf(r.Context()).Has(right) {
+		return true
+	}
+	d.forbid(w, r, fmt.Sprintf("it has no %s right", right))
+	return false
+}
+
+// storeOf finds the store a root belongs to in the policy in force.
+func (d *Daemon) storeOf(root string) *policy.Store {
+	for _, s := range d.Policy().Stores {
+		if s.MatchesRoot(root) {
+			return s
+		}
+	}
+	return nil
+}
+
+// needRoot checks that the caller reaches root (of some store), with
+// right; otherwise it answers 403 (or 404 for a root of no store).
+func (d *Daemon) needRoot(w http.ResponseWriter, r *http.Request, root, right string) (*policy.Store, bool) {
+	if !d.needRight(w, r, right) {
+		return nil, false
+	}
+	s := d.storeOf(root)
+	if s == nil {
+		writeErr(w, http.StatusNotFound, fmt.Errorf("%s is not a root of any store of the policy", root))
+		return nil, false
+	}
+	if !CallerOf(r.Context()).Reaches(s, root) {
+		d.forbid(w, r, fmt.Sprintf("it does not reach %s (store %s): its uid does not own that root, and no token scope names it", root, s.Name))
+		return nil, false
+	}
+	return s, true
+}
+
+// handleMetrics serves /metrics: everything to the administrator; to
+// anyone else the series of the stores it reaches (and the build info).
+func (d *Daemon) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if !d.needRight(w, r, policy.RightRead) {
+		return
+	}
+	caller := CallerOf(r.Context())
+	if caller.IsAdmin() {
+		promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+		return
+	}
+	reach := map[string]bool{}
+	for _, s := range d.Policy().Stores {
+		if caller.stores[s.Name] {
+			reach[s.Name] = true
+			continue
+		}
+		for _, root := range s.Roots() {
+			if caller.Reaches(s, root) {
+				reach[s.Name] = true
+				break
+			}
+		}
+	}
+	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		fams, err := d.metrics.reg.Gather()
+		var out []*dto.MetricFamily
+		for _, f := range fams {
+			if f.GetName() == "memwatch_build_info" {
+				out = append(out, f)
+				continue
+			}
+			var keep []*dto.Metric
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "store" && reach[l.GetValue()] {
+						keep = append(keep, m)
+						break
+					}
+				}
+			}
+			if len(keep) > 0 {
+				f.Metric = keep
+				out = append(out, f)
+			}
+		}
+		return out, err
+	})
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+}
