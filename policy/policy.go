@@ -40,7 +40,7 @@ type Policy struct {
 	// job is cancelled, reported, and its slot freed.
 	JobTimeout time.Duration
 	LLM        map[string]*Endpoint
-	Stores          []*Store
+	Stores     []*Store
 	// Files lists the files the policy was loaded from, for messages.
 	Files []string
 }

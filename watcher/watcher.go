@@ -94,7 +94,7 @@ type Watcher struct {
 	enospc   bool
 	count    map[string]int  // store -> watches of its roots
 	capped   map[string]bool // stores whose bound was reported
-	paused   chan struct{} // tests only: the loop waits on it
+	paused   chan struct{}   // tests only: the loop waits on it
 	// add is fsw.Add; tests replace it to simulate running out of watches.
 	add func(string) error
 }
