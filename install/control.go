@@ -36,6 +36,11 @@ func Control(cfg Config, action string) (string, error) {
 		}
 		return "memwatch service is " + map[service.Status]string{service.StatusRunning: "running", service.StatusStopped: "stopped"}[st], nil
 	case "install":
+		if !cfg.User && !cfg.Packaged {
+			if err := CheckExecutable(cfg.Executable); err != nil {
+				return "", err
+			}
+		}
 		if err := s.Install(); err != nil {
 			return "", fmt.Errorf("install service: %w", err)
 		}

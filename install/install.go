@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"text/template"
 	"time"
 
@@ -38,8 +39,11 @@ type Config struct {
 	// Create are directories memwatch writes outside the store roots (a
 	// policy's own state_dir, the socket's directory): the unit creates
 	// them before the sandbox applies, since ReadWritePaths= cannot open
-	// up a directory that does not exist yet.
+	// up a directory that does not exist yet. The state directories are
+	// created 0700; Shared (the socket's) 0755, so every local user can
+	// reach the socket and be served within what it owns.
 	Create []string
+	Shared []string
 	// ShutdownTimeout is the policy's; the unit's stop timeout is above it.
 	ShutdownTimeout time.Duration
 	// Home is the user's home directory (launchd log paths, user units).
@@ -84,7 +88,11 @@ func FromPolicy(cfg Config, p *policy.Policy) Config {
 			if d != "" && !seen[d] {
 				seen[d] = true
 				cfg.ReadWrite = append(cfg.ReadWrite, d)
-				cfg.Create = append(cfg.Create, d)
+				if d == socketDir(p) {
+					cfg.Shared = append(cfg.Shared, d)
+				} else {
+					cfg.Create = append(cfg.Create, d)
+				}
 			}
 		}
 		sort.Strings(cfg.Create)
@@ -126,7 +134,8 @@ type unitData struct {
 	Validate    string
 	StopTimeout int
 	ProtectHome bool
-	Mkdirs      []string // quoted directories to create before the sandbox
+	Mkdirs      []string // quoted directories to create before the sandbox, 0700
+	MkShared    []string // and 0755 (the socket's)
 }
 
 func quote(s string) string {
@@ -147,6 +156,9 @@ func Unit(cfg Config) (string, error) {
 	d.Validate = quote(cfg.Executable) + " validate --policy " + quote(cfg.Policy)
 	for _, c := range cfg.Create {
 		d.Mkdirs = append(d.Mkdirs, quote(c))
+	}
+	for _, c := range cfg.Shared {
+		d.MkShared = append(d.MkShared, quote(c))
 	}
 	timeout := cfg.ShutdownTimeout
 	if timeout <= 0 {
@@ -224,6 +236,30 @@ func New(cfg Config) (service.Service, error) {
 		},
 	}
 	return service.New(noop{}, sc)
+}
+
+// CheckExecutable refuses a system service whose binary someone but root
+// could replace: the unit runs it as root, so the file and every directory
+// above it must be root's and writable by no one else (a binary in an
+// agent user's directory would give that user root).
+func CheckExecutable(path string) error {
+	for p := path; ; p = filepath.Dir(p) {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("check %s: %w", p, err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		sticky := fi.IsDir() && fi.Mode()&os.ModeSticky != 0
+		switch {
+		case st.Uid != 0:
+			return fmt.Errorf("the service would run %s as root, but %s belongs to uid %d, who could replace it: install memwatch where only root can write (sudo install -m 0755 %s /usr/local/bin/memwatch) and run that one's install", path, p, st.Uid, path)
+		case fi.Mode().Perm()&0o022 != 0 && !sticky:
+			return fmt.Errorf("the service would run %s as root, but %s is writable by group or others (mode %04o), who could replace it: install memwatch where only root can write (sudo install -m 0755 %s /usr/local/bin/memwatch)", path, p, fi.Mode().Perm(), path)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
 }
 
 // CheckPrivileges refuses to manage a system service without root.

@@ -98,7 +98,7 @@ func TestUnitWritesStateAndSocketDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"ReadWritePaths=-/srv/agents\n", "ReadWritePaths=-/srv/mwstate\n", "ReadWritePaths=-/srv/mwsock\n", "ProtectSystem=strict\n",
-		"CapabilityBoundingSet=CAP_CHOWN CAP_FOWNER CAP_DAC_OVERRIDE CAP_DAC_READ_SEARCH\n", "SystemCallFilter=@system-service\n", "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6\n"} {
+		"CapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_DAC_READ_SEARCH\n", "ExecStartPre=+/bin/mkdir -p -m 0755 /srv/mwsock\n", "SystemCallFilter=@system-service\n", "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6\n"} {
 		if !strings.Contains(u, want) {
 			t.Errorf("unit lacks %q:\n%s", want, u)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
 )
@@ -62,10 +63,19 @@ var errStop = errors.New("stop")
 // first message always goes in. It returns the messages, the lines they
 // came from (for the citation) and the sequence number the range ends at
 // (lines that are not messages are passed over, not cited).
+//
+// Every range is also bounded by the store's max_read bytes of captured
+// lines (a 400 MiB session consolidated without an LLM is read a part at a
+// time, each part its own range): what is past the bound is the next
+// range's.
 func (e *Env) ReadRange(ctx context.Context, log spool.Log, after, upto int64, reserve int) ([]Message, []spool.Line, int64, error) {
 	budget := -1
 	if e.LLM != nil {
 		budget = e.LLM.MaxInputTokens() - reserve
+	}
+	bytes := int64(e.Store.MaxRead)
+	if bytes <= 0 {
+		bytes = int64(policy.DefaultMaxRead)
 	}
 	var msgs []Message
 	var cited []spool.Line
@@ -74,6 +84,10 @@ func (e *Env) ReadRange(ctx context.Context, log spool.Log, after, upto int64, r
 		if !l.Msg {
 			next = l.Seq
 			return nil
+		}
+		if bytes -= int64(len(l.Data)); bytes < 0 && len(msgs) > 0 {
+			e.Log.Info("a range reached the bytes one job reads (max_read); the rest follows in the next", "log", log.Path, "max_read", e.Store.MaxRead, "messages", len(msgs))
+			return errStop
 		}
 		m := DecodeLine(l)
 		if budget >= 0 && len(msgs) > 0 {

@@ -55,7 +55,7 @@ type globals struct {
 }
 
 func execute(args []string, stdout, stderr io.Writer) int {
-	g := &globals{stdout: stdout, stderr: stderr}
+	g := &globals{stdout: terminalOut(stdout), stderr: stderr}
 	root := &cobra.Command{
 		Use:   "memwatch",
 		Short: "Keep AI agents' on-disk memory bounded, organized and searchable",
@@ -78,7 +78,7 @@ Start with:  memwatch validate --policy FILE   then   memwatch run --policy FILE
 	pf.StringVar(&g.logFormat, "log-format", "auto", "log format: auto (colour on a terminal, JSON otherwise), text or json")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(runCmd(g), validateCmd(g), versionCmd(g), logCmd(g), undoCmd(g), statusCmd(g), triggerCmd(g),
+	root.AddCommand(runCmd(g), validateCmd(g), versionCmd(g), logCmd(g), undoCmd(g), tokenCmd(g), statusCmd(g), triggerCmd(g),
 		snapshotCmd(g), stampCmd(g), compactCmd(g), recallCmd(g), indexCmd(g), readCmd(g), writeCmd(g), appendCmd(g), patchCmd(g), recordsCmd(g), showCmd(g), diffCmd(g), mcpCmd(g), initCmd(g), pruneCmd(g), genDocsCmd(g), installCmd(g),
 		serviceActionCmd(g, "uninstall", "Stop, disable and remove the memwatch service"),
 		serviceActionCmd(g, "start", "Start the memwatch service"),
@@ -246,8 +246,24 @@ func socketPath(p *policy.Policy, stateDir string) string {
 	if p != nil && p.Control.Socket != "" {
 		return p.Control.Socket
 	}
+	// Under systemd (RuntimeDirectory=memwatch): /run/memwatch, which
+	// every local user may reach (the daemon serves each within its roots).
+	if rd, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":"); rd != "" {
+		return filepath.Join(rd, "memwatch.sock")
+	}
 	if d, ok := daemon.Discover(); ok && d.StateDir == stateDir && d.Socket != "" {
 		return d.Socket
 	}
-	return filepath.Join(stateDir, "memwatch.sock")
+	own := filepath.Join(stateDir, "memwatch.sock")
+	if _, err := os.Stat(own); err != nil {
+		// No daemon of this state directory: the system service's, if any.
+		if fi, err := os.Stat(SystemSocket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return SystemSocket
+		}
+	}
+	return own
 }
+
+// SystemSocket is the control socket of the system service (systemd's
+// RuntimeDirectory=memwatch).
+const SystemSocket = "/run/memwatch/memwatch.sock"

@@ -48,7 +48,8 @@ func (Layout) Rules() []layout.Rule {
 }
 
 func open(ctx context.Context, env *layout.Env, root *confine.Root) (*DB, error) {
-	db, err := Open(ctx, root, OptionsOf(env.Store).Table, OptionsOf(env.Store).CreateTable)
+	o := OptionsOf(env.Store)
+	db, err := Open(ctx, root, o.Table, o.CreateTable)
 	if err != nil {
 		// Unhealthy, not fatal: shown in status, logged once per message.
 		msg := fmt.Sprintf("store %s is unhealthy: %v", env.Store.Name, err)
@@ -60,6 +61,7 @@ func open(ctx context.Context, env *layout.Env, root *confine.Root) (*DB, error)
 		return nil, err
 	}
 	env.Warnings.Clear(root.Path(), "db")
+	db.SetBounds(int64(o.MaxRecordSize), o.MaxRows)
 	return db, nil
 }
 
@@ -134,25 +136,59 @@ type Decision struct {
 // runLimit compacts an app's records down to limit_per_app, one decision at
 // a time. No transaction is held across the LLM call: each decision is
 // applied in its own short transaction, and only if the row is unchanged.
+// One job removes at most max_rows records and reads at most max_rows a
+// time; a record over max_record_size is never read whole, sent to the
+// LLM or removed (it is reported, and the oldest other one goes).
 func runLimit(ctx context.Context, env *layout.Env, root *confine.Root, app string) (jobs.Result, error) {
-	limit := OptionsOf(env.Store).LimitPerApp
-	for i := 0; ctx.Err() == nil && i < 1000; i++ {
+	o := OptionsOf(env.Store)
+	for i := 0; ctx.Err() == nil && i < o.MaxRows; i++ {
 		db, err := open(ctx, env, root)
 		if err != nil {
 			return jobs.Result{}, err
 		}
-		rs, err := db.Records(ctx, app)
+		total, err := db.Count(ctx, app)
+		var rs []Record
+		if err == nil {
+			rs, err = db.Records(ctx, app)
+		}
 		db.Close()
 		if err != nil {
 			return jobs.Result{}, jobs.Retry(err)
 		}
-		if len(rs) <= limit {
+		if total <= o.LimitPerApp {
 			return jobs.Result{}, nil
 		}
-		d, tokens, why := decide(ctx, env, app, rs, limit)
-		if err := apply(ctx, env, root, app, rs, d, tokens, why); err != nil && !errors.Is(err, ErrChanged) {
+		var normal []Record
+		for _, r := range rs {
+			if r.Oversize {
+				msg := fmt.Sprintf("%s: app %s: record %d is %d bytes, over max_record_size %v; memwatch does not read, send or remove it", env.Store.Name, app, r.ID, r.Size, o.MaxRecordSize)
+				if env.Warnings.Set(root.Path(), fmt.Sprintf("oversize:%s:%d", app, r.ID), msg) {
+					env.Log.Warn("record over max_record_size left as it is", "root", root.Path(), "app", app, "record", r.ID, "bytes", r.Size, "max_record_size", o.MaxRecordSize)
+				}
+				continue
+			}
+			normal = append(normal, r)
+		}
+		if len(normal) == 0 {
+			return jobs.Result{CoolDown: true}, nil // only oversize records: reported above
+		}
+		var d Decision
+		var tokens int64
+		var why string
+		if total > len(rs) || len(normal) < len(rs) {
+			// Not every record is at hand (more than max_rows, or some too
+			// large to read): no LLM decision over part of them.
+			d, why = Decision{Action: "delete", TargetMemoryID: normal[0].ID, Reason: "FIFO: the oldest record"},
+				fmt.Sprintf("FIFO: %d records, %d of them read (max_rows %d, max_record_size %v)", total, len(normal), o.MaxRows, o.MaxRecordSize)
+		} else {
+			d, tokens, why = decide(ctx, env, app, normal, o.LimitPerApp)
+		}
+		if err := apply(ctx, env, root, app, normal, d, tokens, why); err != nil && !errors.Is(err, ErrChanged) {
 			return jobs.Result{}, jobs.Retry(err)
 		}
+	}
+	if ctx.Err() == nil {
+		return jobs.Result{RetryAfter: time.Second}, nil // max_rows removed: the rest in the next job
 	}
 	return jobs.Result{}, ctx.Err()
 }

@@ -29,7 +29,15 @@ type Record struct {
 	UpdatedAt            string `json:"updatedAt"`
 	SourceConversationID string `json:"sourceConversationId,omitempty"`
 	Metadata             string `json:"metadata,omitempty"`
+	// Size is the bytes of the record's text columns as stored; Oversize
+	// says it is over the bound memwatch reads (max_record_size): its
+	// Content is then a note, not the text, and memwatch never changes it.
+	Size     int64 `json:"-"`
+	Oversize bool  `json:"-"`
 }
+
+// ErrOversize means a record is larger than memwatch reads.
+var ErrOversize = errors.New("record is larger than memwatch reads (max_record_size)")
 
 // ErrSchema means the table is missing or not the seed's shape.
 var ErrSchema = errors.New("unexpected memories table")
@@ -56,6 +64,20 @@ type DB struct {
 	// owner's file-system identity (confine.Root.Do), so SQLite opens the
 	// database and its -wal, -shm and -journal files as the owner would.
 	root *confine.Root
+	// maxRecord and maxRows bound what one query reads (SetBounds).
+	maxRecord int64
+	maxRows   int
+}
+
+// SetBounds sets the largest record read whole and the most records one
+// call of Records returns (a store's max_record_size and max_rows).
+func (d *DB) SetBounds(maxRecord int64, maxRows int) {
+	if maxRecord > 0 {
+		d.maxRecord = maxRecord
+	}
+	if maxRows > 0 {
+		d.maxRows = maxRows
+	}
 }
 
 // do runs fn with the database owner's file-system identity.
@@ -112,7 +134,8 @@ func openDB(ctx context.Context, root *confine.Root, table string, create bool) 
 		pool.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	d := &DB{db: db, pool: pool, table: table, path: path, root: root}
+	def := DefaultOptions()
+	d := &DB{db: db, pool: pool, table: table, path: path, root: root, maxRecord: int64(def.MaxRecordSize), maxRows: def.MaxRows}
 	if err := db.PingContext(ctx); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -225,6 +248,18 @@ func (d *DB) literals(ctx context.Context, id int64) (cols, lits []string, err e
 	if len(cols) == 0 {
 		return nil, nil, fmt.Errorf("%s: table %s has no columns: %w", d.path, d.table, ErrSchema)
 	}
+	// The whole row goes into the journal: only a row within the bound.
+	var size []string
+	for _, c := range cols {
+		size = append(size, "COALESCE(octet_length("+quoteIdent(c)+"),0)")
+	}
+	var n int64
+	if err := d.db.QueryRowContext(ctx, d.q(`SELECT `+strings.Join(size, " + ")+` FROM {table} WHERE id = ?`), id).Scan(&n); err != nil {
+		return nil, nil, fmt.Errorf("read record %d: %w", id, err)
+	}
+	if n > d.maxRecord {
+		return nil, nil, fmt.Errorf("record %d is %d bytes: %w", id, n, ErrOversize)
+	}
 	var sel []string
 	for _, c := range cols {
 		sel = append(sel, "quote("+quoteIdent(c)+")")
@@ -266,6 +301,13 @@ func (d *DB) InsertLiterals(ctx context.Context, cols, lits []string) error {
 func quoteIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
 
 func (d *DB) check(ctx context.Context, create bool) error {
+	// The seed's records are a table: a view (whose query the app chose,
+	// and may never end) is not read.
+	var kind string
+	err := d.db.QueryRowContext(ctx, `SELECT type FROM sqlite_master WHERE name = ? COLLATE NOCASE AND type IN ('table','view')`, d.table).Scan(&kind)
+	if err == nil && kind != "table" {
+		return fmt.Errorf("%s: %s is a %s, not a table: %w (memwatch keeps the records of the seed's table only)", d.path, d.table, kind, ErrSchema)
+	}
 	rows, err := d.db.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, d.table)
 	if err != nil {
 		return fmt.Errorf("read schema of %s: %w", d.path, err)
@@ -311,13 +353,31 @@ func (d *DB) check(ctx context.Context, create bool) error {
 	return nil
 }
 
-const recordCols = `id, app_id, content, COALESCE(created_at,''), COALESCE(updated_at,''), COALESCE(source_conversation_id,''), COALESCE(metadata,'')`
-
+// cols selects a record's columns, each text column only when the whole
+// record is within the bound (octet_length reads no text), and its size.
 func (d *DB) cols(context.Context) string {
+	src, meta := "''", "''"
 	if d.source {
-		return recordCols
+		src, meta = "COALESCE(source_conversation_id,'')", "COALESCE(metadata,'')"
 	}
-	return `id, app_id, content, COALESCE(created_at,''), COALESCE(updated_at,''), '', ''`
+	size := "(COALESCE(octet_length(content),0)"
+	if d.source {
+		size += " + COALESCE(octet_length(source_conversation_id),0) + COALESCE(octet_length(metadata),0)"
+	}
+	size += ")"
+	small := fmt.Sprintf("%s <= %d", size, d.maxRecord)
+	return fmt.Sprintf(`id, app_id, CASE WHEN %[1]s THEN content END, %[5]s, %[6]s, CASE WHEN %[1]s THEN %[2]s END, CASE WHEN %[1]s THEN %[3]s END, %[4]s`,
+		small, src, meta, size, boundedTime("created_at"), boundedTime("updated_at"))
+}
+
+// maxAppID bounds an app id memwatch reads: an app whose id is longer is
+// not one of the seed's and is left alone.
+const maxAppID = 256
+
+// boundedTime selects a timestamp column, or '' when it holds more than a
+// timestamp could.
+func boundedTime(col string) string {
+	return fmt.Sprintf("CASE WHEN octet_length(%[1]s) <= 64 THEN COALESCE(%[1]s,'') ELSE '' END", col)
 }
 
 func scanRecords(rows *sql.Rows) ([]Record, error) {
@@ -325,8 +385,14 @@ func scanRecords(rows *sql.Rows) ([]Record, error) {
 	var out []Record
 	for rows.Next() {
 		var r Record
-		if err := rows.Scan(&r.ID, &r.AppID, &r.Content, &r.CreatedAt, &r.UpdatedAt, &r.SourceConversationID, &r.Metadata); err != nil {
+		var content, src, meta sql.NullString
+		if err := rows.Scan(&r.ID, &r.AppID, &content, &r.CreatedAt, &r.UpdatedAt, &src, &meta, &r.Size); err != nil {
 			return nil, err
+		}
+		r.Content, r.SourceConversationID, r.Metadata = content.String, src.String, meta.String
+		if !content.Valid {
+			r.Oversize = true
+			r.Content = fmt.Sprintf("[record of %d bytes, over max_record_size: memwatch does not read it]", r.Size)
 		}
 		r.CreatedAt, r.UpdatedAt = ISOTime(r.CreatedAt), ISOTime(r.UpdatedAt)
 		out = append(out, r)
@@ -334,11 +400,12 @@ func scanRecords(rows *sql.Rows) ([]Record, error) {
 	return out, rows.Err()
 }
 
-// Records returns an app's records, oldest first (created_at, then id).
+// Records returns an app's records, oldest first (created_at, then id):
+// at most max_rows of them.
 func (d *DB) Records(ctx context.Context, app string) ([]Record, error) {
 	var out []Record
 	err := d.do(func() error {
-		rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+d.cols(ctx)+` FROM {table} WHERE app_id = ? ORDER BY created_at, id`), app)
+		rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+d.cols(ctx)+` FROM {table} WHERE app_id = ? ORDER BY created_at, id LIMIT ?`), app, d.maxRows)
 		if err != nil {
 			return fmt.Errorf("read records of app %s: %w", app, err)
 		}
@@ -346,6 +413,15 @@ func (d *DB) Records(ctx context.Context, app string) ([]Record, error) {
 		return err
 	})
 	return out, err
+}
+
+// Count is how many records an app has.
+func (d *DB) Count(ctx context.Context, app string) (int, error) {
+	var n int
+	err := d.do(func() error {
+		return d.db.QueryRowContext(ctx, d.q(`SELECT COUNT(*) FROM {table} WHERE app_id = ?`), app).Scan(&n)
+	})
+	return n, err
 }
 
 // Get returns one record.
@@ -375,7 +451,7 @@ func (d *DB) OverLimit(ctx context.Context, limit int) (out map[string]int, err 
 }
 
 func (d *DB) overLimit(ctx context.Context, limit int) (map[string]int, error) {
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT app_id, COUNT(*) FROM {table} GROUP BY app_id HAVING COUNT(*) > ?`), limit)
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT app_id, COUNT(*) FROM {table} WHERE octet_length(app_id) <= ? GROUP BY app_id HAVING COUNT(*) > ?`), maxAppID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("count records: %w", err)
 	}

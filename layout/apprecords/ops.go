@@ -14,53 +14,78 @@ import (
 
 // Remove deletes an app's records (all of them when ids is empty: purge),
 // journaling each with its full content first so undo can restore it. It
-// returns how many were deleted. A record of another app is never touched.
+// returns how many were deleted. A record of another app is never touched,
+// nor one over max_record_size (which cannot be journaled whole: an
+// explicit id of one is an error, a purge leaves it and says so).
 func Remove(ctx context.Context, journal *state.DB, store, path, table, app string, ids []int64, reason string) (int, error) {
 	db, err := OpenPath(ctx, path, table, false)
 	if err != nil {
 		return 0, err
 	}
 	defer db.Close()
-	rs, err := db.Records(ctx, app)
-	if err != nil {
-		return 0, err
-	}
-	want := map[int64]bool{}
-	for _, id := range ids {
-		want[id] = true
-	}
-	n := 0
-	for _, r := range rs {
-		if len(ids) > 0 && !want[r.ID] {
-			continue
-		}
-		delete(want, r.ID)
+	remove := func(r Record) error {
 		rd := rowData{Table: table, Row: r}
+		var err error
 		if rd.Cols, rd.Literals, err = db.Literals(ctx, r.ID); err != nil {
-			return n, err
+			return err
 		}
 		data, _ := json.Marshal(rd)
 		rec := &state.Record{Store: store, Root: path, Rule: RuleDelete, Target: fmt.Sprintf("%s/%s/%d", table, app, r.ID),
 			BeforeSHA: rewrite.Hash([]byte(r.Content)), BeforeSize: int64(len(r.Content)), Outcome: state.Pending, Reason: reason, Data: data}
 		if _, err := journal.Append(ctx, rec); err != nil {
-			return n, err
+			return err
 		}
 		if err := db.Delete(ctx, r); err != nil {
 			rec.Outcome, rec.Reason = state.Failed, err.Error()
-			return n, errors.Join(err, journal.Update(context.WithoutCancel(ctx), rec))
+			return errors.Join(err, journal.Update(context.WithoutCancel(ctx), rec))
 		}
 		rec.Outcome = state.Done
-		if err := journal.Update(context.WithoutCancel(ctx), rec); err != nil {
+		return journal.Update(context.WithoutCancel(ctx), rec)
+	}
+	n := 0
+	if len(ids) > 0 {
+		for _, id := range ids {
+			r, ok, err := db.Get(ctx, id)
+			if err != nil {
+				return n, err
+			}
+			if !ok || r.AppID != app {
+				return n, fmt.Errorf("%w: no record %d for app %s", ErrNotFound, id, app)
+			}
+			if r.Oversize {
+				return n, fmt.Errorf("record %d of app %s is %d bytes: %w; memwatch cannot journal it whole, so it does not remove it (the app can)", r.ID, app, r.Size, ErrOversize)
+			}
+			if err := remove(r); err != nil {
+				return n, err
+			}
+			n++
+		}
+		return n, nil
+	}
+	for {
+		rs, err := db.Records(ctx, app) // the oldest max_rows
+		if err != nil {
 			return n, err
 		}
-		n++
-	}
-	if len(want) > 0 {
-		for id := range want {
-			return n, fmt.Errorf("%w: no record %d for app %s", ErrNotFound, id, app)
+		removed, oversize := 0, 0
+		for _, r := range rs {
+			if r.Oversize {
+				oversize++
+				continue
+			}
+			if err := remove(r); err != nil {
+				return n, err
+			}
+			n++
+			removed++
+		}
+		if removed == 0 {
+			if oversize > 0 {
+				return n, fmt.Errorf("%d records of app %s are over max_record_size: %w; memwatch cannot journal them whole, so it leaves them (the app can remove them)", oversize, app, ErrOversize)
+			}
+			return n, nil
 		}
 	}
-	return n, nil
 }
 
 // ErrNotFound means the record does not exist for that app.

@@ -24,17 +24,31 @@ type Options struct {
 	ConversationIdle time.Duration `yaml:"conversation_idle"`
 	// CreateTable creates the table when the database has none.
 	CreateTable bool `yaml:"create_table"`
+	// MaxRecordSize bounds the record memwatch reads: a larger one is never
+	// loaded, sent to the LLM, edited or removed (removing it would put all
+	// of it in the journal); it is reported and left as it is.
+	MaxRecordSize policy.Size `yaml:"max_record_size"`
+	// MaxRows bounds the records one job reads and removes for an app; the
+	// rest is the next job's.
+	MaxRows int `yaml:"max_rows"`
 }
 
 // DefaultOptions returns the options a store gets for keys it leaves out.
 func DefaultOptions() *Options {
-	return &Options{Table: "app_memories", LimitPerApp: 10, MaxChars: 200, ConversationIdle: 10 * time.Minute}
+	return &Options{Table: "app_memories", LimitPerApp: 10, MaxChars: 200, ConversationIdle: 10 * time.Minute,
+		MaxRecordSize: 64 << 10, MaxRows: 1000}
 }
 
 // Validate implements the policy's cross-field check.
 func (o *Options) Validate() error {
 	if o.Table == "" {
 		return fmt.Errorf("table must name the records table, e.g. app_memories")
+	}
+	if o.MaxRecordSize < 1024 {
+		return fmt.Errorf("max_record_size must be at least 1KiB")
+	}
+	if o.MaxRows < 1 {
+		return fmt.Errorf("max_rows must be at least 1")
 	}
 	if o.Conversations != "" && !strings.HasPrefix(o.Conversations, "/") {
 		return fmt.Errorf("conversations %q must be an absolute glob, e.g. /srv/conv/{app}/*.jsonl", o.Conversations)
