@@ -374,7 +374,7 @@ func (d *DB) cols(context.Context) string {
 // not one of the seed's and is left alone.
 const maxAppID = 256
 
-// boundedTime selects a timestamp column, or '' when it holds more than a
+// boundedTime selects a timestamp column, or ” when it holds more than a
 // timestamp could.
 func boundedTime(col string) string {
 	return fmt.Sprintf("CASE WHEN octet_length(%[1]s) <= 64 THEN COALESCE(%[1]s,'') ELSE '' END", col)
