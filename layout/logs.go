@@ -95,6 +95,9 @@ func (e *Env) ReadRange(ctx context.Context, log spool.Log, after, upto int64, r
 				return errStop
 			}
 		}
+		// The decoded message is what rules read; the line's bytes are not
+		// held twice (the spool keeps them).
+		l.Data = nil
 		msgs = append(msgs, Message{Line: l, Message: m})
 		cited = append(cited, l)
 		next = l.Seq

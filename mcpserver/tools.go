@@ -130,8 +130,14 @@ func (b *builder) addTools() {
 	cfg := b.s.cfg
 	writes := cfg.Rewriter != nil && !b.policy.MCP.ReadOnly && b.access.write
 	if b.bound == nil {
-		add(b, &mcp.Tool{Name: "memory_roots", Description: "List the memory roots this server works on: store, layout and path of each. Pass a path as the root argument of the other tools."},
-			nil, nil, b.roots)
+		mcp.AddTool(b.srv, &mcp.Tool{Name: "memory_roots", Description: "List the memory roots this server works on: store, layout and path of each. Pass a path as the root argument of the other tools."},
+			func(ctx context.Context, _ *mcp.CallToolRequest, _ noInput) (*mcp.CallToolResult, any, error) {
+				text, _, err := b.roots(ctx, nil, noInput{})
+				if err != nil {
+					return nil, nil, err
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+			})
 	}
 
 	// now-history (seed 000)

@@ -176,7 +176,7 @@ type Store struct {
 const (
 	DefaultMaxFileSize    Size = 256 << 20
 	DefaultMaxLine        Size = 1 << 20
-	DefaultMaxRead        Size = 32 << 20
+	DefaultMaxRead        Size = 16 << 20
 	DefaultMaxWatches          = 8192
 	DefaultMaxRequestBody Size = 1 << 20
 	DefaultJobTimeout          = 10 * time.Minute

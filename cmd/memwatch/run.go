@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/mcpserver"
 )
+
+// defaultMemoryLimit is the daemon's soft memory target (see run).
+const defaultMemoryLimit = 192 << 20
 
 func runCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
@@ -36,6 +40,12 @@ failure, 2 usage or policy error.`,
 			p, err := g.loadPolicy()
 			if err != nil {
 				return err
+			}
+			// A soft memory target: the garbage collector works harder near
+			// it instead of letting a burst of input double the heap
+			// (GOMEMLIMIT overrides it).
+			if os.Getenv("GOMEMLIMIT") == "" {
+				debug.SetMemoryLimit(defaultMemoryLimit)
 			}
 			stateDir := g.daemonStateDir(p)
 			for _, w := range p.Warnings(stateDir) {
