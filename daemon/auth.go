@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-	"golang.org/x/sys/unix"
 
 	"github.com/memwatch/memwatch/policy"
 )
@@ -101,7 +100,8 @@ func CallerOf(ctx context.Context) *Caller {
 
 type peerKey struct{}
 
-// peerContext records a unix socket peer's credentials on its connection.
+// peerContext records a unix socket peer's uid on its connection, as the
+// kernel gives it (peerUID, per operating system).
 func peerContext(ctx context.Context, c net.Conn) context.Context {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
@@ -111,23 +111,20 @@ func peerContext(ctx context.Context, c net.Conn) context.Context {
 	if err != nil {
 		return ctx
 	}
-	var cred *unix.Ucred
-	_ = raw.Control(func(fd uintptr) {
-		cred, _ = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	})
-	if cred == nil {
+	uid := -1
+	_ = raw.Control(func(fd uintptr) { uid = peerUID(int(fd)) })
+	if uid < 0 {
 		return ctx
 	}
-	return context.WithValue(ctx, peerKey{}, *cred)
+	return context.WithValue(ctx, peerKey{}, uid)
 }
 
 // socketCaller is the caller of a request on the unix socket.
 func socketCaller(r *http.Request) *Caller {
-	cred, ok := r.Context().Value(peerKey{}).(unix.Ucred)
+	uid, ok := r.Context().Value(peerKey{}).(int)
 	if !ok {
 		return &Caller{Name: "unknown peer"} // reaches nothing
 	}
-	uid := int(cred.Uid)
 	if uid == 0 || uid == os.Geteuid() {
 		return Admin(fmt.Sprintf("uid %d", uid))
 	}

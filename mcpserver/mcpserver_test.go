@@ -198,7 +198,8 @@ func TestUndoIsOptIn(t *testing.T) {
 	if got := toolNames(t, tr.connect(t, tr.facts)); !slices.Contains(got, "memory_undo") {
 		t.Errorf("with mcp.allow_undo: got %v, want memory_undo among them", got)
 	}
-	tr = newTree(t, "mcp:\n  read_only: true\n")
+	// A read-only binding offers no undo either, even with allow_undo.
+	tr = newTree(t, "mcp:\n  read_only: true\n  allow_undo: true\n")
 	for _, name := range toolNames(t, tr.connect(t, tr.facts)) {
 		if slices.Contains([]string{"memory_write", "memory_append", "memory_patch", "memory_undo"}, name) {
 			t.Errorf("with mcp.read_only: %s is listed", name)

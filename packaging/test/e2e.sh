@@ -127,12 +127,14 @@ log "ok: systemd restarted memwatch after SIGKILL"
 
 # systemd's own exposure score of a loaded unit, e.g. 2.3.
 score() { cin "systemd-analyze security memwatch.service --no-pager" | sed -n 's/.*Overall exposure level for memwatch.service: \([0-9.]*\).*/\1/p'; }
-below3() { awk -v s="$1" 'BEGIN { exit !(s != "" && s <= 3.0) }'; }
+# The bound of issue [tenants]: 2.5 with the per-owner design in place.
+atmost() { awk -v s="$1" 'BEGIN { exit !(s != "" && s <= 2.5) }'; }
 s=$(score)
-below3 "$s" || die "the packaged unit's security exposure is ${s:-unknown}, over 3.0"
+atmost "$s" || die "the packaged unit's security exposure is ${s:-unknown}, over 2.5"
 log "ok: the packaged unit scores $s (systemd-analyze security)"
 
-log "memwatch install with the policy's own state_dir and socket"
+log "memwatch install with the policy's own state_dir and socket, over an unprivileged agent's root"
+cin "useradd -m agent && mkdir -p /srv/agents2/app1 && chown agent: /srv/agents2/app1" >/dev/null
 cin "mkdir -p /srv/agents2/app1 && cat > /etc/memwatch/custom.yaml <<'P'
 version: 1
 state_dir: /srv/mwstate
@@ -150,18 +152,25 @@ stores:
 P
 memwatch install --policy /etc/memwatch/custom.yaml >/dev/null && systemctl daemon-reload && systemctl restart memwatch" || die "memwatch install failed"
 wait_for 15 "installed unit active" "systemctl is-active memwatch && test -S /srv/mwsock/memwatch.sock && test -e /srv/mwstate/memwatch.db"
-cin "$big > /srv/agents2/app1/memory.md"
+cin "runuser -u agent -- bash -c '$big > /srv/agents2/app1/memory.md'"
 wait_for 10 "compaction under the installed unit" "ls /srv/agents2/app1/memory/*.md && test \$(stat -c %s /srv/agents2/app1/memory.md) -lt 4096"
+# memwatch acted as the agent (setfsuid under the unit's capabilities and
+# system call filter): what it created is the agent's.
+cin "test \"\$(stat -c %U /srv/agents2/app1/memory /srv/agents2/app1/memory/*.md /srv/agents2/app1/memory.md | sort -u)\" = agent" ||
+	die "what memwatch created in the agent's root is not the agent's: $(cin "ls -ln /srv/agents2/app1 /srv/agents2/app1/memory")"
+# The agent reaches the socket, and is served its own roots only.
+wait_for 5 "status as the agent" "runuser -u agent -- memwatch status --json --policy /etc/memwatch/custom.yaml | grep -q /srv/agents2/app1"
+log "ok: the agent's root compacted as the agent; the agent sees its own roots on the socket"
 wait_for 5 "status through the policy's socket" "memwatch status --policy /etc/memwatch/custom.yaml | grep -q 'state /srv/mwstate'"
 wait_for 5 "the metrics listener" "bash -c 'exec 3<>/dev/tcp/127.0.0.1/9464; printf \"GET /metrics HTTP/1.0\\r\\n\\r\\n\" >&3; cat <&3' | grep -q '^memwatch_build_info'"
 s=$(score)
-below3 "$s" || die "the installed unit's security exposure is ${s:-unknown}, over 3.0"
+atmost "$s" || die "the installed unit's security exposure is ${s:-unknown}, over 2.5"
 cin "memwatch uninstall >/dev/null && systemctl daemon-reload && systemctl start memwatch"
 wait_for 10 "packaged unit back" "systemctl is-active memwatch"
 log "ok: installed unit with a custom state_dir, socket and metrics listener works, scores $s"
 
 log "memwatch install --user"
-cin "useradd -m agent && loginctl enable-linger agent" >/dev/null
+cin "loginctl enable-linger agent" >/dev/null
 wait_for 20 "user manager" "test -S /run/user/\$(id -u agent)/systemd/private"
 cin "mkdir -p /home/agent/apps/a && printf 'version: 1\nstores:\n  - name: mine\n    layout: now-history\n    paths: [\"/home/agent/apps/*\"]\n' > /home/agent/policy.yaml && chown -R agent: /home/agent"
 cin "runuser -u agent -- env XDG_RUNTIME_DIR=/run/user/\$(id -u agent) HOME=/home/agent memwatch install --user --policy /home/agent/policy.yaml" >/dev/null
