@@ -60,7 +60,7 @@ compaction goes through it so it cannot race a job.`,
 			body, _ := json.Marshal(req)
 			err = ctl.do(context.Background(), "POST", "/v1/compact", bytes.NewReader(body), &res)
 			if errors.Is(err, errNoDaemon) {
-				d, derr := daemon.New(daemon.Config{Policy: p, PolicyPath: g.policy, StateDir: stateDir, Socket: socketPath(p, stateDir), Version: version}, log)
+				d, derr := daemon.New(daemon.Config{Policy: p, PolicyPath: g.policy, StateDir: stateDir, Socket: listenSocket(p, stateDir), Version: version}, log)
 				if derr != nil {
 					return derr
 				}

@@ -240,14 +240,29 @@ func defaultStateDir() string {
 	return filepath.Join(home, ".local", "state", "memwatch")
 }
 
-// socketPath is control.socket, or the socket the daemon of that state
-// directory announced, or memwatch.sock in the state directory.
+// listenSocket is the control socket a daemon of this state directory
+// binds: control.socket, or memwatch.sock in systemd's RuntimeDirectory
+// (/run/memwatch, which every local user may reach; the daemon serves each
+// within its roots), or memwatch.sock in the state directory. Never another
+// daemon's socket.
+func listenSocket(p *policy.Policy, stateDir string) string {
+	if p != nil && p.Control.Socket != "" {
+		return p.Control.Socket
+	}
+	if rd, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":"); rd != "" {
+		return filepath.Join(rd, "memwatch.sock")
+	}
+	return filepath.Join(stateDir, "memwatch.sock")
+}
+
+// socketPath is the control socket a client dials: control.socket, or the
+// socket the daemon of that state directory announced, or memwatch.sock in
+// the state directory, or, when no daemon of this state directory runs,
+// the system service's.
 func socketPath(p *policy.Policy, stateDir string) string {
 	if p != nil && p.Control.Socket != "" {
 		return p.Control.Socket
 	}
-	// Under systemd (RuntimeDirectory=memwatch): /run/memwatch, which
-	// every local user may reach (the daemon serves each within its roots).
 	if rd, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":"); rd != "" {
 		return filepath.Join(rd, "memwatch.sock")
 	}
@@ -256,7 +271,6 @@ func socketPath(p *policy.Policy, stateDir string) string {
 	}
 	own := filepath.Join(stateDir, "memwatch.sock")
 	if _, err := os.Stat(own); err != nil {
-		// No daemon of this state directory: the system service's, if any.
 		if fi, err := os.Stat(SystemSocket); err == nil && fi.Mode()&os.ModeSocket != 0 {
 			return SystemSocket
 		}

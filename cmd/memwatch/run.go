@@ -52,7 +52,7 @@ failure, 2 usage or policy error.`,
 				log.Warn("policy warning (memwatch validate --strict refuses it)", "warning", w.Error())
 			}
 			d, err := daemon.New(daemon.Config{Policy: p, PolicyPath: g.policy, StateDir: stateDir,
-				Socket: socketPath(p, stateDir), Version: version, Notify: sdNotify, Watchdog: watchdogInterval()}, log)
+				Socket: listenSocket(p, stateDir), Version: version, Notify: sdNotify, Watchdog: watchdogInterval()}, log)
 			if err != nil {
 				return err
 			}

@@ -175,7 +175,10 @@ wait_for 20 "user manager" "test -S /run/user/\$(id -u agent)/systemd/private"
 cin "mkdir -p /home/agent/apps/a && printf 'version: 1\nstores:\n  - name: mine\n    layout: now-history\n    paths: [\"/home/agent/apps/*\"]\n' > /home/agent/policy.yaml && chown -R agent: /home/agent"
 cin "runuser -u agent -- env XDG_RUNTIME_DIR=/run/user/\$(id -u agent) HOME=/home/agent memwatch install --user --policy /home/agent/policy.yaml" >/dev/null
 cin "grep -q '^WantedBy=default.target' /home/agent/.config/systemd/user/memwatch.service" || die "user unit is not wanted by default.target"
-cin "runuser -u agent -- env XDG_RUNTIME_DIR=/run/user/\$(id -u agent) systemctl --user start memwatch"
+cin "runuser -u agent -- env XDG_RUNTIME_DIR=/run/user/\$(id -u agent) systemctl --user start memwatch" || {
+	cin "journalctl --no-pager -n 30 _UID=\$(id -u agent)" >&2 || true
+	die "the user unit did not start"
+}
 wait_for 15 "user service active" "runuser -u agent -- env XDG_RUNTIME_DIR=/run/user/\$(id -u agent) systemctl --user is-active memwatch"
 log "ok: user unit installed, wanted by default.target, and running"
 cin "runuser -u agent -- env XDG_RUNTIME_DIR=/run/user/\$(id -u agent) HOME=/home/agent memwatch uninstall --user" >/dev/null
