@@ -449,6 +449,23 @@ func (s *Spool) liveMessages(ctx context.Context, st *Log) ([]liveLine, error) {
 	return out, rows.Err()
 }
 
+// unmatched lists the messages of prev that no line of the new file is.
+func unmatched(prev []liveLine, knownSeq []int64) []liveLine {
+	kept := make(map[int64]bool, len(knownSeq))
+	for _, seq := range knownSeq {
+		if seq != 0 {
+			kept[seq] = true
+		}
+	}
+	var out []liveLine
+	for _, p := range prev {
+		if !kept[p.seq] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // rematch handles a file that changed other than by appending: it reads
 // every line's hash, recognises the messages captured before, and captures
 // the rest (see the package doc).
@@ -543,6 +560,12 @@ func (s *Spool) rematch(ctx context.Context, f *os.File, st *Log, dev, ino int64
 			why = "replaced"
 		default:
 			why = "trimmed"
+			// Maybe a whole-file rewrite seen half written (OpenClaw
+			// truncates its transcript and writes every line back on each
+			// turn): the messages it dropped may be written back next.
+			if dropped := unmatched(prev, knownSeq); len(dropped) > 0 {
+				lin = s.newLineage(gen, dropped)
+			}
 		}
 		if lin != nil {
 			lin.gen = gen

@@ -16,9 +16,12 @@ import (
 // messages back; memwatch may capture it in between, with nothing but the
 // metadata line there. That capture starts a generation with no message
 // (the file was "cleared"), and the kept messages then arrive as appends,
-// which a rematch never sees. So when a generation starts with no message,
-// the messages of the generation before that are not in it (its tail)
-// are remembered; while the new generation holds nothing but matches, and
+// which a rematch never sees. An agent that rewrites its whole transcript
+// in place on every save (OpenClaw up to 2026.7.1) may be captured half
+// way, holding only its first messages: the rest arrive as appends too. So
+// when a generation starts with no message or with only part of the
+// messages of the generation before, the messages of that one that are not
+// in it (its tail) are remembered; while the new generation holds nothing but matches, and
 // for lineageWindow after it started, each message appended to it is
 // matched in order against a run of that tail: a match is the line already
 // captured (carried), not a new one. The first message that does not

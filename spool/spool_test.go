@@ -454,3 +454,53 @@ func TestTrimSeenHalfWritten(t *testing.T) {
 		}
 	}
 }
+
+// An agent that rewrites its whole transcript in place on every turn
+// (O_TRUNC, then every line again: OpenClaw up to 2026.7.1) may be seen
+// at any point of the write. Whatever point, every message is captured
+// once: the messages that come back after a half-written capture are the
+// ones already captured.
+func TestWholeFileRewriteSeenPartWritten(t *testing.T) {
+	ctx := context.Background()
+	for _, seenAt := range []int{0, 1, 7, 19, 20} { // messages written when captured
+		t.Run(fmt.Sprint(seenAt), func(t *testing.T) {
+			s := newSpool(t)
+			dir := t.TempDir()
+			root := openRoot(t, dir)
+			p := filepath.Join(dir, "s.jsonl")
+			header := `{"type":"session","id":"x"}`
+			var all []string
+			for turn := 0; turn < 4; turn++ {
+				all = append(all, msgs(5*turn, 5*turn+4)...)
+				whole := append([]string{header}, all...)
+				// The rewrite: truncated, then written line by line; the
+				// capture comes after seenAt of the messages.
+				f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, l := range whole {
+					if i-1 == min(seenAt, len(all)) && i > 0 {
+						if _, err := s.Capture(ctx, root, "s.jsonl", opts); err != nil {
+							t.Fatal(err)
+						}
+					}
+					f.WriteString(l + "\n")
+				}
+				f.Close()
+				if _, err := s.Capture(ctx, root, "s.jsonl", opts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			seen := map[string]int{}
+			for _, g := range captured(t, s, root, "s.jsonl") {
+				seen[g]++
+			}
+			for i := 0; i < 20; i++ {
+				if seen[msg(i)] != 1 {
+					t.Errorf("%s captured %d times, want 1", msg(i), seen[msg(i)])
+				}
+			}
+		})
+	}
+}
