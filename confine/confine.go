@@ -30,7 +30,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -442,23 +441,6 @@ func (r *Root) ReadDir(rel string) ([]fs.DirEntry, error) {
 	}
 	sortEntries(ents)
 	return ents, nil
-}
-
-// Glob returns the root-relative names matching pattern (path.Match
-// syntax, slash-separated), sorted.
-func (r *Root) Glob(pattern string) ([]string, error) {
-	pattern = filepath.ToSlash(pattern)
-	if _, err := path.Match(pattern, ""); err != nil {
-		return nil, fmt.Errorf("glob %q: %w", pattern, err)
-	}
-	ms, err := fs.Glob(r.FS(), pattern)
-	if err != nil {
-		return nil, err
-	}
-	for i := range ms {
-		ms[i] = filepath.FromSlash(ms[i])
-	}
-	return ms, nil
 }
 
 // WalkDir walks the tree at rel without following symlinked directories.

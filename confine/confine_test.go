@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -342,4 +343,51 @@ func TestTheKernelDecidesAsTheOwner(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "locked", "facts.md")); err != nil || string(b) != "ROOT FACTS" {
 		t.Errorf("after acting as the owner, memwatch itself: %q, %v", b, err)
 	}
+}
+
+func TestAlternatives(t *testing.T) {
+	for _, tt := range []struct {
+		pattern string
+		want    []string
+	}{
+		{"sessions/*.jsonl", []string{"sessions/*.jsonl"}},
+		{"{workspace/sessions,sessions}/*.jsonl", []string{"workspace/sessions/*.jsonl", "sessions/*.jsonl"}},
+		{"{a,b}/{c,d}", []string{"a/c", "a/d", "b/c", "b/d"}},
+		{"{unclosed", []string{"{unclosed"}},
+	} {
+		if got := Alternatives(tt.pattern); !slices.Equal(got, tt.want) {
+			t.Errorf("Alternatives(%q): got %q, want %q", tt.pattern, got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		pattern, exclude, rel string
+		want                  bool
+	}{
+		{"agents/*/sessions/*.jsonl", "*.trajectory.jsonl", "agents/main/sessions/7d2e.jsonl", true},
+		{"agents/*/sessions/*.jsonl", "*.trajectory.jsonl", "agents/main/sessions/7d2e.trajectory.jsonl", false},
+		{"{workspace/sessions,sessions}/*.jsonl", "{ZHJlYW06*,Y3Jvbj[o-r]*}", "workspace/sessions/ZHJlYW06MjAy.jsonl", false},
+		{"{workspace/sessions,sessions}/*.jsonl", "{ZHJlYW06*,Y3Jvbj[o-r]*}", "sessions/Y3Jvbjp4.jsonl", false},
+		{"{workspace/sessions,sessions}/*.jsonl", "{ZHJlYW06*,Y3Jvbj[o-r]*}", "sessions/dGVsZWdyYW06NDI.jsonl", true},
+	} {
+		if got := Match(tt.pattern, tt.exclude, tt.rel); got != tt.want {
+			t.Errorf("Match(%q, %q, %q): got %v, want %v", tt.pattern, tt.exclude, tt.rel, got, tt.want)
+		}
+	}
+}
+
+func FuzzAlternatives(f *testing.F) {
+	for _, s := range []string{"a", "{a,b}/c", "{", "}{", "{a,{b,c}}", "[{]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if len(p) > 64 {
+			return
+		}
+		for _, alt := range Alternatives(p) {
+			if len(alt) > len(p)*len(p)+1 {
+				t.Fatalf("Alternatives(%q) grew to %q", p, alt)
+			}
+		}
+		_ = Match(p, p, "a/b")
+	})
 }

@@ -127,7 +127,7 @@ func (d *Daemon) onTouched(store, root, path string) {
 	}
 	if sl, ok := rt.layout.(layout.SessionLogs); ok {
 		for _, g := range sl.Logs(rt.store) {
-			if ok, _ := filepath.Match(g, rel); ok {
+			if confine.Match(g.Glob, g.Exclude, rel) {
 				d.bg.Queue(task{kind: "capture", store: store, root: root, rel: rel})
 				break
 			}
@@ -135,7 +135,7 @@ func (d *Daemon) onTouched(store, root, path string) {
 	}
 	if sr, ok := rt.layout.(layout.Searchable); ok {
 		for _, src := range sr.Sources(rt.store) {
-			if ok, _ := filepath.Match(src.Glob, rel); ok {
+			if confine.Match(src.Glob, src.Exclude, rel) {
 				d.bg.Queue(task{kind: "index", store: store, root: root, rel: rel, src: src.Kind})
 				break
 			}

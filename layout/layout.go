@@ -73,8 +73,9 @@ type Layout interface {
 // SessionLogs is a layout whose rules read session logs: the daemon
 // captures them into the spool as soon as they are written.
 type SessionLogs interface {
-	// Logs returns the logs' globs, relative to a root of the store.
-	Logs(s *policy.Store) []string
+	// Logs returns the logs' globs, relative to a root of the store
+	// (Glob and Exclude of each source are what count).
+	Logs(s *policy.Store) []recall.Source
 }
 
 // Searchable is a layout whose files memwatch recall searches (and the

@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -73,9 +74,9 @@ func (e *Env) ReadRange(ctx context.Context, log spool.Log, after, upto int64, r
 	if e.LLM != nil {
 		budget = e.LLM.MaxInputTokens() - reserve
 	}
-	bytes := int64(e.Store.MaxRead)
-	if bytes <= 0 {
-		bytes = int64(policy.DefaultMaxRead)
+	room := int64(e.Store.MaxRead)
+	if room <= 0 {
+		room = int64(policy.DefaultMaxRead)
 	}
 	var msgs []Message
 	var cited []spool.Line
@@ -83,9 +84,15 @@ func (e *Env) ReadRange(ctx context.Context, log spool.Log, after, upto int64, r
 	err := e.Spool.Read(ctx, log.ID, after, upto, func(l spool.Line) error {
 		if !l.Msg {
 			next = l.Seq
+			if bytes.Contains(l.Data, []byte(`"$rewindTo"`)) {
+				// Not a message, but it abandons some (ActiveBranch).
+				if m := DecodeLine(l); m.RewindTo != "" {
+					msgs = append(msgs, Message{Line: l, Message: m})
+				}
+			}
 			return nil
 		}
-		if bytes -= int64(len(l.Data)); bytes < 0 && len(msgs) > 0 {
+		if room -= int64(len(l.Data)); room < 0 && len(msgs) > 0 {
 			e.Log.Info("a range reached the bytes one job reads (max_read); the rest follows in the next", "log", log.Path, "max_read", e.Store.MaxRead, "messages", len(msgs))
 			return errStop
 		}
@@ -132,10 +139,30 @@ func DecodeLine(l spool.Line) session.Message {
 // but no longer the conversation. Only sibling user prompts count: a
 // message whose parent is not in the range changes nothing. It returns the
 // messages kept and how many were left out.
+//
+// A rewind record (Gemini CLI's $rewindTo) abandons the message it
+// names and everything after it.
+//
+// A message written again under the same id (Gemini CLI appends a message
+// record anew when its tokens arrive or a tool call completes) is the
+// last of its lines, at the place of its first.
 func ActiveBranch(msgs []Message) ([]Message, int) {
+	msgs = latestByID(msgs)
 	kept := make([]Message, 0, len(msgs))
 	dropped := 0
 	for _, m := range msgs {
+		if m.RewindTo != "" {
+			for i, k := range kept {
+				if k.ID == m.RewindTo {
+					dropped += len(kept) - i
+					kept = kept[:i]
+					break
+				}
+			}
+		}
+		if m.RewindTo != "" {
+			continue
+		}
 		if prompt(m) && m.Parent != "" {
 			for i, k := range kept {
 				if prompt(k) && k.Parent == m.Parent && k.ID != m.ID {
@@ -148,6 +175,32 @@ func ActiveBranch(msgs []Message) ([]Message, int) {
 		kept = append(kept, m)
 	}
 	return kept, dropped
+}
+
+// latestByID keeps one message per id: its last version, where the first stood.
+func latestByID(msgs []Message) []Message {
+	last := map[string]int{}
+	for i, m := range msgs {
+		if m.ID != "" {
+			last[m.ID] = i
+		}
+	}
+	if len(last) == 0 {
+		return msgs
+	}
+	out := make([]Message, 0, len(msgs))
+	placed := map[string]bool{}
+	for _, m := range msgs {
+		if m.ID == "" {
+			out = append(out, m)
+			continue
+		}
+		if !placed[m.ID] {
+			placed[m.ID] = true
+			out = append(out, msgs[last[m.ID]])
+		}
+	}
+	return out
 }
 
 // prompt reports a user's own message (Claude Code writes tool results as

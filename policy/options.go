@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"github.com/memwatch/memwatch/confine"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -171,17 +172,18 @@ func checkOptionString(f reflect.StructField, v string) string {
 	}
 	switch f.Tag.Get("path") {
 	case "glob":
-		if _, err := filepath.Match(v, ""); err != nil {
-			return fmt.Sprintf("%s: bad glob %q: %v", key, v, err)
+		if err := confine.CheckGlob(v); err != nil {
+			return fmt.Sprintf("%s: %v", key, err)
 		}
 		fallthrough
 	case "local":
-		if v != "" && !filepath.IsLocal(v) {
+		// Every alternative of a glob ({a,b}) stays in the root.
+		if v != "" && slices.ContainsFunc(confine.Alternatives(v), func(a string) bool { return !filepath.IsLocal(a) }) {
 			return fmt.Sprintf("%s %q must stay inside each root (relative, no ..): memwatch never reads or writes outside a root; make the root a directory that holds both", key, v)
 		}
 	case "anyglob":
-		if _, err := filepath.Match(v, ""); err != nil {
-			return fmt.Sprintf("%s: bad glob %q: %v", key, v, err)
+		if err := confine.CheckGlob(v); err != nil {
+			return fmt.Sprintf("%s: %v", key, err)
 		}
 	}
 	return ""

@@ -36,8 +36,9 @@ var Presets = map[string]Preset{
 			"link_pruned":      true,                // older facts go to memory/memory-older-YYYY-MM.md, linked from MEMORY.md
 			"window":           200,
 			"keep":             20,
+			"consolidate":      false, // Claude Code's auto-memory consolidates its own
 		},
-		About: "each project's transcripts become searchable (memwatch recall, MCP) and are consolidated into memory/HISTORY.md entries dated by the conversation; memory/MEMORY.md is kept within the 200 lines and 25 KB Claude Code loads, its oldest facts moved to a topic file it links",
+		About: "each project's transcripts become searchable (memwatch recall, MCP) and are kept in the spool whatever Claude Code deletes; memory/MEMORY.md is kept within the 200 lines and 25 KB Claude Code loads, its oldest facts moved to a topic file it links; Claude Code's auto-memory consolidates its own conversations (consolidate: true adds memory/HISTORY.md entries)",
 	},
 	"codex": {
 		Name: "codex", Agent: "Codex CLI", Layout: "memory-history",
@@ -55,23 +56,47 @@ var Presets = map[string]Preset{
 		Name: "nanobot", Agent: "nanobot", Layout: "memory-history",
 		Paths: []string{"~/.nanobot"},
 		Options: map[string]any{
-			"sessions":       "sessions/*.jsonl",  // SessionManager: sessions/<channel_chat>.jsonl
-			"memory_dir":     "workspace/memory",  // MemoryStore: workspace/memory/MEMORY.md and HISTORY.md
-			"archive_dir":    ".memwatch/archive", // not workspace/memory/
-			"history_format": "auto",              // history.jsonl records where nanobot keeps one, else HISTORY.md
+			// SessionManager: workspace/sessions/<key>.jsonl in 0.3, the
+			// key base64url-encoded; sessions/<key>.jsonl before.
+			"sessions": "{workspace/sessions,sessions}/*.jsonl",
+			// nanobot's own sessions (nanobot/agent/memory.py
+			// _INTERNAL_HISTORY_SESSION_PREFIXES): "dream:" and "cron:",
+			// base64url-encoded (ZHJlYW06, Y3Jvbj[o-r]) or, before 0.2.3,
+			// with ':' written as '_'.
+			"sessions_exclude": "{ZHJlYW06*,Y3Jvbj[o-r]*,dream_*,cron_*}",
+			"memory_dir":       "workspace/memory",  // MemoryStore: workspace/memory/MEMORY.md and history.jsonl
+			"archive_dir":      ".memwatch/archive", // not workspace/memory/
+			"history_format":   "auto",              // history.jsonl records where nanobot keeps one, else HISTORY.md
+			"consolidate":      false,               // nanobot's Consolidator and Dream consolidate its own
 		},
-		About: "conversations are consolidated where nanobot reads its history (workspace/memory/history.jsonl records in current versions, HISTORY.md entries in older ones) and MEMORY.md is kept under memory_max_size",
+		About: "sessions become searchable and are kept in the spool whatever nanobot trims (its internal dream: and cron: sessions are left out); workspace/memory/MEMORY.md is kept under memory_max_size; nanobot consolidates its own turns into memory/history.jsonl (consolidate: true adds memwatch's records there, with nanobot's session_key)",
 	},
 	"openclaw": {
 		Name: "openclaw", Agent: "OpenClaw", Layout: "memory-history",
 		Paths: []string{"~/.openclaw"},
 		Options: map[string]any{
-			"sessions":       "agents/*/sessions/*.jsonl", // agents/<agent>/sessions/<session id>.jsonl
-			"memory_dir":     "workspace",                 // workspace/MEMORY.md
-			"archive_dir":    ".memwatch/archive",         // not workspace/memory/: OpenClaw indexes its daily notes there
-			"history_format": "daily",                     // workspace/memory/YYYY-MM-DD.md, the daily notes OpenClaw indexes
+			// agents/<agent>/sessions/<session id>.jsonl up to 2026.7.1;
+			// later versions keep transcripts in SQLite (see the README).
+			"sessions":         "agents/*/sessions/*.jsonl",
+			"sessions_exclude": "*.trajectory.jsonl", // run traces beside each transcript, 70-90 times its size
+			"memory_dir":       "workspace",          // workspace/MEMORY.md
+			"archive_dir":      ".memwatch/archive",  // not workspace/memory/: OpenClaw indexes its daily notes there
+			"history_format":   "daily",              // workspace/memory/YYYY-MM-DD.md, the daily notes OpenClaw indexes
+			"consolidate":      false,                // OpenClaw writes its own daily notes and Dreaming consolidates them
 		},
-		About: "sessions become searchable and each conversation is consolidated into the daily note of its day (workspace/memory/YYYY-MM-DD.md, which OpenClaw indexes); workspace/MEMORY.md is kept under memory_max_size, its archives outside the folders OpenClaw indexes",
+		About: "sessions become searchable and are kept in the spool whatever OpenClaw rewrites (its *.trajectory.jsonl traces are not read); workspace/MEMORY.md is kept under memory_max_size, its archives outside the folders OpenClaw indexes; OpenClaw keeps its own daily notes (consolidate: true adds short, marked entries to the note of each conversation's day)",
+	},
+	"gemini-cli": {
+		Name: "gemini-cli", Agent: "Gemini CLI", Layout: "memory-history",
+		Paths: []string{"~/.gemini"},
+		Options: map[string]any{
+			"sessions":    "tmp/*/chats/session-*.jsonl", // tmp/<project>/chats/session-<time>-<id>.jsonl (0.3x on)
+			"memory_dir":  "memwatch",                    // Gemini CLI keeps facts in GEMINI.md but no history
+			"archive_dir": "memwatch/archive",
+			"window":      200,
+			"keep":        20,
+		},
+		About: "every chat becomes searchable (each message once, tool calls and results included) and is consolidated into ~/.gemini/memwatch/HISTORY.md, one entry per finished conversation",
 	},
 }
 

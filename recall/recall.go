@@ -39,7 +39,10 @@ const (
 
 // Source is a kind of file a layout makes searchable in a root.
 type Source struct {
-	Glob  string // relative to the root (path.Match syntax)
+	Glob  string // relative to the root (path.Match syntax, {a,b} alternatives)
+	// Exclude leaves out the files whose base name matches it (OpenClaw's
+	// *.trajectory.jsonl beside its transcripts).
+	Exclude string
 	Kind  Kind
 	Label string // the result's source: "detail", "messages", "history", ...
 	// Strip is a prefix of the path left out of citations (seed 003 cites
@@ -67,9 +70,17 @@ type Result struct {
 // searchText is the text of a raw line that queries match: the line for
 // text files, the decoded message (role first) for logs.
 func searchText(k Kind, raw []byte) []byte {
+	text, _ := searchTextID(k, raw)
+	return text
+}
+
+// searchTextID is searchText with the message's id, when the agent gives
+// its messages one (Gemini CLI appends a message again each time it
+// changes: one id, several lines).
+func searchTextID(k Kind, raw []byte) ([]byte, string) {
 	raw = trimCR(raw)
 	if k == Text {
-		return raw
+		return raw, ""
 	}
 	m := session.Decode(raw)
 	role := m.Role
@@ -79,7 +90,7 @@ func searchText(k Kind, raw []byte) []byte {
 	case m.Meta:
 		role = "meta"
 	}
-	return []byte(role + ": " + m.Text)
+	return []byte(role + ": " + m.Text), m.ID
 }
 
 func trimCR(b []byte) []byte {

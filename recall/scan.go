@@ -167,7 +167,7 @@ func listFiles(o Options, vs *views) ([]file, error) {
 			if len(want) > 0 && !want[src.Label] {
 				continue
 			}
-			ms, err := r.Root.Glob(src.Glob)
+			ms, err := r.Root.GlobExcept(src.Glob, src.Exclude)
 			if err != nil {
 				return nil, err
 			}
@@ -217,6 +217,7 @@ type searcher struct {
 	buf     []byte // reused read buffer
 	views   *views
 	indexes map[string]bool // the index files there are, listed once
+	ids     map[string]bool // messages found, by root, file and id
 }
 
 // emit adds a matching line; it returns errLimit once the search is done.
@@ -258,8 +259,20 @@ func (s *searcher) check(f file, raw []byte) ([]byte, int, bool) {
 	if f.src.Kind == Log && !s.q.rawCandidate(raw) {
 		return nil, 0, false
 	}
-	text := searchText(f.src.Kind, raw)
+	text, id := searchTextID(f.src.Kind, raw)
 	at, ok := s.q.matches(text)
+	if ok && id != "" {
+		// One result per message: a message the agent wrote again (with
+		// its tokens, a finished tool call) is found once, newest first.
+		key := f.root.Root.Path() + "\x00" + f.rel + "\x00" + id
+		if s.ids[key] {
+			return nil, 0, false
+		}
+		if s.ids == nil {
+			s.ids = map[string]bool{}
+		}
+		s.ids[key] = true
+	}
 	return text, at, ok
 }
 

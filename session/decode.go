@@ -31,6 +31,9 @@ type Message struct {
 	// and the file keeps the abandoned one.
 	ID     string `json:"id,omitempty"`
 	Parent string `json:"parent,omitempty"`
+	// RewindTo, on a meta line, abandons the message with this ID and
+	// every message after it (Gemini CLI's {"$rewindTo": id}).
+	RewindTo string `json:"rewind_to,omitempty"`
 }
 
 // lineShape covers the shapes agents really write, with one field map per
@@ -80,6 +83,9 @@ type lineShape struct {
 	Arguments json.RawMessage `json:"arguments"`
 	Input     json.RawMessage `json:"input"`
 	Output    json.RawMessage `json:"output"`
+	Set       json.RawMessage `json:"$set"`      // Gemini CLI: a metadata update
+	RewindTo  string          `json:"$rewindTo"` // Gemini CLI: a rewind
+	SessionID string          `json:"sessionId"` // Gemini CLI: the first line
 	Action    *struct {
 		Command json.RawMessage `json:"command"`
 	} `json:"action"`
@@ -179,6 +185,9 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 	if err := unmarshal(line, &l); err != nil {
 		return Message{Raw: true, Text: strings.ToValidUTF8(string(line), "\uFFFD")}
 	}
+	if isGemini(&l) {
+		return decodeGemini(line, &l, unmarshal)
+	}
 	ts := l.Timestamp.Time
 	inner := &l
 	switch {
@@ -236,8 +245,8 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 			var sum string
 			_ = unmarshal(l.Summary, &sum)
 			m.Meta, m.Text = true, sum
-		case l.Type != "" || len(l.CreatedAt) > 0:
-			m.Meta = true
+		case l.Type != "" || len(l.CreatedAt) > 0 || len(l.Set) > 0 || l.RewindTo != "" || l.SessionID != "":
+			m.Meta, m.RewindTo = true, l.RewindTo
 		default:
 			// Valid JSON of a shape we do not know: keep it whole.
 			m.Raw, m.Text = true, strings.ToValidUTF8(string(line), "\uFFFD")
@@ -370,7 +379,7 @@ func joinText(a, b string) string {
 func IsMessage(line []byte, cut bool) bool {
 	if cut {
 		head := line[:min(len(line), 4096)]
-		for _, p := range []string{`"role":"user"`, `"role":"assistant"`, `"role": "user"`, `"role": "assistant"`, `"type":"user"`, `"type":"assistant"`} {
+		for _, p := range []string{`"role":"user"`, `"role":"assistant"`, `"role": "user"`, `"role": "assistant"`, `"type":"user"`, `"type":"assistant"`, `"type":"gemini"`} {
 			if strings.Contains(string(head), p) {
 				return true
 			}
@@ -454,6 +463,8 @@ func classify(line []byte) (msg, sure bool) {
 		return true, true
 	case hasMessage && (typ == "user" || typ == "assistant"):
 		return false, false // Claude Code: the inner message decides (it may be empty)
+	case role == "" && (typ == "user" || typ == "gemini"):
+		return false, false // Gemini CLI's records: decode to tell
 	case role == "" && !hasMessage:
 		return false, true // metadata, state, summaries: no role
 	}

@@ -49,6 +49,7 @@ func TestDecode(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
+	addAgentLines(f)
 	for _, s := range []string{`{"role":"user","content":"hi"}`, `{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]}}`, "\xff\xfe", `{"content":[{"type":"tool_result","content":"r"}]}`} {
 		f.Add([]byte(s))
 	}
@@ -66,6 +67,7 @@ func FuzzDecode(f *testing.F) {
 // FuzzDecodeLikeTheStandardLibrary: the fast JSON decoder reads every line
 // as encoding/json does.
 func FuzzDecodeLikeTheStandardLibrary(f *testing.F) {
+	addAgentLines(f)
 	for _, s := range []string{`{"role":"user","content":"hi"}`, `{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]}}`, "\xff\xfe", `{"content":[{"type":"tool_result","content":"r"}]}`,
 		`{"role":"assistant","content":[{"type":"tool_use","name":"Bash","input":{"command":"ls"}}]}`, `{"ROLE":"user","Content":"x"}`, `{"role":"user","content":"caf\u00e9 \ud800"}`, `{"role":"user","role":"tool"}`} {
 		f.Add([]byte(s))
@@ -80,6 +82,7 @@ func FuzzDecodeLikeTheStandardLibrary(f *testing.F) {
 
 // FuzzIsMessage: the fast classifier never disagrees with a full decode.
 func FuzzIsMessage(f *testing.F) {
+	addAgentLines(f)
 	for _, s := range []string{`{"role":"user","content":"hi"}`, `{"_type":"metadata","updated_at":"x"}`, `{"type":"user","message":{"role":"user","content":"x"}}`,
 		`{"type":"summary","summary":"s"}`, `{"role":"assistant","content":[{"type":"text","text":"a"}]}`, `{"role":"us\"er"}`, `[1]`, `{"a":{"role":"user"}}`, `{"role":"user"`} {
 		f.Add([]byte(s))
@@ -159,5 +162,21 @@ func TestAgentFormats(t *testing.T) {
 				t.Errorf("got\n%s\nwant\n%s", got, want)
 			}
 		})
+	}
+}
+
+// addAgentLines seeds a fuzz target with every line of the agent fixtures.
+func addAgentLines(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "agents", "*.jsonl"))
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for line := range bytes.SplitSeq(b, []byte("\n")) {
+			if len(line) > 0 {
+				f.Add(line)
+			}
+		}
 	}
 }

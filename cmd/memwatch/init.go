@@ -26,8 +26,9 @@ type agentFind struct {
 var agentFinds = []agentFind{
 	{preset: "claude-code", root: ".claude/projects/*", sessions: []string{"*.jsonl"}, memory: []string{"memory/*.md"}},
 	{preset: "codex", root: ".codex", sessions: []string{"sessions/*/*/*/rollout-*.jsonl"}},
-	{preset: "nanobot", root: ".nanobot", sessions: []string{"sessions/*.jsonl"}, memory: []string{"workspace/memory/*.md"}},
-	{preset: "openclaw", root: ".openclaw", sessions: []string{"agents/*/sessions/*.jsonl"}, memory: []string{"workspace/MEMORY.md", "workspace/memory/*.md"}},
+	{preset: "nanobot", root: ".nanobot", sessions: []string{"workspace/sessions/*.jsonl", "sessions/*.jsonl"}, memory: []string{"workspace/memory/*.md", "workspace/memory/history.jsonl"}},
+	{preset: "openclaw", root: ".openclaw", sessions: []string{"agents/*/sessions/*[!y].jsonl", "agents/*/agent/openclaw-agent.sqlite"}, memory: []string{"workspace/MEMORY.md", "workspace/memory/*.md"}},
+	{preset: "gemini-cli", root: ".gemini", sessions: []string{"tmp/*/chats/session-*.jsonl"}, memory: []string{"GEMINI.md"}},
 }
 
 // found is one agent init found data of.
@@ -45,7 +46,7 @@ func initCmd(g *globals) *cobra.Command {
 		Use:   "init [--home DIR] [--write FILE]",
 		Short: "Find the agents you run and print the policy that maintains their memory",
 		Long: `Look under the home directory for the data of the agents memwatch knows
-(Claude Code, Codex, nanobot, OpenClaw) and print a policy with one store
+(Claude Code, Codex, Gemini CLI, nanobot, OpenClaw) and print a policy with one store
 per agent found, using its preset, with how many sessions and memory files
 each has. --write FILE writes the policy there (refusing to overwrite one
 unless --force); then

@@ -109,7 +109,10 @@ func TestAgentWritesStayLive(t *testing.T) {
 		if len(a.Missing) > 0 {
 			t.Errorf("%s: %d of %d writes are missing from the live memory.md (%d of them only in a kept copy), first %v", r.kind.Name, len(a.Missing), r.n, a.InKept, a.Missing[:min(len(a.Missing), 5)])
 		}
-		if !r.kind.Held && len(recs) < r.n/10 {
+		// A run that compacted rarely did not test the race; how often
+		// it compacts varies with the machine's load (265 to 359 of 3000
+		// in-place writes in make stress), so the floor is loose.
+		if !r.kind.Held && len(recs) < r.n/20 {
 			t.Errorf("%s: %d compactions for %d writes; the test did not exercise the race", r.kind.Name, len(recs), r.n)
 		}
 		if r.kind.Held && deferred == 0 {

@@ -24,7 +24,8 @@ const consumer = RuleConsolidate
 
 // sessionLogs lists the root's session logs (root-relative).
 func sessionLogs(env *layout.Env, root *confine.Root) []string {
-	ms, _ := root.Glob(OptionsOf(env.Store).Sessions)
+	o := OptionsOf(env.Store)
+	ms, _ := root.GlobExcept(o.Sessions, o.SessionsExclude)
 	return ms
 }
 
@@ -68,9 +69,15 @@ func consolidateTargets(ctx context.Context, env *layout.Env, root *confine.Root
 			continue
 		}
 		env.Accepted(root, rel)
+		if !OptionsOf(env.Store).Consolidate {
+			continue // captured for recall; the agent consolidates its own
+		}
 		if end, _, err := plan(ctx, env, root, log); err == nil && end > 0 {
 			out = append(out, rel)
 		}
+	}
+	if !OptionsOf(env.Store).Consolidate {
+		return nil, nil
 	}
 	// Logs the agent deleted since: their messages are consolidated too.
 	logs, _ := env.Spool.Logs(ctx, root.Path())
@@ -189,7 +196,7 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 					return nil, rewrite.ErrUnchanged
 				}
 				if format == FormatJSONL {
-					return appendJSONL(old, when, entryText, tag)
+					return appendJSONL(old, when, entryText, sessionKey(root, log.Path), tag)
 				}
 				return append(withBlankLine(append([]byte{}, old...)), raw...), nil
 			}}, r)
@@ -284,11 +291,16 @@ func formatMessage(m layout.Message) string {
 // rawFallback is seed 002's [raw-fallback] entry: the last
 // fallback_messages messages of the range, each cut to fallback_chars
 // characters. Nothing is lost: the raw lines stay in the session log.
+//
+// The entry lands in files agents edit with their own tools (OpenClaw's
+// daily notes), whose edits need the text they replace to be unique: so
+// it carries no tool input or output verbatim (a tool call is its name;
+// tool results are left out) and no line twice.
 func rawFallback(env *layout.Env, msgs []layout.Message) string {
 	n, width := OptionsOf(env.Store).FallbackMessages, OptionsOf(env.Store).FallbackChars
 	var real []layout.Message
 	for _, m := range msgs {
-		if !m.Meta {
+		if !m.Meta && m.Role != "tool" && !strings.HasPrefix(m.Text, "[tool result]") {
 			real = append(real, m)
 		}
 	}
@@ -297,22 +309,50 @@ func rawFallback(env *layout.Env, msgs []layout.Message) string {
 	}
 	var b strings.Builder
 	b.WriteString("[raw-fallback]\n")
+	seen := map[string]bool{}
 	for _, m := range real {
 		role := m.Role
 		if m.Raw {
 			role = "raw"
 		}
-		text := strings.Join(strings.Fields(m.Text), " ")
+		text := strings.Join(strings.Fields(withoutToolInput(m.Text)), " ")
 		if utf8.RuneCountInString(text) > width {
 			text = string([]rune(text)[:width])
 		}
-		fmt.Fprintf(&b, "- %s: %s\n", role, text)
+		line := fmt.Sprintf("- %s: %s\n", role, text)
+		if text == "" || seen[line] {
+			continue
+		}
+		seen[line] = true
+		b.WriteString(line)
 	}
 	return b.String()
 }
 
+// withoutToolInput renders each "[tool: NAME] INPUT" line of a message as
+// its name alone, and leaves out "[tool result]" lines.
+func withoutToolInput(text string) string {
+	lines := strings.Split(text, "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		if strings.HasPrefix(l, "[tool result]") {
+			continue
+		}
+		if strings.HasPrefix(l, "[tool: ") {
+			if i := strings.IndexByte(l, ']'); i > 0 {
+				l = l[:i+1]
+			}
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, " ")
+}
+
 // Logs implements layout.SessionLogs.
-func (Layout) Logs(s *policy.Store) []string { return []string{OptionsOf(s).Sessions} }
+func (Layout) Logs(s *policy.Store) []recall.Source {
+	o := OptionsOf(s)
+	return []recall.Source{{Glob: o.Sessions, Exclude: o.SessionsExclude, Kind: recall.Log, Label: "messages"}}
+}
 
 // Sources implements layout.Searchable: the history files (seed 002's
 // grep over HISTORY*.md), MEMORY.md and the session logs.
@@ -321,7 +361,7 @@ func (Layout) Sources(s *policy.Store) []recall.Source {
 	out := []recall.Source{
 		{Glob: filepath.Join(f.dir, "HISTORY*.md"), Kind: recall.Text, Label: "history"},
 		{Glob: f.memory(), Kind: recall.Text, Label: "memory"},
-		{Glob: OptionsOf(s).Sessions, Kind: recall.Log, Label: "messages"},
+		{Glob: OptionsOf(s).Sessions, Exclude: OptionsOf(s).SessionsExclude, Kind: recall.Log, Label: "messages"},
 	}
 	switch OptionsOf(s).HistoryFormat {
 	case FormatJSONL, FormatAuto:

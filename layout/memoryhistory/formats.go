@@ -2,10 +2,13 @@ package memoryhistory
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/memwatch/memwatch/confine"
 )
@@ -44,7 +47,10 @@ type jsonlRecord struct {
 	Cursor    int64  `json:"cursor"`
 	Timestamp string `json:"timestamp"`
 	Content   string `json:"content"`
-	Memwatch  string `json:"memwatch,omitempty"`
+	// SessionKey is the conversation's key: nanobot 0.3 shows a session
+	// the history records of its own key (and of none).
+	SessionKey string `json:"session_key,omitempty"`
+	Memwatch   string `json:"memwatch,omitempty"`
 }
 
 // LastCursor returns the highest cursor among history.jsonl's records; a
@@ -70,8 +76,8 @@ func LastCursor(data []byte) int64 {
 }
 
 // appendJSONL appends one record after old's last cursor.
-func appendJSONL(old []byte, when time.Time, text, marker string) ([]byte, error) {
-	line, err := json.Marshal(jsonlRecord{Cursor: LastCursor(old) + 1, Timestamp: when.Local().Format("2006-01-02 15:04"), Content: strings.TrimSpace(text), Memwatch: marker})
+func appendJSONL(old []byte, when time.Time, text, key, marker string) ([]byte, error) {
+	line, err := json.Marshal(jsonlRecord{Cursor: LastCursor(old) + 1, Timestamp: when.Local().Format("2006-01-02 15:04"), Content: strings.TrimSpace(text), SessionKey: key, Memwatch: marker})
 	if err != nil {
 		return nil, err
 	}
@@ -85,4 +91,31 @@ func appendJSONL(old []byte, when time.Time, text, marker string) ([]byte, error
 // dailyFile is the daily note of when, in the conversation's own zone.
 func (f files) dailyFile(when time.Time) string {
 	return filepath.Join(f.dir, DailyDir, when.Format(time.DateOnly)+".md")
+}
+
+// sessionKey is the nanobot session key of the log rel: the "key" of its
+// metadata line (SessionManager.save writes it first), else the key its
+// file name encodes (base64url in 0.3, ':' written as '_' before).
+func sessionKey(root *confine.Root, rel string) string {
+	if f, _, err := root.OpenRead(rel); err == nil {
+		head := make([]byte, 64<<10)
+		n, _ := io.ReadFull(f, head)
+		f.Close()
+		first, _, _ := bytes.Cut(head[:n], []byte("\n"))
+		var meta struct {
+			Type string `json:"_type"`
+			Key  string `json:"key"`
+		}
+		if json.Unmarshal(first, &meta) == nil && meta.Type == "metadata" && meta.Key != "" && utf8.ValidString(meta.Key) {
+			return meta.Key
+		}
+	}
+	stem := strings.TrimSuffix(filepath.Base(rel), ".jsonl")
+	if b, err := base64.RawURLEncoding.DecodeString(stem); err == nil && utf8.Valid(b) && bytes.IndexByte(b, ':') > 0 {
+		return string(b)
+	}
+	if ch, id, ok := strings.Cut(stem, "_"); ok {
+		return ch + ":" + id
+	}
+	return stem
 }

@@ -42,7 +42,7 @@ func TestAppendJSONL(t *testing.T) {
 		{"garbage and a cut last line", "not json\n{\"cursor\": 2}\n{\"cursor\": 9, \"content\": \"cut", `"cursor":3,`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := appendJSONL([]byte(tt.old), when, " entry text \n", "memwatch: a.jsonl#L1-2 range:x ")
+			out, err := appendJSONL([]byte(tt.old), when, " entry text \n", "telegram:42", "memwatch: a.jsonl#L1-2 range:x ")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +67,7 @@ func FuzzLastCursor(f *testing.F) {
 		if n < 0 {
 			t.Fatalf("negative cursor %d", n)
 		}
-		out, err := appendJSONL(data, time.Unix(0, 0), "text", "m")
+		out, err := appendJSONL(data, time.Unix(0, 0), "text", "", "m")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,8 +19,21 @@ type Options struct {
 	// at the end of MEMORY.md, so the agent can still open what its loader
 	// no longer shows; without it they go to archive_dir.
 	LinkPruned bool `yaml:"link_pruned"`
-	// Sessions is the glob of the agent's session logs, inside each root.
+	// Sessions is the glob of the agent's session logs, inside each root
+	// ({a,b} alternatives for the places different versions use).
 	Sessions string `yaml:"sessions" path:"glob"`
+	// SessionsExclude leaves out the files under Sessions whose base name
+	// matches it: files beside the transcripts that are not conversations
+	// (OpenClaw's *.trajectory.jsonl) or sessions the agent runs for itself
+	// (nanobot's dream: and cron: sessions).
+	SessionsExclude string `yaml:"sessions_exclude" path:"anyglob"`
+	// Consolidate turns conversations into history entries (and facts,
+	// with an LLM). Off for agents that consolidate their own (nanobot's
+	// Consolidator and Dream, OpenClaw's daily notes and Dreaming, Claude
+	// Code's auto-memory): memwatch then captures, indexes, protects and
+	// recalls their sessions, and bounds their memory files, but writes no
+	// second history beside theirs.
+	Consolidate bool `yaml:"consolidate"`
 	// Window consolidates a session when more lines than this are pending...
 	Window int `yaml:"window"`
 	// ...leaving its newest Keep lines for the agent's context.
@@ -61,6 +74,7 @@ func DefaultOptions() *Options {
 	return &Options{
 		MemoryMaxSize:    8 << 10,
 		Sessions:         "sessions/*.jsonl",
+		Consolidate:      true,
 		Window:           50,
 		Keep:             10,
 		SessionIdle:      30 * time.Minute,

@@ -412,7 +412,7 @@ func runOverview(ctx context.Context, env *layout.Env, root *confine.Root, targe
 }
 
 // Logs implements layout.SessionLogs.
-func (Layout) Logs(*policy.Store) []string { return []string{MessagesFile} }
+func (Layout) Logs(*policy.Store) []recall.Source { return Sources[1:] }
 
 // Sources implements layout.Searchable: seed 003's recall_memory searches
 // the notes in detail/ and the raw log.

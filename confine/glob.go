@@ -1,0 +1,105 @@
+package confine
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Globs in policies are path.Match patterns, slash-separated and relative
+// to a root, with one addition: {a,b} alternatives, because an agent's
+// files move between versions (nanobot 0.3 keeps its sessions in
+// workspace/sessions, later ones in sessions/<workspace>) and one store
+// should find both. Alternatives do not nest.
+
+// Alternatives expands the {a,b} groups of pattern into the patterns it
+// stands for.
+func Alternatives(pattern string) []string {
+	open := strings.IndexByte(pattern, '{')
+	if open < 0 {
+		return []string{pattern}
+	}
+	end := strings.IndexByte(pattern[open:], '}')
+	if end < 0 {
+		return []string{pattern}
+	}
+	end += open
+	var out []string
+	for _, alt := range strings.Split(pattern[open+1:end], ",") {
+		for _, rest := range Alternatives(pattern[end+1:]) {
+			if len(out) > maxAlternatives {
+				return out // CheckGlob refuses it
+			}
+			out = append(out, pattern[:open]+alt+rest)
+		}
+	}
+	return out
+}
+
+// maxAlternatives bounds what one pattern expands to.
+const maxAlternatives = 64
+
+// CheckGlob reports a malformed pattern.
+func CheckGlob(pattern string) error {
+	if n := len(Alternatives(pattern)); n > maxAlternatives {
+		return fmt.Errorf("glob %q: %d alternatives, more than %d", pattern, n, maxAlternatives)
+	}
+	for _, p := range Alternatives(filepath.ToSlash(pattern)) {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("glob %q: %w", pattern, err)
+		}
+	}
+	return nil
+}
+
+// Match reports whether the root-relative name rel matches pattern
+// (alternatives included) and, when exclude is set, its base name does not
+// match exclude.
+func Match(pattern, exclude, rel string) bool {
+	rel = filepath.ToSlash(rel)
+	if exclude != "" && matchAny(exclude, path.Base(rel)) {
+		return false
+	}
+	return matchAny(pattern, rel)
+}
+
+func matchAny(pattern, name string) bool {
+	if CheckGlob(pattern) != nil {
+		return false
+	}
+	for _, p := range Alternatives(filepath.ToSlash(pattern)) {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Glob returns the root-relative names matching pattern (path.Match
+// syntax, slash-separated, with {a,b} alternatives), sorted.
+func (r *Root) Glob(pattern string) ([]string, error) { return r.GlobExcept(pattern, "") }
+
+// GlobExcept is Glob without the names whose base name matches exclude.
+func (r *Root) GlobExcept(pattern, exclude string) ([]string, error) {
+	if err := CheckGlob(pattern); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range Alternatives(filepath.ToSlash(pattern)) {
+		ms, err := fs.Glob(r.FS(), p)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			if exclude != "" && matchAny(exclude, path.Base(m)) {
+				continue
+			}
+			out = append(out, filepath.FromSlash(m))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
