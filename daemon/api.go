@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/memwatch/memwatch/confine"
 	"net"
 	"net/http"
 	"os"
@@ -167,6 +168,11 @@ func (d *Daemon) Policy() *policy.Policy {
 // recall's citations.
 func (d *Daemon) Generation(ctx context.Context, root, rel string) int64 {
 	return d.spool.LiveGen(ctx, root, rel)
+}
+
+// Held is the spool's held messages for recall (recall.Options.Held).
+func (d *Daemon) Held(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error {
+	return d.spool.SearchHeld(ctx, root, fn)
 }
 
 // Undo undoes a journal record in the root's job slot, as POST /v1/undo does.

@@ -381,6 +381,7 @@ func (b *builder) search(ctx context.Context, t *target, query string, limit int
 	if gen := b.s.cfg.Generation; gen != nil {
 		opts.Generation = func(root, rel string) int64 { return gen(ctx, root, rel) }
 	}
+	opts.Held = b.s.cfg.Held
 	results, _, err := recall.Search(ctx, q, opts)
 	if err != nil {
 		return "", nil, err

@@ -79,10 +79,12 @@ var Presets = map[string]Preset{
 			// later versions keep transcripts in SQLite (see the README).
 			"sessions":         "agents/*/sessions/*.jsonl",
 			"sessions_exclude": "*.trajectory.jsonl", // run traces beside each transcript, 70-90 times its size
-			"memory_dir":       "workspace",          // workspace/MEMORY.md
-			"archive_dir":      ".memwatch/archive",  // not workspace/memory/: OpenClaw indexes its daily notes there
-			"history_format":   "daily",              // workspace/memory/YYYY-MM-DD.md, the daily notes OpenClaw indexes
-			"consolidate":      false,                // OpenClaw writes its own daily notes and Dreaming consolidates them
+			// 2026.7.2 on: transcript_events rows of each agent's database.
+			"transcripts_db": "agents/*/agent/openclaw-agent.sqlite",
+			"memory_dir":     "workspace",         // workspace/MEMORY.md
+			"archive_dir":    ".memwatch/archive", // not workspace/memory/: OpenClaw indexes its daily notes there
+			"history_format": "daily",             // workspace/memory/YYYY-MM-DD.md, the daily notes OpenClaw indexes
+			"consolidate":    false,               // OpenClaw writes its own daily notes and Dreaming consolidates them
 		},
 		About: "sessions become searchable and are kept in the spool whatever OpenClaw rewrites (its *.trajectory.jsonl traces are not read); workspace/MEMORY.md is kept under memory_max_size, its archives outside the folders OpenClaw indexes; OpenClaw keeps its own daily notes (consolidate: true adds short, marked entries to the note of each conversation's day)",
 	},

@@ -35,6 +35,11 @@ const (
 	// Log files (JSONL session logs) are searched in the decoded text of
 	// each line: role, message, tool calls with their input, tool results.
 	Log
+	// Records are transcripts an agent keeps in a database (OpenClaw's
+	// transcript_events): the database is never scanned as a file; its
+	// conversations, captured into the spool, are searched as logs
+	// through Options.Held.
+	Records
 )
 
 // Source is a kind of file a layout makes searchable in a root.

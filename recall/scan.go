@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
@@ -38,6 +40,11 @@ type Options struct {
 	Generation func(root, rel string) int64
 	// MaxLine is the longest line searched whole (0: 1 MiB).
 	MaxLine int
+	// Held, when set, gives the messages the spool holds that are not in
+	// a live file (lines the agent trimmed or deleted since, conversations
+	// kept in a database), newest first: they are searched after the
+	// files, as messages, cited where they were captured.
+	Held func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error
 }
 
 // Stats says how a search was answered (memwatch recall --explain).
@@ -103,6 +110,13 @@ func Search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
 			return s.results, s.stats, fmt.Errorf("recall %s: %w", f.root.Root.Join(f.rel), err)
 		}
 	}
+	if !s.stats.StoppedEarly && o.Held != nil {
+		if err := s.searchHeld(); errors.Is(err, errLimit) {
+			s.stats.StoppedEarly = true
+		} else if err != nil {
+			return s.results, s.stats, err
+		}
+	}
 	s.stats.Duration = time.Since(start)
 	if s.results == nil {
 		s.results = []Result{}
@@ -166,6 +180,9 @@ func listFiles(o Options, vs *views) ([]file, error) {
 		for _, src := range r.Sources {
 			if len(want) > 0 && !want[src.Label] {
 				continue
+			}
+			if src.Kind == Records {
+				continue // searched through Options.Held
 			}
 			ms, err := r.Root.GlobExcept(src.Glob, src.Exclude)
 			if err != nil {
@@ -624,4 +641,41 @@ func prevNewline(fh *os.File, off int64) (int64, error) {
 		off = from
 	}
 	return 0, nil
+}
+
+// searchHeld searches the messages the spool holds beyond the live files,
+// of the logs (and databases) the roots' sources name.
+func (s *searcher) searchHeld() error {
+	want := map[string]bool{}
+	for _, l := range s.o.Labels {
+		want[l] = true
+	}
+	for _, r := range s.o.Roots {
+		var srcs []Source
+		for _, src := range r.Sources {
+			if (src.Kind == Log || src.Kind == Records) && (len(want) == 0 || want[src.Label]) {
+				srcs = append(srcs, src)
+			}
+		}
+		if len(srcs) == 0 {
+			continue
+		}
+		err := s.o.Held(s.ctx, r.Root, func(rel string, gen, line int64, raw []byte) error {
+			name, _, _ := strings.Cut(rel, "#") // a database's conversation: DB#ID
+			i := slices.IndexFunc(srcs, func(src Source) bool { return confine.Match(src.Glob, src.Exclude, name) })
+			if i < 0 {
+				return nil
+			}
+			f := file{root: r, rel: rel, src: Source{Kind: Log, Label: srcs[i].Label, Strip: srcs[i].Strip}, gen: gen}
+			s.stats.BytesRead += int64(len(raw))
+			if text, at, ok := s.check(f, raw); ok {
+				return s.emit(f, line, text, at)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -79,6 +79,9 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 	if err != nil {
 		return Result{}, err
 	}
+	if found && st.ino == virtualIno {
+		return Result{Gen: st.Gen, Why: "same"}, nil // records come by CaptureRecords
+	}
 	f, fi, err := root.OpenRead(rel)
 	if found && !st.Missing && st.Gen > 0 && (err != nil || !sameInode(fi, st.dev, st.ino)) {
 		// The agent renamed another file over the log or deleted it: what

@@ -229,7 +229,7 @@ func TestPresetsLeaveSelfConsolidationAlone(t *testing.T) {
 	b, _ := os.ReadFile(pol)
 	os.WriteFile(pol, []byte(strings.ReplaceAll(string(b), "    paths:", "    session_idle: 1s\n    settle: 50ms\n    paths:")), 0o644)
 	state := filepath.Join(home, "state")
-	p := start(t, "--policy", pol, "--state-dir", state)
+	p := start(t, "--policy", pol, "--state-dir", state, "--log-level", "debug")
 	p.waitLog("ready", 10*time.Second)
 	// Codex has no history of its own: its consolidation is the witness
 	// that the daemon had time to consolidate the others.
@@ -250,6 +250,25 @@ func TestPresetsLeaveSelfConsolidationAlone(t *testing.T) {
 	cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+state)
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "telegram_42.jsonl#L") {
 		t.Errorf("recall of nanobot's session: (%v)\n%s", err, out)
+	}
+	// nanobot clears the session (/new): what it said is still recalled,
+	// from the spool, cited where it was; once.
+	sess := filepath.Join(home, ".nanobot/sessions/telegram_42.jsonl")
+	first, _, _ := strings.Cut(readFile(t, sess), "\n")
+	os.WriteFile(sess, []byte(first+"\n"), 0o644)
+	p.waitLogWith("captured", map[string]any{"why": "cleared"}, 10*time.Second)
+	cmd = exec.Command(memwatchFast, "recall", "--policy", pol, "--all", "--json", "dentist")
+	cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+state)
+	out, err := cmd.Output()
+	var res []struct{ Citation string }
+	var cites []string
+	if err == nil && json.Unmarshal(out, &res) == nil {
+		for _, r := range res {
+			cites = append(cites, r.Citation[strings.LastIndex(r.Citation, "/")+1:])
+		}
+	}
+	if strings.Join(cites, " ") != "telegram_42.jsonl#L5 telegram_42.jsonl#L4 telegram_42.jsonl#L3 telegram_42.jsonl#L2" {
+		t.Errorf("recall after nanobot cleared its session: got %v (%v), want its four messages with the word, once each, cited where they were", cites, err)
 	}
 	p.stop(30 * time.Second)
 }

@@ -133,19 +133,32 @@ func lastLines(s string, n int) string {
 // waitLog waits for a log line with that message.
 func (p *proc) waitLog(msg string, timeout time.Duration) map[string]any {
 	p.t.Helper()
+	return p.waitLogWith(msg, nil, timeout)
+}
+
+// waitLogWith waits for a log line msg whose fields hold the values of with.
+func (p *proc) waitLogWith(msg string, with map[string]any, timeout time.Duration) map[string]any {
+	p.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		p.mu.Lock()
+	lines:
 		for _, l := range p.lines {
-			if l["msg"] == msg {
-				p.mu.Unlock()
-				return l
+			if l["msg"] != msg {
+				continue
 			}
+			for k, v := range with {
+				if l[k] != v {
+					continue lines
+				}
+			}
+			p.mu.Unlock()
+			return l
 		}
 		p.mu.Unlock()
 		time.Sleep(5 * time.Millisecond)
 	}
-	p.t.Fatalf("no %q log line within %v", msg, timeout)
+	p.t.Fatalf("no %q log line with %v within %v", msg, with, timeout)
 	return nil
 }
 

@@ -90,6 +90,7 @@ Add it to Claude Code with
 			if sp, err := spool.OpenReadOnly(context.Background(), dir); err == nil {
 				defer sp.Close()
 				cfg.Generation = sp.LiveGen
+				cfg.Held = sp.SearchHeld
 			}
 			srv, err := mcpserver.New(cfg, log)
 			if err != nil {

@@ -84,6 +84,7 @@ can match are read; --explain says which way each search went.`,
 			if sp, err := spool.OpenReadOnly(context.Background(), stateDir); err == nil {
 				defer sp.Close()
 				opts.Generation = func(root, rel string) int64 { return sp.LiveGen(cmd.Context(), root, rel) }
+				opts.Held = sp.SearchHeld
 			}
 			results, st, err := recall.Search(cmd.Context(), q, opts)
 			if err != nil {

@@ -62,6 +62,7 @@ func plan(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Lo
 }
 
 func consolidateTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
+	captureTranscripts(ctx, env, root)
 	var out []string
 	for _, rel := range sessionLogs(env, root) {
 		log, err := env.CaptureLog(ctx, root, rel)
@@ -82,6 +83,13 @@ func consolidateTargets(ctx context.Context, env *layout.Env, root *confine.Root
 	// Logs the agent deleted since: their messages are consolidated too.
 	logs, _ := env.Spool.Logs(ctx, root.Path())
 	for _, l := range logs {
+		if spool.IsRecordLog(l.Path) {
+			// A conversation of a transcript database (transcripts.go).
+			if end, _, err := plan(ctx, env, root, l); err == nil && end > 0 {
+				out = append(out, l.Path)
+			}
+			continue
+		}
 		if !l.Missing {
 			continue
 		}
@@ -362,6 +370,9 @@ func (Layout) Sources(s *policy.Store) []recall.Source {
 		{Glob: filepath.Join(f.dir, "HISTORY*.md"), Kind: recall.Text, Label: "history"},
 		{Glob: f.memory(), Kind: recall.Text, Label: "memory"},
 		{Glob: OptionsOf(s).Sessions, Exclude: OptionsOf(s).SessionsExclude, Kind: recall.Log, Label: "messages"},
+	}
+	if db := OptionsOf(s).TranscriptsDB; db != "" {
+		out = append(out, recall.Source{Glob: db, Kind: recall.Records, Label: "messages"})
 	}
 	switch OptionsOf(s).HistoryFormat {
 	case FormatJSONL, FormatAuto:

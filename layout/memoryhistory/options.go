@@ -27,6 +27,10 @@ type Options struct {
 	// (OpenClaw's *.trajectory.jsonl) or sessions the agent runs for itself
 	// (nanobot's dream: and cron: sessions).
 	SessionsExclude string `yaml:"sessions_exclude" path:"anyglob"`
+	// TranscriptsDB is the glob of SQLite databases holding transcripts
+	// as rows (OpenClaw 2026.7.2 and later: transcripts.go), inside each
+	// root; read-only, every session a log of the spool.
+	TranscriptsDB string `yaml:"transcripts_db" path:"glob"`
 	// Consolidate turns conversations into history entries (and facts,
 	// with an LLM). Off for agents that consolidate their own (nanobot's
 	// Consolidator and Dream, OpenClaw's daily notes and Dreaming, Claude

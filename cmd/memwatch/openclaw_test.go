@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	_ "modernc.org/sqlite"
+)
+
+// openclawSchema is the part of OpenClaw 2026.9.6's agent database that
+// memwatch reads, as its migrations create it (openclaw-agent-board-schema
+// in the npm package: transcript_events, session_windows).
+const openclawSchema = `
+CREATE TABLE session_windows (
+  session_id TEXT NOT NULL PRIMARY KEY,
+  session_key TEXT NOT NULL,
+  previous_session_id TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE transcript_events (
+  session_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  event_json TEXT,
+  created_at INTEGER NOT NULL,
+  event_zstd BLOB,
+  event_utf8_bytes INTEGER CHECK (event_utf8_bytes IS NULL OR event_utf8_bytes >= 0),
+  navigation_json TEXT,
+  PRIMARY KEY (session_id, seq),
+  FOREIGN KEY (session_id) REFERENCES "session_windows"(session_id) ON DELETE CASCADE,
+  CHECK ((event_json IS NOT NULL AND event_zstd IS NULL) OR (event_json IS NULL AND event_zstd IS NOT NULL AND event_utf8_bytes IS NOT NULL))
+) STRICT;
+PRAGMA journal_mode=WAL;
+`
+
+// TestOpenClawSQLiteTranscripts: OpenClaw since 2026.7.2 keeps transcripts
+// as rows of its agent database. The preset reads them read-only, by row,
+// while the agent keeps writing (WAL): every message is recallable once,
+// with its role, tool calls and results included, compressed (cold) rows
+// too; its cron sessions are left out; a citation shows the event.
+func TestOpenClawSQLiteTranscripts(t *testing.T) {
+	home := t.TempDir()
+	dbPath := filepath.Join(home, ".openclaw/agents/main/agent/openclaw-agent.sqlite")
+	os.MkdirAll(filepath.Dir(dbPath), 0o755)
+	os.MkdirAll(filepath.Join(home, ".openclaw/workspace"), 0o755)
+	os.WriteFile(filepath.Join(home, ".openclaw/workspace/MEMORY.md"), []byte("# MEMORY\n"), 0o644)
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, openclawSchema); err != nil {
+		t.Fatal(err)
+	}
+	fixture, err := os.ReadFile(filepath.Join("..", "..", "session", "testdata", "agents", "openclaw.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := strings.Split(strings.TrimSpace(string(fixture)), "\n")
+	enc, _ := zstd.NewWriter(nil)
+	now := time.Now().UnixMilli()
+	db.ExecContext(ctx, `INSERT INTO session_windows VALUES('s-main','agent:main:main',NULL,?,?), ('s-cron','agent:main:cron:nightly',NULL,?,?)`, now, now, now, now)
+	insert := func(session string, seq int, event string, cold bool) {
+		t.Helper()
+		var err error
+		if cold {
+			_, err = db.ExecContext(ctx, `INSERT INTO transcript_events(session_id, seq, event_json, created_at, event_zstd, event_utf8_bytes, navigation_json) VALUES(?,?,NULL,?,?,?,'{}')`,
+				session, seq, now, enc.EncodeAll([]byte(event), nil), len(event))
+		} else {
+			_, err = db.ExecContext(ctx, `INSERT INTO transcript_events(session_id, seq, event_json, created_at) VALUES(?,?,?,?)`, session, seq, event, now)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first events went cold (compressed), the rest are hot.
+	for i, e := range events {
+		insert("s-main", i, e, i < 3)
+	}
+	insert("s-cron", 0, `{"type":"message","id":"x1","parentId":null,"message":{"role":"user","content":"cronsecretword nightly job"}}`, false)
+
+	pol := filepath.Join(home, "policy.yaml")
+	os.WriteFile(pol, []byte("version: 1\nstores:\n  - name: oc\n    preset: openclaw\n    settle: 50ms\n    paths: [\""+filepath.Join(home, ".openclaw")+"\"]\n"), 0o644)
+	state := filepath.Join(home, "state")
+	p := start(t, "--policy", pol, "--state-dir", state)
+	p.waitLog("ready", 10*time.Second)
+
+	recallJSON := func(query string) []struct{ Text, Citation string } {
+		t.Helper()
+		cmd := exec.Command(memwatchFast, "recall", "--policy", pol, "--all", "--limit", "20", "--json", query)
+		cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+state)
+		out, err := cmd.Output()
+		var res []struct{ Text, Citation string }
+		if err != nil || json.Unmarshal(out, &res) != nil {
+			t.Fatalf("recall %q: %v\n%s", query, err, out)
+		}
+		return res
+	}
+	waitRecall := func(query string, n int) []struct{ Text, Citation string } {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			res := recallJSON(query)
+			if len(res) >= n || time.Now().After(deadline) {
+				return res
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	const db0 = "agents/main/agent/openclaw-agent.sqlite#s-main#L"
+	for _, tt := range []struct{ query, cite, role string }{
+		{"backup schedule", db0 + "3", "user:"},       // a cold (compressed) row
+		{"memory_search", db0 + "4", "assistant:"},    // a tool call
+		{"to the NAS", db0 + "5", "tool:"},            // its result
+		{"Nightly at 02:00", db0 + "6", "assistant:"}, // hot row
+	} {
+		res := waitRecall(tt.query, 1)
+		found := 0
+		for _, r := range res {
+			if strings.HasSuffix(r.Citation, tt.cite) && strings.HasPrefix(r.Text, tt.role) {
+				found++
+			}
+		}
+		if found != 1 {
+			t.Errorf("recall %q: got %+v, want one hit %s labelled %s", tt.query, res, tt.cite, tt.role)
+		}
+	}
+	// The agent goes on: new rows are new messages, found once.
+	insert("s-main", len(events), `{"type":"message","id":"m9","parentId":"m8","message":{"role":"user","content":[{"type":"text","text":"move the backups to 03:30 please"}]}}`, false)
+	db.ExecContext(ctx, `UPDATE session_windows SET updated_at=? WHERE session_id='s-main'`, now+1)
+	if res := waitRecall("backups to 03:30", 1); len(res) != 1 {
+		t.Errorf("a row added while the daemon runs: got %+v, want it once", res)
+	}
+	time.Sleep(300 * time.Millisecond)
+	var cites []string
+	for _, r := range recallJSON("backup") {
+		cites = append(cites, strings.TrimPrefix(r.Citation, db0))
+	}
+	if strings.Join(cites, " ") != "9 5 4 3" {
+		t.Errorf("recall backup: got lines %v, want 9 5 4 3 (each message once, newest first)", cites)
+	}
+	if res := recallJSON("cronsecretword"); len(res) != 0 {
+		t.Errorf("OpenClaw's cron session was read: %+v", res)
+	}
+	// The citation shows the event.
+	cmd := exec.Command(memwatchFast, "show", "--policy", pol, "--dir", filepath.Join(home, ".openclaw"), db0+"3")
+	cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+state)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "backup schedule") {
+		t.Errorf("show %s3: (%v)\n%s", db0, err, out)
+	}
+	// memwatch never wrote to the agent's database.
+	var n int
+	db.QueryRowContext(ctx, `SELECT COUNT(*) FROM transcript_events`).Scan(&n)
+	if n != len(events)+2 {
+		t.Errorf("the agent's database holds %d events, want %d", n, len(events)+2)
+	}
+	p.stop(30 * time.Second)
+}

@@ -1,0 +1,165 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/memwatch/memwatch/confine"
+)
+
+// Records: transcripts agents keep as rows of a database rather than lines
+// of a file (OpenClaw since 2026.7.2: the transcript_events table of its
+// agent database). Each conversation is a log of its own, named by the
+// database's path and the conversation's id (DB#ID, see RecordLog); its
+// lines are the rows, numbered by the agent's own row key (a row's line
+// number is its key), appended as they come. Such a log has no live file:
+// Show and recall read it from the spool, and a rewrite of the file never
+// applies to it.
+
+// Record is one row of a transcript kept in a database: its key (increasing
+// within the conversation) and its event, one JSON object.
+type Record struct {
+	Key  int64
+	Data []byte
+}
+
+// virtualIno marks a log whose lines are records, not lines of a file.
+const virtualIno = -1
+
+// RecordLog is the name of the log of one conversation of a database.
+func RecordLog(db, id string) string { return filepath.Clean(db) + "#" + id }
+
+// IsRecordLog reports a log named by RecordLog.
+func IsRecordLog(rel string) bool { return strings.Contains(rel, "#") }
+
+// RecordCursor returns the key of the last record captured into the log
+// rel of root (0 when none).
+func (s *Spool) RecordCursor(ctx context.Context, root, rel string) (int64, error) {
+	st, found, err := s.Find(ctx, root, rel)
+	if err != nil || !found {
+		return 0, err
+	}
+	return st.Offset, nil
+}
+
+// CaptureRecords appends the records whose key is above the log's cursor,
+// in key order, as its next lines; isMessage tells messages from other
+// events, as for a file.
+func (s *Spool) CaptureRecords(ctx context.Context, root, rel string, recs []Record, o Options) (Result, error) {
+	if o.IsMessage == nil {
+		return Result{}, errors.New("spool: Options.IsMessage is required")
+	}
+	if o.MaxLine <= 0 {
+		o.MaxLine = DefaultMaxLine
+	}
+	rel = filepath.Clean(rel)
+	if !IsRecordLog(rel) {
+		return Result{}, fmt.Errorf("spool: %s is no record log (DB#ID)", rel)
+	}
+	defer s.lock(root, rel)()
+	st, found, err := s.Find(ctx, root, rel)
+	if err != nil {
+		return Result{}, err
+	}
+	if !found {
+		if st, err = s.newLog(ctx, root, rel); err != nil {
+			return Result{}, err
+		}
+		st.Gen, st.ino = 1, virtualIno
+	}
+	c, err := s.begin(ctx, &st)
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.abort()
+	if st.LiveFrom == 0 {
+		st.LiveFrom = st.Seq + 1
+	}
+	for _, r := range recs {
+		if r.Key <= st.Offset {
+			continue // captured before
+		}
+		data := r.Data
+		cut := len(data) > o.MaxLine
+		if cut {
+			data = data[:o.MaxLine]
+		}
+		st.Lines++
+		st.Offset = r.Key
+		if err := c.add(1, r.Key, data, int64(len(r.Data)), xxhash.Sum64(r.Data), o.IsMessage(data, cut)); err != nil {
+			return c.res, err
+		}
+	}
+	c.res.Gen = 1
+	if c.res.Lines == 0 && found {
+		c.res.Why = "same"
+		return c.res, nil
+	}
+	c.res.Why = "append"
+	return c.res, c.flush(false)
+}
+
+// HeldLine is a message the spool holds that is not in a live file: a line
+// the agent has since trimmed, cleared or deleted from its log, or a record
+// of a database transcript.
+type HeldLine struct {
+	Path      string // the log, relative to the root
+	Gen, Line int64  // where it was captured (the citation: Path@Gen#L<Line>)
+	Data      []byte
+}
+
+// Held calls fn with the messages of root's logs that are in the spool but
+// not in their live files, newest first, while fn returns nil. Pruned
+// lines are not held any more.
+func (s *Spool) Held(ctx context.Context, root string, fn func(HeldLine) error) error {
+	logs, err := s.Logs(ctx, root)
+	if err != nil {
+		return err
+	}
+	for _, st := range logs {
+		var q string
+		args := []any{st.ID}
+		switch {
+		case st.ino == virtualIno || st.Missing:
+			q = `SELECT gen, line, data FROM lines WHERE log=? AND msg=1 AND data IS NOT NULL ORDER BY seq DESC`
+		default:
+			// Generations before the live one, less what was carried into it.
+			q = `SELECT gen, line, data FROM lines l WHERE log=? AND msg=1 AND data IS NOT NULL AND gen<?
+				AND NOT EXISTS (SELECT 1 FROM carried c WHERE c.log=l.log AND c.gen=? AND c.seq=l.seq) ORDER BY seq DESC`
+			args = append(args, st.Gen, st.Gen)
+		}
+		if err := s.eachHeld(ctx, st.Path, q, args, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Spool) eachHeld(ctx context.Context, path, q string, args []any, fn func(HeldLine) error) error {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("read held lines: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		h := HeldLine{Path: path}
+		if err := rows.Scan(&h.Gen, &h.Line, &h.Data); err != nil {
+			return err
+		}
+		if err := fn(h); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// SearchHeld is Held for recall (recall.Options.Held): the held messages
+// of root's logs as (log, generation, line, text).
+func (s *Spool) SearchHeld(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error {
+	return s.Held(ctx, root.Path(), func(h HeldLine) error { return fn(h.Path, h.Gen, h.Line, h.Data) })
+}
