@@ -44,12 +44,12 @@ const (
 
 // Source is a kind of file a layout makes searchable in a root.
 type Source struct {
-	Glob  string // relative to the root (path.Match syntax, {a,b} alternatives)
+	Glob string // relative to the root (path.Match syntax, {a,b} alternatives)
 	// Exclude leaves out the files whose base name matches it (OpenClaw's
 	// *.trajectory.jsonl beside its transcripts).
 	Exclude string
-	Kind  Kind
-	Label string // the result's source: "detail", "messages", "history", ...
+	Kind    Kind
+	Label   string // the result's source: "detail", "messages", "history", ...
 	// Strip is a prefix of the path left out of citations (seed 003 cites
 	// working-memory/detail/auth.md as detail/auth.md).
 	Strip string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,4 +165,110 @@ func TestOpenClawSQLiteTranscripts(t *testing.T) {
 		t.Errorf("the agent's database holds %d events, want %d", n, len(events)+2)
 	}
 	p.stop(30 * time.Second)
+}
+
+// TestOpenClawWholeFileRewrites: OpenClaw up to 2026.7.1 rewrites its whole
+// transcript in place (O_TRUNC, then every line) on every turn, while it
+// keeps a run trace beside it. With consolidation on, the daily note gets
+// each message once whatever point of a rewrite memwatch sees; no tool
+// input lands in the note, so the agent's own edit of its note (whose old
+// text must occur once) still applies; the trace is never read.
+func TestOpenClawWholeFileRewrites(t *testing.T) {
+	home := t.TempDir()
+	oc := filepath.Join(home, ".openclaw")
+	sess := filepath.Join(oc, "agents/main/sessions/9f3a.jsonl")
+	trace := filepath.Join(oc, "agents/main/sessions/9f3a.trajectory.jsonl")
+	note := filepath.Join(oc, "workspace/memory/2026-03-02.md")
+	os.MkdirAll(filepath.Dir(sess), 0o755)
+	os.MkdirAll(filepath.Dir(note), 0o755)
+	own := "- backups run nightly at 02:00 to the NAS\n"
+	os.WriteFile(note, []byte(own), 0o644)
+	pol := filepath.Join(home, "policy.yaml")
+	os.WriteFile(pol, []byte("version: 1\nstores:\n  - name: oc\n    preset: openclaw\n    consolidate: true\n    settle: 20ms\n    session_idle: 1s\n    paths: [\""+oc+"\"]\n"), 0o644)
+	state := filepath.Join(home, "state")
+	p := start(t, "--policy", pol, "--state-dir", state, "--log-level", "debug")
+	p.waitLog("ready", 10*time.Second)
+
+	at := time.Date(2026, 3, 2, 12, 0, 0, 0, time.Local)
+	lines := []string{`{"type":"session","version":3,"id":"9f3a","timestamp":"` + at.UTC().Format(time.RFC3339) + `","cwd":"/w"}`}
+	const turns = 12
+	for turn := 0; turn < turns; turn++ {
+		ts := at.Add(time.Duration(turn) * time.Minute).UnixMilli()
+		lines = append(lines,
+			fmt.Sprintf(`{"type":"message","id":"u%d","parentId":"a%d","message":{"role":"user","content":[{"type":"text","text":"question number %d about the garden"}],"timestamp":%d}}`, turn, turn-1, turn, ts),
+			fmt.Sprintf(`{"type":"message","id":"a%d","parentId":"u%d","message":{"role":"assistant","content":[{"type":"toolCall","id":"e%d","name":"edit","arguments":{"path":"memory/2026-03-02.md","oldText":"backups run nightly at 02:00 to the NAS","newText":"backups run nightly at 02:00 to the NAS"}},{"type":"text","text":"answer number %d about the garden"}],"timestamp":%d}}`, turn, turn, turn, turn, ts+1))
+		// The rewrite: truncated in place, then written in pieces more
+		// slowly than the store's settle time, so memwatch looks at
+		// points in the middle.
+		f, err := os.OpenFile(sess, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := strings.Join(lines, "\n") + "\n"
+		for i := 0; i < len(whole); i += 700 {
+			f.WriteString(whole[i:min(i+700, len(whole))])
+			time.Sleep(30 * time.Millisecond)
+		}
+		f.Close()
+		tf, _ := os.OpenFile(trace, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		fmt.Fprintf(tf, `{"type":"message","message":{"role":"user","content":"tracedword %d %s"}}`+"\n", turn, strings.Repeat("x", 4000))
+		tf.Close()
+		time.Sleep(40 * time.Millisecond)
+	}
+	// Consolidated once the session is idle: every message once.
+	deadline := time.Now().Add(30 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		got = readFile(t, note)
+		if strings.Contains(got, fmt.Sprintf("question number %d ", turns-1)) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // any second consolidation would come now
+	got = readFile(t, note)
+	for turn := 0; turn < turns; turn++ {
+		for _, m := range []string{"question number %d about", "answer number %d about"} {
+			if n := strings.Count(got, fmt.Sprintf(m, turn)); n > 1 {
+				t.Errorf("%q is %d times in the daily note:\n%s", fmt.Sprintf(m, turn), n, got)
+			}
+		}
+	}
+	if !strings.Contains(got, fmt.Sprintf("question number %d about", turns-1)) {
+		t.Errorf("the daily note lacks the last turn:\n%s", got)
+	}
+	// The agent's edit of its own line: the old text occurs once.
+	if n := strings.Count(got, "backups run nightly at 02:00 to the NAS"); n != 1 {
+		t.Errorf("the agent's edit would fail: its old text occurs %d times in the note:\n%s", n, got)
+	}
+	edited := strings.Replace(got, "backups run nightly at 02:00 to the NAS", "backups run nightly at 03:30 to the NAS", 1)
+	os.WriteFile(note, []byte(edited), 0o644)
+	// Recall: each message once; the trace never.
+	cmd := exec.Command(memwatchFast, "recall", "--policy", pol, "--all", "--limit", "100", "--scope", "messages", "--json", "garden")
+	cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+state)
+	out, err := cmd.Output()
+	var res []struct{ Text string }
+	if err != nil || json.Unmarshal(out, &res) != nil || len(res) != 2*turns {
+		t.Errorf("recall garden: got %d hits (%v), want %d, each message once", len(res), err, 2*turns)
+	}
+	cmd = exec.Command(memwatchFast, "recall", "--policy", pol, "--all", "--json", "tracedword")
+	cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+state)
+	if out, _ := cmd.Output(); strings.Contains(string(out), "tracedword") {
+		t.Errorf("the trajectory trace was read:\n%s", out)
+	}
+	p.stop(30 * time.Second)
+	// Seen once: the spool holds each message once, however many
+	// rewrites it saw half written (ids alone would hide a duplicate
+	// from recall and the note, not from the spool).
+	sp, err := sql.Open("sqlite", "file:"+filepath.Join(state, "spool.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	var msgs, bytes int64
+	sp.QueryRow(`SELECT COUNT(*), COALESCE(SUM(size),0) FROM lines WHERE msg=1`).Scan(&msgs, &bytes)
+	if msgs != 2*turns {
+		t.Errorf("the spool holds %d messages, want %d: a rewrite seen half written was taken for new messages", msgs, 2*turns)
+	}
+	t.Logf("%d messages in the spool, %d bytes of message lines for a %d-byte transcript (and a %d-byte trace not read)", msgs, bytes, len(strings.Join(lines, "\n")), turns*4030)
 }
