@@ -135,7 +135,7 @@ func (d *Daemon) onTouched(store, root, path string) {
 	}
 	if sr, ok := rt.layout.(layout.Searchable); ok {
 		for _, src := range sr.Sources(rt.store) {
-			if confine.Match(src.Glob, src.Exclude, rel) {
+			if src.Kind != recall.Records && confine.Match(src.Glob, src.Exclude, rel) {
 				d.bg.Queue(task{kind: "index", store: store, root: root, rel: rel, src: src.Kind})
 				break
 			}
@@ -176,7 +176,10 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 			return
 		}
 		for _, src := range sr.Sources(rt.store) {
-			ms, _ := root.Glob(src.Glob)
+			if src.Kind == recall.Records {
+				continue // a database: its conversations are searched in the spool
+			}
+			ms, _ := root.GlobExcept(src.Glob, src.Exclude)
 			for _, m := range ms {
 				if ctx.Err() != nil {
 					return

@@ -1,7 +1,9 @@
 // Command memwatch-bench measures memwatch against its targets on this
 // machine, in one run, and prints a table (make bench):
 //   - capturing a JSONL session log into the spool: throughput and size;
-//   - recall on a 400 MB session, by scan and by index, against grep and rg;
+//   - recall on a 400 MB session of the project's shape and on one of issue
+//     #32's (~250-byte prose lines, 200 notes of 2,000 lines), by scan and
+//     by index, against grep and rg, a rare and a common word;
 //   - the real daemon on 10,000 session directories: time to ready, RSS
 //     after ready, CPU used while idle, and latency from an append to the
 //     rule evaluation beyond the settle time.
@@ -14,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +43,8 @@ func main() {
 	idle := flag.Duration("idle", 60*time.Second, "how long to measure idle CPU")
 	samples := flag.Int("samples", 200, "append-latency samples")
 	recallMiB := flag.Int("recall-mib", 400, "size of the session log for the recall benchmark, in MiB")
-	only := flag.String("only", "capture,recall,daemon", "the benchmarks to run (comma-separated)")
+	proseMiB := flag.Int("prose-mib", 370, "size of the prose session log (issue #32's shape), in MiB")
+	only := flag.String("only", "capture,recall,prose,daemon", "the benchmarks to run (comma-separated)")
 	keep := flag.Bool("keep", false, "keep the generated files (the directory is printed)")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "memwatch-bench")
@@ -61,7 +65,10 @@ func main() {
 		rows = append(rows, captureBench(dir, *sizeMiB)...)
 	}
 	if run["recall"] {
-		rows = append(rows, recallBench(*bin, dir, *recallMiB, *keep)...)
+		rows = append(rows, recallBench(*bin, dir, *recallMiB, *keep, "project")...)
+	}
+	if run["prose"] {
+		rows = append(rows, recallBench(*bin, dir, *proseMiB, *keep, "prose")...)
 	}
 	if run["daemon"] {
 		rows = append(rows, daemonBench(*bin, dir, *sessions, *idle, *samples)...)
@@ -144,43 +151,26 @@ func captureBench(dir string, mib int) []row {
 // a rare word (a few hits) and a word on every line, --limit 10. Output
 // goes to a file: GNU grep stops at the first match when it writes to
 // /dev/null.
-func recallBench(bin, dir string, mib int, keep bool) []row {
+func recallBench(bin, dir string, mib int, keep bool, shape string) []row {
 	sess := filepath.Join(dir, "recall", "s")
 	detail := filepath.Join(sess, "working-memory", "detail")
 	if err := os.MkdirAll(detail, 0o755); err != nil {
 		fail(err)
 	}
-	fmt.Fprintf(os.Stderr, "generating a %d MiB session...\n", mib)
-	words := strings.Fields("the build failed because the migration script used an old schema so we rolled back and retried with the fixed version of the handler and the deploy tests")
-	for i := range 200 {
-		os.WriteFile(filepath.Join(detail, fmt.Sprintf("2026-01-%02d-%04d-summary.md", i%28+1, i)), []byte(fmt.Sprintf("# Summary %d\n\nWe discussed the deploy of service %d and the rollback plan.\n\nKeywords: deploy, rollback, service-%d\n", i, i, i)), 0o644)
-	}
+	fmt.Fprintf(os.Stderr, "generating a %d MiB session (%s)...\n", mib, shape)
 	log := filepath.Join(sess, "messages.jsonl")
-	f, err := os.Create(log)
-	if err != nil {
-		fail(err)
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	total := int64(mib) << 20
+	var lines int
 	var n int64
-	lines := 0
-	for i := 0; n < total; i++ {
-		text := strings.Join(words[i%9:i%9+14], " ")
-		if i%150001 == 7 {
-			text += " zanzibar"
-		}
-		var line string
-		if i%10 == 3 {
-			line = fmt.Sprintf(`{"role":"assistant","content":[{"type":"tool_use","name":"Bash","input":{"command":"kubectl rollout status deploy/web-%d"}}],"timestamp":"2026-01-15T10:00:00Z"}`+"\n", i)
-		} else {
-			line = fmt.Sprintf(`{"role":"%s","content":[{"type":"text","text":"%s, step %d of the deploy; %s"}],"timestamp":"2026-01-15T10:00:00Z"}`+"\n", []string{"user", "assistant"}[i%2], text, i, strings.Repeat("ok ", i%40))
-		}
-		w.WriteString(line)
-		n += int64(len(line))
-		lines++
+	var title string
+	queries := []struct{ name, word string }{{"rare word (9 hits)", "zanzibar"}, {"common word (every line)", "deploy"}}
+	if shape == "prose" {
+		lines, n = proseCorpus(log, detail, mib)
+		title = fmt.Sprintf("recall tree (prose): 1 session, %d MiB of ~250-byte lines, %d lines, 200 detail files of 2,000 lines", mib, lines)
+		queries = []struct{ name, word string }{{"rare word (10 hits)", "zanzibar-quokka"}, {"common word (9 lines in 10)", "deploy"}}
+	} else {
+		lines, n = projectCorpus(log, detail, mib)
+		title = fmt.Sprintf("recall tree: 1 session, %d MiB, %d lines, 200 detail files", mib, lines)
 	}
-	w.Flush()
-	f.Close()
 	exec.Command("sh", "-c", "cat "+log+" > /dev/null").Run() // page cache
 	out := filepath.Join(dir, "recall-out")
 	empty := filepath.Join(dir, "recall-empty-state")
@@ -242,10 +232,10 @@ func recallBench(bin, dir string, mib int, keep bool) []row {
 	idxSize := dirSize(idxDir)
 
 	var rows []row
-	rows = append(rows, row{fmt.Sprintf("recall tree: 1 session, %d MiB, %d lines, 200 detail files", mib, lines), "", "", ""})
+	rows = append(rows, row{title, "", "", ""})
 	rows = append(rows, row{"index build (in process, 1 core)", fmt.Sprintf("%v (%.0f MiB/s)", build.Round(time.Millisecond), float64(indexed)/(1<<20)/build.Seconds()), "", ""},
 		row{"index size vs the text", fmt.Sprintf("%.3fx (%.1f MiB)", float64(idxSize)/float64(n), float64(idxSize)/(1<<20)), "", ""})
-	for _, q := range []struct{ name, word string }{{"rare word (9 hits)", "zanzibar"}, {"common word (every line)", "deploy"}} {
+	for _, q := range queries {
 		fmt.Fprintf(os.Stderr, "timing a %s...\n", q.name)
 		grep := timeIt(nil, "grep", "-rin", q.word, sess)
 		scan := timeIt(scanEnv, bin, recallArgs(q.word)...)
@@ -263,13 +253,118 @@ func recallBench(bin, dir string, mib int, keep bool) []row {
 	if hasRG != nil {
 		rows = append(rows, row{"  rg is not installed: compared with grep (apt-get install ripgrep)", "", "", ""})
 	}
-	rows = append(rows, mcpBench(bin, dir, sess, state)...)
+	if shape == "project" {
+		rows = append(rows, mcpBench(bin, dir, sess, state)...)
+	}
 	if !keep {
 		os.RemoveAll(filepath.Join(dir, "recall"))
 		os.RemoveAll(state)
 	}
-	rows = append(rows, indexLagBench(bin, dir)...)
+	if shape == "project" {
+		rows = append(rows, indexLagBench(bin, dir)...)
+	}
 	return rows
+}
+
+// projectCorpus writes the project's own corpus: log lines of several
+// shapes (text, tool calls, padding), a rare word on a few lines.
+func projectCorpus(log, detail string, mib int) (int, int64) {
+	words := strings.Fields("the build failed because the migration script used an old schema so we rolled back and retried with the fixed version of the handler and the deploy tests")
+	for i := range 200 {
+		os.WriteFile(filepath.Join(detail, fmt.Sprintf("2026-01-%02d-%04d-summary.md", i%28+1, i)), []byte(fmt.Sprintf("# Summary %d\n\nWe discussed the deploy of service %d and the rollback plan.\n\nKeywords: deploy, rollback, service-%d\n", i, i, i)), 0o644)
+	}
+	f, err := os.Create(log)
+	if err != nil {
+		fail(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	total := int64(mib) << 20
+	var n int64
+	lines := 0
+	for i := 0; n < total; i++ {
+		text := strings.Join(words[i%9:i%9+14], " ")
+		if i%150001 == 7 {
+			text += " zanzibar"
+		}
+		var line string
+		if i%10 == 3 {
+			line = fmt.Sprintf(`{"role":"assistant","content":[{"type":"tool_use","name":"Bash","input":{"command":"kubectl rollout status deploy/web-%d"}}],"timestamp":"2026-01-15T10:00:00Z"}`+"\n", i)
+		} else {
+			line = fmt.Sprintf(`{"role":"%s","content":[{"type":"text","text":"%s, step %d of the deploy; %s"}],"timestamp":"2026-01-15T10:00:00Z"}`+"\n", []string{"user", "assistant"}[i%2], text, i, strings.Repeat("ok ", i%40))
+		}
+		w.WriteString(line)
+		n += int64(len(line))
+		lines++
+	}
+	w.Flush()
+	f.Close()
+	return lines, n
+}
+
+// proseCorpus writes the shape of issue #32: {"role", "content"} lines of
+// 40 short English words (~250 bytes), "deploy" on nine lines in ten, the
+// rare term zanzibar-quokka on exactly 10 lines spread through the file,
+// and 200 markdown notes of 2,000 lines each.
+func proseCorpus(log, detail string, mib int) (int, int64) {
+	vocab := strings.Fields("we the a to of and in it is on for that this with as at be by was are or not but from have has had his her they them our your its into over under after before about more most some any each other than then when where what which who how all can will would could should may might must do did done make made go went get got see saw know knew take took come came give gave use used find found tell told ask asked work worked call called try tried need needed feel felt become became leave left put mean meant keep kept let begin began seem seemed help helped talk talked turn turned start started show showed hear heard play played run ran move moved like liked live lived believe believed hold held bring brought happen happened write wrote provide provided sit sat stand stood lose lost pay paid meet met include included continue continued set learn learned change changed lead led understand understood watch watched follow followed stop stopped create created speak spoke read allow allowed add added spend spent grow grew open opened walk walked win won offer offered remember remembered love loved consider considered appear appeared buy bought wait waited serve served die died send sent expect expected build built stay stayed fall fell cut reach reached kill killed remain remained")
+	r := rand.New(rand.NewPCG(1, 2))
+	var detailText strings.Builder
+	for i := range 200 {
+		detailText.Reset()
+		fmt.Fprintf(&detailText, "# Notes %d\n\n", i)
+		for l := range 2000 {
+			for w := range 12 {
+				if w > 0 {
+					detailText.WriteByte(' ')
+				}
+				detailText.WriteString(vocab[r.IntN(len(vocab))])
+			}
+			if l%3 == 0 {
+				detailText.WriteString(" deploy")
+			}
+			detailText.WriteByte('\n')
+		}
+		os.WriteFile(filepath.Join(detail, fmt.Sprintf("2026-01-%02d-%04d-notes.md", i%28+1, i)), []byte(detailText.String()), 0o644)
+	}
+	f, err := os.Create(log)
+	if err != nil {
+		fail(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	total := int64(mib) << 20
+	estimate := int(total / 250)
+	rare := map[int]bool{}
+	for k := range 10 {
+		rare[estimate/20+k*estimate/11] = true
+	}
+	var n int64
+	lines := 0
+	var b []byte
+	for i := 0; n < total; i++ {
+		b = append(b[:0], `{"role": "`...)
+		b = append(b, []string{"user", "assistant"}[i%2]...)
+		b = append(b, `", "content": "`...)
+		for k := range 40 {
+			if k > 0 {
+				b = append(b, ' ')
+			}
+			switch {
+			case k == 20 && i%10 != 0:
+				b = append(b, "deploy"...)
+			case k == 30 && rare[i]:
+				b = append(b, "zanzibar-quokka"...)
+			default:
+				b = append(b, vocab[r.IntN(len(vocab))]...)
+			}
+		}
+		b = append(b, "\"}\n"...)
+		w.Write(b)
+		n += int64(len(b))
+		lines++
+	}
+	w.Flush()
+	f.Close()
+	return lines, n
 }
 
 // indexLagBench runs the daemon on one session and measures how long after
