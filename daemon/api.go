@@ -39,6 +39,15 @@ type Status struct {
 	Warnings []string       `json:"warnings"`
 	// Disk held in the state directory (journal, spool, recall index).
 	Disk Disk `json:"disk"`
+	// CatchUp is the start-up's progress while it lasts (see README,
+	// "Running it as a service": what ready means).
+	CatchUp *CatchUp `json:"catching_up,omitempty"`
+}
+
+// CatchUp is how far the start-up's first evaluation of every root is.
+type CatchUp struct {
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
 }
 
 // Disk is what memwatch holds on disk in its state directory.
@@ -216,6 +225,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	st := Status{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, StateDir: d.cfg.StateDir, Policy: d.cfg.PolicyPath,
 		Stores: []StoreStatus{}, LLM: []LLMStatus{}}
+
 	var err error
 	if st.Watcher, err = d.watch.Counts(ctx); err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)
@@ -280,6 +290,9 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if caller.IsAdmin() {
 		st.Disk = d.disk()
 		st.Warnings = d.warnings.List()
+		if total := d.catchTotal.Load(); total > 0 {
+			st.CatchUp = &CatchUp{Done: d.catchDone.Load(), Total: total}
+		}
 	} else {
 		st.Warnings = d.warnings.ListFor(func(root string) bool { return reach[root] })
 	}

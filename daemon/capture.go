@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
@@ -37,11 +38,13 @@ type task struct {
 // background runs tasks one at a time. Its goroutine owns the pending set;
 // the watcher only sends to it, without ever blocking.
 type background struct {
-	in   chan task
-	run  func(context.Context, task)
-	log  *slog.Logger
-	wg   sync.WaitGroup
-	stop context.CancelFunc
+	in chan task
+	// queued is how many tasks wait or run, for the catch-up's progress.
+	queued atomic.Int64
+	run    func(context.Context, task)
+	log    *slog.Logger
+	wg     sync.WaitGroup
+	stop   context.CancelFunc
 }
 
 func newBackground(run func(context.Context, task), log *slog.Logger) *background {
@@ -66,6 +69,7 @@ func (b *background) Start() {
 					pending[t], order = true, append(order, t)
 				}
 			}
+			b.queued.Store(int64(len(order) + len(b.in)))
 			// Take everything queued meanwhile, so a burst of writes to one
 			// file is one task.
 			for drained := false; !drained; {
@@ -90,7 +94,9 @@ func (b *background) Start() {
 			t := order[next]
 			order = append(order[:next], order[next+1:]...)
 			delete(pending, t)
+			b.queued.Store(int64(len(order) + len(b.in) + 1))
 			b.run(ctx, t)
+			b.queued.Store(int64(len(order) + len(b.in)))
 			if ctx.Err() != nil {
 				return
 			}

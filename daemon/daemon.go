@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
@@ -104,7 +105,10 @@ type Daemon struct {
 	tcp      net.Listener
 	metricsL net.Listener // metrics.listen, when set
 	running  atomic.Bool  // Run is serving: work goes through the engine
-	handlers []route      // added with Handle before Run
+	// catchUp is the start-up's progress: roots whose first evaluation
+	// is done, of those found at start (both 0 once caught up).
+	catchDone, catchTotal atomic.Int64
+	handlers              []route // added with Handle before Run
 
 	warnings layout.Warnings
 	// refusals remembers the API refusals logged, once per client and reason.
@@ -527,6 +531,14 @@ func (d *Daemon) serve(ctx context.Context) error {
 	d.notify("READY=1\nSTATUS=watching " + fmt.Sprint(counts.Roots) + " roots")
 	flush := time.NewTicker(10 * time.Second)
 	defer flush.Stop()
+	// The catch-up: every root found is evaluated once (its logs captured
+	// and indexed). Its progress is polled until the engine and the
+	// background drain, then never again: an idle daemon does nothing.
+	catchUp := time.NewTicker(250 * time.Millisecond)
+	defer catchUp.Stop()
+	catchStart, cpuStart := time.Now(), cpuSeconds()
+	d.catchTotal.Store(int64(counts.Roots))
+	d.log.Info("catching up: evaluating every root found, capturing and indexing its logs", "roots", counts.Roots)
 	var watchdog <-chan time.Time
 	if d.cfg.Watchdog > 0 {
 		t := time.NewTicker(d.cfg.Watchdog / 2)
@@ -551,6 +563,21 @@ func (d *Daemon) serve(ctx context.Context) error {
 			d.log.Error("component failed; stopping", "err", err)
 			stopAll()
 			return err
+		case <-catchUp.C:
+			n, err := d.engine.Pending(ctx)
+			if err != nil {
+				continue
+			}
+			total := d.catchTotal.Load()
+			d.catchDone.Store(max(0, total-int64(n)))
+			if n == 0 && d.bg.queued.Load() == 0 {
+				catchUp.Stop()
+				d.catchDone.Store(0)
+				d.catchTotal.Store(0)
+				d.log.Info("caught up: every root evaluated, its logs captured and indexed", "roots", total,
+					"took", time.Since(catchStart).Round(time.Millisecond).String(), "cpu_seconds", fmt.Sprintf("%.2f", cpuSeconds()-cpuStart))
+				d.notify("STATUS=watching " + fmt.Sprint(total) + " roots")
+			}
 		case <-flush.C:
 			if c, err := d.watch.Counts(ctx); err == nil {
 				d.metrics.watches.Set(float64(c.Watches))
@@ -726,4 +753,13 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	c, _ := d.watch.Counts(ctx)
 	d.log.Info("policy reloaded", "stores", c.Stores, "roots", c.Roots, "watches", c.Watches)
 	return nil
+}
+
+// cpuSeconds is the CPU time this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }

@@ -230,6 +230,27 @@ func (e *Engine) Exclusive(ctx context.Context, store, root, what string, fn fun
 }
 
 // Status returns the queue and running jobs.
+// Pending is how many jobs are queued or running: cheaper than Status
+// for a caller that only waits for the engine to drain.
+func (e *Engine) Pending(ctx context.Context) (int, error) {
+	ch := make(chan int, 1)
+	if !e.send(func(s *loopState) {
+		n := len(s.running)
+		for _, k := range s.order {
+			n += len(s.queues[k])
+		}
+		ch <- n
+	}) {
+		return 0, errors.New("engine stopped")
+	}
+	select {
+	case n := <-ch:
+		return n, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
 func (e *Engine) Status(ctx context.Context) (Status, error) {
 	ch := make(chan Status, 1)
 	if !e.send(func(s *loopState) {

@@ -150,7 +150,8 @@ type Store struct {
 	// of each root directory's owner.
 	User, Group string
 	// MaxWatches bounds the inotify watches of the store's roots; a root
-	// that would pass it is polled instead.
+	// that would pass it is polled instead. 0 (the default) is a quarter of
+	// the kernel's fs.inotify.max_user_watches, at least 8192.
 	MaxWatches int
 	// MaxRead bounds the bytes one job reads from session logs (a range to
 	// consolidate or summarize): what is beyond it is left for the next.
@@ -177,7 +178,7 @@ const (
 	DefaultMaxFileSize    Size = 256 << 20
 	DefaultMaxLine        Size = 1 << 20
 	DefaultMaxRead        Size = 16 << 20
-	DefaultMaxWatches          = 8192
+	DefaultMaxWatches          = 0 // auto: see Store.MaxWatches
 	DefaultMaxRequestBody Size = 1 << 20
 	DefaultJobTimeout          = 10 * time.Minute
 	DefaultMCPSessions         = 64

@@ -433,7 +433,9 @@ func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOpt
 	b := &builder{bloom: make([]uint64, bloomWords)}
 	blockOff, line := idx.end, idx.lines
 	var blockLines int64
-	rd := bufio.NewReaderSize(io.NewSectionReader(src, idx.end, fi.Size()-idx.end), 1<<20)
+	// A buffer the size of what is new, up to 1 MiB: thousands of small
+	// files indexed at start-up allocate little.
+	rd := bufio.NewReaderSize(io.NewSectionReader(src, idx.end, fi.Size()-idx.end), int(min(1<<20, max(4096, fi.Size()-idx.end))))
 	pos := idx.end
 	for {
 		raw, n, err := readLine(rd, maxLine)

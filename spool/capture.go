@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/cespare/xxhash/v2"
@@ -114,9 +115,9 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 	sys := fi.Sys().(*syscall.Stat_t)
 	dev, ino := int64(sys.Dev), int64(sys.Ino)
 	if !found {
-		if st, err = s.newLog(ctx, root.Path(), rel); err != nil {
-			return Result{}, err
-		}
+		// Added in the capture's own transaction (appendLines): one
+		// commit for a new log, not two.
+		st = Log{Root: root.Path(), Path: rel, First: s.Now()}
 	}
 	switch {
 	case st.Gen == 0:
@@ -124,6 +125,10 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 		res, err := s.appendLines(ctx, f, &st, o)
 		res.Why = "new"
 		return res, err
+	case !st.Missing && st.dev == dev && st.ino == ino && fi.Size() == st.Offset && s.tailIntact(f, &st):
+		// Nothing new: no transaction at all (a start-up evaluates
+		// thousands of logs that have not changed).
+		return Result{Gen: st.Gen, Why: "same"}, nil
 	case !st.Missing && st.dev == dev && st.ino == ino && fi.Size() >= st.Offset && s.tailIntact(f, &st):
 		res, err := s.appendLines(ctx, f, &st, o)
 		if res.Why == "" {
@@ -199,6 +204,20 @@ func (s *Spool) drainHeld(ctx context.Context, root, rel string, st *Log, o Opti
 	return s.appendLines(ctx, h.f, st, o)
 }
 
+// addLog adds st (ID 0) to the logs in the transaction tx.
+func (s *Spool) addLog(ctx context.Context, tx *sql.Tx, st *Log) error {
+	ins, err := s.prepared(ctx, tx, insertLog)
+	if err != nil {
+		return fmt.Errorf("add spool log %s: %w", st.Path, err)
+	}
+	res, err := ins.ExecContext(ctx, st.Root, st.Path, st.First.UnixNano())
+	if err != nil {
+		return fmt.Errorf("add spool log %s: %w", st.Path, err)
+	}
+	st.ID, _ = res.LastInsertId()
+	return nil
+}
+
 func (s *Spool) newLog(ctx context.Context, root, rel string) (Log, error) {
 	now := s.Now().UnixNano()
 	res, err := s.db.ExecContext(ctx, `INSERT INTO logs(root, path, first_seen) VALUES(?,?,?)`, root, rel, now)
@@ -219,8 +238,12 @@ func (s *Spool) saveLog(ctx context.Context, db execer, st *Log) error {
 	if st.Missing {
 		missing = 1
 	}
-	_, err := db.ExecContext(ctx, `UPDATE logs SET gen=?, seq=?, dev=?, ino=?, offset=?, lines=?, tail_off=?, tail_hash=?, live_from=?, live_msgs=?, missing=?, changed=? WHERE id=?`,
-		st.Gen, st.Seq, st.dev, st.ino, st.Offset, st.Lines, st.tailOff, int64(st.tailHash), st.LiveFrom, st.LiveMsgs, missing, s.Now().UnixNano(), st.ID)
+	args := []any{st.Gen, st.Seq, st.dev, st.ino, st.Offset, st.Lines, st.tailOff, int64(st.tailHash), st.LiveFrom, st.LiveMsgs, missing, s.Now().UnixNano(), st.ID}
+	tx, _ := db.(*sql.Tx)
+	stmt, err := s.prepared(ctx, tx, updateLog)
+	if err == nil {
+		_, err = stmt.ExecContext(ctx, args...)
+	}
 	if err != nil {
 		return fmt.Errorf("update spool log %s: %w", st.Path, err)
 	}
@@ -252,12 +275,13 @@ type capturer struct {
 	ctx   context.Context
 	st    *Log
 	tx    *sql.Tx
-	ins   *sql.Stmt // inserts rowsPerInsert lines at once
+	ins   *sql.Stmt // inserts rowsPerInsert lines at once; prepared when first needed
 	rows  []any     // lines waiting for ins, 9 values each
 	n     int
 	res   Result
 	now   int64
 	ended bool
+	added bool // the log was added in this transaction
 }
 
 // rowsPerInsert lines go in one INSERT: the per-statement cost of the
@@ -280,12 +304,9 @@ func (c *capturer) open() error {
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
-	ins, err := tx.PrepareContext(c.ctx, insertLines(rowsPerInsert))
-	if err != nil {
-		tx.Rollback()
-		return fmt.Errorf("spool: %w", err)
-	}
-	c.tx, c.ins = tx, ins
+	// The 64-row INSERT is prepared only for a capture that fills one:
+	// parsing it costs more than a small log's whole capture.
+	c.tx, c.ins = tx, nil
 	return nil
 }
 
@@ -300,6 +321,13 @@ func (c *capturer) add(gen, line int64, data []byte, size int64, hash uint64, ms
 	}
 	c.rows = append(c.rows, c.st.ID, c.st.Seq, gen, line, int64(hash), m, size, c.now, bytes.Clone(data))
 	if len(c.rows) == 9*rowsPerInsert {
+		if c.ins == nil {
+			ins, err := c.tx.PrepareContext(c.ctx, insertLines(rowsPerInsert))
+			if err != nil {
+				return fmt.Errorf("spool: %w", err)
+			}
+			c.ins = ins
+		}
 		if _, err := c.ins.ExecContext(c.ctx, c.rows...); err != nil {
 			return fmt.Errorf("spool lines: %w", err)
 		}
@@ -347,7 +375,9 @@ func (c *capturer) flush(more bool) error {
 		c.tx.Rollback()
 		return err
 	}
-	c.ins.Close()
+	if c.ins != nil {
+		c.ins.Close()
+	}
 	if err := c.tx.Commit(); err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
@@ -361,7 +391,9 @@ func (c *capturer) flush(more bool) error {
 
 func (c *capturer) abort() {
 	if !c.ended && c.tx != nil {
-		c.ins.Close()
+		if c.ins != nil {
+			c.ins.Close()
+		}
 		c.tx.Rollback()
 	}
 }
@@ -375,7 +407,7 @@ func (s *Spool) appendLines(ctx context.Context, f *os.File, st *Log, o Options)
 	// A generation that started empty may be getting its first messages
 	// back (see lineage.go).
 	var lin *lineage
-	if st.LiveMsgs == 0 || s.isMatching(st.ID) {
+	if st.ID != 0 && (st.LiveMsgs == 0 || s.isMatching(st.ID)) { // a new log has none
 		var err error
 		if lin, err = s.loadLineage(ctx, st); err != nil {
 			return Result{}, err
@@ -386,6 +418,12 @@ func (s *Spool) appendLines(ctx context.Context, f *os.File, st *Log, o Options)
 		return Result{}, err
 	}
 	defer c.abort()
+	if st.ID == 0 {
+		if err := s.addLog(ctx, c.tx, st); err != nil {
+			return Result{}, err
+		}
+		c.added = true
+	}
 	if st.LiveFrom == 0 {
 		st.LiveFrom = st.Seq + 1
 	}
@@ -404,7 +442,7 @@ func (s *Spool) appendLines(ctx context.Context, f *os.File, st *Log, o Options)
 	if err != nil {
 		return c.res, err
 	}
-	if c.res.Lines == 0 && c.res.Known == 0 {
+	if c.res.Lines == 0 && c.res.Known == 0 && !c.added {
 		c.res.Why = "same"
 		c.res.Gen = st.Gen
 		return c.res, nil
@@ -628,12 +666,18 @@ func (s *Spool) rematch(ctx context.Context, f *os.File, st *Log, dev, ino int64
 	return c.res, c.flush(false)
 }
 
+// scanBufs are scanLines' read buffers: a start-up that captures thousands
+// of small logs allocates (and clears) none.
+var scanBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
 // scanLines reads complete lines from r, whose first byte is at file offset
 // base, and calls fn with each: its bytes (at most maxLine; the rest is
 // hashed and counted but not kept), its whole size, hash and offset. A
 // partial last line is left. It returns the offset after the last line.
 func scanLines(r io.Reader, base int64, maxLine int, fn func(data []byte, size int64, hash uint64, off int64) error) (int64, error) {
-	buf := make([]byte, 1<<20)
+	bp := scanBufs.Get().(*[]byte)
+	defer scanBufs.Put(bp)
+	buf := *bp
 	var carry []byte // the start of a line spanning reads, at most maxLine bytes
 	var carryLen int64
 	d := xxhash.New()

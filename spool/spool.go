@@ -124,6 +124,40 @@ type Spool struct {
 	// predecessor's tail back (see lineage.go), so an append to any
 	// other log costs no lookup.
 	matching map[int64]bool
+	// stmts are the statements of the hot paths, prepared once on the one
+	// connection: SQLite's parser costs more than a small capture.
+	stmts map[string]*sql.Stmt
+}
+
+// prepared returns q prepared (once); in tx when tx is not nil. The
+// statements used in transactions are prepared by Open (hotStatements):
+// with one connection, preparing on the database while a transaction
+// holds it would wait forever, so one not prepared yet is prepared in tx.
+func (s *Spool) prepared(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, error) {
+	s.mu.Lock()
+	st := s.stmts[q]
+	s.mu.Unlock()
+	if st == nil && tx != nil {
+		return tx.PrepareContext(ctx, q)
+	}
+	if st == nil {
+		var err error
+		if st, err = s.db.PrepareContext(ctx, q); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if old := s.stmts[q]; old != nil {
+			st.Close()
+			st = old
+		} else {
+			s.stmts[q] = st
+		}
+		s.mu.Unlock()
+	}
+	if tx != nil {
+		return tx.StmtContext(ctx, st), nil
+	}
+	return st, nil
 }
 
 // Open opens (creating if needed) the spool in the state directory dir.
@@ -146,8 +180,23 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 		db.Close()
 		return nil, fmt.Errorf("initialise spool %s: %w", path, err)
 	}
-	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}}, nil
+	s := &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}}
+	for _, q := range hotStatements {
+		if _, err := s.prepared(ctx, nil, q); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("initialise spool %s: %w", path, err)
+		}
+	}
+	return s, nil
 }
+
+// hotStatements run in capture transactions: prepared once, by Open.
+var hotStatements = []string{insertLog, updateLog}
+
+const (
+	insertLog = `INSERT INTO logs(root, path, first_seen) VALUES(?,?,?)`
+	updateLog = `UPDATE logs SET gen=?, seq=?, dev=?, ino=?, offset=?, lines=?, tail_off=?, tail_hash=?, live_from=?, live_msgs=?, missing=?, changed=? WHERE id=?`
+)
 
 // OpenReadOnly opens an existing spool for reading (memwatch show while the
 // daemon runs).
@@ -160,7 +209,7 @@ func OpenReadOnly(ctx context.Context, dir string) (*Spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", path, err)
 	}
-	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}}, nil
+	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}}, nil
 }
 
 // Close closes the held logs and the database.
@@ -169,6 +218,9 @@ func (s *Spool) Close() error {
 	for k, h := range s.held {
 		h.f.Close()
 		delete(s.held, k)
+	}
+	for _, st := range s.stmts {
+		st.Close()
 	}
 	s.mu.Unlock()
 	return s.db.Close()
@@ -223,7 +275,11 @@ func scanLog(row interface{ Scan(...any) error }) (Log, error) {
 // Find returns the spool's record of a log; ok is false when it was never
 // captured.
 func (s *Spool) Find(ctx context.Context, root, rel string) (Log, bool, error) {
-	l, err := scanLog(s.db.QueryRowContext(ctx, `SELECT `+logCols+` FROM logs WHERE root=? AND path=?`, root, filepath.Clean(rel)))
+	st, err := s.prepared(ctx, nil, `SELECT `+logCols+` FROM logs WHERE root=? AND path=?`)
+	if err != nil {
+		return Log{}, false, fmt.Errorf("read spool log %s: %w", rel, err)
+	}
+	l, err := scanLog(st.QueryRowContext(ctx, root, filepath.Clean(rel)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Log{}, false, nil
 	}
@@ -266,7 +322,10 @@ func (s *Spool) Logs(ctx context.Context, root string) ([]Log, error) {
 // number it is done with (0: nothing).
 func (s *Spool) Progress(ctx context.Context, consumer string, log int64) (int64, error) {
 	var seq int64
-	err := s.db.QueryRowContext(ctx, `SELECT seq FROM progress WHERE consumer=? AND log=?`, consumer, log).Scan(&seq)
+	st, err := s.prepared(ctx, nil, `SELECT seq FROM progress WHERE consumer=? AND log=?`)
+	if err == nil {
+		err = st.QueryRowContext(ctx, consumer, log).Scan(&seq)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -328,7 +387,10 @@ func (s *Spool) Read(ctx context.Context, log, after, upto int64, fn func(Line) 
 // Messages counts the message lines of a log with after < seq <= upto.
 func (s *Spool) Messages(ctx context.Context, log, after, upto int64) (int64, error) {
 	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM lines WHERE log=? AND seq>? AND seq<=? AND msg=1`, log, after, upto).Scan(&n)
+	st, err := s.prepared(ctx, nil, `SELECT COUNT(*) FROM lines WHERE log=? AND seq>? AND seq<=? AND msg=1`)
+	if err == nil {
+		err = st.QueryRowContext(ctx, log, after, upto).Scan(&n)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("count spool messages: %w", err)
 	}

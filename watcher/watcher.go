@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,13 +36,13 @@ type Store struct {
 	// (a store's user:); nil: each root directory's owner.
 	Owner *confine.Identity
 	// MaxWatches bounds the inotify watches of the store's roots; 0 means
-	// DefaultMaxWatches. A root that would go past it is polled instead,
+	// AutoMaxWatches. A root that would go past it is polled instead,
 	// so one agent's tree cannot take the host's watches.
 	MaxWatches int
 }
 
-// DefaultMaxWatches is a store's watch bound when its policy sets none.
-const DefaultMaxWatches = 8192
+// MinMaxWatches is the least watch bound AutoMaxWatches gives.
+const MinMaxWatches = 8192
 
 // Change is handed on when changes under a root have settled.
 type Change struct {
@@ -94,7 +95,9 @@ type Watcher struct {
 	enospc   bool
 	count    map[string]int  // store -> watches of its roots
 	capped   map[string]bool // stores whose bound was reported
-	paused   chan struct{}   // tests only: the loop waits on it
+	// defaultWatches is the bound of stores that set none (AutoMaxWatches).
+	defaultWatches int
+	paused         chan struct{} // tests only: the loop waits on it
 	// add is fsw.Add; tests replace it to simulate running out of watches.
 	add func(string) error
 }
@@ -132,7 +135,7 @@ func New(cfg Config, log *slog.Logger) (*Watcher, error) {
 	}
 	w := &Watcher{cfg: cfg, log: log, fsw: fsw, msgs: make(chan func(), 16), ready: make(chan struct{}), done: make(chan struct{}),
 		stores: map[string]*Store{}, roots: map[string]*rootState{}, watched: map[string]string{}, ancestor: map[string][]string{},
-		pending: map[string]*pend{}, refused: map[string]string{}, count: map[string]int{}, capped: map[string]bool{}}
+		pending: map[string]*pend{}, refused: map[string]string{}, count: map[string]int{}, capped: map[string]bool{}, defaultWatches: AutoMaxWatches()}
 	w.add = fsw.Add
 	for i := range cfg.Stores {
 		s := cfg.Stores[i]
@@ -430,12 +433,38 @@ func (w *Watcher) unwatch(dir string) {
 	}
 }
 
+// fellBack logs a root polled instead of watched: a warning of its own,
+// unless the store's watch bound is the cause (said once, for them all).
+func (w *Watcher) fellBack(store, root string) {
+	if w.capped[store] {
+		w.log.Debug("root falls back to polling: the store is at max_watches", "store", store, "root", root, "interval", w.cfg.PollInterval)
+		return
+	}
+	w.log.Warn("root falls back to polling", "store", store, "root", root, "interval", w.cfg.PollInterval)
+}
+
 // maxWatches is a store's watch bound.
 func (w *Watcher) maxWatches(store string) int {
 	if s, ok := w.stores[store]; ok && s.MaxWatches > 0 {
 		return s.MaxWatches
 	}
-	return DefaultMaxWatches
+	return w.defaultWatches
+}
+
+// AutoMaxWatches is the watch bound of a store whose policy sets none: a
+// quarter of the watches the kernel allows each user
+// (fs.inotify.max_user_watches), so one store cannot take them all, and
+// at least MinMaxWatches.
+func AutoMaxWatches() int {
+	b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches")
+	if err != nil {
+		return MinMaxWatches
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return MinMaxWatches
+	}
+	return max(MinMaxWatches, n/4)
 }
 
 // poll makes root polled, without watches of its own: it could not be
@@ -465,7 +494,7 @@ func (w *Watcher) addRoot(s *Store, root, reason string) {
 		}
 	} else if !w.watchTree(root, root, nil) {
 		w.poll(root, st)
-		w.log.Warn("root falls back to polling", "store", s.Name, "root", root, "interval", w.cfg.PollInterval)
+		w.fellBack(s.Name, root)
 	}
 	if reason == "scan" {
 		w.log.Debug("root added", "store", s.Name, "root", root)
@@ -621,7 +650,7 @@ func (w *Watcher) event(ev fsnotify.Event) {
 			var files []string
 			if !w.watchTree(root, p, &files) {
 				w.poll(root, st)
-				w.log.Warn("root falls back to polling", "store", st.store, "root", root, "interval", w.cfg.PollInterval)
+				w.fellBack(st.store, root)
 			}
 			for _, f := range files {
 				w.touch(root, st, f)

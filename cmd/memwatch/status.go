@@ -107,6 +107,9 @@ func printStatus(g *globals, st daemon.Status) {
 		}
 	}
 	fmt.Fprintf(w, "\nstate directory holds: journal %s, spool %s, recall index %s\n", policy.Size(st.Disk.Journal), policy.Size(st.Disk.Spool), policy.Size(st.Disk.Index))
+	if c := st.CatchUp; c != nil {
+		fmt.Fprintf(w, "\ncatching up: %d of %d roots evaluated since start (their logs captured and indexed)\n", c.Done, c.Total)
+	}
 	fmt.Fprintf(w, "\njobs: %d queued, %d running, %d cooling; %d run, %d failed, %d retried since start\n",
 		len(st.Jobs.Queued), len(st.Jobs.Running), st.Jobs.Cooling, st.Jobs.Stats.Finished, st.Jobs.Stats.Failed, st.Jobs.Stats.Retried)
 	for _, j := range st.Jobs.Running {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"github.com/memwatch/memwatch/watcher"
 	"strconv"
 	"strings"
 
@@ -114,7 +116,7 @@ func expandPolicy(p *policy.Policy) string {
 			fmt.Fprintf(&b, "    llm: %s\n", s.LLM)
 		}
 		fmt.Fprintf(&b, "    settle: %v\n    cooldown: %v\n    sweep: %v\n    max_loss: %v\n    max_file_size: %v\n    max_line: %v\n    max_read: %v\n    max_watches: %d\n    allow_undo: %t\n",
-			s.Settle, s.Cooldown, s.Sweep, s.MaxLoss, s.MaxFileSize, s.MaxLine, s.MaxRead, s.MaxWatches, s.AllowUndo)
+			s.Settle, s.Cooldown, s.Sweep, s.MaxLoss, s.MaxFileSize, s.MaxLine, s.MaxRead, cmp.Or(s.MaxWatches, watcher.AutoMaxWatches()), s.AllowUndo)
 		if s.User != "" {
 			fmt.Fprintf(&b, "    user: %s\n", s.User)
 		}
