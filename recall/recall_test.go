@@ -393,3 +393,43 @@ func FuzzSearch(f *testing.F) {
 		}
 	})
 }
+
+// The scan finds candidates by the query's longest run of bytes JSON
+// writers never escape, searching for its byte rarest in the data itself:
+// a term with punctuation is one anchor, a term that JSON escapes in part
+// (a slash, non-ASCII) is still found in its escaped form, and the byte
+// chosen follows the corpus (one on every line of this log is not it).
+func TestAnchorsSurviveJSONAndFollowTheData(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&b, `{"role":"user","content":"bb bzb step %d of the rollout, %s"}`+"\n", i, []string{"qq", "zz"}[i%2])
+	}
+	b.WriteString(`{"role":"assistant","content":"zanzibar-quokka found deploy\/web-3 and caf\u00e9 ok"}` + "\n")
+	os.WriteFile(filepath.Join(dir, "messages.jsonl"), []byte(b.String()), 0o644)
+	root := openRoot(t, dir)
+	for _, tt := range []struct{ query, anchor string }{
+		{"zanzibar-quokka", "zanzibar-quokka"},
+		{"deploy/web-3", "deploy"},
+		{"café", "caf"},
+		{"ZANZIBAR-Quokka", "zanzibar-quokka"},
+	} {
+		q, err := ParseQuery(tt.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(q.anchor) != tt.anchor {
+			t.Errorf("%q: anchor %q, want %q", tt.query, q.anchor, tt.anchor)
+		}
+		rs, _, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: []Source{{Glob: "messages.jsonl", Kind: Log, Label: "messages"}}}}, Limit: 5})
+		if err != nil || len(rs) != 1 || rs[0].LineNumber != 20001 {
+			t.Errorf("%q: got %+v (%v), want line 20001", tt.query, rs, err)
+		}
+	}
+	// 'z' and 'q' fill this log; 'k' (of quokka) does not.
+	q, _ := ParseQuery("zanzibar-quokka")
+	sample, _ := os.ReadFile(filepath.Join(dir, "messages.jsonl"))
+	if got := q.anchor[rareFor(q.anchor, sample[:64<<10])]; got != 'k' && got != '-' {
+		t.Errorf("byte chosen: %q, want one rare in the data (k or -)", got)
+	}
+}

@@ -235,6 +235,19 @@ type searcher struct {
 	views   *views
 	indexes map[string]bool // the index files there are, listed once
 	ids     map[string]bool // messages found, by root, file and id
+	sampled string          // the file the anchor's rare byte was chosen from
+}
+
+// sample chooses the anchor byte to scan for from the data searched (its
+// first 64 KiB): once per search, and again for each large file, where
+// the choice matters.
+func (s *searcher) sample(f file, data []byte) {
+	key := f.root.Root.Path() + "\x00" + f.rel
+	if s.sampled == key || s.sampled != "" && f.size < 4<<20 {
+		return
+	}
+	s.sampled = key
+	s.q.rare = rareFor(s.q.anchor, data[:min(len(data), 64<<10)])
 }
 
 // emit adds a matching line; it returns errLimit once the search is done.
@@ -300,7 +313,8 @@ func (s *searcher) forward(f file, r region, line int64) error {
 	for pos := 0; pos < len(data); {
 		i := pos // no ASCII anchor: every line
 		if len(s.q.anchor) > 0 {
-			j := indexFold(data[pos:], s.q.anchor)
+			s.sample(f, data)
+			j := indexFoldAt(data[pos:], s.q.anchor, s.q.rare)
 			if j < 0 {
 				return nil
 			}
@@ -340,7 +354,8 @@ func (s *searcher) backward(f file, r region, lineAt func(nlBefore int64) int64)
 	for pos := 0; pos < len(data); {
 		i := pos
 		if len(s.q.anchor) > 0 {
-			j := indexFold(data[pos:], s.q.anchor)
+			s.sample(f, data)
+			j := indexFoldAt(data[pos:], s.q.anchor, s.q.rare)
 			if j < 0 {
 				break
 			}

@@ -40,7 +40,7 @@ func main() {
 	bin := flag.String("bin", "bin/memwatch", "memwatch binary")
 	sizeMiB := flag.Int("capture-mib", 256, "size of the session log captured into the spool, in MiB")
 	sessions := flag.Int("sessions", 10000, "session directories for the daemon benchmark")
-	idle := flag.Duration("idle", 60*time.Second, "how long to measure idle CPU")
+	idle := flag.Duration("idle", 30*time.Second, "how long to measure CPU after the catch-up")
 	samples := flag.Int("samples", 200, "append-latency samples")
 	recallMiB := flag.Int("recall-mib", 400, "size of the session log for the recall benchmark, in MiB")
 	proseMiB := flag.Int("prose-mib", 370, "size of the prose session log (issue #32's shape), in MiB")
@@ -463,7 +463,9 @@ func daemonBench(bin, dir string, n int, idle time.Duration, samples int) []row 
 	}
 	const settle = 100 * time.Millisecond
 	pol := filepath.Join(dir, "policy.yaml")
-	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstores:\n  - name: sessions\n    layout: now-history\n    paths: [%q]\n    settle: %v\n    sweep: 0\n",
+	// session-detail: every root's log is captured into the spool and
+	// indexed at start (the catch-up), as issue #32 measured it.
+	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstores:\n  - name: sessions\n    layout: session-detail\n    paths: [%q]\n    settle: %v\n    sweep: 0\n",
 		filepath.Join(store, "*"), settle)), 0o644)
 	cmd := exec.Command(bin, "run", "--policy", pol, "--state-dir", filepath.Join(dir, "state"), "--log-format", "json", "--log-level", "debug")
 	stderr, _ := cmd.StderrPipe()
@@ -481,7 +483,7 @@ func daemonBench(bin, dir string, n int, idle time.Duration, samples int) []row 
 			if json.Unmarshal(sc.Bytes(), &m) != nil || m["level"] == "ERROR" {
 				fmt.Fprintln(os.Stderr, "memwatch:", sc.Text())
 			}
-			if json.Unmarshal(sc.Bytes(), &m) == nil && (m["msg"] == "ready" || (m["msg"] == "change" && m["reason"] == "change")) {
+			if json.Unmarshal(sc.Bytes(), &m) == nil && (m["msg"] == "ready" || strings.HasPrefix(fmt.Sprint(m["msg"]), "caught up") || (m["msg"] == "change" && m["reason"] == "change")) {
 				events <- m
 			}
 		}
@@ -497,8 +499,15 @@ func daemonBench(bin, dir string, n int, idle time.Duration, samples int) []row 
 	if ready == 0 {
 		fail(fmt.Errorf("memwatch never became ready"))
 	}
-	fmt.Fprintf(os.Stderr, "ready after %v; letting the start-up scan drain...\n", ready)
-	time.Sleep(5 * time.Second)
+	fmt.Fprintf(os.Stderr, "ready after %v; waiting for the catch-up...\n", ready)
+	var caught time.Duration
+	var catchCPU string
+	for ev := range events {
+		if strings.HasPrefix(fmt.Sprint(ev["msg"]), "caught up") {
+			caught, catchCPU = time.Since(t0), fmt.Sprint(ev["cpu_seconds"])
+			break
+		}
+	}
 	rss := rssMiB(cmd.Process.Pid)
 	fmt.Fprintf(os.Stderr, "measuring idle CPU for %v...\n", idle)
 	c0 := cpuSeconds(cmd.Process.Pid)
@@ -528,9 +537,10 @@ func daemonBench(bin, dir string, n int, idle time.Duration, samples int) []row 
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
 	return []row{
-		{fmt.Sprintf("daemon: time to ready, %d session dirs", n), ready.Round(time.Millisecond).String(), "<= 5s", verdict(ready <= 5*time.Second)},
-		{"daemon: RSS after ready", fmt.Sprintf("%.1f MiB", rss), "<= 100 MiB", verdict(rss <= 100)},
-		{fmt.Sprintf("daemon: CPU while idle over %v", idle), fmt.Sprintf("%.3f CPU-s", idleCPU), "<= 0.5 CPU-s", verdict(idleCPU <= 0.5*idle.Seconds()/60)},
+		{fmt.Sprintf("daemon: time to ready, %d one-line session dirs (session-detail)", n), ready.Round(time.Millisecond).String(), "<= 2s", verdict(ready <= 2*time.Second)},
+		{"daemon: caught up (every log in the spool and the index), from start", fmt.Sprintf("%v, %s CPU-s", caught.Round(time.Millisecond), catchCPU), "<= 5s", verdict(caught > 0 && caught <= 5*time.Second)},
+		{"daemon: RSS after the catch-up", fmt.Sprintf("%.1f MiB", rss), "<= 100 MiB", verdict(rss <= 100)},
+		{fmt.Sprintf("daemon: CPU over the %v after the catch-up", idle), fmt.Sprintf("%.3f CPU-s", idleCPU), "<= 0.5 CPU-s", verdict(idleCPU <= 0.5*idle.Seconds()/30)},
 		{"daemon: append -> evaluation beyond settle, p50", p50.Round(10 * time.Microsecond).String(), "", ""},
 		{"daemon: append -> evaluation beyond settle, p99", p99.Round(10 * time.Microsecond).String(), "<= 20ms", verdict(p99 <= 20*time.Millisecond)},
 	}
