@@ -9,7 +9,7 @@ FUZZTIME ?= 30s
 # the tests still run, without it, and say so.
 RACE := $(shell command -v "$$($(GO) env CC)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: build test demo bench lint fuzz soak stress package e2e mcp-e2e clean
+.PHONY: fixtures build test demo bench lint fuzz soak stress package e2e mcp-e2e clean
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/memwatch
@@ -63,6 +63,13 @@ mcp-e2e: build
 	else \
 		cd test/mcp-node && npm ci --no-audit --no-fund --silent && node client.mjs $(CURDIR)/$(BIN); \
 	fi
+
+# Agent session fixtures written by the real programs, run offline against a
+# local fake of their model API (needs node and npm): see
+# session/testdata/agents/SOURCES.md.
+fixtures:
+	test/fixtures/record-gemini.sh
+	$(GO) test ./session -run TestAgentFormats -update
 
 # .deb, .rpm, tarballs (linux, darwin; amd64, arm64) and a Homebrew formula in dist/.
 package:
