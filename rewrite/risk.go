@@ -29,8 +29,11 @@ const (
 	riskDeferred = 30 * time.Minute
 	riskAlways   = 24 * time.Hour
 	// maxRisks bounds the entries kept per file; the oldest go first (each
-	// is also in a kept copy or in the live file when it is recorded).
-	maxRisks = 16
+	// is also in a kept copy or in the live file when it is recorded). It
+	// was 16: a stress run with ~40 conflicts per 3000 writes can have more
+	// outstanding than that, and an entry evicted before its restore loses
+	// its lines; a few hundred bound the state as well.
+	maxRisks = 256
 )
 
 // risk is lines an agent wrote that may be missing from its live file
