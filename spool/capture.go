@@ -218,16 +218,6 @@ func (s *Spool) addLog(ctx context.Context, tx *sql.Tx, st *Log) error {
 	return nil
 }
 
-func (s *Spool) newLog(ctx context.Context, root, rel string) (Log, error) {
-	now := s.Now().UnixNano()
-	res, err := s.db.ExecContext(ctx, `INSERT INTO logs(root, path, first_seen) VALUES(?,?,?)`, root, rel, now)
-	if err != nil {
-		return Log{}, fmt.Errorf("add spool log %s: %w", rel, err)
-	}
-	id, _ := res.LastInsertId()
-	return Log{ID: id, Root: root, Path: rel, First: s.Now()}, nil
-}
-
 // execer is a database or a transaction.
 type execer interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)

@@ -67,16 +67,18 @@ func (s *Spool) CaptureRecords(ctx context.Context, root, rel string, recs []Rec
 		return Result{}, err
 	}
 	if !found {
-		if st, err = s.newLog(ctx, root, rel); err != nil {
-			return Result{}, err
-		}
-		st.Gen, st.ino = 1, virtualIno
+		st = Log{Root: root, Path: rel, First: s.Now(), Gen: 1, ino: virtualIno}
 	}
 	c, err := s.begin(ctx, &st)
 	if err != nil {
 		return Result{}, err
 	}
 	defer c.abort()
+	if !found {
+		if err := s.addLog(ctx, c.tx, &st); err != nil {
+			return Result{}, err
+		}
+	}
 	if st.LiveFrom == 0 {
 		st.LiveFrom = st.Seq + 1
 	}

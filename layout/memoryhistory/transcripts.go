@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
@@ -65,12 +67,11 @@ func captureTranscripts(ctx context.Context, env *layout.Env, root *confine.Root
 	}
 	dbs, _ := root.Glob(glob)
 	for _, rel := range dbs {
-		fi, err := root.Lstat(rel)
-		if err != nil || !fi.Mode().IsRegular() {
-			continue // a symlink or a directory is no agent database
+		if !plainPath(root, rel) {
+			continue // a symlink on the way or a directory: no agent database in this root
 		}
 		n := 0
-		err = root.Do(func() error {
+		err := root.Do(func() error {
 			var err error
 			n, err = readTranscripts(ctx, env, root, rel)
 			return err
@@ -83,6 +84,23 @@ func captureTranscripts(ctx context.Context, env *layout.Env, root *confine.Root
 			env.Log.Debug("captured transcript events", "root", root.Path(), "db", rel, "events", n)
 		}
 	}
+}
+
+// plainPath reports that rel is a regular file reached through no
+// symlink: SQLite opens by path, so the path must stay in the root (and
+// it opens as the owner, so the kernel refuses what the owner could not
+// read should the path be swapped meanwhile).
+func plainPath(root *confine.Root, rel string) bool {
+	for p := rel; p != "." && p != "/" && p != ""; p = filepath.Dir(p) {
+		fi, err := root.Lstat(p)
+		if err != nil || fi.Mode()&os.ModeSymlink != 0 {
+			return false
+		}
+		if p == rel && !fi.Mode().IsRegular() {
+			return false
+		}
+	}
+	return true
 }
 
 // readTranscripts runs as the database's owner (Root.Do).
