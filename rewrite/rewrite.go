@@ -121,7 +121,13 @@
 // from X that lacks them is the agent's own edit and is left alone. Each
 // put-back is a rewrite of its own, journaled under RuleRestore; the
 // daemon runs it when the root changes, and Apply runs it before any
-// rewrite of the file.
+// rewrite of the file. A put-back meets read-modify-write agents like any
+// rewrite: one that read the file just before writes its next version
+// without the lines. So put-back lines stay watched: a later version that
+// lacks every one of them (not some: that is the agent's edit) gets them
+// back again, up to maxRestores times, until a version written after the
+// put-back keeps them or memwatch's own rewrite takes them out (into its
+// archive).
 //
 // What this cannot protect: an agent that writes into memwatch's temp
 // names (they carry a random part and the TempMarker), and, on file systems
@@ -233,8 +239,10 @@ type Request struct {
 	// (an LLM call). It returns ErrUnchanged or a *Rejected to write nothing.
 	Compute func(ctx context.Context, old []byte) ([]byte, error)
 
-	// restoring marks Restore's own rewrite, which must not restore first.
+	// restoring marks Restore's own rewrite, which must not restore first;
+	// used holds the entries of lines at risk its Compute put back.
 	restoring bool
+	used      *[]risk
 }
 
 // Outcome says what Apply did.
@@ -475,7 +483,7 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 		// 4. A pure append is written in place: the inode stays, so a writer
 		// that keeps the file open never writes into a replaced file, and
 		// O_APPEND puts it after anything an agent appended meanwhile.
-		return w.appendOnly(ctx, dir, name, snap, newData[len(snap.data):], rec, start)
+		return w.appendOnly(ctx, req, dir, name, snap, newData[len(snap.data):], rec, start)
 	}
 	if snap.exists {
 		// Asked early: a file held open for writing will not be replaced,
@@ -515,13 +523,13 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 	final, err := s.run(ctx)
 	// Appends carried in the last check are in the pre-image too.
 	rec.BeforeSHA, rec.BeforeSize = Hash(snap.data), int64(len(snap.data))
-	return w.finish(ctx, rec, final, err, start)
+	return w.finish(ctx, req, rec, snap.data, final, err, start)
 }
 
 // appendOnly writes a pure append after checking that the file still
 // starts with what Compute saw (a rewrite by the agent meanwhile means the
 // tail was computed from an old version: start again).
-func (w *Rewriter) appendOnly(ctx context.Context, dir *confine.Dir, name string, snap *snapshot, tail []byte, rec *state.Record, start time.Time) (Outcome, error) {
+func (w *Rewriter) appendOnly(ctx context.Context, req Request, dir *confine.Dir, name string, snap *snapshot, tail []byte, rec *state.Record, start time.Time) (Outcome, error) {
 	cur, err := readSnapshot(dir, name)
 	if err != nil {
 		return Outcome{}, err
@@ -542,11 +550,12 @@ func (w *Rewriter) appendOnly(ctx context.Context, dir *confine.Dir, name string
 		// An agent appended between the check and our write: ours follows it.
 		rec.BeforeSHA, rec.BeforeSize = Hash(final[:len(final)-len(tail)]), int64(len(final)-len(tail))
 	}
-	return w.finish(ctx, rec, final, err, start)
+	return w.finish(ctx, req, rec, cur.data, final, err, start)
 }
 
-// finish journals how a rewrite ended.
-func (w *Rewriter) finish(ctx context.Context, rec *state.Record, final []byte, err error, start time.Time) (Outcome, error) {
+// finish journals how a rewrite from pre ended, and updates the file's
+// lines at risk when it is done.
+func (w *Rewriter) finish(ctx context.Context, req Request, rec *state.Record, pre, final []byte, err error, start time.Time) (Outcome, error) {
 	if err != nil {
 		rec.Outcome, rec.Reason, rec.Duration = state.Failed, err.Error(), time.Since(start)
 		var busy *BusyError
@@ -568,6 +577,11 @@ func (w *Rewriter) finish(ctx context.Context, rec *state.Record, final []byte, 
 	if err := w.journal(context.WithoutCancel(ctx), rec, false); err != nil {
 		return Outcome{}, err
 	}
+	var used []risk
+	if req.used != nil {
+		used = *req.used
+	}
+	w.rewritten(ctx, riskKey(rec.Root, rec.Target), pre, final, used)
 	w.Log.Info("rewrote file", "store", rec.Store, "root", rec.Root, "rule", rec.Rule, "path", rec.Target, "outcome", rec.Outcome,
 		"archive", rec.Archive, "before", rec.BeforeSize, "after", rec.AfterSize, "journal", rec.ID)
 	return Outcome{Status: state.Done, Archive: rec.Archive, Record: rec.ID}, nil

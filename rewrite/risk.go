@@ -49,7 +49,19 @@ type risk struct {
 	Novel   []string  `json:"novel,omitempty"`   // lines only memwatch's result had
 	Until   time.Time `json:"until"`
 	Kept    string    `json:"kept,omitempty"` // the backup copy, for the journal
+	// Restored is the hash of the file once memwatch had put the lines
+	// back (or of a later rewrite of memwatch's that kept them), Restores
+	// how many times they were put back. A put-back is a rewrite like any
+	// other: a read-modify-write agent that read the file before it writes
+	// its next version without them, so the entry stays until a version
+	// written after the put-back keeps them (see the package doc).
+	Restored string `json:"restored,omitempty"`
+	Restores int    `json:"restores,omitempty"`
 }
+
+// maxRestores bounds the put-backs of one entry: lines that an agent's
+// versions keep lacking after that many are its own deletion.
+const maxRestores = 8
 
 // fromResult reports whether live was written from memwatch's result
 // rather than from the agent's version: it has a line only the result had,
@@ -168,12 +180,34 @@ func (w *Rewriter) mergeRisks(ctx context.Context, key string, live []byte) ([]b
 	now := w.Now()
 	var keep, used []risk
 	out := live
+	liveSHA := Hash(live)
 	for _, r := range rs {
 		if now.After(r.Until) {
 			w.Log.Info("lines at risk expired", "key", strings.ReplaceAll(key, "\x00", " "), "record", r.Record, "kept", r.Kept)
 			continue
 		}
 		missing := Missing(out, r.Blocks)
+		if r.Restored != "" {
+			switch {
+			case liveSHA == r.Restored:
+				// Nobody wrote since the put-back: an agent that read the
+				// file before it may still write.
+				keep = append(keep, r)
+			case len(missing) == 0:
+				// A version written after the put-back keeps the lines.
+			case len(missing) < len(r.Blocks) || r.Restores >= maxRestores:
+				// Some are kept, or they were put back often enough: the
+				// agent's own edit.
+				w.Log.Info("lines put back are gone again; left to the agent's edit", "key", strings.ReplaceAll(key, "\x00", " "), "record", r.Record, "restores", r.Restores)
+			default:
+				// Every line put back is gone: a version written from the
+				// file as it was before the put-back.
+				out = Insert(out, missing)
+				used = append(used, r)
+				keep = append(keep, r)
+			}
+			continue
+		}
 		applies := r.Always || r.fromResult(out)
 		switch {
 		case len(missing) == 0 && applies:
@@ -195,23 +229,50 @@ func (w *Rewriter) mergeRisks(ctx context.Context, key string, live []byte) ([]b
 	return out, used
 }
 
-// forgetUsed drops the entries a restore put back: their lines are live.
-func (w *Rewriter) forgetUsed(ctx context.Context, key string, used []risk) {
+// rewritten updates a file's entries after memwatch rewrote it from pre
+// to final: the entries a restore used (put back into pre) are now
+// restored as final; restored entries whose lines final keeps are
+// restored as final too (an agent that read the file before may still
+// write), and those whose lines were in pre and not in final are
+// forgotten: memwatch's own rewrite took them out, and its archive has them.
+func (w *Rewriter) rewritten(ctx context.Context, key string, pre, final []byte, used []risk) {
 	w.risk.mu.Lock()
 	defer w.risk.mu.Unlock()
+	w.loadRisks(ctx)
 	rs := w.risk.m[key]
-	var keep []risk
-	for _, r := range rs {
-		drop := false
-		for _, u := range used {
-			drop = drop || (u.Record == r.Record && u.Until.Equal(r.Until))
-		}
-		if !drop {
-			keep = append(keep, r)
-		}
+	if len(rs) == 0 {
+		return
 	}
-	w.risk.m[key] = keep
-	w.saveRisks(ctx, key)
+	sha := Hash(final)
+	var keep []risk
+	changed := false
+	for _, r := range rs {
+		isUsed := false
+		for _, u := range used {
+			isUsed = isUsed || (u.Record == r.Record && u.Until.Equal(r.Until))
+		}
+		switch {
+		case isUsed:
+			// What was inserted is what a stale version lacks.
+			if ins := Missing(pre, r.Blocks); len(ins) > 0 {
+				r.Blocks = ins
+			}
+			r.Restored, r.Restores, r.Always = sha, r.Restores+1, true
+			changed = true
+		case r.Restored == "":
+		case len(Missing(final, r.Blocks)) == 0:
+			changed = changed || r.Restored != sha
+			r.Restored = sha
+		case len(Missing(pre, r.Blocks)) == 0:
+			changed = true
+			continue
+		}
+		keep = append(keep, r)
+	}
+	if changed {
+		w.risk.m[key] = keep
+		w.saveRisks(ctx, key)
+	}
 }
 
 // Restore puts back into target the lines an agent wrote that a conflict
@@ -225,8 +286,9 @@ func (w *Rewriter) Restore(ctx context.Context, root *confine.Root, target, stor
 	key := riskKey(root.Path(), rel)
 	var used []risk
 	rec := &state.Record{Store: store, Rule: RuleRestore}
-	out, err := w.Apply(ctx, Request{Root: root, Target: rel, restoring: true, Compute: func(_ context.Context, old []byte) ([]byte, error) {
+	out, err := w.Apply(ctx, Request{Root: root, Target: rel, restoring: true, used: &used, Compute: func(_ context.Context, old []byte) ([]byte, error) {
 		merged, u := w.mergeRisks(ctx, key, old)
+		used = nil // an earlier attempt's, which met a conflict
 		if len(u) == 0 {
 			return nil, ErrUnchanged
 		}
@@ -252,7 +314,6 @@ func (w *Rewriter) Restore(ctx context.Context, root *confine.Root, target, stor
 		return out, err
 	}
 	if out.Status == state.Done {
-		w.forgetUsed(ctx, key, used)
 		w.Log.Warn("put back lines an agent wrote that a conflict had left out of its file", "root", root.Path(), "path", rel, "journal", out.Record, "reason", rec.Reason)
 	}
 	return out, nil

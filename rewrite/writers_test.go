@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/rewrite/writertest"
 	"github.com/memwatch/memwatch/state"
 )
@@ -403,6 +404,82 @@ func TestAgentThatReadTheResultLosesNothing(t *testing.T) {
 			}
 			if got, want := readT(t, target), tt.want(read, x); got != want {
 				t.Errorf("target = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestPutBackSurvivesAStaleWrite: a put-back is a rewrite like any other.
+// A read-modify-write agent that read the file just before it writes its
+// next version without the lines put back; memwatch puts them back again.
+// Once a version written after the put-back keeps them, or memwatch's own
+// compaction takes them out (into its archive), they are forgotten.
+func TestPutBackSurvivesAStaleWrite(t *testing.T) {
+	old := "# notes\n" + strings.Repeat("old line\n", 30)
+	tests := []struct {
+		name  string
+		after func(t *testing.T, w *Rewriter, root *confine.Root, target string) // what happens once w1 is back and stays
+	}{
+		{
+			name: "the agent writes from a version with w1",
+			after: func(t *testing.T, w *Rewriter, root *confine.Root, target string) {
+				write(t, target, readT(t, target)+"w4\n")
+			},
+		},
+		{
+			name: "memwatch compacts w1 away",
+			after: func(t *testing.T, w *Rewriter, root *confine.Root, target string) {
+				if _, err := w.Apply(context.Background(), Request{Root: root, Target: "memory.md", Archive: "memory/b.md", Compute: keepNewest(1)}, &state.Record{Rule: "compact"}); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newRewriter(t)
+			w.MaxAttempts = 1
+			dir := t.TempDir()
+			target := filepath.Join(dir, "memory.md")
+			write(t, target, old)
+			var read string
+			w.hook = func(step string) {
+				switch step {
+				case "before-exchange":
+					f := openT(t, target, os.O_WRONLY|os.O_APPEND)
+					f.WriteString("w1\n")
+					f.Close()
+				case "after-exchange":
+					read = readT(t, target)
+				}
+			}
+			root := open(t, dir)
+			if _, err := w.Apply(ctx, Request{Root: root, Target: "memory.md", Archive: "memory/a.md", Compute: keepNewest(3)}, &state.Record{Rule: "compact"}); !errors.Is(err, ErrConflict) {
+				t.Fatalf("Apply = %v, want a conflict", err)
+			}
+			w.hook = nil
+			write(t, target, read+"w2\n") // written from the result: no w1
+			for round := 1; round <= 3; round++ {
+				before := readT(t, target)
+				if out, err := w.Restore(ctx, root, "memory.md", "s"); err != nil || out.Status != state.Done {
+					t.Fatalf("round %d: Restore = %+v, %v; want done", round, out, err)
+				}
+				if got := readT(t, target); !strings.Contains(got, "w1\n") {
+					t.Fatalf("round %d: after the put-back the target = %q, want w1 in it", round, got)
+				}
+				// The agent read before the put-back and writes after it.
+				write(t, target, before+fmt.Sprintf("stale %d\n", round))
+			}
+			if out, err := w.Restore(ctx, root, "memory.md", "s"); err != nil || out.Status != state.Done {
+				t.Fatalf("Restore after the last stale write = %+v, %v; want done", out, err)
+			}
+			tt.after(t, w, root, target)
+			if out, err := w.Restore(ctx, root, "memory.md", "s"); err != nil || out.Status == state.Done {
+				t.Errorf("Restore = %+v, %v; want nothing to do", out, err)
+			}
+			if got := w.RiskTargets(ctx, root.Path()); len(got) != 0 {
+				t.Errorf("RiskTargets = %v, want none left", got)
 			}
 		})
 	}

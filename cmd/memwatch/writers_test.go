@@ -119,6 +119,25 @@ func TestAgentWritesStayLive(t *testing.T) {
 			t.Errorf("%s: no journal record says the compaction was deferred", r.kind.Name)
 		}
 	}
+	keepFailed(t, dir, p)
+}
+
+// keepFailed copies a failed run's files (roots, archives, kept copies,
+// state database) and the daemon's log to $MEMWATCH_KEEP_FAILED: a loss in
+// an intermittent race is explained from them, not from a rerun.
+func keepFailed(t *testing.T, dir string, p *proc) {
+	to := os.Getenv("MEMWATCH_KEEP_FAILED")
+	if to == "" || !t.Failed() {
+		return
+	}
+	to = filepath.Join(to, fmt.Sprintf("%s-%d", t.Name(), time.Now().Unix()))
+	if err := os.CopyFS(to, os.DirFS(dir)); err != nil {
+		t.Logf("keep the failed run: %v", err)
+	}
+	p.mu.Lock()
+	os.WriteFile(filepath.Join(to, "memwatch.log"), p.raw.Bytes(), 0o644)
+	p.mu.Unlock()
+	t.Logf("the failed run's files and log are in %s", to)
 }
 
 // removedByCompactions returns the entries of kind that memwatch's done

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -92,15 +93,23 @@ func run(kind, path string, n, body int, every time.Duration) error {
 	behaviour, _, _ := strings.Cut(kind, "/")
 	switch behaviour {
 	case "inplace", "rename", "rewrite", "truncate":
+		trace := openTrace(kind)
+		defer trace.Close()
 		for i := range n {
 			old, err := os.ReadFile(path)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
+			if i > 0 && !strings.Contains(string(old), Line(kind, i-1)) {
+				// The moment a write is lost: the agent read a version
+				// without its previous write and writes from it.
+				fmt.Fprintf(trace, "%s write %d read %d bytes without entry %d\n", time.Now().Format("15:04:05.000000"), i, len(old), i-1)
+			}
 			next := append(old, Entry(kind, i, body)...)
 			if err := rmw(behaviour, path, next, i); err != nil {
 				return err
 			}
+			fmt.Fprintf(trace, "%s wrote %d: read %d bytes\n", time.Now().Format("15:04:05.000000"), i, len(old))
 			time.Sleep(every)
 		}
 	case "reopen":
@@ -141,6 +150,25 @@ func run(kind, path string, n, body int, every time.Duration) error {
 	}
 	return nil
 }
+
+// openTrace opens the trace file of a writer in $MEMWATCH_TEST_WRITER_TRACE
+// (when set): one line for each read that lacks the writer's previous
+// write, the instant a loss happens. Otherwise it discards.
+func openTrace(kind string) io.WriteCloser {
+	dir := os.Getenv(envKind + "_TRACE")
+	if dir == "" {
+		return nopCloser{io.Discard}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strings.ReplaceAll(kind, "/", "_")+".trace"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nopCloser{io.Discard}
+	}
+	return f
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // rmw writes next back the way a read-modify-write agent of behaviour does.
 func rmw(behaviour, path string, next []byte, i int) error {
