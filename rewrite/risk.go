@@ -218,6 +218,11 @@ func (w *Rewriter) mergeRisks(ctx context.Context, key string, live []byte) ([]b
 			out = Insert(out, missing)
 			used = append(used, r) // forgotten once the restore is written
 		}
+		if applies && !r.Always {
+			// A version written from memwatch's result: its change took
+			// effect after all, and its journal record says so.
+			w.tookEffect(ctx, r.Record)
+		}
 		// Otherwise the lines are in the agent's version: the agent that
 		// read the result may not have written yet.
 		keep = append(keep, r)
@@ -335,5 +340,23 @@ func (w *Rewriter) restoreFirst(ctx context.Context, req Request, rel, store str
 	}
 	if _, err := w.Restore(ctx, req.Root, rel, store); err != nil && !errors.Is(err, ErrConflict) {
 		w.Log.Warn("put back lines at risk before a rewrite", "root", req.Root.Path(), "path", rel, "err", err)
+	}
+}
+
+// tookEffect marks the journal record of a rewrite that met a conflict as
+// done: the agent wrote its next version from memwatch's result, so what
+// the rewrite removed is gone from the live file and in its archive.
+func (w *Rewriter) tookEffect(ctx context.Context, id int64) {
+	if w.DB == nil || id == 0 {
+		return
+	}
+	rec, err := w.DB.GetRecord(context.WithoutCancel(ctx), id)
+	if err != nil || rec.Outcome != state.Failed || rec.Archive == "" {
+		return
+	}
+	rec.Outcome = state.Done
+	rec.Reason = "took effect after a conflict: the agent wrote its next version from memwatch's result (the lines the agent added meanwhile were put back)"
+	if err := w.DB.Update(context.WithoutCancel(ctx), &rec); err != nil {
+		w.Log.Warn("journal a rewrite that took effect", "journal", id, "err", err)
 	}
 }

@@ -136,8 +136,14 @@ func (s *swapper) run(ctx context.Context) ([]byte, error) {
 		return s.newData, s.dir.Sync()
 	}
 	// 9. EXCHANGE BACK: the agent's version goes live again at once.
-	if err := s.giveBack(ctx, why); err != nil {
+	final, err := s.giveBack(ctx, why)
+	if err != nil {
 		return nil, err
+	}
+	if final != nil {
+		// The agent's newer file was written from memwatch's result: the
+		// change took effect (what it removed is in its archive).
+		return final, nil
 	}
 	if busy {
 		return nil, s.busy(why)
@@ -284,13 +290,17 @@ func (s *swapper) classify(ctx context.Context) (why string, busy bool, err erro
 // additions are merged into it. Either way the lines X added to S are
 // watched: an agent that read the result in that instant writes its next
 // version without them (see "Genuine conflicts" in the package doc).
-func (s *swapper) giveBack(ctx context.Context, why string) error {
-	var xdata []byte
+//
+// It returns the live file when that newer file was written from
+// memwatch's result (it lacks the lines the result dropped): then the
+// rewrite took effect after all, and is journaled done.
+func (s *swapper) giveBack(ctx context.Context, why string) ([]byte, error) {
+	var xdata, final []byte
 	tst, terr := s.dir.Lstat(s.name)
 	if terr == nil && uint64(tst.Ino) == s.oursIno && uint64(tst.Dev) == s.oursDev {
 		if err := s.dir.Exchange(s.tmp, s.name); err != nil {
 			// Both names still hold both files; the next start classifies tmp.
-			return fmt.Errorf("put the agent's version of %s back (it is at %s): %w", s.rec.Target, s.dir.Rel(s.tmp), err)
+			return nil, fmt.Errorf("put the agent's version of %s back (it is at %s): %w", s.rec.Target, s.dir.Rel(s.tmp), err)
 		}
 		s.step("after-exchange-back")
 		if x, err := s.readAt(s.name); err == nil {
@@ -304,8 +314,15 @@ func (s *swapper) giveBack(ctx context.Context, why string) error {
 		xdata = x.data
 		x.close()
 		s.mergeAndKeep(ctx, s.tmp, xdata, s.snap.data, "an agent replaced "+s.rec.Target+" twice during the swap; the older version")
+		if live, err := s.readAt(s.name); err == nil {
+			r := risk{Dropped: lineSample(s.snap.data, s.newData, 16), Novel: lineSample(s.newData, s.snap.data, 16)}
+			if len(r.Dropped)+len(r.Novel) > 0 && r.fromResult(live.data) {
+				final = live.data
+			}
+			live.close()
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read the file displaced from %s (left at %s): %w", s.rec.Target, s.dir.Rel(s.tmp), err)
+		return nil, fmt.Errorf("read the file displaced from %s (left at %s): %w", s.rec.Target, s.dir.Rel(s.tmp), err)
 	}
 	s.w.Log.Info("an agent wrote the file during the swap; its version stays live", "root", s.rec.Root, "path", s.rec.Target, "why", why)
 	if xdata != nil {
@@ -319,7 +336,7 @@ func (s *swapper) giveBack(ctx context.Context, why string) error {
 			Until:   s.w.Now().Add(riskDeferred),
 		})
 	}
-	return s.dir.Sync()
+	return final, s.dir.Sync()
 }
 
 // resolveOurs decides about what the exchange back moved to the temp name:
