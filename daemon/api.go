@@ -22,6 +22,7 @@ import (
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/versions"
 	"github.com/memwatch/memwatch/watcher"
 )
 
@@ -37,6 +38,9 @@ type Status struct {
 	Jobs     jobs.Status    `json:"jobs"`
 	LLM      []LLMStatus    `json:"llm"`
 	Warnings []string       `json:"warnings"`
+	// Losses are the recent deletions and large shrinks agents made to
+	// their memory files, newest first (memwatch restore brings them back).
+	Losses []Loss `json:"agent_losses"`
 	// Disk held in the state directory (journal, spool, recall index).
 	Disk Disk `json:"disk"`
 	// CatchUp is the start-up's progress while it lasts (see README,
@@ -52,9 +56,10 @@ type CatchUp struct {
 
 // Disk is what memwatch holds on disk in its state directory.
 type Disk struct {
-	Journal int64 `json:"journal_bytes"`
-	Spool   int64 `json:"spool_bytes"`
-	Index   int64 `json:"index_bytes"`
+	Journal  int64 `json:"journal_bytes"`
+	Spool    int64 `json:"spool_bytes"`
+	Index    int64 `json:"index_bytes"`
+	Versions int64 `json:"versions_bytes"`
 }
 
 // StoreStatus is one store in Status.
@@ -143,6 +148,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("POST /v1/compact", d.handleCompact)
 	mux.HandleFunc("GET /metrics", d.handleMetrics)
 	d.recordRoutes(mux)
+	d.versionRoutes(mux)
 	for _, h := range d.handlers {
 		mux.Handle(h.pattern, h.h)
 	}
@@ -299,6 +305,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if st.Warnings == nil {
 		st.Warnings = []string{}
 	}
+	st.Losses = d.losses.listFor(func(root string) bool { return caller.IsAdmin() || reach[root] })
 	if st.Jobs, err = d.engine.Status(ctx); err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)
 		return
@@ -601,7 +608,7 @@ type authListener struct {
 // disk is what the state directory holds.
 func (d *Daemon) disk() Disk {
 	return Disk{Journal: fileBytes(filepath.Join(d.cfg.StateDir, state.FileName)), Spool: fileBytes(filepath.Join(d.cfg.StateDir, spool.FileName)),
-		Index: dirBytes(filepath.Join(d.cfg.StateDir, IndexDir))}
+		Index: dirBytes(filepath.Join(d.cfg.StateDir, IndexDir)), Versions: fileBytes(filepath.Join(d.cfg.StateDir, versions.FileName))}
 }
 
 // fileBytes is a file's size with its SQLite WAL, 0 when missing.

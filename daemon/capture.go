@@ -28,7 +28,7 @@ const IndexDir = "index"
 
 // task is one piece of background work on a root.
 type task struct {
-	kind  string // "capture", "index" (one file), "index-root" (every searchable file)
+	kind  string // "capture", "index" (one file), "index-root" (every searchable file), "version"
 	store string
 	root  string
 	rel   string
@@ -143,6 +143,9 @@ func (d *Daemon) onTouched(store, root, path string) {
 		for _, src := range sr.Sources(rt.store) {
 			if src.Kind != recall.Records && confine.Match(src.Glob, src.Exclude, rel) {
 				d.bg.Queue(task{kind: "index", store: store, root: root, rel: rel, src: src.Kind})
+				if rt.store.Versions {
+					d.bg.Queue(task{kind: "version", store: store, root: root, rel: rel})
+				}
 				break
 			}
 		}
@@ -176,6 +179,10 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 		}
 	case "index":
 		d.indexFile(root, rt, t.rel, t.src)
+	case "version":
+		if d.versionable(ctx, rt, t.root, t.rel) {
+			d.captureVersion(ctx, root, rt, t.rel)
+		}
 	case "index-root":
 		sr, ok := rt.layout.(layout.Searchable)
 		if !ok {
@@ -191,6 +198,11 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 					return
 				}
 				d.indexFile(root, rt, m, src.Kind)
+				// The version the file has when memwatch first sees it:
+				// what an agent's later deletion brings back.
+				if d.versionable(ctx, rt, t.root, m) {
+					d.captureVersion(ctx, root, rt, m)
+				}
 			}
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/schedule"
 	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/versions"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/watcher"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -93,7 +94,11 @@ type Daemon struct {
 	db    *state.DB
 	rw    *rewrite.Rewriter
 	spool *spool.Spool
-	bg    *background // capture and indexing as files are written
+	// versions keeps every version of the agents' memory files; losses
+	// are the recent deletions and large shrinks agents made (versions.go).
+	versions *versions.Store
+	losses   losses
+	bg       *background // capture and indexing as files are written
 	// verified lists the index files checked whole in this run; only the
 	// background goroutine uses it.
 	verified map[string]bool
@@ -144,6 +149,11 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.closeState()
 		return nil, err
 	}
+	d.versions, err = versions.Open(ctx, cfg.StateDir)
+	if err != nil {
+		d.closeState()
+		return nil, err
+	}
 	if err := d.apply(cfg.Policy); err != nil {
 		d.closeState()
 		return nil, err
@@ -172,6 +182,9 @@ func (d *Daemon) Close() { d.closeState() }
 func (d *Daemon) closeState() {
 	if d.spool != nil {
 		d.spool.Close()
+	}
+	if d.versions != nil {
+		d.versions.Close()
 	}
 	if d.db != nil {
 		d.db.Close()
@@ -588,6 +601,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 			d.metrics.stateBytes.WithLabelValues("journal").Set(float64(disk.Journal))
 			d.metrics.stateBytes.WithLabelValues("spool").Set(float64(disk.Spool))
 			d.metrics.stateBytes.WithLabelValues("index").Set(float64(disk.Index))
+			d.metrics.stateBytes.WithLabelValues("versions").Set(float64(disk.Versions))
 		}
 	}
 }

@@ -24,6 +24,8 @@ type metrics struct {
 	stateBytes    *prometheus.GaugeVec
 	archiveBytes  *prometheus.GaugeVec
 	kept          *prometheus.GaugeVec
+	versions      prometheus.Counter
+	losses        *prometheus.CounterVec
 }
 
 func newMetrics(version string) *metrics {
@@ -46,11 +48,14 @@ func newMetrics(version string) *metrics {
 		indexed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "memwatch_index_bytes_total", Help: "Bytes of searchable files added to the recall index."}),
 		captured:   prometheus.NewCounter(prometheus.CounterOpts{Name: "memwatch_spool_captured_lines_total", Help: "Session log lines captured into the spool."}),
 		spoolBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "memwatch_spool_bytes", Help: "Bytes the spool of captured session log lines holds on disk."}),
+		versions:   prometheus.NewCounter(prometheus.CounterOpts{Name: "memwatch_versions_captured_total", Help: "Versions of memory files captured (memwatch versions PATH lists them)."}),
+		losses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memwatch_agent_losses_total", Help: "Memory files an agent deleted, or cut by more than shrink_warn of their lines in one write, by store and kind (deleted, shrunk)."},
+			[]string{"store", "kind"}),
 	}
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_build_info", Help: "Always 1; the labels say which memwatch runs."}, []string{"version", "goversion"})
 	info.WithLabelValues(version, runtime.Version()).Set(1)
 	m.reg.MustRegister(m.jobs, m.bytesArchived, m.watches, m.roots, m.tokens, m.spoolBytes, m.captured, m.indexed,
-		m.jobSeconds, m.llmUsed, m.llmBudget, m.stateBytes, m.archiveBytes, m.kept, info,
+		m.jobSeconds, m.llmUsed, m.llmBudget, m.stateBytes, m.archiveBytes, m.kept, m.versions, m.losses, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rotate"
 	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/versions"
 )
 
 // Retention is a store's archive retention.
@@ -92,6 +93,13 @@ func (d *Daemon) pruneArchives(ctx context.Context) {
 			d.log.Info("journal retention", "removed", res.Records, "freed", res.Freed, "kept", res.Kept, "held", res.Held)
 		}
 	}
+	for _, rep := range PruneVersions(ctx, d.versions, p, "", false) {
+		if rep.Error != "" {
+			d.log.Warn("version retention", "store", rep.Store, "root", rep.Root, "err", rep.Error)
+		} else if rep.Removed.Versions > 0 {
+			d.log.Info("version retention", "store", rep.Store, "root", rep.Root, "removed", rep.Removed.Versions, "freed", rep.Removed.Bytes)
+		}
+	}
 	for _, rep := range Prune(ctx, d.db, p, "", time.Now(), false, slot) {
 		if rep.Error != "" {
 			d.log.Warn("archive retention", "store", rep.Store, "root", rep.Root, "err", rep.Error)
@@ -154,4 +162,55 @@ func (d *Daemon) reportArchives(ctx context.Context) {
 		d.metrics.archiveBytes.WithLabelValues(name).Set(float64(h.bytes))
 		d.metrics.kept.WithLabelValues(name).Set(float64(len(h.kept)))
 	}
+}
+
+// VersionReport is what version retention did (or would do) in one root.
+type VersionReport struct {
+	Store   string          `json:"store"`
+	Root    string          `json:"root"`
+	Removed versions.Pruned `json:"removed"`
+	Error   string          `json:"error,omitempty"`
+}
+
+// VersionRetention is a store's retention of versions.
+func VersionRetention(s *policy.Store) versions.Retention {
+	return versions.Retention{Keep: s.VersionsKeep, MaxAge: s.VersionsMaxAge, MaxBytes: int64(s.VersionsMaxBytes)}
+}
+
+// PruneVersions applies each store's version retention (only store, when
+// given) to the versions of its roots; dryRun only counts nothing and
+// returns no report (versions are removed inside one transaction per root).
+func PruneVersions(ctx context.Context, vs *versions.Store, p *policy.Policy, store string, dryRun bool) []VersionReport {
+	if vs == nil || dryRun {
+		return nil
+	}
+	var out []VersionReport
+	for _, s := range p.Stores {
+		if store != "" && s.Name != store {
+			continue
+		}
+		r := VersionRetention(s)
+		if !r.Active() {
+			continue
+		}
+		roots, err := vs.Roots(ctx)
+		if err != nil {
+			out = append(out, VersionReport{Store: s.Name, Error: err.Error()})
+			continue
+		}
+		for _, root := range roots {
+			if !s.MatchesRoot(root) {
+				continue
+			}
+			rep := VersionReport{Store: s.Name, Root: root}
+			rep.Removed, err = vs.Prune(ctx, root, r)
+			if err != nil {
+				rep.Error = err.Error()
+			}
+			if rep.Removed.Versions > 0 || rep.Error != "" {
+				out = append(out, rep)
+			}
+		}
+	}
+	return out
 }

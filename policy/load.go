@@ -849,7 +849,8 @@ func (d *decoder) decodeLLM(n ast.Node) {
 }
 
 var storeKeys = []string{"name", "preset", "layout", "paths", "compactor", "llm", "settle", "cooldown", "sweep", "max_loss",
-	"max_file_size", "max_line", "max_read", "max_watches", "allow_undo", "user", "group", "archive_keep", "archive_max_age", "archive_max_bytes", "compress_after"}
+	"max_file_size", "max_line", "max_read", "max_watches", "allow_undo", "user", "group", "archive_keep", "archive_max_age", "archive_max_bytes", "compress_after",
+	"versions", "versions_keep", "versions_max_age", "versions_max_bytes", "shrink_warn", "restore_deleted"}
 
 func (d *decoder) decodeStores(n ast.Node) {
 	seq, ok := unwrap(n).(*ast.SequenceNode)
@@ -874,7 +875,8 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 	}
 	s := &Store{Compactor: "heuristic", LLM: "default", Settle: 500 * time.Millisecond,
 		Cooldown: 5 * time.Minute, Sweep: time.Hour, MaxLoss: 0.25, MaxFileSize: DefaultMaxFileSize, MaxLine: DefaultMaxLine,
-		MaxRead: DefaultMaxRead, MaxWatches: DefaultMaxWatches, AllowUndo: true, Pos: d.pos(n)}
+		MaxRead: DefaultMaxRead, MaxWatches: DefaultMaxWatches, AllowUndo: true, Pos: d.pos(n),
+		Versions: true, VersionsKeep: DefaultVersionsKeep, VersionsMaxBytes: DefaultVersionsMaxBytes, ShrinkWarn: DefaultShrinkWarn}
 	byKey := map[string]*ast.MappingValueNode{}
 	for _, kv := range kvs {
 		byKey[keyOf(kv)] = kv
@@ -1045,6 +1047,38 @@ func (d *decoder) decodeStore(n ast.Node) *Store {
 					s.ArchiveMaxAge = t
 				} else {
 					s.CompressAfter = t
+				}
+			}
+		case "versions", "restore_deleted":
+			if b, ok := d.boolVal(v, k); ok {
+				if k == "versions" {
+					s.Versions = b
+				} else {
+					s.RestoreDeleted = b
+				}
+			}
+		case "versions_keep":
+			if n, ok := d.intVal(v, k); ok {
+				if n < 0 {
+					d.errorf(v, "versions_keep must be 0 (keep all) or more")
+				} else {
+					s.VersionsKeep = n
+				}
+			}
+		case "versions_max_age":
+			if t, ok := d.duration(v, k); ok {
+				s.VersionsMaxAge = t
+			}
+		case "versions_max_bytes":
+			if sz, ok := d.size(v, k); ok {
+				s.VersionsMaxBytes = sz
+			}
+		case "shrink_warn":
+			if f, ok := d.floatVal(v, k); ok {
+				if f <= 0 || f > 1 {
+					d.errorf(v, "shrink_warn must be a share of a file's lines above 0 and at most 1, e.g. 0.5")
+				} else {
+					s.ShrinkWarn = f
 				}
 			}
 		case "archive_max_bytes":

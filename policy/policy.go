@@ -167,6 +167,17 @@ type Store struct {
 	ArchiveMaxAge   time.Duration
 	ArchiveMaxBytes Size
 	CompressAfter   time.Duration
+	// Versions keeps every settled version of the store's memory files
+	// (versions/): VersionsKeep per file, VersionsMaxAge, VersionsMaxBytes
+	// per root (zero: no bound of that kind). ShrinkWarn is the share of
+	// its lines a file may lose in one agent write before memwatch warns;
+	// RestoreDeleted brings a memory file an agent deleted back at once.
+	Versions         bool
+	VersionsKeep     int
+	VersionsMaxAge   time.Duration
+	VersionsMaxBytes Size
+	ShrinkWarn       float64
+	RestoreDeleted   bool
 	// Options are the layout's own keys: a pointer to the options struct
 	// the layout declares (see LayoutSpec); layouts read it with OptionsOf.
 	Options any
@@ -180,6 +191,9 @@ const (
 	DefaultMaxRead        Size = 16 << 20
 	DefaultMaxWatches          = 0 // auto: see Store.MaxWatches
 	DefaultMaxRequestBody Size = 1 << 20
+	DefaultVersionsKeep        = 100
+	DefaultVersionsMaxBytes    = 64 << 20
+	DefaultShrinkWarn          = 0.5
 	DefaultJobTimeout          = 10 * time.Minute
 	DefaultMCPSessions         = 64
 	DefaultMCPSessionIdle      = 10 * time.Minute

@@ -75,6 +75,8 @@ type Filter struct {
 	Target  string
 	Rule    string
 	Outcome string
+	// Archive selects the records that archived into this path.
+	Archive string
 	// WithArchive selects only records that name an archive.
 	WithArchive bool
 	Limit       int
@@ -86,7 +88,7 @@ const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_siz
 func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
 	var where []string
 	var args []any
-	for _, c := range []struct{ col, v string }{{"store", f.Store}, {"root", f.Root}, {"target", f.Target}, {"rule", f.Rule}, {"outcome", f.Outcome}} {
+	for _, c := range []struct{ col, v string }{{"store", f.Store}, {"root", f.Root}, {"target", f.Target}, {"rule", f.Rule}, {"outcome", f.Outcome}, {"archive", f.Archive}} {
 		if c.v != "" {
 			where = append(where, c.col+"=?")
 			args = append(args, c.v)

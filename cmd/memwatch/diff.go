@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
@@ -13,18 +16,44 @@ import (
 func diffCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "diff OLD NEW",
-		Short: "Show what changed between an archive and a file (compressed archives too)",
+		Short: "Show what changed between two versions, an archive and a file (compressed archives too)",
 		Long: `Print a unified diff from OLD to NEW, e.g. from an archive memwatch made
 before a compaction to the file as it is now:
 
   memwatch diff memory/2026-01-15-1430.md memory.md
 
 Either file may be an archive that retention compressed (ARCHIVE.gz): it
-is read decompressed, so the diff shows the text. Nothing is written.`,
+is read decompressed, so the diff shows the text. FILE@N is version N of
+a memory file (memwatch versions FILE lists them):
+
+  memwatch diff MEMORY.md@3 MEMORY.md@5
+  memwatch diff MEMORY.md@3 MEMORY.md
+
+Nothing is written.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var text [2]string
+			var src *versionSource
+			defer func() {
+				if src != nil {
+					src.close()
+				}
+			}()
 			for i, path := range args {
+				if p, n, ok := versionArg(path); ok {
+					var err error
+					if src == nil {
+						if src, err = g.versionSource(); err != nil {
+							return err
+						}
+					}
+					b, err := src.content(cmd.Context(), p, n)
+					if err != nil {
+						return err
+					}
+					text[i] = string(b)
+					continue
+				}
 				b, err := readMaybeCompressed(path)
 				if err != nil {
 					return err
@@ -70,4 +99,22 @@ func readMaybeCompressed(path string) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// versionArg reads FILE@N (N a version number) when FILE is not itself a
+// file of that name.
+func versionArg(arg string) (string, int64, bool) {
+	i := strings.LastIndex(arg, "@")
+	if i < 0 {
+		return "", 0, false
+	}
+	if _, err := os.Stat(arg); err == nil {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(arg[i+1:], 10, 64)
+	if err != nil || n < 1 {
+		return "", 0, false
+	}
+	p, err := filepath.Abs(arg[:i])
+	return p, n, err == nil
 }

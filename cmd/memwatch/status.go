@@ -106,7 +106,22 @@ func printStatus(g *globals, st daemon.Status) {
 			fmt.Fprintf(w, "  ... and %d older: memwatch log --store %s --rule kept\n", s.Kept-len(s.KeptCopies), s.Name)
 		}
 	}
-	fmt.Fprintf(w, "\nstate directory holds: journal %s, spool %s, recall index %s\n", policy.Size(st.Disk.Journal), policy.Size(st.Disk.Spool), policy.Size(st.Disk.Index))
+	fmt.Fprintf(w, "\nstate directory holds: journal %s, spool %s, recall index %s, versions %s\n", policy.Size(st.Disk.Journal), policy.Size(st.Disk.Spool), policy.Size(st.Disk.Index), policy.Size(st.Disk.Versions))
+	if len(st.Losses) > 0 {
+		fmt.Fprintf(w, "\nagents deleted or cut memory files (their versions are kept; memwatch versions PATH lists them):\n")
+		for _, l := range st.Losses {
+			what := fmt.Sprintf("cut from %d to %d lines", l.LinesBefore, l.LinesAfter)
+			fix := fmt.Sprintf("memwatch restore %s@%d", filepath.Join(l.Root, l.Path), l.Before)
+			if l.Kind == "deleted" {
+				what = fmt.Sprintf("deleted (%d lines)", l.LinesBefore)
+				fix = fmt.Sprintf("memwatch restore --deleted %s --since 1h", l.Root)
+			}
+			if l.Restored {
+				fix = "put back at once (restore_deleted)"
+			}
+			fmt.Fprintf(w, "  %s  %s %s: %s\n", l.Time.Local().Format(time.DateTime), filepath.Join(l.Root, l.Path), what, fix)
+		}
+	}
 	if c := st.CatchUp; c != nil {
 		fmt.Fprintf(w, "\ncatching up: %d of %d roots evaluated since start (their logs captured and indexed)\n", c.Done, c.Total)
 	}

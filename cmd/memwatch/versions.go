@@ -1,0 +1,375 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/versions"
+)
+
+func versionsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "versions PATH",
+		Short: "List every version of a memory file memwatch kept (the agent's writes and its own)",
+		Long: `List the versions of a memory file: when each was written, its size,
+the lines it added and removed, and who wrote it (the agent, or memwatch
+with its journal record). A deleted file lists its deletion last.
+
+  memwatch versions ~/.claude/projects/p/memory/MEMORY.md
+  memwatch diff MEMORY.md@3 MEMORY.md@5      # what changed between two
+  memwatch restore MEMORY.md@3               # put version 3 back
+
+With a root directory instead of a file it lists the files that have versions.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := filepath.Abs(args[0])
+			if err != nil {
+				return err
+			}
+			src, err := g.versionSource()
+			if err != nil {
+				return err
+			}
+			defer src.close()
+			if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+				files, err := src.files(cmd.Context(), path)
+				if err != nil {
+					return err
+				}
+				for _, f := range files {
+					fmt.Fprintln(g.stdout, f)
+				}
+				return nil
+			}
+			vs, err := src.list(cmd.Context(), path)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSONOut(g, vs)
+			}
+			if len(vs) == 0 {
+				return fmt.Errorf("no versions of %s: it is not a memory file of a store with versions, or memwatch has not seen it written", path)
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "VERSION\tTIME\tSIZE\tLINES\tCHANGE\tWRITER")
+			for _, v := range vs {
+				size, change := policy.Size(v.Size).String(), fmt.Sprintf("+%d -%d", v.Added, v.Removed)
+				if v.Deleted() {
+					size, change = "-", "deleted"
+				}
+				who := v.Writer
+				if v.Record > 0 {
+					who = fmt.Sprintf("%s (journal %d)", v.Writer, v.Record)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", v.N, v.Time.Local().Format(time.DateTime), size, v.Lines, change, who)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the versions as JSON")
+	return cmd
+}
+
+func restoreCmd(g *globals) *cobra.Command {
+	var deleted string
+	var since time.Duration
+	cmd := &cobra.Command{
+		Use:   "restore PATH@VERSION | PATH@TIME | --deleted ROOT [--since 1h]",
+		Short: "Put an earlier version of a memory file back, or files an agent deleted",
+		Long: `Put a version of a memory file back through the safe rewrite: what the
+file holds now is archived first, the change is journaled, and memwatch
+undo takes it back again.
+
+  memwatch restore MEMORY.md@3                    # version 3 (memwatch versions lists them)
+  memwatch restore MEMORY.md@2026-11-25T09:00:00Z # the version of that time
+  memwatch restore MEMORY.md@2h                   # the version of two hours ago
+  memwatch restore --deleted ~/notes --since 1h   # every memory file an agent deleted in the last hour
+
+It needs the undo right and a store that allows undo (allow_undo). With
+the daemon running it goes through it; otherwise it runs here, as undo does.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if deleted != "" {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if deleted != "" {
+				root, err := filepath.Abs(deleted)
+				if err != nil {
+					return err
+				}
+				return g.restoreDeleted(cmd.Context(), root, time.Now().Add(-since))
+			}
+			path, n, at, err := parseVersionRef(args[0], time.Now())
+			if err != nil {
+				return usageError{err}
+			}
+			if n == 0 && at.IsZero() {
+				return usageError{fmt.Errorf("restore: say which version, PATH@N or PATH@TIME (memwatch versions %s lists them)", path)}
+			}
+			res, err := g.restoreVersion(cmd.Context(), daemon.RestoreRequest{Path: path, Version: n, At: at})
+			if err != nil {
+				return err
+			}
+			printRestore(g, res)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&deleted, "deleted", "", "bring back the memory files an agent deleted under this root")
+	cmd.Flags().DurationVar(&since, "since", time.Hour, "with --deleted: how far back deletions count")
+	return cmd
+}
+
+func printRestore(g *globals, r daemon.RestoreResult) {
+	if r.Outcome == state.Done {
+		fmt.Fprintf(g.stdout, "restored %s to version %d (%d bytes, journal %d; memwatch undo %d takes it back)\n", filepath.Join(r.Root, r.Path), r.Version, r.Bytes, r.Journal, r.Journal)
+		return
+	}
+	fmt.Fprintf(g.stdout, "%s already holds version %d: nothing to do\n", filepath.Join(r.Root, r.Path), r.Version)
+}
+
+// parseVersionRef splits PATH@N or PATH@TIME; a path without @ has n 0 and
+// a zero time. TIME is RFC 3339, a local "2006-01-02 15:04[:05]", or a
+// duration before now ("2h").
+func parseVersionRef(ref string, now time.Time) (path string, n int64, at time.Time, err error) {
+	i := strings.LastIndex(ref, "@")
+	if i < 0 {
+		p, err := filepath.Abs(ref)
+		return p, 0, time.Time{}, err
+	}
+	path, spec := ref[:i], ref[i+1:]
+	if path, err = filepath.Abs(path); err != nil {
+		return "", 0, time.Time{}, err
+	}
+	if v, err := strconv.ParseInt(spec, 10, 64); err == nil && v > 0 {
+		return path, v, time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, spec); err == nil {
+		return path, 0, t, nil
+	}
+	for _, layout := range []string{time.DateTime, "2006-01-02 15:04", "2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if t, err := time.ParseInLocation(layout, spec, time.Local); err == nil {
+			return path, 0, t, nil
+		}
+	}
+	if d, err := time.ParseDuration(spec); err == nil && d > 0 {
+		return path, 0, now.Add(-d), nil
+	}
+	return "", 0, time.Time{}, fmt.Errorf("%q: after @ give a version number, a time (2026-11-25T09:00:00Z) or how long ago (2h)", ref)
+}
+
+// versionSource reads versions from the daemon, or from the state
+// directory when no daemon runs.
+type versionSource struct {
+	ctl     *control
+	offline *versions.Store
+	pol     *policy.Policy
+}
+
+func (g *globals) versionSource() (*versionSource, error) {
+	ctl, p, dir, err := g.controlFor()
+	if err != nil {
+		return nil, err
+	}
+	if err := ctl.do(context.Background(), "GET", "/v1/status", nil, nil); !errors.Is(err, errNoDaemon) {
+		return &versionSource{ctl: ctl, pol: p}, nil
+	}
+	vs, err := versions.OpenReadOnly(context.Background(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("no daemon answered and no versions were found: %w (give the daemon's --state-dir or --policy)", err)
+	}
+	return &versionSource{offline: vs, pol: p}, nil
+}
+
+func (s *versionSource) close() {
+	if s.offline != nil {
+		s.offline.Close()
+	}
+}
+
+// rootOf finds the policy root holding path (offline).
+func (s *versionSource) rootOf(path string) (string, string, error) {
+	if s.pol != nil {
+		for _, st := range s.pol.Stores {
+			for _, r := range st.Roots() {
+				if rel, err := filepath.Rel(r, path); err == nil && filepath.IsLocal(rel) {
+					return r, rel, nil
+				}
+			}
+		}
+	}
+	return "", "", fmt.Errorf("%s is not under a root of the policy (give --policy)", path)
+}
+
+func (s *versionSource) list(ctx context.Context, path string) ([]versions.Version, error) {
+	if s.ctl != nil {
+		var out []versions.Version
+		err := s.ctl.do(ctx, "GET", "/v1/versions?path="+url.QueryEscape(path), nil, &out)
+		return out, err
+	}
+	root, rel, err := s.rootOf(path)
+	if err != nil {
+		return nil, err
+	}
+	return s.offline.List(ctx, root, rel)
+}
+
+func (s *versionSource) files(ctx context.Context, root string) ([]string, error) {
+	if s.ctl != nil {
+		var out []string
+		err := s.ctl.do(ctx, "GET", "/v1/versions?root="+url.QueryEscape(root), nil, &out)
+		return out, err
+	}
+	return s.offline.Files(ctx, root)
+}
+
+// content returns version n of path.
+func (s *versionSource) content(ctx context.Context, path string, n int64) ([]byte, error) {
+	if s.ctl != nil {
+		var out daemon.VersionContent
+		err := s.ctl.do(ctx, "GET", fmt.Sprintf("/v1/versions/content?path=%s&n=%d", url.QueryEscape(path), n), nil, &out)
+		return out.Content, err
+	}
+	root, rel, err := s.rootOf(path)
+	if err != nil {
+		return nil, err
+	}
+	_, data, err := s.offline.Get(ctx, root, rel, n)
+	return data, err
+}
+
+// restoreVersion goes through the daemon, or runs here under the state
+// lock when none runs.
+func (g *globals) restoreVersion(ctx context.Context, req daemon.RestoreRequest) (daemon.RestoreResult, error) {
+	ctl, p, dir, err := g.controlFor()
+	if err != nil {
+		return daemon.RestoreResult{}, err
+	}
+	var res daemon.RestoreResult
+	err = ctl.do(ctx, "POST", "/v1/versions/restore", jsonBody(req), &res)
+	if !errors.Is(err, errNoDaemon) {
+		return res, err
+	}
+	err = offlineVersions(dir, p, req.Path, func(rw *rewrite.Rewriter, vs *versions.Store, s *policy.Store, root string) error {
+		r, err := daemon.OpenRoot(s, root)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		res, err = daemon.RestoreVersion(ctx, rw, vs, r, s.Name, req)
+		return err
+	})
+	return res, err
+}
+
+func (g *globals) restoreDeleted(ctx context.Context, root string, since time.Time) error {
+	ctl, p, dir, err := g.controlFor()
+	if err != nil {
+		return err
+	}
+	var res []daemon.RestoreResult
+	err = ctl.do(ctx, "POST", "/v1/versions/restore-deleted", jsonBody(daemon.RestoreDeletedRequest{Root: root, Since: since}), &res)
+	if errors.Is(err, errNoDaemon) {
+		err = offlineVersions(dir, p, root, func(rw *rewrite.Rewriter, vs *versions.Store, s *policy.Store, rootPath string) error {
+			r, err := daemon.OpenRoot(s, rootPath)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			dels, err := vs.DeletedSince(ctx, rootPath, since)
+			if err != nil {
+				return err
+			}
+			for _, dl := range dels {
+				one, err := daemon.RestoreVersion(ctx, rw, vs, r, s.Name, daemon.RestoreRequest{Path: filepath.Join(rootPath, dl[1].Path), Version: dl[1].N})
+				if err != nil {
+					return err
+				}
+				res = append(res, one)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return err
+	}
+	if len(res) == 0 {
+		fmt.Fprintf(g.stdout, "no memory file of %s was deleted since %s\n", root, since.Local().Format(time.DateTime))
+	}
+	for _, r := range res {
+		printRestore(g, r)
+	}
+	return nil
+}
+
+// offlineVersions runs fn with the state of dir locked (no daemon runs),
+// for the store and root of the policy holding path.
+func offlineVersions(dir string, p *policy.Policy, path string, fn func(*rewrite.Rewriter, *versions.Store, *policy.Store, string) error) error {
+	if p == nil {
+		return errors.New("no daemon answered: give --policy so memwatch knows the store of " + path)
+	}
+	var store *policy.Store
+	var root string
+	for _, s := range p.Stores {
+		for _, r := range s.Roots() {
+			if rel, err := filepath.Rel(r, path); err == nil && filepath.IsLocal(rel) || r == path {
+				store, root = s, r
+			}
+		}
+	}
+	if store == nil {
+		return fmt.Errorf("%s is not under a root of the policy", path)
+	}
+	if !store.AllowUndo {
+		return fmt.Errorf("store %s does not allow undo (allow_undo: false in the policy), and a restore is one", store.Name)
+	}
+	lock, err := state.TryLock(dir)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	db, err := state.Open(context.Background(), dir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	vs, err := versions.Open(context.Background(), dir)
+	if err != nil {
+		return err
+	}
+	defer vs.Close()
+	rw := rewrite.New(db, slog.New(slog.DiscardHandler))
+	rw.OpenRoot = daemon.RootOpener(func() *policy.Policy { return p })
+	return fn(rw, vs, store, root)
+}
+
+func jsonBody(v any) *bytes.Reader {
+	b, _ := json.Marshal(v)
+	return bytes.NewReader(b)
+}
+
+func writeJSONOut(g *globals, v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

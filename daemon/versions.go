@@ -1,0 +1,423 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/layout"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/versions"
+)
+
+// Every version of an agent's memory files is captured on the background
+// queue as the watcher sees it written (versions/): the memory files are
+// the layout's searchable files that are not session logs (those are in
+// the spool) nor memwatch's own archives. A deletion or a large shrink by
+// the agent is logged at WARN, counted, listed by memwatch status, and
+// with restore_deleted in the policy a deleted file is put back at once.
+
+// RuleRestoreVersion journals a version of a file put back by memwatch
+// restore (or by restore_deleted).
+const RuleRestoreVersion = "restore-version"
+
+// Loss is a deletion or a large shrink an agent made to a memory file.
+type Loss struct {
+	Root        string    `json:"root"`
+	Path        string    `json:"path"`
+	Kind        string    `json:"kind"` // "deleted" or "shrunk"
+	Time        time.Time `json:"time"`
+	Version     int64     `json:"version"`        // the version that lost the lines
+	Before      int64     `json:"before_version"` // the version to restore
+	LinesBefore int64     `json:"lines_before"`
+	LinesAfter  int64     `json:"lines_after"`
+	Restored    bool      `json:"restored,omitempty"` // put back at once (restore_deleted)
+}
+
+// maxLosses bounds the losses remembered for memwatch status.
+const maxLosses = 200
+
+// losses is the recent losses, newest last. Safe for concurrent use.
+type losses struct {
+	mu   sync.Mutex
+	list []Loss
+}
+
+func (l *losses) add(x Loss) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.list = append(l.list, x)
+	if len(l.list) > maxLosses {
+		l.list = l.list[len(l.list)-maxLosses:]
+	}
+}
+
+// listFor returns the losses in the roots keep accepts, newest first.
+func (l *losses) listFor(keep func(root string) bool) []Loss {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := []Loss{}
+	for i := len(l.list) - 1; i >= 0; i-- {
+		if keep(l.list[i].Root) {
+			out = append(out, l.list[i])
+		}
+	}
+	return out
+}
+
+// versionable reports whether rel is one of the store's memory files.
+func (d *Daemon) versionable(ctx context.Context, rt *storeRT, root, rel string) bool {
+	if !rt.store.Versions || rewrite.IsTemp(rel) {
+		return false
+	}
+	sr, ok := rt.layout.(layout.Searchable)
+	if !ok {
+		return false
+	}
+	if sl, ok := rt.layout.(layout.SessionLogs); ok {
+		for _, g := range sl.Logs(rt.store) {
+			if confine.Match(g.Glob, g.Exclude, rel) {
+				return false
+			}
+		}
+	}
+	for _, src := range sr.Sources(rt.store) {
+		if src.Kind != recall.Records && confine.Match(src.Glob, src.Exclude, rel) {
+			// memwatch's own archives are kept already.
+			recs, err := d.db.Journal(ctx, state.Filter{Root: root, Archive: rel, Limit: 1})
+			return err == nil && len(recs) == 0
+		}
+	}
+	return false
+}
+
+// writerOf says who wrote root/rel with content sha ("" for a deletion):
+// memwatch when one of its journal's newest changes of the file left it so.
+func (d *Daemon) writerOf(ctx context.Context, root, rel string) func(sha string) (string, int64) {
+	return func(sha string) (string, int64) {
+		// Pending too: the watcher can see memwatch's write before the
+		// rewrite journals it done.
+		recs, err := d.db.Journal(ctx, state.Filter{Root: root, Target: rel, Limit: 5})
+		if err != nil {
+			return versions.ByAgent, 0
+		}
+		for _, r := range recs {
+			if r.Outcome != state.Done && r.Outcome != state.Pending {
+				continue
+			}
+			if r.AfterSHA == sha || (sha == "" && r.AfterSHA == rewrite.RemovedSHA) {
+				return versions.ByMemwatch, r.ID
+			}
+		}
+		return versions.ByAgent, 0
+	}
+}
+
+// captureVersion runs on the background goroutine.
+func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *storeRT, rel string) {
+	who := d.writerOf(ctx, root.Path(), rel)
+	v, prev, ok, err := d.versions.Capture(ctx, root, rel, who)
+	if err != nil {
+		if !layout.IsRefusal(err) && !errors.Is(err, confine.ErrNotRegular) && ctx.Err() == nil {
+			d.log.Debug("capture a version", "root", root.Path(), "path", rel, "err", err)
+		}
+		return
+	}
+	if !ok {
+		return
+	}
+	d.metrics.versions.Inc()
+	if v.Deleted() {
+		v.Writer, v.Record = who("")
+	}
+	if v.Writer != versions.ByAgent || prev.N == 0 || prev.Deleted() {
+		return
+	}
+	loss := Loss{Root: root.Path(), Path: rel, Time: v.Time, Version: v.N, Before: prev.N, LinesBefore: prev.Lines, LinesAfter: v.Lines}
+	switch {
+	case v.Deleted():
+		loss.Kind, loss.LinesAfter = "deleted", 0
+	case prev.Lines >= 4 && float64(v.Removed) > rt.store.ShrinkWarn*float64(prev.Lines):
+		loss.Kind = "shrunk"
+	default:
+		return
+	}
+	d.metrics.losses.WithLabelValues(rt.store.Name, loss.Kind).Inc()
+	if loss.Kind == "deleted" && rt.store.RestoreDeleted {
+		if _, err := d.RestoreVersion(ctx, RestoreRequest{Root: root.Path(), Path: rel, Version: prev.N}); err != nil {
+			d.log.Error("put back a memory file an agent deleted", "root", root.Path(), "path", rel, "err", err)
+		} else {
+			loss.Restored = true
+		}
+	}
+	d.losses.add(loss)
+	all := d.losses.listFor(func(r string) bool { return r == root.Path() })
+	var names []string
+	for _, l := range all {
+		if l.Kind == loss.Kind && time.Since(l.Time) < time.Hour && !l.Restored {
+			names = append(names, l.Path)
+		}
+	}
+	sort.Strings(names)
+	if loss.Kind == "deleted" {
+		d.log.Warn("an agent deleted a memory file; its last version is kept", "store", rt.store.Name, "root", root.Path(), "path", rel,
+			"version", prev.N, "lines", prev.Lines, "restored", loss.Restored, "deleted_last_hour", names)
+		if len(names) > 0 {
+			d.warnings.Set(root.Path(), "agent-deleted", fmt.Sprintf("%s: an agent deleted %d memory file(s) in the last hour: %s (memwatch restore --deleted %s --since 1h)",
+				root.Path(), len(names), strings.Join(names, ", "), root.Path()))
+		}
+		return
+	}
+	d.log.Warn("an agent removed most of a memory file in one write; the version before is kept", "store", rt.store.Name, "root", root.Path(), "path", rel,
+		"lines_before", prev.Lines, "lines_after", v.Lines, "removed", v.Removed, "version", v.N, "restore", fmt.Sprintf("memwatch restore %s@%d", rel, prev.N))
+	d.warnings.Set(root.Path(), "agent-shrunk:"+rel, fmt.Sprintf("%s: an agent cut %s from %d to %d lines (memwatch versions %s; memwatch restore %s@%d)",
+		root.Path(), rel, prev.Lines, v.Lines, rel, rel, prev.N))
+}
+
+// RestoreRequest asks to put a version of a file back.
+type RestoreRequest struct {
+	Root    string    `json:"root"`
+	Path    string    `json:"path"`
+	Version int64     `json:"version,omitempty"` // or
+	At      time.Time `json:"at,omitempty"`      // the version of that time
+}
+
+// RestoreResult says what a restore did.
+type RestoreResult struct {
+	Root    string `json:"root"`
+	Path    string `json:"path"`
+	Version int64  `json:"version"`
+	Outcome string `json:"outcome"`
+	Journal int64  `json:"journal,omitempty"`
+	Bytes   int    `json:"bytes"`
+}
+
+// RestoreVersion puts a version of a memory file back through the safe
+// rewrite, in the root's job slot (journaled, itself undoable: the content
+// it replaces is archived).
+func (d *Daemon) RestoreVersion(ctx context.Context, req RestoreRequest) (RestoreResult, error) {
+	rt, _ := d.storeFor(req.Root)
+	if rt == nil {
+		return RestoreResult{}, fmt.Errorf("restore %s: %s is not a root of any store", req.Path, req.Root)
+	}
+	var res RestoreResult
+	err := d.engine.Exclusive(ctx, rt.store.Name, req.Root, "restore a version", func(ctx context.Context) error {
+		root, err := OpenRoot(rt.store, req.Root)
+		if err != nil {
+			return err
+		}
+		defer root.Close()
+		res, err = RestoreVersion(ctx, d.rw, d.versions, root, rt.store.Name, req)
+		return err
+	})
+	return res, err
+}
+
+// RestoreVersion is the restore itself, for the daemon and for the CLI
+// when no daemon runs.
+func RestoreVersion(ctx context.Context, rw *rewrite.Rewriter, vs *versions.Store, root *confine.Root, store string, req RestoreRequest) (RestoreResult, error) {
+	rel, err := root.Rel(req.Path)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	n := req.Version
+	if n == 0 {
+		v, err := vs.At(ctx, root.Path(), rel, req.At)
+		if err != nil {
+			return RestoreResult{}, err
+		}
+		n = v.N
+	}
+	v, data, err := vs.Get(ctx, root.Path(), rel, n)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	if v.Deleted() {
+		return RestoreResult{}, fmt.Errorf("restore %s@%d: that version is the file's deletion; give the version before it", rel, n)
+	}
+	rec := &state.Record{Store: store, Rule: RuleRestoreVersion, Reason: fmt.Sprintf("put back version %d of %s (%s, %d bytes)", n, rel, v.Time.Format(time.RFC3339), v.Size)}
+	out, err := rw.Apply(ctx, rewrite.Request{Root: root, Target: rel, AllowCreate: true, Archive: "", Compute: func(_ context.Context, old []byte) ([]byte, error) {
+		if old != nil && string(old) == string(data) {
+			return nil, rewrite.ErrUnchanged
+		}
+		return data, nil
+	}}, rec)
+	if err != nil {
+		return RestoreResult{}, fmt.Errorf("restore %s@%d: %w", rel, n, err)
+	}
+	return RestoreResult{Root: root.Path(), Path: rel, Version: n, Outcome: out.Status, Journal: out.Record, Bytes: len(data)}, nil
+}
+
+// RestoreDeleted puts back every memory file of root an agent deleted
+// since the given time, each as its last version.
+func (d *Daemon) RestoreDeleted(ctx context.Context, root string, since time.Time) ([]RestoreResult, error) {
+	dels, err := d.versions.DeletedSince(ctx, root, since)
+	if err != nil {
+		return nil, err
+	}
+	out := []RestoreResult{}
+	for _, dl := range dels {
+		res, err := d.RestoreVersion(ctx, RestoreRequest{Root: root, Path: dl[1].Path, Version: dl[1].N})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func (d *Daemon) versionRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/versions", d.handleVersions)
+	mux.HandleFunc("GET /v1/versions/content", d.handleVersionContent)
+	mux.HandleFunc("POST /v1/versions/restore", d.handleRestoreVersion)
+	mux.HandleFunc("POST /v1/versions/restore-deleted", d.handleRestoreDeleted)
+}
+
+// versionPath finds the root and root-relative path of ?path= (absolute)
+// for a caller with right.
+func (d *Daemon) versionPath(w http.ResponseWriter, r *http.Request, path, right string) (*policy.Store, string, string, bool) {
+	path = filepath.Clean(path)
+	if !filepath.IsAbs(path) {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("path %q must be absolute", path))
+		return nil, "", "", false
+	}
+	_, root := d.storeFor(path)
+	if root == "" {
+		root = path // answered by needRoot: not a root of any store
+	}
+	s, ok := d.needRoot(w, r, root, right)
+	if !ok {
+		return nil, "", "", false
+	}
+	rel, err := filepath.Rel(root, path)
+	if err != nil || !filepath.IsLocal(rel) {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("%s is not a file under a root", path))
+		return nil, "", "", false
+	}
+	return s, root, rel, true
+}
+
+// handleVersions lists the versions of ?path=, or with ?root= and no path
+// the files of that root that have versions.
+func (d *Daemon) handleVersions(w http.ResponseWriter, r *http.Request) {
+	if root := r.URL.Query().Get("root"); root != "" && r.URL.Query().Get("path") == "" {
+		if _, ok := d.needRoot(w, r, filepath.Clean(root), policy.RightRead); !ok {
+			return
+		}
+		files, err := d.versions.Files(r.Context(), filepath.Clean(root))
+		if err != nil {
+			writeErr(w, http.StatusInternalServerError, err)
+			return
+		}
+		if files == nil {
+			files = []string{}
+		}
+		writeJSON(w, http.StatusOK, files)
+		return
+	}
+	_, root, rel, ok := d.versionPath(w, r, r.URL.Query().Get("path"), policy.RightRead)
+	if !ok {
+		return
+	}
+	vs, err := d.versions.List(r.Context(), root, rel)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	if vs == nil {
+		vs = []versions.Version{}
+	}
+	writeJSON(w, http.StatusOK, vs)
+}
+
+func (d *Daemon) handleVersionContent(w http.ResponseWriter, r *http.Request) {
+	_, root, rel, ok := d.versionPath(w, r, r.URL.Query().Get("path"), policy.RightRead)
+	if !ok {
+		return
+	}
+	n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
+	if err != nil || n < 1 {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("n must be a version number (1, 2, ...), not %q", r.URL.Query().Get("n")))
+		return
+	}
+	v, data, err := d.versions.Get(r.Context(), root, rel, n)
+	switch {
+	case errors.Is(err, versions.ErrNoVersion):
+		writeErr(w, http.StatusNotFound, err)
+	case err != nil:
+		writeErr(w, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, http.StatusOK, VersionContent{Version: v, Content: data})
+	}
+}
+
+// VersionContent is the body of GET /v1/versions/content.
+type VersionContent struct {
+	versions.Version
+	Content []byte `json:"content"` // nil for a deletion
+}
+
+// mayRestore checks the undo right and the store's allow_undo.
+func (d *Daemon) mayRestore(w http.ResponseWriter, r *http.Request, s *policy.Store) bool {
+	if !s.AllowUndo {
+		writeErr(w, http.StatusForbidden, fmt.Errorf("store %s does not allow undo (allow_undo: false in the policy), and a restore is one", s.Name))
+		return false
+	}
+	return true
+}
+
+func (d *Daemon) handleRestoreVersion(w http.ResponseWriter, r *http.Request) {
+	var req RestoreRequest
+	if err := d.decodeBody(w, r, &req); err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
+	s, root, rel, ok := d.versionPath(w, r, req.Path, policy.RightUndo)
+	if !ok || !d.mayRestore(w, r, s) {
+		return
+	}
+	res, err := d.RestoreVersion(r.Context(), RestoreRequest{Root: root, Path: rel, Version: req.Version, At: req.At})
+	switch {
+	case errors.Is(err, versions.ErrNoVersion):
+		writeErr(w, http.StatusNotFound, err)
+	case err != nil:
+		writeErr(w, http.StatusUnprocessableEntity, err)
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
+// RestoreDeletedRequest is the body of POST /v1/versions/restore-deleted.
+type RestoreDeletedRequest struct {
+	Root  string    `json:"root"`
+	Since time.Time `json:"since"`
+}
+
+func (d *Daemon) handleRestoreDeleted(w http.ResponseWriter, r *http.Request) {
+	var req RestoreDeletedRequest
+	if err := d.decodeBody(w, r, &req); err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
+	s, ok := d.needRoot(w, r, filepath.Clean(req.Root), policy.RightUndo)
+	if !ok || !d.mayRestore(w, r, s) {
+		return
+	}
+	res, err := d.RestoreDeleted(r.Context(), filepath.Clean(req.Root), req.Since)
+	if err != nil {
+		writeErr(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
