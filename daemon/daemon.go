@@ -30,8 +30,8 @@ import (
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/schedule"
 	"github.com/memwatch/memwatch/spool"
-	"github.com/memwatch/memwatch/versions"
 	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/versions"
 	"github.com/memwatch/memwatch/watcher"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )

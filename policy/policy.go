@@ -186,17 +186,17 @@ type Store struct {
 
 // Defaults of the bounds.
 const (
-	DefaultMaxFileSize    Size = 256 << 20
-	DefaultMaxLine        Size = 1 << 20
-	DefaultMaxRead        Size = 16 << 20
-	DefaultMaxWatches          = 0 // auto: see Store.MaxWatches
-	DefaultMaxRequestBody Size = 1 << 20
-	DefaultVersionsKeep        = 100
-	DefaultVersionsMaxBytes    = 64 << 20
-	DefaultShrinkWarn          = 0.5
-	DefaultJobTimeout          = 10 * time.Minute
-	DefaultMCPSessions         = 64
-	DefaultMCPSessionIdle      = 10 * time.Minute
+	DefaultMaxFileSize      Size = 256 << 20
+	DefaultMaxLine          Size = 1 << 20
+	DefaultMaxRead          Size = 16 << 20
+	DefaultMaxWatches            = 0 // auto: see Store.MaxWatches
+	DefaultMaxRequestBody   Size = 1 << 20
+	DefaultVersionsKeep          = 100
+	DefaultVersionsMaxBytes      = 64 << 20
+	DefaultShrinkWarn            = 0.5
+	DefaultJobTimeout            = 10 * time.Minute
+	DefaultMCPSessions           = 64
+	DefaultMCPSessionIdle        = 10 * time.Minute
 )
 
 // Pos is a position in a policy file.
