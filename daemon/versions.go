@@ -421,3 +421,14 @@ func (d *Daemon) handleRestoreDeleted(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, res)
 }
+
+// Versions lists the versions of root/rel (the MCP tool memory_versions).
+func (d *Daemon) Versions(ctx context.Context, root, rel string) ([]versions.Version, error) {
+	return d.versions.List(ctx, root, rel)
+}
+
+// VersionContent returns version n of root/rel.
+func (d *Daemon) VersionContent(ctx context.Context, root, rel string, n int64) ([]byte, error) {
+	_, data, err := d.versions.Get(ctx, root, rel, n)
+	return data, err
+}

@@ -43,6 +43,7 @@ import (
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/versions"
 )
 
 // Config configures a Server.
@@ -69,6 +70,11 @@ type Config struct {
 	// Held gives the messages the spool holds beyond the live files
 	// (recall.Options.Held); may be nil.
 	Held func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error
+	// Versions lists the versions memwatch kept of a memory file, and
+	// VersionContent returns one's content (memory_versions, read-only); nil:
+	// no such tool.
+	Versions       func(ctx context.Context, root, rel string) ([]versions.Version, error)
+	VersionContent func(ctx context.Context, root, rel string, n int64) ([]byte, error)
 	// Now is the clock of memory_stamp; nil is time.Now.
 	Now func() time.Time
 }

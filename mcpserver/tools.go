@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -99,6 +101,10 @@ type (
 		Success      bool `json:"success"`
 		AppliedCount int  `json:"appliedCount"`
 	}
+	versionsInput struct {
+		Path    string `json:"path" jsonschema:"the memory file, relative to the memory root"`
+		Version int64  `json:"version,omitempty" jsonschema:"a version number from the list: read that version"`
+	}
 	listOutput struct {
 		Files []factsepisodes.IndexEntry `json:"files"`
 	}
@@ -137,6 +143,46 @@ func (b *builder) addTools() {
 					return nil, nil, err
 				}
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+			})
+	}
+
+	if cfg.Versions != nil && cfg.VersionContent != nil {
+		add(b, &mcp.Tool{Name: "memory_versions", Description: "List the earlier versions memwatch kept of one of your memory files (time, size, lines added and removed, who wrote it), or with version set, read that version's content. Read-only: a person restores a version with memwatch restore."},
+			[]string{nowHistory, factsEpisodes, memoryHistory, sessionDetail}, nil, func(ctx context.Context, t *target, in versionsInput) (string, any, error) {
+				if err := bounded("path", in.Path, maxPath); err != nil {
+					return "", nil, err
+				}
+				rel, err := t.root.Rel(filepath.Join(t.root.Path(), in.Path))
+				if err != nil {
+					return "", nil, err
+				}
+				if in.Version > 0 {
+					data, err := cfg.VersionContent(ctx, t.root.Path(), rel, in.Version)
+					if err != nil {
+						return "", nil, err
+					}
+					if len(data) > maxRead {
+						cut := bytes.LastIndexByte(data[:maxRead], '\n') + 1
+						return fmt.Sprintf("%s\n[memwatch: version %d is %d bytes; this is its first %d]\n", strings.ToValidUTF8(string(data[:cut]), "\uFFFD"), in.Version, len(data), cut), nil, nil
+					}
+					return strings.ToValidUTF8(string(data), "\uFFFD"), nil, nil
+				}
+				vs, err := cfg.Versions(ctx, t.root.Path(), rel)
+				if err != nil {
+					return "", nil, err
+				}
+				if len(vs) == 0 {
+					return fmt.Sprintf("memwatch kept no versions of %s\n", rel), nil, nil
+				}
+				var sb strings.Builder
+				for _, v := range vs {
+					if v.Deleted() {
+						fmt.Fprintf(&sb, "%d  %s  deleted by the %s\n", v.N, v.Time.UTC().Format(time.RFC3339), v.Writer)
+						continue
+					}
+					fmt.Fprintf(&sb, "%d  %s  %d bytes, %d lines (+%d -%d) by %s\n", v.N, v.Time.UTC().Format(time.RFC3339), v.Size, v.Lines, v.Added, v.Removed, v.Writer)
+				}
+				return sb.String(), nil, nil
 			})
 	}
 

@@ -57,7 +57,7 @@ failure, 2 usage or policy error.`,
 				return err
 			}
 			tools, err := mcpserver.New(mcpserver.Config{Policy: d.Policy, Version: version, Rewriter: d.Rewriter(), Undo: d.Undo,
-				Index: filepath.Join(stateDir, daemon.IndexDir), Generation: d.Generation, Held: d.Held}, log)
+				Index: filepath.Join(stateDir, daemon.IndexDir), Generation: d.Generation, Held: d.Held, Versions: d.Versions, VersionContent: d.VersionContent}, log)
 			if err != nil {
 				d.Close()
 				return err
