@@ -49,7 +49,6 @@ func TestCaptureListGet(t *testing.T) {
 	s, root, dir, now := setup(t)
 	p := filepath.Join(dir, "MEMORY.md")
 	contents := []string{"a\nb\n", "a\nb\nc\n", "a\nc\n", "a\nc\n", ""}
-	var wantN []int64
 	for i, c := range contents {
 		*now = now.Add(time.Minute)
 		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
@@ -65,7 +64,13 @@ func TestCaptureListGet(t *testing.T) {
 			}
 			continue
 		}
-		wantN = append(wantN, v.N)
+		want := int64(i + 1) // the unchanged capture (i == 3) made none
+		if i == 4 {
+			want = 4
+		}
+		if !ok || v.N != want {
+			t.Errorf("capture %d made version %d (%v), want %d", i, v.N, ok, want)
+		}
 	}
 	os.Remove(p)
 	if v, prev, ok, err := s.Capture(ctx, root, "MEMORY.md", nil); err != nil || !ok || !v.Deleted() || prev.N != 4 {
