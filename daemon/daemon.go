@@ -102,6 +102,9 @@ type Daemon struct {
 	// verified lists the index files checked whole in this run; only the
 	// background goroutine uses it.
 	verified map[string]bool
+	// archive says, per root and path, whether a file is one of memwatch's
+	// archives (never versioned); only the background goroutine uses it.
+	archive map[string]bool
 	engine   *jobs.Engine
 	watch    *watcher.Watcher
 	metrics  *metrics
@@ -167,6 +170,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	}, d.runJob, log)
 	d.bg = newBackground(d.runTask, log)
 	d.verified = map[string]bool{}
+	d.archive = map[string]bool{}
 	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse, Touched: d.onTouched}, log)
 	if err != nil {
 		d.closeState()
@@ -382,6 +386,9 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 			}
 		}
 		return jobs.Result{}, again
+	}
+	if j.Rule == RuleRestoreVersion {
+		return d.restoreDeletedJob(ctx, rt, root, j.Target)
 	}
 	run := d.restore
 	if r, ok := rt.rules[j.Rule]; ok {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
@@ -94,13 +95,30 @@ func (d *Daemon) versionable(ctx context.Context, rt *storeRT, root, rel string)
 	}
 	for _, src := range sr.Sources(rt.store) {
 		if src.Kind != recall.Records && confine.Match(src.Glob, src.Exclude, rel) {
-			// memwatch's own archives are kept already.
-			recs, err := d.db.Journal(ctx, state.Filter{Root: root, Archive: rel, Limit: 1})
-			return err == nil && len(recs) == 0
+			// memwatch's own archives are kept already. Asked of the
+			// journal once per path and run: archive names are never reused
+			// for memory files.
+			key := root + "\x00" + rel
+			isArchive, seen := d.archive[key]
+			if !seen {
+				recs, err := d.db.Journal(ctx, state.Filter{Root: root, Archive: rel, Limit: 1})
+				if err != nil {
+					return false
+				}
+				isArchive = len(recs) > 0
+				if len(d.archive) > maxArchiveCache {
+					clear(d.archive)
+				}
+				d.archive[key] = isArchive
+			}
+			return !isArchive
 		}
 	}
 	return false
 }
+
+// maxArchiveCache bounds the paths versionable remembers.
+const maxArchiveCache = 100_000
 
 // writerOf says who wrote root/rel with content sha ("" for a deletion):
 // memwatch when one of its journal's newest changes of the file left it so.
@@ -138,9 +156,6 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 		return
 	}
 	d.metrics.versions.Inc()
-	if v.Deleted() {
-		v.Writer, v.Record = who("")
-	}
 	if v.Writer != versions.ByAgent || prev.N == 0 || prev.Deleted() {
 		return
 	}
@@ -155,11 +170,9 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 	}
 	d.metrics.losses.WithLabelValues(rt.store.Name, loss.Kind).Inc()
 	if loss.Kind == "deleted" && rt.store.RestoreDeleted {
-		if _, err := d.RestoreVersion(ctx, RestoreRequest{Root: root.Path(), Path: rel, Version: prev.N}); err != nil {
-			d.log.Error("put back a memory file an agent deleted", "root", root.Path(), "path", rel, "err", err)
-		} else {
-			loss.Restored = true
-		}
+		// A job in the root's slot: the background queue never waits for one.
+		d.engine.Submit(jobs.Job{Store: rt.store.Name, Root: root.Path(), Rule: RuleRestoreVersion, Target: rel, Reason: "restore_deleted"})
+		loss.Restored = true
 	}
 	d.losses.add(loss)
 	all := d.losses.listFor(func(r string) bool { return r == root.Path() })
@@ -183,6 +196,28 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 		"lines_before", prev.Lines, "lines_after", v.Lines, "removed", v.Removed, "version", v.N, "restore", fmt.Sprintf("memwatch restore %s@%d", rel, prev.N))
 	d.warnings.Set(root.Path(), "agent-shrunk:"+rel, fmt.Sprintf("%s: an agent cut %s from %d to %d lines (memwatch versions %s; memwatch restore %s@%d)",
 		root.Path(), rel, prev.Lines, v.Lines, rel, rel, prev.N))
+}
+
+// restoreDeletedJob puts back a memory file an agent deleted (policy
+// restore_deleted): its last version, if it is still gone.
+func (d *Daemon) restoreDeletedJob(ctx context.Context, rt *storeRT, root *confine.Root, rel string) (jobs.Result, error) {
+	vs, err := d.versions.List(ctx, root.Path(), rel)
+	if err != nil || len(vs) < 2 || !vs[len(vs)-1].Deleted() {
+		return jobs.Result{}, err // written again meanwhile, or nothing to bring back
+	}
+	var last int64
+	for _, v := range vs {
+		if !v.Deleted() {
+			last = v.N
+		}
+	}
+	res, err := RestoreVersion(ctx, d.rw, d.versions, root, rt.store.Name, RestoreRequest{Path: rel, Version: last})
+	if err != nil {
+		d.log.Error("put back a memory file an agent deleted", "root", root.Path(), "path", rel, "err", err)
+		return jobs.Result{}, layout.Retryable(err)
+	}
+	d.log.Warn("put back a memory file an agent deleted (restore_deleted)", "root", root.Path(), "path", rel, "version", last, "journal", res.Journal)
+	return jobs.Result{Changed: res.Outcome == state.Done}, nil
 }
 
 // RestoreRequest asks to put a version of a file back.
@@ -369,7 +404,7 @@ type VersionContent struct {
 }
 
 // mayRestore checks the undo right and the store's allow_undo.
-func (d *Daemon) mayRestore(w http.ResponseWriter, r *http.Request, s *policy.Store) bool {
+func (d *Daemon) mayRestore(w http.ResponseWriter, s *policy.Store) bool {
 	if !s.AllowUndo {
 		writeErr(w, http.StatusForbidden, fmt.Errorf("store %s does not allow undo (allow_undo: false in the policy), and a restore is one", s.Name))
 		return false
@@ -384,7 +419,7 @@ func (d *Daemon) handleRestoreVersion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s, root, rel, ok := d.versionPath(w, r, req.Path, policy.RightUndo)
-	if !ok || !d.mayRestore(w, r, s) {
+	if !ok || !d.mayRestore(w, s) {
 		return
 	}
 	res, err := d.RestoreVersion(r.Context(), RestoreRequest{Root: root, Path: rel, Version: req.Version, At: req.At})
@@ -411,7 +446,7 @@ func (d *Daemon) handleRestoreDeleted(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s, ok := d.needRoot(w, r, filepath.Clean(req.Root), policy.RightUndo)
-	if !ok || !d.mayRestore(w, r, s) {
+	if !ok || !d.mayRestore(w, s) {
 		return
 	}
 	res, err := d.RestoreDeleted(r.Context(), filepath.Clean(req.Root), req.Since)

@@ -354,14 +354,16 @@ func TestCleanTempClassifies(t *testing.T) {
 func TestAgentThatReadTheResultLosesNothing(t *testing.T) {
 	old := "# notes\n" + strings.Repeat("old line\n", 30)
 	tests := []struct {
-		name string
-		next func(read, x string) string // what the agent writes after the conflict
-		want func(read, x string) string
+		name       string
+		next       func(read, x string) string // what the agent writes after the conflict
+		want       func(read, x string) string
+		fromResult bool
 	}{
 		{
-			name: "a version written from the result gets w1 back",
-			next: func(read, x string) string { return read + "w2\n" },
-			want: func(read, x string) string { return read + "w1\n" + "w2\n" },
+			name:       "a version written from the result gets w1 back",
+			fromResult: true,
+			next:       func(read, x string) string { return read + "w2\n" },
+			want:       func(read, x string) string { return read + "w1\n" + "w2\n" },
 		},
 		{
 			name: "a version written from its own file, without w1, stays as the agent wrote it",
@@ -404,6 +406,16 @@ func TestAgentThatReadTheResultLosesNothing(t *testing.T) {
 			}
 			if got, want := readT(t, target), tt.want(read, x); got != want {
 				t.Errorf("target = %q, want %q", got, want)
+			}
+			// Built on memwatch's result, the compaction took effect: its
+			// record says done; otherwise it stays a conflict.
+			recs, _ := w.DB.Journal(ctx, state.Filter{Rule: "compact"})
+			wantOutcome := state.Failed
+			if tt.fromResult {
+				wantOutcome = state.Done
+			}
+			if len(recs) != 1 || recs[0].Outcome != wantOutcome {
+				t.Errorf("compaction records %+v, want one %s", recs, wantOutcome)
 			}
 		})
 	}

@@ -75,19 +75,15 @@ func (s *Store) Prune(ctx context.Context, root string, r Retention) (Pruned, er
 			if used <= r.MaxBytes {
 				break
 			}
-			var file, n int64
-			err := tx.QueryRowContext(ctx, `SELECT file, n FROM versions WHERE file IN `+files+notHead+` ORDER BY time LIMIT 1`, root).Scan(&file, &n)
-			_ = file
-			if err == sql.ErrNoRows {
-				break // only newest versions are left
-			}
-			if err != nil {
+			// A batch: the oldest tenth of the versions that may go.
+			var old int64
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE file IN `+files+notHead, root).Scan(&old); err != nil {
 				return Pruned{}, fmt.Errorf("prune versions: %w", err)
 			}
-			// A batch: the oldest tenth of the root's versions at a time.
-			var total int64
-			_ = tx.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE file IN `+files, root).Scan(&total)
-			batch := max(total/10, 1)
+			if old == 0 {
+				break // only newest versions are left
+			}
+			batch := max(old/10, 1)
 			if err := del(`DELETE FROM versions WHERE (file, n) IN (SELECT file, n FROM versions WHERE file IN `+files+notHead+` ORDER BY time LIMIT ?)`, root, batch); err != nil {
 				return Pruned{}, err
 			}

@@ -212,8 +212,8 @@ func Hash(b []byte) string {
 // Capture records the file root/rel as it is now, if it differs from its
 // newest version: its content, or its deletion when it is gone (only if
 // a version of it was captured before). who names the writer of content
-// with a hash (memwatch's own rewrites are in its journal); nil says the
-// agent. It returns the new version and the one before it (zero when none),
+// with a hash, or of the deletion for "" (memwatch's own changes are in
+// its journal); nil says the agent. It returns the new version and the one before it (zero when none),
 // and ok false when nothing changed.
 func (s *Store) Capture(ctx context.Context, root *confine.Root, rel string, who func(sha string) (string, int64)) (v, prev Version, ok bool, err error) {
 	rel = filepath.Clean(rel)
@@ -257,6 +257,9 @@ func (s *Store) Capture(ctx context.Context, root *confine.Root, rel string, who
 	if gone {
 		if head == 0 || prev.Deleted() {
 			return Version{}, Version{}, false, nil
+		}
+		if who != nil {
+			v.Writer, v.Record = who("")
 		}
 	} else {
 		v.SHA, v.Size, v.Lines = Hash(data), int64(len(data)), int64(bytes.Count(data, []byte("\n")))

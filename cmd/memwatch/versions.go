@@ -191,7 +191,7 @@ func (g *globals) versionSource() (*versionSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := ctl.do(context.Background(), "GET", "/v1/status", nil, nil); !errors.Is(err, errNoDaemon) {
+	if err := ctl.do(context.Background(), "GET", "/healthz", nil, nil); !errors.Is(err, errNoDaemon) {
 		return &versionSource{ctl: ctl, pol: p}, nil
 	}
 	vs, err := versions.OpenReadOnly(context.Background(), dir)

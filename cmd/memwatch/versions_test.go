@@ -184,3 +184,32 @@ func waitUntil(t *testing.T, d time.Duration, ok func() bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestRestoreDeletedAtOnce: with restore_deleted, a memory file an agent
+// deletes is back a moment later, byte for byte, journaled.
+func TestRestoreDeletedAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	facts := filepath.Join(dir, "agents", "a", "facts")
+	os.MkdirAll(facts, 0o755)
+	note := filepath.Join(facts, "keep.md")
+	os.WriteFile(note, []byte("# keep\n\n- the user's name is Ada\n- prefers tea\n"), 0o644)
+	stateDir := filepath.Join(dir, "state")
+	pol := writePolicy(t, dir, fmt.Sprintf("stores:\n  - name: notes\n    layout: facts-episodes\n    paths: [%q]\n    settle: 20ms\n    restore_deleted: true\n", filepath.Join(dir, "agents", "*")))
+	p := start(t, "--policy", pol, "--state-dir", stateDir)
+	p.waitLog("ready", 10*time.Second)
+	// Once memwatch has seen the note as it is (its summary line included,
+	// if it adds one), that is what must come back.
+	var want []byte
+	waitUntil(t, 10*time.Second, func() bool {
+		vs := listVersions(t, pol, stateDir, note)
+		want, _ = os.ReadFile(note)
+		return len(vs) > 0 && vs[len(vs)-1].SHA == versions.Hash(want)
+	})
+	if err := exec.Command("rm", note).Run(); err != nil {
+		t.Fatal(err)
+	}
+	p.waitLog("put back a memory file an agent deleted (restore_deleted)", 10*time.Second)
+	if got, err := os.ReadFile(note); err != nil || string(got) != string(want) {
+		t.Errorf("keep.md after the agent deleted it: %q, %v; want it back as %q", got, err, want)
+	}
+}
