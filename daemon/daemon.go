@@ -104,7 +104,7 @@ type Daemon struct {
 	verified map[string]bool
 	// archive says, per root and path, whether a file is one of memwatch's
 	// archives (never versioned); only the background goroutine uses it.
-	archive map[string]bool
+	archive  map[string]bool
 	engine   *jobs.Engine
 	watch    *watcher.Watcher
 	metrics  *metrics
