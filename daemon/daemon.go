@@ -333,7 +333,7 @@ func RootOpener(policy func() *policy.Policy) func(path string) (*confine.Root, 
 
 // onChange runs on the watcher goroutine: it only queues work.
 func (d *Daemon) onChange(c watcher.Change) {
-	d.log.Debug("change", "store", c.Store, "root", c.Root, "reason", c.Reason, "paths", len(c.Paths))
+	d.log.Debug("change", "store", c.Store, "root", c.Root, "reason", c.Reason, "paths", len(c.Paths), "first", c.Paths[:min(len(c.Paths), 2)])
 	if len(c.Paths) == 0 {
 		// A whole root (found, rescanned): bring its index up to date.
 		d.bg.Queue(task{kind: "index-root", store: c.Store, root: c.Root})

@@ -613,6 +613,14 @@ func (w *Watcher) rootOf(p string) (string, *rootState) {
 
 func (w *Watcher) event(ev fsnotify.Event) {
 	p := filepath.Clean(ev.Name)
+	if ev.Op == fsnotify.Chmod || strings.HasSuffix(p, "-shm") {
+		// Neither changes what a file holds. SQLite, opening a database
+		// as root (memwatch reading an agent's), gives its -wal and -shm
+		// the database's owner (an attribute event each time), and every
+		// reader of a WAL database writes its -shm: taken for changes,
+		// each read would cause the next, for ever.
+		return
+	}
 	dir := filepath.Dir(p)
 	// A change in a glob-ancestor directory may add or remove roots.
 	for _, d := range []string{dir, p} {
