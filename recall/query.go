@@ -12,9 +12,11 @@ import (
 type Query struct {
 	Text  string
 	terms [][]byte // folded (lowercase)
-	// anchor is the longest run of the terms' bytes that JSON writers
-	// never escape (jsonSafe): candidate lines are found by it, so misses
-	// cost no per-line work, and a log's raw line holds it as typed.
+	// runs are, per term, its runs of bytes that a log's raw line holds
+	// as typed (rawRuns).
+	runs [][][]byte
+	// anchor is the longest of the runs: candidate lines are found by it,
+	// so misses cost no per-line work.
 	anchor []byte
 	// rare is the offset in anchor of the byte searched for; the searcher
 	// picks it from the bytes of the files searched (rareFor).
@@ -48,7 +50,9 @@ func ParseQuery(q string) (Query, error) {
 	}
 	seen := map[uint32]bool{}
 	for _, t := range out.terms {
-		for _, run := range asciiRuns(t) {
+		runs := rawRuns(t)
+		out.runs = append(out.runs, runs)
+		for _, run := range runs {
 			if len(run) > len(out.anchor) {
 				out.anchor = run
 			}
@@ -96,6 +100,32 @@ func jsonSafe(c byte) bool {
 	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '/' && c != '<' && c != '>' && c != '&'
 }
 
+// decorations are what a log's searched text holds that its raw line does
+// not (searchTextID, session.Decode): the role label in front, the marks of
+// tool calls and results.
+var decorations = []string{"[tool result]", "[tool:", "]", "user:", "assistant:", "tool:", "system:", "developer:", "meta:", "raw:"}
+
+// rawRuns splits a folded term into the runs of bytes a raw line must hold
+// for a log's message to match it: its runs of jsonSafe bytes (JSON
+// writers never escape them), with the text memwatch adds when it
+// decodes a message (decorations) taken out. A "[tool result] (no output)"
+// is found by "(no output)". The runs only pick candidate lines: the
+// decoded text decides.
+func rawRuns(t []byte) [][]byte {
+	s := string(t)
+	for _, d := range decorations {
+		s = strings.ReplaceAll(s, d, "\"")
+	}
+	// The spaces next to a decoration are memwatch's too.
+	var out [][]byte
+	for _, r := range asciiRuns([]byte(s)) {
+		if r = bytes.Trim(r, " "); len(r) > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // asciiRuns splits folded text into its runs of jsonSafe bytes.
 func asciiRuns(b []byte) [][]byte {
 	var out [][]byte
@@ -141,8 +171,8 @@ func (q Query) matches(text []byte) (int, bool) {
 // rawCandidate is the cheap test on a log's raw line before decoding: the
 // ASCII runs of every term must be there (they survive JSON escaping).
 func (q Query) rawCandidate(raw []byte) bool {
-	for _, t := range q.terms {
-		for _, run := range asciiRuns(t) {
+	for _, runs := range q.runs {
+		for _, run := range runs {
 			if indexFold(raw, run) < 0 {
 				return false
 			}

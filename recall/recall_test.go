@@ -433,3 +433,33 @@ func TestAnchorsSurviveJSONAndFollowTheData(t *testing.T) {
 		t.Errorf("byte chosen: %q, want one rare in the data (k or -)", got)
 	}
 }
+
+// TestQueriesWithTheDecodedMarks: a query may hold what recall prints of a
+// message and its raw line does not (the role label, the marks of tool
+// calls and results); such lines are still candidates.
+func TestQueriesWithTheDecodedMarks(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "s.jsonl"), []byte(
+		`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","content":"(Bash completed with no output)"}]}}`+"\n"+
+			`{"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","name":"Bash","input":{"command":"ls -la"}}]}}`+"\n"+
+			`{"role":"user","content":"deploy at noon"}`+"\n"), 0o644)
+	root := openRoot(t, dir)
+	for _, tt := range []struct {
+		query string
+		line  int64
+	}{
+		{`"[tool result] (Bash completed with no output)"`, 1},
+		{`"[tool: Bash] {"`, 2},
+		{`"user: deploy at"`, 3},
+		{`"[tool result]"`, 1},
+	} {
+		q, err := ParseQuery(tt.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, _, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: []Source{{Glob: "s.jsonl", Kind: Log, Label: "messages"}}}}, Limit: 5})
+		if err != nil || len(rs) != 1 || rs[0].LineNumber != tt.line {
+			t.Errorf("%s: got %+v (%v), want line %d", tt.query, rs, err, tt.line)
+		}
+	}
+}
