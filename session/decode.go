@@ -241,6 +241,10 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 		m.Meta, m.Role = true, ""
 	case m.Role == "":
 		switch {
+		case l.Type == "queue-operation":
+			// Claude Code's queued prompt: the user line that follows holds
+			// it; searched here too, each prompt would be found twice.
+			m.Meta, m.Text = true, ""
 		case len(l.Summary) > 0 && l.Summary[0] == '"':
 			var sum string
 			_ = unmarshal(l.Summary, &sum)
@@ -271,7 +275,12 @@ func codexItem(p *lineShape) *lineShape {
 	out := &lineShape{Timestamp: p.Timestamp, Type: "response_item"}
 	switch p.Type {
 	case "message":
-		out.Role, out.Content = p.Role, p.Content
+		// developer messages are the harness's instructions (permissions,
+		// skills, collaboration mode), not the conversation.
+		if p.Role != "developer" {
+			out.Role = p.Role
+		}
+		out.Content = p.Content
 	case "function_call", "custom_tool_call", "local_shell_call":
 		args := p.Arguments
 		if len(args) == 0 {
