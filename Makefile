@@ -64,11 +64,13 @@ mcp-e2e: build
 		cd test/mcp-node && npm ci --no-audit --no-fund --silent && node client.mjs $(CURDIR)/$(BIN); \
 	fi
 
-# Agent session fixtures written by the real programs, run offline against a
-# local fake of their model API (needs node and npm): see
-# session/testdata/agents/SOURCES.md.
+# Agent session fixtures written by the real programs (Claude Code, Codex,
+# Gemini CLI, OpenClaw 2026.9.6 and 2026.7.1, at pinned versions from npm),
+# run offline against a local fake of their model API, a turn at a time
+# (needs node, npm and, to tell rewrites from appends, strace): see
+# session/testdata/agents/SOURCES.md. AGENTS="codex" records one.
 fixtures:
-	test/fixtures/record-gemini.sh
+	test/fixtures/record.sh $(AGENTS)
 	$(GO) test ./session -run TestAgentFormats -update
 
 # .deb, .rpm, tarballs (linux, darwin; amd64, arm64) and a Homebrew formula in dist/.

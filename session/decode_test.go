@@ -117,25 +117,28 @@ func BenchmarkDecode(b *testing.B) {
 var updateGolden = flag.Bool("update", false, "rewrite testdata/agents/*.golden")
 
 // TestAgentFormats decodes a session of each agent in its real format (see
-// testdata/agents/SOURCES.md) and compares each line's reading with the
-// golden file: role or meta, time, tools and text.
+// testdata/agents/SOURCES.md): the files written by hand to each format and
+// the last turn of each recording made with the real program. Each line's
+// reading (role or meta, time, tools and text) is compared with the golden
+// file.
 func TestAgentFormats(t *testing.T) {
 	// Naive timestamps (nanobot) are local time: the golden files are in UTC.
 	local := time.Local
 	time.Local = time.UTC
 	t.Cleanup(func() { time.Local = local })
 	files, _ := filepath.Glob(filepath.Join("testdata", "agents", "*.jsonl"))
-	if len(files) < 4 {
-		t.Fatalf("fixtures: got %v", files)
+	recorded, _ := filepath.Glob(filepath.Join("testdata", "agents", "*", "where"))
+	if len(files) < 4 || len(recorded) < 5 {
+		t.Fatalf("fixtures: got %v and recordings %v", files, recorded)
+	}
+	for _, w := range recorded {
+		files = append(files, filepath.Dir(w))
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			lines := agentLines(t, f)
 			var b strings.Builder
-			for i, line := range bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n")) {
+			for i, line := range lines {
 				m := Decode(line)
 				kind := m.Role
 				switch {
@@ -151,6 +154,9 @@ func TestAgentFormats(t *testing.T) {
 				fmt.Fprintf(&b, "L%d %s %s %v message=%v: %q\n", i+1, kind, when, m.Tools, IsMessage(line, false), m.Text)
 			}
 			golden := strings.TrimSuffix(f, ".jsonl") + ".golden"
+			if filepath.Ext(f) != ".jsonl" {
+				golden = filepath.Join(f, "golden")
+			}
 			if *updateGolden {
 				os.WriteFile(golden, []byte(b.String()), 0o644)
 			}
@@ -165,15 +171,51 @@ func TestAgentFormats(t *testing.T) {
 	}
 }
 
+// agentLines is a fixture's lines: a JSONL file's, or a recording's last
+// turn (its session file, or the event of each of its database rows).
+func agentLines(tb testing.TB, path string) [][]byte {
+	tb.Helper()
+	if filepath.Ext(path) == ".jsonl" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	}
+	for n := 9; n > 0; n-- {
+		data, err := os.ReadFile(filepath.Join(path, fmt.Sprintf("turn-%d.jsonl", n)))
+		if err == nil {
+			return bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+		}
+		data, err = os.ReadFile(filepath.Join(path, fmt.Sprintf("turn-%d.rows.jsonl", n)))
+		if err != nil {
+			continue
+		}
+		var lines [][]byte
+		for row := range bytes.SplitSeq(bytes.TrimRight(data, "\n"), []byte("\n")) {
+			var r struct {
+				EventJSON string `json:"event_json"`
+			}
+			if err := json.Unmarshal(row, &r); err != nil {
+				tb.Fatalf("%s turn %d: %v", path, n, err)
+			}
+			lines = append(lines, []byte(r.EventJSON))
+		}
+		return lines
+	}
+	tb.Fatalf("%s: no turn-N.jsonl or turn-N.rows.jsonl", path)
+	return nil
+}
+
 // addAgentLines seeds a fuzz target with every line of the agent fixtures.
 func addAgentLines(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "agents", "*.jsonl"))
+	recorded, _ := filepath.Glob(filepath.Join("testdata", "agents", "*", "where"))
+	for _, w := range recorded {
+		files = append(files, filepath.Dir(w))
+	}
 	for _, p := range files {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		for line := range bytes.SplitSeq(b, []byte("\n")) {
+		for _, line := range agentLines(f, p) {
 			if len(line) > 0 {
 				f.Add(line)
 			}

@@ -1,0 +1,467 @@
+package main
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memwatch/memwatch/session"
+)
+
+// recording is what `make fixtures` kept of one real agent program's run
+// (session/testdata/agents/<agent>-<version>, see its SOURCES.md): the
+// session file after each turn and how the agent wrote it, or for OpenClaw
+// 2026.7.2 on, the rows of its database after each turn.
+type recording struct {
+	name  string // claude-code-2.1.197
+	where string // the file, relative to the agent's home
+	dir   string
+	turns int
+	rows  bool // an OpenClaw database: turn-N.rows.jsonl and schema.sql
+}
+
+// transcriptRow is a row of OpenClaw's transcript_events as
+// test/fixtures/openclawrows keeps it.
+type transcriptRow struct {
+	SessionID  string `json:"session_id"`
+	SessionKey string `json:"session_key"`
+	Seq        int64  `json:"seq"`
+	CreatedAt  int64  `json:"created_at"`
+	EventJSON  string `json:"event_json"`
+	EventZstd  []byte `json:"event_zstd"`
+	Bytes      int64  `json:"event_utf8_bytes"`
+}
+
+func recordings(t *testing.T) []recording {
+	t.Helper()
+	wheres, _ := filepath.Glob(filepath.Join("..", "..", "session", "testdata", "agents", "*", "where"))
+	var out []recording
+	only := os.Getenv("MEMWATCH_RECORDED") // names holding this, to debug one
+	for _, w := range wheres {
+		dir := filepath.Dir(w)
+		if !strings.Contains(filepath.Base(dir), only) {
+			continue
+		}
+		r := recording{name: filepath.Base(dir), dir: dir, where: strings.TrimSpace(readFile(t, w))}
+		for n := 1; ; n++ {
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("turn-%d.jsonl", n))); err == nil {
+				r.turns = n
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("turn-%d.rows.jsonl", n))); err == nil {
+				r.turns, r.rows = n, true
+				continue
+			}
+			break
+		}
+		if r.turns == 0 {
+			t.Fatalf("%s: no turns", dir)
+		}
+		out = append(out, r)
+	}
+	if len(out) < 5 && only == "" {
+		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI and both OpenClaw formats", len(out))
+	}
+	return out
+}
+
+// lines is the recording's session after turn n: its lines, or the events
+// of its rows.
+func (r recording) lines(t *testing.T, n int) [][]byte {
+	t.Helper()
+	if !r.rows {
+		b, err := os.ReadFile(filepath.Join(r.dir, fmt.Sprintf("turn-%d.jsonl", n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	}
+	var out [][]byte
+	for _, row := range r.rowsAt(t, n) {
+		out = append(out, []byte(row.EventJSON))
+	}
+	return out
+}
+
+func (r recording) rowsAt(t *testing.T, n int) []transcriptRow {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.dir, fmt.Sprintf("turn-%d.rows.jsonl", n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []transcriptRow
+	for l := range bytes.SplitSeq(bytes.TrimRight(b, "\n"), []byte("\n")) {
+		var row transcriptRow
+		if err := json.Unmarshal(l, &row); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// replayer writes a recording's turns into a home as the agent did.
+type replayer struct {
+	t    *testing.T
+	r    recording
+	path string
+	db   *sql.DB
+	seen map[string]bool // rows inserted: session/seq
+}
+
+func newReplayer(t *testing.T, home string, r recording) *replayer {
+	t.Helper()
+	p := &replayer{t: t, r: r, path: filepath.Join(home, r.where), seen: map[string]bool{}}
+	os.MkdirAll(filepath.Dir(p.path), 0o755)
+	if r.rows {
+		db, err := sql.Open("sqlite", "file:"+p.path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if _, err := db.Exec(readFile(t, filepath.Join(r.dir, "schema.sql"))); err != nil {
+			t.Fatalf("%s schema: %v", r.name, err)
+		}
+		p.db = db
+	}
+	if b, err := os.ReadFile(filepath.Join(r.dir, "trajectory.jsonl")); err == nil {
+		os.WriteFile(strings.TrimSuffix(p.path, ".jsonl")+".trajectory.jsonl", b, 0o600)
+	}
+	return p
+}
+
+// turn writes turn n: the database rows it added, in one transaction; the
+// bytes an appending agent added; or, for an agent that rewrote its file
+// in place during the turn (turn-n.how), the whole file again from the
+// start in pieces, each seen by the watcher half written.
+func (p *replayer) turn(n int, settle time.Duration) {
+	t := p.t
+	t.Helper()
+	if p.db != nil {
+		tx, err := p.db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range p.r.rowsAt(t, n) {
+			key := fmt.Sprintf("%s/%d", row.SessionID, row.Seq)
+			if p.seen[key] {
+				continue
+			}
+			p.seen[key] = true
+			tx.Exec(`INSERT OR IGNORE INTO session_windows(session_id, session_key, created_at, updated_at) VALUES(?,?,?,?)`, row.SessionID, row.SessionKey, row.CreatedAt, row.CreatedAt)
+			var err error
+			if row.EventZstd != nil {
+				_, err = tx.Exec(`INSERT INTO transcript_events(session_id, seq, event_json, created_at, event_zstd, event_utf8_bytes, navigation_json) VALUES(?,?,NULL,?,?,?,'{}')`,
+					row.SessionID, row.Seq, row.CreatedAt, row.EventZstd, row.Bytes)
+			} else {
+				_, err = tx.Exec(`INSERT INTO transcript_events(session_id, seq, event_json, created_at) VALUES(?,?,?,?)`, row.SessionID, row.Seq, row.EventJSON, row.CreatedAt)
+			}
+			if err != nil {
+				t.Fatalf("%s turn %d: %v", p.r.name, n, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	data, err := os.ReadFile(filepath.Join(p.r.dir, fmt.Sprintf("turn-%d.jsonl", n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	how, _ := os.ReadFile(filepath.Join(p.r.dir, fmt.Sprintf("turn-%d.how", n)))
+	old, _ := os.ReadFile(p.path)
+	if strings.TrimSpace(string(how)) != "rewrite" && bytes.HasPrefix(data, old) {
+		f, err := os.OpenFile(p.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(data[len(old):])
+		f.Close()
+		return
+	}
+	f, err := os.OpenFile(p.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for len(data) > 0 {
+		k := min(len(data), 700)
+		f.Write(data[:k])
+		data = data[k:]
+		time.Sleep(2 * settle)
+	}
+}
+
+// message is one conversation message of a recording's last turn.
+type message struct {
+	role, text string
+}
+
+func (r recording) messages(t *testing.T) []message {
+	var out []message
+	seen := map[message]bool{}
+	for _, l := range r.lines(t, r.turns) {
+		m := session.Decode(l)
+		if m.Role == "" || m.Meta || m.Raw || strings.TrimSpace(m.Text) == "" {
+			continue
+		}
+		k := message{m.Role, m.Text}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// phrase is a message's recall query, quoted: the longest stretch of its
+// first line without a double quote (a query cannot hold one), at most 48
+// bytes of it.
+func (m message) phrase() string {
+	first, _, _ := strings.Cut(m.text, "\n")
+	s := ""
+	for _, part := range strings.Split(first, `"`) {
+		if len(strings.TrimSpace(part)) > len(s) {
+			s = strings.TrimSpace(part)
+		}
+	}
+	if len(s) > 48 {
+		s = strings.ToValidUTF8(s[:48], "")
+	}
+	return `"` + strings.TrimSpace(s) + `"`
+}
+
+// TestRecordedAgents replays, turn by turn, the files the real agent
+// programs wrote (Claude Code, Codex, Gemini CLI, OpenClaw's database and
+// its older JSONL transcripts rewritten whole each turn) through the real
+// daemon, with the policy memwatch init writes for that home: every user,
+// assistant and tool message is recalled exactly once with its role, no
+// consolidated history or daily note repeats an entry, OpenClaw's
+// trajectory traces are not read, and the agents that consolidate their
+// own memory (Claude Code, OpenClaw) get no second history by default.
+func TestRecordedAgents(t *testing.T) {
+	recs := recordings(t)
+	home := t.TempDir()
+	const settle = 50 * time.Millisecond
+	var players []*replayer
+	for _, r := range recs {
+		if strings.HasPrefix(r.name, "openclaw-2026.7") {
+			// One home holds both OpenClaw formats: the older release's
+			// transcript under another agent, as after an upgrade.
+			r.where = strings.Replace(r.where, "agents/main/", "agents/legacy/", 1)
+		}
+		p := newReplayer(t, home, r)
+		p.turn(1, settle)
+		players = append(players, p)
+	}
+	os.MkdirAll(filepath.Join(home, ".openclaw/workspace/memory"), 0o755)
+	pol := filepath.Join(home, "policy.yaml")
+	if out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	b, _ := os.ReadFile(pol)
+	b = []byte(strings.ReplaceAll(string(b), "    paths:", "    session_idle: 500ms\n    settle: 50ms\n    paths:"))
+	// OpenClaw writes its own daily notes: memwatch adds to them only when
+	// asked, as here, to check that its entries never repeat whatever the
+	// agent rewrites.
+	b = []byte(strings.Replace(string(b), "preset: openclaw\n", "preset: openclaw\n    consolidate: true\n", 1))
+	os.WriteFile(pol, b, 0o644)
+	state := filepath.Join(home, "state")
+	p := start(t, "--policy", pol, "--state-dir", state)
+	p.waitLog("ready", 10*time.Second)
+	for n := 2; ; n++ {
+		more := false
+		for _, pl := range players {
+			if n <= pl.r.turns {
+				more = true
+				pl.turn(n, settle)
+			}
+		}
+		if !more {
+			break
+		}
+		time.Sleep(700 * time.Millisecond) // the agent's next turn, after the session went idle
+	}
+
+	recall := func(args ...string) []struct{ Text, Citation string } {
+		t.Helper()
+		cmd := exec.Command(memwatchFast, append([]string{"recall", "--policy", pol, "--all", "--limit", "50", "--json"}, args...)...)
+		cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+state)
+		out, err := cmd.Output()
+		var res []struct{ Text, Citation string }
+		if err != nil || json.Unmarshal(out, &res) != nil {
+			t.Fatalf("recall %q: %v\n%s", args, err, out)
+		}
+		return res
+	}
+	cites := func(r recording, c string) bool {
+		if r.rows {
+			return strings.Contains(c, "openclaw-agent.sqlite#")
+		}
+		// file#L5, or file@2#L5 once the agent rewrote it whole (the
+		// spool's generation, which memwatch show resolves).
+		base := filepath.Base(r.where)
+		return strings.Contains(c, base+"#L") || strings.Contains(c, base+"@")
+	}
+	// Every message of the last turn, once it is captured.
+	for _, r := range recs {
+		msgs := r.messages(t)
+		if len(msgs) < 4 {
+			t.Errorf("%s: %d messages in the recording, want the two turns' (question, answer, request, tool call, result, answer)", r.name, len(msgs))
+		}
+		var tools, dup, missing int
+		for _, m := range msgs {
+			deadline := time.Now().Add(20 * time.Second)
+			var hits []string
+			for {
+				hits = hits[:0]
+				for _, h := range recall("--scope", "messages", m.phrase()) {
+					if cites(r, h.Citation) {
+						hits = append(hits, h.Text)
+					}
+				}
+				if len(hits) > 0 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			// Messages of this recording that hold the phrase: a tool
+			// call's phrase may be in its result too.
+			want := 0
+			for _, o := range msgs {
+				if strings.Contains(strings.ToLower(o.text), strings.ToLower(strings.Trim(m.phrase(), `"`))) {
+					want++
+				}
+			}
+			switch {
+			case len(hits) == 0:
+				if missing == 0 {
+					t.Logf("%s: recall %s: %+v", r.name, m.phrase(), recall(m.phrase()))
+				}
+				missing++
+				t.Errorf("%s: %s message %s not recalled", r.name, m.role, m.phrase())
+			case len(hits) > want:
+				dup++
+				t.Errorf("%s: %s message %s recalled %d times, want %d: %q", r.name, m.role, m.phrase(), len(hits), want, hits)
+			}
+			label := false
+			for _, h := range hits {
+				label = label || strings.HasPrefix(h, m.role+":")
+			}
+			if len(hits) > 0 && !label {
+				t.Errorf("%s: %s message %s recalled as %q, want it labelled %s:", r.name, m.role, m.phrase(), hits, m.role)
+			}
+			if strings.HasPrefix(m.text, "[tool:") {
+				tools++
+			}
+		}
+		if tools == 0 {
+			t.Errorf("%s: no tool call in the recording", r.name)
+		}
+		t.Logf("%s: %d messages, %d recalled, %d duplicated, %d tool calls", r.name, len(msgs), len(msgs)-missing, dup, tools)
+	}
+	// OpenClaw's trajectory trace is never read.
+	if hits := recall("openclaw-trajectory"); len(hits) != 0 {
+		t.Errorf("the trajectory trace was read: %+v", hits)
+	}
+	// Codex and Gemini CLI do not consolidate their sessions themselves:
+	// memwatch does, each message at most once however the turns came.
+	// Claude Code and OpenClaw do: memwatch writes no history for them.
+	for _, r := range recs {
+		var h string
+		switch {
+		case strings.HasPrefix(r.name, "codex-"):
+			h = ".codex/memwatch/HISTORY.md"
+		case strings.HasPrefix(r.name, "gemini-cli-"):
+			h = ".gemini/memwatch/HISTORY.md"
+		default:
+			continue
+		}
+		waitFor(t, filepath.Join(home, h), "Fridays only", 30*time.Second)
+		seen := map[string]bool{}
+		for _, l := range strings.Split(readFile(t, filepath.Join(home, h)), "\n") {
+			if l = strings.TrimSpace(l); len(l) > 20 && seen[l] {
+				t.Errorf("%s repeats %q", h, l)
+			}
+			seen[l] = true
+		}
+	}
+	if strings.Contains(string(b), "preset: openclaw") {
+		notes := filepath.Join(home, ".openclaw/workspace/memory")
+		deadline := time.Now().Add(30 * time.Second)
+		var ms []string
+		for len(ms) == 0 && time.Now().Before(deadline) {
+			ms, _ = filepath.Glob(filepath.Join(notes, "*.md"))
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second) // every session consolidated
+		ms, _ = filepath.Glob(filepath.Join(notes, "*.md"))
+		if len(ms) == 0 {
+			t.Errorf("OpenClaw with consolidate: true: no daily note in %s", notes)
+		}
+		// Each session's messages at most once in the notes, however often
+		// the agent rewrote its transcript (two sessions may hold the same
+		// words: the two recordings had the same conversation).
+		for _, m := range ms {
+			note := readFile(t, m)
+			seen := map[string]bool{}
+			for _, entry := range strings.Split(note, "\n## ") {
+				_, src, ok := strings.Cut(entry, "<!-- memwatch: ")
+				if !ok {
+					continue
+				}
+				src, _, _ = strings.Cut(src, "#L")
+				src, _, _ = strings.Cut(src, "@")
+				for _, l := range strings.Split(entry, "\n") {
+					if l = strings.TrimSpace(l); strings.HasPrefix(l, "- ") {
+						if seen[src+"\x00"+l] {
+							t.Errorf("%s repeats %q of %s:\n%s", m, l, src, note)
+						}
+						seen[src+"\x00"+l] = true
+					}
+				}
+			}
+		}
+	}
+	for _, glob := range []string{".claude/projects/*/memory/*", ".openclaw/workspace/HISTORY*"} {
+		if ms, _ := filepath.Glob(filepath.Join(home, glob)); len(ms) > 0 {
+			t.Errorf("memwatch consolidated an agent that consolidates its own memory: %v", ms)
+		}
+	}
+	p.stop(30 * time.Second)
+
+	// What the spool holds per conversation byte: the lines it keeps
+	// (data) against the bytes of the agent's session as it ends.
+	sp, err := sql.Open("sqlite", "file:"+filepath.Join(state, "spool.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	for _, r := range recs {
+		var conv int64
+		for _, l := range r.lines(t, r.turns) {
+			conv += int64(len(l)) + 1
+		}
+		var held, lines int64
+		pattern := "%" + filepath.Base(r.where)
+		if r.rows {
+			pattern += "#%"
+		}
+		err := sp.QueryRow(`SELECT coalesce(sum(length(data)),0), count(*) FROM lines JOIN logs ON logs.id=lines.log WHERE logs.path LIKE ?`, pattern).Scan(&held, &lines)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held > 2*conv {
+			t.Errorf("%s: the spool holds %d bytes for a %d-byte conversation", r.name, held, conv)
+		}
+		t.Logf("%s: spool %d lines, %d bytes for %d bytes of session (%.2f per byte)", r.name, lines, held, conv, float64(held)/float64(conv))
+	}
+}
