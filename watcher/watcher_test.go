@@ -204,6 +204,36 @@ func TestIgnoresOwnFiles(t *testing.T) {
 	}
 }
 
+// TestAttributesAndSharedMemoryAreNoChange: a chmod or chown (SQLite, run
+// as root, gives an agent's -wal and -shm the database's owner each time
+// it opens them) and a write to a -shm file change nothing a layout reads;
+// taken for changes, memwatch's own reads of a database would trigger the
+// next read for ever. A write to the database's -wal is a change.
+func TestAttributesAndSharedMemoryAreNoChange(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "r")
+	os.MkdirAll(root, 0o755)
+	db := filepath.Join(root, "agent.sqlite")
+	for _, f := range []string{db, db + "-wal", db + "-shm", filepath.Join(root, "m.md")} {
+		os.WriteFile(f, []byte("x"), 0o644)
+	}
+	_, rec := startWatcher(t, []Store{{Name: "s", Globs: []string{root}, Settle: 20 * time.Millisecond}})
+	rec.waitFor(t, "scan", func(c Change) bool { return c.Reason == "scan" })
+	time.Sleep(100 * time.Millisecond)
+	rec.take()
+	for _, f := range []string{db, db + "-wal", db + "-shm", filepath.Join(root, "m.md")} {
+		os.Chmod(f, 0o600)
+		os.Chown(f, os.Getuid(), os.Getgid())
+	}
+	appendTo(t, db+"-shm", "y")
+	time.Sleep(150 * time.Millisecond)
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("attribute changes and a -shm write produced changes: %+v", got)
+	}
+	appendTo(t, db+"-wal", "y")
+	rec.waitFor(t, "the -wal write", hasPath(db+"-wal"))
+}
+
 // TestOverflowRescan stops the event loop, lets the kernel queue overflow
 // with 20,000 new files in new directories, and checks that afterwards the
 // watched directories equal a cold scan and the root was rescanned.
