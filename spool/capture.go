@@ -339,12 +339,15 @@ func (c *capturer) live(seq int64) {
 	}
 }
 
-// carry records a known line at its place in a new generation.
-func (c *capturer) carry(gen, line, seq int64) error {
+// carry records a known line at its place in a new generation; msg counts
+// it among the known messages.
+func (c *capturer) carry(gen, line, seq int64, msg bool) error {
 	if _, err := c.tx.ExecContext(c.ctx, `INSERT OR REPLACE INTO carried(log, gen, line, seq) VALUES(?,?,?,?)`, c.st.ID, gen, line, seq); err != nil {
 		return fmt.Errorf("spool a known line: %w", err)
 	}
-	c.res.Known++
+	if msg {
+		c.res.Known++
+	}
 	c.n++
 	if c.n >= batchLines {
 		return c.flush(true)
@@ -424,7 +427,7 @@ func (s *Spool) appendLines(ctx context.Context, f *os.File, st *Log, o Options)
 		if msg {
 			if seq, ok := lin.match(hash); ok {
 				c.live(seq)
-				return c.carry(st.Gen, st.Lines, seq)
+				return c.carry(st.Gen, st.Lines, seq, true)
 			}
 		}
 		return c.add(st.Gen, st.Lines, data, size, hash, msg)
@@ -465,6 +468,30 @@ func (s *Spool) liveMessages(ctx context.Context, st *Log) ([]liveLine, error) {
 		ORDER BY 1`, st.ID, st.Gen, st.ID, st.Gen)
 	if err != nil {
 		return nil, fmt.Errorf("read the live messages: %w", err)
+	}
+	defer rows.Close()
+	var out []liveLine
+	for rows.Next() {
+		var l liveLine
+		var h int64
+		if err := rows.Scan(&l.line, &l.seq, &h); err != nil {
+			return nil, err
+		}
+		l.hash = uint64(h)
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// liveMeta lists the lines of the log's live generation that are not
+// messages (session headers, model changes, state), captured in it or
+// carried into it, whose bytes the spool still holds.
+func (s *Spool) liveMeta(ctx context.Context, st *Log) ([]liveLine, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT line, seq, hash FROM lines WHERE log=? AND gen=? AND msg=0 AND data IS NOT NULL
+		UNION ALL SELECT c.line, c.seq, l.hash FROM carried c JOIN lines l ON l.log=c.log AND l.seq=c.seq WHERE c.log=? AND c.gen=? AND l.msg=0 AND l.data IS NOT NULL
+		ORDER BY 1`, st.ID, st.Gen, st.ID, st.Gen)
+	if err != nil {
+		return nil, fmt.Errorf("read the live metadata lines: %w", err)
 	}
 	defer rows.Close()
 	var out []liveLine
@@ -554,8 +581,26 @@ func (s *Spool) rematch(ctx context.Context, f *os.File, st *Log, dev, ino int64
 		for _, p := range prev {
 			queue[p.hash] = append(queue[p.hash], p.seq)
 		}
+		// The other lines are carried too when the new generation holds
+		// them unchanged: an agent that rewrites its whole transcript on
+		// every turn (OpenClaw up to 2026.7.1) would otherwise have its
+		// header and state lines stored again each turn.
+		var meta []liveLine
+		if !st.Missing {
+			if meta, err = s.liveMeta(ctx, st); err != nil {
+				return Result{}, err
+			}
+		}
+		metaQueue := map[uint64][]int64{}
+		for _, p := range meta {
+			metaQueue[p.hash] = append(metaQueue[p.hash], p.seq)
+		}
 		known := 0
 		for i, e := range entries {
+			if q := metaQueue[e.hash]; !e.msg && len(q) > 0 {
+				knownSeq[i], metaQueue[e.hash] = q[0], q[1:]
+				continue
+			}
 			if q := queue[e.hash]; e.msg && len(q) > 0 {
 				knownSeq[i], queue[e.hash] = q[0], q[1:]
 				known++
@@ -632,8 +677,10 @@ func (s *Spool) rematch(ctx context.Context, f *os.File, st *Log, dev, ino int64
 		case newLine[i-1]:
 			return c.add(gen, i, data, size, hash, e.msg)
 		case !same && knownSeq[i-1] != 0:
-			c.live(knownSeq[i-1])
-			return c.carry(gen, i, knownSeq[i-1])
+			if e.msg {
+				c.live(knownSeq[i-1])
+			}
+			return c.carry(gen, i, knownSeq[i-1], e.msg)
 		}
 		return nil
 	})

@@ -501,6 +501,19 @@ func TestWholeFileRewriteSeenPartWritten(t *testing.T) {
 					t.Errorf("%s captured %d times, want 1", msg(i), seen[msg(i)])
 				}
 			}
+			// The header, unchanged in every rewrite, is stored once and
+			// carried into each generation.
+			st, _, _ := s.Find(ctx, root.Path(), "s.jsonl")
+			headers := 0
+			s.Read(ctx, st.ID, 0, st.Seq, func(l Line) error {
+				if string(l.Data) == header {
+					headers++
+				}
+				return nil
+			})
+			if headers != 1 {
+				t.Errorf("the header stored %d times over 4 rewrites, want 1", headers)
+			}
 		})
 	}
 }
