@@ -17,7 +17,10 @@
 //     multiplicity; a matched line is the line already captured, wherever it
 //     now stands; only lines never captured are new. Lines that are not
 //     messages (metadata and state records, which agents rewrite on every
-//     save) take no part in matching. The cost is linear in the file size;
+//     save) take no part in deciding the generation; when a new generation
+//     holds one unchanged, it is carried too rather than stored again (an
+//     agent rewriting its whole file each turn would otherwise store its
+//     header once per turn). The cost is linear in the file size;
 //   - every line has a sequence number (capture order, across rewrites),
 //     and the generation and line number it had when captured. A file whose
 //     message lines keep their positions stays in its generation (appends,
