@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -630,26 +631,50 @@ func (d *Daemon) notify(s string) {
 	}
 }
 
-// cleanTemp resolves the temp files a killed memwatch left in every root.
+// cleanTemp resolves the temp files a killed memwatch left in every root,
+// GOMAXPROCS roots at a time: it runs before ready, and with thousands of
+// roots opening each (resolving its path as its owner) is most of the cost.
+// Roots are independent, and no job runs before it ends.
 func (d *Daemon) cleanTemp(ctx context.Context) {
 	d.mu.RLock()
 	stores := d.policy.Stores
 	d.mu.RUnlock()
+	type work struct {
+		s *policy.Store
+		r string
+	}
+	todo := make(chan work)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range todo {
+				d.cleanRootTemp(ctx, w.s, w.r)
+			}
+		}()
+	}
 	for _, s := range stores {
 		for _, r := range s.Roots() {
-			root, err := OpenRoot(s, r)
-			if err != nil {
-				continue // the watcher reports refused roots
-			}
-			removed, kept, err := d.rw.CleanTemp(ctx, root, s.Name)
-			root.Close()
-			if err != nil {
-				d.log.Warn("scan for leftover temp files", "store", s.Name, "root", r, "err", err)
-			}
-			if removed+kept > 0 {
-				d.log.Info("resolved temp files left by an interrupted rewrite", "store", s.Name, "root", r, "removed", removed, "kept", kept)
-			}
+			todo <- work{s, r}
 		}
+	}
+	close(todo)
+	wg.Wait()
+}
+
+func (d *Daemon) cleanRootTemp(ctx context.Context, s *policy.Store, r string) {
+	root, err := OpenRoot(s, r)
+	if err != nil {
+		return // the watcher reports refused roots
+	}
+	defer root.Close()
+	removed, kept, err := d.rw.CleanTemp(ctx, root, s.Name)
+	if err != nil {
+		d.log.Warn("scan for leftover temp files", "store", s.Name, "root", r, "err", err)
+	}
+	if removed+kept > 0 {
+		d.log.Info("resolved temp files left by an interrupted rewrite", "store", s.Name, "root", r, "removed", removed, "kept", kept)
 	}
 }
 
