@@ -205,19 +205,23 @@ type message struct {
 	role, text string
 }
 
+// messages lists the conversation messages of the recording's last turn,
+// each once: an agent that writes a message again under its id (Gemini
+// CLI, as it changes) has one message, the last written.
 func (r recording) messages(t *testing.T) []message {
 	var out []message
-	seen := map[message]bool{}
+	byID := map[string]int{}
 	for _, l := range r.lines(t, r.turns) {
 		m := session.Decode(l)
 		if m.Role == "" || m.Meta || m.Raw || strings.TrimSpace(m.Text) == "" {
 			continue
 		}
-		k := message{m.Role, m.Text}
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, k)
+		if i, ok := byID[m.ID]; ok && m.ID != "" {
+			out[i] = message{m.Role, m.Text}
+			continue
 		}
+		byID[m.ID] = len(out)
+		out = append(out, message{m.Role, m.Text})
 	}
 	return out
 }
@@ -318,7 +322,12 @@ func TestRecordedAgents(t *testing.T) {
 			t.Errorf("%s: %d messages in the recording, want the two turns' (question, answer, request, tool call, result, answer)", r.name, len(msgs))
 		}
 		var tools, dup, missing int
+		asked := map[message]bool{}
 		for _, m := range msgs {
+			if asked[m] {
+				continue // the same words again: one query counts both
+			}
+			asked[m] = true
 			deadline := time.Now().Add(20 * time.Second)
 			var hits []string
 			for {
@@ -334,7 +343,8 @@ func TestRecordedAgents(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			// Messages of this recording that hold the phrase: a tool
-			// call's phrase may be in its result too.
+			// call's phrase may be in its result too, and an agent may say
+			// the same thing twice.
 			want := 0
 			for _, o := range msgs {
 				if strings.Contains(strings.ToLower(o.text), strings.ToLower(strings.Trim(m.phrase(), `"`))) {
@@ -367,6 +377,26 @@ func TestRecordedAgents(t *testing.T) {
 			t.Errorf("%s: no tool call in the recording", r.name)
 		}
 		t.Logf("%s: %d messages, %d recalled, %d duplicated, %d tool calls", r.name, len(msgs), len(msgs)-missing, dup, tools)
+	}
+	// OpenClaw edited its daily note after memwatch had added its entries
+	// to it (make fixtures ran the real memwatch between the turns): the
+	// edit found the agent's line once and replaced it.
+	for _, r := range recs {
+		b, err := os.ReadFile(filepath.Join(r.dir, "daily-note.md"))
+		if err != nil {
+			continue
+		}
+		note := string(b)
+		if !strings.Contains(note, "<!-- memwatch:") || !strings.Contains(note, "- ledger service: deploys on Thursdays") || strings.Contains(note, "- ledger service: deploys on Fridays only") {
+			t.Errorf("%s: the daily note after OpenClaw's edit: want memwatch's entries and the agent's corrected line:\n%s", r.name, note)
+		}
+		var edited bool
+		for _, m := range r.messages(t) {
+			edited = edited || m.role == "assistant" && strings.HasPrefix(m.text, "[tool: edit]")
+		}
+		if !edited {
+			t.Errorf("%s: no edit in the recording", r.name)
+		}
 	}
 	// OpenClaw's trajectory trace is never read.
 	if hits := recall("openclaw-trajectory"); len(hits) != 0 {
@@ -408,24 +438,47 @@ func TestRecordedAgents(t *testing.T) {
 			t.Errorf("OpenClaw with consolidate: true: no daily note in %s", notes)
 		}
 		// Each session's messages at most once in the notes, however often
-		// the agent rewrote its transcript (two sessions may hold the same
-		// words: the two recordings had the same conversation).
+		// the agent rewrote its transcript: a line of an entry is in the
+		// notes no more often than the session has a message that reads
+		// so (the agent acknowledged each tool result in the same words;
+		// and both OpenClaw recordings had the same conversation).
+		said := map[string]map[string]int{} // source -> entry line -> messages
+		for _, r := range recs {
+			if !strings.HasPrefix(r.name, "openclaw-") {
+				continue
+			}
+			src := "openclaw-agent.sqlite"
+			if !r.rows {
+				src = "legacy/sessions/s1.jsonl"
+			}
+			said[src] = map[string]int{}
+			for _, m := range r.messages(t) {
+				text, _, _ := strings.Cut(m.text, "\n")
+				if strings.HasPrefix(text, "[tool: ") {
+					text, _, _ = strings.Cut(text, "]")
+					text += "]"
+				}
+				said[src]["- "+m.role+": "+text]++
+			}
+		}
 		for _, m := range ms {
 			note := readFile(t, m)
-			seen := map[string]bool{}
+			seen := map[string]int{}
 			for _, entry := range strings.Split(note, "\n## ") {
-				_, src, ok := strings.Cut(entry, "<!-- memwatch: ")
+				_, cite, ok := strings.Cut(entry, "<!-- memwatch: ")
 				if !ok {
 					continue
 				}
-				src, _, _ = strings.Cut(src, "#L")
-				src, _, _ = strings.Cut(src, "@")
+				src := "openclaw-agent.sqlite"
+				if strings.Contains(cite, "legacy/sessions/s1.jsonl") {
+					src = "legacy/sessions/s1.jsonl"
+				}
 				for _, l := range strings.Split(entry, "\n") {
 					if l = strings.TrimSpace(l); strings.HasPrefix(l, "- ") {
-						if seen[src+"\x00"+l] {
-							t.Errorf("%s repeats %q of %s:\n%s", m, l, src, note)
+						seen[src+"\x00"+l]++
+						if n := seen[src+"\x00"+l]; n > max(said[src][l], 1) {
+							t.Errorf("%s holds %q of %s %d times, the session says it %d times:\n%s", m, l, src, n, said[src][l], note)
 						}
-						seen[src+"\x00"+l] = true
 					}
 				}
 			}
