@@ -88,6 +88,19 @@ var Presets = map[string]Preset{
 		},
 		About: "sessions become searchable and are kept in the spool whatever OpenClaw rewrites (its *.trajectory.jsonl traces are not read); workspace/MEMORY.md is kept under memory_max_size, its archives outside the folders OpenClaw indexes; OpenClaw keeps its own daily notes (consolidate: true adds short, marked entries to the note of each conversation's day)",
 	},
+	"qwen-code": {
+		Name: "qwen-code", Agent: "Qwen Code", Layout: "memory-history",
+		Paths: []string{"~/.qwen/projects/*"},
+		Options: map[string]any{
+			"sessions":    "chats/*.jsonl",     // chats/<session uuid>.jsonl (0.24): Claude Code-like lines, Gemini API parts
+			"memory_dir":  "memory",            // the project's memory/MEMORY.md, which Qwen Code extracts into itself
+			"archive_dir": ".memwatch/archive", // not memory/: Qwen Code reads it
+			"window":      200,
+			"keep":        20,
+			"consolidate": false, // Qwen Code extracts memories from its own chats (extract-cursor.json)
+		},
+		About: "each project's chats become searchable (each message once, with its role; tool calls and results included) and are kept in the spool whatever Qwen Code deletes; memory/MEMORY.md is bounded, its archives outside memory/; Qwen Code extracts its own memories (consolidate: true adds memory/HISTORY.md entries)",
+	},
 	"gemini-cli": {
 		Name: "gemini-cli", Agent: "Gemini CLI", Layout: "memory-history",
 		Paths: []string{"~/.gemini"},

@@ -55,11 +55,17 @@ type Message struct {
 //     "payload":{type: message|function_call|function_call_output|
 //     custom_tool_call|custom_tool_call_output|local_shell_call|reasoning}};
 //     session_meta, turn_context, event_msg and compacted lines are meta
-//     (event_msg repeats what response_item lines hold).
+//     (event_msg repeats what response_item lines hold), and so are the
+//     harness's developer messages;
+//   - Qwen Code (0.24, ~/.qwen/projects/<cwd>/chats/<session>.jsonl,
+//     recorded): Claude Code's envelope (type user|assistant|tool_result|
+//     system, uuid, parentUuid) around Gemini API content ({"role":
+//     "user"|"model","parts":[text|functionCall|functionResponse]}).
 type lineShape struct {
 	Type      string          `json:"type"`
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"`
+	Parts     json.RawMessage `json:"parts"`   // Qwen Code: Gemini API parts inside a Claude Code-like envelope
 	Message   json.RawMessage `json:"message"` // an object (Claude Code, OpenClaw) or a string (Codex events)
 	Payload   json.RawMessage `json:"payload"`
 	Timestamp stamp           `json:"timestamp"`
@@ -220,6 +226,21 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 		m.Role = "tool"
 	}
 	text, tools := contentText(inner.Content, unmarshal)
+	if len(inner.Content) == 0 && len(inner.Parts) > 0 && inner != &l {
+		// Qwen Code: {"type":"user"|"assistant"|"tool_result","message":
+		// {"role":"user"|"model","parts":[...]}}.
+		var results bool
+		text, tools, results = geminiParts(inner.Parts, unmarshal)
+		switch {
+		case l.Type == "tool_result" || results:
+			m.Role = "tool"
+			if text != "" {
+				text = "[tool result] " + text
+			}
+		case m.Role == "model":
+			m.Role = "assistant"
+		}
+	}
 	for _, tc := range inner.ToolCalls {
 		tools = append(tools, tc.Function.Name)
 		text = joinText(text, toolCall(tc.Function.Name, argText(tc.Function.Arguments)))

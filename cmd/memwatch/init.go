@@ -29,6 +29,7 @@ var agentFinds = []agentFind{
 	{preset: "nanobot", root: ".nanobot", sessions: []string{"workspace/sessions/*.jsonl", "sessions/*.jsonl"}, memory: []string{"workspace/memory/*.md", "workspace/memory/history.jsonl"}},
 	{preset: "openclaw", root: ".openclaw", sessions: []string{"agents/*/sessions/*[!y].jsonl", "agents/*/agent/openclaw-agent.sqlite"}, memory: []string{"workspace/MEMORY.md", "workspace/memory/*.md"}},
 	{preset: "gemini-cli", root: ".gemini", sessions: []string{"tmp/*/chats/session-*.jsonl"}, memory: []string{"GEMINI.md"}},
+	{preset: "qwen-code", root: ".qwen/projects/*", sessions: []string{"chats/*.jsonl"}, memory: []string{"memory/*.md"}},
 }
 
 // found is one agent init found data of.

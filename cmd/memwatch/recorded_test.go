@@ -66,8 +66,8 @@ func recordings(t *testing.T) []recording {
 		}
 		out = append(out, r)
 	}
-	if len(out) < 5 && only == "" {
-		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI and both OpenClaw formats", len(out))
+	if len(out) < 6 && only == "" {
+		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI, Qwen Code and both OpenClaw formats", len(out))
 	}
 	return out
 }
@@ -484,7 +484,7 @@ func TestRecordedAgents(t *testing.T) {
 			}
 		}
 	}
-	for _, glob := range []string{".claude/projects/*/memory/*", ".openclaw/workspace/HISTORY*"} {
+	for _, glob := range []string{".claude/projects/*/memory/*", ".qwen/projects/*/memory/HISTORY*", ".openclaw/workspace/HISTORY*"} {
 		if ms, _ := filepath.Glob(filepath.Join(home, glob)); len(ms) > 0 {
 			t.Errorf("memwatch consolidated an agent that consolidates its own memory: %v", ms)
 		}

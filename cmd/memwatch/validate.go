@@ -26,7 +26,7 @@ or reaches a system directory (/proc, /sys, /dev, /etc, ...), or one that
 overlaps memwatch's state directory. --strict makes them errors.
 
 --expand prints the policy's stores with every key spelled out: what each
-preset (claude-code, codex, gemini-cli, nanobot, openclaw) stands for, and every
+preset (claude-code, codex, gemini-cli, nanobot, openclaw, qwen-code) stands for, and every
 default, ready to copy and edit.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
