@@ -406,6 +406,15 @@ func (s *Spool) appendLines(ctx context.Context, f *os.File, st *Log, o Options)
 			return Result{}, err
 		}
 	}
+	// While the generation's first messages may be its predecessor's
+	// written back, so may its metadata lines: carried, not stored again.
+	var metaQ map[uint64][]int64
+	if lin != nil && lin.active && st.Gen > 1 {
+		var err error
+		if metaQ, err = s.metaBack(ctx, st); err != nil {
+			return Result{}, err
+		}
+	}
 	c, err := s.begin(ctx, st)
 	if err != nil {
 		return Result{}, err
@@ -429,6 +438,9 @@ func (s *Spool) appendLines(ctx context.Context, f *os.File, st *Log, o Options)
 				c.live(seq)
 				return c.carry(st.Gen, st.Lines, seq, true)
 			}
+		} else if q := metaQ[hash]; len(q) > 0 {
+			metaQ[hash] = q[1:]
+			return c.carry(st.Gen, st.Lines, q[0], false)
 		}
 		return c.add(st.Gen, st.Lines, data, size, hash, msg)
 	})
@@ -503,6 +515,29 @@ func (s *Spool) liveMeta(ctx context.Context, st *Log) ([]liveLine, error) {
 		}
 		l.hash = uint64(h)
 		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// metaBack lists, by hash, the metadata lines of the generation before the
+// live one that the live one does not hold yet: what an agent rewriting its
+// whole file may be writing back.
+func (s *Spool) metaBack(ctx context.Context, st *Log) (map[uint64][]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, hash FROM (
+		SELECT line, seq, hash FROM lines WHERE log=?1 AND gen=?2 AND msg=0 AND data IS NOT NULL
+		UNION ALL SELECT c.line, c.seq, l.hash FROM carried c JOIN lines l ON l.log=c.log AND l.seq=c.seq WHERE c.log=?1 AND c.gen=?2 AND l.msg=0 AND l.data IS NOT NULL)
+		WHERE seq NOT IN (SELECT seq FROM carried WHERE log=?1 AND gen=?3) ORDER BY line`, st.ID, st.Gen-1, st.Gen)
+	if err != nil {
+		return nil, fmt.Errorf("read the metadata lines before the rewrite: %w", err)
+	}
+	defer rows.Close()
+	out := map[uint64][]int64{}
+	for rows.Next() {
+		var seq, h int64
+		if err := rows.Scan(&seq, &h); err != nil {
+			return nil, err
+		}
+		out[uint64(h)] = append(out[uint64(h)], seq)
 	}
 	return out, rows.Err()
 }

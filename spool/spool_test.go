@@ -472,6 +472,9 @@ func TestWholeFileRewriteSeenPartWritten(t *testing.T) {
 			var all []string
 			for turn := 0; turn < 4; turn++ {
 				all = append(all, msgs(5*turn, 5*turn+4)...)
+				// A state line after each turn's messages (OpenClaw's
+				// bootstrap-context entries).
+				all = append(all, fmt.Sprintf(`{"type":"custom","customType":"turn-end","turn":%d}`, turn))
 				whole := append([]string{header}, all...)
 				// The rewrite: truncated, then written line by line; the
 				// capture comes after seenAt of the messages.
@@ -501,18 +504,21 @@ func TestWholeFileRewriteSeenPartWritten(t *testing.T) {
 					t.Errorf("%s captured %d times, want 1", msg(i), seen[msg(i)])
 				}
 			}
-			// The header, unchanged in every rewrite, is stored once and
-			// carried into each generation.
+			// The metadata lines, unchanged in every rewrite, are stored
+			// once and carried into each generation, whether the capture
+			// saw them at once or written back after it.
 			st, _, _ := s.Find(ctx, root.Path(), "s.jsonl")
-			headers := 0
+			stored := map[string]int{}
 			s.Read(ctx, st.ID, 0, st.Seq, func(l Line) error {
-				if string(l.Data) == header {
-					headers++
+				if !l.Msg {
+					stored[string(l.Data)]++
 				}
 				return nil
 			})
-			if headers != 1 {
-				t.Errorf("the header stored %d times over 4 rewrites, want 1", headers)
+			for line, n := range stored {
+				if n != 1 {
+					t.Errorf("%s stored %d times over 4 rewrites, want 1", line, n)
+				}
 			}
 		})
 	}
