@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -125,11 +126,11 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 		res, err := s.appendLines(ctx, f, &st, o)
 		res.Why = "new"
 		return res, err
-	case !st.Missing && st.dev == dev && st.ino == ino && fi.Size() == st.Offset && s.tailIntact(f, &st):
+	case !st.Missing && st.dev == dev && st.ino == ino && fi.Size() == st.Offset && !modifiedSince(fi, st.Changed) && s.tailIntact(f, &st):
 		// Nothing new: no transaction at all (a start-up evaluates
 		// thousands of logs that have not changed).
 		return Result{Gen: st.Gen, Why: "same"}, nil
-	case !st.Missing && st.dev == dev && st.ino == ino && fi.Size() >= st.Offset && s.tailIntact(f, &st):
+	case !st.Missing && st.dev == dev && st.ino == ino && fi.Size() > st.Offset && s.tailIntact(f, &st):
 		res, err := s.appendLines(ctx, f, &st, o)
 		if res.Why == "" {
 			res.Why = "append"
@@ -137,6 +138,18 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 		return res, err
 	}
 	return s.rematch(ctx, f, &st, dev, ino, o)
+}
+
+// mtimeSlack covers the coarse clock file times are taken from (a kernel
+// tick, up to 10 ms) against the fine one captures are timed with.
+const mtimeSlack = 20 * time.Millisecond
+
+// modifiedSince reports a file written after the log's last capture, or
+// too close to it to tell. A file of the size last captured whose last
+// line is unchanged may still have been rewritten in place to the same
+// size (found by FuzzCapture): that one is read whole again.
+func modifiedSince(fi os.FileInfo, captured time.Time) bool {
+	return !fi.ModTime().Before(captured.Add(-mtimeSlack))
 }
 
 // maxHeld bounds the descriptors kept open: the logs written most recently

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -521,5 +522,27 @@ func TestWholeFileRewriteSeenPartWritten(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRewriteToTheSameSize: an agent rewrites its log in place to the same
+// size, its last line unchanged (found by FuzzCapture): the lines before it
+// changed, and are captured.
+func TestRewriteToTheSameSize(t *testing.T) {
+	ctx := context.Background()
+	s := newSpool(t)
+	dir := t.TempDir()
+	root := openRoot(t, dir)
+	p := filepath.Join(dir, "s.jsonl")
+	os.WriteFile(p, []byte(lines(msg(1), msg(9))), 0o644)
+	if _, err := s.Capture(ctx, root, "s.jsonl", opts); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p, []byte(lines(msg(2), msg(9))), 0o644) // same size, same last line
+	if _, err := s.Capture(ctx, root, "s.jsonl", opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := captured(t, s, root, "s.jsonl"); !slices.Contains(got, msg(2)) {
+		t.Errorf("captured %q, want the rewritten line %s too", got, msg(2))
 	}
 }
