@@ -85,6 +85,7 @@ type lineShape struct {
 	EntryID   json.RawMessage `json:"id"`
 	ParentID  string          `json:"parentId"`
 	IsMeta    bool            `json:"isMeta"`
+	Command   bool            `json:"_command"` // nanobot: a slash command (/new, /dream) and the harness's answer to it
 	Compact   bool            `json:"isCompactSummary"`
 	Arguments json.RawMessage `json:"arguments"`
 	Input     json.RawMessage `json:"input"`
@@ -254,9 +255,10 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 	m.Tools = append(tools, inner.ToolsUsed...)
 	m.Text = text
 	switch {
-	case l.IsMeta || l.Compact || l.MetaType != "" && l.Role == "":
+	case l.IsMeta || l.Compact || l.Command || l.MetaType != "" && l.Role == "":
 		// Claude Code's command caveats and compact summaries, nanobot's
-		// metadata and state lines: not conversation.
+		// metadata and state lines and its slash commands with the
+		// harness's reply ("/dream", "Dreaming..."): not conversation.
 		m.Meta, m.Role = true, ""
 	case m.Role == "user" && wrapper(text):
 		m.Meta, m.Role = true, ""
@@ -453,7 +455,7 @@ func classify(line []byte) (msg, sure bool) {
 			return false, false // encoding/json matches keys without case
 		}
 		switch key {
-		case "payload", "_type", "isMeta", "isCompactSummary":
+		case "payload", "_type", "isMeta", "isCompactSummary", "_command":
 			return false, false // Codex items and meta markers: decode to tell
 		case "role", "type":
 			v, k, ok := readString(line, j)
@@ -513,7 +515,7 @@ func wrapperHint(line []byte) bool {
 // type or message without being spelled so (other case, or non-ASCII bytes
 // that its folding may map onto ASCII).
 func foldsToKnownKey(key string) bool {
-	known := []string{"role", "type", "message", "payload", "_type", "isMeta", "isCompactSummary"}
+	known := []string{"role", "type", "message", "payload", "_type", "isMeta", "isCompactSummary", "_command"}
 	if slices.Contains(known, key) {
 		return false
 	}

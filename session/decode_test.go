@@ -185,7 +185,7 @@ func agentLines(tb testing.TB, path string) [][]byte {
 	for n := 9; n > 0; n-- {
 		data, err := os.ReadFile(filepath.Join(path, fmt.Sprintf("turn-%d.jsonl", n)))
 		if err == nil {
-			return bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+			return withRemoved(tb, path, n, bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n")))
 		}
 		data, err = os.ReadFile(filepath.Join(path, fmt.Sprintf("turn-%d.rows.jsonl", n)))
 		if err != nil {
@@ -205,6 +205,31 @@ func agentLines(tb testing.TB, path string) [][]byte {
 	}
 	tb.Fatalf("%s: no turn-N.jsonl or turn-N.rows.jsonl", path)
 	return nil
+}
+
+// withRemoved puts before the lines of a recording's last turn the
+// messages an earlier turn held that the agent has since removed (nanobot's
+// /new clears its session), so each message the agent wrote is read once.
+func withRemoved(tb testing.TB, path string, last int, lines [][]byte) [][]byte {
+	tb.Helper()
+	kept := map[string]bool{}
+	for _, l := range lines {
+		kept[string(l)] = true
+	}
+	var removed [][]byte
+	for n := 1; n < last; n++ {
+		data, err := os.ReadFile(filepath.Join(path, fmt.Sprintf("turn-%d.jsonl", n)))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for l := range bytes.SplitSeq(bytes.TrimRight(data, "\n"), []byte("\n")) {
+			if !kept[string(l)] && IsMessage(l, false) {
+				kept[string(l)] = true
+				removed = append(removed, l)
+			}
+		}
+	}
+	return append(removed, lines...)
 }
 
 // addAgentLines seeds a fuzz target with every line of the agent fixtures.

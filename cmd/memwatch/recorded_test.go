@@ -66,8 +66,8 @@ func recordings(t *testing.T) []recording {
 		}
 		out = append(out, r)
 	}
-	if len(out) < 6 && only == "" {
-		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI, Qwen Code and both OpenClaw formats", len(out))
+	if len(out) < 7 && only == "" {
+		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI, Qwen Code, nanobot and both OpenClaw formats", len(out))
 	}
 	return out
 }
@@ -111,6 +111,7 @@ func (r recording) rowsAt(t *testing.T, n int) []transcriptRow {
 type replayer struct {
 	t    *testing.T
 	r    recording
+	home string
 	path string
 	db   *sql.DB
 	seen map[string]bool // rows inserted: session/seq
@@ -118,7 +119,7 @@ type replayer struct {
 
 func newReplayer(t *testing.T, home string, r recording) *replayer {
 	t.Helper()
-	p := &replayer{t: t, r: r, path: filepath.Join(home, r.where), seen: map[string]bool{}}
+	p := &replayer{t: t, r: r, home: home, path: filepath.Join(home, r.where), seen: map[string]bool{}}
 	os.MkdirAll(filepath.Dir(p.path), 0o755)
 	if r.rows {
 		db, err := sql.Open("sqlite", "file:"+p.path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
@@ -177,26 +178,63 @@ func (p *replayer) turn(n int, settle time.Duration) {
 		t.Fatal(err)
 	}
 	how, _ := os.ReadFile(filepath.Join(p.r.dir, fmt.Sprintf("turn-%d.how", n)))
-	old, _ := os.ReadFile(p.path)
-	if strings.TrimSpace(string(how)) != "rewrite" && bytes.HasPrefix(data, old) {
-		f, err := os.OpenFile(p.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	p.write(p.path, data, strings.TrimSpace(string(how)), settle)
+	// The other files the agent wrote in the turn (nanobot: its own
+	// history.jsonl, a dream: session), as they were after it.
+	others := filepath.Join(p.r.dir, fmt.Sprintf("turn-%d.files", n))
+	filepath.WalkDir(others, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(others, path)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(p.home, rel)
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		p.write(dst, b, "", settle)
+		return nil
+	})
+}
+
+// write puts data into path as the agent did: appended when it extends
+// what is there (and how is not "rewrite" or "rename"), written whole by
+// a temporary file renamed onto it ("rename", and any other file that does
+// not extend), or rewritten in place ("rewrite") in pieces, each seen by
+// the watcher half written.
+func (p *replayer) write(path string, data []byte, how string, settle time.Duration) {
+	t := p.t
+	t.Helper()
+	old, _ := os.ReadFile(path)
+	switch {
+	case how != "rewrite" && how != "rename" && bytes.HasPrefix(data, old):
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.Write(data[len(old):])
 		f.Close()
-		return
-	}
-	f, err := os.OpenFile(p.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for len(data) > 0 {
-		k := min(len(data), 700)
-		f.Write(data[:k])
-		data = data[k:]
-		time.Sleep(2 * settle)
+	case how != "rewrite":
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for len(data) > 0 {
+			k := min(len(data), 700)
+			f.Write(data[:k])
+			data = data[k:]
+			time.Sleep(2 * settle)
+		}
 	}
 }
 
@@ -205,13 +243,36 @@ type message struct {
 	role, text string
 }
 
-// messages lists the conversation messages of the recording's last turn,
-// each once: an agent that writes a message again under its id (Gemini
-// CLI, as it changes) has one message, the last written.
+// messages lists the conversation messages of the recording: those of
+// its last turn, each once (an agent that writes a message again under its
+// id, Gemini CLI as it changes one, has one message, the last written),
+// then those an earlier turn held that the agent has since removed from its
+// file (nanobot's /new clears the session).
 func (r recording) messages(t *testing.T) []message {
+	out := r.turnMessages(t, r.turns)
+	seen := map[message]bool{}
+	for _, m := range out {
+		seen[m] = true
+	}
+	for n := r.turns - 1; n >= 1; n-- {
+		ms := r.turnMessages(t, n)
+		for _, m := range ms {
+			if !seen[m] {
+				out = append(out, m)
+			}
+		}
+		for _, m := range ms {
+			seen[m] = true
+		}
+	}
+	return out
+}
+
+// turnMessages lists the conversation messages of the file after turn n.
+func (r recording) turnMessages(t *testing.T, n int) []message {
 	var out []message
 	byID := map[string]int{}
-	for _, l := range r.lines(t, r.turns) {
+	for _, l := range r.lines(t, n) {
 		m := session.Decode(l)
 		if m.Role == "" || m.Meta || m.Raw || strings.TrimSpace(m.Text) == "" {
 			continue
@@ -402,6 +463,26 @@ func TestRecordedAgents(t *testing.T) {
 	if hits := recall("openclaw-trajectory"); len(hits) != 0 {
 		t.Errorf("the trajectory trace was read: %+v", hits)
 	}
+	// nanobot's Dream runs in a session of its own (dream:<time>), never
+	// read; its slash commands and the harness's replies are no messages
+	// (found as meta, not consolidated).
+	for _, r := range recs {
+		if !strings.HasPrefix(r.name, "nanobot-") {
+			continue
+		}
+		for _, h := range recall("--scope", "messages", `"memory consolidation engine"`) {
+			if strings.Contains(h.Citation, "sessions/") {
+				t.Errorf("%s: the dream: session was read: %s %q", r.name, h.Citation, h.Text)
+			}
+		}
+		for _, q := range []string{`"Dreaming..."`, "/dream"} {
+			for _, h := range recall("--scope", "messages", q) {
+				if strings.Contains(h.Citation, "sessions/") && !strings.HasPrefix(h.Text, "meta:") {
+					t.Errorf("%s: recall %s: the command found as a message: %s %q", r.name, q, h.Citation, h.Text)
+				}
+			}
+		}
+	}
 	// Codex and Gemini CLI do not consolidate their sessions themselves:
 	// memwatch does, each message at most once however the turns came.
 	// Claude Code and OpenClaw do: memwatch writes no history for them.
@@ -484,9 +565,24 @@ func TestRecordedAgents(t *testing.T) {
 			}
 		}
 	}
-	for _, glob := range []string{".claude/projects/*/memory/*", ".qwen/projects/*/memory/HISTORY*", ".openclaw/workspace/HISTORY*"} {
+	for _, glob := range []string{".claude/projects/*/memory/*", ".qwen/projects/*/memory/HISTORY*", ".openclaw/workspace/HISTORY*", ".nanobot/workspace/memory/HISTORY*"} {
 		if ms, _ := filepath.Glob(filepath.Join(home, glob)); len(ms) > 0 {
 			t.Errorf("memwatch consolidated an agent that consolidates its own memory: %v", ms)
+		}
+	}
+	// nanobot consolidated its own turns into history.jsonl (/new): the
+	// file is as nanobot left it, with no record of memwatch's beside.
+	for _, r := range recs {
+		for n := r.turns; n >= 1; n-- {
+			rel := ".nanobot/workspace/memory/history.jsonl"
+			want, err := os.ReadFile(filepath.Join(r.dir, fmt.Sprintf("turn-%d.files", n), rel))
+			if err != nil {
+				continue
+			}
+			if got := readFile(t, filepath.Join(home, rel)); got != string(want) {
+				t.Errorf("%s: %s after the replay:\n%s\nwant nanobot's own:\n%s", r.name, rel, got, want)
+			}
+			break
 		}
 	}
 	p.stop(30 * time.Second)
@@ -499,9 +595,21 @@ func TestRecordedAgents(t *testing.T) {
 	}
 	defer sp.Close()
 	for _, r := range recs {
+		// The session as it ends, and the messages an earlier turn held
+		// that the agent has since removed (nanobot's /new).
 		var conv int64
+		last := map[string]bool{}
 		for _, l := range r.lines(t, r.turns) {
 			conv += int64(len(l)) + 1
+			last[string(l)] = true
+		}
+		for n := r.turns - 1; n >= 1; n-- {
+			for _, l := range r.lines(t, n) {
+				if m := session.Decode(l); !last[string(l)] && m.Role != "" && !m.Meta {
+					conv += int64(len(l)) + 1
+					last[string(l)] = true
+				}
+			}
 		}
 		var held, lines int64
 		pattern := "%" + filepath.Base(r.where)
