@@ -42,7 +42,7 @@ const (
 	magic      = "MWRIDX02"
 )
 
-// block is one indexed run of lines. Its filter is a view of the mapped
+// block is one indexed run of lines. Its filter is a view of the read or mapped
 // index file.
 type block struct {
 	off, size    int64
@@ -93,14 +93,22 @@ type fileIndex struct {
 	count      int   // blocks
 	blocksEnd  int64 // where the counted blocks end in the index file
 	blocks     []block
-	mapped     []byte // the index file, mapped, when blocks were loaded
+	data       []byte // the index file, when blocks were loaded
+	mapped     bool   // data is mapped (a large index), not read
 }
+
+// mapAbove is the index size from which it is mapped rather than read: a
+// small one (a notes file's, a few blocks) costs less to read in one pread
+// than to map and unmap, which flushes the TLBs of every thread.
+const mapAbove = 1 << 20
 
 // close unmaps the index file.
 func (idx *fileIndex) close() {
-	if idx != nil && idx.mapped != nil {
-		syscall.Munmap(idx.mapped)
-		idx.mapped, idx.blocks = nil, nil
+	if idx != nil && idx.data != nil {
+		if idx.mapped {
+			syscall.Munmap(idx.data)
+		}
+		idx.data, idx.mapped, idx.blocks = nil, false, nil
 	}
 }
 
@@ -163,11 +171,18 @@ func readIndex(path string, blocks, verify bool) (*fileIndex, error) {
 	if fi.Size() < idx.blocksEnd || int64(idx.count) > (idx.blocksEnd-headerSize)/blockHeader {
 		return nil, errors.New("corrupt index: shorter than its header says")
 	}
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(idx.blocksEnd), syscall.PROT_READ, mmapFlags)
-	if err != nil {
-		return nil, fmt.Errorf("map index: %w", err)
+	if idx.blocksEnd < mapAbove {
+		idx.data = make([]byte, idx.blocksEnd)
+		if _, err := f.ReadAt(idx.data, 0); err != nil {
+			return nil, fmt.Errorf("read index: %w", err)
+		}
+	} else {
+		data, err := syscall.Mmap(int(f.Fd()), 0, int(idx.blocksEnd), syscall.PROT_READ, mmapFlags)
+		if err != nil {
+			return nil, fmt.Errorf("map index: %w", err)
+		}
+		idx.data, idx.mapped = data, true
 	}
-	idx.mapped = data
 	if err := idx.parse(verify); err != nil {
 		idx.close()
 		return nil, err
@@ -175,11 +190,11 @@ func readIndex(path string, blocks, verify bool) (*fileIndex, error) {
 	return idx, nil
 }
 
-// parse lists the blocks of the mapped file, checking every bound, and
+// parse lists the blocks of the index file's data, checking every bound, and
 // with verify every filter's hash.
 func (idx *fileIndex) parse(verify bool) error {
 	le := binary.LittleEndian
-	data := idx.mapped
+	data := idx.data
 	idx.blocks = make([]block, 0, idx.count)
 	at := int64(headerSize)
 	var end int64

@@ -18,16 +18,20 @@
 // results, in the same order, with the same citations.
 //
 // What the scan costs per byte: one copy out of the page cache (pread in
-// 4 MiB chunks of whole lines; about 0.1 ns a byte here, and mmap is no
-// cheaper on a VM, where a page fault costs more than the copy) and one or
+// 256 KiB chunks of whole lines, small enough that the bytes are still in
+// the CPU's cache for what follows: 72 ms for 370 MiB here against 85 ms
+// in 4 MiB chunks; mmap is no cheaper on a VM, where a page fault costs
+// more than the copy), a count of its newlines (line numbers) and one or
 // two vectorised byte scans (bytes.IndexByte, 0.03 to 0.06 ns a byte) for
 // the anchor's byte that costs least in these very files: the anchor is
 // the query's longest run of bytes JSON writers never escape, and its byte
 // is chosen from a 64 KiB sample of the data (a letter needs a pass per
-// case; each occurrence costs a verification and a restart). Newlines are
-// counted once per chunk (line numbers); JSON is decoded only for lines
-// that hold the anchor. Past a few hundred MB the copy dominates: a rare
-// word in 370 MB takes about 70 ms in the process, most of it in pread.
+// case; each occurrence costs a verification and a restart). JSON is
+// decoded only for lines that hold the anchor. A log of more than 1 MiB is
+// read by one goroutine per CPU (at most 4), each reading, counting and
+// scanning its own chunks while the results are taken in order, newest
+// first, as one reader would: copy and scans divide, and a rare word in
+// 370 MiB takes about 45 ms in the process on 2 CPUs.
 // Messages the spool holds beyond the live files (Options.Held) are
 // searched after the files.
 package recall

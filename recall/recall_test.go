@@ -339,7 +339,7 @@ func FuzzReadIndex(f *testing.F) {
 		if err != nil || int64(len(data)) < idx.blocksEnd {
 			return
 		}
-		idx.mapped = data[:idx.blocksEnd]
+		idx.data = data[:idx.blocksEnd]
 		if idx.parse(true) != nil {
 			return
 		}

@@ -9,10 +9,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
@@ -40,6 +42,9 @@ type Options struct {
 	Generation func(root, rel string) int64
 	// MaxLine is the longest line searched whole (0: 1 MiB).
 	MaxLine int
+	// Workers is how many goroutines read a large log at once (0: one per
+	// CPU, at most 4; 1 reads it in one). The results are the same.
+	Workers int
 	// Held, when set, gives the messages the spool holds that are not in
 	// a live file (lines the agent trimmed or deleted since, conversations
 	// kept in a database), newest first: they are searched after the
@@ -341,21 +346,29 @@ func (s *searcher) forward(f file, r region, line int64) error {
 // its first; lineAt gives the number of the line starting at an offset
 // in the region, from the count of newlines before it there.
 func (s *searcher) backward(f file, r region, lineAt func(nlBefore int64) int64) error {
-	data := r.data
-	// Candidate lines first, then checked from the last: the count of
-	// newlines before each is kept in one forward pass.
-	type cand struct {
-		ls, le int
-		nl     int64
+	if len(s.q.anchor) > 0 {
+		s.sample(f, r.data)
 	}
-	var cands []cand
+	return s.checkBackward(f, r.data, candidates(r.data, s.q.anchor, s.q.rare, nil), lineAt)
+}
+
+// cand is a line of a region that holds the query's anchor: its start and
+// end in the region and the count of newlines before it there.
+type cand struct {
+	ls, le int
+	nl     int64
+}
+
+// candidates lists, in one forward pass, the lines of data holding the
+// anchor (every line when there is none), appended to out. It reads only
+// data and the query: the parallel scan runs it on several chunks at once.
+func candidates(data, anchor []byte, rare int, out []cand) []cand {
 	var nl int64
 	counted := 0
 	for pos := 0; pos < len(data); {
 		i := pos
-		if len(s.q.anchor) > 0 {
-			s.sample(f, data)
-			j := indexFoldAt(data[pos:], s.q.anchor, s.q.rare)
+		if len(anchor) > 0 {
+			j := indexFoldAt(data[pos:], anchor, rare)
 			if j < 0 {
 				break
 			}
@@ -368,9 +381,14 @@ func (s *searcher) backward(f file, r region, lineAt func(nlBefore int64) int64)
 		}
 		nl += int64(bytes.Count(data[counted:ls], []byte{'\n'}))
 		counted = ls
-		cands = append(cands, cand{ls, le, nl})
+		out = append(out, cand{ls, le, nl})
 		pos = le + 1
 	}
+	return out
+}
+
+// checkBackward checks a region's candidate lines from the last.
+func (s *searcher) checkBackward(f file, data []byte, cands []cand, lineAt func(nlBefore int64) int64) error {
 	for k := len(cands) - 1; k >= 0; k-- {
 		c := cands[k]
 		if text, at, ok := s.check(f, data[c.ls:c.le]); ok {
@@ -476,40 +494,67 @@ func (s *searcher) searchLog(f file) error {
 	return s.scanBackward(f, fh, size)
 }
 
+// scanChunk is how much of a log the scan reads at a time: small enough
+// that the bytes a read copies are still in the CPU's cache when they are
+// counted and searched (256 KiB: 72 ms for 370 MiB here, 4 MiB: 85 ms).
+const scanChunk = 256 << 10
+
 // scanBackward searches a whole log from its end in chunks of whole
 // lines. Line numbers are counted from the end and settled once the
-// number of lines before the last chunk read is known.
+// number of lines before the last chunk read is known. A log of several
+// chunks is read and pre-scanned by several goroutines (see parallel).
 func (s *searcher) scanBackward(f file, fh *os.File, size int64) error {
-	const chunk = 4 << 20
 	end := size
 	var nlAfter int64 // newlines at or after end
 	var pending []pendingResult
 	var stopErr error
-	for end > 0 {
-		r, err := s.readLinesBack(fh, end, chunk)
-		if err != nil {
-			return err
-		}
-		regionNL := int64(bytes.Count(r.data, []byte{'\n'}))
+	// take searches one region, the one just before end.
+	take := func(r region, regionNL int64, cands []cand) error {
 		base := nlAfter + regionNL // newlines from the region's start to the file's end
 		// A result's line number is 1 + newlines before it in the file =
 		// 1 + N - (newlines from its start to the end); N comes later.
 		before := len(s.results)
-		err = s.backward(f, r, func(nl int64) int64 { return -(base - nl) })
+		err := s.checkBackward(f, r.data, cands, func(nl int64) int64 { return -(base - nl) })
 		for i := before; i < len(s.results); i++ {
 			pending = append(pending, pendingResult{i, s.results[i].LineNumber})
 		}
 		nlAfter = base
 		end = r.start
-		if err != nil {
-			stopErr = err
-			break
+		return err
+	}
+	if s.o.workers() > 1 && size > 4*scanChunk {
+		// The anchor's rare byte, chosen from the log's last bytes (as the
+		// sequential scan does from its first chunk) before the workers
+		// read the query.
+		if len(s.q.anchor) > 0 {
+			r, err := s.read(fh, max(0, size-64<<10), min(size, 64<<10))
+			if err != nil {
+				return err
+			}
+			s.sample(f, r.data)
 		}
+		stopErr = s.parallel(fh, size, take)
+		if errors.Is(stopErr, errLongLine) {
+			stopErr = nil // the sequential scan reads on from end
+		}
+	}
+	for end > 0 && stopErr == nil {
+		r, err := s.readLinesBack(fh, end, scanChunk)
+		if err != nil {
+			return err
+		}
+		if len(s.q.anchor) > 0 {
+			s.sample(f, r.data)
+		}
+		stopErr = take(r, int64(bytes.Count(r.data, []byte{'\n'})), candidates(r.data, s.q.anchor, s.q.rare, nil))
+	}
+	if stopErr != nil && !errors.Is(stopErr, errLimit) {
+		return stopErr
 	}
 	// Newlines before where the scan stopped, counted without decoding.
 	total := nlAfter
 	if end > 0 {
-		n, err := countNewlines(fh, end)
+		n, err := countNewlines(fh, end, s.o.workers())
 		if err != nil {
 			return err
 		}
@@ -520,6 +565,149 @@ func (s *searcher) scanBackward(f file, fh *os.File, size int64) error {
 		s.results[p.i].Citation = fixCitation(s.results[p.i].Citation, s.results[p.i].LineNumber)
 	}
 	return stopErr
+}
+
+// workers is how many goroutines read a large log at once: the copy from
+// the page cache and the byte scans are most of a search's cost, and they
+// divide.
+func (o Options) workers() int {
+	if o.Workers > 0 {
+		return o.Workers
+	}
+	return min(runtime.GOMAXPROCS(0), 4)
+}
+
+// errLongLine stops the parallel scan at a line too long for its chunks;
+// the sequential scan goes on from there.
+var errLongLine = errors.New("a line longer than a scan chunk")
+
+// parallel searches the log before end (a line start, or the file's end)
+// backwards with Options.Workers goroutines: each reads a chunk of about
+// scanChunk bytes (one pread, the data still in the CPU's cache for the
+// byte scans), counts its newlines and finds its candidate lines, and take
+// searches the chunks one at a time, newest first. So the results, their
+// order and where the search stops at the limit are the sequential
+// scan's, and only take touches the searcher.
+//
+// Chunk k holds the lines that start in [end-(k+1)*scanChunk,
+// end-k*scanChunk): each worker finds them itself, from the newline before
+// its range and the one that ends its last line, so no chunk waits for
+// another. A line that runs more than maxTail past its range stops the
+// parallel scan with errLongLine (the sequential one reads it). At most
+// 2*workers+2 chunks are held at once: a worker takes a buffer before it
+// takes a chunk, so the chunk take waits for always has one.
+func (s *searcher) parallel(fh *os.File, end int64, take func(r region, regionNL int64, cands []cand) error) error {
+	const maxTail = 64 << 10
+	type chunk struct {
+		r     region
+		nl    int64
+		cands []cand
+		buf   []byte
+		err   error
+	}
+	workers := s.o.workers()
+	n := int((end + scanChunk - 1) / scanChunk)
+	out := make([]chan chunk, n)
+	jobs := make(chan int, n)
+	for k := range n {
+		out[k] = make(chan chunk, 1)
+		jobs <- k
+	}
+	close(jobs)
+	pool := make(chan []byte, 2*workers+2)
+	for range cap(pool) {
+		pool <- nil // allocated by the worker that first takes it
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	anchor, rare := s.q.anchor, s.q.rare
+	// read reads chunk k into buf: the lines starting in its range.
+	read := func(k int, buf []byte) chunk {
+		lo, hi := max(0, end-int64(k+1)*scanChunk), end-int64(k)*scanChunk
+		from := max(0, lo-1) // the byte before the range says whether a line starts at lo
+		want := hi - from + 4096
+		if int64(cap(buf)) < want {
+			buf = make([]byte, want, hi-from+maxTail)
+		}
+		data := buf[:want]
+		m, err := fh.ReadAt(data, from)
+		eof := errors.Is(err, io.EOF) || from+int64(m) >= end
+		if err != nil && !errors.Is(err, io.EOF) {
+			return chunk{buf: buf, err: err}
+		}
+		data = data[:min(int64(m), end-from)]
+		// The end of the last line starting before hi.
+		last := -1
+		for {
+			if i := bytes.IndexByte(data[min(int64(len(data)), hi-1-from):], '\n'); i >= 0 {
+				last = int(hi-1-from) + i
+				break
+			}
+			if eof {
+				break
+			}
+			if int64(len(data)) >= hi-from+maxTail {
+				return chunk{buf: buf, err: errLongLine}
+			}
+			more := min(int64(cap(buf))-int64(len(data)), 16<<10)
+			next := buf[len(data) : int64(len(data))+more]
+			m, err := fh.ReadAt(next, from+int64(len(data)))
+			if err != nil && !errors.Is(err, io.EOF) {
+				return chunk{buf: buf, err: err}
+			}
+			eof = errors.Is(err, io.EOF) || from+int64(len(data)+m) >= end
+			data = buf[:min(int64(len(data)+m), end-from)]
+		}
+		stop := len(data)
+		if last >= 0 {
+			stop = last + 1
+		}
+		start := 0
+		if lo > 0 {
+			start = stop
+			if i := bytes.IndexByte(data[:stop], '\n'); i >= 0 {
+				start = i + 1
+			}
+		}
+		r := region{data: data[start:stop], start: from + int64(start), next: from + int64(stop)}
+		return chunk{r: r, buf: buf, nl: int64(bytes.Count(r.data, []byte{'\n'})), cands: candidates(r.data, anchor, rare, nil)}
+	}
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				var buf []byte
+				select {
+				case <-stop:
+					return
+				case buf = <-pool:
+				}
+				k, ok := <-jobs
+				if !ok {
+					return
+				}
+				out[k] <- read(k, buf)
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for k := range n {
+		c := <-out[k]
+		if c.err != nil {
+			return c.err
+		}
+		s.stats.BytesRead += int64(len(c.r.data))
+		err := take(c.r, c.nl, c.cands)
+		pool <- c.buf
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type pendingResult struct {
@@ -535,12 +723,40 @@ func fixCitation(c string, line int64) string {
 	return c
 }
 
-// countNewlines counts the newlines in the first n bytes of a file.
-func countNewlines(fh *os.File, n int64) (int64, error) {
-	buf := make([]byte, 1<<20)
+// countNewlines counts the newlines in the first n bytes of a file, in
+// parts at once when it is large.
+func countNewlines(fh *os.File, n int64, parts int) (int64, error) {
+	workers := int64(parts)
+	if workers < 2 || n < 4*scanChunk {
+		return countRange(fh, 0, n)
+	}
+	counts := make([]int64, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			counts[w], errs[w] = countRange(fh, n*w/workers, n*(w+1)/workers)
+		}()
+	}
+	wg.Wait()
 	var total int64
-	for off := int64(0); off < n; {
-		k, err := fh.ReadAt(buf[:min(int64(len(buf)), n-off)], off)
+	for w := range workers {
+		if errs[w] != nil {
+			return 0, errs[w]
+		}
+		total += counts[w]
+	}
+	return total, nil
+}
+
+// countRange counts the newlines in the bytes [from, to) of a file.
+func countRange(fh *os.File, from, to int64) (int64, error) {
+	buf := make([]byte, min(1<<20, max(to-from, 0)))
+	var total int64
+	for off := from; off < to; {
+		k, err := fh.ReadAt(buf[:min(int64(len(buf)), to-off)], off)
 		total += int64(bytes.Count(buf[:k], []byte{'\n'}))
 		off += int64(k)
 		if err != nil && !errors.Is(err, io.EOF) {

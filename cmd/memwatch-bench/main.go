@@ -206,7 +206,9 @@ func recallBench(bin, dir string, mib int, keep bool, shape string) []row {
 	}
 	scanEnv := []string{"MEMWATCH_STATE_DIR=" + empty}
 	indexEnv := []string{"MEMWATCH_STATE_DIR=" + state}
-	recallArgs := func(word string) []string { return []string{"recall", "--dir", sess, "--limit", "10", word} }
+	// As issue #32 measured: the scan with --limit 100 (every hit of a
+	// rare word: the whole tree is read), the index with --limit 10.
+	recallArgs := func(word, limit string) []string { return []string{"recall", "--dir", sess, "--limit", limit, word} }
 	_, hasRG := exec.LookPath("rg")
 
 	fmt.Fprintf(os.Stderr, "indexing it...\n")
@@ -238,11 +240,11 @@ func recallBench(bin, dir string, mib int, keep bool, shape string) []row {
 	for _, q := range queries {
 		fmt.Fprintf(os.Stderr, "timing a %s...\n", q.name)
 		grep := timeIt(nil, "grep", "-rin", q.word, sess)
-		scan := timeIt(scanEnv, bin, recallArgs(q.word)...)
-		index := timeIt(indexEnv, bin, recallArgs(q.word)...)
+		scan := timeIt(scanEnv, bin, recallArgs(q.word, "100")...)
+		index := timeIt(indexEnv, bin, recallArgs(q.word, "10")...)
 		rows = append(rows,
 			row{"  " + q.name + ": grep -rin", grep.took.Round(time.Millisecond).String(), "", ""},
-			row{"  " + q.name + ": recall --limit 10, scan", fmt.Sprintf("%v, %.2fx grep, peak %.0f MiB", scan.took.Round(time.Millisecond), grep.took.Seconds()/scan.took.Seconds(), scan.rss), ">= 1x, <= 100 MiB", verdict(scan.took <= grep.took && scan.rss <= 100)})
+			row{"  " + q.name + ": recall --limit 100, scan", fmt.Sprintf("%v, %.2fx grep, peak %.0f MiB", scan.took.Round(time.Millisecond), grep.took.Seconds()/scan.took.Seconds(), scan.rss), ">= 1x, <= 100 MiB", verdict(scan.took <= grep.took && scan.rss <= 100)})
 		peer, peerName := grep, "grep -rin"
 		if hasRG == nil {
 			peer, peerName = timeIt(nil, "rg", "-in", q.word, sess), "rg -in"
