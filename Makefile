@@ -24,6 +24,7 @@ demo: build
 
 # Benchmarks, never timed tests: one run each, figures printed as a table.
 bench: build
+	@command -v rg >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -qq ripgrep >/dev/null 2>&1; } || echo "note: rg (ripgrep) is not installed: recall is compared with grep only"
 	$(GO) test -run '^$$' -bench . -benchtime 500ms -benchmem ./...
 	$(GO) run ./cmd/memwatch-bench -bin $(BIN)
 

@@ -78,6 +78,9 @@ type StoreStatus struct {
 	// KeptCopies lists the newest of them.
 	Kept       int        `json:"kept"`
 	KeptCopies []KeptCopy `json:"kept_copies,omitempty"`
+	// NextRun is the next scheduled evaluation of its roots (a rule's
+	// schedule, or the sweep); absent when none is scheduled.
+	NextRun *time.Time `json:"next_run,omitempty"`
 }
 
 // KeptCopy is one kept copy: memwatch show ROOT/PATH prints it.
@@ -167,6 +170,21 @@ type route struct {
 	pattern string
 	h       http.Handler
 }
+
+// API is the control API's handler without its listeners' authentication:
+// a request's context must carry its caller (WithCaller), as the review
+// pages' requests to it do, made in process for the caller they serve.
+func (d *Daemon) API() http.Handler { return d.api() }
+
+// DB is the daemon's state database (the journal).
+func (d *Daemon) DB() *state.DB { return d.db }
+
+// Spool is the daemon's spool of captured session lines.
+func (d *Daemon) Spool() *spool.Spool { return d.spool }
+
+// VersionStore is the daemon's store of memory file versions (nil when
+// it could not be opened).
+func (d *Daemon) VersionStore() *versions.Store { return d.versions }
 
 // Rewriter is the daemon's safe rewrite: a change made through it is
 // journaled like the daemon's own.
@@ -259,7 +277,13 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		if len(rs) == 0 && !caller.IsAdmin() && !caller.stores[s.Name] {
 			continue // none of its roots is the caller's
 		}
-		st.Stores = append(st.Stores, StoreStatus{Name: s.Name, Layout: s.Layout, Compactor: s.Compactor, Roots: rs})
+		ss := StoreStatus{Name: s.Name, Layout: s.Layout, Compactor: s.Compactor, Roots: rs}
+		if d.sched != nil {
+			if next := d.sched.Next(s.Name + "/"); !next.IsZero() {
+				ss.NextRun = &next
+			}
+		}
+		st.Stores = append(st.Stores, ss)
 		stores = append(stores, s)
 	}
 	clients := make([]*compact.Client, 0, len(d.clients))

@@ -165,6 +165,17 @@ func tokenCaller(admin string, tokens []policy.Token, got string) *Caller {
 	return c
 }
 
+// UITokenCookie holds a browser's token for the review pages (/ui/) on
+// the TCP listener: a browser cannot send a bearer header on its own, so
+// the pages' login form keeps the token in this cookie (HttpOnly,
+// SameSite=Strict, path /ui/). Only /ui/ reads it: the JSON API still
+// wants the header, so no other site can drive it with the cookie.
+const UITokenCookie = "memwatch_token"
+
+// Anonymous is the caller of a request that proved nothing: it reaches
+// nothing and holds no right (the review pages' login form is all it gets).
+func Anonymous() *Caller { return &Caller{Name: "anonymous"} }
+
 // authenticate wraps the API: every request but /healthz gets its caller
 // (from the socket peer, or from its bearer token over TCP).
 func (d *Daemon) authenticate(tcp bool, adminToken string, h http.Handler) http.Handler {
@@ -175,11 +186,23 @@ func (d *Daemon) authenticate(tcp bool, adminToken string, h http.Handler) http.
 		}
 		var c *Caller
 		if tcp {
+			ui := strings.HasPrefix(r.URL.Path, "/ui/")
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok && ui {
+				if ck, err := r.Cookie(UITokenCookie); err == nil {
+					got, ok = ck.Value, true
+				}
+			}
 			if ok {
 				c = tokenCaller(adminToken, d.Policy().Control.Tokens, got)
 			}
-			if c == nil {
+			switch {
+			case c == nil && ui && r.URL.Path == "/ui/login":
+				c = Anonymous()
+			case c == nil && ui && r.Method == http.MethodGet:
+				http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+				return
+			case c == nil:
 				writeErr(w, http.StatusUnauthorized, fmt.Errorf("missing or wrong bearer token"))
 				return
 			}

@@ -149,7 +149,8 @@ func (d *Daemon) archivesHeld(ctx context.Context, stores []*policy.Store, roots
 	return out
 }
 
-// reportArchives sets memwatch_archive_bytes (hourly).
+// reportArchives sets memwatch_archive_bytes and records the day's disk
+// use (hourly, and once caught up).
 func (d *Daemon) reportArchives(ctx context.Context) {
 	d.mu.RLock()
 	stores := d.policy.Stores
@@ -158,9 +159,22 @@ func (d *Daemon) reportArchives(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	day := time.Now().Format(time.DateOnly)
+	disk := d.disk()
+	samples := []state.DiskSample{
+		{Day: day, Kind: "journal", Bytes: disk.Journal},
+		{Day: day, Kind: "spool", Bytes: disk.Spool},
+		{Day: day, Kind: "index", Bytes: disk.Index},
+		{Day: day, Kind: "versions", Bytes: disk.Versions},
+	}
 	for name, h := range d.archivesHeld(ctx, stores, roots) {
 		d.metrics.archiveBytes.WithLabelValues(name).Set(float64(h.bytes))
 		d.metrics.kept.WithLabelValues(name).Set(float64(len(h.kept)))
+		samples = append(samples, state.DiskSample{Day: day, Store: name, Kind: "archives", Bytes: h.bytes})
+	}
+	// The day's reading, for the disk plot of the review pages.
+	if err := d.db.PutDisk(ctx, samples); err != nil && ctx.Err() == nil {
+		d.log.Warn("recording disk use failed", "err", err)
 	}
 }
 

@@ -176,6 +176,7 @@ type mergeState struct {
 	controlPos   *Pos
 	mcpPos       *Pos
 	metricsPos   *Pos
+	uiPos        *Pos
 	shutdownSeen *Pos
 	maxJobsSeen  *Pos
 }
@@ -255,7 +256,7 @@ func (d *decoder) decodeFile(data []byte) {
 	if !ok {
 		return
 	}
-	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "mcp", "metrics", "shutdown_timeout", "max_jobs", "spool_retention", "journal_max_age", "journal_max_bytes", "job_timeout", "llm", "stores"}, nil)
+	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "mcp", "metrics", "ui", "shutdown_timeout", "max_jobs", "spool_retention", "journal_max_age", "journal_max_bytes", "job_timeout", "llm", "stores"}, nil)
 	var versionNode ast.Node
 	for _, kv := range top {
 		k, v := keyOf(kv), kv.Value
@@ -313,6 +314,9 @@ func (d *decoder) decodeFile(data []byte) {
 		case "metrics":
 			d.once(&d.seen.metricsPos, kv.Key, "metrics")
 			d.decodeMetrics(v)
+		case "ui":
+			d.once(&d.seen.uiPos, kv.Key, "ui")
+			d.decodeUI(v)
 		case "llm":
 			d.decodeLLM(v)
 		case "stores":
@@ -686,6 +690,21 @@ func (d *decoder) decodeMetrics(n ast.Node) {
 				d.errorf(kv.Value, "metrics.listen must be host:port, such as 127.0.0.1:9464, not %q", s)
 			} else {
 				d.p.Metrics.Listen = s
+			}
+		}
+	}
+}
+
+func (d *decoder) decodeUI(n ast.Node) {
+	kvs, ok := d.mapping(n, "ui")
+	if !ok {
+		return
+	}
+	d.checkKeys(kvs, "ui", []string{"enabled"}, nil)
+	for _, kv := range kvs {
+		if keyOf(kv) == "enabled" {
+			if b, ok := d.boolVal(kv.Value, "ui.enabled"); ok {
+				d.p.UI.Enabled = b
 			}
 		}
 	}

@@ -25,6 +25,7 @@ type Policy struct {
 	Control         Control
 	MCP             MCP
 	Metrics         Metrics
+	UI              UI
 	ShutdownTimeout time.Duration
 	// MaxJobs bounds how many jobs run at once across all roots.
 	MaxJobs int
@@ -89,6 +90,14 @@ func (t Token) Has(right string) bool {
 // token, for a Prometheus scraper (the control API serves it too).
 type Metrics struct {
 	Listen string // host:port; "" for none
+}
+
+// UI configures the review pages the daemon serves under /ui/ on its
+// control API (memwatch ui serves the same pages on its own).
+type UI struct {
+	// Enabled serves them, to the same callers and within the same scope
+	// as the API (socket peers, tokens). Off by default.
+	Enabled bool
 }
 
 // MCP configures the memory tools memwatch serves over the Model Context

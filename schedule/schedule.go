@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -25,10 +26,11 @@ type Entry struct {
 
 // Scheduler owns a cron instance.
 type Scheduler struct {
-	cron *cron.Cron
-	db   *state.DB
-	log  *slog.Logger
-	now  func() time.Time
+	cron  *cron.Cron
+	db    *state.DB
+	log   *slog.Logger
+	now   func() time.Time
+	names map[cron.EntryID]string // set by Add, before Start
 }
 
 // Parse parses a spec the way the scheduler will.
@@ -72,7 +74,11 @@ func (s *Scheduler) Add(ctx context.Context, entries []Entry) error {
 			e.Run()
 			_ = s.db.Put(context.Background(), ns, e.Name, []byte(s.now().Format(time.RFC3339)))
 		}
-		s.cron.Schedule(sched, cron.FuncJob(run))
+		id := s.cron.Schedule(sched, cron.FuncJob(run))
+		if s.names == nil {
+			s.names = map[cron.EntryID]string{}
+		}
+		s.names[id] = e.Name
 		raw, ok, err := s.db.Get(ctx, ns, e.Name)
 		if err != nil {
 			return err
@@ -91,6 +97,18 @@ func (s *Scheduler) Add(ctx context.Context, entries []Entry) error {
 		}
 	}
 	return nil
+}
+
+// Next is the next run of the entries whose names start with prefix, the
+// soonest (zero when none is scheduled).
+func (s *Scheduler) Next(prefix string) time.Time {
+	var next time.Time
+	for _, e := range s.cron.Entries() {
+		if name := s.names[e.ID]; strings.HasPrefix(name, prefix) && !e.Next.IsZero() && (next.IsZero() || e.Next.Before(next)) {
+			next = e.Next
+		}
+	}
+	return next
 }
 
 // Start starts the cron goroutine.

@@ -79,7 +79,9 @@ type Filter struct {
 	Archive string
 	// WithArchive selects only records that name an archive.
 	WithArchive bool
-	Limit       int
+	// BeforeID selects records older than this one (a page after it).
+	BeforeID int64
+	Limit    int
 }
 
 const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data,root_dev,root_ino`
@@ -97,6 +99,10 @@ func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
 	if f.WithArchive {
 		where = append(where, "archive != ''")
 	}
+	if f.BeforeID > 0 {
+		where = append(where, "id < ?")
+		args = append(args, f.BeforeID)
+	}
 	q := `SELECT ` + recordCols + ` FROM journal`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
@@ -106,6 +112,24 @@ func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
 	rows, err := d.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read journal: %w", err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Latest returns the newest record of each root of store.
+func (d *DB) Latest(ctx context.Context, store string) ([]Record, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT `+recordCols+` FROM journal WHERE id IN (SELECT MAX(id) FROM journal WHERE store=? GROUP BY root)`, store)
 	if err != nil {
 		return nil, fmt.Errorf("read journal: %w", err)
 	}

@@ -62,6 +62,13 @@ CREATE TABLE IF NOT EXISTS tokens (
 	used     INTEGER NOT NULL,
 	PRIMARY KEY (endpoint, day)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS disk (
+	day   TEXT NOT NULL,                   -- YYYY-MM-DD, local time
+	store TEXT NOT NULL,                   -- '' for memwatch's own files
+	kind  TEXT NOT NULL,                   -- archives, journal, spool, index, versions
+	bytes INTEGER NOT NULL,
+	PRIMARY KEY (day, store, kind)
+) WITHOUT ROWID;
 `
 
 // Open opens (creating if needed) the state database in dir.
@@ -206,6 +213,80 @@ func (d *DB) Tokens(ctx context.Context, endpoint, day string) (int64, error) {
 		return 0, fmt.Errorf("read token use: %w", err)
 	}
 	return used, nil
+}
+
+// TokenDay is an endpoint's token use on one day.
+type TokenDay struct {
+	Endpoint string `json:"endpoint"`
+	Day      string `json:"day"` // YYYY-MM-DD
+	Used     int64  `json:"used"`
+}
+
+// TokenDays returns every endpoint's token use from day since (YYYY-MM-DD)
+// on, oldest first.
+func (d *DB) TokenDays(ctx context.Context, since string) ([]TokenDay, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT endpoint, day, used FROM tokens WHERE day >= ? ORDER BY day, endpoint`, since)
+	if err != nil {
+		return nil, fmt.Errorf("read token use: %w", err)
+	}
+	defer rows.Close()
+	var out []TokenDay
+	for rows.Next() {
+		var t TokenDay
+		if err := rows.Scan(&t.Endpoint, &t.Day, &t.Used); err != nil {
+			return nil, fmt.Errorf("read token use: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// DiskSample is what memwatch held on disk on one day: a store's archives,
+// or (Store "") one of its own files in the state directory.
+type DiskSample struct {
+	Day   string `json:"day"`
+	Store string `json:"store,omitempty"`
+	Kind  string `json:"kind"`
+	Bytes int64  `json:"bytes"`
+}
+
+// PutDisk records the day's samples; a later sample of the same day, store
+// and kind replaces the earlier one (a day keeps its last reading).
+func (d *DB) PutDisk(ctx context.Context, samples []DiskSample) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record disk use: %w", err)
+	}
+	defer tx.Rollback()
+	for _, s := range samples {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO disk(day, store, kind, bytes) VALUES(?,?,?,?)
+			ON CONFLICT(day, store, kind) DO UPDATE SET bytes=excluded.bytes`, s.Day, s.Store, s.Kind, s.Bytes); err != nil {
+			return fmt.Errorf("record disk use: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record disk use: %w", err)
+	}
+	return nil
+}
+
+// DiskDays returns the disk samples from day since (YYYY-MM-DD) on,
+// oldest first.
+func (d *DB) DiskDays(ctx context.Context, since string) ([]DiskSample, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT day, store, kind, bytes FROM disk WHERE day >= ? ORDER BY day, store, kind`, since)
+	if err != nil {
+		return nil, fmt.Errorf("read disk use: %w", err)
+	}
+	defer rows.Close()
+	var out []DiskSample
+	for rows.Next() {
+		var s DiskSample
+		if err := rows.Scan(&s.Day, &s.Store, &s.Kind, &s.Bytes); err != nil {
+			return nil, fmt.Errorf("read disk use: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
 }
 
 // ErrLocked is returned by Lock when another memwatch holds the state directory.

@@ -560,6 +560,22 @@ func (s *Store) Get(ctx context.Context, root, rel string, n int64) (Version, []
 	return v, data, err
 }
 
+// Content returns the content stored under sha (a version's hash; the
+// journal's before and after hashes are the same hashes), or ErrNoVersion
+// when no version of any file had it.
+func (s *Store) Content(ctx context.Context, sha string) ([]byte, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM objects WHERE sha=?`, sha).Scan(&n); err != nil {
+		return nil, fmt.Errorf("read version %.12s: %w", sha, err)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("content %.12s: %w", sha, ErrNoVersion)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.content(ctx, s.db, sha)
+}
+
 // At returns the newest version of root/rel captured at or before t.
 func (s *Store) At(ctx context.Context, root, rel string, t time.Time) (Version, error) {
 	v, err := scanVersion(s.db.QueryRowContext(ctx, `SELECT `+versionCols+` FROM versions WHERE file=(SELECT id FROM files WHERE root=? AND path=?) AND time<=? ORDER BY n DESC LIMIT 1`, root, filepath.Clean(rel), t.UnixNano()))

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/mcpserver"
+	"github.com/memwatch/memwatch/ui"
 )
 
 // defaultMemoryLimit is the daemon's soft memory target (see run).
@@ -65,6 +67,23 @@ failure, 2 usage or policy error.`,
 			d.Handle("/mcp", tools.Handler())
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
+			if p.UI.Enabled {
+				// The review pages, on the control API's listeners, with their
+				// authentication and each caller's scope (read at start: a
+				// reload does not turn them on or off).
+				pages, err := ui.New(ui.Config{StateDir: stateDir, Policy: d.Policy, DB: d.DB(), Versions: d.VersionStore(), Spool: d.Spool(),
+					API: ui.InProcess(d.API()), Prefix: "/ui/"}, log)
+				if err != nil {
+					d.Close()
+					return err
+				}
+				d.Handle("/ui/", pages.Handler())
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() { defer wg.Done(); _ = pages.Run(ctx) }()
+				defer wg.Wait()
+				defer cancel(nil) // stop the pages before waiting for them
+			}
 			sigs := make(chan os.Signal, 4)
 			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 			defer signal.Stop(sigs)

@@ -1,0 +1,698 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/rotate"
+	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/versions"
+)
+
+const (
+	rootsPerStore  = 25  // roots the overview lists per store, most recently changed first
+	rootsPerPage   = 100 // roots a store's page lists at a time
+	recordsPerPage = 50
+	plotDays       = 30
+)
+
+// status asks the running daemon for its status, as the caller; nil when
+// no daemon runs.
+func (s *Server) status(ctx context.Context) (*daemon.Status, error) {
+	if s.cfg.API == nil {
+		return nil, nil
+	}
+	var st daemon.Status
+	err := s.cfg.API(ctx, http.MethodGet, "/v1/status", &st)
+	if errors.Is(err, ErrNoDaemon) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ask the daemon for its status: %w", err)
+	}
+	return &st, nil
+}
+
+// reach is what a caller may see: the stores and, in each, the roots.
+type reach struct {
+	caller *daemon.Caller
+	pol    *policy.Policy
+	roots  map[string][]string // store -> roots the caller reaches
+}
+
+// scope lists what the caller reaches: the roots the daemon watches when
+// it runs (st), else the roots the policy's globs match now.
+func (s *Server) scope(ctx context.Context, st *daemon.Status) reach {
+	c := daemon.CallerOf(ctx)
+	rc := reach{caller: c, pol: s.cfg.Policy(), roots: map[string][]string{}}
+	if st != nil {
+		for _, ss := range st.Stores {
+			rc.roots[ss.Name] = ss.Roots
+		}
+		return rc
+	}
+	for _, store := range rc.pol.Stores {
+		if !c.ReachesStore(store) {
+			continue
+		}
+		for _, r := range store.Roots() {
+			if c.Reaches(store, r) {
+				rc.roots[store.Name] = append(rc.roots[store.Name], r)
+			}
+		}
+	}
+	return rc
+}
+
+// rootStore finds the store of a root the caller reaches, or says why not.
+func (s *Server) rootStore(ctx context.Context, root string) (*policy.Store, error) {
+	if root == "" {
+		return nil, badRequest("no root given")
+	}
+	c := daemon.CallerOf(ctx)
+	for _, st := range s.cfg.Policy().Stores {
+		if st.MatchesRoot(root) {
+			if !c.Reaches(st, root) {
+				return nil, httpError{http.StatusForbidden, fmt.Errorf("%s may not see %s (store %s)", c.Name, root, st.Name)}
+			}
+			return st, nil
+		}
+	}
+	return nil, notFound("%s is not a root of any store of the policy", root)
+}
+
+// overviewData is the overview page.
+type overviewData struct {
+	Daemon    bool
+	Status    *daemon.Status
+	Admin     bool
+	Stores    []storeRow
+	LLM       []llmRow
+	Disk      daemon.Disk
+	StateDir  string
+	DiskPlot  template.HTML
+	TokenPlot template.HTML
+}
+
+type storeRow struct {
+	Name, Layout, Compactor string
+	AllowUndo               bool
+	Archives                int
+	ArchiveBytes            int64
+	Kept                    int
+	NextRun                 *time.Time
+	Roots                   []rootRow
+	Total                   int // roots the caller reaches
+}
+
+type rootRow struct {
+	Path  string
+	Last  *state.Record
+	State string
+}
+
+type llmRow struct {
+	Endpoint      string
+	Today, Month  int64
+	Budget        int64
+	TodayShareBar int // percent of the daily budget used today
+}
+
+func (s *Server) overview(r *http.Request) (view, error) {
+	ctx := r.Context()
+	st, err := s.status(ctx)
+	if err != nil {
+		return view{}, err
+	}
+	rc := s.scope(ctx, st)
+	d := overviewData{Daemon: st != nil, Status: st, Admin: rc.caller.IsAdmin()}
+	if d.Admin {
+		d.StateDir = s.cfg.StateDir
+		d.Disk = stateDisk(s.cfg.StateDir)
+	}
+	byName := map[string]daemon.StoreStatus{}
+	if st != nil {
+		for _, ss := range st.Stores {
+			byName[ss.Name] = ss
+		}
+	}
+	for _, store := range rc.pol.Stores {
+		roots, ok := rc.roots[store.Name]
+		if !ok && !rc.caller.IsAdmin() {
+			continue
+		}
+		row, err := s.storeRow(ctx, store, roots, byName, st, 0, rootsPerStore)
+		if err != nil {
+			return view{}, err
+		}
+		d.Stores = append(d.Stores, row)
+	}
+	d.LLM, err = s.llmRows(ctx, st, rc)
+	if err != nil {
+		return view{}, err
+	}
+	d.DiskPlot, d.TokenPlot, err = s.plots(ctx, rc, d.LLM)
+	if err != nil {
+		return view{}, err
+	}
+	return view{Template: "overview", Title: "memwatch", Data: d}, nil
+}
+
+// storeRow is one store with roots [from, from+n) of those the caller
+// reaches, most recently changed first.
+func (s *Server) storeRow(ctx context.Context, store *policy.Store, roots []string, byName map[string]daemon.StoreStatus, st *daemon.Status, from, n int) (storeRow, error) {
+	row := storeRow{Name: store.Name, Layout: store.Layout, Compactor: store.Compactor, AllowUndo: store.AllowUndo, Total: len(roots)}
+	if ss, ok := byName[store.Name]; ok {
+		row.Archives, row.ArchiveBytes, row.Kept, row.NextRun = ss.Archives, ss.ArchiveBytes, ss.Kept, ss.NextRun
+	} else if st == nil {
+		s.archivesOffline(ctx, store, roots, &row)
+	}
+	latest, err := s.cfg.DB.Latest(ctx, store.Name)
+	if err != nil {
+		return row, err
+	}
+	last := map[string]*state.Record{}
+	for i := range latest {
+		last[latest[i].Root] = &latest[i]
+	}
+	sorted := append([]string(nil), roots...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := last[sorted[i]], last[sorted[j]]
+		switch {
+		case a != nil && b != nil:
+			return a.ID > b.ID
+		case a != nil || b != nil:
+			return a != nil
+		}
+		return sorted[i] < sorted[j]
+	})
+	for _, root := range sorted[min(from, len(sorted)):min(from+n, len(sorted))] {
+		row.Roots = append(row.Roots, rootRow{Path: root, Last: last[root], State: rootState(root, last[root], st)})
+	}
+	return row, nil
+}
+
+// archivesOffline counts a store's archives and kept copies from the
+// journal and the disk, when no daemon answers.
+func (s *Server) archivesOffline(ctx context.Context, store *policy.Store, roots []string, row *storeRow) {
+	for _, path := range roots {
+		root, err := daemon.OpenRoot(store, path)
+		if err != nil {
+			continue
+		}
+		if as, err := rotate.Archives(ctx, s.cfg.DB, root); err == nil {
+			n, b, _ := rotate.Held(as)
+			row.Archives += n
+			row.ArchiveBytes += b
+		}
+		root.Close()
+	}
+	kept, err := s.cfg.DB.Journal(ctx, state.Filter{Store: store.Name, Rule: rewrite.RuleKept})
+	if err == nil {
+		row.Kept = len(kept)
+	}
+}
+
+// rootState says what memwatch is doing with a root: running or queued
+// (the daemon's queue), else what its last record says (deferred because
+// an agent holds the file, over the LLM budget, cooling down), else idle.
+func rootState(root string, last *state.Record, st *daemon.Status) string {
+	if st == nil {
+		return "daemon not running"
+	}
+	for _, j := range st.Jobs.Running {
+		if j.Root == root {
+			return "running " + j.Rule
+		}
+	}
+	for _, j := range st.Jobs.Queued {
+		if j.Root == root {
+			return "queued " + j.Rule
+		}
+	}
+	if last != nil && last.Outcome == state.Skipped {
+		switch why := strings.ToLower(last.Reason); {
+		case strings.HasPrefix(why, "deferred"):
+			return last.Reason
+		case strings.Contains(why, "budget"):
+			return "over budget"
+		case strings.Contains(why, "cooldown"):
+			return "cooldown"
+		}
+	}
+	return "idle"
+}
+
+// stateDisk is what the state directory holds (memwatch's own files).
+func stateDisk(dir string) daemon.Disk {
+	size := func(names ...string) int64 {
+		var n int64
+		for _, name := range names {
+			for _, p := range []string{name, name + "-wal"} {
+				if fi, err := os.Stat(filepath.Join(dir, p)); err == nil {
+					n += fi.Size()
+				}
+			}
+		}
+		return n
+	}
+	var idx int64
+	if ents, err := os.ReadDir(filepath.Join(dir, daemon.IndexDir)); err == nil {
+		for _, e := range ents {
+			if fi, err := e.Info(); err == nil {
+				idx += fi.Size()
+			}
+		}
+	}
+	return daemon.Disk{Journal: size(state.FileName), Spool: size(spool.FileName), Index: idx, Versions: size(versions.FileName)}
+}
+
+// llmRows is each endpoint's token use today and this month against its
+// daily budget: the endpoints of the stores the caller reaches.
+func (s *Server) llmRows(ctx context.Context, st *daemon.Status, rc reach) ([]llmRow, error) {
+	now := s.cfg.Now()
+	month := now.Format("2006-01") + "-01"
+	days, err := s.cfg.DB.TokenDays(ctx, month)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]int64{} // endpoint -> daily budget
+	for _, store := range rc.pol.Stores {
+		if _, ok := rc.roots[store.Name]; (ok || rc.caller.IsAdmin()) && store.Compactor == "llm" {
+			if ep := rc.pol.LLM[store.LLM]; ep != nil {
+				want[store.LLM] = ep.DailyTokenBudget
+			}
+		}
+	}
+	if st != nil {
+		for _, l := range st.LLM {
+			want[l.Endpoint] = l.Budget
+		}
+	}
+	today := compact.Day(now)
+	var out []llmRow
+	for ep, budget := range want {
+		row := llmRow{Endpoint: ep, Budget: budget}
+		for _, d := range days {
+			if d.Endpoint != ep {
+				continue
+			}
+			row.Month += d.Used
+			if d.Day == today {
+				row.Today = d.Used
+			}
+		}
+		if budget > 0 {
+			row.TodayShareBar = int(min(100, 100*row.Today/budget))
+		}
+		out = append(out, row)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Endpoint < out[j].Endpoint })
+	return out, nil
+}
+
+// plots draws the disk memwatch held and the LLM tokens used per day over
+// the last plotDays days, within the caller's reach.
+func (s *Server) plots(ctx context.Context, rc reach, llm []llmRow) (disk, tokens template.HTML, err error) {
+	now := s.cfg.Now()
+	days := lastDays(now, plotDays)
+	at := map[string]int{}
+	for i, d := range days {
+		at[d] = i
+	}
+	samples, err := s.cfg.DB.DiskDays(ctx, days[0])
+	if err != nil {
+		return "", "", err
+	}
+	held := make([]float64, len(days))
+	for _, smp := range samples {
+		i, ok := at[smp.Day]
+		if !ok {
+			continue
+		}
+		if _, reached := rc.roots[smp.Store]; smp.Store == "" && rc.caller.IsAdmin() || smp.Store != "" && (reached || rc.caller.IsAdmin()) {
+			held[i] += float64(smp.Bytes)
+		}
+	}
+	bytesLabel := func(v float64) string { return humanize.IBytes(uint64(v)) }
+	disk = barChart("Disk held (archives, journal, spool, index, versions)", days, held, bytesLabel)
+	eps := map[string]bool{}
+	for _, l := range llm {
+		eps[l.Endpoint] = true
+	}
+	used, err := s.cfg.DB.TokenDays(ctx, days[0])
+	if err != nil {
+		return "", "", err
+	}
+	perDay := make([]float64, len(days))
+	for _, u := range used {
+		if i, ok := at[u.Day]; ok && eps[u.Endpoint] {
+			perDay[i] += float64(u.Used)
+		}
+	}
+	tokens = barChart("LLM tokens per day", days, perDay, func(v float64) string { return humanize.Comma(int64(v)) + " tokens" })
+	return disk, tokens, nil
+}
+
+// storePageData lists a store's roots, a page at a time.
+type storePageData struct {
+	Store      storeRow
+	Page, Next int
+}
+
+func (s *Server) storePage(r *http.Request) (view, error) {
+	ctx := r.Context()
+	st, err := s.status(ctx)
+	if err != nil {
+		return view{}, err
+	}
+	rc := s.scope(ctx, st)
+	name := r.URL.Query().Get("name")
+	store := rc.pol.StoreByName(name)
+	if store == nil {
+		return view{}, notFound("no store named %q", name)
+	}
+	roots, ok := rc.roots[name]
+	if !ok && !rc.caller.IsAdmin() {
+		return view{}, httpError{http.StatusForbidden, fmt.Errorf("%s reaches no root of store %s", rc.caller.Name, name)}
+	}
+	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	page = max(page, 1)
+	byName := map[string]daemon.StoreStatus{}
+	if st != nil {
+		for _, ss := range st.Stores {
+			byName[ss.Name] = ss
+		}
+	}
+	row, err := s.storeRow(ctx, store, roots, byName, st, (page-1)*rootsPerPage, rootsPerPage)
+	if err != nil {
+		return view{}, err
+	}
+	d := storePageData{Store: row, Page: page}
+	if page*rootsPerPage < len(roots) {
+		d.Next = page + 1
+	}
+	return view{Template: "store", Title: "store " + name, Data: d}, nil
+}
+
+// entry is one line of a root's timeline: memwatch's record, or a version
+// an agent wrote.
+type entry struct {
+	Time    time.Time
+	Record  *state.Record
+	Version *versions.Version
+}
+
+type timelineData struct {
+	Store   *policy.Store
+	Root    string
+	Entries []entry
+	Rules   []string
+	Rule    string
+	Outcome string
+	Who     string // all, memwatch, agent
+	Q       string
+	Before  int64
+	Next    int64 // the next page's BeforeID, 0 when none
+	Daemon  bool
+}
+
+func (s *Server) timeline(r *http.Request) (view, error) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	root := q.Get("root")
+	store, err := s.rootStore(ctx, root)
+	if err != nil {
+		return view{}, err
+	}
+	d := timelineData{Store: store, Root: root, Rule: q.Get("rule"), Outcome: q.Get("outcome"), Who: q.Get("who"), Q: strings.TrimSpace(q.Get("q"))}
+	if d.Who == "" {
+		d.Who = "all"
+	}
+	d.Before, _ = strconv.ParseInt(q.Get("before"), 10, 64)
+	_, d.Rules, _ = s.cfg.DB.JournalNames(ctx)
+	var recs []state.Record
+	if d.Who != "agent" {
+		// A page of records that pass the filters: the text filter is
+		// applied here, over at most ten pages of the journal.
+		f := state.Filter{Root: root, Rule: d.Rule, Outcome: d.Outcome, BeforeID: d.Before, Limit: recordsPerPage + 1}
+		if d.Q != "" {
+			f.Limit = 10 * recordsPerPage
+		}
+		all, err := s.cfg.DB.Journal(ctx, f)
+		if err != nil {
+			return view{}, err
+		}
+		for _, rec := range all {
+			if d.Q == "" || strings.Contains(strings.ToLower(rec.Target+" "+rec.Reason+" "+rec.Rule), strings.ToLower(d.Q)) {
+				recs = append(recs, rec)
+			}
+		}
+		if len(recs) > recordsPerPage {
+			recs = recs[:recordsPerPage]
+			d.Next = recs[len(recs)-1].ID
+		}
+	}
+	for i := range recs {
+		d.Entries = append(d.Entries, entry{Time: recs[i].Time, Record: &recs[i]})
+	}
+	// The versions agents wrote, on the first page: since the oldest
+	// record shown when there are more.
+	if d.Who != "memwatch" && d.Before == 0 && s.cfg.Versions != nil {
+		var since time.Time
+		if d.Next != 0 && len(recs) > 0 {
+			since = recs[len(recs)-1].Time
+		}
+		vs, err := s.agentVersions(ctx, root, since, d.Q)
+		if err != nil {
+			return view{}, err
+		}
+		for i := range vs {
+			d.Entries = append(d.Entries, entry{Time: vs[i].Time, Version: &vs[i]})
+		}
+	}
+	sort.SliceStable(d.Entries, func(i, j int) bool { return d.Entries[i].Time.After(d.Entries[j].Time) })
+	return view{Template: "timeline", Title: filepath.Base(root) + " — timeline", Data: d}, nil
+}
+
+// agentVersions lists the versions agents wrote in root since a time,
+// newest first, at most a page of them.
+func (s *Server) agentVersions(ctx context.Context, root string, since time.Time, q string) ([]versions.Version, error) {
+	files, err := s.cfg.Versions.Files(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	var out []versions.Version
+	for _, f := range files[:min(len(files), 500)] {
+		if q != "" && !strings.Contains(strings.ToLower(f), strings.ToLower(q)) {
+			continue
+		}
+		vs, err := s.cfg.Versions.List(ctx, root, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vs {
+			if v.Writer == versions.ByAgent && !v.Time.Before(since) {
+				out = append(out, v)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
+	return out[:min(len(out), recordsPerPage)], nil
+}
+
+// recordData is one journal record with what it changed.
+type recordData struct {
+	Rec      state.Record
+	Store    *policy.Store
+	How      string // "LLM (N tokens)", "heuristic", ...
+	Diff     *diffView
+	NoDiff   string // why there is no diff
+	Before   string // where the before side came from
+	After    string
+	Page     int
+	Undo     string // the outcome of an undo just made
+	UndoErr  string
+	CanUndo  bool
+	WhyNot   string // why there is no undo button
+	Archived bool   // the archive is still on disk
+}
+
+func (s *Server) record(r *http.Request) (view, error) {
+	ctx := r.Context()
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return view{}, badRequest("bad record id %q", r.PathValue("id"))
+	}
+	rec, err := s.cfg.DB.GetRecord(ctx, id)
+	if err != nil {
+		return view{}, notFound("no journal record %d", id)
+	}
+	store, err := s.rootStore(ctx, rec.Root)
+	if err != nil {
+		return view{}, err
+	}
+	q := r.URL.Query()
+	d := recordData{Rec: rec, Store: store, Undo: q.Get("undone"), UndoErr: q.Get("undo_error")}
+	d.Page, _ = strconv.Atoi(q.Get("page"))
+	switch {
+	case rec.Tokens > 0:
+		d.How = fmt.Sprintf("LLM (%s tokens)", humanize.Comma(rec.Tokens))
+	case strings.Contains(strings.ToLower(rec.Reason), "fallback"):
+		d.How = "heuristic (fallback)"
+	default:
+		d.How = "heuristic, no LLM"
+	}
+	root, err := daemon.OpenRoot(store, rec.Root)
+	if err == nil {
+		defer root.Close()
+	}
+	var before, after []byte
+	var haveBefore, haveAfter bool
+	if rec.Archive != "" && root != nil {
+		if b, err := readArchive(root, rec.Archive); err == nil {
+			before, haveBefore, d.Before, d.Archived = b, true, "its archive "+rec.Archive, true
+		}
+	}
+	if !haveBefore && rec.BeforeSHA != "" && s.cfg.Versions != nil {
+		if b, err := s.cfg.Versions.Content(ctx, rec.BeforeSHA); err == nil {
+			before, haveBefore, d.Before = b, true, "the version memwatch kept"
+		}
+	}
+	if !haveBefore && rec.BeforeSize == 0 && rec.BeforeSHA == "" {
+		haveBefore, d.Before = true, "nothing (the file was new)"
+	}
+	if rec.AfterSHA != "" && s.cfg.Versions != nil {
+		if b, err := s.cfg.Versions.Content(ctx, rec.AfterSHA); err == nil {
+			after, haveAfter, d.After = b, true, "the version memwatch kept"
+		}
+	}
+	if !haveAfter && rec.AfterSHA != "" && root != nil {
+		if b, err := root.ReadFile(rec.Target); err == nil && versions.Hash(b) == rec.AfterSHA {
+			after, haveAfter, d.After = b, true, "the file as it is now"
+		}
+	}
+	switch {
+	case rec.Outcome != state.Done && rec.Outcome != state.Pending:
+		d.NoDiff = "nothing was changed (" + rec.Outcome + ")"
+	case len(rec.Data) > 0 && rec.Archive == "" && rec.AfterSHA == "":
+		d.NoDiff = "a change to database rows: the rows are in the journal record (memwatch records list shows them)"
+	case !haveBefore:
+		d.NoDiff = "the content before the change is no longer kept (its archive was pruned by retention)"
+	case !haveAfter:
+		d.NoDiff = "the content the change wrote is no longer kept (the file changed since, and no version of it was kept)"
+	default:
+		v := unified(before, after, isJSONL(rec.Target), d.Page)
+		d.Diff = &v
+	}
+	d.CanUndo, d.WhyNot = undoable(rec, store)
+	return view{Template: "record", Title: fmt.Sprintf("record %d — %s", rec.ID, rec.Target), Data: d}, nil
+}
+
+// undoable says whether a record can be undone from the page.
+func undoable(rec state.Record, store *policy.Store) (bool, string) {
+	switch {
+	case rec.Outcome != state.Done:
+		return false, "only a change that was made can be undone; this one is " + rec.Outcome
+	case !store.AllowUndo:
+		return false, "store " + store.Name + " does not allow undo (allow_undo: false in the policy)"
+	case rec.Archive == "" && len(rec.Data) == 0:
+		return false, "it archived nothing to restore"
+	}
+	return true, ""
+}
+
+// readArchive reads an archive inside its root, decompressed when
+// retention compressed it since the record was written.
+func readArchive(root interface{ ReadFile(string) ([]byte, error) }, rel string) ([]byte, error) {
+	b, err := root.ReadFile(rel)
+	if err != nil && !strings.HasSuffix(rel, ".gz") {
+		b, err = root.ReadFile(rel + ".gz")
+		rel += ".gz"
+	}
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasSuffix(rel, ".gz") {
+		out, ok := rewrite.Unpack(b)
+		if !ok {
+			return nil, fmt.Errorf("%s is not a gzip file memwatch can read", rel)
+		}
+		return out, nil
+	}
+	return b, nil
+}
+
+// undo undoes a record: through the daemon, in the root's job slot, or
+// with none running, under the state lock. The page then shows the
+// outcome.
+func (s *Server) undo(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	c := daemon.CallerOf(ctx)
+	if !sameOrigin(r) || r.PostFormValue("csrf") != s.csrf(c) {
+		s.fail(w, r, http.StatusForbidden, errors.New("the undo did not come from this page (its CSRF token or origin is wrong): reload the page and press Undo again"))
+		return
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("bad record id %q", r.PathValue("id")))
+		return
+	}
+	rec, err := s.cfg.DB.GetRecord(ctx, id)
+	if err != nil {
+		s.fail(w, r, http.StatusNotFound, fmt.Errorf("no journal record %d", id))
+		return
+	}
+	store, err := s.rootStore(ctx, rec.Root)
+	if err != nil {
+		var he httpError
+		code := http.StatusForbidden
+		if errors.As(err, &he) {
+			code = he.code
+		}
+		s.fail(w, r, code, err)
+		return
+	}
+	back := fmt.Sprintf("%srecord/%d", s.cfg.Prefix, id)
+	if ok, why := undoable(rec, store); !ok {
+		http.Redirect(w, r, back+"?undo_error="+url.QueryEscape(why), http.StatusSeeOther)
+		return
+	}
+	force := r.PostFormValue("force") == "1"
+	var res daemon.UndoResult
+	err = ErrNoDaemon
+	if s.cfg.API != nil {
+		err = s.cfg.API(ctx, http.MethodPost, fmt.Sprintf("/v1/undo/%d?force=%t", id, force), &res)
+	}
+	if errors.Is(err, ErrNoDaemon) {
+		if s.cfg.UndoOffline == nil {
+			err = errors.New("no daemon runs to undo it")
+		} else {
+			res, err = s.cfg.UndoOffline(ctx, id, force)
+		}
+	}
+	if err != nil {
+		s.log.Info("undo from the review page refused", "record", id, "caller", c.Name, "err", err)
+		http.Redirect(w, r, back+"?undo_error="+url.QueryEscape(err.Error()), http.StatusSeeOther)
+		return
+	}
+	s.log.Info("undo from the review page", "record", id, "caller", c.Name, "journal", res.Journal)
+	http.Redirect(w, r, fmt.Sprintf("%s?undone=%d", back, res.Journal), http.StatusSeeOther)
+}

@@ -1,0 +1,281 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/state"
+)
+
+const (
+	searchLimit    = 50
+	maxSearchRoots = 500 // roots one search opens; beyond, pick a root
+	showContext    = 5   // lines around a cited range
+	archivePage    = 1000
+)
+
+type rootOption struct {
+	Store, Path string
+}
+
+type resultView struct {
+	recall.Result
+	Store, Root string
+	Link        string
+}
+
+type searchData struct {
+	Q, Root, Scope string
+	Roots          []rootOption
+	Results        []resultView
+	Err            string
+	Searched       int // roots searched
+	Skipped        int // roots beyond maxSearchRoots
+	Took           time.Duration
+}
+
+// search runs recall over the roots the caller reaches (or one of them).
+func (s *Server) search(r *http.Request) (view, error) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	d := searchData{Q: strings.TrimSpace(q.Get("q")), Root: q.Get("root"), Scope: q.Get("scope")}
+	st, err := s.status(ctx)
+	if err != nil {
+		return view{}, err
+	}
+	rc := s.scope(ctx, st)
+	type target struct {
+		store *policy.Store
+		path  string
+	}
+	var targets []target
+	for _, store := range rc.pol.Stores {
+		if _, ok := daemon.SearchSources(store); !ok {
+			continue
+		}
+		for _, root := range rc.roots[store.Name] {
+			d.Roots = append(d.Roots, rootOption{Store: store.Name, Path: root})
+			if d.Root == "" || d.Root == root {
+				targets = append(targets, target{store, root})
+			}
+		}
+	}
+	if d.Root != "" && len(targets) == 0 {
+		return view{}, httpError{http.StatusForbidden, fmt.Errorf("%s is not a searchable root %s reaches", d.Root, rc.caller.Name)}
+	}
+	if d.Q == "" {
+		return view{Template: "search", Title: "search", Data: d}, nil
+	}
+	query, err := recall.ParseQuery(d.Q)
+	if err != nil {
+		d.Err = err.Error()
+		return view{Template: "search", Title: "search", Data: d}, nil
+	}
+	if len(targets) > maxSearchRoots {
+		d.Skipped = len(targets) - maxSearchRoots
+		targets = targets[:maxSearchRoots]
+	}
+	opts := recall.Options{Limit: searchLimit}
+	if d.Scope != "" && d.Scope != "all" {
+		opts.Labels = []string{d.Scope}
+	}
+	names := map[string]rootOption{}
+	for _, t := range targets {
+		root, err := daemon.OpenRoot(t.store, t.path)
+		if err != nil {
+			continue // a refused root: the daemon reports it
+		}
+		defer root.Close()
+		srcs, _ := daemon.SearchSources(t.store)
+		name := t.store.Name + "/" + filepath.Base(t.path)
+		opts.Roots = append(opts.Roots, recall.Root{Root: root, Sources: srcs, Name: name})
+		names[t.path] = rootOption{Store: t.store.Name, Path: t.path}
+	}
+	d.Searched = len(opts.Roots)
+	if idx := filepath.Join(s.cfg.StateDir, daemon.IndexDir); readable(idx) {
+		opts.Index = idx
+	}
+	if sp := s.cfg.Spool; sp != nil {
+		opts.Generation = func(root, rel string) int64 { return sp.LiveGen(ctx, root, rel) }
+		opts.Held = sp.SearchHeld
+	}
+	results, stats, err := recall.Search(ctx, query, opts)
+	if err != nil {
+		d.Err = err.Error()
+	}
+	d.Took = stats.Duration
+	for _, res := range results {
+		root := res.Root
+		if root == "" && len(opts.Roots) == 1 {
+			root = opts.Roots[0].Root.Path()
+		}
+		cite := strings.TrimPrefix(res.Citation, res.Session+"/")
+		v := resultView{Result: res, Root: root, Store: names[root].Store}
+		v.Text = visible(v.Text)
+		v.Link = s.cfg.Prefix + "show?" + url.Values{"root": {root}, "cite": {cite}}.Encode()
+		d.Results = append(d.Results, v)
+	}
+	return view{Template: "search", Title: "search: " + d.Q, Data: d}, nil
+}
+
+func readable(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+type shownLine struct {
+	N     int64
+	Text  string
+	Cited bool
+	Note  string
+}
+
+type showData struct {
+	Store, Root, Cite, Path string
+	From                    string // where the lines came from
+	Lines                   []shownLine
+}
+
+// show prints the lines a citation names, with a few around them: from
+// the live file, or from the spool once the agent has rewritten its log.
+func (s *Server) show(r *http.Request) (view, error) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	d := showData{Root: q.Get("root"), Cite: q.Get("cite")}
+	store, err := s.rootStore(ctx, d.Root)
+	if err != nil {
+		return view{}, err
+	}
+	d.Store = store.Name
+	c, err := spool.ParseCitation(d.Cite)
+	if err != nil {
+		return view{}, badRequest("%v", err)
+	}
+	root, err := daemon.OpenRoot(store, d.Root)
+	if err != nil {
+		return view{}, err
+	}
+	defer root.Close()
+	// A citation leaves out a prefix of some paths (detail/x.md for
+	// working-memory/detail/x.md): try the path as cited, then with each.
+	paths := []string{c.Path}
+	if srcs, ok := daemon.SearchSources(store); ok {
+		for _, src := range srcs {
+			if src.Strip != "" {
+				paths = append(paths, src.Strip+c.Path)
+			}
+		}
+	}
+	wide := c
+	wide.From, wide.To = max(1, c.From-showContext), c.To+showContext
+	for _, p := range paths {
+		wide.Path = p
+		if s.cfg.Spool != nil {
+			lines, err := s.cfg.Spool.Show(ctx, root, wide)
+			if err == nil {
+				d.Path, d.From = p, "the live file"
+				for _, l := range lines {
+					if l.Source == "missing" && l.Line > c.To {
+						break
+					}
+					sl := shownLine{N: l.Line, Cited: l.Line >= c.From && l.Line <= c.To, Text: lineText(l.Data, isJSONL(p))}
+					switch l.Source {
+					case "spool":
+						d.From = "the spool (the agent has rewritten the file since)"
+					case "pruned":
+						sl.Note = "pruned from the spool by retention"
+					case "missing":
+						sl.Note = "no such line in that version of the file"
+					}
+					d.Lines = append(d.Lines, sl)
+				}
+				return view{Template: "show", Title: d.Cite, Data: d}, nil
+			}
+			if !errors.Is(err, spool.ErrUnknownLog) {
+				return view{}, err
+			}
+		}
+		// A note (never captured into the spool): the live file.
+		b, err := root.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		d.Path, d.From = p, "the live file"
+		for i, l := range splitLines(b) {
+			n := int64(i + 1)
+			if n >= wide.From && n <= wide.To {
+				d.Lines = append(d.Lines, shownLine{N: n, Cited: n >= c.From && n <= c.To, Text: lineText(l, isJSONL(p))})
+			}
+		}
+		return view{Template: "show", Title: d.Cite, Data: d}, nil
+	}
+	return view{}, notFound("%s: no such file in %s", c.Path, d.Root)
+}
+
+type archiveData struct {
+	Store, Root, Path string
+	Records           []state.Record
+	Lines             []shownLine
+	Page, Pages       int
+	Prev, Next        int
+}
+
+// archive shows an archive memwatch made (a path some journal record
+// names), a page of lines at a time.
+func (s *Server) archive(r *http.Request) (view, error) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	d := archiveData{Root: q.Get("root"), Path: q.Get("path")}
+	store, err := s.rootStore(ctx, d.Root)
+	if err != nil {
+		return view{}, err
+	}
+	d.Store = store.Name
+	recs, err := s.cfg.DB.Journal(ctx, state.Filter{Root: d.Root, Archive: d.Path, Limit: 10})
+	if err != nil {
+		return view{}, err
+	}
+	if len(recs) == 0 {
+		return view{}, notFound("%s is no archive memwatch made in %s", d.Path, d.Root)
+	}
+	d.Records = recs
+	root, err := daemon.OpenRoot(store, d.Root)
+	if err != nil {
+		return view{}, err
+	}
+	defer root.Close()
+	b, err := readArchive(root, d.Path)
+	if err != nil {
+		return view{}, notFound("%s: %v (retention may have removed it)", d.Path, err)
+	}
+	lines := splitLines(b)
+	d.Pages = max(1, (len(lines)+archivePage-1)/archivePage)
+	d.Page, _ = strconv.Atoi(q.Get("page"))
+	d.Page = min(max(d.Page, 1), d.Pages)
+	if d.Page > 1 {
+		d.Prev = d.Page - 1
+	}
+	if d.Page < d.Pages {
+		d.Next = d.Page + 1
+	}
+	from := (d.Page - 1) * archivePage
+	for i, l := range lines[from:min(len(lines), from+archivePage)] {
+		d.Lines = append(d.Lines, shownLine{N: int64(from + i + 1), Text: lineText(l, isJSONL(d.Path))})
+	}
+	return view{Template: "archive", Title: d.Path, Data: d}, nil
+}
