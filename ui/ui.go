@@ -166,7 +166,7 @@ func (s *Server) secure(h http.Handler) http.Handler {
 		hd := w.Header()
 		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Referrer-Policy", "same-origin") // same-origin forms send their Origin (with no-referrer, Chromium sends "null")
 		hd.Set("Cache-Control", "no-store")
 		if s.cfg.Key != "" {
 			if k := r.URL.Query().Get("key"); k != "" {

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromium finds a Chromium to drive: $MEMWATCH_CHROMIUM, or Debian's
+// chromium (apt-get install chromium), or a Chrome on the PATH.
+func chromium() string {
+	if p := os.Getenv("MEMWATCH_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// browser starts a headless Chromium for the test, offline: no
+// background connections, a fresh profile.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := chromium()
+	if path == "" {
+		t.Skip("no Chromium to drive: apt-get install chromium (or set MEMWATCH_CHROMIUM); make browser installs it as root")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(1200, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancelT)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Skipf("Chromium at %s does not start: %v", path, err)
+	}
+	return ctx
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// screenshot saves the page as name.png in the test's artifact directory
+// (go test -artifacts keeps it; make browser does).
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(t.ArtifactDir(), name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", p)
+}
+
+// pageText is the visible text of the page.
+func pageText(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitText waits until the page's text holds want.
+func waitText(t *testing.T, ctx context.Context, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s := pageText(t, ctx)
+		if strings.Contains(s, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page never showed %q; it shows:\n%s", want, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// do runs browser steps, each within 20 s; on a failure it says where
+// the browser was and what the page showed.
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	for i, step := range steps {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := chromedp.Do(sctx, step)
+		cancel()
+		if err != nil {
+			where, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+			t.Fatalf("%s, step %d: %v; the page was %s", what, i+1, err, where)
+		}
+	}
+}
+
+// TestReviewPagesInABrowser drives a real headless Chromium against the
+// real daemon's review pages (/ui/ on its token-protected TCP listener),
+// with two stores: it signs in, sees both, opens a compaction's diff,
+// presses Undo and finds the file restored on disk, searches a word and
+// follows a citation, and sees a change made on disk appear without a
+// reload. Memory holding markup and terminal escapes renders inert.
+// Screenshots of each page go to the test's artifact directory.
+func TestReviewPagesInABrowser(t *testing.T) {
+	ctx := browser(t)
+	dir := t.TempDir()
+	notesA, notesB := filepath.Join(dir, "notes", "a"), filepath.Join(dir, "notes", "b")
+	facts := filepath.Join(dir, "facts", "f")
+	for _, d := range []string{filepath.Join(notesA, "memory"), filepath.Join(notesB, "memory"), filepath.Join(facts, "facts"), filepath.Join(facts, "episodes")} {
+		os.MkdirAll(d, 0o755)
+	}
+	// An agent's memory that holds markup and a terminal escape.
+	hostile := "<script>window.pwned=1</script><img src=x onerror=window.pwned=2> \x1b[31mred\x1b[0m"
+	big := strings.Replace(string(bigMemory(60, "alpha")), "- runs: 1", "- runs: 1 "+hostile, 1)
+	os.WriteFile(filepath.Join(notesA, "memory.md"), []byte(big), 0o644)
+	os.WriteFile(filepath.Join(notesB, "memory.md"), []byte("# now\n\n## State\n- small\n\n# History\n"), 0o644)
+	os.WriteFile(filepath.Join(facts, "facts", "deploys.md"), []byte("> Summary: how we deploy\n\nThe ledger service deploys on Fridays through the quokka pipeline.\n"), 0o644)
+	token := "ui-admin-" + strings.Repeat("t", 32)
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte(token), 0o600)
+	addr := freeAddr(t)
+	pol := writePolicy(t, dir, fmt.Sprintf(`control:
+  tcp: %s
+  token_file: %s
+ui:
+  enabled: true
+stores:
+  - name: notes
+    layout: now-history
+    paths: [%q]
+    settle: 30ms
+    max_size: 2KiB
+  - name: facts
+    layout: facts-episodes
+    paths: [%q]
+    settle: 30ms
+`, addr, tokenFile, filepath.Join(dir, "notes", "*"), facts))
+	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "state"))
+	p.waitLog("ready", 20*time.Second)
+	p.waitLogWith("rewrote file", map[string]any{"store": "notes", "rule": "compact"}, 20*time.Second)
+	base := "http://" + addr + "/ui/"
+
+	// Sign in: the pages ask for a token, then show both stores.
+	do(t, ctx, "sign in",
+		chromedp.Navigate(base),
+		chromedp.WaitVisible(`input[name=token]`),
+		chromedp.SendKeys(`input[name=token]`, token),
+		chromedp.Submit(`input[name=token]`),
+		chromedp.WaitVisible(`//h1[contains(., "What memwatch did")]`),
+	)
+	text := pageText(t, ctx)
+	for _, want := range []string{"notes", "facts", notesA, facts} {
+		if !strings.Contains(text, want) {
+			t.Errorf("overview: want %q on it:\n%s", want, text)
+		}
+	}
+	screenshot(t, ctx, "overview")
+
+	// The compaction's record: its diff, then Undo.
+	do(t, ctx, "open the compaction's record",
+		chromedp.Navigate(base+"root?root="+notesA),
+		chromedp.WaitVisible(`//a[contains(., "memory.md")]`),
+		chromedp.Click(`//tr[contains(., "compact") and contains(., "done")]//a[contains(., "memory.md")]`),
+		chromedp.WaitVisible(`table.diff`),
+	)
+	archive, err := chromedp.Run(ctx, chromedp.Text(`//dt[.="archive"]/following-sibling::dd[1]`))
+	if err != nil {
+		t.Fatalf("the record's archive: %v", err)
+	}
+	rows, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("table.diff tr.del").length`))
+	if rows == 0 {
+		t.Errorf("record page: the diff shows no removed line")
+	}
+	screenshot(t, ctx, "record")
+	// The archive it came from: the whole pre-image, the agent's markup
+	// and terminal escape in it shown as text.
+	do(t, ctx, "open the archive",
+		chromedp.Click(`//dt[.="archive"]/following-sibling::dd[1]/a`),
+		chromedp.WaitVisible(`//h1[contains(., "Archive")]`),
+	)
+	text = pageText(t, ctx)
+	if !strings.Contains(text, "<script>window.pwned=1</script>") || !strings.Contains(text, "␛[31mred") {
+		t.Errorf("archive page: want the agent's markup and escape shown as text:\n%s", text)
+	}
+	screenshot(t, ctx, "archive")
+	do(t, ctx, "back to the record", chromedp.NavigateBack(), chromedp.WaitVisible(`table.diff`))
+	archive = strings.TrimSpace(archive)
+	before, err := os.ReadFile(filepath.Join(notesA, archive))
+	if err != nil {
+		t.Fatalf("the record's archive %q: %v", archive, err)
+	}
+	do(t, ctx, "undo",
+		chromedp.Click(`#undo`),
+		chromedp.WaitVisible(`//p[contains(., "Undone")]`),
+	)
+	if now, _ := os.ReadFile(filepath.Join(notesA, "memory.md")); string(now) != string(before) {
+		t.Errorf("after Undo the file is %d bytes, want its archive's %d", len(now), len(before))
+	}
+	screenshot(t, ctx, "undone")
+	pwned, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.pwned !== undefined`))
+	if pwned {
+		t.Errorf("the agent's markup ran: window.pwned is set")
+	}
+
+	// Search a word, follow the citation to the line in context.
+	do(t, ctx, "search",
+		chromedp.Navigate(base),
+		chromedp.SendKeys(`header input[name=q]`, "quokka"),
+		chromedp.Submit(`header input[name=q]`),
+		chromedp.WaitVisible(`//a[contains(., "deploys.md")]`),
+	)
+	screenshot(t, ctx, "search")
+	do(t, ctx, "follow the citation",
+		chromedp.Click(`//a[contains(., "deploys.md")]`),
+		chromedp.WaitVisible(`tr.cited`),
+	)
+	cited, _ := chromedp.Run(ctx, chromedp.Text(`tr.cited`))
+	if !strings.Contains(cited, "quokka pipeline") {
+		t.Errorf("the cited line: got %q, want the line with the word", cited)
+	}
+	screenshot(t, ctx, "citation")
+
+	// Live: a change made on disk appears on the open page, which is not
+	// reloaded (the marker set on it survives).
+	do(t, ctx, "open the overview",
+		chromedp.Navigate(base),
+		chromedp.WaitVisible(`//h1[contains(., "What memwatch did")]`),
+		chromedp.WaitVisible(`//span[@id="live" and .="live"]`),
+	)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__notReloaded = true`)); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(notesB, "memory.md"), bigMemory(60, "beta"), 0o644)
+	p.waitLogWith("rewrote file", map[string]any{"store": "notes", "root": notesB}, 20*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		row, _ := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`[...document.querySelectorAll("tr")].filter(r => r.innerText.includes(%q)).map(r => r.innerText).join("\n")`, notesB)))
+		if strings.Contains(row, "compact") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the overview never showed root b's compaction without a reload; its row: %q", row)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	same, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__notReloaded === true`))
+	if !same {
+		t.Errorf("the page was reloaded: the live update should swap its content in place")
+	}
+	screenshot(t, ctx, "live")
+
+	// At 360 px the overview still fits the screen.
+	do(t, ctx, "the overview at 360 px",
+		chromedp.EmulateViewport(360, 800),
+		chromedp.Navigate(base),
+		chromedp.WaitVisible(`//h1[contains(., "What memwatch did")]`),
+	)
+	width, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+	if width > 360 {
+		t.Errorf("at 360 px the overview is %d px wide", width)
+	}
+	screenshot(t, ctx, "overview-360px")
+}
+
+// TestReviewPageWeight measures, in the browser, what the overview of 50
+// stores transfers and how soon it paints.
+func TestReviewPageWeight(t *testing.T) {
+	ctx := browser(t)
+	dir := t.TempDir()
+	token := "ui-admin-" + strings.Repeat("w", 32)
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte(token), 0o600)
+	addr := freeAddr(t)
+	var stores strings.Builder
+	for i := range 50 {
+		root := filepath.Join(dir, fmt.Sprintf("s%02d", i), "a")
+		os.MkdirAll(filepath.Join(root, "memory"), 0o755)
+		os.WriteFile(filepath.Join(root, "memory.md"), bigMemory(40, fmt.Sprint("s", i)), 0o644)
+		fmt.Fprintf(&stores, "  - name: store-%02d\n    layout: now-history\n    paths: [%q]\n    settle: 30ms\n    max_size: 2KiB\n", i, filepath.Dir(root)+"/*")
+	}
+	pol := writePolicy(t, dir, fmt.Sprintf("control:\n  tcp: %s\n  token_file: %s\nui:\n  enabled: true\nstores:\n%s", addr, tokenFile, stores.String()))
+	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "state"))
+	p.waitLog("ready", 30*time.Second)
+	p.waitLog("caught up: every root evaluated, its logs captured and indexed", 60*time.Second)
+	base := "http://" + addr + "/ui/"
+	do(t, ctx, "sign in and open the overview",
+		chromedp.Navigate(base),
+		chromedp.WaitVisible(`input[name=token]`),
+		chromedp.SendKeys(`input[name=token]`, token),
+		chromedp.Submit(`input[name=token]`),
+		chromedp.WaitVisible(`//h1[contains(., "What memwatch did")]`),
+		chromedp.Navigate(base),
+		chromedp.WaitVisible(`//h1[contains(., "What memwatch did")]`),
+	)
+	time.Sleep(300 * time.Millisecond) // the paint entries are recorded after the load
+	type weight struct {
+		Transfer, Body float64
+		Paint          float64
+		Stores         int
+	}
+	m, err := chromedp.Run(ctx, chromedp.Evaluate[weight](`(() => {
+		const nav = performance.getEntriesByType("navigation")[0];
+		let transfer = nav.transferSize, body = nav.decodedBodySize;
+		for (const r of performance.getEntriesByType("resource")) { if (!r.name.includes("/events")) { transfer += r.transferSize; body += r.decodedBodySize; } }
+		const fcp = performance.getEntriesByType("paint").find(p => p.name === "first-contentful-paint");
+		return {Transfer: transfer, Body: body, Paint: fcp ? fcp.startTime : -1, Stores: document.querySelectorAll("section.store").length};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("overview of %d stores: %.0f bytes transferred (%.0f decoded), first contentful paint at %.0f ms", m.Stores, m.Transfer, m.Body, m.Paint)
+	if m.Stores != 50 {
+		t.Errorf("the overview lists %d stores, want 50", m.Stores)
+	}
+	if m.Transfer > 200<<10 || m.Transfer <= 0 {
+		t.Errorf("the overview transferred %.0f bytes, want at most 200 KiB", m.Transfer)
+	}
+	screenshot(t, ctx, "overview-50-stores")
+}

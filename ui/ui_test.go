@@ -1,0 +1,245 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/layout/registry"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/versions"
+)
+
+// fixture is a state directory with one compaction of a memory file that
+// an agent filled with markup and terminal escapes, served by the pages.
+type fixture struct {
+	root, stateDir string
+	db             *state.DB
+	rec            state.Record
+	srv            *httptest.Server
+	client         *http.Client
+	undone         []int64 // records UndoOffline was asked to undo
+}
+
+const hostile = "<script>alert('memory')</script> \x1b[31mred\x1b[0m \x07 <img src=x onerror=alert(1)>"
+
+func newFixture(t *testing.T, allowUndo bool) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	f := &fixture{root: filepath.Join(dir, "agent"), stateDir: filepath.Join(dir, "state")}
+	os.MkdirAll(filepath.Join(f.root, "memory"), 0o755)
+	before := "# now\n\n## State\n" + hostile + "\n\n# History\n\n## 2026-01-01-1200\n- old entry one\n- old entry two\n"
+	after := "# now\n\n## State\n" + hostile + "\n\n# History\n"
+	os.WriteFile(filepath.Join(f.root, "memory", "2026-01-02-1200.md"), []byte(before), 0o644)
+	os.WriteFile(filepath.Join(f.root, "memory.md"), []byte(after), 0o644)
+	p, err := policy.Parse("p.yaml", []byte(fmt.Sprintf("version: 1\nstores:\n  - name: notes\n    layout: now-history\n    paths: [%q]\n    allow_undo: %t\n", f.root, allowUndo)), registry.Specs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	f.db, err = state.Open(ctx, f.stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.db.Close() })
+	f.rec = state.Record{Store: "notes", Root: f.root, Rule: "compact", Target: "memory.md", Archive: "memory/2026-01-02-1200.md",
+		BeforeSHA: versions.Hash([]byte(before)), BeforeSize: int64(len(before)), AfterSHA: versions.Hash([]byte(after)), AfterSize: int64(len(after)),
+		Outcome: state.Done, Reason: "over max_size " + hostile}
+	if _, err := f.db.Append(ctx, &f.rec); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{StateDir: f.stateDir, Policy: func() *policy.Policy { return p }, DB: f.db, Key: "k3y",
+		API: func(context.Context, string, string, any) error { return ErrNoDaemon },
+		UndoOffline: func(_ context.Context, id int64, _ bool) (daemon.UndoResult, error) {
+			f.undone = append(f.undone, id)
+			return daemon.UndoResult{ID: id, Journal: 99}, nil
+		}}
+	s, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = httptest.NewServer(s.Handler())
+	t.Cleanup(f.srv.Close)
+	jar, _ := cookiejar.New(nil)
+	f.client = &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return f
+}
+
+func (f *fixture) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := f.client.Get(f.srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (f *fixture) signIn(t *testing.T) {
+	t.Helper()
+	if code, _ := f.get(t, "/?key=k3y"); code != http.StatusSeeOther {
+		t.Fatalf("sign in with the key: got %d, want a redirect", code)
+	}
+}
+
+func TestPagesNeedTheKey(t *testing.T) {
+	f := newFixture(t, true)
+	for _, path := range []string{"/", "/root?root=" + url.QueryEscape(f.root), "/record/1", "/events", "/?key=wrong"} {
+		if code, body := f.get(t, path); code != http.StatusUnauthorized || strings.Contains(body, "old entry") {
+			t.Errorf("GET %s without the session: got %d, want 401 and nothing of the memory", path, code)
+		}
+	}
+	f.signIn(t)
+	if code, body := f.get(t, "/"); code != http.StatusOK || !strings.Contains(body, "notes") {
+		t.Errorf("overview after signing in: got %d\n%s", code, body)
+	}
+}
+
+// TestAgentTextIsInert: what an agent wrote into its memory (markup,
+// terminal escapes) is shown as text on every page that shows it.
+func TestAgentTextIsInert(t *testing.T) {
+	f := newFixture(t, true)
+	f.signIn(t)
+	for _, path := range []string{"/record/1", "/archive?root=" + url.QueryEscape(f.root) + "&path=" + url.QueryEscape(f.rec.Archive), "/root?root=" + url.QueryEscape(f.root)} {
+		code, body := f.get(t, path)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d\n%s", path, code, body)
+		}
+		for _, bad := range []string{"<script>alert", "<img", "\x1b", "\x07"} {
+			if strings.Contains(body, bad) {
+				t.Errorf("GET %s: the page holds %q as written", path, bad)
+			}
+		}
+		if !strings.Contains(body, "&lt;script&gt;") || !strings.Contains(body, "␛[31m") {
+			t.Errorf("GET %s: want the agent's text shown escaped, with ␛ for the escape", path)
+		}
+	}
+	// The record's diff shows what the compaction removed.
+	_, body := f.get(t, "/record/1")
+	if !strings.Contains(body, `<tr class="del">`) || !strings.Contains(body, "old entry one") {
+		t.Errorf("record page: want the removed lines in the diff:\n%s", body)
+	}
+}
+
+func TestUndoNeedsTheFormsToken(t *testing.T) {
+	f := newFixture(t, true)
+	f.signIn(t)
+	_, page := f.get(t, "/record/1")
+	i := strings.Index(page, `name="csrf" value="`)
+	if i < 0 {
+		t.Fatalf("no undo form:\n%s", page)
+	}
+	csrf := page[i+len(`name="csrf" value="`):]
+	csrf = csrf[:strings.IndexByte(csrf, '"')]
+	post := func(form url.Values, origin string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/record/1/undo", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := f.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	cases := []struct {
+		name   string
+		form   url.Values
+		origin string
+		code   int
+	}{
+		{"no token", url.Values{}, "", http.StatusForbidden},
+		{"wrong token", url.Values{"csrf": {"00"}}, "", http.StatusForbidden},
+		{"another site", url.Values{"csrf": {csrf}}, "https://evil.example", http.StatusForbidden},
+		{"the page's form", url.Values{"csrf": {csrf}}, f.srv.URL, http.StatusSeeOther},
+	}
+	for _, c := range cases {
+		if got := post(c.form, c.origin).StatusCode; got != c.code {
+			t.Errorf("%s: got %d, want %d", c.name, got, c.code)
+		}
+	}
+	if len(f.undone) != 1 || f.undone[0] != 1 {
+		t.Errorf("undone: got %v, want record 1 once (by the page's own form)", f.undone)
+	}
+}
+
+func TestUndoRefusedWhereTheStoreForbidsIt(t *testing.T) {
+	f := newFixture(t, false)
+	f.signIn(t)
+	_, page := f.get(t, "/record/1")
+	if strings.Contains(page, `action="/record/1/undo"`) || !strings.Contains(page, "does not allow undo") {
+		t.Errorf("record page of a store without allow_undo: want no undo button and why:\n%s", page)
+	}
+}
+
+func TestEventsSayWhenTheJournalChanges(t *testing.T) {
+	f := newFixture(t, true)
+	s, _ := New(Config{StateDir: f.stateDir, Policy: func() *policy.Policy { return nil }, DB: f.db}, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got := make(chan string, 1)
+	go func() {
+		b := make([]byte, 4096)
+		var all string
+		for {
+			n, err := resp.Body.Read(b)
+			all += string(b[:n])
+			if strings.Contains(all, "event: change") || err != nil {
+				got <- all
+				return
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond) // subscribed
+	if _, err := f.db.Append(context.Background(), &state.Record{Store: "notes", Root: f.root, Rule: "compact", Target: "memory.md", Outcome: state.Done}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if !strings.Contains(s, "event: change") {
+			t.Errorf("event stream: got %q, want a change", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change event within 5s of a journal record")
+	}
+}
+
+func TestVisible(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"plain text", "plain text"},
+		{"\x1b[2Jcleared", "␛[2Jcleared"},
+		{"tab\tkept", "tab\tkept"},
+		{"cr\rhidden", "cr␍hidden"},
+		{"bad \xff utf8", "bad \uFFFD utf8"},
+		{"c1 \u009b csi", "c1 \uFFFD csi"},
+	} {
+		if got := visible(c.in); got != c.want {
+			t.Errorf("visible(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
