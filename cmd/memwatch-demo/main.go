@@ -222,7 +222,38 @@ stores:
    %s                          the app's SQLite memories, held at limit_per_app
    %s log --policy %s      the journal again; %s undo ID restores any change
 `, rel(app), fi.Size(), rel(app), len(archives), rel(app), len(runs), rel(app), rel(logPath), rel(ws), rel(ws), rel(ws), rel(sess), rel(mem), rel(appDB), rel(bin), rel(policyPath), rel(bin))
-	return nil
+	return reviewPage(bin, dir, policyPath)
+}
+
+// reviewPage starts memwatch ui on the demo's state, in the background
+// (it outlives the demo), and prints the address to open.
+func reviewPage(bin, dir, policyPath string) error {
+	logf, err := os.Create(filepath.Join(dir, "ui.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	for _, listen := range []string{"127.0.0.1:7878", "127.0.0.1:0"} {
+		cmd := exec.Command(bin, "ui", "--policy", policyPath, "--listen", listen)
+		cmd.Stderr = logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // not stopped with make
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start memwatch ui: %w", err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if _, url, ok := strings.Cut(strings.TrimSpace(line), "open "); err == nil && ok {
+			fmt.Printf("\n==> the review page: %s\n   everything above, in a browser: each change with its diff and an Undo button, a search with citations\n   (memwatch ui, pid %d, runs on after the demo: kill %d to stop it)\n", url, cmd.Process.Pid, cmd.Process.Pid)
+			cmd.Process.Release()
+			return nil
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	return fmt.Errorf("memwatch ui did not start: see %s", filepath.Join(dir, "ui.log"))
 }
 
 // agent writes memory like the seed's platform and AI do: the platform
