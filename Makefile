@@ -9,7 +9,7 @@ FUZZTIME ?= 30s
 # the tests still run, without it, and say so.
 RACE := $(shell command -v "$$($(GO) env CC)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: fixtures build test demo bench lint fuzz soak stress package e2e mcp-e2e clean
+.PHONY: fixtures build test demo bench lint fuzz soak stress package e2e mcp-e2e browser clean
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/memwatch
@@ -65,6 +65,13 @@ mcp-e2e: build
 		cd test/mcp-node && npm ci --no-audit --no-fund --silent && node client.mjs $(CURDIR)/$(BIN); \
 	fi
 
+# The review pages in a real headless Chromium against the real daemon,
+# screenshots of each page in test-output/ (Debian's chromium, installed
+# here as root; make test skips the test, saying so, without one).
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || echo "note: no chromium and no way to install it here: the browser test will skip"
+	$(GO) test -run 'TestReviewPages|TestReviewPageWeight' -count=1 -v -artifacts -outputdir $(CURDIR)/test-output ./cmd/memwatch
+
 # Agent session fixtures written by the real programs (Claude Code, Codex,
 # Gemini CLI, OpenClaw 2026.9.6 and 2026.7.1, at pinned versions from npm),
 # run offline against a local fake of their model API, a turn at a time
@@ -83,4 +90,4 @@ e2e: package
 	packaging/test/e2e.sh
 
 clean:
-	rm -rf bin dist demo
+	rm -rf bin dist demo test-output
