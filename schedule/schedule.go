@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -30,7 +31,8 @@ type Scheduler struct {
 	db    *state.DB
 	log   *slog.Logger
 	now   func() time.Time
-	names map[cron.EntryID]string // set by Add, before Start
+	mu    sync.Mutex              // guards names: Add may run while Next is asked
+	names map[cron.EntryID]string // the entries' names, for Next
 }
 
 // Parse parses a spec the way the scheduler will.
@@ -75,10 +77,12 @@ func (s *Scheduler) Add(ctx context.Context, entries []Entry) error {
 			_ = s.db.Put(context.Background(), ns, e.Name, []byte(s.now().Format(time.RFC3339)))
 		}
 		id := s.cron.Schedule(sched, cron.FuncJob(run))
+		s.mu.Lock()
 		if s.names == nil {
 			s.names = map[cron.EntryID]string{}
 		}
 		s.names[id] = e.Name
+		s.mu.Unlock()
 		raw, ok, err := s.db.Get(ctx, ns, e.Name)
 		if err != nil {
 			return err
@@ -103,6 +107,8 @@ func (s *Scheduler) Add(ctx context.Context, entries []Entry) error {
 // soonest (zero when none is scheduled).
 func (s *Scheduler) Next(prefix string) time.Time {
 	var next time.Time
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, e := range s.cron.Entries() {
 		if name := s.names[e.ID]; strings.HasPrefix(name, prefix) && !e.Next.IsZero() && (next.IsZero() || e.Next.Before(next)) {
 			next = e.Next

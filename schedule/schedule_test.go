@@ -81,3 +81,30 @@ func TestCatchUpRunsOnce(t *testing.T) {
 		t.Errorf("runs after second start = %d, want 1", runs)
 	}
 }
+
+func TestNextIsTheSoonestOfThePrefix(t *testing.T) {
+	ctx := context.Background()
+	db, err := state.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := New(db, slog.New(slog.DiscardHandler), time.UTC, time.Now)
+	err = s.Add(ctx, []Entry{
+		{Name: "notes/compact", Spec: "@every 2h", Run: func() {}},
+		{Name: "notes/sweep", Spec: "@every 1h", Run: func() {}},
+		{Name: "notesbis/sweep", Spec: "@every 1m", Run: func() {}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Next("none/"); !got.IsZero() {
+		t.Errorf("Next of no entry: got %v, want zero", got)
+	}
+	s.Start()
+	defer s.Stop()
+	got := s.Next("notes/")
+	if d := time.Until(got); d < 55*time.Minute || d > 61*time.Minute {
+		t.Errorf("Next(notes/): got %v from now, want the hourly sweep's, not notesbis's minute", d)
+	}
+}

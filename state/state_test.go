@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -44,5 +45,68 @@ func TestDurationUnderAMillisecond(t *testing.T) {
 	}
 	if got, want := recs[1].Duration, 7*time.Millisecond; got != want {
 		t.Errorf("old record: duration %v, want %v", got, want)
+	}
+}
+
+func TestTokenAndDiskDays(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, u := range []struct {
+		ep, day string
+		n       int64
+	}{{"a", "2026-11-01", 5}, {"a", "2026-11-01", 7}, {"b", "2026-11-02", 3}, {"a", "2026-10-31", 100}} {
+		if _, err := db.AddTokens(ctx, u.ep, u.day, u.n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	days, err := db.TokenDays(ctx, "2026-11-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []TokenDay{{"a", "2026-11-01", 12}, {"b", "2026-11-02", 3}}; fmt.Sprint(days) != fmt.Sprint(want) {
+		t.Errorf("TokenDays: got %v, want %v", days, want)
+	}
+	if err := db.PutDisk(ctx, []DiskSample{{Day: "2026-11-01", Store: "s", Kind: "archives", Bytes: 10}, {Day: "2026-11-01", Kind: "journal", Bytes: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	// A later reading of the same day replaces the earlier one.
+	if err := db.PutDisk(ctx, []DiskSample{{Day: "2026-11-01", Store: "s", Kind: "archives", Bytes: 30}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.DiskDays(ctx, "2026-01-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []DiskSample{{"2026-11-01", "", "journal", 4}, {"2026-11-01", "s", "archives", 30}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("DiskDays: got %v, want %v", got, want)
+	}
+}
+
+func TestJournalPagesBeforeAnID(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range 5 {
+		if _, err := db.Append(ctx, &Record{Store: "s", Root: "/r", Rule: "compact", Target: fmt.Sprint(i), Outcome: Done}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := db.Journal(ctx, Filter{Root: "/r", BeforeID: 4, Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].ID != 3 || recs[1].ID != 2 {
+		t.Errorf("the page before record 4: got %v, want records 3 and 2", recs)
+	}
+	latest, err := db.Latest(ctx, "s")
+	if err != nil || len(latest) != 1 || latest[0].ID != 5 {
+		t.Errorf("Latest: got %v, %v; want record 5", latest, err)
 	}
 }

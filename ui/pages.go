@@ -31,6 +31,10 @@ const (
 	rootsPerPage   = 100 // roots a store's page lists at a time
 	recordsPerPage = 50
 	plotDays       = 30
+	// maxOfflineCount bounds the roots whose archives a page counts when
+	// no daemon runs (it opens each root): beyond, memwatch prune
+	// --dry-run or the running daemon's status says.
+	maxOfflineCount = 200
 )
 
 // status asks the running daemon for its status, as the caller; nil when
@@ -116,6 +120,7 @@ type storeRow struct {
 	AllowUndo               bool
 	Archives                int
 	ArchiveBytes            int64
+	ArchivesUnknown         bool // no daemon, and too many roots to count them for a page
 	Kept                    int
 	NextRun                 *time.Time
 	Roots                   []rootRow
@@ -181,8 +186,10 @@ func (s *Server) storeRow(ctx context.Context, store *policy.Store, roots []stri
 	row := storeRow{Name: store.Name, Layout: store.Layout, Compactor: store.Compactor, AllowUndo: store.AllowUndo, Total: len(roots)}
 	if ss, ok := byName[store.Name]; ok {
 		row.Archives, row.ArchiveBytes, row.Kept, row.NextRun = ss.Archives, ss.ArchiveBytes, ss.Kept, ss.NextRun
-	} else if st == nil {
+	} else if st == nil && len(roots) <= maxOfflineCount {
 		s.archivesOffline(ctx, store, roots, &row)
+	} else if st == nil {
+		row.ArchivesUnknown = true
 	}
 	latest, err := s.cfg.DB.Latest(ctx, store.Name)
 	if err != nil {

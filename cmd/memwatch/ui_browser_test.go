@@ -92,22 +92,6 @@ func pageText(t *testing.T, ctx context.Context) string {
 	return s
 }
 
-// waitText waits until the page's text holds want.
-func waitText(t *testing.T, ctx context.Context, want string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		s := pageText(t, ctx)
-		if strings.Contains(s, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the page never showed %q; it shows:\n%s", want, s)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // do runs browser steps, each within 20 s; on a failure it says where
 // the browser was and what the page showed.
 func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
