@@ -598,9 +598,6 @@ func (d *Daemon) serve(ctx context.Context) error {
 				d.log.Info("caught up: every root evaluated, its logs captured and indexed", "roots", total,
 					"took", time.Since(catchStart).Round(time.Millisecond).String(), "cpu_seconds", fmt.Sprintf("%.2f", cpuSeconds()-cpuStart))
 				d.notify("STATUS=watching " + fmt.Sprint(total) + " roots")
-				// The first reading of the disk held (then hourly).
-				wg.Add(1)
-				go func() { defer wg.Done(); d.reportArchives(ctx) }()
 			}
 		case <-flush.C:
 			if c, err := d.watch.Counts(ctx); err == nil {

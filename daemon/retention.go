@@ -150,7 +150,7 @@ func (d *Daemon) archivesHeld(ctx context.Context, stores []*policy.Store, roots
 }
 
 // reportArchives sets memwatch_archive_bytes and records the day's disk
-// use (hourly, and once caught up).
+// use (hourly: it opens every root, too much to do at start).
 func (d *Daemon) reportArchives(ctx context.Context) {
 	d.mu.RLock()
 	stores := d.policy.Stores

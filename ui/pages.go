@@ -173,7 +173,13 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
-	d.DiskPlot, d.TokenPlot, err = s.plots(ctx, rc, d.LLM)
+	// Today's bar is what the page counts now: the daemon records the
+	// day's reading hourly.
+	now := d.Disk.Journal + d.Disk.Spool + d.Disk.Index + d.Disk.Versions
+	for _, row := range d.Stores {
+		now += row.ArchiveBytes
+	}
+	d.DiskPlot, d.TokenPlot, err = s.plots(ctx, rc, d.LLM, now)
 	if err != nil {
 		return view{}, err
 	}
@@ -336,8 +342,8 @@ func (s *Server) llmRows(ctx context.Context, st *daemon.Status, rc reach) ([]ll
 }
 
 // plots draws the disk memwatch held and the LLM tokens used per day over
-// the last plotDays days, within the caller's reach.
-func (s *Server) plots(ctx context.Context, rc reach, llm []llmRow) (disk, tokens template.HTML, err error) {
+// the last plotDays days, within the caller's reach; heldNow is today's.
+func (s *Server) plots(ctx context.Context, rc reach, llm []llmRow, heldNow int64) (disk, tokens template.HTML, err error) {
 	now := s.cfg.Now()
 	days := lastDays(now, plotDays)
 	at := map[string]int{}
@@ -358,6 +364,7 @@ func (s *Server) plots(ctx context.Context, rc reach, llm []llmRow) (disk, token
 			held[i] += float64(smp.Bytes)
 		}
 	}
+	held[len(held)-1] = float64(heldNow)
 	bytesLabel := func(v float64) string { return humanize.IBytes(uint64(v)) }
 	disk = barChart("Disk held (archives, journal, spool, index, versions)", days, held, bytesLabel)
 	eps := map[string]bool{}
