@@ -70,6 +70,7 @@ mcp-e2e: build
 # here as root; make test skips the test, saying so, without one).
 browser:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || echo "note: no chromium and no way to install it here: the browser test will skip"
+	mkdir -p test-output
 	$(GO) test -run 'TestReviewPages|TestReviewPageWeight' -count=1 -v -artifacts -outputdir $(CURDIR)/test-output ./cmd/memwatch
 
 # Agent session fixtures written by the real programs (Claude Code, Codex,
