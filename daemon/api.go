@@ -630,9 +630,13 @@ type authListener struct {
 }
 
 // disk is what the state directory holds.
-func (d *Daemon) disk() Disk {
-	return Disk{Journal: fileBytes(filepath.Join(d.cfg.StateDir, state.FileName)), Spool: fileBytes(filepath.Join(d.cfg.StateDir, spool.FileName)),
-		Index: dirBytes(filepath.Join(d.cfg.StateDir, IndexDir)), Versions: fileBytes(filepath.Join(d.cfg.StateDir, versions.FileName))}
+func (d *Daemon) disk() Disk { return StateDisk(d.cfg.StateDir) }
+
+// StateDisk is what a state directory holds: its databases with their
+// write-ahead logs, and the recall index.
+func StateDisk(dir string) Disk {
+	return Disk{Journal: fileBytes(filepath.Join(dir, state.FileName)), Spool: fileBytes(filepath.Join(dir, spool.FileName)),
+		Index: dirBytes(filepath.Join(dir, IndexDir)), Versions: fileBytes(filepath.Join(dir, versions.FileName))}
 }
 
 // fileBytes is a file's size with its SQLite WAL, 0 when missing.

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,18 @@ import (
 
 // IndexDir is the recall index's directory in the state directory.
 const IndexDir = "index"
+
+// ReadableIndex is the recall index of a state directory when this
+// process can read it ("" when not: a search then scans).
+func ReadableIndex(stateDir string) string {
+	dir := filepath.Join(stateDir, IndexDir)
+	f, err := os.Open(dir)
+	if err != nil {
+		return ""
+	}
+	f.Close()
+	return dir
+}
 
 // task is one piece of background work on a root.
 type task struct {

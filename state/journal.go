@@ -111,25 +111,17 @@ func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
-	rows, err := d.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read journal: %w", err)
-	}
-	defer rows.Close()
-	var out []Record
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return d.records(ctx, q, args...)
 }
 
 // Latest returns the newest record of each root of store.
 func (d *DB) Latest(ctx context.Context, store string) ([]Record, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT `+recordCols+` FROM journal WHERE id IN (SELECT MAX(id) FROM journal WHERE store=? GROUP BY root)`, store)
+	return d.records(ctx, `SELECT `+recordCols+` FROM journal WHERE id IN (SELECT MAX(id) FROM journal WHERE store=? GROUP BY root)`, store)
+}
+
+// records runs a query selecting recordCols.
+func (d *DB) records(ctx context.Context, q string, args ...any) ([]Record, error) {
+	rows, err := d.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read journal: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -21,7 +20,6 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/rotate"
-	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/versions"
 )
@@ -150,14 +148,9 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	d := overviewData{Daemon: st != nil, Status: st, Admin: rc.caller.IsAdmin()}
 	if d.Admin {
 		d.StateDir = s.cfg.StateDir
-		d.Disk = stateDisk(s.cfg.StateDir)
+		d.Disk = daemon.StateDisk(s.cfg.StateDir)
 	}
-	byName := map[string]daemon.StoreStatus{}
-	if st != nil {
-		for _, ss := range st.Stores {
-			byName[ss.Name] = ss
-		}
-	}
+	byName := storesOf(st)
 	for _, store := range rc.pol.Stores {
 		roots, ok := rc.roots[store.Name]
 		if !ok && !rc.caller.IsAdmin() {
@@ -184,6 +177,18 @@ func (s *Server) overview(r *http.Request) (view, error) {
 		return view{}, err
 	}
 	return view{Template: "overview", Title: "memwatch", Data: d}, nil
+}
+
+// storesOf is the daemon's status of each store, by name (none without
+// a daemon).
+func storesOf(st *daemon.Status) map[string]daemon.StoreStatus {
+	out := map[string]daemon.StoreStatus{}
+	if st != nil {
+		for _, ss := range st.Stores {
+			out[ss.Name] = ss
+		}
+	}
+	return out
 }
 
 // storeRow is one store with roots [from, from+n) of those the caller
@@ -271,30 +276,6 @@ func rootState(root string, last *state.Record, st *daemon.Status) string {
 		}
 	}
 	return "idle"
-}
-
-// stateDisk is what the state directory holds (memwatch's own files).
-func stateDisk(dir string) daemon.Disk {
-	size := func(names ...string) int64 {
-		var n int64
-		for _, name := range names {
-			for _, p := range []string{name, name + "-wal"} {
-				if fi, err := os.Stat(filepath.Join(dir, p)); err == nil {
-					n += fi.Size()
-				}
-			}
-		}
-		return n
-	}
-	var idx int64
-	if ents, err := os.ReadDir(filepath.Join(dir, daemon.IndexDir)); err == nil {
-		for _, e := range ents {
-			if fi, err := e.Info(); err == nil {
-				idx += fi.Size()
-			}
-		}
-	}
-	return daemon.Disk{Journal: size(state.FileName), Spool: size(spool.FileName), Index: idx, Versions: size(versions.FileName)}
 }
 
 // llmRows is each endpoint's token use today and this month against its
@@ -409,13 +390,7 @@ func (s *Server) storePage(r *http.Request) (view, error) {
 	}
 	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
 	page = max(page, 1)
-	byName := map[string]daemon.StoreStatus{}
-	if st != nil {
-		for _, ss := range st.Stores {
-			byName[ss.Name] = ss
-		}
-	}
-	row, err := s.storeRow(ctx, store, roots, byName, st, (page-1)*rootsPerPage, rootsPerPage)
+	row, err := s.storeRow(ctx, store, roots, storesOf(st), st, (page-1)*rootsPerPage, rootsPerPage)
 	if err != nil {
 		return view{}, err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -103,9 +102,7 @@ func (s *Server) search(r *http.Request) (view, error) {
 		names[t.path] = rootOption{Store: t.store.Name, Path: t.path}
 	}
 	d.Searched = len(opts.Roots)
-	if idx := filepath.Join(s.cfg.StateDir, daemon.IndexDir); readable(idx) {
-		opts.Index = idx
-	}
+	opts.Index = daemon.ReadableIndex(s.cfg.StateDir)
 	if sp := s.cfg.Spool; sp != nil {
 		opts.Generation = func(root, rel string) int64 { return sp.LiveGen(ctx, root, rel) }
 		opts.Held = sp.SearchHeld
@@ -127,15 +124,6 @@ func (s *Server) search(r *http.Request) (view, error) {
 		d.Results = append(d.Results, v)
 	}
 	return view{Template: "search", Title: "search: " + d.Q, Data: d}, nil
-}
-
-func readable(dir string) bool {
-	f, err := os.Open(dir)
-	if err != nil {
-		return false
-	}
-	f.Close()
-	return true
 }
 
 type shownLine struct {

@@ -84,7 +84,7 @@ Add it to Claude Code with
 				}
 				return res, err
 			}
-			if idx := filepath.Join(dir, daemon.IndexDir); readable(idx) {
+			if idx := daemon.ReadableIndex(dir); idx != "" {
 				cfg.Index = idx
 			}
 			if sp, err := spool.OpenReadOnly(context.Background(), dir); err == nil {

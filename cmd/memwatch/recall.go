@@ -78,9 +78,7 @@ can match are read; --explain says which way each search went.`,
 			}()
 			opts.Roots = roots
 			stateDir := g.resolveStateDir(p)
-			if idx := filepath.Join(stateDir, daemon.IndexDir); readable(idx) {
-				opts.Index = idx
-			}
+			opts.Index = daemon.ReadableIndex(stateDir)
 			if sp, err := spool.OpenReadOnly(context.Background(), stateDir); err == nil {
 				defer sp.Close()
 				opts.Generation = func(root, rel string) int64 { return sp.LiveGen(cmd.Context(), root, rel) }
@@ -113,15 +111,6 @@ can match are read; --explain says which way each search went.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: source, file, line, content and citation of each result")
 	cmd.Flags().BoolVar(&explain, "explain", false, "say on stderr how the search was answered and how long it took")
 	return cmd
-}
-
-func readable(dir string) bool {
-	f, err := os.Open(dir)
-	if err != nil {
-		return false
-	}
-	f.Close()
-	return true
 }
 
 // recallRoots resolves what to search: one directory, or roots of stores.
