@@ -126,9 +126,10 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 		res, err := s.appendLines(ctx, f, &st, o)
 		res.Why = "new"
 		return res, err
-	case !st.Missing && st.dev == dev && st.ino == ino && fi.Size() == st.Offset && !modifiedSince(fi, st.Changed) && s.tailIntact(f, &st):
+	case !st.Missing && st.dev == dev && st.ino == ino && fi.Size() == st.Offset && s.tailIntact(f, &st) && s.unchanged(ctx, f, fi, &st):
 		// Nothing new: no transaction at all (a start-up evaluates
-		// thousands of logs that have not changed).
+		// thousands of logs that have not changed), and no read of the
+		// lines already matched.
 		return Result{Gen: st.Gen, Why: "same"}, nil
 	case !st.Missing && st.dev == dev && st.ino == ino && fi.Size() > st.Offset && s.tailIntact(f, &st):
 		res, err := s.appendLines(ctx, f, &st, o)
@@ -144,12 +145,71 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 // tick, up to 10 ms) against the fine one captures are timed with.
 const mtimeSlack = 20 * time.Millisecond
 
-// modifiedSince reports a file written after the log's last capture, or
-// too close to it to tell. A file of the size last captured whose last
-// line is unchanged may still have been rewritten in place to the same
-// size (found by FuzzCapture): that one is read whole again.
-func modifiedSince(fi os.FileInfo, captured time.Time) bool {
-	return !fi.ModTime().Before(captured.Add(-mtimeSlack))
+// unchanged reports whether a log of the size last captured, its last line
+// intact, was not written since, without reading what was matched before:
+// its mtime is the one recorded then, and that capture came a clock tick
+// or more after the write (settled), so any later write would show as a
+// later mtime. A capture that came within the tick (an agent's append
+// captured at once) cannot tell a rewrite in place to the same size in the
+// same tick (found by FuzzCapture) from no write: the file's bytes are
+// hashed once and compared with the digest kept of them, and the mtime is
+// then settled. Kernels with fine-grained timestamps (Linux 6.13 and
+// later on ext4, xfs, btrfs and tmpfs) give such a rewrite a later mtime
+// anyway. The cost is a hash of the file (no database read) at most once
+// per write, never a rematch.
+func (s *Spool) unchanged(ctx context.Context, f *os.File, fi os.FileInfo, st *Log) bool {
+	if fi.ModTime().UnixNano() != st.mtime || st.mtime == 0 {
+		return false
+	}
+	if st.settled {
+		return true
+	}
+	if st.digest == nil {
+		return false
+	}
+	d := xxhash.New()
+	if d.UnmarshalBinary(st.digest) != nil {
+		return false
+	}
+	want := d.Sum64()
+	d.Reset()
+	if n, err := io.Copy(d, io.NewSectionReader(f, 0, st.Offset)); err != nil || n != st.Offset || d.Sum64() != want {
+		return false
+	}
+	if s.Now().Sub(fi.ModTime()) >= mtimeSlack {
+		st.settled = true
+		if st.ID != 0 {
+			if _, err := s.db.ExecContext(ctx, `UPDATE logs SET settled=1 WHERE id=? AND mtime=?`, st.ID, st.mtime); err != nil {
+				return true // the next capture hashes it again
+			}
+		}
+	}
+	return true
+}
+
+// stamp records, after a capture read f up to st.Offset, the file's mtime
+// and whether it is settled, and brings the digest of the bytes before
+// Offset up to date from the digest of those before from (0: a fresh one).
+// A file longer than what was read (written during the capture) gets no
+// mtime: the next capture looks again.
+func (s *Spool) stamp(f *os.File, st *Log, from int64) {
+	d := xxhash.New()
+	if from > 0 && (st.digest == nil || d.UnmarshalBinary(st.digest) != nil) {
+		st.digest, st.mtime, st.settled = nil, 0, false
+		return
+	}
+	if n, err := io.Copy(d, io.NewSectionReader(f, from, st.Offset-from)); err != nil || n != st.Offset-from {
+		st.digest, st.mtime, st.settled = nil, 0, false
+		return
+	}
+	st.digest, _ = d.MarshalBinary()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() != st.Offset {
+		st.mtime, st.settled = 0, false
+		return
+	}
+	st.mtime = fi.ModTime().UnixNano()
+	st.settled = s.Now().Sub(fi.ModTime()) >= mtimeSlack
 }
 
 // maxHeld bounds the descriptors kept open: the logs written most recently
@@ -241,7 +301,11 @@ func (s *Spool) saveLog(ctx context.Context, db execer, st *Log) error {
 	if st.Missing {
 		missing = 1
 	}
-	args := []any{st.Gen, st.Seq, st.dev, st.ino, st.Offset, st.Lines, st.tailOff, int64(st.tailHash), st.LiveFrom, st.LiveMsgs, missing, s.Now().UnixNano(), st.ID}
+	settled := 0
+	if st.settled {
+		settled = 1
+	}
+	args := []any{st.Gen, st.Seq, st.dev, st.ino, st.Offset, st.Lines, st.tailOff, int64(st.tailHash), st.LiveFrom, st.LiveMsgs, missing, s.Now().UnixNano(), st.mtime, settled, st.digest, st.ID}
 	tx, _ := db.(*sql.Tx)
 	stmt, err := s.prepared(ctx, tx, updateLog)
 	if err == nil {
@@ -407,6 +471,7 @@ func (c *capturer) abort() {
 // appendLines captures the complete lines after st.Offset as the live
 // generation's next lines.
 func (s *Spool) appendLines(ctx context.Context, f *os.File, st *Log, o Options) (Result, error) {
+	from := st.Offset
 	if _, err := f.Seek(st.Offset, io.SeekStart); err != nil {
 		return Result{}, err
 	}
@@ -465,6 +530,7 @@ func (s *Spool) appendLines(ctx context.Context, f *os.File, st *Log, o Options)
 		c.res.Gen = st.Gen
 		return c.res, nil
 	}
+	s.stamp(f, st, from)
 	if err := s.saveLineage(ctx, c.tx, st.ID, lin); err != nil {
 		return c.res, err
 	}
@@ -576,6 +642,7 @@ func unmatched(prev []liveLine, knownSeq []int64) []liveLine {
 // every line's hash, recognises the messages captured before, and captures
 // the rest (see the package doc).
 func (s *Spool) rematch(ctx context.Context, f *os.File, st *Log, dev, ino int64, o Options) (Result, error) {
+	s.rematches.Add(1)
 	// Pass 1: hash and classify every line; keep no text.
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return Result{}, err
@@ -744,6 +811,7 @@ func (s *Spool) rematch(ctx context.Context, f *os.File, st *Log, dev, ino int64
 	if lin == nil && !same {
 		lin = &lineage{} // a generation that did not start empty: none
 	}
+	s.stamp(f, st, 0)
 	if err := s.saveLineage(ctx, c.tx, st.ID, lin); err != nil {
 		return c.res, err
 	}

@@ -53,7 +53,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -82,6 +84,7 @@ CREATE TABLE IF NOT EXISTS logs (
 	missing    INTEGER NOT NULL DEFAULT 0, -- the file is gone
 	first_seen INTEGER NOT NULL,           -- unix ns
 	changed    INTEGER NOT NULL DEFAULT 0, -- unix ns of the last capture that found something
+	-- mtime, settled and digest are added by upgrade (logs of older spools lack them)
 	UNIQUE(root, path)
 );
 CREATE TABLE IF NOT EXISTS lines (
@@ -130,6 +133,8 @@ type Spool struct {
 	// stmts are the statements of the hot paths, prepared once on the one
 	// connection: SQLite's parser costs more than a small capture.
 	stmts map[string]*sql.Stmt
+	// rematches counts captures that read a whole log again (tests).
+	rematches atomic.Int64
 }
 
 // prepared returns q prepared (once); in tx when tx is not nil. The
@@ -183,6 +188,10 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 		db.Close()
 		return nil, fmt.Errorf("initialise spool %s: %w", path, err)
 	}
+	if err := upgrade(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("upgrade spool %s: %w", path, err)
+	}
 	s := &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}}
 	for _, q := range hotStatements {
 		if _, err := s.prepared(ctx, nil, q); err != nil {
@@ -193,12 +202,39 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 	return s, nil
 }
 
+// upgrade adds the columns later releases keep per log:
+//   - mtime: the file's modification time when last captured (unix ns);
+//   - settled: 1 when that capture came a clock tick or more after it, so
+//     an equal mtime later means no write since;
+//   - digest: the xxhash state of the bytes up to offset, which tells
+//     whether a file of the same size and mtime as an unsettled capture
+//     was rewritten in the same tick.
+func upgrade(ctx context.Context, db *sql.DB) error {
+	for _, col := range []struct{ name, decl string }{
+		{"mtime", "INTEGER NOT NULL DEFAULT 0"},
+		{"settled", "INTEGER NOT NULL DEFAULT 0"},
+		{"digest", "BLOB"},
+	} {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('logs') WHERE name = ?`, col.name).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, `ALTER TABLE logs ADD COLUMN `+col.name+` `+col.decl); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+			return err
+		}
+	}
+	return nil
+}
+
 // hotStatements run in capture transactions: prepared once, by Open.
 var hotStatements = []string{insertLog, updateLog}
 
 const (
 	insertLog = `INSERT INTO logs(root, path, first_seen) VALUES(?,?,?)`
-	updateLog = `UPDATE logs SET gen=?, seq=?, dev=?, ino=?, offset=?, lines=?, tail_off=?, tail_hash=?, live_from=?, live_msgs=?, missing=?, changed=? WHERE id=?`
+	updateLog = `UPDATE logs SET gen=?, seq=?, dev=?, ino=?, offset=?, lines=?, tail_off=?, tail_hash=?, live_from=?, live_msgs=?, missing=?, changed=?, mtime=?, settled=?, digest=? WHERE id=?`
 )
 
 // OpenReadOnly opens an existing spool for reading (memwatch show while the
@@ -260,18 +296,22 @@ type Log struct {
 
 	dev, ino, tailOff int64
 	tailHash          uint64
+	mtime             int64  // the file's mtime at the last capture (unix ns)
+	settled           bool   // ...taken a clock tick or more after the write
+	digest            []byte // xxhash state of the bytes before Offset; nil: unknown
 }
 
-const logCols = `id, root, path, gen, seq, lines, offset, live_from, live_msgs, missing, first_seen, changed, dev, ino, tail_off, tail_hash`
+const logCols = `id, root, path, gen, seq, lines, offset, live_from, live_msgs, missing, first_seen, changed, dev, ino, tail_off, tail_hash, mtime, settled, digest`
 
 func scanLog(row interface{ Scan(...any) error }) (Log, error) {
 	var l Log
 	var first, changed int64
-	var missing int
+	var missing, settled int
 	var tailHash int64
 	err := row.Scan(&l.ID, &l.Root, &l.Path, &l.Gen, &l.Seq, &l.Lines, &l.Offset, &l.LiveFrom, &l.LiveMsgs, &missing,
-		&first, &changed, &l.dev, &l.ino, &l.tailOff, &tailHash)
+		&first, &changed, &l.dev, &l.ino, &l.tailOff, &tailHash, &l.mtime, &settled, &l.digest)
 	l.Missing, l.First, l.Changed, l.tailHash = missing != 0, time.Unix(0, first), time.Unix(0, changed), uint64(tailHash)
+	l.settled = settled != 0
 	return l, err
 }
 

@@ -546,3 +546,55 @@ func TestRewriteToTheSameSize(t *testing.T) {
 		t.Errorf("captured %q, want the rewritten line %s too", got, msg(2))
 	}
 }
+
+// TestAppendedLogIsNotReadAgain: a log that only grows is never read whole
+// again, however often it is captured between appends, right after a
+// write or long after (issue #44: a rematch of the whole log on every
+// evaluation of a growing log made its cost grow with its size). A
+// rewrite in place to the same size in that time is still seen.
+func TestAppendedLogIsNotReadAgain(t *testing.T) {
+	ctx := context.Background()
+	s := newSpool(t)
+	dir := t.TempDir()
+	root := openRoot(t, dir)
+	p := filepath.Join(dir, "s.jsonl")
+	os.WriteFile(p, []byte(lines(msgs(1, 1000)...)), 0o644)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := 1001; i <= 1100; i++ {
+		f.WriteString(msg(i) + "\n")
+		for range 3 { // the capture at the write, then the rules' own
+			if _, err := s.Capture(ctx, root, "s.jsonl", opts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%25 == 0 {
+			time.Sleep(2 * mtimeSlack) // settled: the mtime alone tells
+			s.Capture(ctx, root, "s.jsonl", opts)
+		}
+	}
+	if got := s.rematches.Load(); got != 0 {
+		t.Errorf("a growing log was read whole %d times, want 0", got)
+	}
+	if got := captured(t, s, root, "s.jsonl"); len(got) != 1100 {
+		t.Errorf("captured %d messages, want 1100", len(got))
+	}
+	// Rewritten in place to the same size, at once and after a while.
+	for k, wait := range []time.Duration{0, 2 * mtimeSlack} {
+		b, _ := os.ReadFile(p)
+		b = []byte(strings.Replace(string(b), msg(500+k), msg(900+k), 1))
+		time.Sleep(wait)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Capture(ctx, root, "s.jsonl", opts); err != nil {
+			t.Fatal(err)
+		}
+		if got := captured(t, s, root, "s.jsonl"); len(got) != 1101+k {
+			t.Errorf("after a same-size rewrite (wait %v): captured %d messages, want the rewritten one too", wait, len(got))
+		}
+	}
+}

@@ -6,7 +6,10 @@
 //     by index, against grep and rg, a rare and a common word;
 //   - the real daemon on 10,000 session directories: time to ready, RSS
 //     after ready, CPU used while idle, and latency from an append to the
-//     rule evaluation beyond the settle time.
+//     rule evaluation beyond the settle time;
+//   - consolidation under a steady agent: CPU early and late in the run,
+//     peak RSS, and CPU per 1,000 messages over a small and a large history
+//     (window.go).
 package main
 
 import (
@@ -44,7 +47,8 @@ func main() {
 	samples := flag.Int("samples", 200, "append-latency samples")
 	recallMiB := flag.Int("recall-mib", 400, "size of the session log for the recall benchmark, in MiB")
 	proseMiB := flag.Int("prose-mib", 370, "size of the prose session log (issue #32's shape), in MiB")
-	only := flag.String("only", "capture,recall,prose,daemon", "the benchmarks to run (comma-separated)")
+	windowSecs := flag.Int("window-secs", 100, "how long the window benchmark's agent writes, in seconds")
+	only := flag.String("only", "capture,recall,prose,daemon,window", "the benchmarks to run (comma-separated)")
 	keep := flag.Bool("keep", false, "keep the generated files (the directory is printed)")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "memwatch-bench")
@@ -72,6 +76,9 @@ func main() {
 	}
 	if run["daemon"] {
 		rows = append(rows, daemonBench(*bin, dir, *sessions, *idle, *samples)...)
+	}
+	if run["window"] {
+		rows = append(rows, windowBench(*bin, dir, *windowSecs)...)
 	}
 	fmt.Printf("\nmemwatch bench (%s, %d CPUs)\n", time.Now().Format(time.DateOnly), numCPU())
 	fmt.Printf("%-58s %-22s %-14s %s\n", "metric", "value", "target", "")

@@ -31,9 +31,18 @@ func sessionLogs(env *layout.Env, root *confine.Root) []string {
 
 // plan decides how far a log should be consolidated now (0: not yet),
 // counting messages as seed 002's agent does (metadata and invalid lines
-// do not count): messages the agent already trimmed or cleared from its
-// file go at once; while the file holds more than window messages, all but
-// the newest keep; once the session is idle, the rest.
+// do not count), and says why.
+//
+// Seed 002: "When messageCount > memoryWindow: cutoff = messages.length -
+// keepCount; consolidate messages[lastConsolidated..cutoff];
+// trimBefore(cutoff)". The seed's agent trims its session after each
+// consolidation, so its count restarts at keep. memwatch never trims the
+// agent's log, so it counts what the trim would have left: the messages
+// pending after the last one consolidated. When more than window are
+// pending, all but the newest keep go; the next consolidation comes
+// window-keep messages later, as in the seed. Messages the agent itself
+// trimmed or cleared from its file (/new) go at once; once the session is
+// idle, the rest.
 func plan(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Log) (end int64, why string, err error) {
 	done, err := env.Spool.Progress(ctx, consumer, log.ID)
 	if err != nil {
@@ -43,20 +52,21 @@ func plan(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Lo
 	if err != nil || pending == 0 {
 		return 0, "", err
 	}
-	window, keep := int64(OptionsOf(env.Store).Window), int64(OptionsOf(env.Store).Keep)
+	o := OptionsOf(env.Store)
+	window, keep := int64(o.Window), int64(o.Keep)
 	if gone, err := env.Spool.Messages(ctx, log.ID, done, log.LiveFrom-1); err != nil {
 		return 0, "", err
 	} else if gone > 0 {
-		return log.LiveFrom - 1, "trimmed by the agent", nil
+		return log.LiveFrom - 1, fmt.Sprintf("%d message(s) trimmed or cleared by the agent", gone), nil
 	}
-	if log.LiveMsgs > window {
-		end, err := env.Spool.NthMessage(ctx, log.ID, log.LiveFrom-1, log.LiveMsgs-keep)
+	if pending > window {
+		end, err := env.Spool.NthMessage(ctx, log.ID, done, pending-keep)
 		if err != nil || end > done {
-			return end, fmt.Sprintf("%d messages, over the window of %d", log.LiveMsgs, window), err
+			return end, fmt.Sprintf("%d messages pending > window %d; consolidating %d, keeping the newest %d", pending, window, pending-keep, keep), err
 		}
 	}
-	if env.Idle(root, log, OptionsOf(env.Store).SessionIdle) {
-		return log.Seq, "session idle", nil
+	if env.Idle(root, log, o.SessionIdle) {
+		return log.Seq, fmt.Sprintf("session idle for %s; %d message(s) pending", o.SessionIdle, pending), nil
 	}
 	return 0, "", nil
 }

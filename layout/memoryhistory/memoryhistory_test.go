@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -486,5 +488,47 @@ func TestAutoMemoryStaysLoadable(t *testing.T) {
 				t.Errorf("the newest note should stay and the oldest move out:\nMEMORY.md:\n%s", now)
 			}
 		})
+	}
+}
+
+// TestWindowCountsPendingMessages: seed 002's rule for a reader that
+// cannot trim the log. An agent writing one message at a time, each seen
+// on its own, gets a consolidation of all but the newest keep when more
+// than window are pending, then nothing until window are pending again:
+// 100 messages (window 50, keep 10) are two requests, L1-41 at message 51
+// and L42-82 at message 92, not one per message after the 51st.
+func TestWindowCountsPendingMessages(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Step{Content: `{"history_entry":"[2026-02-27 14:30] consolidated","memory_update":""}`})
+	ws := t.TempDir()
+	stateDir := t.TempDir()
+	run(t, policyFor(ws, srv.BaseURL(), ""), stateDir)
+	log := filepath.Join(ws, "sessions", "slow.jsonl")
+	for i := range 100 {
+		appendLines(t, log, i, 1)
+		time.Sleep(90 * time.Millisecond) // past the settle time: each message is its own evaluation
+	}
+	hist := filepath.Join(ws, "HISTORY.md")
+	waitFor(t, "the second range", 5*time.Second, func() bool { return strings.Contains(read(hist), "#L42-82 range:") })
+	time.Sleep(500 * time.Millisecond)
+	got := regexp.MustCompile(`#L\d+(-\d+)?`).FindAllString(read(hist), -1)
+	if want := []string{"#L1-41", "#L42-82"}; srv.Calls() != 2 || !slices.Equal(got, want) {
+		t.Errorf("got %d requests, ranges %v; want 2, %v", srv.Calls(), got, want)
+	}
+	db, err := state.Open(context.Background(), stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	recs, err := db.Journal(context.Background(), state.Filter{Rule: memoryhistory.RuleConsolidate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, r := range recs {
+		reasons = append(reasons, r.Reason)
+	}
+	want := "51 messages pending > window 50; consolidating 41, keeping the newest 10"
+	if !slices.ContainsFunc(reasons, func(r string) bool { return strings.Contains(r, want) }) {
+		t.Errorf("journal reasons %q; want one saying %q", reasons, want)
 	}
 }

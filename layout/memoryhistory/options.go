@@ -1,6 +1,7 @@
 package memoryhistory
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/memwatch/memwatch/policy"
@@ -96,3 +97,11 @@ func (Layout) NewOptions() any { return DefaultOptions() }
 
 // OptionsOf returns the store's options (the defaults for a store with none).
 func OptionsOf(s *policy.Store) *Options { return policy.OptionsOf(s, DefaultOptions) }
+
+// Validate checks the options across keys.
+func (o *Options) Validate() error {
+	if o.Consolidate && o.Keep >= o.Window {
+		return fmt.Errorf("keep (%d) must be less than window (%d): a consolidation takes the pending messages but the newest keep, so with keep >= window it would never take any; lower keep or raise window", o.Keep, o.Window)
+	}
+	return nil
+}

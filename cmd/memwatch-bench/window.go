@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// windowBench is issue #44's measure of consolidation's cost: the real
+// daemon on one memory-history root (heuristic compactor, window 50), an
+// agent appending to one session log at a steady rate. The daemon's CPU
+// over two stretches of the run, early and late, must not grow with the
+// log and the history behind it; and the CPU per 1,000 messages
+// consolidated must be the same with 100 KB of history already written as
+// with 10 MB.
+func windowBench(bin, dir string, secs int) []row {
+	var rows []row
+	rate := 150
+	fmt.Fprintf(os.Stderr, "window: one session at %d lines/s for %d s...\n", rate, secs)
+	d := startWindowDaemon(bin, filepath.Join(dir, "window-steady"), 0)
+	log := filepath.Join(d.root, "sessions", "s.jsonl")
+	early, late := [2]float64{float64(secs) * 0.2, float64(secs) * 0.5}, [2]float64{float64(secs) * 0.7, float64(secs)}
+	cpuAt := map[float64]float64{}
+	w := newSessionWriter(log)
+	t0 := time.Now()
+	marks := []float64{early[0], early[1], late[0], late[1]}
+	for n := 0; ; n++ {
+		at := t0.Add(time.Duration(n) * time.Second / time.Duration(rate))
+		for len(marks) > 0 && time.Since(t0).Seconds() >= marks[0] {
+			cpuAt[marks[0]] = cpuSeconds(d.cmd.Process.Pid)
+			marks = marks[1:]
+		}
+		if len(marks) == 0 {
+			break
+		}
+		time.Sleep(time.Until(at))
+		w.message(n)
+	}
+	w.close()
+	peak := peakRSSMiB(d.cmd.Process.Pid)
+	consolidations := d.stop()
+	cpuEarly := (cpuAt[early[1]] - cpuAt[early[0]]) / (early[1] - early[0])
+	cpuLate := (cpuAt[late[1]] - cpuAt[late[0]]) / (late[1] - late[0])
+	rows = append(rows,
+		row{fmt.Sprintf("window: CPU, %d lines/s, seconds %.0f-%.0f", rate, early[0], early[1]), fmt.Sprintf("%.1f%% of a core", 100*cpuEarly), "< 30%", verdict(cpuEarly < 0.3)},
+		row{fmt.Sprintf("window: CPU, %d lines/s, seconds %.0f-%.0f", rate, late[0], late[1]), fmt.Sprintf("%.1f%% (%.2fx early)", 100*cpuLate, cpuLate/cpuEarly), "< 30%, <= 1.3x", verdict(cpuLate < 0.3 && cpuLate <= 1.3*cpuEarly)},
+		row{"window: peak RSS", fmt.Sprintf("%.1f MiB", peak), "<= 100 MiB", verdict(peak <= 100)},
+		row{fmt.Sprintf("window: consolidations of %d messages (window 50, keep 10)", w.n), strconv.Itoa(consolidations), fmt.Sprintf("~%d", w.n/40), verdict(consolidations <= w.n/40+2)},
+	)
+
+	// CPU per 1,000 messages consolidated with a small and a large history.
+	var per [2]float64
+	for i, hist := range []int64{100 << 10, 10 << 20} {
+		fmt.Fprintf(os.Stderr, "window: 4,000 messages consolidated over %d KiB of history...\n", hist>>10)
+		d := startWindowDaemon(bin, filepath.Join(dir, fmt.Sprintf("window-%d", hist)), hist)
+		w := newSessionWriter(filepath.Join(d.root, "sessions", "s.jsonl"))
+		c0 := cpuSeconds(d.cmd.Process.Pid)
+		const msgs = 4000
+		for n := range msgs {
+			w.message(n)
+			if n%20 == 19 {
+				time.Sleep(50 * time.Millisecond) // 400 lines/s in bursts of 20
+			}
+		}
+		w.close()
+		d.waitConsolidated(msgs - 50)
+		per[i] = (cpuSeconds(d.cmd.Process.Pid) - c0) * 1000 / msgs
+		d.stop()
+	}
+	rows = append(rows,
+		row{"window: CPU per 1,000 messages, 100 KiB of history", fmt.Sprintf("%.3f CPU-s", per[0]), "", ""},
+		row{"window: CPU per 1,000 messages, 10 MiB of history", fmt.Sprintf("%.3f CPU-s (%.2fx)", per[1], per[1]/per[0]), "<= 1.2x", verdict(per[1] <= 1.2*per[0])},
+	)
+	return rows
+}
+
+// windowDaemon is the real daemon on one memory-history root.
+type windowDaemon struct {
+	cmd  *exec.Cmd
+	root string
+	// consolidated receives the last message consolidated, per range.
+	consolidated chan int
+	done         chan int // the number of consolidations, at exit
+}
+
+func startWindowDaemon(bin, dir string, history int64) *windowDaemon {
+	root := filepath.Join(dir, "ws", "a")
+	os.MkdirAll(filepath.Join(root, "sessions"), 0o755)
+	if history > 0 {
+		f, err := os.Create(filepath.Join(root, "HISTORY.md"))
+		if err != nil {
+			fail(err)
+		}
+		bw := bufio.NewWriter(f)
+		t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		for n := int64(0); n < history; {
+			e := fmt.Sprintf("## %s\n[raw-fallback]\n- user: an earlier conversation about the deploy, entry %d\n- assistant: noted, the staging cluster goes first\n\n", t.Format("2006-01-02T15:04:05.000Z"), n)
+			bw.WriteString(e)
+			n += int64(len(e))
+			t = t.Add(time.Minute)
+		}
+		bw.Flush()
+		f.Close()
+	}
+	pol := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstores:\n  - name: w\n    layout: memory-history\n    paths: [%q]\n    sessions: sessions/*.jsonl\n    window: 50\n    keep: 10\n    session_idle: 1h\n",
+		filepath.Join(dir, "ws", "*"))), 0o644)
+	cmd := exec.Command(bin, "run", "--policy", pol, "--state-dir", filepath.Join(dir, "state"), "--log-format", "json")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		fail(err)
+	}
+	d := &windowDaemon{cmd: cmd, root: root, consolidated: make(chan int, 1<<16), done: make(chan int, 1)}
+	ready := make(chan bool)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		n := 0
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) != nil {
+				continue
+			}
+			switch {
+			case m["level"] == "ERROR" || m["level"] == "WARN":
+				fmt.Fprintln(os.Stderr, "memwatch:", sc.Text())
+			case strings.HasPrefix(fmt.Sprint(m["msg"]), "caught up"):
+				close(ready)
+			case m["msg"] == "consolidated session range":
+				n++
+				r := fmt.Sprint(m["range"])
+				last, _ := strconv.Atoi(r[strings.LastIndexAny(r, "L-")+1:])
+				d.consolidated <- last
+			}
+		}
+		d.done <- n
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		fail(fmt.Errorf("window: memwatch did not catch up in 30 s"))
+	}
+	return d
+}
+
+// waitConsolidated waits until a range ending at or after line has been
+// consolidated.
+func (d *windowDaemon) waitConsolidated(line int) {
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case last := <-d.consolidated:
+			if last >= line {
+				return
+			}
+		case <-timeout:
+			fail(fmt.Errorf("window: line %d not consolidated in 2 minutes", line))
+		}
+	}
+}
+
+// stop ends the daemon and returns how many ranges it consolidated.
+func (d *windowDaemon) stop() int {
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.cmd.Wait()
+	return <-d.done
+}
+
+// sessionWriter is an agent appending a message per line, each with its
+// own write (O_APPEND, held open).
+type sessionWriter struct {
+	f *os.File
+	n int
+}
+
+func newSessionWriter(path string) *sessionWriter {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fail(err)
+	}
+	return &sessionWriter{f: f}
+}
+
+func (w *sessionWriter) message(i int) {
+	role := []string{"user", "assistant"}[i%2]
+	fmt.Fprintf(w.f, `{"role":%q,"content":"message %d: the deploy of the staging cluster waits for the migration; %s","timestamp":%q}`+"\n",
+		role, i, strings.Repeat("more words of the conversation ", 4), time.Now().UTC().Format(time.RFC3339Nano))
+	w.n++
+}
+
+func (w *sessionWriter) close() { w.f.Close() }
+
+// peakRSSMiB is a process's peak resident set (VmHWM).
+func peakRSSMiB(pid int) float64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
