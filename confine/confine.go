@@ -384,10 +384,25 @@ func readAll(f *os.File, fi fs.FileInfo, limit int64, rel string) ([]byte, error
 	if fi.Size() > limit {
 		return nil, fmt.Errorf("read %s: %w (%d bytes, limit %d)", rel, ErrTooLarge, fi.Size(), limit)
 	}
-	// The file may grow while it is read; never past the limit.
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, wrap("read", rel, err)
+	// The file may grow while it is read; never past the limit. Read into
+	// a buffer of its size: growing one by doubling copies it over and
+	// over.
+	b := make([]byte, 0, min(fi.Size(), limit)+512)
+	for {
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, wrap("read", rel, err)
+		}
+		if int64(len(b)) > limit {
+			break
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
 	}
 	if int64(len(b)) > limit {
 		return nil, fmt.Errorf("read %s: %w (over %d bytes)", rel, ErrTooLarge, limit)

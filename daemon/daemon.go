@@ -22,6 +22,7 @@ import (
 
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/filesum"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/layout/apprecords"
@@ -120,6 +121,7 @@ type Daemon struct {
 	handlers              []route // added with Handle before Run
 
 	warnings layout.Warnings
+	memo     layout.Memo // what rules parsed of files, across reloads
 	// refusals remembers the API refusals logged, once per client and reason.
 	refusals sync.Map
 
@@ -143,7 +145,12 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		lock.Unlock()
 		return nil, err
 	}
+	// One registry of file hashes for the rewrite and the versions: what
+	// memwatch appended is hashed once, by the rewrite, and the version
+	// that follows reads only the bytes added.
+	sums := filesum.New()
 	d.rw = rewrite.New(d.db, log)
+	d.rw.Sums = sums
 	d.rw.OpenRoot = RootOpener(d.Policy)
 	d.rw.Resolvers = map[string]func(context.Context, *state.Record) (string, string){
 		apprecords.RuleDelete: apprecords.Resolve, apprecords.RuleEdit: apprecords.Resolve, apprecords.RuleCreate: apprecords.Resolve,
@@ -158,6 +165,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.closeState()
 		return nil, err
 	}
+	d.versions.Sums = sums
 	if err := d.apply(cfg.Policy); err != nil {
 		d.closeState()
 		return nil, err
@@ -221,6 +229,7 @@ func (d *Daemon) apply(p *policy.Policy) error {
 			return err
 		}
 		env := &layout.Env{Store: s, Rewriter: d.rw, DB: d.db, Spool: d.spool, Now: time.Now, Warnings: &d.warnings, Busy: &layout.BusyTargets{},
+			Sums: d.rw.Sums, Memo: &d.memo,
 			Log: d.log.With("store", s.Name, "layout", s.Layout)}
 		if s.Compactor == "llm" {
 			c, ok := clients[s.LLM]

@@ -16,6 +16,7 @@ import (
 
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/filesum"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
@@ -40,6 +41,11 @@ type Env struct {
 
 	// Busy tracks deferrals of targets written continuously; NewBusy makes one.
 	Busy *BusyTargets
+	// Sums knows the sha256 of the files memwatch appends to, and Memo
+	// what rules parsed of them: together they let a rule read only what
+	// was appended since it last looked (nil: read whole).
+	Sums *filesum.Registry
+	Memo *Memo
 }
 
 // Rule is one thing a layout does to a root.

@@ -152,6 +152,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/filesum"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -238,6 +239,13 @@ type Request struct {
 	// Compute returns the new content from the current one. It may be slow
 	// (an LLM call). It returns ErrUnchanged or a *Rejected to write nothing.
 	Compute func(ctx context.Context, old []byte) ([]byte, error)
+	// Append, set instead of Compute, makes the change a pure append to an
+	// append-only file (a history): it is given the file's last bytes (at
+	// most AppendContext; nil for a file that does not exist yet) and
+	// returns the bytes to add after them, or ErrUnchanged. The file is
+	// never read whole: the append, its journal record and its hashes cost
+	// in proportion to the bytes added (see append.go).
+	Append func(ctx context.Context, end []byte) ([]byte, error)
 
 	// restoring marks Restore's own rewrite, which must not restore first;
 	// used holds the entries of lines at risk its Compute put back.
@@ -270,6 +278,10 @@ type Rewriter struct {
 	// (its store's checks), refusing a path that is no root any more. Nil
 	// opens it with the default checks.
 	OpenRoot func(path string) (*confine.Root, error)
+
+	// Sums keeps the sha256 of the files memwatch appends to, so an
+	// append's journal record does not hash the file whole; nil hashes it.
+	Sums *filesum.Registry
 
 	// hook lets tests act as an agent at the protocol's steps
 	// ("before-exchange", "after-exchange", "after-exchange-back"); nil
@@ -321,7 +333,12 @@ func (w *Rewriter) Apply(ctx context.Context, req Request, rec *state.Record) (O
 		// Lines a conflict left out of the live file go back first, so the
 		// rewrite starts from a file that has them.
 		w.restoreFirst(ctx, req, target, rec.Store)
-		out, err := w.attempt(ctx, req, dir, name, rec, start)
+		var out Outcome
+		if req.Append != nil {
+			out, err = w.appendAttempt(ctx, req, dir, name, rec, start)
+		} else {
+			out, err = w.attempt(ctx, req, dir, name, rec, start)
+		}
 		if errors.Is(err, ErrConflict) && attempt < w.MaxAttempts && ctx.Err() == nil {
 			w.Log.Info("target changed during rewrite; starting again", "root", rec.Root, "path", rec.Target, "rule", rec.Rule, "attempt", attempt)
 			rec.ID, rec.Time = 0, time.Time{} // a new record for the new attempt

@@ -240,6 +240,14 @@ func (w *Rewriter) mergeRisks(ctx context.Context, key string, live []byte) ([]b
 // restored as final too (an agent that read the file before may still
 // write), and those whose lines were in pre and not in final are
 // forgotten: memwatch's own rewrite took them out, and its archive has them.
+// atRisk reports whether a file has lines at risk (see Restore).
+func (w *Rewriter) atRisk(ctx context.Context, key string) bool {
+	w.risk.mu.Lock()
+	defer w.risk.mu.Unlock()
+	w.loadRisks(ctx)
+	return len(w.risk.m[key]) > 0
+}
+
 func (w *Rewriter) rewritten(ctx context.Context, key string, pre, final []byte, used []risk) {
 	w.risk.mu.Lock()
 	defer w.risk.mu.Unlock()

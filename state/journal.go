@@ -40,6 +40,10 @@ type Record struct {
 	// in: undo and recovery act only on that directory (0: not recorded).
 	RootDev int64 `json:"root_dev,omitempty"`
 	RootIno int64 `json:"root_ino,omitempty"`
+	// Key identifies the change for the rule that made it (a consolidated
+	// range), so the rule can ask whether it was made (DoneKey) without
+	// reading the file it went into.
+	Key string `json:"key,omitempty"`
 }
 
 // Append writes a record and returns its id.
@@ -47,10 +51,10 @@ func (d *DB) Append(ctx context.Context, r *Record) (int64, error) {
 	if r.Time.IsZero() {
 		r.Time = time.Now()
 	}
-	res, err := d.db.ExecContext(ctx, `INSERT INTO journal(time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data,root_dev,root_ino)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	res, err := d.db.ExecContext(ctx, `INSERT INTO journal(time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data,root_dev,root_ino,key)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		r.Time.UnixNano(), r.Store, r.Root, r.Rule, r.Target, r.Archive, r.BeforeSHA, r.BeforeSize, r.AfterSHA, r.AfterSize,
-		r.Tokens, r.Duration.Milliseconds(), r.Duration.Microseconds(), r.Outcome, r.Reason, r.Data, r.RootDev, r.RootIno)
+		r.Tokens, r.Duration.Milliseconds(), r.Duration.Microseconds(), r.Outcome, r.Reason, r.Data, r.RootDev, r.RootIno, r.Key)
 	if err != nil {
 		return 0, fmt.Errorf("append journal record: %w", err)
 	}
@@ -84,7 +88,7 @@ type Filter struct {
 	Limit    int
 }
 
-const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data,root_dev,root_ino`
+const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data,root_dev,root_ino,key`
 
 // Journal returns records newest first.
 func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
@@ -194,13 +198,25 @@ func (d *DB) LastFor(ctx context.Context, root, rule, target string, outcomes ..
 	return r, err == nil, err
 }
 
+// DoneKey reports whether a change with key was journaled done (or left
+// pending by a memwatch that was killed) for root/target: an index
+// lookup.
+func (d *DB) DoneKey(ctx context.Context, root, target, key string) (bool, error) {
+	var n int
+	err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM journal WHERE root=? AND target=? AND key=? AND outcome IN (?,?)`, root, target, key, Done, Pending).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up journal key: %w", err)
+	}
+	return n > 0, nil
+}
+
 type scanner interface{ Scan(...any) error }
 
 func scanRecord(s scanner) (Record, error) {
 	var r Record
 	var t, ms, us int64
 	err := s.Scan(&r.ID, &t, &r.Store, &r.Root, &r.Rule, &r.Target, &r.Archive, &r.BeforeSHA, &r.BeforeSize,
-		&r.AfterSHA, &r.AfterSize, &r.Tokens, &ms, &us, &r.Outcome, &r.Reason, &r.Data, &r.RootDev, &r.RootIno)
+		&r.AfterSHA, &r.AfterSize, &r.Tokens, &ms, &us, &r.Outcome, &r.Reason, &r.Data, &r.RootDev, &r.RootIno, &r.Key)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return r, err

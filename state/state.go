@@ -95,14 +95,26 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	// Columns added since the first release: durations in microseconds
 	// (most actions take less than a millisecond), and the identity of
 	// the root directory an action was made in.
-	for _, col := range []string{"duration_us", "root_dev", "root_ino"} {
+	// The key of a change (a consolidated range) is looked up by index;
+	// the newest records of a file (who wrote a version) too.
+	for _, col := range []struct{ name, decl string }{
+		{"duration_us", "INTEGER NOT NULL DEFAULT 0"},
+		{"root_dev", "INTEGER NOT NULL DEFAULT 0"},
+		{"root_ino", "INTEGER NOT NULL DEFAULT 0"},
+		{"key", "TEXT NOT NULL DEFAULT ''"},
+	} {
 		var n int
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('journal') WHERE name = ?`, col).Scan(&n); err == nil && n == 0 {
-			if _, err := db.ExecContext(ctx, `ALTER TABLE journal ADD COLUMN `+col+` INTEGER NOT NULL DEFAULT 0`); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('journal') WHERE name = ?`, col.name).Scan(&n); err == nil && n == 0 {
+			if _, err := db.ExecContext(ctx, `ALTER TABLE journal ADD COLUMN `+col.name+` `+col.decl); err != nil && !strings.Contains(err.Error(), "duplicate column") {
 				db.Close()
 				return nil, fmt.Errorf("upgrade state database %s: %w", path, err)
 			}
 		}
+	}
+	if _, err := db.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS journal_key ON journal(root, target, key) WHERE key != '';
+		CREATE INDEX IF NOT EXISTS journal_file ON journal(root, target, id)`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("upgrade state database %s: %w", path, err)
 	}
 	return &DB{db: db, Path: path}, nil
 }

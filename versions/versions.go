@@ -32,6 +32,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -42,6 +43,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/filesum"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -124,6 +126,14 @@ type Store struct {
 	enc *zstd.Encoder // EncodeAll and DecodeAll are safe for concurrent use
 	dec *zstd.Decoder
 
+	// appendDepth is maxAppendDepth (tests lower it).
+	appendDepth int
+
+	// Sums, when set, is the registry of file hashes the rewrite keeps:
+	// a file memwatch only appended to since its last version is captured
+	// by reading the bytes added, not the file (nil: read whole).
+	Sums *filesum.Registry
+
 	mu    sync.Mutex
 	cache map[string][]byte // sha -> content of files' newest versions
 	size  int
@@ -138,7 +148,7 @@ func newStore(db *sql.DB, dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, dir: dir, Now: time.Now, enc: enc, dec: dec, cache: map[string][]byte{}}, nil
+	return &Store{db: db, dir: dir, Now: time.Now, enc: enc, dec: dec, cache: map[string][]byte{}, appendDepth: maxAppendDepth}, nil
 }
 
 // Open opens (creating) the versions database in the state directory dir.
@@ -217,10 +227,16 @@ func Hash(b []byte) string {
 // and ok false when nothing changed.
 func (s *Store) Capture(ctx context.Context, root *confine.Root, rel string, who func(sha string) (string, int64)) (v, prev Version, ok bool, err error) {
 	rel = filepath.Clean(rel)
-	data, rerr := root.ReadFile(rel)
+	f, fi, rerr := root.OpenRead(rel)
 	gone := errors.Is(rerr, fs.ErrNotExist)
 	if rerr != nil && !gone {
 		return Version{}, Version{}, false, rerr
+	}
+	if f != nil {
+		defer f.Close()
+		if fi.Size() > root.MaxFileSize() {
+			return Version{}, Version{}, false, fmt.Errorf("read %s: %w (%d bytes, limit %d)", rel, confine.ErrTooLarge, fi.Size(), root.MaxFileSize())
+		}
 	}
 	s.mu.Lock() // one capture at a time: numbers and deltas follow each other
 	defer s.mu.Unlock()
@@ -247,27 +263,63 @@ func (s *Store) Capture(ctx context.Context, root *confine.Root, rel string, who
 		prev.Root, prev.Path = root.Path(), rel
 	}
 	v = Version{Root: root.Path(), Path: rel, N: head + 1, Time: s.Now(), Size: -1, Writer: ByAgent}
-	var old []byte
-	if head > 0 && !prev.Deleted() {
-		if old, err = s.content(ctx, tx, prev.SHA); err != nil {
-			return Version{}, Version{}, false, err
-		}
-		v.Removed = prev.Lines
-	}
-	if gone {
+	var data []byte // the content, when read whole
+	switch {
+	case gone:
 		if head == 0 || prev.Deleted() {
 			return Version{}, Version{}, false, nil
 		}
+		v.Removed = prev.Lines
 		if who != nil {
 			v.Writer, v.Record = who("")
 		}
-	} else {
-		v.SHA, v.Size, v.Lines = Hash(data), int64(len(data)), int64(bytes.Count(data, []byte("\n")))
+	default:
+		cur, known := s.Sums.Known(fi)
+		if known && head > 0 && cur.Sum == prev.SHA {
+			return Version{}, Version{}, false, nil // as captured: not read at all
+		}
+		var app *appended
+		if known && head > 0 && !prev.Deleted() && prev.Size < cur.Size {
+			if _, ok := s.Sums.Prefix(fi, prev.Size, prev.SHA); ok {
+				app, err = readAppended(f, prev, cur.Size)
+				if err != nil {
+					return Version{}, Version{}, false, fmt.Errorf("read %s: %w", rel, err)
+				}
+			}
+		}
+		if app != nil {
+			// Only appended to since the last version (memwatch knows every
+			// byte before): stored as the bytes added.
+			v.SHA, v.Size = cur.Sum, cur.Size
+			v.Lines, v.Added, v.Removed = app.lines(prev.Lines)
+			if who != nil {
+				v.Writer, v.Record = who(v.SHA)
+			}
+			if err := s.putAppended(ctx, tx, v.SHA, v.Size, prev, app.data, func() ([]byte, error) { return readWhole(f, fi) }); err != nil {
+				return Version{}, Version{}, false, err
+			}
+			break
+		}
+		if data, err = readWhole(f, fi); err != nil {
+			return Version{}, Version{}, false, fmt.Errorf("read %s: %w", rel, err)
+		}
+		whole := filesum.Extend(filesum.Zero(), data)
+		if after, err := f.Stat(); err == nil && after.Size() == int64(len(data)) && after.ModTime().Equal(fi.ModTime()) {
+			s.Sums.Record(after, whole)
+		}
+		v.SHA, v.Size, v.Lines = whole.Sum, int64(len(data)), int64(bytes.Count(data, []byte("\n")))
 		if len(data) > 0 && data[len(data)-1] != '\n' {
 			v.Lines++
 		}
 		if head > 0 && v.SHA == prev.SHA {
 			return Version{}, Version{}, false, nil
+		}
+		var old []byte
+		if head > 0 && !prev.Deleted() {
+			if old, err = s.content(ctx, tx, prev.SHA); err != nil {
+				return Version{}, Version{}, false, err
+			}
+			v.Removed = prev.Lines
 		}
 		v.Added, v.Removed = lineChanges(old, data)
 		if who != nil {
@@ -291,13 +343,78 @@ func (s *Store) Capture(ctx context.Context, root *confine.Root, rel string, who
 	return v, prev, true, nil
 }
 
+// readWhole reads the file open as f from its start, fi.Size() bytes and
+// whatever was appended since.
+func readWhole(f *os.File, fi fs.FileInfo) ([]byte, error) {
+	b := make([]byte, 0, fi.Size()+512)
+	for {
+		n, err := f.ReadAt(b[len(b):cap(b)], int64(len(b)))
+		b = b[:len(b)+n]
+		if err == io.EOF || (err == nil && n == 0) {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
+// appended is what was added to a file after its previous version.
+type appended struct {
+	data     []byte
+	prevOpen bool // the previous version ended inside a line (no newline)
+}
+
+// readAppended reads the bytes of f from prev's end to size, and whether
+// prev ended mid-line.
+func readAppended(f *os.File, prev Version, size int64) (*appended, error) {
+	a := &appended{data: make([]byte, size-prev.Size)}
+	if n, err := f.ReadAt(a.data, prev.Size); n < len(a.data) {
+		return nil, fmt.Errorf("read the bytes appended: %w", err)
+	}
+	if prev.Size > 0 {
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], prev.Size-1); err != nil {
+			return nil, err
+		}
+		a.prevOpen = last[0] != '\n'
+	}
+	return a, nil
+}
+
+// lines returns the appended version's line count and its changes from
+// the previous one (prevLines lines), counted as lineChanges would: every
+// line added is new; a last line the append continued is one removed.
+func (a *appended) lines(prevLines int64) (lines, added, removed int64) {
+	nl := int64(bytes.Count(a.data, []byte("\n")))
+	open := a.data[len(a.data)-1] != '\n'
+	lines = prevLines + nl
+	if a.prevOpen {
+		lines-- // the open line is continued, counted once below
+	}
+	if open {
+		lines++
+	}
+	added = nl
+	if open {
+		added++
+	}
+	if a.prevOpen {
+		removed = 1
+	}
+	return lines, added, removed
+}
+
 // remember keeps the newest content in memory for the next capture's delta.
 func (s *Store) remember(old, sha string, data []byte) {
 	if b, ok := s.cache[old]; ok && old != sha {
 		delete(s.cache, old)
 		s.size -= len(b)
 	}
-	if sha == "" || len(data) > maxCache/4 {
+	if sha == "" || data == nil || len(data) > maxCache/4 { // nil: not read whole (an append)
 		return
 	}
 	if _, ok := s.cache[sha]; !ok {
@@ -380,6 +497,40 @@ func (s *Store) putObject(ctx context.Context, tx *sql.Tx, sha string, data []by
 	return nil
 }
 
+// maxAppendDepth bounds a chain of versions that only appended: each such
+// delta is the bytes added, decoded by appending them (see content), so a
+// long chain costs little to read, and a history appended to a few bytes
+// at a time is not stored whole every keyframeEvery versions.
+const maxAppendDepth = 1024
+
+// putAppended stores the version sha (size bytes) of a file whose version
+// before, prev, is its first bytes: a delta of the bytes added (data),
+// unless the chain is long (then whole, read from f).
+func (s *Store) putAppended(ctx context.Context, tx *sql.Tx, sha string, size int64, prev Version, data []byte, whole func() ([]byte, error)) error {
+	var exists int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM objects WHERE sha=?`, sha).Scan(&exists); err != nil {
+		return fmt.Errorf("store a version: %w", err)
+	}
+	if exists > 0 {
+		return nil
+	}
+	var depth int
+	if err := tx.QueryRowContext(ctx, `SELECT depth FROM objects WHERE sha=?`, prev.SHA).Scan(&depth); err != nil || depth+1 >= s.appendDepth {
+		b, err := whole()
+		if err != nil {
+			return err
+		}
+		return s.putObject(ctx, tx, sha, b, "", nil)
+	}
+	d := binary.AppendUvarint(nil, uint64(prev.Size))
+	d = binary.AppendUvarint(d, 0)
+	d = append(d, data...)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO objects(sha, base, depth, size, data) VALUES(?,?,?,?,?)`, sha, prev.SHA, depth+1, size, s.enc.EncodeAll(d, nil)); err != nil {
+		return fmt.Errorf("store a version: %w", err)
+	}
+	return nil
+}
+
 // A delta is the bytes of a version that differ from its base: the
 // lengths of the prefix and suffix it shares with the base (uvarints),
 // then the middle. Memory notes change in one place per write (a line
@@ -405,7 +556,11 @@ func (s *Store) encode(data []byte, base string, old []byte) ([]byte, error) {
 	return s.enc.EncodeAll(d, nil), nil
 }
 
-func (s *Store) decode(data []byte, old []byte, base string, size int64) ([]byte, error) {
+// decode returns the content an object stores, given its base's (old).
+// When owned, old is the caller's to reuse: a delta that only appends to
+// it is appended in place, so a chain of appends decodes in time
+// proportional to the content, not to the chain times the content.
+func (s *Store) decode(data []byte, old []byte, owned bool, base string, size int64) ([]byte, error) {
 	d, err := s.dec.DecodeAll(data, nil)
 	if err != nil {
 		return nil, err
@@ -419,6 +574,13 @@ func (s *Store) decode(data []byte, old []byte, base string, size int64) ([]byte
 		return nil, errors.New("corrupt delta")
 	}
 	mid := d[n1+n2:]
+	if owned && q == 0 && p == uint64(len(old)) {
+		out := append(old, mid...)
+		if int64(len(out)) != size {
+			return nil, errors.New("corrupt delta: wrong size")
+		}
+		return out, nil
+	}
 	out := make([]byte, 0, size)
 	out = append(out, old[:p]...)
 	out = append(out, mid...)
@@ -450,7 +612,8 @@ func (s *Store) content(ctx context.Context, q querier, sha string) ([]byte, err
 			out := b
 			for i := len(chain) - 1; i >= 0; i-- {
 				var err error
-				if out, err = s.decode(chain[i].data, out, chain[i].base, chain[i].size); err != nil {
+				// The cached bytes are shared: the first delta copies them.
+				if out, err = s.decode(chain[i].data, out, i < len(chain)-1, chain[i].base, chain[i].size); err != nil {
 					return nil, fmt.Errorf("read version %.12s: %w", sha, err)
 				}
 			}
@@ -462,14 +625,14 @@ func (s *Store) content(ctx context.Context, q querier, sha string) ([]byte, err
 		}
 		chain = append(chain, o)
 		cur = o.base
-		if len(chain) > keyframeEvery*4 {
+		if len(chain) > maxAppendDepth+keyframeEvery {
 			return nil, fmt.Errorf("read version %.12s: delta chain too long", sha)
 		}
 	}
 	var out []byte
 	for i := len(chain) - 1; i >= 0; i-- {
 		var err error
-		if out, err = s.decode(chain[i].data, out, chain[i].base, chain[i].size); err != nil {
+		if out, err = s.decode(chain[i].data, out, true, chain[i].base, chain[i].size); err != nil {
 			return nil, fmt.Errorf("read version %.12s: %w", sha, err)
 		}
 	}

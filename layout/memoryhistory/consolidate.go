@@ -53,7 +53,7 @@ func plan(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Lo
 		return 0, "", err
 	}
 	o := OptionsOf(env.Store)
-	window, keep := int64(o.Window), int64(o.Keep)
+	window, keep := int64(o.Window), int64(o.keep())
 	if gone, err := env.Spool.Messages(ctx, log.ID, done, log.LiveFrom-1); err != nil {
 		return 0, "", err
 	} else if gone > 0 {
@@ -182,8 +182,15 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 	default:
 		targets = []string{f.history(), f.month(Entry{Time: when.UTC()})}
 	}
-	if hist, _ := root.ReadFile(targets[0]); strings.Contains(string(hist), "range:"+id+" ") {
-		// Written before a crash; only the progress was not committed.
+	// Written before a crash, only the progress not committed: the journal
+	// knows the range's key (an index lookup, however long the history);
+	// a release that journaled no key left its marker at the file's end.
+	key := "range:" + id
+	written, err := env.DB.DoneKey(ctx, root.Path(), filepath.Clean(targets[0]), key)
+	if err != nil {
+		return err
+	}
+	if written || strings.Contains(string(fileEnd(root, targets[0])), "range:"+id+" ") {
 		env.Log.Info("range already consolidated; committing the progress", "root", root.Path(), "range", cite)
 		return env.Spool.Commit(ctx, consumer, log.ID, next)
 	}
@@ -206,17 +213,19 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 	raw := []byte("## " + heading + "\n" + strings.TrimSpace(entryText) + "\n" + marker + "\n")
 	for _, target := range targets {
 		r := env.Record(RuleConsolidate)
-		r.Reason, r.Tokens = rec.Reason+note, rec.Tokens
+		r.Reason, r.Tokens, r.Key = rec.Reason+note, rec.Tokens, key
 		rec.Tokens = 0 // count the tokens once
+		// A pure append: only the file's end is read, however long the
+		// history (rewrite.Request.Append).
 		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true,
-			Compute: func(_ context.Context, old []byte) ([]byte, error) {
-				if strings.Contains(string(old), "range:"+id+" ") {
-					return nil, rewrite.ErrUnchanged
+			Append: func(_ context.Context, end []byte) ([]byte, error) {
+				if strings.Contains(string(end), "range:"+id+" ") {
+					return nil, rewrite.ErrUnchanged // written by a release that journaled no key
 				}
 				if format == FormatJSONL {
-					return appendJSONL(old, when, entryText, sessionKey(root, log.Path), tag)
+					return jsonlEntry(end, when, entryText, sessionKey(root, log.Path), tag)
 				}
-				return append(withBlankLine(append([]byte{}, old...)), raw...), nil
+				return append(blankLineAfter(end), raw...), nil
 			}}, r)
 		if err != nil {
 			return err
@@ -246,6 +255,18 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 	}
 	env.Log.Info("consolidated session range", "root", root.Path(), "range", cite, "why", why, "messages", len(msgs), "fallback", fallback)
 	return env.Spool.Commit(ctx, consumer, log.ID, next)
+}
+
+// fileEnd returns the last bytes of rel (rewrite.AppendContext at most).
+func fileEnd(root *confine.Root, rel string) []byte {
+	f, fi, err := root.OpenRead(rel)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	end := make([]byte, min(fi.Size(), rewrite.AppendContext))
+	n, _ := f.ReadAt(end, fi.Size()-int64(len(end)))
+	return end[:n]
 }
 
 const consolidateSystem = `You are a memory consolidation agent. Return JSON with:

@@ -77,12 +77,21 @@ func LastCursor(data []byte) int64 {
 
 // appendJSONL appends one record after old's last cursor.
 func appendJSONL(old []byte, when time.Time, text, key, marker string) ([]byte, error) {
-	line, err := json.Marshal(jsonlRecord{Cursor: LastCursor(old) + 1, Timestamp: when.Local().Format("2006-01-02 15:04"), Content: strings.TrimSpace(text), SessionKey: key, Memwatch: marker})
+	tail, err := jsonlEntry(old, when, text, key, marker)
+	return append(append([]byte{}, old...), tail...), err
+}
+
+// jsonlEntry is the bytes that append one record to a history.jsonl whose
+// end (its last records; all of it when short) is end: the record after
+// the last cursor there, on a line of its own. Cursors only grow, so the
+// last records hold the highest.
+func jsonlEntry(end []byte, when time.Time, text, key, marker string) ([]byte, error) {
+	line, err := json.Marshal(jsonlRecord{Cursor: LastCursor(end) + 1, Timestamp: when.Local().Format("2006-01-02 15:04"), Content: strings.TrimSpace(text), SessionKey: key, Memwatch: marker})
 	if err != nil {
 		return nil, err
 	}
-	out := append([]byte{}, old...)
-	if len(out) > 0 && out[len(out)-1] != '\n' {
+	var out []byte
+	if len(end) > 0 && end[len(end)-1] != '\n' {
 		out = append(out, '\n')
 	}
 	return append(append(out, line...), '\n'), nil

@@ -145,6 +145,18 @@ func appendEntries(old []byte, entries []Entry) ([]byte, int) {
 	return out, n
 }
 
+// blankLineAfter is what goes between a file ending with end and the
+// next entry: nothing, or the newlines that make a blank line.
+func blankLineAfter(end []byte) []byte {
+	switch {
+	case len(end) == 0, bytes.HasSuffix(end, []byte("\n\n")):
+		return nil
+	case bytes.HasSuffix(end, []byte("\n")):
+		return []byte("\n")
+	}
+	return []byte("\n\n")
+}
+
 // withBlankLine appends to b (which the caller owns) what it takes to end
 // with a blank line, so an appended "## " heading starts a new section.
 func withBlankLine(b []byte) []byte {

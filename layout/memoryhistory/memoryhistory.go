@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -84,18 +85,23 @@ func missingByMonth(root *confine.Root, f files, entries []Entry) map[string][]E
 	return out
 }
 
+// mirrorTargets lists the monthly files that lack entries of HISTORY.md.
+// It parses only what was appended since it last looked (view.go).
 func mirrorTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	f := filesOf(env.Store)
-	_, entries, err := historyEntries(root, f)
+	v, fresh, err := f.view(ctx, env, root)
 	if env.Refused(root, RuleMirror, f.history(), err) || err != nil {
 		return nil, nil
 	}
 	env.Accepted(root, f.history())
-	reportUnparsed(ctx, env, root, entries)
+	reportUnparsed(ctx, env, root, fresh)
 	var out []string
-	for month := range missingByMonth(root, f, entries) {
-		out = append(out, month)
+	for month, mv := range v.months {
+		if len(mv.missing) > 0 {
+			out = append(out, month)
+		}
 	}
+	sort.Strings(out)
 	return out, nil
 }
 
@@ -157,6 +163,9 @@ func moveTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]st
 		return nil, nil
 	}
 	f := filesOf(env.Store)
+	if v, _, err := f.view(ctx, env, root); err != nil || v.first.IsZero() || currentMonth(env.Now(), Entry{Time: v.first}) {
+		return nil, nil // no entry of an ended month: nothing to move
+	}
 	_, entries, err := historyEntries(root, f)
 	if err != nil {
 		return nil, nil

@@ -532,3 +532,32 @@ func TestWindowCountsPendingMessages(t *testing.T) {
 		t.Errorf("journal reasons %q; want one saying %q", reasons, want)
 	}
 }
+
+// TestMirrorAfterConsolidations: the mirror rule parses only what was
+// appended since it last looked while memwatch is the only writer, and
+// still sees what an agent does: its own entry appended to HISTORY.md
+// between consolidations, and its monthly file deleted, are mirrored.
+func TestMirrorAfterConsolidations(t *testing.T) {
+	ws := t.TempDir()
+	src := strings.Replace(policyFor(ws, "", ""), "session_idle: 1h", "session_idle: 300ms", 1)
+	run(t, src, t.TempDir())
+	month := filepath.Join(ws, "HISTORY-"+time.Now().UTC().Format("2006-01")+".md")
+	hist := filepath.Join(ws, "HISTORY.md")
+	for i := range 3 {
+		appendLines(t, filepath.Join(ws, "sessions", fmt.Sprintf("s%d.jsonl", i)), 0, 5)
+		waitFor(t, "a consolidation", 5*time.Second, func() bool { return strings.Count(read(hist), "<!-- memwatch") == i+1 })
+	}
+	stamp := time.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+	f, _ := os.OpenFile(hist, os.O_WRONLY|os.O_APPEND, 0)
+	fmt.Fprintf(f, "\n## %s\nthe agent's own entry\n", stamp)
+	f.Close()
+	waitFor(t, "the agent's entry mirrored", 5*time.Second, func() bool { return strings.Contains(read(month), "the agent's own entry") })
+	appendLines(t, filepath.Join(ws, "sessions", "s9.jsonl"), 0, 5)
+	waitFor(t, "a fourth consolidation", 5*time.Second, func() bool { return strings.Count(read(hist), "<!-- memwatch") == 4 })
+	os.Remove(month)
+	appendLines(t, filepath.Join(ws, "sessions", "s10.jsonl"), 0, 5)
+	waitFor(t, "every entry mirrored again", 5*time.Second, func() bool {
+		m := read(month)
+		return strings.Count(m, "<!-- memwatch") == 5 && strings.Contains(m, "the agent's own entry")
+	})
+}

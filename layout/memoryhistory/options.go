@@ -98,10 +98,14 @@ func (Layout) NewOptions() any { return DefaultOptions() }
 // OptionsOf returns the store's options (the defaults for a store with none).
 func OptionsOf(s *policy.Store) *Options { return policy.OptionsOf(s, DefaultOptions) }
 
-// Validate checks the options across keys.
-func (o *Options) Validate() error {
+// Warnings implements policy.OptionsWarner.
+func (o *Options) Warnings(*policy.Store) []string {
 	if o.Consolidate && o.Keep >= o.Window {
-		return fmt.Errorf("keep (%d) must be less than window (%d): a consolidation takes the pending messages but the newest keep, so with keep >= window it would never take any; lower keep or raise window", o.Keep, o.Window)
+		return []string{fmt.Sprintf("keep (%d) is not less than window (%d): a consolidation takes the pending messages but the newest keep, so memwatch keeps %d (window - 1); lower keep or raise window", o.Keep, o.Window, o.keep())}
 	}
 	return nil
 }
+
+// keep is the messages a consolidation leaves pending: Keep, under the
+// window (a keep of window or more would never consolidate before idle).
+func (o *Options) keep() int { return max(0, min(o.Keep, o.Window-1)) }
