@@ -39,9 +39,11 @@ type Options struct {
 	// recalls their sessions, and bounds their memory files, but writes no
 	// second history beside theirs.
 	Consolidate bool `yaml:"consolidate"`
-	// Window consolidates a session when more lines than this are pending...
+	// Window consolidates a session when more messages than this are
+	// pending after the last one consolidated (seed 002's memoryWindow,
+	// counted as its agent's trim would leave them: see plan)...
 	Window int `yaml:"window"`
-	// ...leaving its newest Keep lines for the agent's context.
+	// ...all but the newest Keep (under Window).
 	Keep int `yaml:"keep"`
 	// SessionIdle consolidates a session quiet this long to its end.
 	SessionIdle time.Duration `yaml:"session_idle"`
