@@ -280,9 +280,9 @@ func (b *builder) addTools() {
 	// memory-history (seed 002) and session-detail (seed 003): recall.
 	add(b, &mcp.Tool{Name: "history_search", Description: "Search the history (HISTORY*.md) for entries: every word must occur (case-insensitive); a query in double quotes is an exact phrase. Returns matching lines with citations."},
 		[]string{memoryHistory}, setDefault("limit", recall.DefaultLimit), func(ctx context.Context, t *target, in historyInput) (string, any, error) {
-			return b.search(ctx, t, in.Query, in.Limit, []string{"history"})
+			return b.search(ctx, t, in.Query, in.Limit, []string{"history"}, recall.SortNewest)
 		})
-	add(b, &mcp.Tool{Name: "recall_memory", Description: "Search external memory for relevant information.\n\nSearches:\n- detail/: Summaries and notes you've written\n- messages.jsonl: Raw conversation history\n\nReturns: Matching entries with citations."},
+	add(b, &mcp.Tool{Name: "recall_memory", Description: "Search external memory for relevant information.\n\nSearches:\n- detail/: Summaries and notes you've written\n- messages.jsonl: Raw conversation history\n\nA question in plain words is answered by relevance: the top entries, best first (not every word has to appear). One word, an identifier or a \"quoted phrase\" returns every line holding it exactly.\n\nReturns: Matching entries with citations."},
 		[]string{sessionDetail}, func(s *jsonschema.Schema) {
 			setDefault("scope", "all", "all", "detail", "messages")(s)
 			setDefault("limit", recall.DefaultLimit)(s)
@@ -295,7 +295,7 @@ func (b *builder) addTools() {
 			default:
 				return "", nil, fmt.Errorf("scope %q: want all, detail or messages", clip(in.Scope))
 			}
-			return b.search(ctx, t, in.Query, in.Limit, labels)
+			return b.search(ctx, t, in.Query, in.Limit, labels, recall.SortRelevance)
 		})
 
 	// app-records (seed 004)
@@ -407,8 +407,9 @@ func JournalNote(out rewrite.Outcome) string {
 	return fmt.Sprintf(" (journal record %d; memwatch undo %d reverts it)", out.Record, out.Record)
 }
 
-// search runs recall over the target root (recall_memory, history_search).
-func (b *builder) search(ctx context.Context, t *target, query string, limit int, labels []string) (string, any, error) {
+// search runs recall over the target root (recall_memory by relevance,
+// history_search as seed 002's grep: every word, newest first).
+func (b *builder) search(ctx context.Context, t *target, query string, limit int, labels []string, sortBy string) (string, any, error) {
 	if err := bounded("query", query, maxQuery); err != nil {
 		return "", nil, err
 	}
@@ -423,7 +424,7 @@ func (b *builder) search(ctx context.Context, t *target, query string, limit int
 	if !ok {
 		return "", nil, fmt.Errorf("%s roots have nothing to search", t.store.Layout)
 	}
-	opts := recall.Options{Roots: []recall.Root{{Root: t.root, Sources: srcs}}, Labels: labels, Limit: limit, Index: b.s.cfg.Index, MaxLine: int(t.store.MaxLine)}
+	opts := recall.Options{Roots: []recall.Root{{Root: t.root, Sources: srcs}}, Labels: labels, Limit: limit, Index: b.s.cfg.Index, MaxLine: int(t.store.MaxLine), Sort: sortBy}
 	if gen := b.s.cfg.Generation; gen != nil {
 		opts.Generation = func(root, rel string) int64 { return gen(ctx, root, rel) }
 	}

@@ -28,7 +28,8 @@ import (
 //
 // File format (little endian): a 64-byte header (magic, version, the
 // file's device and inode, bytes and lines covered, a hash of the last 256
-// bytes covered, block count, where the blocks end), then the blocks: offset, size, first line,
+// bytes covered, block count, where the blocks end, the size of a last
+// partial block), then the blocks: offset, size, first line,
 // lines, a form byte and the filter. The header is rewritten after blocks
 // are appended; a reader trusts only the blocks the header counts.
 
@@ -95,6 +96,10 @@ type fileIndex struct {
 	blocks     []block
 	data       []byte // the index file, when blocks were loaded
 	mapped     bool   // data is mapped (a large index), not read
+	// partial is the encoded size of the last block when it holds the
+	// lines after the last full block (the next pass replaces it): a
+	// note that stopped growing is covered to its end.
+	partial int64
 }
 
 // mapAbove is the index size from which it is mapped rather than read: a
@@ -144,7 +149,7 @@ func decodeHeader(h []byte) (*fileIndex, error) {
 	}
 	le := binary.LittleEndian
 	idx := &fileIndex{dev: le.Uint64(h[8:]), ino: le.Uint64(h[16:]), end: int64(le.Uint64(h[24:])), lines: int64(le.Uint64(h[32:])),
-		tailSum: le.Uint64(h[40:]), count: int(le.Uint32(h[48:])), blocksEnd: int64(le.Uint64(h[52:]))}
+		tailSum: le.Uint64(h[40:]), count: int(le.Uint32(h[48:])), blocksEnd: int64(le.Uint64(h[52:])), partial: int64(le.Uint32(h[60:]))}
 	if idx.count < 0 || idx.count > 1<<26 || idx.blocksEnd < headerSize || idx.end < 0 || idx.lines < 0 {
 		return nil, errors.New("corrupt index")
 	}
@@ -383,11 +388,22 @@ type IndexOptions struct {
 	Verify bool
 }
 
-// IndexFile brings the index of rel (a file of root, searched as kind)
+// IndexFile brings the indexes of rel (a file of root, searched as kind)
 // up to date in dir: complete blocks of the lines written since are
-// appended; a file rewritten other than by appending is indexed anew. It
-// returns how many bytes it indexed.
+// appended to its trigram index, and its term segments (terms.go) cover
+// every complete line; a file rewritten other than by appending is
+// indexed anew. It returns how many bytes it indexed.
 func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOptions) (int64, error) {
+	n, err := indexBlocks(dir, root, rel, kind, o)
+	if err != nil {
+		return n, err
+	}
+	t, err := indexTerms(dir, root, rel, kind, o)
+	return max(n, t), err
+}
+
+// indexBlocks brings the trigram index up to date.
+func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexOptions) (int64, error) {
 	maxLine := o.MaxLine
 	if maxLine <= 0 {
 		maxLine = 1 << 20
@@ -421,14 +437,32 @@ func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOpt
 			return 0, err
 		}
 	}
-	if fi.Size()-idx.end < target {
-		return 0, nil // the rest is read by every search
+	if fi.Size() == idx.end || idx.partial == 0 && fi.Size()-idx.end < 4096 {
+		return 0, nil // nothing new, or too little to be worth a block: read by every search
 	}
-	out, err := os.OpenFile(path, os.O_WRONLY, 0o600)
+	out, err := os.OpenFile(path, os.O_RDWR, 0o600)
 	if err != nil {
 		return 0, err
 	}
 	defer out.Close()
+	if idx.partial > 0 {
+		// The last block covers what followed the last full one: it is
+		// written again with what was added since.
+		var bh [blockHeader]byte
+		le := binary.LittleEndian
+		_, rerr := out.ReadAt(bh[:], idx.blocksEnd-idx.partial)
+		off, first := int64(le.Uint64(bh[0:])), int64(le.Uint64(bh[12:]))
+		if rerr != nil || off > idx.end || first < 1 || idx.count < 1 || idx.blocksEnd-idx.partial < headerSize {
+			// Corrupt (cut short, overwritten): indexed anew.
+			st := fi.Sys().(*syscall.Stat_t)
+			idx = &fileIndex{dev: uint64(st.Dev), ino: uint64(st.Ino), blocksEnd: headerSize}
+		} else {
+			idx.end, idx.lines = off, first-1
+			idx.count--
+			idx.blocksEnd -= idx.partial
+			idx.partial = 0
+		}
+	}
 	tail, err := out.Seek(0, io.SeekEnd)
 	if err != nil {
 		return 0, err
@@ -472,6 +506,16 @@ func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOpt
 			b = &builder{bloom: make([]uint64, bloomWords)}
 		}
 	}
+	if pos > blockOff {
+		// The lines after the last full block: a partial one.
+		if err := b.encode(w, blockOff, pos-blockOff, line-blockLines+1, blockLines); err != nil {
+			return 0, err
+		}
+		idx.count++
+		idx.partial = b.size()
+		idx.blocksEnd += b.size()
+		idx.end, idx.lines = pos, line
+	}
 	if err := w.Flush(); err != nil {
 		return 0, err
 	}
@@ -501,6 +545,7 @@ func header(idx *fileIndex) []byte {
 	le.PutUint64(h[40:], idx.tailSum)
 	le.PutUint32(h[48:], uint32(idx.count))
 	le.PutUint64(h[52:], uint64(idx.blocksEnd))
+	le.PutUint32(h[60:], uint32(idx.partial))
 	return h
 }
 
@@ -531,7 +576,7 @@ func readLine(r *bufio.Reader, max int) ([]byte, int64, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF) && n > 0:
-			return nil, n, io.ErrUnexpectedEOF
+			return line, n, io.ErrUnexpectedEOF // the partial last line
 		default:
 			return nil, n, err
 		}

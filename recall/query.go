@@ -10,7 +10,8 @@ import (
 // Query is a parsed recall query: every term must appear in a line,
 // case-insensitively; a query in double quotes is one exact phrase.
 type Query struct {
-	Text  string
+	Text   string
+	phrase bool // in double quotes
 	terms [][]byte // folded (lowercase)
 	// runs are, per term, its runs of bytes that a log's raw line holds
 	// as typed (rawRuns).
@@ -40,6 +41,7 @@ func ParseQuery(q string) (Query, error) {
 	out := Query{Text: q}
 	if len(q) >= 2 && strings.HasPrefix(q, `"`) && strings.HasSuffix(q, `"`) {
 		out.terms = [][]byte{fold([]byte(q[1 : len(q)-1]))}
+		out.phrase = true
 	} else {
 		for _, f := range strings.Fields(q) {
 			out.terms = append(out.terms, fold([]byte(f)))

@@ -88,6 +88,9 @@ type Result struct {
 	Citation   string `json:"citation"`
 	Session    string `json:"session,omitempty"` // with several roots: the root's name
 	Root       string `json:"root,omitempty"`    // with several roots: the root
+	// Score and Why say how a ranked result ranked (Options.Explain).
+	Score float64 `json:"score,omitempty"`
+	Why   string  `json:"why,omitempty"`
 }
 
 // searchText is the text of a raw line that queries match: the line for
@@ -124,7 +127,12 @@ func trimCR(b []byte) []byte {
 }
 
 // Format renders results as seed 003's recall_memory output (5.2).
-func Format(q Query, results []Result) string {
+func Format(q Query, results []Result) string { return format(q, results, false) }
+
+// FormatExplained is Format with each ranked result's score and why.
+func FormatExplained(q Query, results []Result) string { return format(q, results, true) }
+
+func format(q Query, results []Result, explain bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Found %d result(s) for: %q\n", len(results), strings.Trim(q.Text, `"`))
 	for i, r := range results {
@@ -135,6 +143,9 @@ func Format(q Query, results []Result) string {
 			fmt.Fprintf(&b, "    Line: %d\n", r.LineNumber)
 		}
 		fmt.Fprintf(&b, "    Content: %s\n    Citation: %s\n", r.Text, r.Citation)
+		if explain && r.Why != "" {
+			fmt.Fprintf(&b, "    Score: %.3f: %s\n", r.Score, r.Why)
+		}
 	}
 	return b.String()
 }

@@ -99,11 +99,21 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs, _, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: sessionSources}}, Limit: 5})
+			// Every word, newest first (--sort newest): the order every
+			// search path must give alike.
+			rs, _, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: sessionSources}}, Limit: 5, Sort: SortNewest})
 			if err != nil {
 				t.Fatal(err)
 			}
 			golden(t, "recall-"+c.name+".golden", Format(q, rs))
+			if q.Ranked() {
+				// By relevance, the default (rank.go).
+				rs, _, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: sessionSources}}, Limit: 5, Explain: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				golden(t, "recall-"+c.name+"-ranked.golden", FormatExplained(q, rs))
+			}
 		})
 	}
 	for _, scope := range []string{"detail", "messages"} {

@@ -42,6 +42,10 @@ type Options struct {
 	Generation func(root, rel string) int64
 	// MaxLine is the longest line searched whole (0: 1 MiB).
 	MaxLine int
+	// Sort is SortRelevance ("": the default) or SortNewest (rank.go).
+	Sort string
+	// Explain gives each ranked result its score and why.
+	Explain bool
 	// Workers is how many goroutines read a large log at once (0: one per
 	// CPU, at most 4; 1 reads it in one). The results are the same.
 	Workers int
@@ -88,6 +92,12 @@ func Search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
 	}
 	if o.MaxLine <= 0 {
 		o.MaxLine = 1 << 20
+	}
+	if o.Sort != SortNewest && q.Ranked() {
+		rs, st, err := rankedSearch(ctx, q, o)
+		if !errors.Is(err, errNoTerms) {
+			return rs, st, err
+		}
 	}
 	vs := &views{}
 	defer vs.close()

@@ -138,8 +138,15 @@ func TestOpenClawSQLiteTranscripts(t *testing.T) {
 	// The agent goes on: new rows are new messages, found once.
 	insert("s-main", len(events), `{"type":"message","id":"m9","parentId":"m8","message":{"role":"user","content":[{"type":"text","text":"move the backups to 03:30 please"}]}}`, false)
 	db.ExecContext(ctx, `UPDATE session_windows SET updated_at=? WHERE session_id='s-main'`, now+1)
-	if res := waitRecall("backups to 03:30", 1); len(res) != 1 {
-		t.Errorf("a row added while the daemon runs: got %+v, want it once", res)
+	// (A question of several words is ranked: the new row first, once,
+	// then the rows around it.)
+	res := recallJSON("backups to 03:30")
+	for deadline := time.Now().Add(20 * time.Second); countCited(res, db0+"9") == 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		res = recallJSON("backups to 03:30")
+	}
+	if len(res) == 0 || !strings.HasSuffix(res[0].Citation, db0+"9") || countCited(res, db0+"9") != 1 {
+		t.Errorf("a row added while the daemon runs: got %+v, want it first, once", res)
 	}
 	time.Sleep(300 * time.Millisecond)
 	var cites []string
@@ -271,4 +278,15 @@ func TestOpenClawWholeFileRewrites(t *testing.T) {
 		t.Errorf("the spool holds %d messages, want %d: a rewrite seen half written was taken for new messages", msgs, 2*turns)
 	}
 	t.Logf("%d messages in the spool, %d bytes of message lines for a %d-byte transcript (and a %d-byte trace not read)", msgs, bytes, len(strings.Join(lines, "\n")), turns*4030)
+}
+
+// countCited counts the results citing cite.
+func countCited(res []struct{ Text, Citation string }, cite string) int {
+	n := 0
+	for _, r := range res {
+		if strings.HasSuffix(r.Citation, cite) {
+			n++
+		}
+	}
+	return n
 }

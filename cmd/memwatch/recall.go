@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -29,35 +30,50 @@ var defaultSources = append(append([]recall.Source{}, sessiondetail.Sources...),
 )
 
 func recallCmd(g *globals) *cobra.Command {
-	var dir, scope, store string
+	var dir, scope, store, sortBy string
 	var limit int
 	var all, asJSON, explain bool
 	cmd := &cobra.Command{
-		Use:   "recall [--dir DIR | --store NAME | --all] [--scope S] [--limit N] [--json] QUERY...",
+		Use:   "recall [--dir DIR | --store NAME | --all] [--scope S] [--limit N] [--sort relevance|newest] [--json] [--explain] QUERY...",
 		Short: "Search an agent's notes and session logs, with citations",
 		Long: `Search an agent's memory the way its recall_memory tool does: the notes it
-keeps (detail/, HISTORY*.md, MEMORY.md, facts, ...) and its raw session logs,
-case-insensitively. In logs, the decoded text of each message is searched,
-tool calls with their input and tool results included, never the JSON
-around it. Several words match lines holding all of them; a query in double
-quotes matches the exact phrase. Results come notes first, then messages,
-newest first, each with a citation (detail/auth.md#L10, messages.jsonl#L45,
-or s1.jsonl@3#L45 for a log the agent has rewritten since).
+keeps (detail/, HISTORY*.md, MEMORY.md, facts, ...) and its raw session logs.
+In logs, the decoded text of each message is searched, tool calls with their
+input and tool results included, never the JSON around it. Each result has a
+citation (detail/auth.md#L10, messages.jsonl#L45, or s1.jsonl@3#L45 for a log
+the agent has rewritten since) that memwatch show opens.
+
+A question in plain words ("what did we decide about the deploy?") is
+answered by relevance: the messages and lines that hold its rarer words
+most, with the messages around them, best first (BM25 with English stemming;
+"the", "what", "did" do not count; not every word has to appear). One word,
+an identifier (zanzibar-quokka, src/auth.go) or a phrase in double quotes
+finds every line holding it exactly, case-insensitively. --sort newest finds
+the lines holding every word, notes first, then messages, newest first.
 
 --dir searches one directory (default: the current one); --store every root
-of a store of the policy, --all every root of every store. When the daemon
-keeps an index of the files (in its state directory), only the parts that
-can match are read; --explain says which way each search went.`,
+of a store of the policy, --all every root of every store. With a policy and
+no --dir, from a directory that is no root of it, every root of the policy
+you can read is searched. When the daemon keeps an index of the files (in
+its state directory), only what can match is read; --explain says which way
+each search went and, for a question, why each result ranked where it did.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q, err := recall.ParseQuery(strings.Join(args, " "))
 			if err != nil {
 				return usageError{err}
 			}
-			opts := recall.Options{Limit: limit}
+			opts := recall.Options{Limit: limit, Explain: explain}
 			if limit < 1 {
 				return usageError{fmt.Errorf("--limit must be at least 1, not %d", limit)}
 			}
+			switch sortBy {
+			case recall.SortRelevance, recall.SortNewest:
+				opts.Sort = sortBy
+			default:
+				return usageError{fmt.Errorf("--sort must be relevance or newest, not %q", sortBy)}
+			}
+			explicit := g.policy != "" || os.Getenv("MEMWATCH_POLICY") != ""
 			switch scope {
 			case "all", "":
 			default:
@@ -70,6 +86,24 @@ can match are read; --explain says which way each search went.`,
 			roots, err := recallRoots(p, dir, store, all)
 			if err != nil {
 				return err
+			}
+			if len(roots) == 1 && roots[0].Name == "" && dir == "" && explicit && p != nil && !ownsCwd(p) {
+				// The policy was given, and here is none of its roots: the
+				// user means its roots.
+				reach, refused, err := reachableRoots(p)
+				if err != nil {
+					roots[0].Root.Close()
+					return err
+				}
+				if len(reach) > 0 {
+					roots[0].Root.Close()
+					roots = reach
+					fmt.Fprintf(g.stderr, "recall: %s is no root of the policy; searching its %d root(s) you can read%s (--dir . searches only here)\n",
+						mustCwd(), len(reach), map[bool]string{true: fmt.Sprintf(", not %d you cannot", refused), false: ""}[refused > 0])
+				} else if refused > 0 {
+					roots[0].Root.Close()
+					return fmt.Errorf("recall: %s is no root of the policy, and uid %d can read none of its %d root(s): run as their owner (or root), or pass --dir", mustCwd(), os.Getuid(), refused)
+				}
 			}
 			defer func() {
 				for _, r := range roots {
@@ -99,6 +133,10 @@ can match are read; --explain says which way each search went.`,
 			if asJSON {
 				return printJSON(g, results)
 			}
+			if explain {
+				fmt.Fprint(g.stdout, recall.FormatExplained(q, results))
+				return nil
+			}
 			fmt.Fprint(g.stdout, recall.Format(q, results))
 			return nil
 		},
@@ -109,7 +147,8 @@ can match are read; --explain says which way each search went.`,
 	cmd.Flags().BoolVar(&all, "all", false, "search every root of every store of the policy (or of the store --dir belongs to)")
 	cmd.Flags().StringVar(&store, "store", "", "search every root of this store of the policy")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: source, file, line, content and citation of each result")
-	cmd.Flags().BoolVar(&explain, "explain", false, "say on stderr how the search was answered and how long it took")
+	cmd.Flags().BoolVar(&explain, "explain", false, "say on stderr how the search was answered and how long it took, and with each ranked result why it ranked there")
+	cmd.Flags().StringVar(&sortBy, "sort", recall.SortRelevance, "relevance (a question: best first; a word or phrase: every line holding it) or newest (every word, newest first)")
 	return cmd
 }
 
@@ -187,4 +226,58 @@ func recallRoots(p *policy.Policy, dir, store string, all bool) ([]recall.Root, 
 		}
 	}
 	return roots, nil
+}
+
+// ownsCwd reports whether the current directory is a root of a store.
+func ownsCwd(p *policy.Policy) bool {
+	cwd := mustCwd()
+	for _, s := range p.Stores {
+		for _, r := range s.Roots() {
+			if r == cwd {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func mustCwd() string {
+	d, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	return d
+}
+
+// reachableRoots opens every root of the policy's searchable stores that
+// this process can read (the kernel decides), and counts the others.
+func reachableRoots(p *policy.Policy) ([]recall.Root, int, error) {
+	var out []recall.Root
+	refused := 0
+	var stores []*policy.Store
+	for _, s := range p.Stores {
+		if _, ok := daemon.SearchSources(s); ok {
+			stores = append(stores, s)
+		}
+	}
+	for _, s := range stores {
+		srcs, _ := daemon.SearchSources(s)
+		for _, r := range s.Roots() {
+			if syscall.Access(r, 0x4|0x1) != nil { // R_OK|X_OK, as this user
+				refused++
+				continue
+			}
+			root, err := confine.Open(r, confine.Options{Within: s.Within()})
+			if err != nil {
+				refused++
+				continue
+			}
+			name := filepath.Base(r)
+			if len(stores) > 1 {
+				name = s.Name + "/" + name
+			}
+			out = append(out, recall.Root{Root: root, Sources: srcs, Name: name})
+		}
+	}
+	return out, refused, nil
 }

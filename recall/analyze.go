@@ -1,0 +1,156 @@
+package recall
+
+import (
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/kljensen/snowball/english"
+)
+
+// The analysis of ranked recall: how a line's text and a question become
+// terms. Both the index (terms.go) and the scorer (rank.go) use it, so a
+// term in a question is the term in the text.
+//
+//   - A token is a run of letters and digits (Unicode: "café", "日本語",
+//     "v2"), with the apostrophes inside a word ("Caroline's"); everything
+//     else separates, so an identifier (zanzibar-quokka, src/auth.go,
+//     AUTH_TOKEN) is its words.
+//   - Tokens are lowercased; English stopwords (Snowball's list: "the",
+//     "what", "did", ...) do not count; the rest are stemmed with the
+//     Snowball (Porter2) English stemmer, so "painted", "painting" and
+//     "paints" are one term. Tokens longer than maxToken bytes (hashes,
+//     base64) are left out.
+
+// maxToken is the longest token indexed.
+const maxToken = 48
+
+// maxStemCache bounds an Analyzer's stem cache (then it starts afresh).
+const maxStemCache = 1 << 16
+
+// Analyzer turns text into terms. It caches stems: not safe for
+// concurrent use; make one per goroutine.
+type Analyzer struct {
+	stems map[string]string
+	buf   []byte
+}
+
+// NewAnalyzer returns an analyzer.
+func NewAnalyzer() *Analyzer { return &Analyzer{stems: map[string]string{}} }
+
+// wordByte classifies ASCII bytes: 1 a letter or digit, 2 an apostrophe.
+var wordByte = func() (t [256]uint8) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = 1
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-32] = 1, 1
+	}
+	t['\''] = 2
+	return t
+}()
+
+// Terms calls fn with each term of text, in order.
+func (a *Analyzer) Terms(text []byte, fn func(term string)) {
+	i := 0
+	for i < len(text) {
+		c := text[i]
+		if c < utf8.RuneSelf && wordByte[c] != 1 {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, n := utf8.DecodeRune(text[i:])
+			if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+				i += n
+				continue
+			}
+		}
+		// A token: letters, digits, apostrophes between them.
+		a.buf = a.buf[:0]
+		ascii := true
+		for i < len(text) {
+			c := text[i]
+			if c < utf8.RuneSelf {
+				switch wordByte[c] {
+				case 1:
+					if c >= 'A' && c <= 'Z' {
+						c += 32
+					}
+					a.buf = append(a.buf, c)
+					i++
+					continue
+				case 2:
+					if i+1 < len(text) && text[i+1] < utf8.RuneSelf && wordByte[text[i+1]] == 1 && len(a.buf) > 0 {
+						a.buf = append(a.buf, '\'')
+						i++
+						continue
+					}
+				}
+				break
+			}
+			r, n := utf8.DecodeRune(text[i:])
+			if r == '\u2019' && len(a.buf) > 0 && i+n < len(text) && text[i+n] < utf8.RuneSelf && wordByte[text[i+n]] == 1 {
+				a.buf = append(a.buf, '\'') // a typographic apostrophe is one
+				i += n
+				continue
+			}
+			if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+				break
+			}
+			ascii = false
+			a.buf = utf8.AppendRune(a.buf, unicode.ToLower(r))
+			i += n
+		}
+		if len(a.buf) == 0 || len(a.buf) > maxToken {
+			continue
+		}
+		if t := a.term(a.buf, ascii); t != "" {
+			fn(t)
+		}
+	}
+}
+
+// term is the term of a lowercased token: "" for a stopword.
+func (a *Analyzer) term(tok []byte, ascii bool) string {
+	if t, ok := a.stems[string(tok)]; ok { // no allocation for the lookup
+		return t
+	}
+	w := string(tok)
+	t := w
+	switch {
+	case english.IsStopWord(w):
+		t = ""
+	case ascii && !hasDigit(tok):
+		t = english.Stem(w, false)
+	}
+	if len(a.stems) >= maxStemCache {
+		clear(a.stems)
+	}
+	a.stems[w] = t
+	return t
+}
+
+func hasDigit(b []byte) bool {
+	for _, c := range b {
+		if c >= '0' && c <= '9' {
+			return true
+		}
+	}
+	return false
+}
+
+// QueryTerms returns the distinct terms of a question, in order, with how
+// often each occurs in it.
+func (a *Analyzer) QueryTerms(q string) (terms []string, counts []int) {
+	at := map[string]int{}
+	a.Terms([]byte(q), func(t string) {
+		if i, ok := at[t]; ok {
+			counts[i]++
+			return
+		}
+		at[t] = len(terms)
+		terms = append(terms, t)
+		counts = append(counts, 1)
+	})
+	return terms, counts
+}

@@ -1,0 +1,833 @@
+package recall
+
+import (
+	"bufio"
+	"bytes"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/session"
+)
+
+// Ranked recall: the question an agent asks ("what did we decide about
+// the deploy?"), answered by relevance, not by the newest line holding
+// every word.
+//
+// A document is a message of a log or a non-blank line of a note. Its
+// own score is Okapi BM25 over the query's terms (analyze.go; k1 1.2,
+// b 0.75, idf ln(1 + (N - df + 0.5)/(df + 0.5)), N, df and the average
+// length taken over every document searched). A message is often the
+// answer to the one before it, or is answered by the next: its score adds
+// its neighbours' own scores in the same file (the next and previous at
+// half weight, the two beyond at a quarter), and is multiplied by the
+// share of the query's weight (the sum of its terms' idf) that the five
+// messages around it hold, so a passage that answers the whole question
+// beats one that repeats a word of it. Results come by that score; equal
+// scores by recency (the newer file, the later line). Measured on LoCoMo
+// (make bench-relevance): evidence recall@10 72.1% against 52.3% for
+// plain BM25 over the same turns; neighbours alone gave 69.0%, the
+// coverage factor the rest, in every one of its ten conversations.
+//
+// The cost of a query. Where the daemon's index covers a file, its term
+// segments (terms.go) give each term's postings; the rest (a file's tail,
+// small files, the spool's held messages) is analyzed at query time into
+// segments in memory, restricted to the query's terms. The top documents
+// by own score are found with MaxScore (Turtle and Flood, 1995): terms are
+// ordered by the most they can add to a score (from their highest term
+// frequency and shortest document); the documents of the rarest terms
+// are scored first, and once the Limit-th best score exceeds what the
+// weakest terms can add together, documents holding only those are never
+// scored, and those terms are only looked up for documents the others
+// bring. A common word costs a lookup per candidate, not a pass
+// over its postings. The neighbours and coverage of those top documents
+// are then computed by lookups, and the best Limit returned.
+
+// Sort orders of a search (Options.Sort).
+const (
+	SortRelevance = "relevance" // the default: ranked (a single term or a phrase: every line holding it)
+	SortNewest    = "newest"    // every line holding every word, newest first
+)
+
+// BM25 parameters and the neighbours' weights.
+const (
+	bm25K1 = 1.2
+	bm25B  = 0.75
+	// seedDocs bounds the documents of the rarest terms scored first.
+	seedDocs = 10000
+)
+
+var neighbourWeight = [3]float64{1, 0.5, 0.25}
+
+// Ranked reports whether q is answered by relevance: more than one word,
+// not quoted.
+func (q Query) Ranked() bool {
+	return !q.phrase && len(q.terms) > 1
+}
+
+// rfile is a file (or the spool's held messages of one) being ranked.
+type rfile struct {
+	idx  int // its place in the search's files (ties)
+	f    file
+	segs []*segment // consecutive, in ordinal order
+	// held are the raw lines of held messages, by document offset.
+	held [][]byte
+}
+
+// ranker is one ranked search.
+type ranker struct {
+	ctx   context.Context
+	o     Options
+	a     *Analyzer
+	terms []string
+	keep  map[string]bool
+	files []*rfile
+	segs  []segRef // every segment, with its file
+	stats Stats
+	vs    *views
+	// segFiles lists the index's segment files, by index file name.
+	segFiles map[string][]string
+
+	n        int64
+	avgdl    float64
+	df       []int64
+	idf      []float64
+	totalIDF float64
+}
+
+type segRef struct {
+	file *rfile
+	seg  *segment
+	tis  []termInfo // per query term (df 0: absent)
+}
+
+// docRef names a document: its file and ordinal.
+type docRef struct {
+	file *rfile
+	ord  uint64
+}
+
+func rankedSearch(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
+	start := time.Now()
+	r := &ranker{ctx: ctx, o: o, a: NewAnalyzer(), vs: &views{}, keep: map[string]bool{}}
+	defer r.close()
+	r.terms, _ = r.a.QueryTerms(q.Text)
+	if len(r.terms) == 0 {
+		// Only stopwords ("what is it"): nothing to rank by.
+		return nil, Stats{}, errNoTerms
+	}
+	for _, t := range r.terms {
+		r.keep[t] = true
+	}
+	files, err := listFiles(o, r.vs)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return nil, r.stats, err
+		}
+		if err := r.addFile(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, r.stats, fmt.Errorf("recall %s: %w", f.root.Root.Join(f.rel), err)
+		}
+	}
+	if o.Held != nil {
+		if err := r.addHeld(); err != nil {
+			return nil, r.stats, err
+		}
+	}
+	r.prepare()
+	top := r.topByOwn(o.Limit)
+	results, err := r.final(top, q)
+	r.stats.Duration = time.Since(start)
+	return results, r.stats, err
+}
+
+// errNoTerms means a question had no term to rank by; the search falls
+// back to matching every word.
+var errNoTerms = errors.New("no term to rank by")
+
+func (r *ranker) close() {
+	for _, f := range r.files {
+		for _, s := range f.segs {
+			s.close()
+		}
+	}
+	r.vs.close()
+}
+
+// docText is what a line is as a document: the text of a log's message
+// (not its role, nor a metadata line), or a non-blank line of a note.
+func docText(k Kind, raw []byte) ([]byte, bool) {
+	raw = trimCR(raw)
+	if k == Text {
+		return raw, len(bytes.TrimSpace(raw)) > 0
+	}
+	m := session.Decode(raw)
+	if m.Meta {
+		return nil, false
+	}
+	return []byte(m.Text), true
+}
+
+// addFile adds a file's documents: its index's term segments, then the
+// rest analyzed now.
+func (r *ranker) addFile(f file) error {
+	fh, fi, err := r.vs.open(f)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	r.stats.Files++
+	rf := &rfile{f: f, idx: len(r.files)}
+	r.files = append(r.files, rf)
+	var from int64
+	var ord uint64
+	var line int64 = 1
+	if segs := r.indexSegments(f, fh, fi); len(segs) > 0 {
+		rf.segs = segs
+		last := segs[len(segs)-1]
+		from, ord, line = last.endOff, last.end, last.nextLine
+		r.stats.Indexed++
+	}
+	if fi.Size() > from {
+		seg, err := r.analyze(fh, f.src.Kind, from, fi.Size(), ord, line)
+		if err != nil {
+			return err
+		}
+		rf.segs = append(rf.segs, seg)
+	}
+	return nil
+}
+
+// analyze builds an in-memory segment of the lines of fh from off to end
+// (the last without a newline included), restricted to the query's terms.
+func (r *ranker) analyze(fh *os.File, k Kind, off, end int64, ord uint64, line int64) (*segment, error) {
+	b := newSegBuilder(ord, off, func(t string) bool { return r.keep[t] })
+	rd := bufio.NewReaderSize(io.NewSectionReader(fh, off, end-off), int(min(1<<20, max(4096, end-off))))
+	pos := off
+	for {
+		raw, n, err := readLine(rd, r.o.MaxLine)
+		if n == 0 {
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			break
+		}
+		if text, ok := docText(k, raw); ok {
+			b.add(r.a, text, pos, line)
+		}
+		pos += n
+		line++
+		if err != nil {
+			break // the last line, without a newline
+		}
+	}
+	b.nextLine = line
+	r.stats.BytesRead += pos - off
+	b.endOff = pos
+	return parseSegment(b.encode(fileID{}))
+}
+
+// indexSegments returns the daemon's term segments of a file, when they
+// describe it as it is: a run of them from its first document.
+func (r *ranker) indexSegments(f file, fh *os.File, fi fs.FileInfo) []*segment {
+	if r.o.Index == "" {
+		return nil
+	}
+	if r.segFiles == nil {
+		// One listing for the search: the segment files by index file.
+		r.segFiles = map[string][]string{}
+		ents, _ := os.ReadDir(r.o.Index)
+		for _, e := range ents {
+			if n := e.Name(); isSegmentName(n) {
+				k := n[:strings.LastIndex(n, ".t")]
+				r.segFiles[k] = append(r.segFiles[k], filepath.Join(r.o.Index, n))
+			}
+		}
+	}
+	base := strings.TrimSuffix(filepath.Base(indexPath(r.o.Index, f.root.Root.Path(), f.rel)), ".idx")
+	var segs []*segment
+	for _, l := range termChain(r.segFiles[base], fh, fi) {
+		seg, err := openSegment(l.path)
+		if err != nil || seg.start != l.hdr.start || seg.endOff != l.hdr.endOff {
+			seg.close()
+			break
+		}
+		segs = append(segs, seg)
+	}
+	return segs
+}
+
+// addHeld adds the spool's held messages, a segment per log (or
+// database conversation) and generation, in line order.
+func (r *ranker) addHeld() error {
+	want := map[string]bool{}
+	for _, l := range r.o.Labels {
+		want[l] = true
+	}
+	for _, root := range r.o.Roots {
+		var srcs []Source
+		for _, src := range root.Sources {
+			if (src.Kind == Log || src.Kind == Records) && (len(want) == 0 || want[src.Label]) {
+				srcs = append(srcs, src)
+			}
+		}
+		if len(srcs) == 0 {
+			continue
+		}
+		type held struct {
+			line int64
+			raw  []byte
+		}
+		byLog := map[string][]held{}
+		logs := map[string]file{}
+		err := r.o.Held(r.ctx, root.Root, func(rel string, gen, line int64, raw []byte) error {
+			name, _, _ := strings.Cut(rel, "#")
+			i := -1
+			for j, src := range srcs {
+				if confine.Match(src.Glob, src.Exclude, name) {
+					i = j
+					break
+				}
+			}
+			if i < 0 {
+				return nil
+			}
+			key := rel + "\x00" + strconv.FormatInt(gen, 10)
+			if _, ok := logs[key]; !ok {
+				logs[key] = file{root: root, rel: rel, src: Source{Kind: Log, Label: srcs[i].Label, Strip: srcs[i].Strip}, gen: gen}
+			}
+			byLog[key] = append(byLog[key], held{line: line, raw: bytes.Clone(raw)})
+			r.stats.BytesRead += int64(len(raw))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		keys := make([]string, 0, len(logs))
+		for k := range logs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			hs := byLog[k]
+			sort.Slice(hs, func(i, j int) bool { return hs[i].line < hs[j].line })
+			rf := &rfile{f: logs[k], idx: len(r.files)}
+			b := newSegBuilder(0, 0, func(t string) bool { return r.keep[t] })
+			for _, h := range hs {
+				if text, ok := docText(Log, h.raw); ok {
+					b.add(r.a, text, int64(len(rf.held)), h.line)
+					rf.held = append(rf.held, h.raw)
+				}
+			}
+			seg, err := parseSegment(b.encode(fileID{}))
+			if err != nil {
+				return err
+			}
+			rf.segs = []*segment{seg}
+			r.files = append(r.files, rf)
+		}
+	}
+	return nil
+}
+
+// prepare takes the collection's statistics and looks every term up.
+func (r *ranker) prepare() {
+	var total int64
+	df := make([]int64, len(r.terms))
+	for _, f := range r.files {
+		for _, s := range f.segs {
+			r.n += int64(s.count())
+			total += s.totalLen
+			ref := segRef{file: f, seg: s, tis: make([]termInfo, len(r.terms))}
+			any := false
+			for i, t := range r.terms {
+				if ti, ok := s.lookup(t); ok {
+					ref.tis[i] = ti
+					df[i] += int64(ti.df)
+					any = true
+				}
+			}
+			if any {
+				r.segs = append(r.segs, ref)
+			}
+		}
+	}
+	r.avgdl = 1
+	if r.n > 0 {
+		r.avgdl = max(1, float64(total)/float64(r.n))
+	}
+	r.df = df
+	r.idf = make([]float64, len(r.terms))
+	for i := range r.terms {
+		r.idf[i] = math.Log(1 + (float64(r.n)-float64(df[i])+0.5)/(float64(df[i])+0.5))
+		r.totalIDF += r.idf[i]
+	}
+}
+
+// bm25 is one term's part of a document's score.
+func (r *ranker) bm25(i, tf, length int) float64 {
+	t := float64(tf)
+	return r.idf[i] * t * (bm25K1 + 1) / (t + bm25K1*(1-bm25B+bm25B*float64(length)/r.avgdl))
+}
+
+// scored is a document and its score.
+type scored struct {
+	ref   docRef
+	score float64
+}
+
+// better orders documents by score, then (for ties) by a fixed order of
+// files and ordinals, so every search path keeps the same ones.
+func better(a, b scored) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	if a.ref.file.idx != b.ref.file.idx {
+		return a.ref.file.idx < b.ref.file.idx
+	}
+	return a.ref.ord > b.ref.ord
+}
+
+// minHeap keeps the best documents, the worst on top.
+type minHeap []scored
+
+func (h minHeap) Len() int           { return len(h) }
+func (h minHeap) Less(i, j int) bool { return better(h[j], h[i]) }
+func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *minHeap) Push(x any)        { *h = append(*h, x.(scored)) }
+func (h *minHeap) Pop() any          { old := *h; x := old[len(old)-1]; *h = old[:len(old)-1]; return x }
+
+// push adds s to h (of capacity k) if it is among the k best.
+func (h *minHeap) push(k int, s scored) {
+	if len(*h) < k {
+		heap.Push(h, s)
+	} else if better(s, (*h)[0]) {
+		(*h)[0] = s
+		heap.Fix(h, 0)
+	}
+}
+
+// pool keeps the candidates of the first phase: the best candidates
+// documents by own score, and the best limit of them, whose worst sets
+// the threshold: a document under pruneShare of it is not a candidate.
+type pool struct {
+	all, best        minHeap
+	candidates, limit int
+}
+
+// pruneShare: documents under this share of the Limit-th best own score
+// cannot become results (their neighbours' contexts add at most that
+// much), and are not looked for.
+const pruneShare = 0.5
+
+func (p *pool) push(s scored) {
+	p.all.push(p.candidates, s)
+	p.best.push(p.limit, s)
+}
+
+// threshold is the score a document must beat to be a candidate.
+func (p *pool) threshold() float64 {
+	t := 0.0
+	if len(p.all) >= p.candidates {
+		t = p.all[0].score
+	}
+	if len(p.best) >= p.limit {
+		t = max(t, pruneShare*p.best[0].score)
+	}
+	return t
+}
+
+// candidatesPerResult: the first phase keeps this many documents per
+// result asked for.
+const candidatesPerResult = 5
+
+// topByOwn returns the k best documents by their own score. The
+// documents of the rarest terms (seedDocs at most) are scored first, so
+// the threshold is high before any common term's postings are read; then
+// MaxScore goes through each segment for the rest.
+func (r *ranker) topByOwn(limit int) []scored {
+	p := &pool{candidates: candidatesPerResult * limit, limit: limit}
+	seen := map[docRef]bool{}
+	order := make([]int, len(r.terms))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return r.df[order[a]] < r.df[order[b]] })
+	// The rarest terms, in the whole collection, up to seedDocs documents.
+	var seed []int
+	budget := int64(seedDocs)
+	for _, i := range order {
+		if r.df[i] > budget {
+			break
+		}
+		budget -= r.df[i]
+		seed = append(seed, i)
+	}
+	for _, ref := range r.segs {
+		var ords []uint32
+		for _, i := range seed {
+			if ti := ref.tis[i]; ti.df > 0 {
+				for c := newCursor(ti); !c.done; c.next() {
+					ords = append(ords, c.doc())
+				}
+			}
+		}
+		if len(ords) == 0 {
+			continue
+		}
+		refs := map[docRef]*ownInfo{}
+		for _, o := range ords {
+			d := docRef{file: ref.file, ord: ref.seg.start + uint64(o)}
+			if !seen[d] {
+				seen[d] = true
+				refs[d] = &ownInfo{}
+			}
+		}
+		r.own(refs)
+		for d, info := range refs {
+			p.push(scored{ref: d, score: info.score})
+		}
+	}
+	for _, ref := range r.segs {
+		if r.ctx.Err() != nil {
+			break
+		}
+		r.maxScore(ref, p, seen)
+	}
+	out := append([]scored(nil), p.all...)
+	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
+	return out
+}
+
+// maxScore scores a segment's documents into h, skipping those that
+// cannot enter it.
+func (r *ranker) maxScore(ref segRef, pl *pool, seen map[docRef]bool) {
+	type tcur struct {
+		i  int // query term
+		c  *cursor
+		ub float64
+	}
+	var ts []tcur
+	for i, ti := range ref.tis {
+		if ti.df == 0 {
+			continue
+		}
+		ts = append(ts, tcur{i: i, c: newCursor(ti), ub: r.bm25(i, ti.maxTF, ti.minLen)})
+	}
+	sort.Slice(ts, func(a, b int) bool { return ts[a].ub < ts[b].ub })
+	prefix := make([]float64, len(ts)+1) // prefix[j]: the most terms 0..j-1 add
+	for j, t := range ts {
+		prefix[j+1] = prefix[j] + t.ub
+	}
+	parts := make([]float64, len(r.terms))
+	for {
+		theta := pl.threshold()
+		// Terms 0..p-1 cannot lift a document to theta by themselves.
+		p := 0
+		for p < len(ts) && prefix[p+1] < theta {
+			p++
+		}
+		if p == len(ts) {
+			return
+		}
+		d := uint32(math.MaxUint32)
+		for _, t := range ts[p:] {
+			if !t.c.done && t.c.doc() < d {
+				d = t.c.doc()
+			}
+		}
+		if d == math.MaxUint32 {
+			return
+		}
+		_, _, length := ref.seg.doc(d)
+		clear(parts)
+		score := 0.0
+		for _, t := range ts[p:] {
+			if !t.c.done && t.c.doc() == d {
+				parts[t.i] = r.bm25(t.i, t.c.tf(), length)
+				score += parts[t.i]
+				t.c.next()
+			}
+		}
+		complete := true
+		for j := p - 1; j >= 0; j-- {
+			if score+prefix[j+1] < theta {
+				complete = false
+				break
+			}
+			t := ts[j]
+			t.c.seek(d)
+			if !t.c.done && t.c.doc() == d {
+				parts[t.i] = r.bm25(t.i, t.c.tf(), length)
+				score += parts[t.i]
+			}
+		}
+		if ref := (docRef{file: ref.file, ord: ref.seg.start + uint64(d)}); complete && !seen[ref] {
+			// Summed in the query's order, as own does: the same score
+			// whichever path computed it.
+			sum := 0.0
+			for _, x := range parts {
+				sum += x
+			}
+			pl.push(scored{ref: ref, score: sum})
+		}
+	}
+}
+
+// ownInfo is a document's own score and the query terms it holds.
+type ownInfo struct {
+	score float64
+	has   uint64 // bit i: term i (the first 64 terms)
+	tfs   []int
+}
+
+// own computes documents' own scores by lookups, per file.
+func (r *ranker) own(refs map[docRef]*ownInfo) {
+	byFile := map[*rfile][]uint64{}
+	for ref := range refs {
+		byFile[ref.file] = append(byFile[ref.file], ref.ord)
+	}
+	for f, ords := range byFile {
+		sort.Slice(ords, func(i, j int) bool { return ords[i] < ords[j] })
+		curs := map[*segment][]*cursor{}
+		for _, ord := range ords {
+			si := sort.Search(len(f.segs), func(i int) bool { return f.segs[i].end > ord })
+			if si == len(f.segs) || ord < f.segs[si].start {
+				continue
+			}
+			seg := f.segs[si]
+			cs := curs[seg]
+			if cs == nil {
+				cs = make([]*cursor, len(r.terms))
+				for i, t := range r.terms {
+					if ti, ok := seg.lookup(t); ok {
+						cs[i] = newCursor(ti)
+					}
+				}
+				curs[seg] = cs
+			}
+			d := uint32(ord - seg.start)
+			_, _, length := seg.doc(d)
+			info := refs[docRef{file: f, ord: ord}]
+			info.tfs = make([]int, len(r.terms))
+			for i, c := range cs {
+				if c == nil {
+					continue
+				}
+				c.seek(d)
+				if !c.done && c.doc() == d {
+					info.score += r.bm25(i, c.tf(), length)
+					info.tfs[i] = c.tf()
+					if i < 64 {
+						info.has |= 1 << i
+					}
+				}
+			}
+		}
+	}
+}
+
+// ranked is a document with its final score and what made it.
+type ranked struct {
+	ref        docRef
+	score, own float64
+	ctx        float64 // what the neighbours added
+	cover      float64 // the share of the query's weight around it
+	tfs        []int
+}
+
+// final scores the top documents' neighbourhoods and returns the best.
+func (r *ranker) final(top []scored, q Query) ([]Result, error) {
+	window := len(neighbourWeight) - 1
+	refs := map[docRef]*ownInfo{}
+	cands := map[docRef]bool{}
+	for _, s := range top {
+		for d := -window; d <= window; d++ {
+			o := int64(s.ref.ord) + int64(d)
+			if o < 0 {
+				continue
+			}
+			cands[docRef{file: s.ref.file, ord: uint64(o)}] = true
+			for e := -window; e <= window; e++ {
+				if o+int64(e) >= 0 {
+					refs[docRef{file: s.ref.file, ord: uint64(o + int64(e))}] = &ownInfo{}
+				}
+			}
+		}
+	}
+	r.own(refs)
+	var out []ranked
+	for c := range cands {
+		info := refs[c]
+		if info == nil || info.tfs == nil {
+			continue // past the file's end
+		}
+		rk := ranked{ref: c, own: info.score, tfs: info.tfs}
+		var has uint64
+		for d := -window; d <= window; d++ {
+			o := int64(c.ord) + int64(d)
+			n := refs[docRef{file: c.file, ord: uint64(max(o, 0))}]
+			if o < 0 || n == nil {
+				continue
+			}
+			has |= n.has
+			if d != 0 {
+				rk.ctx += neighbourWeight[abs(d)] * n.score
+			}
+		}
+		var got float64
+		for i := range r.terms {
+			if i < 64 && has&(1<<i) != 0 {
+				got += r.idf[i]
+			}
+		}
+		if r.totalIDF > 0 {
+			rk.cover = got / r.totalIDF
+		}
+		rk.score = (rk.own + rk.ctx) * rk.cover
+		if rk.score > 0 {
+			out = append(out, rk)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.score != b.score {
+			return a.score > b.score
+		}
+		if a.ref.file.f.mtime != b.ref.file.f.mtime {
+			return a.ref.file.f.mtime > b.ref.file.f.mtime
+		}
+		if a.ref.file != b.ref.file {
+			return a.ref.file.f.rel < b.ref.file.f.rel
+		}
+		return a.ref.ord > b.ref.ord
+	})
+	return r.results(out, q)
+}
+
+func abs(d int) int {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// results reads the best documents' lines and cites them.
+func (r *ranker) results(rs []ranked, q Query) ([]Result, error) {
+	var out []Result
+	ids := map[string]bool{}
+	s := &searcher{q: q, o: r.o}
+	for _, rk := range rs {
+		if len(out) >= r.o.Limit {
+			break
+		}
+		f := rk.ref.file
+		seg := f.segs[sort.Search(len(f.segs), func(i int) bool { return f.segs[i].end > rk.ref.ord })]
+		off, line, _ := seg.doc(uint32(rk.ref.ord - seg.start))
+		var raw []byte
+		if f.held != nil {
+			raw = f.held[off]
+		} else {
+			var err error
+			if raw, err = r.readLine(f.f, off); err != nil {
+				continue // gone since
+			}
+		}
+		text, id := searchTextID(f.f.src.Kind, raw)
+		if id != "" {
+			key := f.f.root.Root.Path() + "\x00" + f.f.rel + "\x00" + id
+			if ids[key] {
+				continue
+			}
+			ids[key] = true
+		}
+		s.results = nil
+		s.o.Limit = 1 << 30
+		s.emit(f.f, line, text, r.firstTerm(text))
+		res := s.results[0]
+		if r.o.Explain {
+			res.Score = math.Round(rk.score*1000) / 1000
+			res.Why = r.why(rk)
+		}
+		out = append(out, res)
+	}
+	if out == nil {
+		out = []Result{}
+	}
+	return out, nil
+}
+
+// why says how a result's score was made.
+func (r *ranker) why(rk ranked) string {
+	var ts []string
+	for i, tf := range rk.tfs {
+		if tf > 0 {
+			t := fmt.Sprintf("%s (idf %.2f)", r.terms[i], r.idf[i])
+			if tf > 1 {
+				t = fmt.Sprintf("%s x%d (idf %.2f)", r.terms[i], tf, r.idf[i])
+			}
+			ts = append(ts, t)
+		}
+	}
+	own := "no query term itself"
+	if len(ts) > 0 {
+		own = "BM25 " + strconv.FormatFloat(rk.own, 'f', 2, 64) + " for " + strings.Join(ts, ", ")
+	}
+	return fmt.Sprintf("%s; +%.2f from the messages around it; x%.2f: the five around it hold %.0f%% of the question's weight", own, rk.ctx, rk.cover, 100*rk.cover)
+}
+
+// firstTerm is the offset in text of the first word that is a query
+// term, for the snippet (-1: none).
+func (r *ranker) firstTerm(text []byte) int {
+	a := NewAnalyzer()
+	for i := 0; i < len(text); {
+		j := i
+		for j < len(text) && !isWordByte(text[j]) {
+			j++
+		}
+		k := j
+		for k < len(text) && isWordByte(text[k]) {
+			k++
+		}
+		if k == j {
+			break
+		}
+		found := false
+		a.Terms(text[j:k], func(t string) { found = found || r.keep[t] })
+		if found {
+			return j
+		}
+		i = k
+	}
+	return -1
+}
+
+func isWordByte(c byte) bool { return c >= 0x80 || wordByte[c] != 0 }
+
+// readLine reads the line of a file at offset off (cut at MaxLine).
+func (r *ranker) readLine(f file, off int64) ([]byte, error) {
+	fh, _, err := r.vs.open(f)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	rd := bufio.NewReaderSize(io.NewSectionReader(fh, off, 1<<62), 64<<10)
+	raw, _, err := readLine(rd, r.o.MaxLine)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = nil
+	}
+	return raw, err
+}
