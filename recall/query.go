@@ -11,8 +11,8 @@ import (
 // case-insensitively; a query in double quotes is one exact phrase.
 type Query struct {
 	Text   string
-	phrase bool // in double quotes
-	terms [][]byte // folded (lowercase)
+	phrase bool     // in double quotes
+	terms  [][]byte // folded (lowercase)
 	// runs are, per term, its runs of bytes that a log's raw line holds
 	// as typed (rawRuns).
 	runs [][][]byte

@@ -424,7 +424,7 @@ func (h *minHeap) push(k int, s scored) {
 // documents by own score, and the best limit of them, whose worst sets
 // the threshold: a document under pruneShare of it is not a candidate.
 type pool struct {
-	all, best        minHeap
+	all, best         minHeap
 	candidates, limit int
 }
 

@@ -122,21 +122,21 @@ func (b *segBuilder) add(a *Analyzer, text []byte, off, line int64) {
 // segment is a segment to read: one written by the daemon (mapped or
 // read) or one built in memory by a search.
 type segment struct {
-	id             fileID
-	start, end     uint64 // ordinals [start, end)
-	startOff       int64
-	endOff         int64
-	nextLine       int64 // the number of the line at endOff
-	totalLen       int64
-	nterms         int
-	data           []byte // the encoded segment (nil when read lazily)
-	mapped         bool
+	id         fileID
+	start, end uint64 // ordinals [start, end)
+	startOff   int64
+	endOff     int64
+	nextLine   int64 // the number of the line at endOff
+	totalLen   int64
+	nterms     int
+	data       []byte // the encoded segment (nil when read lazily)
+	mapped     bool
 	// file, when set, is a small segment read lazily: docs and postings
 	// are read from it at these offsets when asked for.
 	file                    *os.File
 	docsAt, postAt, postEnd int64
-	docs, dict     []byte
-	strs, postings []byte
+	docs, dict              []byte
+	strs, postings          []byte
 }
 
 // encode writes the segment b describes.
@@ -484,7 +484,6 @@ func (c *cursor) seek(ord uint32) {
 		c.load(c.block + 1)
 	}
 }
-
 
 // decodeSegmentHeader reads a segment's header (termHeader bytes).
 func decodeSegmentHeader(h []byte) *segment {
