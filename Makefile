@@ -9,7 +9,7 @@ FUZZTIME ?= 30s
 # the tests still run, without it, and say so.
 RACE := $(shell command -v "$$($(GO) env CC)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: fixtures build test demo bench lint fuzz soak stress package e2e mcp-e2e browser clean
+.PHONY: fixtures build test demo bench bench-relevance lint fuzz soak stress package e2e mcp-e2e browser clean
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/memwatch
@@ -27,6 +27,14 @@ bench: build
 	@command -v rg >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -qq ripgrep >/dev/null 2>&1; } || echo "note: rg (ripgrep) is not installed: recall is compared with grep only"
 	$(GO) test -run '^$$' -bench . -benchtime 500ms -benchmem ./...
 	$(GO) run ./cmd/memwatch-bench -bin $(BIN)
+
+# Recall's relevance alone: LoCoMo (../shared/recall/locomo10.zip) written as
+# agents' session logs, every question asked through the real CLI, evidence
+# recall@10 beside plain BM25. RELEVANCE_DATA=DIR measures another set in
+# LoCoMo's format.
+RELEVANCE_DATA ?= ../shared/recall/locomo10.zip
+bench-relevance: build
+	$(GO) run ./cmd/memwatch-bench -bin $(BIN) -only relevance -relevance-data $(RELEVANCE_DATA)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

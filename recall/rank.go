@@ -53,6 +53,12 @@ import (
 // bring. A common word costs a lookup per candidate, not a pass
 // over its postings. The neighbours and coverage of those top documents
 // are then computed by lookups, and the best Limit returned.
+//
+// Why segments of our own: SQLite FTS5 (in the driver the project uses)
+// was measured on issue #32's 370 MiB log: 40 s to build, 528 MiB, and its
+// bm25() scores every matching row, so a question holding a word on nine
+// lines in ten took 2.4 s; these segments took 16 s and 101 MiB, and the
+// question 12 ms.
 
 // Sort orders of a search (Options.Sort).
 const (

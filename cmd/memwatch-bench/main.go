@@ -9,7 +9,9 @@
 //     rule evaluation beyond the settle time;
 //   - consolidation under a steady agent: CPU early and late in the run,
 //     peak RSS, and CPU per 1,000 messages over a small and a large history
-//     (window.go).
+//     (window.go);
+//   - the relevance of recall on a long-conversation QA set (LoCoMo),
+//     against plain BM25 (relevance.go).
 package main
 
 import (
@@ -48,7 +50,8 @@ func main() {
 	recallMiB := flag.Int("recall-mib", 400, "size of the session log for the recall benchmark, in MiB")
 	proseMiB := flag.Int("prose-mib", 370, "size of the prose session log (issue #32's shape), in MiB")
 	windowSecs := flag.Int("window-secs", 100, "how long the window benchmark's agent writes, in seconds")
-	only := flag.String("only", "capture,recall,prose,daemon,window", "the benchmarks to run (comma-separated)")
+	relevanceData := flag.String("relevance-data", "../shared/recall/locomo10.zip", "the long-conversation QA set of the relevance benchmark: LoCoMo's zip, or a directory of JSON files in its format")
+	only := flag.String("only", "capture,recall,prose,daemon,window,relevance", "the benchmarks to run (comma-separated)")
 	keep := flag.Bool("keep", false, "keep the generated files (the directory is printed)")
 	buildIndex := flag.Bool("build-index", false, "index the session directory ARG1 into ARG2 and print the bytes indexed (used by the recall benchmarks)")
 	flag.Parse()
@@ -84,6 +87,9 @@ func main() {
 	}
 	if run["window"] {
 		rows = append(rows, windowBench(*bin, dir, *windowSecs)...)
+	}
+	if run["relevance"] {
+		rows = append(rows, relevanceBench(*bin, dir, *relevanceData)...)
 	}
 	fmt.Printf("\nmemwatch bench (%s, %d CPUs)\n", time.Now().Format(time.DateOnly), numCPU())
 	fmt.Printf("%-58s %-22s %-14s %s\n", "metric", "value", "target", "")

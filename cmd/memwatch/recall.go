@@ -21,9 +21,10 @@ import (
 
 // defaultSources are searched in a directory no store claims: notes, the
 // histories and every session log in it (messages.jsonl, Claude Code's
-// <uuid>.jsonl, ...).
+// <uuid>.jsonl, ...) or in its sessions/ (seed 002's workspace).
 var defaultSources = append(append([]recall.Source{}, sessiondetail.Sources...),
 	recall.Source{Glob: "*.jsonl", Kind: recall.Log, Label: "messages"},
+	recall.Source{Glob: "sessions/*.jsonl", Kind: recall.Log, Label: "messages"},
 	recall.Source{Glob: "HISTORY*.md", Kind: recall.Text, Label: "history"},
 	recall.Source{Glob: "MEMORY.md", Kind: recall.Text, Label: "memory"},
 	recall.Source{Glob: "memory.md", Kind: recall.Text, Label: "memory"},
