@@ -92,3 +92,51 @@ func exitCode(err error) int {
 	}
 	return -1
 }
+
+// TestRecallQuestions: a question is ranked (the message answering it
+// first, with its score and why under --explain); --sort newest keeps
+// every-word, newest-first; a bad --sort is a usage error; and with a
+// policy given from a directory that is none of its roots, every root of
+// the policy is searched, saying so.
+func TestRecallQuestions(t *testing.T) {
+	dir := t.TempDir()
+	for i, msgs := range [][]string{
+		{"what should we use for the deploy pipeline?", "we decided on blue-green deploys with a manual gate", "ok, noted"},
+		{"the gate failed again on friday", "deploy deploy deploy: the pipeline retried", "lunch at noon"},
+	} {
+		root := filepath.Join(dir, "ws", fmt.Sprintf("r%d", i))
+		os.MkdirAll(filepath.Join(root, "sessions"), 0o755)
+		var b strings.Builder
+		for k, m := range msgs {
+			fmt.Fprintf(&b, `{"role":%q,"content":%q}`+"\n", []string{"user", "assistant"}[k%2], m)
+		}
+		os.WriteFile(filepath.Join(root, "sessions", "s.jsonl"), []byte(b.String()), 0o644)
+	}
+	pol := writePolicy(t, dir, fmt.Sprintf("stores:\n  - name: m\n    layout: memory-history\n    paths: [%q]\n    consolidate: false\n", filepath.Join(dir, "ws", "*")))
+	run := func(cwd string, args ...string) (string, string, error) {
+		cmd := exec.Command(memwatchBin, append([]string{"recall"}, args...)...)
+		cmd.Dir = cwd
+		cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+filepath.Join(dir, "state"))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		return string(out), stderr.String(), err
+	}
+	r0 := filepath.Join(dir, "ws", "r0")
+	out, _, err := run(r0, "--policy", pol, "--explain", "what did we decide about the deploy?")
+	if err != nil || !strings.Contains(out, "[1] Source: messages\n    Line: 2\n") || !strings.Contains(out, "Score: ") || !strings.Contains(out, "from the messages around it") {
+		t.Errorf("a question: %v\n%s", err, out)
+	}
+	out, _, err = run(r0, "--policy", pol, "--sort", "newest", "what did we decide about the deploy?")
+	if err != nil || !strings.Contains(out, "Found 0 result(s)") {
+		t.Errorf("--sort newest: every word must appear: %v\n%s", err, out)
+	}
+	if _, stderr, err := run(r0, "--sort", "oldest", "deploy"); exitCode(err) != 2 || !strings.Contains(stderr, "--sort must be relevance or newest") {
+		t.Errorf("--sort oldest: exit %d, %s", exitCode(err), stderr)
+	}
+	elsewhere := t.TempDir()
+	out, stderr, err := run(elsewhere, "--policy", pol, "--limit", "10", "deploy")
+	if err != nil || !strings.Contains(out, "r0/sessions/s.jsonl#L2") || !strings.Contains(out, "r1/sessions/s.jsonl#L2") || !strings.Contains(stderr, "is no root of the policy; searching its 2 root(s)") {
+		t.Errorf("from outside the roots: %v\n%s\n%s", err, out, stderr)
+	}
+}
