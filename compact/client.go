@@ -36,6 +36,9 @@ type Client struct {
 	Now   func() time.Time
 	doer  *retryDoer
 	OnUse func(endpoint string, tokens int64) // metrics hook
+	// OnFail is called with each failure's cause (Cause): a metric.
+	OnFail func(endpoint, cause string)
+	fails  failures
 }
 
 // NewClient builds a client for ep. The API key is read from the
@@ -117,7 +120,26 @@ func (c *Client) Budget() int64 { return c.ep.DailyTokenBudget }
 // Complete sends one prompt. It refuses with ErrBudget, before any call,
 // when today's use plus this call's estimate would pass the budget, and it
 // records the tokens the endpoint reports.
+//
+// A failure is logged at WARN with its cause when it starts a burst (then
+// counted, see failures.go), and passed to OnFail.
 func (c *Client) Complete(ctx context.Context, p Prompt) (Reply, error) {
+	r, err := c.complete(ctx, p)
+	switch {
+	case err == nil:
+		c.fails.answered(c.log, c.ep.Name)
+	case errors.Is(err, context.Canceled):
+		// memwatch is stopping: not the endpoint's failure.
+	default:
+		cause := c.fails.failed(c.log, c.ep.Name, c.ep.BaseURL, err, c.Now())
+		if c.OnFail != nil {
+			c.OnFail(c.ep.Name, cause)
+		}
+	}
+	return r, err
+}
+
+func (c *Client) complete(ctx context.Context, p Prompt) (Reply, error) {
 	in := EstimateTokens(p.System) + EstimateTokens(p.User)
 	if in > c.ep.MaxInputTokens {
 		return Reply{}, fmt.Errorf("prompt of ~%d tokens exceeds max_input_tokens %d of endpoint %s", in, c.ep.MaxInputTokens, c.ep.Name)

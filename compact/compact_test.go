@@ -283,3 +283,66 @@ func TestFitEntries(t *testing.T) {
 		t.Errorf("kept %d (first %c), dropped %d; want the newest 2 whole entries", len(kept), kept[0][0], dropped)
 	}
 }
+
+// TestFailuresAreLoggedOncePerBurst: a redirecting, a dead and a 401
+// endpoint each give one WARN naming the endpoint and the cause at the
+// first failure, not a line per call; every failure is counted (OnFail);
+// the endpoint answering again ends the burst with the count.
+func TestFailuresAreLoggedOncePerBurst(t *testing.T) {
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://127.0.0.1:1/elsewhere", http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+	unauthorized := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"message":"invalid api key"}}`, http.StatusUnauthorized)
+	}))
+	defer unauthorized.Close()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	for _, tt := range []struct{ name, url, cause string }{
+		{"redirect", redirecting.URL, "redirect"},
+		{"dead", deadURL, "unreachable"},
+		{"401", unauthorized.URL, "unauthorized"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := llmtest.New(t, llmtest.Step{Content: "ok"})
+			c, logs := newClient(t, srv, func(ep *policy.Endpoint) { ep.BaseURL = tt.url })
+			counted := map[string]int{}
+			c.OnFail = func(ep, cause string) { counted[ep+" "+cause]++ }
+			for range 20 {
+				if _, err := c.Complete(context.Background(), Prompt{User: "the memory text"}); err == nil {
+					t.Fatal("Complete succeeded")
+				}
+			}
+			warns := strings.Count(logs.String(), "level=WARN")
+			if warns != 1 || !strings.Contains(logs.String(), "endpoint=default") || !strings.Contains(logs.String(), "cause="+tt.cause) {
+				t.Errorf("%d WARN lines, want 1 naming the endpoint and cause %s:\n%s", warns, tt.cause, logs)
+			}
+			if strings.Contains(logs.String(), sentinelKey) {
+				t.Error("the API key is in the log")
+			}
+			if got := counted["default "+tt.cause]; got != 20 {
+				t.Errorf("OnFail counted %v, want 20 %s", counted, tt.cause)
+			}
+			// Answering again ends the burst, with the count.
+			c.api = newClientFor(t, srv.BaseURL()).api
+			if _, err := c.Complete(context.Background(), Prompt{User: "x"}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(logs.String(), "llm endpoint answers again") || !strings.Contains(logs.String(), "failures_not_logged=19") {
+				t.Errorf("no end of the burst with its count:\n%s", logs)
+			}
+		})
+	}
+}
+
+// newClientFor is a client of a working endpoint at url.
+func newClientFor(t *testing.T, url string) *Client {
+	t.Helper()
+	c, err := NewClient(&policy.Endpoint{Name: "default", BaseURL: url, Model: "m", Timeout: 2 * time.Second, MaxConcurrency: 1, MaxInputTokens: 8000, DailyTokenBudget: 100000}, nil, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

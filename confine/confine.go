@@ -127,6 +127,11 @@ func openAs(p string, before *syscall.Stat_t, owner Identity, o Options) (*Root,
 	})
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
+			// Name who was refused: the owner when memwatch acted as the
+			// owner (as root), else this process's own user.
+			if who := os.Geteuid(); who != 0 && who != owner.UID {
+				return nil, fmt.Errorf("open store root %s: permission denied: uid %d (running this command) cannot reach it; it belongs to uid %d: run as that user or as root", p, who, owner.UID)
+			}
 			return nil, fmt.Errorf("open store root %s: %w (uid %d cannot reach it)", p, ErrDenied, owner.UID)
 		}
 		return nil, fmt.Errorf("open store root %s: %w", p, err)

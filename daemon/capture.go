@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,6 +25,9 @@ import (
 // capture again before they read, and every search reads what the index
 // does not cover yet, so a task dropped here (a full queue) only delays,
 // never loses.
+
+// indexEvery is how often a file being written is indexed at most.
+const indexEvery = 250 * time.Millisecond
 
 // IndexDir is the recall index's directory in the state directory.
 const IndexDir = "index"
@@ -48,10 +53,23 @@ type task struct {
 	src   recall.Kind
 }
 
+// later is a task due a while after it is asked for: once its file has
+// been quiet that long (each write pushes it back), or, throttled, that
+// long after the first ask (writes meanwhile join it).
+type later struct {
+	t        task
+	quiet    time.Duration
+	throttle bool
+}
+
 // background runs tasks one at a time. Its goroutine owns the pending set;
 // the watcher only sends to it, without ever blocking.
 type background struct {
 	in chan task
+	// delay receives tasks to run once their file was quiet for a while
+	// (versions: an O_TRUNC-then-write save is one version, not an empty
+	// one and then the content).
+	delay chan later
 	// queued is how many tasks wait or run, for the catch-up's progress.
 	queued atomic.Int64
 	run    func(context.Context, task)
@@ -61,7 +79,7 @@ type background struct {
 }
 
 func newBackground(run func(context.Context, task), log *slog.Logger) *background {
-	return &background{in: make(chan task, 4096), run: run, log: log}
+	return &background{in: make(chan task, 4096), delay: make(chan later, 4096), run: run, log: log}
 }
 
 // Start runs the loop until Stop.
@@ -73,6 +91,35 @@ func (b *background) Start() {
 		defer b.wg.Done()
 		pending := map[task]bool{}
 		var order []task
+		// due holds the delayed tasks, each pushed back by every write to
+		// its file; timer fires for the earliest.
+		due := map[task]time.Time{}
+		timer := time.NewTimer(time.Hour)
+		defer timer.Stop()
+		reset := func() {
+			next := time.Time{}
+			for _, at := range due {
+				if next.IsZero() || at.Before(next) {
+					next = at
+				}
+			}
+			timer.Stop()
+			if !next.IsZero() {
+				timer.Reset(max(time.Until(next), 0))
+			}
+		}
+		ripe := func() {
+			now := time.Now()
+			for t, at := range due {
+				if !at.After(now) {
+					delete(due, t)
+					if !pending[t] {
+						pending[t], order = true, append(order, t)
+					}
+				}
+			}
+			reset()
+		}
 		for {
 			if len(order) == 0 {
 				select {
@@ -80,8 +127,24 @@ func (b *background) Start() {
 					return
 				case t := <-b.in:
 					pending[t], order = true, append(order, t)
+				case l := <-b.delay:
+					delay(due, l)
+					reset()
+					continue
+				case <-timer.C:
+					ripe()
+					continue
 				}
 			}
+			for drained := false; !drained; {
+				select {
+				case l := <-b.delay:
+					delay(due, l)
+				default:
+					drained = true
+				}
+			}
+			ripe()
 			b.queued.Store(int64(len(order) + len(b.in)))
 			// Take everything queued meanwhile, so a burst of writes to one
 			// file is one task.
@@ -133,6 +196,32 @@ func (b *background) Queue(t task) {
 	}
 }
 
+// delay adds a later task to the due tasks.
+func delay(due map[task]time.Time, l later) {
+	if _, ok := due[l.t]; ok && l.throttle {
+		return // due already: this write joins it
+	}
+	due[l.t] = time.Now().Add(l.quiet)
+}
+
+// Throttle asks for a task at most every d: the first ask makes it due d
+// later, and the asks until then join it.
+func (b *background) Throttle(t task, d time.Duration) {
+	select {
+	case b.delay <- later{t: t, quiet: d, throttle: true}:
+	default:
+	}
+}
+
+// After asks for a task once its file has had no write for quiet; each
+// later call for the same task pushes it back.
+func (b *background) After(t task, quiet time.Duration) {
+	select {
+	case b.delay <- later{t: t, quiet: quiet}:
+	default:
+	}
+}
+
 // onTouched runs on the watcher goroutine for every write under a root: a
 // session log is queued for capture, a searchable file for indexing.
 func (d *Daemon) onTouched(store, root, path string) {
@@ -155,9 +244,20 @@ func (d *Daemon) onTouched(store, root, path string) {
 	if sr, ok := rt.layout.(layout.Searchable); ok {
 		for _, src := range sr.Sources(rt.store) {
 			if src.Kind != recall.Records && confine.Match(src.Glob, src.Exclude, rel) {
-				d.bg.Queue(task{kind: "index", store: store, root: root, rel: rel, src: src.Kind})
+				// Indexed at most every indexEvery: a search reads what the
+				// index does not cover yet, so the index only saves time, and
+				// a log written 150 lines a second is not indexed 150 times.
+				d.bg.Throttle(task{kind: "index", store: store, root: root, rel: rel, src: src.Kind}, indexEvery)
 				if rt.store.Versions {
-					d.bg.Queue(task{kind: "version", store: store, root: root, rel: rel})
+					// A version is the file once its write has settled, as
+					// the rules read it: a save that truncates, then writes,
+					// is one version. A deletion needs no settling.
+					t := task{kind: "version", store: store, root: root, rel: rel}
+					if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+						d.bg.Queue(t)
+					} else {
+						d.bg.After(t, rt.store.Settle)
+					}
 				}
 				break
 			}

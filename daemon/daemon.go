@@ -105,16 +105,18 @@ type Daemon struct {
 	// background goroutine uses it.
 	verified map[string]bool
 	// archive says, per root and path, whether a file is one of memwatch's
-	// archives (never versioned); only the background goroutine uses it.
-	archive  map[string]bool
-	engine   *jobs.Engine
-	watch    *watcher.Watcher
-	metrics  *metrics
-	started  time.Time
-	listener net.Listener
-	tcp      net.Listener
-	metricsL net.Listener // metrics.listen, when set
-	running  atomic.Bool  // Run is serving: work goes through the engine
+	// archives (never versioned); archiveMu guards it (the background
+	// goroutine and jobs about to change a file ask).
+	archiveMu sync.Mutex
+	archive   map[string]bool
+	engine    *jobs.Engine
+	watch     *watcher.Watcher
+	metrics   *metrics
+	started   time.Time
+	listener  net.Listener
+	tcp       net.Listener
+	metricsL  net.Listener // metrics.listen, when set
+	running   atomic.Bool  // Run is serving: work goes through the engine
 	// catchUp is the start-up's progress: roots whose first evaluation
 	// is done, of those found at start (both 0 once caught up).
 	catchDone, catchTotal atomic.Int64
@@ -151,6 +153,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	sums := filesum.New()
 	d.rw = rewrite.New(d.db, log)
 	d.rw.Sums = sums
+	d.rw.BeforeChange = d.versionBefore
 	d.rw.OpenRoot = RootOpener(d.Policy)
 	d.rw.Resolvers = map[string]func(context.Context, *state.Record) (string, string){
 		apprecords.RuleDelete: apprecords.Resolve, apprecords.RuleEdit: apprecords.Resolve, apprecords.RuleCreate: apprecords.Resolve,
@@ -238,6 +241,7 @@ func (d *Daemon) apply(p *policy.Policy) error {
 				if err != nil {
 					return err
 				}
+				c.OnFail = func(ep, cause string) { d.metrics.llmFailures.WithLabelValues(ep, cause).Inc() }
 				c.OnUse = func(ep string, n int64) {
 					d.metrics.tokens.WithLabelValues(ep).Add(float64(n))
 					if used, err := c.Used(context.Background()); err == nil {
@@ -267,6 +271,19 @@ func (d *Daemon) store(name string) *storeRT {
 	return d.stores[name]
 }
 
+// storesOf returns the stores root is a root of.
+func (d *Daemon) storesOf(root string) []*storeRT {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	var out []*storeRT
+	for _, rt := range d.stores {
+		if rt.store.MatchesRoot(root) {
+			out = append(out, rt)
+		}
+	}
+	return out
+}
+
 func (d *Daemon) cooldown(store string) time.Duration {
 	if rt := d.store(store); rt != nil {
 		return rt.store.Cooldown
@@ -288,7 +305,10 @@ const RuleRootRefused = "root-refused"
 // onRefuse runs on the watcher goroutine, once per refused path and reason.
 func (d *Daemon) onRefuse(store, path string, err error) {
 	msg := fmt.Sprintf("%s: %s is not used as a store root: %v", store, path, err)
-	d.warnings.Set(path, RuleRootRefused, msg)
+	d.metrics.refusals.WithLabelValues(store).Inc()
+	if !d.warnings.Set(path, RuleRootRefused, msg) {
+		return // said already (memwatch status lists it)
+	}
 	d.log.Warn("store root refused; memwatch does not follow it", "store", store, "root", path, "err", err)
 	key := path + "\x00" + err.Error()
 	ctx := context.Background()

@@ -26,6 +26,8 @@ type metrics struct {
 	kept          *prometheus.GaugeVec
 	versions      prometheus.Counter
 	losses        *prometheus.CounterVec
+	llmFailures   *prometheus.CounterVec
+	refusals      *prometheus.CounterVec
 }
 
 func newMetrics(version string) *metrics {
@@ -33,7 +35,11 @@ func newMetrics(version string) *metrics {
 		reg: prometheus.NewRegistry(),
 		jobSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "memwatch_job_duration_seconds", Help: "How long jobs ran, by store and rule (LLM calls included).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"store", "rule"}),
-		llmUsed:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_llm_tokens_used_today", Help: "LLM tokens used today, by endpoint (compare with memwatch_llm_token_budget)."}, []string{"endpoint"}),
+		llmUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_llm_tokens_used_today", Help: "LLM tokens used today, by endpoint (compare with memwatch_llm_token_budget)."}, []string{"endpoint"}),
+		llmFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memwatch_llm_failures_total", Help: "LLM calls that failed, by endpoint and cause (redirect, unreachable, unauthorized, timeout, rate-limited, server-error, budget, error): each meant a fallback or a deferred job."},
+			[]string{"endpoint", "cause"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memwatch_roots_refused_total", Help: "Times a store root was refused (not the owner's, outside the store, a symlink out), by store."},
+			[]string{"store"}),
 		llmBudget:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_llm_token_budget", Help: "The daily token budget of each LLM endpoint."}, []string{"endpoint"}),
 		stateBytes:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_state_bytes", Help: "Bytes memwatch holds in its state directory, by kind (journal, spool, index)."}, []string{"kind"}),
 		archiveBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_archive_bytes", Help: "Bytes the archives of each store's roots hold (updated hourly)."}, []string{"store"}),
@@ -55,7 +61,7 @@ func newMetrics(version string) *metrics {
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_build_info", Help: "Always 1; the labels say which memwatch runs."}, []string{"version", "goversion"})
 	info.WithLabelValues(version, runtime.Version()).Set(1)
 	m.reg.MustRegister(m.jobs, m.bytesArchived, m.watches, m.roots, m.tokens, m.spoolBytes, m.captured, m.indexed,
-		m.jobSeconds, m.llmUsed, m.llmBudget, m.stateBytes, m.archiveBytes, m.kept, m.versions, m.losses, info,
+		m.jobSeconds, m.llmUsed, m.llmBudget, m.llmFailures, m.refusals, m.stateBytes, m.archiveBytes, m.kept, m.versions, m.losses, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

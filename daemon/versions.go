@@ -99,6 +99,8 @@ func (d *Daemon) versionable(ctx context.Context, rt *storeRT, root, rel string)
 			// journal once per path and run: archive names are never reused
 			// for memory files.
 			key := root + "\x00" + rel
+			d.archiveMu.Lock()
+			defer d.archiveMu.Unlock()
 			isArchive, seen := d.archive[key]
 			if !seen {
 				recs, err := d.db.Journal(ctx, state.Filter{Root: root, Archive: rel, Limit: 1})
@@ -142,7 +144,20 @@ func (d *Daemon) writerOf(ctx context.Context, root, rel string) func(sha string
 	}
 }
 
-// captureVersion runs on the background goroutine.
+// versionBefore captures the version of a memory file memwatch is about
+// to change (rewrite.Rewriter.BeforeChange): the agent's last write to it
+// is a version even when memwatch's change comes before its settle time.
+func (d *Daemon) versionBefore(root *confine.Root, rel string) {
+	for _, rt := range d.storesOf(root.Path()) {
+		if d.versionable(context.Background(), rt, root.Path(), rel) {
+			d.captureVersion(context.Background(), root, rt, rel)
+			return
+		}
+	}
+}
+
+// captureVersion runs on the background goroutine, or on a job's before
+// memwatch changes the file (versions.Store serializes them).
 func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *storeRT, rel string) {
 	who := d.writerOf(ctx, root.Path(), rel)
 	v, prev, ok, err := d.versions.Capture(ctx, root, rel, who)

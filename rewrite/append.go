@@ -91,6 +91,9 @@ func (w *Rewriter) appendAttempt(ctx context.Context, req Request, dir *confine.
 	if err := ctx.Err(); err != nil {
 		return Outcome{}, err
 	}
+	if w.BeforeChange != nil {
+		w.BeforeChange(req.Root, rec.Target)
+	}
 	after := filesum.Extend(before, tail)
 	rec.Archive, rec.Data = "", nil
 	rec.BeforeSHA, rec.BeforeSize = before.Sum, before.Size

@@ -279,6 +279,11 @@ type Rewriter struct {
 	// opens it with the default checks.
 	OpenRoot func(path string) (*confine.Root, error)
 
+	// BeforeChange, when set, is called before memwatch changes an
+	// existing file (the daemon captures the agent's version of it, which
+	// memwatch's write would otherwise be the first to be seen after).
+	BeforeChange func(root *confine.Root, rel string)
+
 	// Sums keeps the sha256 of the files memwatch appends to, so an
 	// append's journal record does not hash the file whole; nil hashes it.
 	Sums *filesum.Registry
@@ -496,6 +501,9 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 		}
 	}
 
+	if snap.exists && w.BeforeChange != nil {
+		w.BeforeChange(req.Root, rec.Target)
+	}
 	if snap.exists && bytes.HasPrefix(newData, snap.data) {
 		// 4. A pure append is written in place: the inode stays, so a writer
 		// that keeps the file open never writes into a replaced file, and

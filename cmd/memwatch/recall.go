@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,6 +169,9 @@ func recallRoots(p *policy.Policy, dir, store string, all bool) ([]recall.Root, 
 			return nil, err
 		}
 		fi, err := os.Stat(abs)
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("recall --dir %s: permission denied: uid %d (running this command) cannot reach it; run as its owner or as root", dir, os.Geteuid())
+		}
 		if err != nil {
 			return nil, fmt.Errorf("recall --dir %s: %w", dir, err)
 		}

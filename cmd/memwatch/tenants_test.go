@@ -703,3 +703,19 @@ stores:
 		t.Errorf("the view of bob's database was not refused (reported)")
 	}
 }
+
+// TestRefusalNamesTheCaller: alice running recall on bob's private root
+// is told that she, alice, cannot reach it, not that bob cannot.
+func TestRefusalNamesTheCaller(t *testing.T) {
+	base, alice, bob := tenants(t)
+	root := filepath.Join(bob.home, "mem")
+	bob.write(t, filepath.Join(root, "memory.md"), "# now\n- secret plan\n")
+	bin := filepath.Join(base, "memwatch")
+	copyFile(t, memwatchFast, bin, 0o755)
+	out, err := alice.command(bin, "recall", "--dir", root, "secret").CombinedOutput()
+	msg := string(out)
+	if err == nil || !strings.Contains(msg, fmt.Sprintf("uid %d (running this command) cannot reach it", alice.uid)) ||
+		strings.Contains(msg, fmt.Sprintf("uid %d cannot reach", bob.uid)) || strings.Contains(msg, "secret plan") {
+		t.Errorf("alice's recall of bob's root: %v\n%q", err, msg)
+	}
+}

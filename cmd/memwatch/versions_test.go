@@ -213,3 +213,82 @@ func TestRestoreDeletedAtOnce(t *testing.T) {
 		t.Errorf("keep.md after the agent deleted it: %q, %v; want it back as %q", got, err, want)
 	}
 }
+
+// TestSavesAreOneVersionEach: an agent saving a memory note 20 times with
+// the shell's > (open with O_TRUNC, then write: what most agents' write
+// tools do), and another 20 times by temp file and rename, gives 20
+// versions each: none empty, and no loss alarm. A real cut to one line and
+// a real deletion still warn, once each.
+func TestSavesAreOneVersionEach(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "agents", "a")
+	facts := filepath.Join(root, "facts")
+	os.MkdirAll(facts, 0o755)
+	stateDir := filepath.Join(dir, "state")
+	pol := writePolicy(t, dir, fmt.Sprintf("stores:\n  - name: notes\n    layout: facts-episodes\n    paths: [%q]\n    settle: 100ms\n", filepath.Join(dir, "agents", "*")))
+	p := start(t, "--policy", pol, "--state-dir", stateDir)
+	p.waitLog("ready", 10*time.Second)
+	note := func(i int) string {
+		return fmt.Sprintf(`# user\n\n- prefers short answers\n- deploys on Fridays\n- uses vim\n- lives in Lyon\n- save %d\n`, i)
+	}
+	var inPlace, renamed strings.Builder
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&inPlace, "printf '%s' > %s/user.md; sleep 0.4\n", note(i), facts)
+		fmt.Fprintf(&renamed, "printf '%s' > %s/other.tmp && mv %s/other.tmp %s/other.md; sleep 0.4\n", note(i), facts, facts, facts)
+	}
+	errs := make(chan error, 2)
+	for _, s := range []string{inPlace.String(), renamed.String()} {
+		go func() {
+			out, err := exec.Command("sh", "-c", s).CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("%v: %s", err, out)
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	byAgent := func(name string) (n, empty int) {
+		for _, v := range listVersions(t, pol, stateDir, filepath.Join(facts, name)) {
+			if v.Writer == versions.ByAgent && !v.Deleted() {
+				n++
+				if v.Size == 0 {
+					empty++
+				}
+			}
+		}
+		return n, empty
+	}
+	for _, name := range []string{"user.md", "other.md"} {
+		waitUntil(t, 10*time.Second, func() bool { n, _ := byAgent(name); return n >= 20 })
+		if n, empty := byAgent(name); n != 20 || empty != 0 {
+			t.Errorf("%s: %d versions by the agent, %d empty; want 20 and 0: %+v", name, n, empty, listVersions(t, pol, stateDir, filepath.Join(facts, name)))
+		}
+	}
+	warnings := func(msg string) int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		n := 0
+		for _, l := range p.lines {
+			if l["level"] == "WARN" && strings.HasPrefix(fmt.Sprint(l["msg"]), msg) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := warnings("an agent removed most of a memory file"); n != 0 {
+		t.Errorf("%d shrink warnings for saves that lost nothing, want 0", n)
+	}
+	// A real cut and a real deletion.
+	exec.Command("sh", "-c", fmt.Sprintf("printf '# user\\n' > %s/user.md; rm %s/other.md", facts, facts)).Run()
+	waitUntil(t, 10*time.Second, func() bool {
+		return warnings("an agent removed most of a memory file") >= 1 && warnings("an agent deleted a memory file") >= 1
+	})
+	time.Sleep(500 * time.Millisecond)
+	if s, d := warnings("an agent removed most of a memory file"), warnings("an agent deleted a memory file"); s != 1 || d != 1 {
+		t.Errorf("a cut and a deletion: %d shrink and %d deletion warnings, want 1 and 1", s, d)
+	}
+}
