@@ -65,12 +65,15 @@ soak:
 	MEMWATCH_CRASH_ITERATIONS=2000 MEMWATCH_WRITERS_SCALE=50 $(GO) test $(RACE) -run 'TestCrashConsistency|TestOverflow|TestWritersLoseNothing|TestAgentWritesStayLive' -timeout 4h -v ./cmd/memwatch ./watcher ./rewrite
 
 # memwatch mcp driven by an independent client: the official TypeScript MCP
-# SDK, installed from npm into test/mcp-node (skipped when node is absent).
+# SDK, installed from npm into test/mcp-node (skipped when node is absent);
+# then the MCP conformance suite (with Node 24 from npm) against the
+# daemon's /mcp.
 mcp-e2e: build
 	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
 		echo "skipping mcp-e2e: node and npm are not installed (the client is the TypeScript MCP SDK)"; \
 	else \
-		cd test/mcp-node && npm ci --no-audit --no-fund --silent && node client.mjs $(CURDIR)/$(BIN); \
+		cd test/mcp-node && npm ci --no-audit --no-fund --silent && node client.mjs $(CURDIR)/$(BIN) && \
+		cd $(CURDIR) && MEMWATCH_CONFORMANCE=$(CURDIR)/test/mcp-node $(GO) test -count=1 -run TestMCPConformance -v ./cmd/memwatch; \
 	fi
 
 # The review pages in a real headless Chromium against the real daemon,

@@ -271,6 +271,19 @@ func (d *Daemon) store(name string) *storeRT {
 	return d.stores[name]
 }
 
+// triggerOf names what started a job in the journal.
+func triggerOf(reason string) string {
+	switch reason {
+	case "trigger":
+		return "manual" // memwatch trigger, the control API
+	case "retry after a deferral", "changed while running":
+		return "retry"
+	case "":
+		return "change"
+	}
+	return reason
+}
+
 // storesOf returns the stores root is a root of.
 func (d *Daemon) storesOf(root string) []*storeRT {
 	d.mu.RLock()
@@ -292,7 +305,7 @@ func (d *Daemon) cooldown(store string) time.Duration {
 }
 
 func (d *Daemon) onFail(j jobs.Job, err error) {
-	rec := &state.Record{Store: j.Store, Root: j.Root, Rule: j.Rule, Target: j.Target, Outcome: state.Failed, Reason: err.Error()}
+	rec := &state.Record{Store: j.Store, Root: j.Root, Rule: j.Rule, Target: j.Target, Outcome: state.Failed, Reason: err.Error(), Trigger: triggerOf(j.Reason)}
 	if _, jerr := d.db.Append(context.Background(), rec); jerr != nil {
 		d.log.Error("journal failure", "err", jerr)
 	}
@@ -315,7 +328,7 @@ func (d *Daemon) onRefuse(store, path string, err error) {
 	if _, seen, _ := d.db.Get(ctx, RuleRootRefused, key); seen {
 		return
 	}
-	rec := &state.Record{Store: store, Root: path, Rule: RuleRootRefused, Target: ".", Outcome: state.Skipped, Reason: err.Error()}
+	rec := &state.Record{Store: store, Root: path, Rule: RuleRootRefused, Target: ".", Outcome: state.Skipped, Reason: err.Error(), Trigger: "watch"}
 	if _, jerr := d.db.Append(ctx, rec); jerr != nil {
 		d.log.Error("journal a refused root", "err", jerr)
 		return
@@ -373,6 +386,7 @@ func (d *Daemon) onChange(c watcher.Change) {
 
 // runJob runs on a worker goroutine, one per root at a time.
 func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
+	ctx = state.WithTrigger(ctx, triggerOf(j.Reason))
 	rt := d.store(j.Store)
 	if rt == nil {
 		return jobs.Result{}, nil // store removed by a reload

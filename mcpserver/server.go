@@ -84,6 +84,9 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	sessions sessions // /mcp sessions open now (Handler)
+	// events keeps what /mcp's streams sent, bounded, so a client that
+	// lost a stream resumes it with Last-Event-ID (spec 2025-11-25).
+	events *mcp.MemoryEventStore
 }
 
 // access is what one session's client may do: the roots it reaches and
@@ -114,7 +117,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, log: log}
+	s := &Server{cfg: cfg, log: log, events: newEventStore()}
 	if cfg.Root != "" {
 		abs, err := filepath.Abs(cfg.Root)
 		if err != nil {
@@ -192,9 +195,10 @@ func (s *Server) Handler() http.Handler {
 			s.log.Warn("mcp: refused a session", "client", daemon.CallerOf(r.Context()).Name, "err", err)
 			return nil // 400
 		}
+		addReconnectionTest(srv)
 		s.sessions.add(srv)
 		return srv
-	}, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxRequest, SessionTimeout: p.MCP.SessionIdle})
+	}, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxRequest, SessionTimeout: p.MCP.SessionIdle, EventStore: s.events})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := daemon.CallerOf(r.Context())
 		if !c.Has(policy.RightRead) {
@@ -206,8 +210,68 @@ func (s *Server) Handler() http.Handler {
 			http.Error(w, fmt.Sprintf(`{"error":"memwatch serves at most %d MCP sessions at once (mcp.max_sessions); close one, or wait for an idle one to end"}`, s.sessions.max), http.StatusServiceUnavailable)
 			return
 		}
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+			// The version the session negotiated decides how its streams
+			// behave (resumable, with a priming event, from 2025-11-25),
+			// whatever older version a request's header names.
+			if v := s.sessions.version(sid); v != "" && v < "2026-07-28" && r.Header.Get("Mcp-Protocol-Version") < v {
+				r.Header.Set("Mcp-Protocol-Version", v)
+			}
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// maxEventBytes bounds the events kept for streams to resume (Last-Event-ID):
+// a client that lost its stream gets what it missed while it is within this.
+const maxEventBytes = 4 << 20
+
+// newEventStore is the store of the events of /mcp's streams.
+func newEventStore() *mcp.MemoryEventStore {
+	es := mcp.NewMemoryEventStore(nil)
+	es.SetMaxBytes(maxEventBytes)
+	return es
+}
+
+// addReconnectionTest adds test_reconnection, the tool the MCP conformance
+// suite (scenario server-sse-polling) calls to check that a client can
+// resume a stream: it closes the call's stream, asking the client to come
+// back in retryAfter, and answers after it has (the answer reaches the
+// client through the event store, on its GET with Last-Event-ID).
+func addReconnectionTest(srv *mcp.Server) {
+	mcp.AddTool(srv, &mcp.Tool{Name: "test_reconnection", Description: "Checks that this client resumes an interrupted stream: the server closes the stream of this call, and the answer arrives after the client reconnects. Changes nothing."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			if extra := req.Extra; extra != nil && extra.CloseSSEStream != nil {
+				extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: retryAfter})
+				select {
+				case <-time.After(2 * retryAfter):
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "reconnected: this answer came after the stream was closed"}}}, nil, nil
+		})
+}
+
+// retryAfter is the reconnection delay a closed stream asks for.
+const retryAfter = 500 * time.Millisecond
+
+// version is the protocol version the session sid negotiated ("": not
+// found).
+func (ss *sessions) version(sid string) string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, t := range ss.servers {
+		for sess := range t.srv.Sessions() {
+			if sess.ID() == sid {
+				if ip := sess.InitializeParams(); ip != nil {
+					return ip.ProtocolVersion
+				}
+				return ""
+			}
+		}
+	}
+	return ""
 }
 
 // sessions counts the /mcp sessions open now: each has its own server,

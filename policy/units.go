@@ -36,6 +36,21 @@ func (s Size) String() string {
 	return fmt.Sprintf("%dB", int64(s))
 }
 
+// Human renders a size as a person reads it: "149 KiB", "2.5 MiB", "812 B"
+// (a whole number from 10 of a unit up, one decimal under).
+func Human(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	v, u := float64(n), 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	if u == 0 || v >= 10 {
+		return fmt.Sprintf("%.0f %s", v, units[u])
+	}
+	return fmt.Sprintf("%.1f %s", v, units[u])
+}
+
 // ParseDuration parses a Go duration ("1.5h", "500ms") or a Prometheus one,
 // which adds days, weeks and years ("90d", "1d12h", "2w").
 func ParseDuration(s string) (time.Duration, error) {

@@ -21,14 +21,14 @@ func FormatJournal(recs []Record, filtered bool) string {
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTIME\tSTORE\tRULE\tTARGET\tOUTCOME\tSIZE\tARCHIVE\tREASON")
+	fmt.Fprintln(tw, "ID\tTIME\tSTORE\tRULE\tTARGET\tOUTCOME\tSIZE\tARCHIVE\tTRIGGER\tREASON")
 	for _, r := range recs {
 		size := fmt.Sprintf("%d→%d", r.BeforeSize, r.AfterSize)
 		if r.Tokens > 0 {
 			size += fmt.Sprintf(" (%d tok)", r.Tokens)
 		}
 		target := filepath.Join(filepath.Base(r.Root), r.Target)
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Time.Local().Format(time.DateTime), r.Store, r.Rule, target, r.Outcome, size, dash(r.Archive), oneLine(r.Reason))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Time.Local().Format(time.DateTime), r.Store, r.Rule, target, r.Outcome, size, dash(r.Archive), dash(r.Trigger), dash(oneLine(r.Reason)))
 	}
 	tw.Flush()
 	return b.String()

@@ -40,6 +40,10 @@ type Record struct {
 	// in: undo and recovery act only on that directory (0: not recorded).
 	RootDev int64 `json:"root_dev,omitempty"`
 	RootIno int64 `json:"root_ino,omitempty"`
+	// Trigger is what started the action: change (an agent wrote), poll,
+	// schedule, tick (the session-idle check), sweep, manual (a command or
+	// the API), restore_deleted, retry.
+	Trigger string `json:"trigger,omitempty"`
 	// Key identifies the change for the rule that made it (a consolidated
 	// range), so the rule can ask whether it was made (DoneKey) without
 	// reading the file it went into.
@@ -51,10 +55,13 @@ func (d *DB) Append(ctx context.Context, r *Record) (int64, error) {
 	if r.Time.IsZero() {
 		r.Time = time.Now()
 	}
-	res, err := d.db.ExecContext(ctx, `INSERT INTO journal(time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data,root_dev,root_ino,key)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	if r.Trigger == "" {
+		r.Trigger = TriggerOf(ctx)
+	}
+	res, err := d.db.ExecContext(ctx, `INSERT INTO journal(time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data,root_dev,root_ino,key,trigger)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		r.Time.UnixNano(), r.Store, r.Root, r.Rule, r.Target, r.Archive, r.BeforeSHA, r.BeforeSize, r.AfterSHA, r.AfterSize,
-		r.Tokens, r.Duration.Milliseconds(), r.Duration.Microseconds(), r.Outcome, r.Reason, r.Data, r.RootDev, r.RootIno, r.Key)
+		r.Tokens, r.Duration.Milliseconds(), r.Duration.Microseconds(), r.Outcome, r.Reason, r.Data, r.RootDev, r.RootIno, r.Key, r.Trigger)
 	if err != nil {
 		return 0, fmt.Errorf("append journal record: %w", err)
 	}
@@ -88,7 +95,7 @@ type Filter struct {
 	Limit    int
 }
 
-const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data,root_dev,root_ino,key`
+const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data,root_dev,root_ino,key,trigger`
 
 // Journal returns records newest first.
 func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
@@ -198,6 +205,21 @@ func (d *DB) LastFor(ctx context.Context, root, rule, target string, outcomes ..
 	return r, err == nil, err
 }
 
+// triggerKey carries what started the work a context is for.
+type triggerKey struct{}
+
+// WithTrigger marks ctx as work started by trigger: the records journaled
+// under it say so.
+func WithTrigger(ctx context.Context, trigger string) context.Context {
+	return context.WithValue(ctx, triggerKey{}, trigger)
+}
+
+// TriggerOf is what WithTrigger put in ctx ("" when nothing did).
+func TriggerOf(ctx context.Context) string {
+	t, _ := ctx.Value(triggerKey{}).(string)
+	return t
+}
+
 // DoneKey reports whether a change with key was journaled done (or left
 // pending by a memwatch that was killed) for root/target: an index
 // lookup.
@@ -216,7 +238,7 @@ func scanRecord(s scanner) (Record, error) {
 	var r Record
 	var t, ms, us int64
 	err := s.Scan(&r.ID, &t, &r.Store, &r.Root, &r.Rule, &r.Target, &r.Archive, &r.BeforeSHA, &r.BeforeSize,
-		&r.AfterSHA, &r.AfterSize, &r.Tokens, &ms, &us, &r.Outcome, &r.Reason, &r.Data, &r.RootDev, &r.RootIno, &r.Key)
+		&r.AfterSHA, &r.AfterSize, &r.Tokens, &ms, &us, &r.Outcome, &r.Reason, &r.Data, &r.RootDev, &r.RootIno, &r.Key, &r.Trigger)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return r, err

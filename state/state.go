@@ -102,6 +102,7 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		{"root_dev", "INTEGER NOT NULL DEFAULT 0"},
 		{"root_ino", "INTEGER NOT NULL DEFAULT 0"},
 		{"key", "TEXT NOT NULL DEFAULT ''"},
+		{"trigger", "TEXT NOT NULL DEFAULT ''"},
 	} {
 		var n int
 		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('journal') WHERE name = ?`, col.name).Scan(&n); err == nil && n == 0 {

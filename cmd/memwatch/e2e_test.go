@@ -503,3 +503,83 @@ func TestMetricsListener(t *testing.T) {
 	}
 	p.stop(10 * time.Second)
 }
+
+// TestEveryRecordSaysWhy: the records of every layout's rules carry the
+// trigger and the condition that made them (memory.md over max_size, the
+// messages pending, INDEX.md out of date, ...), in memwatch log --json.
+func TestEveryRecordSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(rel, content string) {
+		p := filepath.Join(dir, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(content), 0o644)
+	}
+	mk("now/a/memory.md", string(bigMemory(60, "a")))
+	mk("facts/a/facts/user.md", "# user\n\n- prefers tabs\n- deploys on Fridays\n")
+	mk("facts/a/episodes/2026-01.md", "# 2026-01\n\n## 2026-01-03\n- shipped the release\n")
+	var log strings.Builder
+	for i := range 12 {
+		fmt.Fprintf(&log, `{"role":%q,"content":"message %d about the deploy"}`+"\n", []string{"user", "assistant"}[i%2], i)
+	}
+	mk("hist/a/sessions/s.jsonl", log.String())
+	mk("detail/a/messages.jsonl", log.String())
+	stateDir := filepath.Join(dir, "state")
+	pol := writePolicy(t, dir, fmt.Sprintf(`stores:
+  - name: now
+    layout: now-history
+    paths: [%q]
+    settle: 50ms
+    max_size: 2KiB
+  - name: facts
+    layout: facts-episodes
+    paths: [%q]
+    settle: 50ms
+  - name: hist
+    layout: memory-history
+    paths: [%q]
+    settle: 50ms
+    session_idle: 1s
+  - name: detail
+    layout: session-detail
+    paths: [%q]
+    settle: 50ms
+    summary_every: 10
+    session_idle: 1s
+`, filepath.Join(dir, "now", "*"), filepath.Join(dir, "facts", "*"), filepath.Join(dir, "hist", "*"), filepath.Join(dir, "detail", "*")))
+	p := start(t, "--policy", pol, "--state-dir", stateDir)
+	p.waitLog("ready", 10*time.Second)
+	want := map[string]bool{"compact": false, "summary-line": false, "index": false, "consolidate": false, "summarize": false}
+	var recs []state.Record
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		out, _ := exec.Command(memwatchFast, "log", "--state-dir", stateDir, "--json", "--limit", "1000").Output()
+		recs = nil
+		json.Unmarshal(out, &recs)
+		for _, r := range recs {
+			if _, ok := want[r.Rule]; ok && r.Outcome == state.Done {
+				want[r.Rule] = true
+			}
+		}
+		all := true
+		for _, ok := range want {
+			all = all && ok
+		}
+		if all {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for rule, ok := range want {
+		if !ok {
+			t.Errorf("no done record of %s", rule)
+		}
+	}
+	for _, r := range recs {
+		if r.Reason == "" || r.Trigger == "" {
+			t.Errorf("record %d (%s %s %s) has no why: reason %q, trigger %q", r.ID, r.Rule, r.Target, r.Outcome, r.Reason, r.Trigger)
+		}
+		if r.Rule == "compact" && r.Outcome == state.Done && !strings.Contains(r.Reason, "memory.md 18 KiB > max_size 2.0 KiB") {
+			t.Errorf("compaction record %d: reason %q, want the size over max_size", r.ID, r.Reason)
+		}
+	}
+}

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -85,7 +86,9 @@ Start with:  memwatch validate --policy FILE   then   memwatch run --policy FILE
 		serviceActionCmd(g, "stop", "Stop the memwatch service"),
 		serviceActionCmd(g, "restart", "Restart the memwatch service"),
 		serviceCmd(g))
-	err := root.Execute()
+	// What a command does is journaled as manual; the daemon marks each of
+	// its jobs with what started it.
+	err := root.ExecuteContext(state.WithTrigger(context.Background(), "manual"))
 	if err == nil {
 		return exitOK
 	}

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -237,4 +240,52 @@ func TestMCPOnTheDaemonSocket(t *testing.T) {
 		t.Errorf("/mcp?root=%s: got %s, want 400", m.dir, resp.Status)
 	}
 	p.stop(30 * time.Second)
+}
+
+// TestMCPConformance runs the MCP conformance suite's scenarios (npm
+// @modelcontextprotocol/conformance, under Node 24, installed by make
+// mcp-e2e into test/mcp-node; MEMWATCH_CONFORMANCE names that directory)
+// against /mcp of the real daemon, through a proxy that adds the bearer
+// token the suite's client cannot send. server-sse-polling must pass
+// without a warning: streams carry event ids, a priming event and retry,
+// and a client that lost a stream resumes it with Last-Event-ID; the
+// scenarios the daemon passed before must still pass.
+func TestMCPConformance(t *testing.T) {
+	suite := os.Getenv("MEMWATCH_CONFORMANCE")
+	if suite == "" {
+		t.Skip("MEMWATCH_CONFORMANCE is not set: make mcp-e2e installs the MCP conformance suite and runs this test")
+	}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "ws", "a", "working-memory", "detail"), 0o755)
+	os.WriteFile(filepath.Join(dir, "ws", "a", "messages.jsonl"), []byte(`{"role":"user","content":"hi"}`+"\n"), 0o644)
+	token := "conformance-" + strings.Repeat("k", 32)
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte(token), 0o600)
+	addr := freeAddr(t)
+	pol := writePolicy(t, dir, fmt.Sprintf("control:\n  tcp: %s\n  token_file: %s\nstores:\n  - name: s\n    layout: session-detail\n    paths: [%q]\n", addr, tokenFile, filepath.Join(dir, "ws", "*")))
+	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "state"))
+	p.waitLog("ready", 10*time.Second)
+	target, _ := url.Parse("http://" + addr)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1 // server-sent events as they come
+	direct := proxy.Director
+	proxy.Director = func(r *http.Request) { direct(r); r.Header.Set("Authorization", "Bearer "+token) }
+	front := httptest.NewServer(proxy)
+	defer front.Close()
+	run := func(scenario string) string {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(suite, "node_modules", ".bin", "node"), filepath.Join(suite, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js"),
+			"server", "--url", front.URL+"/mcp", "--scenario", scenario)
+		out, _ := cmd.CombinedOutput()
+		return regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(string(out), "")
+	}
+	out := run("server-sse-polling")
+	if !strings.Contains(out, "Passed: 3/3, 0 failed, 0 warnings") {
+		t.Errorf("server-sse-polling:\n%s", out)
+	}
+	for _, sc := range []string{"server-initialize", "logging-set-level", "ping", "tools-list"} {
+		if out := run(sc); !strings.Contains(out, "0 failed") {
+			t.Errorf("%s:\n%s", sc, out)
+		}
+	}
 }

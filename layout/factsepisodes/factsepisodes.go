@@ -183,13 +183,17 @@ func runSummary(ctx context.Context, env *layout.Env, root *confine.Root, rel st
 			if last, ok, _ := env.DB.Get(ctx, sigNS, key); d.Summary != "" && ok && string(last) == sig {
 				return nil, rewrite.ErrUnchanged
 			}
+			rec.Reason = rel + " has no > Summary: line"
+			if d.Summary != "" {
+				rec.Reason = rel + " changed since its > Summary: line was written"
+			}
 			summary := d.HeuristicSummary(words, isEpisodes(rel))
 			if env.LLM != nil && len(d.Entries) > 0 {
 				if s, tokens, err := summaryLLM(ctx, env, d, words); err == nil {
 					summary = s
 					rec.Tokens += tokens
 				} else {
-					rec.Reason = fmt.Sprintf("llm unavailable (%v); heuristic summary used", err)
+					rec.Reason += fmt.Sprintf("; llm unavailable (%v), heuristic summary used", err)
 				}
 			}
 			if summary == d.Summary || summary == "" {
@@ -258,15 +262,20 @@ func renderIndex(root *confine.Root, name string) (string, error) {
 }
 
 func runIndex(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
+	rec := env.Record(RuleIndex)
 	owned := ""
 	if last, ok, _ := env.DB.LastFor(ctx, root.Path(), RuleIndex, target, state.Done); ok {
 		owned = last.AfterSHA
 	}
 	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, OwnedSHA: owned,
-		Compute: func(context.Context, []byte) ([]byte, error) {
+		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			s, err := renderIndex(root, target)
+			rec.Reason = fmt.Sprintf("%s out of date: %d line(s) differ from the entries of facts/ and episodes/", target, differingLines(old, []byte(s)))
+			if old == nil {
+				rec.Reason = target + " missing: written from the entries of facts/ and episodes/"
+			}
 			return []byte(s), err
-		}}, env.Record(RuleIndex))
+		}}, rec)
 	return jobs.Result{}, err
 }
 
@@ -347,7 +356,7 @@ func runSplit(ctx context.Context, env *layout.Env, root *confine.Root, rel stri
 					return nil, rewrite.ErrUnchanged
 				}
 				return next, nil
-			}}, env.Record(RuleSplit))
+			}}, splitRec(env, rel, month))
 		if err != nil {
 			return jobs.Result{}, err
 		}
@@ -390,8 +399,35 @@ func runSplit(ctx context.Context, env *layout.Env, root *confine.Root, rel stri
 				next = append(withBlank(next), k...)
 			}
 			return next, nil
-		}}, env.Record(RuleSplit))
+		}}, splitRec(env, rel, month))
 	return jobs.Result{Changed: true}, err
+}
+
+// splitRec is the record of a split of an oversize month.
+func splitRec(env *layout.Env, rel, month string) *state.Record {
+	rec := env.Record(RuleSplit)
+	rec.Reason = fmt.Sprintf("%s over episodes_max_size %s: its entries filed by ISO week", rel, policy.Human(int64(OptionsOf(env.Store).EpisodesMaxSize)))
+	return rec
+}
+
+// differingLines counts the lines of a and b that the other lacks.
+func differingLines(a, b []byte) int {
+	count := map[string]int{}
+	for _, l := range strings.Split(string(a), "\n") {
+		count[l]++
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if count[l] > 0 {
+			count[l]--
+		} else {
+			n++
+		}
+	}
+	for _, c := range count {
+		n += c
+	}
+	return n
 }
 
 // entryKey identifies an entry regardless of trailing blank lines.

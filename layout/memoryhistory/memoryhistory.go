@@ -313,7 +313,13 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 	}
 	return rewrite.Request{Root: root, Target: f.memory(), Archive: f.archiveFor("MEMORY", env.Now()),
 		Compute: func(ctx context.Context, old []byte) ([]byte, error) {
-			rec.Reason = ""
+			rec.Reason = fmt.Sprintf("MEMORY.md %s (%d lines) over memory_max_size %s", policy.Human(int64(len(old))), strings.Count(string(old), "\n"), policy.Human(limit))
+			if maxLines > 0 {
+				rec.Reason += fmt.Sprintf(" or memory_max_lines %d", maxLines)
+			}
+			if force && fits(old, o) {
+				rec.Reason = "memwatch compact"
+			}
 			if fits(old, o) && !force {
 				return nil, rewrite.ErrUnchanged
 			}
@@ -328,13 +334,13 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 						if force {
 							return next, gerr // memwatch compact reports the rejection
 						}
-						rec.Reason = fmt.Sprintf("llm answer rejected (%v); heuristic compressor used", gerr)
+						rec.Reason += fmt.Sprintf("; llm answer rejected (%v), heuristic compressor used", gerr)
 						next = nil
 					}
 				case ctx.Err() != nil:
 					return nil, err
 				default:
-					rec.Reason = fmt.Sprintf("llm unavailable (%v); heuristic compressor used", err)
+					rec.Reason += fmt.Sprintf("; llm unavailable (%v), heuristic compressor used", err)
 				}
 			}
 			if next == nil {
@@ -368,8 +374,7 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 					return nil, &rewrite.Rejected{Reason: fmt.Sprintf("fact %q would leave MEMORY.md without being in %s", clip(g), pruned)}
 				}
 			}
-			rec.Reason = strings.TrimSpace(fmt.Sprintf("%s; %d fact(s) moved to %s", rec.Reason, len(gone), pruned))
-			rec.Reason = strings.TrimPrefix(rec.Reason, "; ")
+			rec.Reason = fmt.Sprintf("%s; %d fact(s) moved to %s", rec.Reason, len(gone), pruned)
 			return next, nil
 		}}, rec
 }

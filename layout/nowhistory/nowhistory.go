@@ -103,7 +103,10 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 	keep := OptionsOf(env.Store).KeepHistory
 	rec := env.Record(RuleCompact)
 	compute := func(ctx context.Context, old []byte) ([]byte, error) {
-		rec.Reason = "" // a restarted attempt starts afresh
+		rec.Reason = fmt.Sprintf("memory.md %s > max_size %s", policy.Human(int64(len(old))), policy.Human(maxSize)) // a restarted attempt starts afresh
+		if force && int64(len(old)) <= maxSize {
+			rec.Reason = fmt.Sprintf("memwatch compact (memory.md %s, max_size %s)", policy.Human(int64(len(old))), policy.Human(maxSize))
+		}
 		if !force && int64(len(old)) <= maxSize {
 			return nil, rewrite.ErrUnchanged // shrank on its own meanwhile
 		}
@@ -115,12 +118,12 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 			case err == nil, ctx.Err() != nil, errors.As(err, &rej) && force:
 				return out, err
 			case errors.As(err, &rej):
-				rec.Reason = fmt.Sprintf("llm output rejected (%s); heuristic compactor used", rej.Reason)
+				rec.Reason += fmt.Sprintf("; llm output rejected (%s), heuristic compactor used", rej.Reason)
 				env.Log.Warn("llm compaction rejected by the guards; falling back to heuristic", "root", root.Path(), "reason", rej.Reason)
 			default:
 				// An unreachable endpoint or a spent budget must not leave memory
 				// growing: the heuristic keeps it bounded, and the journal says why.
-				rec.Reason = fmt.Sprintf("llm unavailable (%v); heuristic compactor used", err)
+				rec.Reason += fmt.Sprintf("; llm unavailable (%v), heuristic compactor used", err)
 				env.Log.Warn("llm compaction failed; falling back to heuristic", "root", root.Path(), "err", err)
 			}
 		}
@@ -386,6 +389,7 @@ func runSnapshot(ctx context.Context, env *layout.Env, root *confine.Root, targe
 		Archive: rotate.Beside(rewrite.DefaultArchiveDir, target, env.Now()),
 		Compute: func(context.Context, []byte) ([]byte, error) {
 			s, err := Snapshot(root, MemoryFile)
+			rec.Reason = "memory.md changed; " + target + " shows its # now and newest History"
 			return []byte(s), err
 		}}, rec)
 	// The snapshot is derived and cheap: no cooldown, so it follows every change.

@@ -66,23 +66,25 @@ var errRefused = errors.New("detail directory refused")
 
 // plan decides how far to summarize now (0: not yet): summary_every new
 // messages at a time, and the rest once the session is quiet.
-func plan(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Log) (int64, error) {
+func plan(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Log) (int64, string, error) {
 	done, err := env.Spool.Progress(ctx, consumer, log.ID)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	pending, err := env.Spool.Messages(ctx, log.ID, done, log.Seq)
 	if err != nil || pending == 0 {
-		return 0, err
+		return 0, "", err
 	}
-	every := int64(OptionsOf(env.Store).SummaryEvery)
+	o := OptionsOf(env.Store)
+	every := int64(o.SummaryEvery)
 	if pending >= every {
-		return env.Spool.NthMessage(ctx, log.ID, done, every)
+		end, err := env.Spool.NthMessage(ctx, log.ID, done, every)
+		return end, fmt.Sprintf("%d messages pending >= summary_every %d", pending, every), err
 	}
-	if env.Idle(root, log, OptionsOf(env.Store).SessionIdle) {
-		return log.Seq, nil
+	if env.Idle(root, log, o.SessionIdle) {
+		return log.Seq, fmt.Sprintf("session idle for %s; %d message(s) pending", o.SessionIdle, pending), nil
 	}
-	return 0, nil
+	return 0, "", nil
 }
 
 func summarizeTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
@@ -91,7 +93,7 @@ func summarizeTargets(ctx context.Context, env *layout.Env, root *confine.Root) 
 		return nil, nil
 	}
 	env.Accepted(root, MessagesFile)
-	if end, err := plan(ctx, env, root, log); err == nil && end > 0 {
+	if end, _, err := plan(ctx, env, root, log); err == nil && end > 0 {
 		return []string{MessagesFile}, nil
 	}
 	return nil, nil
@@ -107,11 +109,11 @@ func runSummarize(ctx context.Context, env *layout.Env, root *confine.Root, targ
 		if err != nil {
 			return jobs.Result{}, err
 		}
-		end, err := plan(ctx, env, root, log)
+		end, why, err := plan(ctx, env, root, log)
 		if err != nil || end == 0 {
 			return jobs.Result{}, err
 		}
-		if err := summarize(ctx, env, root, log, end); err != nil {
+		if err := summarize(ctx, env, root, log, end, why); err != nil {
 			switch {
 			case errors.Is(err, errRefused), layout.IsRefusal(err):
 				// Reported once (status, journal). No cooldown: trying again
@@ -132,7 +134,7 @@ func runSummarize(ctx context.Context, env *layout.Env, root *confine.Root, targ
 // summarize writes the summary of the messages after the progress up to
 // end. A marker with the range's content identity makes it exactly-once
 // across crashes, whatever the agent does to its log.
-func summarize(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Log, end int64) error {
+func summarize(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Log, end int64, why string) error {
 	done, err := env.Spool.Progress(ctx, consumer, log.ID)
 	if err != nil {
 		return err
@@ -152,7 +154,7 @@ func summarize(ctx context.Context, env *layout.Env, root *confine.Root, log spo
 		return env.Spool.Commit(ctx, consumer, log.ID, next)
 	}
 	rec := env.Record(RuleSummarize)
-	rec.Reason = cite
+	rec.Reason = fmt.Sprintf("%s (%s)", cite, why)
 	title, content, keywords := "", "", []string(nil)
 	if env.LLM != nil {
 		title, content, keywords, err = summaryLLM(ctx, env, msgs, &rec.Tokens)
