@@ -101,6 +101,18 @@ var Presets = map[string]Preset{
 		},
 		About: "each project's chats become searchable (each message once, with its role; tool calls and results included) and are kept in the spool whatever Qwen Code deletes; memory/MEMORY.md is bounded, its archives outside memory/; Qwen Code extracts its own memories (consolidate: true adds memory/HISTORY.md entries)",
 	},
+	"opencode": {
+		Name: "opencode", Agent: "opencode", Layout: "memory-history",
+		Paths: []string{"~/.local/share/opencode"},
+		Options: map[string]any{
+			"transcripts_db": "opencode.db", // tables session, message, part (WAL), read-only
+			"memory_dir":     "memwatch",    // opencode keeps no memory of its own
+			"archive_dir":    "memwatch/archive",
+			"window":         200,
+			"keep":           20,
+		},
+		About: "every conversation in opencode.db (its messages and their parts, tool calls and results) becomes searchable, read-only and by row, and is consolidated into ~/.local/share/opencode/memwatch/HISTORY.md, one entry per finished conversation (its sub-agents' sessions are left out)",
+	},
 	"gemini-cli": {
 		Name: "gemini-cli", Agent: "Gemini CLI", Layout: "memory-history",
 		Paths: []string{"~/.gemini"},

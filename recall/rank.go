@@ -734,10 +734,25 @@ func abs(d int) int {
 // results reads the best documents' lines and cites them.
 func (r *ranker) results(rs []ranked, q Query) ([]Result, error) {
 	var out []Result
-	ids := map[string]bool{}
 	s := &searcher{q: q, o: r.o}
+	// An agent that writes a message again under its id (Gemini CLI, as
+	// the message changes) has one message: its last version, at the rank
+	// of its best.
+	type version struct {
+		line int64
+		raw  []byte
+		text []byte
+	}
+	type cand struct {
+		rk   ranked
+		key  string // file and message id ("": none)
+		line int64
+		raw  []byte
+	}
+	latest := map[string]version{}
+	var cands []cand
 	for _, rk := range rs {
-		if len(out) >= r.o.Limit {
+		if len(cands) >= 4*r.o.Limit {
 			break
 		}
 		f := rk.ref.file
@@ -752,14 +767,30 @@ func (r *ranker) results(rs []ranked, q Query) ([]Result, error) {
 				continue // gone since
 			}
 		}
-		text, id := searchTextID(f.f.src.Kind, raw)
-		if id != "" {
-			key := f.f.root.Root.Path() + "\x00" + f.f.rel + "\x00" + id
-			if ids[key] {
+		c := cand{rk: rk, line: line, raw: raw}
+		if text, id := searchTextID(f.f.src.Kind, raw); id != "" {
+			c.key = f.f.root.Root.Path() + "\x00" + f.f.rel + "\x00" + id
+			if v, ok := latest[c.key]; !ok || line > v.line {
+				latest[c.key] = version{line: line, raw: raw, text: text}
+			}
+		}
+		cands = append(cands, c)
+	}
+	emitted := map[string]bool{}
+	for _, c := range cands {
+		if len(out) >= r.o.Limit {
+			break
+		}
+		rk, f, line, raw := c.rk, c.rk.ref.file, c.line, c.raw
+		if c.key != "" {
+			if emitted[c.key] {
 				continue
 			}
-			ids[key] = true
+			emitted[c.key] = true
+			v := latest[c.key]
+			line, raw = v.line, v.raw
 		}
+		text, _ := searchTextID(f.f.src.Kind, raw)
 		s.results = nil
 		s.o.Limit = 1 << 30
 		s.emit(f.f, line, text, r.firstTerm(text))

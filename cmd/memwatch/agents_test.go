@@ -189,8 +189,8 @@ func TestAgentPresets(t *testing.T) {
 		hits  int
 		role  string
 	}{
-		{"cluster through the nightly", 1, "assistant:"}, // once, though the Gemini CLI wrote it twice (the recordings: TestRecordedAgents)
-		{"Fridays only", 3, ""},                          // the prompt, the save_memory call, the answer
+		{`"cluster through the nightly"`, 1, "assistant:"}, // once, though the Gemini CLI wrote it twice (the recordings: TestRecordedAgents)
+		{`"Fridays only"`, 3, ""},                          // the prompt, the save_memory call, the answer
 		{"trajectoryonlyword", 0, ""},                    // OpenClaw's run trace
 		{"dreamonlyword", 0, ""},                         // nanobot's Dream session
 	} {

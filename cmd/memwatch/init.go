@@ -30,6 +30,7 @@ var agentFinds = []agentFind{
 	{preset: "openclaw", root: ".openclaw", sessions: []string{"agents/*/sessions/*[!y].jsonl", "agents/*/agent/openclaw-agent.sqlite"}, memory: []string{"workspace/MEMORY.md", "workspace/memory/*.md"}},
 	{preset: "gemini-cli", root: ".gemini", sessions: []string{"tmp/*/chats/session-*.jsonl"}, memory: []string{"GEMINI.md"}},
 	{preset: "qwen-code", root: ".qwen/projects/*", sessions: []string{"chats/*.jsonl"}, memory: []string{"memory/*.md"}},
+	{preset: "opencode", root: ".local/share/opencode", sessions: []string{"opencode.db"}},
 }
 
 // found is one agent init found data of.

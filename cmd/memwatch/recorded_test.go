@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/session"
+	"github.com/memwatch/memwatch/transcripts"
 )
 
 // recording is what `make fixtures` kept of one real agent program's run
@@ -25,6 +27,9 @@ type recording struct {
 	dir   string
 	turns int
 	rows  bool // an OpenClaw database: turn-N.rows.jsonl and schema.sql
+	// tables: a database's tables (test/fixtures/dbrows: turn-N.tables.jsonl
+	// and schema.sql), written back row by row.
+	tables bool
 }
 
 // transcriptRow is a row of OpenClaw's transcript_events as
@@ -59,6 +64,10 @@ func recordings(t *testing.T) []recording {
 				r.turns, r.rows = n, true
 				continue
 			}
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("turn-%d.tables.jsonl", n))); err == nil {
+				r.turns, r.tables = n, true
+				continue
+			}
 			break
 		}
 		if r.turns == 0 {
@@ -66,8 +75,8 @@ func recordings(t *testing.T) []recording {
 		}
 		out = append(out, r)
 	}
-	if len(out) < 7 && only == "" {
-		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI, Qwen Code, nanobot and both OpenClaw formats", len(out))
+	if len(out) < 8 && only == "" {
+		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI, Qwen Code, nanobot, both OpenClaw formats and opencode", len(out))
 	}
 	return out
 }
@@ -76,6 +85,44 @@ func recordings(t *testing.T) []recording {
 // of its rows.
 func (r recording) lines(t *testing.T, n int) [][]byte {
 	t.Helper()
+	if r.tables {
+		// What memwatch reads of the database after turn n.
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "db.sqlite"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Exec(readFile(t, filepath.Join(r.dir, "schema.sql"))); err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range r.tableRows(t, n) {
+			row.insert(t, db)
+		}
+		ctx := context.Background()
+		f, err := transcripts.Detect(ctx, db)
+		if err != nil || f == nil {
+			t.Fatalf("%s: no database memwatch reads (%v)", r.name, err)
+		}
+		ss, _ := f.Sessions(ctx, db)
+		var out [][]byte
+		for _, s := range ss {
+			var after int64
+			for !s.Internal {
+				recs, err := f.Records(ctx, db, s.ID, after)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(recs) == 0 {
+					break
+				}
+				for _, rec := range recs {
+					out = append(out, rec.Data)
+				}
+				after = recs[len(recs)-1].Key
+			}
+		}
+		return out
+	}
 	if !r.rows {
 		b, err := os.ReadFile(filepath.Join(r.dir, fmt.Sprintf("turn-%d.jsonl", n)))
 		if err != nil {
@@ -107,6 +154,64 @@ func (r recording) rowsAt(t *testing.T, n int) []transcriptRow {
 	return rows
 }
 
+// tableRow is a row of a database's table as test/fixtures/dbrows keeps it.
+type tableRow struct {
+	Table string                     `json:"table"`
+	Row   map[string]json.RawMessage `json:"row"`
+}
+
+func (r recording) tableRows(t *testing.T, n int) []tableRow {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.dir, fmt.Sprintf("turn-%d.tables.jsonl", n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []tableRow
+	for l := range bytes.SplitSeq(bytes.TrimRight(b, "\n"), []byte("\n")) {
+		var row tableRow
+		if err := json.Unmarshal(l, &row); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// insert writes the row, replacing the one with its key (a part the agent
+// rewrote as it streamed).
+func (row tableRow) insert(t *testing.T, db interface {
+	Exec(string, ...any) (sql.Result, error)
+}) {
+	t.Helper()
+	var cols, marks []string
+	var args []any
+	for c, v := range row.Row {
+		cols, marks = append(cols, `"`+c+`"`), append(marks, "?")
+		var val any
+		dec := json.NewDecoder(bytes.NewReader(v))
+		dec.UseNumber()
+		dec.Decode(&val)
+		switch x := val.(type) {
+		case json.Number:
+			if i, err := x.Int64(); err == nil {
+				val = i
+			} else {
+				val, _ = x.Float64()
+			}
+		case map[string]any:
+			var blob struct {
+				Blob []byte `json:"$blob"`
+			}
+			json.Unmarshal(v, &blob)
+			val = blob.Blob
+		}
+		args = append(args, val)
+	}
+	if _, err := db.Exec(`INSERT OR REPLACE INTO "`+row.Table+`"(`+strings.Join(cols, ",")+`) VALUES(`+strings.Join(marks, ",")+`)`, args...); err != nil {
+		t.Fatalf("%s: %v", row.Table, err)
+	}
+}
+
 // replayer writes a recording's turns into a home as the agent did.
 type replayer struct {
 	t    *testing.T
@@ -115,13 +220,53 @@ type replayer struct {
 	path string
 	db   *sql.DB
 	seen map[string]bool // rows inserted: session/seq
+	// digest is the database's rows as the agent left them (tableDigest).
+	digest string
+}
+
+// tableDigest is every row of every table of db, in order.
+func tableDigest(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	var tables []string
+	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type='table' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		tables = append(tables, n)
+	}
+	rows.Close()
+	var b strings.Builder
+	for _, tb := range tables {
+		rows, err := db.Query(`SELECT * FROM "` + tb + `" ORDER BY rowid`)
+		if err != nil {
+			rows, err = db.Query(`SELECT * FROM "` + tb + `"`) // WITHOUT ROWID
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			rows.Scan(ptrs...)
+			fmt.Fprintf(&b, "%s %v\n", tb, vals)
+		}
+		rows.Close()
+	}
+	return b.String()
 }
 
 func newReplayer(t *testing.T, home string, r recording) *replayer {
 	t.Helper()
 	p := &replayer{t: t, r: r, home: home, path: filepath.Join(home, r.where), seen: map[string]bool{}}
 	os.MkdirAll(filepath.Dir(p.path), 0o755)
-	if r.rows {
+	if r.rows || r.tables {
 		db, err := sql.Open("sqlite", "file:"+p.path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
 		if err != nil {
 			t.Fatal(err)
@@ -145,6 +290,20 @@ func newReplayer(t *testing.T, home string, r recording) *replayer {
 func (p *replayer) turn(n int, settle time.Duration) {
 	t := p.t
 	t.Helper()
+	if p.r.tables {
+		// The turn's rows in one transaction, as the agent commits.
+		tx, err := p.db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range p.r.tableRows(t, n) {
+			row.insert(t, tx)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if p.db != nil {
 		tx, err := p.db.Begin()
 		if err != nil {
@@ -355,6 +514,11 @@ func TestRecordedAgents(t *testing.T) {
 		}
 		time.Sleep(700 * time.Millisecond) // the agent's next turn, after the session went idle
 	}
+	for _, pl := range players {
+		if pl.db != nil {
+			pl.digest = tableDigest(t, pl.db)
+		}
+	}
 
 	recall := func(args ...string) []struct{ Text, Citation string } {
 		t.Helper()
@@ -368,8 +532,8 @@ func TestRecordedAgents(t *testing.T) {
 		return res
 	}
 	cites := func(r recording, c string) bool {
-		if r.rows {
-			return strings.Contains(c, "openclaw-agent.sqlite#")
+		if r.rows || r.tables {
+			return strings.Contains(c, filepath.Base(r.where)+"#")
 		}
 		// file#L5, or file@2#L5 once the agent rewrote it whole (the
 		// spool's generation, which memwatch show resolves).
@@ -587,6 +751,24 @@ func TestRecordedAgents(t *testing.T) {
 	}
 	p.stop(30 * time.Second)
 
+	// The agents' own files and databases are as the agents left them:
+	// memwatch only read them.
+	for _, pl := range players {
+		if pl.db == nil {
+			if got, want := readFile(t, pl.path), readFile(t, filepath.Join(pl.r.dir, fmt.Sprintf("turn-%d.jsonl", pl.r.turns))); got != want {
+				t.Errorf("%s: %s changed while memwatch ran", pl.r.name, pl.r.where)
+			}
+			continue
+		}
+		var ok string
+		if err := pl.db.QueryRow(`PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+			t.Errorf("%s: integrity_check of %s: %q %v", pl.r.name, pl.r.where, ok, err)
+		}
+		if got := tableDigest(t, pl.db); got != pl.digest {
+			t.Errorf("%s: the rows of %s changed while memwatch ran", pl.r.name, pl.r.where)
+		}
+	}
+
 	// What the spool holds per conversation byte: the lines it keeps
 	// (data) against the bytes of the agent's session as it ends.
 	sp, err := sql.Open("sqlite", "file:"+filepath.Join(state, "spool.db")+"?mode=ro")
@@ -613,7 +795,7 @@ func TestRecordedAgents(t *testing.T) {
 		}
 		var held, lines int64
 		pattern := "%" + filepath.Base(r.where)
-		if r.rows {
+		if r.rows || r.tables {
 			pattern += "#%"
 		}
 		err := sp.QueryRow(`SELECT coalesce(sum(length(data)),0), count(*) FROM lines JOIN logs ON logs.id=lines.log WHERE logs.path LIKE ?`, pattern).Scan(&held, &lines)

@@ -1,0 +1,224 @@
+package transcripts
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/memwatch/memwatch/spool"
+)
+
+// opencode (1.x) keeps everything in ~/.local/share/opencode/opencode.db
+// (WAL): table session (one row a conversation; parent_id set for the
+// sessions its sub-agents run), message (id, session_id, time_created,
+// data: {"role": "user"|"assistant", "time": {"created", "completed"},
+// ...}) and part (id, message_id, session_id, data: {"type": "text", "text"}
+// | {"type": "tool", "tool", "callID", "state": {"status", "input",
+// "output"}} | "reasoning" | "step-start" | "step-finish" | "file" | ...).
+// Ids grow with time, so they order messages and parts. A part is written
+// as it streams and rewritten until it is done; an assistant message is
+// done when its time.completed is set.
+//
+// A session's records come from its messages in order: the k-th message
+// is record 2k-1 (its text and tool calls, with its role), and its tools'
+// results record 2k (role tool), when it has some. Only a run of done
+// messages is read, so a message is captured once, whole.
+var openCode = &Format{Name: "opencode", Table: "part", Sessions: openCodeSessions, Records: openCodeRecords}
+
+func openCodeSessions(ctx context.Context, db *sql.DB) ([]Session, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id, coalesce(parent_id, '') FROM session ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		var id, parent string
+		if err := rows.Scan(&id, &parent); err != nil {
+			return nil, err
+		}
+		// A sub-agent's session (a task the agent delegated) is the agent
+		// talking to itself: its result is in the parent's tool output.
+		out = append(out, Session{ID: id, Internal: parent != ""})
+	}
+	return out, rows.Err()
+}
+
+// ocMessage is one message of a session, with its parts' data.
+type ocMessage struct {
+	ID    string
+	Data  []byte
+	Parts [][]byte
+}
+
+func openCodeRecords(ctx context.Context, db *sql.DB, session string, after int64) ([]spool.Record, error) {
+	// Messages before the one of record after+1 are captured whole (record
+	// 2k-1 may be captured without its tools' 2k: message k is read again).
+	done := after / 2
+	msgs, err := openCodeMessages(ctx, db, session, done, Batch/2)
+	if err != nil {
+		return nil, err
+	}
+	return openCodeMessageRecords(msgs, done, after), nil
+}
+
+// openCodeMessages reads the messages of a session after the first skip,
+// with their parts.
+func openCodeMessages(ctx context.Context, db *sql.DB, session string, skip int64, limit int) ([]ocMessage, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id, data FROM message WHERE session_id=? ORDER BY id LIMIT ? OFFSET ?`, session, limit, skip)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []ocMessage
+	for rows.Next() {
+		var m ocMessage
+		if err := rows.Scan(&m.ID, &m.Data); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		msgs = append(msgs, m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i := range msgs {
+		prows, err := db.QueryContext(ctx, `SELECT data FROM part WHERE message_id=? ORDER BY id`, msgs[i].ID)
+		if err != nil {
+			return nil, err
+		}
+		for prows.Next() {
+			var d []byte
+			if err := prows.Scan(&d); err != nil {
+				prows.Close()
+				return nil, err
+			}
+			msgs[i].Parts = append(msgs[i].Parts, d)
+		}
+		prows.Close()
+		if err := prows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return msgs, nil
+}
+
+// openCodeMessageRecords turns messages (the first numbered skip+1) into
+// records numbered after after, stopping at the first message not done.
+func openCodeMessageRecords(msgs []ocMessage, skip, after int64) []spool.Record {
+	var out []spool.Record
+	for i, m := range msgs {
+		k := skip + int64(i) + 1
+		var info struct {
+			Role string `json:"role"`
+			Time struct {
+				Created   int64 `json:"created"`
+				Completed int64 `json:"completed"`
+			} `json:"time"`
+			Finish string `json:"finish"`
+		}
+		if json.Unmarshal(m.Data, &info) != nil {
+			info.Role = ""
+		}
+		if info.Role == "assistant" && info.Time.Completed == 0 && info.Finish == "" {
+			break // still being written: it and what follows come later
+		}
+		if info.Role == "user" && len(m.Parts) == 0 {
+			break // its text not written yet
+		}
+		msg, tools := openCodeMessage(m, info.Role, info.Time.Created)
+		if 2*k-1 > after {
+			out = append(out, spool.Record{Key: 2*k - 1, Data: msg})
+		}
+		if tools != nil && 2*k > after {
+			out = append(out, spool.Record{Key: 2 * k, Data: tools})
+		}
+	}
+	return out
+}
+
+// openCodeMessage is a message as the JSON line session.Decode reads (its
+// role, text and tool calls as content blocks), and the line of its tools'
+// results (nil: none).
+func openCodeMessage(m ocMessage, role string, created int64) (msg, tools []byte) {
+	type block struct {
+		Type  string          `json:"type"`
+		Text  string          `json:"text,omitempty"`
+		Name  string          `json:"name,omitempty"`
+		Input json.RawMessage `json:"input,omitempty"`
+	}
+	var blocks []block
+	var results []string
+	for _, p := range m.Parts {
+		var part struct {
+			Type      string `json:"type"`
+			Text      string `json:"text"`
+			Synthetic bool   `json:"synthetic"`
+			Tool      string `json:"tool"`
+			Filename  string `json:"filename"`
+			State     struct {
+				Status string          `json:"status"`
+				Input  json.RawMessage `json:"input"`
+				Output string          `json:"output"`
+				Error  string          `json:"error"`
+			} `json:"state"`
+		}
+		if json.Unmarshal(p, &part) != nil {
+			continue
+		}
+		switch part.Type {
+		case "text":
+			if strings.TrimSpace(part.Text) != "" {
+				blocks = append(blocks, block{Type: "text", Text: part.Text})
+			}
+		case "tool":
+			in := part.State.Input
+			if !json.Valid(in) || len(in) == 0 {
+				in = json.RawMessage(`{}`)
+			}
+			blocks = append(blocks, block{Type: "tool_use", Name: part.Tool, Input: in})
+			switch {
+			case part.State.Output != "":
+				results = append(results, part.State.Output)
+			case part.State.Error != "":
+				results = append(results, "error: "+part.State.Error)
+			}
+		case "file":
+			if part.Filename != "" {
+				blocks = append(blocks, block{Type: "text", Text: "[file: " + part.Filename + "]"})
+			}
+		}
+	}
+	if role == "" {
+		role = "unknown"
+	}
+	line := map[string]any{"role": role, "content": blocks, "id": m.ID}
+	if created > 0 {
+		line["timestamp"] = time.UnixMilli(created).UTC().Format(time.RFC3339Nano)
+	}
+	if len(blocks) == 0 {
+		line["content"] = ""
+	}
+	msg = marshal(line)
+	if len(results) > 0 {
+		tl := map[string]any{"role": "tool", "content": strings.Join(results, "\n"), "id": m.ID + "#tools"}
+		if created > 0 {
+			tl["timestamp"] = line["timestamp"]
+		}
+		tools = marshal(tl)
+	}
+	return msg, tools
+}
+
+// marshal writes v as one JSON line's bytes, < > & as they are (a shell
+// command stays searchable as typed).
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+	return bytes.TrimRight(b.Bytes(), "\n")
+}

@@ -1,0 +1,80 @@
+// Package transcripts reads the conversations agents keep in SQLite
+// databases rather than in log files (OpenClaw from 2026.7.2, opencode),
+// as records of the spool: each session is a log of its own, its records
+// numbered so that a cursor (the last record captured) says where to go on.
+//
+// One file per agent format (openclaw.go, opencode.go): a Format names a
+// table only that agent has (how a database is recognised), lists the
+// sessions to capture (the agent's internal ones left out) and turns the
+// rows of a session after a cursor into records, each the JSON line
+// session.Decode reads (a message with its role, text and tool calls, or
+// a tool's result). Adding an agent that keeps a database is adding a
+// Format in a file of its own.
+//
+// The databases are the agents': the caller opens them read-only
+// (Open: mode=ro, query_only, a 100 ms busy timeout) as their owner, reads
+// in short transactions of at most Batch rows (in WAL mode a reader never
+// blocks the agent's writer) and never holds a lock between reads.
+package transcripts
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/memwatch/memwatch/spool"
+)
+
+// Batch bounds the records one read returns.
+const Batch = 500
+
+// Session is one conversation of a database.
+type Session struct {
+	ID string
+	// Internal sessions are the agent's own (scheduled jobs, dreaming):
+	// not conversations of the user's; they are left out.
+	Internal bool
+}
+
+// Format is one agent's transcript database.
+type Format struct {
+	Name string
+	// Table is a table only this agent's databases have.
+	Table string
+	// Sessions lists the database's sessions.
+	Sessions func(ctx context.Context, db *sql.DB) ([]Session, error)
+	// Records returns at most Batch records of a session after the record
+	// numbered after, in order.
+	Records func(ctx context.Context, db *sql.DB, session string, after int64) ([]spool.Record, error)
+}
+
+// Formats are the databases memwatch reads, OpenClaw's first.
+var Formats = []*Format{openClaw, openCode}
+
+// Open opens an agent's database read-only: it never writes, never waits
+// long for the agent's lock.
+func Open(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(100)&_pragma=query_only(1)")
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+// Detect returns the format of db, nil when it is none memwatch reads (or
+// the agent has not created its tables yet).
+func Detect(ctx context.Context, db *sql.DB) (*Format, error) {
+	for _, f := range Formats {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name=?`, f.Table).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			return f, nil
+		}
+	}
+	return nil, nil
+}
