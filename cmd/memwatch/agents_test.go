@@ -191,8 +191,8 @@ func TestAgentPresets(t *testing.T) {
 	}{
 		{`"cluster through the nightly"`, 1, "assistant:"}, // once, though the Gemini CLI wrote it twice (the recordings: TestRecordedAgents)
 		{`"Fridays only"`, 3, ""},                          // the prompt, the save_memory call, the answer
-		{"trajectoryonlyword", 0, ""},                    // OpenClaw's run trace
-		{"dreamonlyword", 0, ""},                         // nanobot's Dream session
+		{"trajectoryonlyword", 0, ""},                      // OpenClaw's run trace
+		{"dreamonlyword", 0, ""},                           // nanobot's Dream session
 	} {
 		cmd := exec.Command(memwatchFast, "recall", "--policy", pol, "--all", "--limit", "20", "--scope", "messages", "--json", tt.query)
 		cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+state)
