@@ -113,6 +113,21 @@ var Presets = map[string]Preset{
 		},
 		About: "every conversation in opencode.db (its messages and their parts, tool calls and results) becomes searchable, read-only and by row, and is consolidated into ~/.local/share/opencode/memwatch/HISTORY.md, one entry per finished conversation (its sub-agents' sessions are left out)",
 	},
+	"crush": {
+		Name: "crush", Agent: "Crush", Layout: "memory-history",
+		// A project's data directory; crush lists the projects it has run
+		// in in ~/.local/share/crush/projects.json, and memwatch init
+		// names each (a project deeper than ~/*/ needs its path here).
+		Paths: []string{"~/*/.crush"},
+		Options: map[string]any{
+			"transcripts_db": "crush.db", // tables sessions, messages (WAL), read-only
+			"memory_dir":     "memwatch", // crush keeps no memory of its own (CRUSH.md is the user's)
+			"archive_dir":    "memwatch/archive",
+			"window":         200,
+			"keep":           20,
+		},
+		About: "each project's conversations in .crush/crush.db (its messages, tool calls and results) become searchable, read-only and by row, and are consolidated into .crush/memwatch/HISTORY.md, one entry per finished conversation (sub-agents' sessions and crush's own summaries are left out)",
+	},
 	"gemini-cli": {
 		Name: "gemini-cli", Agent: "Gemini CLI", Layout: "memory-history",
 		Paths: []string{"~/.gemini"},

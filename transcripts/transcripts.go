@@ -1,9 +1,10 @@
 // Package transcripts reads the conversations agents keep in SQLite
-// databases rather than in log files (OpenClaw from 2026.7.2, opencode),
+// databases rather than in log files (OpenClaw from 2026.7.2, opencode,
+// Crush),
 // as records of the spool: each session is a log of its own, its records
 // numbered so that a cursor (the last record captured) says where to go on.
 //
-// One file per agent format (openclaw.go, opencode.go): a Format names a
+// One file per agent format (openclaw.go, opencode.go, crush.go): a Format names a
 // table only that agent has (how a database is recognised), lists the
 // sessions to capture (the agent's internal ones left out) and turns the
 // rows of a session after a cursor into records, each the JSON line
@@ -41,8 +42,9 @@ type Session struct {
 // Format is one agent's transcript database.
 type Format struct {
 	Name string
-	// Table is a table only this agent's databases have.
-	Table string
+	// Table is a table only this agent's databases have, or with Column,
+	// a table with a column only this agent's has.
+	Table, Column string
 	// Sessions lists the database's sessions.
 	Sessions func(ctx context.Context, db *sql.DB) ([]Session, error)
 	// Records returns at most Batch records of a session after the record
@@ -51,7 +53,7 @@ type Format struct {
 }
 
 // Formats are the databases memwatch reads, OpenClaw's first.
-var Formats = []*Format{openClaw, openCode}
+var Formats = []*Format{openClaw, openCode, crush}
 
 // Open opens an agent's database read-only: it never writes, never waits
 // long for the agent's lock.
@@ -69,7 +71,11 @@ func Open(path string) (*sql.DB, error) {
 func Detect(ctx context.Context, db *sql.DB) (*Format, error) {
 	for _, f := range Formats {
 		var n int
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name=?`, f.Table).Scan(&n); err != nil {
+		q, args := `SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name=?`, []any{f.Table}
+		if f.Column != "" {
+			q, args = `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name=?`, []any{f.Table, f.Column}
+		}
+		if err := db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
 			return nil, err
 		}
 		if n > 0 {

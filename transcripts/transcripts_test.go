@@ -193,3 +193,72 @@ func FuzzOpenCodeRecords(f *testing.F) {
 		}
 	})
 }
+
+// TestCrushRunOfDoneMessages: a message crush is still writing (no finish
+// part) holds back it and what follows, unless a later message shows
+// crush has gone on without it; summaries are left out.
+func TestCrushRunOfDoneMessages(t *testing.T) {
+	const (
+		fin  = `{"type":"finish","data":{"reason":"end_turn"}}`
+		text = `{"type":"text","data":{"text":"hello"}}`
+	)
+	done := `[` + text + `,` + fin + `]`
+	streaming := `[` + text + `]`
+	msg := func(rowid int64, role, parts string, summary bool) crushMessage {
+		return crushMessage{RowID: rowid, ID: fmt.Sprint("m", rowid), Role: role, Parts: []byte(parts), Summary: summary}
+	}
+	tests := []struct {
+		name string
+		msgs []crushMessage
+		want []int64
+	}{
+		{"all done", []crushMessage{msg(1, "user", done, false), msg(2, "assistant", done, false)}, []int64{1, 2}},
+		{"last streaming", []crushMessage{msg(1, "user", done, false), msg(2, "assistant", streaming, false)}, []int64{1}},
+		{"abandoned then more", []crushMessage{msg(1, "user", done, false), msg(2, "assistant", streaming, false), msg(5, "user", done, false)}, []int64{1, 2, 5}},
+		{"summary left out", []crushMessage{msg(3, "assistant", done, true), msg(4, "user", done, false)}, []int64{4}},
+		{"parts not JSON, last", []crushMessage{msg(1, "user", `[{"type":`, false)}, nil},
+		{"parts not JSON, then more", []crushMessage{msg(1, "user", `[{"type":`, false), msg(2, "user", done, false)}, []int64{1, 2}},
+		{"empty", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []int64
+			for _, r := range crushMessageRecords(tt.msgs) {
+				got = append(got, r.Key)
+				if !json.Valid(r.Data) {
+					t.Errorf("record %d is not JSON: %s", r.Key, r.Data)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("keys: got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzCrushRecords: any parts, roles and rowids give records with keys
+// increasing, each a JSON line the decoder reads as a message.
+func FuzzCrushRecords(f *testing.F) {
+	f.Add("user", []byte(`[{"type":"text","data":{"text":"hi"}},{"type":"finish","data":{}}]`), "assistant", []byte(`[{"type":"tool_call","data":{"name":"bash","input":"{\"command\":\"ls\"}"}},{"type":"finish","data":{}}]`), int64(1), int64(2))
+	f.Add("tool", []byte(`[{"type":"tool_result","data":{"content":"x","is_error":true}},{"type":"finish"}]`), "", []byte(`{`), int64(7), int64(9))
+	f.Add("user", []byte(`[{"type":"shell_command","data":{"command":"ls","output":"a"}},{"type":"binary","data":{"path":"/p"}}]`), "assistant", []byte(`null`), int64(1), int64(3))
+	f.Fuzz(func(t *testing.T, r1 string, p1 []byte, r2 string, p2 []byte, k1, k2 int64) {
+		if k2 <= k1 {
+			k2 = k1 + 1
+		}
+		msgs := []crushMessage{{RowID: k1, ID: "a", Role: r1, Parts: p1}, {RowID: k2, ID: "b", Role: r2, Parts: p2, Created: k2}}
+		last := int64(-1 << 63)
+		for _, r := range crushMessageRecords(msgs) {
+			if r.Key <= last {
+				t.Fatalf("key %d after %d", r.Key, last)
+			}
+			last = r.Key
+			if !json.Valid(r.Data) {
+				t.Fatalf("record %d is not JSON: %s", r.Key, r.Data)
+			}
+			if m := session.Decode(r.Data); m.Raw {
+				t.Fatalf("record %d not decoded: %s", r.Key, r.Data)
+			}
+		}
+	})
+}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,6 +24,9 @@ type agentFind struct {
 	// sessions are globs (relative to a root) of the agent's session logs,
 	// and memory of its memory files, for the counts init prints.
 	sessions, memory []string
+	// listed, when set, returns roots the agent itself lists (Crush's
+	// projects), wherever they are: init names each in the policy.
+	listed func(home string) []string
 }
 
 var agentFinds = []agentFind{
@@ -31,12 +37,38 @@ var agentFinds = []agentFind{
 	{preset: "gemini-cli", root: ".gemini", sessions: []string{"tmp/*/chats/session-*.jsonl"}, memory: []string{"GEMINI.md"}},
 	{preset: "qwen-code", root: ".qwen/projects/*", sessions: []string{"chats/*.jsonl"}, memory: []string{"memory/*.md"}},
 	{preset: "opencode", root: ".local/share/opencode", sessions: []string{"opencode.db"}},
+	{preset: "crush", root: "*/.crush", sessions: []string{"crush.db"}, listed: crushProjects},
+}
+
+// crushProjects are the data directories of the projects Crush has run in,
+// from its ~/.local/share/crush/projects.json.
+func crushProjects(home string) []string {
+	b, err := os.ReadFile(filepath.Join(home, ".local", "share", "crush", "projects.json"))
+	if err != nil {
+		return nil
+	}
+	var list struct {
+		Projects []struct {
+			DataDir string `json:"data_dir"`
+		} `json:"projects"`
+	}
+	if json.Unmarshal(b, &list) != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range list.Projects {
+		if filepath.IsAbs(p.DataDir) {
+			out = append(out, filepath.Clean(p.DataDir))
+		}
+	}
+	return out
 }
 
 // found is one agent init found data of.
 type found struct {
 	agentFind
-	glob                  string // the root glob, absolute
+	glob                  string   // the root glob, absolute
+	paths                 []string // the globs to write: glob, then roots listed elsewhere
 	roots, logs, memFiles int
 	logBytes, memoryBytes int64
 }
@@ -123,8 +155,17 @@ func knownAgents() string {
 // home; ok is false when it has none.
 func findAgent(home string, a agentFind) (found, bool) {
 	f := found{agentFind: a, glob: filepath.Join(home, a.root)}
+	f.paths = []string{f.glob}
 	roots, _ := filepath.Glob(f.glob)
-	for _, r := range roots {
+	globbed := len(roots)
+	if a.listed != nil {
+		for _, r := range a.listed(home) {
+			if ok, _ := filepath.Match(f.glob, r); !ok && !slices.Contains(roots, r) {
+				roots = append(roots, r)
+			}
+		}
+	}
+	for i, r := range roots {
 		if fi, err := os.Lstat(r); err != nil || !fi.IsDir() {
 			continue // a symlinked root is refused by the daemon anyway
 		}
@@ -144,9 +185,26 @@ func findAgent(home string, a agentFind) (found, bool) {
 		count(a.memory, &f.memFiles, &f.memoryBytes)
 		if f.logs > logs || f.memFiles > mem {
 			f.roots++
+			if i >= globbed {
+				// A root with pattern characters in its name stands for
+				// itself only when they are escaped.
+				f.paths = append(f.paths, globEscape(r))
+			}
 		}
 	}
 	return f, f.roots > 0
+}
+
+// globEscape makes a path a glob that matches only it.
+func globEscape(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if strings.ContainsRune(`*?[\\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // initPolicy is the policy for what was found, with the counts as comments.
@@ -163,7 +221,11 @@ func initPolicy(home string, finds []found) string {
 		p := policy.Presets[f.preset]
 		fmt.Fprintf(&b, "  # %s: %d root(s), %d session log(s), %s; %d memory file(s).\n", p.Agent, f.roots, f.logs, policy.Size(f.logBytes), f.memFiles)
 		fmt.Fprintf(&b, "  # %s.\n", p.About)
-		fmt.Fprintf(&b, "  - name: %s\n    preset: %s\n    paths: [%q]\n", f.preset, f.preset, f.glob)
+		var paths []string
+		for _, p := range f.paths {
+			paths = append(paths, strconv.Quote(p))
+		}
+		fmt.Fprintf(&b, "  - name: %s\n    preset: %s\n    paths: [%s]\n", f.preset, f.preset, strings.Join(paths, ", "))
 	}
 	return b.String()
 }

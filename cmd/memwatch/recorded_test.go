@@ -75,8 +75,8 @@ func recordings(t *testing.T) []recording {
 		}
 		out = append(out, r)
 	}
-	if len(out) < 8 && only == "" {
-		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI, Qwen Code, nanobot, both OpenClaw formats and opencode", len(out))
+	if len(out) < 9 && only == "" {
+		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI, Qwen Code, nanobot, both OpenClaw formats, opencode and Crush", len(out))
 	}
 	return out
 }
