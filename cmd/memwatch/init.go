@@ -171,7 +171,7 @@ func findAgent(home string, a agentFind) (found, bool) {
 		}
 		count := func(globs []string, n *int, size *int64) {
 			for _, g := range globs {
-				ms, _ := filepath.Glob(filepath.Join(r, g))
+				ms, _ := filepath.Glob(filepath.Join(globEscape(r), g))
 				for _, m := range ms {
 					if fi, err := os.Lstat(m); err == nil && fi.Mode().IsRegular() {
 						*n++

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memwatch/memwatch/layout/registry"
+	"github.com/memwatch/memwatch/policy"
+)
+
+// TestInitNamesCrushProjects: Crush keeps a database in each project it
+// runs in; init names the ones its projects.json lists outside the
+// preset's glob (escaped: a [ in a directory name is not a pattern), and
+// skips those that hold no database or are gone.
+func TestInitNamesCrushProjects(t *testing.T) {
+	home := t.TempDir()
+	shallow := filepath.Join(home, "app", ".crush")
+	deep := filepath.Join(home, "src", "work[1]", "api", ".crush")
+	empty := filepath.Join(home, "src", "empty", ".crush")
+	for _, d := range []string{shallow, deep, empty} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{shallow, deep} {
+		os.WriteFile(filepath.Join(d, "crush.db"), []byte("x"), 0o644)
+	}
+	type project struct {
+		Path    string `json:"path"`
+		DataDir string `json:"data_dir"`
+	}
+	list := map[string][]project{"projects": {
+		{filepath.Dir(shallow), shallow}, {filepath.Dir(deep), deep}, {filepath.Dir(empty), empty},
+		{"/gone", "/gone/.crush"}, {"rel", "rel/.crush"},
+	}}
+	b, _ := json.Marshal(list)
+	os.MkdirAll(filepath.Join(home, ".local", "share", "crush"), 0o755)
+	os.WriteFile(filepath.Join(home, ".local", "share", "crush", "projects.json"), b, 0o600)
+
+	var crush agentFind
+	for _, a := range agentFinds {
+		if a.preset == "crush" {
+			crush = a
+		}
+	}
+	f, ok := findAgent(home, crush)
+	if !ok {
+		t.Fatal("crush not found")
+	}
+	if f.roots != 2 {
+		t.Errorf("roots: got %d, want 2", f.roots)
+	}
+	want := []string{filepath.Join(home, "*", ".crush"), filepath.Join(home, "src", `work\[1]`, "api", ".crush")}
+	if strings.Join(f.paths, "|") != strings.Join(want, "|") {
+		t.Errorf("paths: got %q, want %q", f.paths, want)
+	}
+	text := initPolicy(home, []found{f})
+	pol, err := policy.Parse("init", []byte(text), registry.Specs())
+	if err != nil {
+		t.Fatalf("the policy does not load: %v\n%s", err, text)
+	}
+	got := pol.Stores[0].Roots()
+	if len(got) != 2 || got[0] != shallow && got[1] != shallow || got[0] != deep && got[1] != deep {
+		t.Errorf("roots of the policy: got %q, want %q and %q", got, shallow, deep)
+	}
+}
