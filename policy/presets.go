@@ -113,6 +113,18 @@ var Presets = map[string]Preset{
 		},
 		About: "every conversation in opencode.db (its messages and their parts, tool calls and results) becomes searchable, read-only and by row, and is consolidated into ~/.local/share/opencode/memwatch/HISTORY.md, one entry per finished conversation (its sub-agents' sessions are left out)",
 	},
+	"kilo-code": {
+		Name: "kilo-code", Agent: "Kilo Code CLI", Layout: "memory-history",
+		Paths: []string{"~/.local/share/kilo"},
+		Options: map[string]any{
+			"transcripts_db": "kilo.db",  // opencode's tables (session, message, part; WAL): the CLI is a fork of it
+			"memory_dir":     "memwatch", // the CLI keeps no memory of its own
+			"archive_dir":    "memwatch/archive",
+			"window":         200,
+			"keep":           20,
+		},
+		About: "every conversation in kilo.db (its messages and their parts, tool calls and results) becomes searchable, read-only and by row, and is consolidated into ~/.local/share/kilo/memwatch/HISTORY.md, one entry per finished conversation (its sub-agents' sessions are left out)",
+	},
 	"crush": {
 		Name: "crush", Agent: "Crush", Layout: "memory-history",
 		// A project's data directory; crush lists the projects it has run

@@ -12,7 +12,8 @@ import (
 )
 
 // opencode (1.x) keeps everything in ~/.local/share/opencode/opencode.db
-// (WAL): table session (one row a conversation; parent_id set for the
+// (WAL), and Kilo Code's CLI (7.x, a fork of opencode) the same tables in
+// ~/.local/share/kilo/kilo.db: table session (one row a conversation; parent_id set for the
 // sessions its sub-agents run), message (id, session_id, time_created,
 // data: {"role": "user"|"assistant", "time": {"created", "completed"},
 // ...}) and part (id, message_id, session_id, data: {"type": "text", "text"}

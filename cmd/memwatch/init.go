@@ -37,6 +37,7 @@ var agentFinds = []agentFind{
 	{preset: "gemini-cli", root: ".gemini", sessions: []string{"tmp/*/chats/session-*.jsonl"}, memory: []string{"GEMINI.md"}},
 	{preset: "qwen-code", root: ".qwen/projects/*", sessions: []string{"chats/*.jsonl"}, memory: []string{"memory/*.md"}},
 	{preset: "opencode", root: ".local/share/opencode", sessions: []string{"opencode.db"}},
+	{preset: "kilo-code", root: ".local/share/kilo", sessions: []string{"kilo.db"}},
 	{preset: "crush", root: "*/.crush", sessions: []string{"crush.db"}, listed: crushProjects},
 }
 

@@ -75,8 +75,8 @@ func recordings(t *testing.T) []recording {
 		}
 		out = append(out, r)
 	}
-	if len(out) < 9 && only == "" {
-		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI, Qwen Code, nanobot, both OpenClaw formats, opencode and Crush", len(out))
+	if len(out) < 10 && only == "" {
+		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI, Qwen Code, nanobot, both OpenClaw formats, opencode, Kilo Code and Crush", len(out))
 	}
 	return out
 }
