@@ -125,6 +125,18 @@ var Presets = map[string]Preset{
 		},
 		About: "every conversation in kilo.db (its messages and their parts, tool calls and results) becomes searchable, read-only and by row, and is consolidated into ~/.local/share/kilo/memwatch/HISTORY.md, one entry per finished conversation (its sub-agents' sessions are left out)",
 	},
+	"continue-cli": {
+		Name: "continue-cli", Agent: "Continue CLI", Layout: "memory-history",
+		Paths: []string{"~/.continue"},
+		Options: map[string]any{
+			"transcripts_json": "sessions/*.json", // sessions/<id>.json, each written whole on every change (sessions.json, the list, holds no messages)
+			"memory_dir":       "memwatch",        // cn keeps no memory of its own (rules/ are the user's)
+			"archive_dir":      "memwatch/archive",
+			"window":           200,
+			"keep":             20,
+		},
+		About: "every session in ~/.continue/sessions (its messages, tool calls and results) becomes searchable, each message once, what a compaction replaced included, and is consolidated into ~/.continue/memwatch/HISTORY.md, one entry per finished conversation",
+	},
 	"crush": {
 		Name: "crush", Agent: "Crush", Layout: "memory-history",
 		// A project's data directory; crush lists the projects it has run

@@ -218,9 +218,16 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 		ts = inner.Timestamp.Time
 	}
 	m := Message{Role: inner.Role, Time: ts, ID: l.UUID, Parent: l.ParentUID}
-	if m.ID == "" && l.Type == "message" { // OpenClaw's entries: id, parentId
+	switch {
+	case m.ID == "" && l.Type == "message": // OpenClaw's entries: id, parentId
 		if id, ok := stringOf(l.EntryID); ok {
 			m.ID, m.Parent = id, l.ParentID
+		}
+	case m.ID == "" && l.Type == "" && inner == &l && l.Role != "":
+		// The records memwatch makes of agents' databases and documents
+		// (the transcripts package): {"role", "content", "id"}.
+		if id, ok := stringOf(l.EntryID); ok {
+			m.ID = id
 		}
 	}
 	if m.Role == "toolResult" { // OpenClaw

@@ -138,7 +138,7 @@ func TestAgentFormats(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			lines := agentLines(t, f)
 			if lines == nil {
-				t.Skip("a database's rows: transcripts.TestRecordedDatabases reads them")
+				t.Skip("a database's rows or JSON documents: transcripts.TestRecordedDatabases and TestRecordedDocuments read them")
 			}
 			var b strings.Builder
 			for i, line := range lines {
@@ -187,6 +187,9 @@ func agentLines(tb testing.TB, path string) [][]byte {
 	}
 	if ms, _ := filepath.Glob(filepath.Join(path, "turn-*.tables.jsonl")); len(ms) > 0 {
 		return nil // a database's rows: the transcripts package reads and checks them
+	}
+	if ms, _ := filepath.Glob(filepath.Join(path, "turn-*.json")); len(ms) > 0 {
+		return nil // JSON documents: the transcripts package reads and checks them
 	}
 	for n := 9; n > 0; n-- {
 		data, err := os.ReadFile(filepath.Join(path, fmt.Sprintf("turn-%d.jsonl", n)))

@@ -166,14 +166,9 @@ func crushLine(m crushMessage, parts []crushPart) []byte {
 				blocks = append(blocks, block{Type: "text", Text: d.Text})
 			}
 		case "tool_call":
-			// The input as crush's json.Marshal escaped it (> as \u003e):
-			// decoded and written again, a command reads as typed.
 			in := json.RawMessage(`{}`)
-			dec := json.NewDecoder(strings.NewReader(d.Input))
-			dec.UseNumber()
-			var v any
-			if dec.Decode(&v) == nil && !dec.More() {
-				in = marshal(v)
+			if v, ok := jsonString(d.Input); ok {
+				in = v
 			}
 			blocks = append(blocks, block{Type: "tool_use", Name: d.Name, Input: in})
 		case "tool_result":

@@ -1,7 +1,6 @@
 package transcripts
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -212,14 +211,4 @@ func openCodeMessage(m ocMessage, role string, created int64) (msg, tools []byte
 		tools = marshal(tl)
 	}
 	return msg, tools
-}
-
-// marshal writes v as one JSON line's bytes, < > & as they are (a shell
-// command stays searchable as typed).
-func marshal(v any) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(v)
-	return bytes.TrimRight(b.Bytes(), "\n")
 }

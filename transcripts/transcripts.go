@@ -19,9 +19,12 @@
 package transcripts
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"strings"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
@@ -83,4 +86,27 @@ func Detect(ctx context.Context, db *sql.DB) (*Format, error) {
 		}
 	}
 	return nil, nil
+}
+
+// marshal writes v as one JSON line's bytes, < > & as they are (a shell
+// command stays searchable as typed).
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// jsonString is JSON an agent kept as a string (a tool call's arguments),
+// decoded and written again: as the agent's json.Marshal escaped it (> as
+// \u003e), a command would not read as typed.
+func jsonString(s string) (json.RawMessage, bool) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil || dec.More() {
+		return nil, false
+	}
+	return marshal(v), true
 }

@@ -262,3 +262,151 @@ func FuzzCrushRecords(f *testing.F) {
 		}
 	})
 }
+
+// TestRecordedDocuments reads the JSON documents the real agents wrote
+// (session/testdata/agents/*/turn-N.json, make fixtures) turn by turn, as
+// memwatch does, and compares the records with the recording's golden
+// file: every message once, with its role, tool calls and their results.
+func TestRecordedDocuments(t *testing.T) {
+	dirs, _ := filepath.Glob(filepath.Join("..", "session", "testdata", "agents", "*"))
+	found := 0
+	for _, dir := range dirs {
+		turns, _ := filepath.Glob(filepath.Join(dir, "turn-*.json"))
+		if len(turns) == 0 {
+			continue
+		}
+		found++
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			var st DocState
+			var all []spool.Record
+			var after int64
+			for n := 1; n <= len(turns); n++ {
+				doc, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("turn-%d.json", n)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, id, msgs := ParseDocument(doc)
+				if f == nil {
+					t.Fatalf("turn %d: no format reads it", n)
+				}
+				var recs []spool.Record
+				recs, st = st.Changes(id, msgs, after, time.Unix(0, 0))
+				all = append(all, recs...)
+				if len(recs) > 0 {
+					after = recs[len(recs)-1].Key
+				}
+				// Read again unchanged, nothing is new.
+				if again, _ := st.Changes(id, msgs, after, time.Unix(0, 0)); len(again) != 0 {
+					t.Errorf("turn %d read again: %d records, want 0", n, len(again))
+				}
+			}
+			var b strings.Builder
+			for _, r := range all {
+				m := session.Decode(r.Data)
+				fmt.Fprintf(&b, "L%d %s %v message=%v: %q\n", r.Key, m.Role, m.Tools, session.IsMessage(r.Data, false), m.Text)
+			}
+			golden := filepath.Join(dir, "golden")
+			if *update {
+				os.WriteFile(golden, []byte(b.String()), 0o644)
+			}
+			want, _ := os.ReadFile(golden)
+			if b.String() != string(want) {
+				t.Errorf("records differ from %s (go test -update rewrites it):\n%s", golden, b.String())
+			}
+		})
+	}
+	if found == 0 {
+		t.Fatal("no recorded document (make fixtures records Continue CLI's)")
+	}
+}
+
+// TestDocumentChanges: only what follows the longest unchanged prefix is
+// new, keys go on from the cursor, and a message keeps its id while what
+// precedes it is unchanged.
+func TestDocumentChanges(t *testing.T) {
+	msg := func(role, text string) map[string]any { return map[string]any{"role": role, "content": text} }
+	a, b, c, d := msg("user", "a"), msg("assistant", "b"), msg("user", "c"), msg("assistant", "d")
+	summary := msg("user", "e")
+	tests := []struct {
+		name   string
+		before [][]map[string]any // the document as it was read before, in turn
+		now    []map[string]any
+		want   []string // the new records' texts
+	}{
+		{"first read", nil, []map[string]any{a, b}, []string{"a", "b"}},
+		{"appended", [][]map[string]any{{a, b}}, []map[string]any{a, b, c, d}, []string{"c", "d"}},
+		{"unchanged", [][]map[string]any{{a, b}}, []map[string]any{a, b}, nil},
+		{"compacted, then more", [][]map[string]any{{a, b, c}}, []map[string]any{summary, d}, []string{"e", "d"}},
+		{"shrunk", [][]map[string]any{{a, b, c}}, []map[string]any{a}, nil},
+		{"shrunk, then another", [][]map[string]any{{a, b, c}, {a}}, []map[string]any{a, d}, []string{"d"}},
+		{"edited in the middle", [][]map[string]any{{a, b, c}}, []map[string]any{a, d, c}, []string{"d", "c"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var st DocState
+			var after int64
+			ids := map[string]bool{}
+			for _, doc := range tt.before {
+				var recs []spool.Record
+				recs, st = st.Changes("s", doc, after, time.Time{})
+				for _, r := range recs {
+					after = r.Key
+					ids[session.Decode(r.Data).ID] = true
+				}
+			}
+			// The state survives a restart.
+			enc, _ := st.MarshalBinary()
+			var st2 DocState
+			if err := st2.UnmarshalBinary(enc); err != nil {
+				t.Fatal(err)
+			}
+			recs, _ := st2.Changes("s", tt.now, after, time.Time{})
+			var got []string
+			for i, r := range recs {
+				if r.Key != after+int64(i)+1 {
+					t.Errorf("key %d: got %d, want %d", i, r.Key, after+int64(i)+1)
+				}
+				m := session.Decode(r.Data)
+				got = append(got, m.Text)
+				if ids[m.ID] {
+					t.Errorf("record %q has the id of one captured before: %s", m.Text, m.ID)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("new records: got %q, want %q", got, tt.want)
+			}
+		})
+	}
+	var st DocState
+	if err := st.UnmarshalBinary([]byte("abc")); err == nil {
+		t.Error("a state of 3 bytes decoded")
+	}
+}
+
+// FuzzContinueDocument: any document gives messages or none, each a JSON
+// line the decoder reads, keys increasing from the cursor.
+func FuzzContinueDocument(f *testing.F) {
+	doc, _ := os.ReadFile(filepath.Join("..", "session", "testdata", "agents", "continue-cli-1.5.47", "turn-2.json"))
+	f.Add(doc)
+	f.Add([]byte(`{"sessionId":"x","history":[{"message":{"role":"user","content":[{"type":"text","text":"hi"},{"type":"imageUrl"}]}},{"message":{"role":"assistant","toolCalls":[{"function":{"name":"Bash","arguments":"{"}}]},"toolCallStates":[{"status":"errored","output":[{"content":"no"}]}]},{"message":{"role":"assistant","content":"sum"},"conversationSummary":"sum"}]}`))
+	f.Add([]byte(`[{"sessionId":"x"}]`))
+	f.Add([]byte(`{"sessionId":"x","history":[{"message":null}]}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		fm, id, msgs := ParseDocument(doc)
+		if fm == nil {
+			return
+		}
+		recs, st := DocState{}.Changes(id, msgs, 7, time.Unix(1, 0))
+		if len(st.Sums) != len(msgs) || len(recs) != len(msgs) {
+			t.Fatalf("%d messages, %d sums, %d records", len(msgs), len(st.Sums), len(recs))
+		}
+		for i, r := range recs {
+			if r.Key != int64(8+i) {
+				t.Fatalf("key %d, want %d", r.Key, 8+i)
+			}
+			if !json.Valid(r.Data) || session.Decode(r.Data).Raw {
+				t.Fatalf("record %d: %s", r.Key, r.Data)
+			}
+		}
+	})
+}

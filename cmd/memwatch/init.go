@@ -38,6 +38,7 @@ var agentFinds = []agentFind{
 	{preset: "qwen-code", root: ".qwen/projects/*", sessions: []string{"chats/*.jsonl"}, memory: []string{"memory/*.md"}},
 	{preset: "opencode", root: ".local/share/opencode", sessions: []string{"opencode.db"}},
 	{preset: "kilo-code", root: ".local/share/kilo", sessions: []string{"kilo.db"}},
+	{preset: "continue-cli", root: ".continue", sessions: []string{"sessions/*-*.json"}},
 	{preset: "crush", root: "*/.crush", sessions: []string{"crush.db"}, listed: crushProjects},
 }
 

@@ -402,8 +402,10 @@ func (Layout) Sources(s *policy.Store) []recall.Source {
 		{Glob: f.memory(), Kind: recall.Text, Label: "memory"},
 		{Glob: OptionsOf(s).Sessions, Exclude: OptionsOf(s).SessionsExclude, Kind: recall.Log, Label: "messages"},
 	}
-	if db := OptionsOf(s).TranscriptsDB; db != "" {
-		out = append(out, recall.Source{Glob: db, Kind: recall.Records, Label: "messages"})
+	for _, g := range []string{OptionsOf(s).TranscriptsDB, OptionsOf(s).TranscriptsJSON} {
+		if g != "" {
+			out = append(out, recall.Source{Glob: g, Kind: recall.Records, Label: "messages"})
+		}
 	}
 	switch OptionsOf(s).HistoryFormat {
 	case FormatJSONL, FormatAuto:

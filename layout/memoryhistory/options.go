@@ -32,6 +32,11 @@ type Options struct {
 	// as rows (OpenClaw 2026.7.2 and later: transcripts.go), inside each
 	// root; read-only, every session a log of the spool.
 	TranscriptsDB string `yaml:"transcripts_db" path:"glob"`
+	// TranscriptsJSON is the glob of JSON documents holding a
+	// conversation each, which the agent writes whole on every change
+	// (Continue CLI's sessions/*.json: transcripts.Document), inside each
+	// root; every conversation a log of the spool.
+	TranscriptsJSON string `yaml:"transcripts_json" path:"glob"`
 	// Consolidate turns conversations into history entries (and facts,
 	// with an LLM). Off for agents that consolidate their own (nanobot's
 	// Consolidator and Dream, OpenClaw's daily notes and Dreaming, Claude

@@ -2,9 +2,13 @@ package memoryhistory
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/layout"
@@ -30,6 +34,7 @@ const transcriptBatches = 20
 // captureTranscripts copies the new events of the root's transcript
 // databases into the spool.
 func captureTranscripts(ctx context.Context, env *layout.Env, root *confine.Root) {
+	captureDocuments(ctx, env, root)
 	glob := OptionsOf(env.Store).TranscriptsDB
 	if glob == "" || env.Spool == nil {
 		return
@@ -119,4 +124,92 @@ func readTranscripts(ctx context.Context, env *layout.Env, root *confine.Root, r
 		}
 	}
 	return total, nil
+}
+
+// Agents that keep a conversation as a JSON document written whole on
+// every change (Continue CLI) are read through the transcripts package's
+// Document formats: each document becomes a spool log of its own
+// (FILE#<session id>), its messages captured after the longest prefix
+// already captured (the state, a hash a message, in the state database;
+// the document may shrink when the agent compacts it). A document is read
+// again only when its size, time or inode changed: read whole, as the
+// agent wrote it whole.
+const docStateNS = "document-transcript"
+
+// docStamp is what says a document changed since it was last read.
+type docStamp struct {
+	size, mtime int64
+	ino         uint64
+}
+
+func captureDocuments(ctx context.Context, env *layout.Env, root *confine.Root) {
+	glob := OptionsOf(env.Store).TranscriptsJSON
+	if glob == "" || env.Spool == nil {
+		return
+	}
+	docs, _ := root.Glob(glob)
+	for _, rel := range docs {
+		fi, err := root.Lstat(rel)
+		if err != nil || !fi.Mode().IsRegular() || confine.IsTemp(rel) {
+			continue
+		}
+		stamp := docStamp{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			stamp.ino = st.Ino
+		}
+		memo := "document:" + rel
+		if s, ok := env.Memo.Get(root.Path(), memo).(docStamp); ok && s == stamp {
+			continue
+		}
+		n, done, err := readDocument(ctx, env, root, rel, fi.ModTime())
+		if err != nil && ctx.Err() == nil {
+			env.Log.Warn("transcript document not read; tried again on the next change", "root", root.Path(), "file", rel, "err", err)
+			continue
+		}
+		if done {
+			env.Memo.Put(root.Path(), memo, stamp)
+		}
+		if n > 0 {
+			env.Log.Debug("captured transcript messages", "root", root.Path(), "file", rel, "messages", n)
+		}
+	}
+}
+
+// readDocument captures a document's new messages; done is false when it
+// could not be parsed (half written: the agent rewrites it in place) and
+// is to be read again.
+func readDocument(ctx context.Context, env *layout.Env, root *confine.Root, rel string, written time.Time) (n int, done bool, err error) {
+	doc, err := root.ReadFile(rel)
+	if errors.Is(err, confine.ErrTooLarge) {
+		return 0, true, err // read again when it changes
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	f, id, msgs := transcripts.ParseDocument(doc)
+	if f == nil {
+		return 0, !json.Valid(doc), nil // another file, or one being written
+	}
+	log := spool.RecordLog(rel, id)
+	key := root.Path() + "\x00" + log
+	var st transcripts.DocState
+	if b, ok, err := env.DB.Get(ctx, docStateNS, key); err != nil {
+		return 0, false, err
+	} else if ok && st.UnmarshalBinary(b) != nil {
+		st = transcripts.DocState{} // not ours: captured whole again, each message under its id
+	}
+	cursor, err := env.Spool.RecordCursor(ctx, root.Path(), log)
+	if err != nil {
+		return 0, false, err
+	}
+	recs, next := st.Changes(id, msgs, cursor, written)
+	if len(recs) > 0 {
+		res, err := env.Spool.CaptureRecords(ctx, root.Path(), log, recs, spool.Options{MaxLine: int(env.Store.MaxLine), IsMessage: session.IsMessage})
+		if err != nil {
+			return 0, false, err
+		}
+		n = res.Lines
+	}
+	b, _ := next.MarshalBinary()
+	return n, true, env.DB.Put(ctx, docStateNS, key, b)
 }
