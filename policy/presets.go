@@ -137,6 +137,18 @@ var Presets = map[string]Preset{
 		},
 		About: "every session in ~/.continue/sessions (its messages, tool calls and results) becomes searchable, each message once, what a compaction replaced included, and is consolidated into ~/.continue/memwatch/HISTORY.md, one entry per finished conversation",
 	},
+	"copilot-cli": {
+		Name: "copilot-cli", Agent: "GitHub Copilot CLI", Layout: "memory-history",
+		Paths: []string{"~/.copilot"},
+		Options: map[string]any{
+			"sessions":    "session-state/*/events.jsonl", // session-state/<session id>/events.jsonl, appended
+			"memory_dir":  "memwatch",                     // Copilot CLI keeps no memory of its own (session-store.db repeats the turns for its search)
+			"archive_dir": "memwatch/archive",
+			"window":      200,
+			"keep":        20,
+		},
+		About: "every session's events.jsonl becomes searchable (each message once, with its role; tool calls and results included, the harness's events left out) and is consolidated into ~/.copilot/memwatch/HISTORY.md, one entry per finished conversation",
+	},
 	"crush": {
 		Name: "crush", Agent: "Crush", Layout: "memory-history",
 		// A project's data directory; crush lists the projects it has run

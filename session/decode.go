@@ -57,6 +57,8 @@ type Message struct {
 //     session_meta, turn_context, event_msg and compacted lines are meta
 //     (event_msg repeats what response_item lines hold), and so are the
 //     harness's developer messages;
+//   - Gemini CLI (gemini.go) and GitHub Copilot CLI (copilot.go), a file
+//     each;
 //   - Qwen Code (0.24, ~/.qwen/projects/<cwd>/chats/<session>.jsonl,
 //     recorded): Claude Code's envelope (type user|assistant|tool_result|
 //     system, uuid, parentUuid) around Gemini API content ({"role":
@@ -68,6 +70,7 @@ type lineShape struct {
 	Parts     json.RawMessage `json:"parts"`   // Qwen Code: Gemini API parts inside a Claude Code-like envelope
 	Message   json.RawMessage `json:"message"` // an object (Claude Code, OpenClaw) or a string (Codex events)
 	Payload   json.RawMessage `json:"payload"`
+	Data      json.RawMessage `json:"data"` // Copilot CLI's events: copilot.go
 	Timestamp stamp           `json:"timestamp"`
 	CreatedAt json.RawMessage `json:"createdAt"`
 	ToolCalls []struct {
@@ -194,6 +197,9 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 	}
 	if isGemini(&l) {
 		return decodeGemini(line, &l, unmarshal)
+	}
+	if isCopilot(&l) {
+		return decodeCopilot(line, &l, unmarshal)
 	}
 	ts := l.Timestamp.Time
 	inner := &l
@@ -418,7 +424,7 @@ func joinText(a, b string) string {
 func IsMessage(line []byte, cut bool) bool {
 	if cut {
 		head := line[:min(len(line), 4096)]
-		for _, p := range []string{`"role":"user"`, `"role":"assistant"`, `"role": "user"`, `"role": "assistant"`, `"type":"user"`, `"type":"assistant"`, `"type":"gemini"`} {
+		for _, p := range []string{`"role":"user"`, `"role":"assistant"`, `"role": "user"`, `"role": "assistant"`, `"type":"user"`, `"type":"assistant"`, `"type":"gemini"`, `"type":"user.message"`, `"type":"assistant.message"`, `"type":"tool.execution_complete"`} {
 			if strings.Contains(string(head), p) {
 				return true
 			}
@@ -504,6 +510,8 @@ func classify(line []byte) (msg, sure bool) {
 		return false, false // Claude Code: the inner message decides (it may be empty)
 	case role == "" && (typ == "user" || typ == "gemini"):
 		return false, false // Gemini CLI's records: decode to tell
+	case role == "" && copilotRoles[typ] != "":
+		return false, false // Copilot CLI's events: decode to tell
 	case role == "" && !hasMessage:
 		return false, true // metadata, state, summaries: no role
 	}

@@ -39,6 +39,7 @@ var agentFinds = []agentFind{
 	{preset: "opencode", root: ".local/share/opencode", sessions: []string{"opencode.db"}},
 	{preset: "kilo-code", root: ".local/share/kilo", sessions: []string{"kilo.db"}},
 	{preset: "continue-cli", root: ".continue", sessions: []string{"sessions/*-*.json"}},
+	{preset: "copilot-cli", root: ".copilot", sessions: []string{"session-state/*/events.jsonl"}},
 	{preset: "crush", root: "*/.crush", sessions: []string{"crush.db"}, listed: crushProjects},
 }
 

@@ -82,8 +82,8 @@ func recordings(t *testing.T) []recording {
 		}
 		out = append(out, r)
 	}
-	if len(out) < 11 && only == "" {
-		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI, Qwen Code, nanobot, both OpenClaw formats, opencode, Kilo Code, Crush and Continue CLI", len(out))
+	if len(out) < 12 && only == "" {
+		t.Fatalf("recordings: got %d, want Claude Code, Codex, Gemini CLI, Qwen Code, nanobot, both OpenClaw formats, opencode, Kilo Code, Crush, Continue CLI and Copilot CLI", len(out))
 	}
 	return out
 }
