@@ -83,7 +83,9 @@ func initCmd(g *globals) *cobra.Command {
 		Use:   "init [--home DIR] [--write FILE]",
 		Short: "Find the agents you run and print the policy that maintains their memory",
 		Long: `Look under the home directory for the data of the agents memwatch knows
-(Claude Code, Codex, Gemini CLI, nanobot, OpenClaw) and print a policy with one store
+(Claude Code, Codex, Gemini CLI, Qwen Code, nanobot, OpenClaw, opencode,
+Kilo Code CLI, GitHub Copilot CLI, Continue CLI, Crush: the projects Crush
+lists in ~/.local/share/crush/projects.json) and print a policy with one store
 per agent found, using its preset, with how many sessions and memory files
 each has. --write FILE writes the policy there (refusing to overwrite one
 unless --force); then
