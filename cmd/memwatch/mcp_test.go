@@ -266,10 +266,13 @@ func TestMCPConformance(t *testing.T) {
 	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "state"))
 	p.waitLog("ready", 10*time.Second)
 	target, _ := url.Parse("http://" + addr)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.FlushInterval = -1 // server-sent events as they come
-	direct := proxy.Director
-	proxy.Director = func(r *http.Request) { direct(r); r.Header.Set("Authorization", "Bearer "+token) }
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Header.Set("Authorization", "Bearer "+token)
+		},
+		FlushInterval: -1, // server-sent events as they come
+	}
 	front := httptest.NewServer(proxy)
 	defer front.Close()
 	run := func(scenario string) string {
