@@ -19,6 +19,7 @@ import (
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
@@ -46,6 +47,9 @@ type Status struct {
 	// CatchUp is the start-up's progress while it lasts (see README,
 	// "Running it as a service": what ready means).
 	CatchUp *CatchUp `json:"catching_up,omitempty"`
+	// Replica is the replication of the state to a bucket, when the
+	// policy has one.
+	Replica *replica.Status `json:"replica,omitempty"`
 }
 
 // CatchUp is how far the start-up's first evaluation of every root is.
@@ -249,6 +253,10 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	st := Status{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, StateDir: d.cfg.StateDir, Policy: d.cfg.PolicyPath,
 		Stores: []StoreStatus{}, LLM: []LLMStatus{}}
+	if d.replica != nil && CallerOf(ctx).IsAdmin() {
+		rs := d.replica.Status()
+		st.Replica = &rs
+	}
 
 	var err error
 	if st.Watcher, err = d.watch.Counts(ctx); err != nil {

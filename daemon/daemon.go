@@ -28,6 +28,7 @@ import (
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/schedule"
@@ -99,7 +100,10 @@ type Daemon struct {
 	// versions keeps every version of the agents' memory files; losses
 	// are the recent deletions and large shrinks agents made (versions.go).
 	versions *versions.Store
-	losses   losses
+	// replica copies the state databases to a bucket (policy replicate);
+	// nil without one.
+	replica *replica.Replicator
+	losses  losses
 	bg       *background // capture and indexing as files are written
 	// verified lists the index files checked whole in this run; only the
 	// background goroutine uses it.
@@ -169,6 +173,12 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		return nil, err
 	}
 	d.versions.Sums = sums
+	if r := cfg.Policy.Replicate; r != nil {
+		if d.replica, err = replica.New(r, cfg.StateDir, log); err != nil {
+			d.closeState()
+			return nil, err
+		}
+	}
 	if err := d.apply(cfg.Policy); err != nil {
 		d.closeState()
 		return nil, err
@@ -404,6 +414,15 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	}
 	defer root.Close()
 	d.warnings.Clear(j.Root, RuleRootRefused)
+	if j.Rule == ruleEvaluate && j.Reason == "scan" {
+		// Logs gone while memwatch did not run (or on the host a
+		// restored state came from): their lines are held, not live.
+		if n, err := d.spool.MarkGone(ctx, root); err != nil {
+			d.log.Warn("mark the logs gone since memwatch last ran", "root", j.Root, "err", err)
+		} else if n > 0 {
+			d.log.Info("logs gone since memwatch last ran; their lines stay searchable from the spool", "root", j.Root, "logs", n)
+		}
+	}
 	if j.Rule == ruleEvaluate {
 		// Lines an agent wrote that a conflict left out of its live file
 		// come first, whatever the layout (see rewrite.Restore).
@@ -516,6 +535,15 @@ func (d *Daemon) serve(ctx context.Context) error {
 	wg.Add(3)
 	go func() { defer wg.Done(); errs <- d.engine.Run(engineCtx) }()
 	go func() { defer wg.Done(); errs <- d.watch.Run(watchCtx) }()
+	// Replication ends last: what the last jobs wrote is sent as it stops.
+	replicaCtx, stopReplica := context.WithCancel(context.Background())
+	defer stopReplica()
+	if d.replica != nil {
+		d.metrics.watchReplica(d.replica)
+		wg.Add(1)
+		// Its failures never stop memwatch: Run logs them and returns nil.
+		go func() { defer wg.Done(); _ = d.replica.Run(replicaCtx) }()
+	}
 	// Requests end with the daemon: long-lived ones (an MCP client's event
 	// stream) would otherwise hold Shutdown for its whole timeout.
 	apiCtx, stopAPI := context.WithCancel(context.Background())
@@ -565,6 +593,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 		_ = metricsSrv.Shutdown(shutdownCtx)
 		cancel()
 		os.Remove(d.cfg.Socket)
+		stopReplica()
 	}
 	select {
 	case <-d.watch.Ready():

@@ -3,6 +3,8 @@ package daemon
 import (
 	"runtime"
 
+	"github.com/memwatch/memwatch/replica"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -64,4 +66,31 @@ func newMetrics(version string) *metrics {
 		m.jobSeconds, m.llmUsed, m.llmBudget, m.llmFailures, m.refusals, m.stateBytes, m.archiveBytes, m.kept, m.versions, m.losses, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// watchReplica adds the replication's series, read from its status when
+// scraped.
+func (m *metrics) watchReplica(r *replica.Replicator) {
+	failures := prometheus.NewCounter(prometheus.CounterOpts{Name: "memwatch_replica_failures_total", Help: "Syncs of the state to the replica bucket that failed (memwatch retries; one WARN per outage)."})
+	r.SetOnFail(failures.Inc)
+	m.reg.MustRegister(failures,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "memwatch_replica_lag_seconds", Help: "How long the oldest change of the state not yet in the replica bucket has waited (0: the bucket has everything)."},
+			func() float64 { return r.Status().Lag }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "memwatch_replica_last_sync_timestamp_seconds", Help: "When the replica bucket last held every change of the state (Unix time)."},
+			func() float64 {
+				if t := r.Status().LastSync; !t.IsZero() {
+					return float64(t.UnixNano()) / 1e9
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "memwatch_replica_bucket_bytes", Help: "Bytes the state's replica holds in the bucket (snapshots and WAL segments; counted at most once a minute)."},
+			func() float64 { return float64(r.Status().Bytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "memwatch_replica_up", Help: "1 while the replica bucket is reachable and replication runs, 0 during an outage or when it was refused."},
+			func() float64 {
+				if st := r.Status(); st.Outage == "" && st.Refused == "" {
+					return 1
+				}
+				return 0
+			}),
+	)
 }

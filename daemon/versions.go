@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -327,11 +328,67 @@ func (d *Daemon) RestoreDeleted(ctx context.Context, root string, since time.Tim
 	return out, nil
 }
 
+// MissingVersions lists, for each memory file of root with versions that
+// is not on disk, its newest version that is no deletion: what restore
+// --missing writes back (after a state restore on a new host, say).
+func MissingVersions(ctx context.Context, vs *versions.Store, root *confine.Root) ([]versions.Version, error) {
+	files, err := vs.Files(ctx, root.Path())
+	if err != nil {
+		return nil, err
+	}
+	var out []versions.Version
+	for _, rel := range files {
+		if _, err := root.Lstat(rel); !errors.Is(err, fs.ErrNotExist) {
+			continue // on disk (or not ours to tell)
+		}
+		list, err := vs.List(ctx, root.Path(), rel)
+		if err != nil {
+			return nil, err
+		}
+		for i := len(list) - 1; i >= 0; i-- {
+			if !list[i].Deleted() {
+				out = append(out, list[i])
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// RestoreMissing writes back every memory file of root that has versions
+// and is not on disk, each as its newest version, through the safe
+// rewrite (owned by the root's owner).
+func (d *Daemon) RestoreMissing(ctx context.Context, rootPath string) ([]RestoreResult, error) {
+	rt, _ := d.storeFor(rootPath)
+	if rt == nil {
+		return nil, fmt.Errorf("restore --missing: %s is not a root of any store", rootPath)
+	}
+	root, err := OpenRoot(rt.store, rootPath)
+	if err != nil {
+		return nil, err
+	}
+	missing, err := MissingVersions(ctx, d.versions, root)
+	root.Close()
+	if err != nil {
+		return nil, err
+	}
+	out := []RestoreResult{}
+	for _, v := range missing {
+		res, err := d.RestoreVersion(ctx, RestoreRequest{Root: rootPath, Path: v.Path, Version: v.N})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
 func (d *Daemon) versionRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/versions", d.handleVersions)
 	mux.HandleFunc("GET /v1/versions/content", d.handleVersionContent)
 	mux.HandleFunc("POST /v1/versions/restore", d.handleRestoreVersion)
 	mux.HandleFunc("POST /v1/versions/restore-deleted", d.handleRestoreDeleted)
+	mux.HandleFunc("POST /v1/versions/restore-missing", d.handleRestoreMissing)
 }
 
 // versionPath finds the root and root-relative path of ?path= (absolute)
@@ -465,6 +522,24 @@ func (d *Daemon) handleRestoreDeleted(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := d.RestoreDeleted(r.Context(), filepath.Clean(req.Root), req.Since)
+	if err != nil {
+		writeErr(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (d *Daemon) handleRestoreMissing(w http.ResponseWriter, r *http.Request) {
+	var req RestoreDeletedRequest // its root; since is not used
+	if err := d.decodeBody(w, r, &req); err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
+	s, ok := d.needRoot(w, r, filepath.Clean(req.Root), policy.RightUndo)
+	if !ok || !d.mayRestore(w, s) {
+		return
+	}
+	res, err := d.RestoreMissing(r.Context(), filepath.Clean(req.Root))
 	if err != nil {
 		writeErr(w, http.StatusUnprocessableEntity, err)
 		return

@@ -177,6 +177,7 @@ type mergeState struct {
 	mcpPos       *Pos
 	metricsPos   *Pos
 	uiPos        *Pos
+	replicatePos *Pos
 	shutdownSeen *Pos
 	maxJobsSeen  *Pos
 }
@@ -256,7 +257,7 @@ func (d *decoder) decodeFile(data []byte) {
 	if !ok {
 		return
 	}
-	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "mcp", "metrics", "ui", "shutdown_timeout", "max_jobs", "spool_retention", "journal_max_age", "journal_max_bytes", "job_timeout", "llm", "stores"}, nil)
+	d.checkKeys(top, "top level", []string{"version", "state_dir", "control", "mcp", "metrics", "ui", "shutdown_timeout", "max_jobs", "spool_retention", "journal_max_age", "journal_max_bytes", "job_timeout", "llm", "replicate", "stores"}, nil)
 	var versionNode ast.Node
 	for _, kv := range top {
 		k, v := keyOf(kv), kv.Value
@@ -319,6 +320,9 @@ func (d *decoder) decodeFile(data []byte) {
 			d.decodeUI(v)
 		case "llm":
 			d.decodeLLM(v)
+		case "replicate":
+			d.once(&d.seen.replicatePos, kv.Key, "replicate")
+			d.decodeReplicate(kv)
 		case "stores":
 			d.decodeStores(v)
 		}
@@ -865,6 +869,96 @@ func (d *decoder) decodeLLM(n ast.Node) {
 		}
 		d.p.LLM[name] = ep
 	}
+}
+
+var replicateKeys = []string{"url", "endpoint", "region", "access_key_env", "secret_key_env", "access_key_file", "secret_key_file", "force_path_style", "retention", "sync_interval"}
+
+// decodeReplicate reads replicate: the bucket the state is copied to.
+func (d *decoder) decodeReplicate(kv *ast.MappingValueNode) {
+	fields, ok := d.mapping(kv.Value, "replicate")
+	if !ok {
+		return
+	}
+	d.checkKeys(fields, "replicate", replicateKeys, nil)
+	r := &Replicate{Region: "us-east-1", Retention: 72 * time.Hour, SyncInterval: 250 * time.Millisecond, Pos: d.pos(kv.Key)}
+	has := map[string]ast.Node{}
+	for _, f := range fields {
+		k, v := keyOf(f), f.Value
+		has[k] = v
+		field := "replicate." + k
+		switch k {
+		case "url":
+			if s, ok := d.str(v, field); ok {
+				u, err := url.Parse(s)
+				if err != nil || u.Scheme != "s3" || u.Host == "" || u.User != nil || u.RawQuery != "" {
+					d.errorf(v, "%s must be s3://BUCKET/PREFIX (the bucket, then where in it the state goes)", field)
+				} else {
+					r.URL, r.Bucket, r.Prefix = s, u.Host, strings.Trim(u.Path, "/")
+				}
+			}
+		case "endpoint":
+			if s, ok := d.str(v, field); ok {
+				u, err := url.Parse(s)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+					d.errorf(v, "%s must be an http(s) URL such as http://127.0.0.1:9000 (no credentials in it: use access_key_env)", field)
+				} else {
+					r.Endpoint = strings.TrimRight(s, "/")
+				}
+			}
+		case "region":
+			r.Region, _ = d.str(v, field)
+		case "access_key_env":
+			r.AccessKeyEnv, _ = d.str(v, field)
+		case "secret_key_env":
+			r.SecretKeyEnv, _ = d.str(v, field)
+		case "access_key_file", "secret_key_file":
+			if s, ok := d.str(v, field); ok {
+				path := expandHome(s)
+				if fi, err := os.Stat(path); err != nil {
+					d.errorf(v, "%s: cannot read %s: %v", field, path, errors.Unwrap(err))
+				} else if fi.Mode().Perm()&0o077 != 0 {
+					d.errorf(v, "%s: %s is readable by group or others (mode %04o); run chmod 600 %s", field, path, fi.Mode().Perm(), path)
+				}
+				if k == "access_key_file" {
+					r.AccessKeyFile = path
+				} else {
+					r.SecretKeyFile = path
+				}
+			}
+		case "force_path_style":
+			r.ForcePathStyle, _ = d.boolVal(v, field)
+		case "retention":
+			if t, ok := d.duration(v, field); ok {
+				if t < time.Hour {
+					d.errorf(v, "%s must be at least 1h (snapshots older than it are deleted from the bucket)", field)
+				} else {
+					r.Retention = t
+				}
+			}
+		case "sync_interval":
+			if t, ok := d.duration(v, field); ok {
+				if t < 50*time.Millisecond || t > time.Minute {
+					d.errorf(v, "%s must be between 50ms and 1m (how far the bucket may be behind)", field)
+				} else {
+					r.SyncInterval = t
+				}
+			}
+		}
+	}
+	if has["url"] == nil {
+		d.errorf(kv.Key, "missing required key url in replicate: s3://BUCKET/PREFIX")
+	}
+	for _, pair := range [][2]string{{"access_key_env", "access_key_file"}, {"secret_key_env", "secret_key_file"}} {
+		if has[pair[0]] != nil && has[pair[1]] != nil {
+			d.errorf(has[pair[1]], "replicate sets both %s and %s; keep one", pair[0], pair[1])
+		}
+	}
+	access := has["access_key_env"] != nil || has["access_key_file"] != nil
+	secret := has["secret_key_env"] != nil || has["secret_key_file"] != nil
+	if access != secret {
+		d.errorf(kv.Key, "replicate names an access key without a secret, or a secret without an access key: give both (access_key_env and secret_key_env, or the _file keys), or neither for the AWS SDK's default chain")
+	}
+	d.p.Replicate = r
 }
 
 var storeKeys = []string{"name", "preset", "layout", "paths", "compactor", "llm", "settle", "cooldown", "sweep", "max_loss",

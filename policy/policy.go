@@ -41,7 +41,10 @@ type Policy struct {
 	// job is cancelled, reported, and its slot freed.
 	JobTimeout time.Duration
 	LLM        map[string]*Endpoint
-	Stores     []*Store
+	// Replicate, when set, copies the state databases to S3-compatible
+	// object storage as they change (replica/).
+	Replicate *Replicate
+	Stores    []*Store
 	// Files lists the files the policy was loaded from, for messages.
 	Files []string
 }
@@ -115,6 +118,25 @@ type MCP struct {
 	// used for that long.
 	MaxSessions int
 	SessionIdle time.Duration
+}
+
+// Replicate is where the state databases are replicated: an S3 bucket
+// and prefix, on AWS or any S3-compatible server.
+type Replicate struct {
+	URL            string // s3://BUCKET/PREFIX as given
+	Bucket, Prefix string // from URL
+	Endpoint       string // empty: AWS
+	Region         string
+	// The credentials: environment variables or files (0600) naming the
+	// access key id and the secret; none: the AWS SDK's default chain.
+	AccessKeyEnv, SecretKeyEnv   string
+	AccessKeyFile, SecretKeyFile string
+	ForcePathStyle               bool
+	// Retention is how long snapshots and WAL segments stay in the bucket.
+	Retention time.Duration
+	// SyncInterval is how often changes are sent: the lag, at most.
+	SyncInterval time.Duration
+	Pos          Pos
 }
 
 // Endpoint is a named OpenAI-compatible LLM endpoint.

@@ -74,6 +74,39 @@ func (s *Spool) Capture(ctx context.Context, root *confine.Root, rel string, o O
 	}
 }
 
+// MarkGone marks the logs of root whose files are gone as missing, so
+// their lines are held (searchable, consolidated) rather than expected in
+// a live file: a log deleted while memwatch was not running, or one of a
+// state restored on a new host. It returns how many it marked.
+func (s *Spool) MarkGone(ctx context.Context, root *confine.Root) (int, error) {
+	logs, err := s.Logs(ctx, root.Path())
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range logs {
+		if l.Missing || l.ino == virtualIno {
+			continue
+		}
+		if _, err := root.Lstat(l.Path); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		unlock := s.lock(root.Path(), l.Path)
+		st, found, err := s.Find(ctx, root.Path(), l.Path)
+		if err == nil && found && !st.Missing {
+			st.Missing, st.LiveMsgs, st.LiveFrom = true, 0, st.Seq+1
+			st.Lines, st.Offset, st.dev, st.ino, st.tailOff, st.tailHash = 0, 0, 0, 0, 0, 0
+			err = s.saveLog(ctx, s.db, &st)
+			n++
+		}
+		unlock()
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o Options) (res Result, err error) {
 	var drained Result
 	defer func() { res.Lines, res.Messages = res.Lines+drained.Lines, res.Messages+drained.Messages }()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/layout/nowhistory"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/replica"
 )
 
 func statusCmd(g *globals) *cobra.Command {
@@ -107,6 +109,9 @@ func printStatus(g *globals, st daemon.Status) {
 		}
 	}
 	fmt.Fprintf(w, "\nstate directory holds: journal %s, spool %s, recall index %s, versions %s\n", policy.Size(st.Disk.Journal), policy.Size(st.Disk.Spool), policy.Size(st.Disk.Index), policy.Size(st.Disk.Versions))
+	if r := st.Replica; r != nil {
+		fmt.Fprintf(w, "replica: %s\n", replicaLine(*r))
+	}
 	if len(st.Losses) > 0 {
 		fmt.Fprintf(w, "\nagents deleted or cut memory files (their versions are kept; memwatch versions PATH lists them):\n")
 		for _, l := range st.Losses {
@@ -136,4 +141,23 @@ func printStatus(g *globals, st daemon.Status) {
 	for _, l := range st.LLM {
 		fmt.Fprintf(w, "llm %s: %d of %d tokens used today\n", l.Endpoint, l.Used, l.Budget)
 	}
+}
+
+// replicaLine says in one line how the replication of the state is doing.
+func replicaLine(r replica.Status) string {
+	switch {
+	case r.Refused != "":
+		return fmt.Sprintf("%s: not replicating: %s", r.URL, r.Refused)
+	case r.Outage != "":
+		return fmt.Sprintf("%s: unreachable since %s (%s); %d failed sync(s), changes kept here until it answers", r.URL, r.Since.Local().Format(time.DateTime), r.Outage, r.Failures)
+	}
+	bytes := "not counted yet"
+	if r.Bytes >= 0 {
+		bytes = policy.Size(r.Bytes).String()
+	}
+	lag := "in sync"
+	if r.Pending {
+		lag = fmt.Sprintf("%.1fs behind (%s)", r.Lag, strings.Join(r.Behind, ", "))
+	}
+	return fmt.Sprintf("%s: %s, last in sync %s, bucket holds %s, %d failed sync(s)", r.URL, lag, r.LastSync.Local().Format(time.DateTime), bytes, r.Failures)
 }

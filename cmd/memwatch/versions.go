@@ -90,10 +90,10 @@ With a root directory instead of a file it lists the files that have versions.`,
 }
 
 func restoreCmd(g *globals) *cobra.Command {
-	var deleted string
+	var deleted, missing string
 	var since time.Duration
 	cmd := &cobra.Command{
-		Use:   "restore PATH@VERSION | PATH@TIME | --deleted ROOT [--since 1h]",
+		Use:   "restore PATH@VERSION | PATH@TIME | --deleted ROOT [--since 1h] | --missing ROOT",
 		Short: "Put an earlier version of a memory file back, or files an agent deleted",
 		Long: `Put a version of a memory file back through the safe rewrite: what the
 file holds now is archived first, the change is journaled, and memwatch
@@ -103,16 +103,27 @@ undo takes it back again.
   memwatch restore MEMORY.md@2026-11-25T09:00:00Z # the version of that time
   memwatch restore MEMORY.md@2h                   # the version of two hours ago
   memwatch restore --deleted ~/notes --since 1h   # every memory file an agent deleted in the last hour
+  memwatch restore --missing ~/notes              # every memory file with versions not on disk (a new host)
 
 It needs the undo right and a store that allows undo (allow_undo). With
 the daemon running it goes through it; otherwise it runs here, as undo does.`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if deleted != "" {
+			if deleted != "" || missing != "" {
 				return cobra.NoArgs(cmd, args)
 			}
 			return cobra.ExactArgs(1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if deleted != "" && missing != "" {
+				return usageError{errors.New("restore: --deleted or --missing, not both")}
+			}
+			if missing != "" {
+				root, err := filepath.Abs(missing)
+				if err != nil {
+					return err
+				}
+				return g.restoreMissing(cmd.Context(), root)
+			}
 			if deleted != "" {
 				root, err := filepath.Abs(deleted)
 				if err != nil {
@@ -137,6 +148,7 @@ the daemon running it goes through it; otherwise it runs here, as undo does.`,
 	}
 	cmd.Flags().StringVar(&deleted, "deleted", "", "bring back the memory files an agent deleted under this root")
 	cmd.Flags().DurationVar(&since, "since", time.Hour, "with --deleted: how far back deletions count")
+	cmd.Flags().StringVar(&missing, "missing", "", "bring back every memory file of this root that has versions and is not on disk")
 	return cmd
 }
 
@@ -315,6 +327,46 @@ func (g *globals) restoreDeleted(ctx context.Context, root string, since time.Ti
 	}
 	if len(res) == 0 {
 		fmt.Fprintf(g.stdout, "no memory file of %s was deleted since %s\n", root, since.Local().Format(time.DateTime))
+	}
+	for _, r := range res {
+		printRestore(g, r)
+	}
+	return nil
+}
+
+func (g *globals) restoreMissing(ctx context.Context, root string) error {
+	ctl, p, dir, err := g.controlFor()
+	if err != nil {
+		return err
+	}
+	var res []daemon.RestoreResult
+	err = ctl.do(ctx, "POST", "/v1/versions/restore-missing", jsonBody(daemon.RestoreDeletedRequest{Root: root}), &res)
+	if errors.Is(err, errNoDaemon) {
+		err = offlineVersions(dir, p, root, func(rw *rewrite.Rewriter, vs *versions.Store, s *policy.Store, rootPath string) error {
+			r, err := daemon.OpenRoot(s, rootPath)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			missing, err := daemon.MissingVersions(ctx, vs, r)
+			if err != nil {
+				return err
+			}
+			for _, v := range missing {
+				one, err := daemon.RestoreVersion(ctx, rw, vs, r, s.Name, daemon.RestoreRequest{Path: filepath.Join(rootPath, v.Path), Version: v.N})
+				if err != nil {
+					return err
+				}
+				res = append(res, one)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return err
+	}
+	if len(res) == 0 {
+		fmt.Fprintf(g.stdout, "every memory file of %s with versions is on disk: nothing to restore\n", root)
 	}
 	for _, r := range res {
 		printRestore(g, r)

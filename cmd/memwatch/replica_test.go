@@ -1,0 +1,314 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/versions"
+)
+
+// s3Server is a real S3-compatible server: versitygw, pinned in
+// test/s3server (a module of its own: not a dependency of memwatch),
+// serving the directories under dir as buckets.
+type s3Server struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	addr string
+	cmd  *exec.Cmd
+	log  strings.Builder
+}
+
+const s3Key, s3Secret = "memwatch-test", "memwatch-test-secret-0123456789"
+
+// versitygw builds the server once per go.sum of test/s3server, in the
+// user's cache directory.
+func versitygw(t *testing.T) string {
+	t.Helper()
+	sum, err := os.ReadFile(filepath.Join("..", "..", "test", "s3server", "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(sum)
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	bin := filepath.Join(cache, "memwatch-test", "versitygw-"+hex.EncodeToString(h[:6]))
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	cmd := exec.Command("go", "build", "-o", bin+".tmp", "github.com/versity/versitygw/cmd/versitygw")
+	cmd.Dir = filepath.Join("..", "..", "test", "s3server")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build versitygw (test/s3server): %v\n%s", err, out)
+	}
+	if err := os.Rename(bin+".tmp", bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+func newS3Server(t *testing.T, bucket string) *s3Server {
+	t.Helper()
+	s := &s3Server{t: t, bin: versitygw(t), dir: t.TempDir(), addr: freeAddr(t)}
+	if err := os.MkdirAll(filepath.Join(s.dir, bucket), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *s3Server) start() {
+	s.t.Helper()
+	s.cmd = exec.Command(s.bin, "--port", s.addr, "posix", s.dir)
+	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s3Key, "ROOT_SECRET_KEY="+s3Secret)
+	s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	waitUntil(s.t, 10*time.Second, func() bool { return answersTCP(s.addr) })
+	if !answersTCP(s.addr) {
+		s.t.Fatalf("versitygw did not listen on %s:\n%s", s.addr, s.log.String())
+	}
+}
+
+func (s *s3Server) stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+func answersTCP(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// replicaStatus is the daemon's replica status (memwatch status --json).
+func replicaStatus(t *testing.T, pol, stateDir string) daemon.Status {
+	t.Helper()
+	out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", stateDir).Output()
+	var st daemon.Status
+	if err != nil || json.Unmarshal(out, &st) != nil {
+		return st
+	}
+	return st
+}
+
+// TestReplicaRestoresAHost: the real daemon replicates its state to a real
+// S3 server while an agent writes five memory files a hundred times each
+// and 500 session lines, the server stopped for 30 s in the middle. Then
+// the host dies (SIGKILL, its state and the agent's files deleted): a new
+// state restored from the bucket and restore --missing bring back every
+// file as it was, every version, and every line with its citation.
+func TestReplicaRestoresAHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a minute with a real S3 server")
+	}
+	srv := newS3Server(t, "memwatch")
+	t.Setenv("MEMWATCH_S3_KEY", s3Key)
+	t.Setenv("MEMWATCH_S3_SECRET", s3Secret)
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "agents", "notes")
+	talk := filepath.Join(dir, "agents", "talk")
+	for _, d := range []string{filepath.Join(notes, "facts"), filepath.Join(talk, "sessions")} {
+		os.MkdirAll(d, 0o755)
+	}
+	pol := writePolicy(t, dir, fmt.Sprintf(`replicate:
+  url: s3://memwatch/host-1
+  endpoint: http://%s
+  access_key_env: MEMWATCH_S3_KEY
+  secret_key_env: MEMWATCH_S3_SECRET
+  force_path_style: true
+stores:
+  - name: notes
+    layout: facts-episodes
+    paths: [%q]
+    settle: 100ms
+  - name: talk
+    layout: memory-history
+    paths: [%q]
+    settle: 100ms
+    consolidate: false
+`, srv.addr, notes, talk))
+	state1 := filepath.Join(dir, "state-1")
+	p := start(t, "--policy", pol, "--state-dir", state1)
+	p.waitLog("replicating the state", 10*time.Second)
+
+	const files, saves, lines = 5, 100, 500
+	fact := func(f, i int) string {
+		return fmt.Sprintf("# fact %d\n\n- the walrus-%d ledger deploys on day %d\n- save %d of file %d\n", f, f, i%28+1, i, f)
+	}
+	session := filepath.Join(talk, "sessions", "chat.jsonl")
+	// write runs the agent: saves [from, to) of each file, one every
+	// gap, and session lines [lfrom, lto) in the same time.
+	write := func(from, to, lfrom, lto int, gap time.Duration) {
+		var wg sync.WaitGroup
+		for f := range files {
+			wg.Go(func() {
+				for i := from; i < to; i++ {
+					os.WriteFile(filepath.Join(notes, "facts", fmt.Sprintf("f%d.md", f)), []byte(fact(f, i)), 0o644)
+					time.Sleep(gap)
+				}
+			})
+		}
+		wg.Go(func() {
+			per := gap * time.Duration(to-from) / time.Duration(lto-lfrom)
+			for i := lfrom; i < lto; i++ {
+				fd, err := os.OpenFile(session, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				fmt.Fprintf(fd, `{"role":"user","content":"quokkaline tok%04d asks about the ledger","timestamp":"2026-11-25T10:00:00Z"}`+"\n", i)
+				fd.Close()
+				time.Sleep(per)
+			}
+		})
+		wg.Wait()
+	}
+	inSync := func(within time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for time.Since(start) < within+5*time.Second {
+			if r := replicaStatus(t, pol, state1).Replica; r != nil && r.Outage == "" && !r.Pending && r.Lag == 0 && !r.LastSync.Before(start) {
+				return time.Since(start)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("the bucket was not in sync within %v: %+v", within+5*time.Second, replicaStatus(t, pol, state1).Replica)
+		return 0
+	}
+
+	// Half of it with the server up: in the bucket within 2 s.
+	write(0, saves/2, 0, lines/2, 200*time.Millisecond)
+	if took := inSync(2 * time.Second); took > 2*time.Second {
+		t.Errorf("the bucket held the writes %v after the last, want within 2s", took)
+	} else {
+		t.Logf("in the bucket %v after the last write", took.Round(10*time.Millisecond))
+	}
+
+	// The server stops for 30 s; the agent keeps writing; memwatch keeps
+	// working and says so once.
+	srv.stop()
+	outage := time.Now()
+	write(saves/2, saves, lines/2, lines, 30*time.Second/time.Duration(saves/2))
+	if d := time.Since(outage); d < 30*time.Second {
+		time.Sleep(30*time.Second - d)
+	}
+	srv.start()
+	back := time.Now()
+	took := inSync(5 * time.Second)
+	if took > 5*time.Second {
+		t.Errorf("caught up %v after the server came back, want within 5s", took)
+	}
+	t.Logf("caught up %v after the server came back (%v down)", took.Round(10*time.Millisecond), back.Sub(outage).Round(time.Second))
+	warns := 0
+	p.mu.Lock()
+	for _, l := range p.lines {
+		if l["level"] == "WARN" && strings.Contains(fmt.Sprint(l["msg"]), "replication") {
+			warns++
+		}
+		if strings.Contains(fmt.Sprint(l), s3Secret) {
+			t.Errorf("a log line holds the secret: %v", l)
+		}
+	}
+	p.mu.Unlock()
+	if warns != 1 {
+		t.Errorf("replication WARN lines: got %d, want 1 for the one outage", warns)
+	}
+	// memwatch kept working during the outage: every save was versioned.
+	last := map[string][]byte{}
+	for f := range files {
+		path := filepath.Join(notes, "facts", fmt.Sprintf("f%d.md", f))
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last[path] = b
+	}
+	sessionBytes, _ := os.ReadFile(session)
+
+	// The host dies.
+	p.cmd.Process.Kill()
+	<-p.done
+	for _, d := range []string{state1, notes, talk} {
+		if err := os.RemoveAll(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(notes, 0o755)
+	os.MkdirAll(talk, 0o755)
+
+	// A new host: the state from the bucket, then the files.
+	state2 := filepath.Join(dir, "state-2")
+	if out, err := exec.Command(memwatchFast, "state", "restore", "--policy", pol, "--state-dir", state2).CombinedOutput(); err != nil {
+		t.Fatalf("memwatch state restore: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(memwatchFast, "state", "restore", "--policy", pol, "--state-dir", state2).CombinedOutput(); err == nil || !strings.Contains(string(out), "not empty") {
+		t.Errorf("a second restore into the same directory: %v\n%s, want it refused", err, out)
+	}
+	p2 := start(t, "--policy", pol, "--state-dir", state2)
+	p2.waitLog("ready", 10*time.Second)
+	if out, err := exec.Command(memwatchFast, "restore", "--missing", notes, "--policy", pol, "--state-dir", state2).CombinedOutput(); err != nil {
+		t.Fatalf("memwatch restore --missing: %v\n%s", err, out)
+	}
+	for path, want := range last {
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s after the restore: %q (%v), want %q", path, got, err, want)
+		}
+		byAgent := 0
+		for _, v := range listVersions(t, pol, state2, path) {
+			if v.Writer == versions.ByAgent && !v.Deleted() {
+				byAgent++
+			}
+		}
+		if byAgent < saves {
+			t.Errorf("%s: %d versions by the agent after the restore, want %d", path, byAgent, saves)
+		}
+	}
+	// Every session line, from the restored spool, with its citation.
+	out, err := exec.Command(memwatchFast, "recall", "--policy", pol, "--state-dir", state2, "--all", "--scope", "messages", "--limit", "2000", "--json", "quokkaline").Output()
+	if err != nil {
+		t.Fatalf("recall: %v", err)
+	}
+	var res []struct{ Text, Citation string }
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("recall --json: %v\n%s", err, out)
+	}
+	found := map[string]bool{}
+	for _, r := range res {
+		if i := strings.Index(r.Text, "tok"); i >= 0 && len(r.Text) >= i+7 && strings.Contains(r.Citation, "chat.jsonl") {
+			found[r.Text[i:i+7]] = true
+		}
+	}
+	missing := 0
+	for i := range lines {
+		if !found[fmt.Sprintf("tok%04d", i)] {
+			missing++
+		}
+	}
+	if missing > 0 || strings.Count(string(sessionBytes), "\n") != lines {
+		t.Errorf("recall after the restore: %d of %d session lines missing (%d results; the session had %d lines)", missing, lines, len(res), strings.Count(string(sessionBytes), "\n"))
+	}
+}
