@@ -28,8 +28,8 @@ import (
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
-	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/schedule"
 	"github.com/memwatch/memwatch/spool"
@@ -104,7 +104,7 @@ type Daemon struct {
 	// nil without one.
 	replica *replica.Replicator
 	losses  losses
-	bg       *background // capture and indexing as files are written
+	bg      *background // capture and indexing as files are written
 	// verified lists the index files checked whole in this run; only the
 	// background goroutine uses it.
 	verified map[string]bool

@@ -84,4 +84,3 @@ its databases) and a running daemon's.`,
 	cmd.Flags().BoolVar(&force, "force", false, "replace the databases of a state directory that holds some")
 	return cmd
 }
-
