@@ -880,7 +880,7 @@ func (d *decoder) decodeReplicate(kv *ast.MappingValueNode) {
 		return
 	}
 	d.checkKeys(fields, "replicate", replicateKeys, nil)
-	r := &Replicate{Region: "us-east-1", Retention: 72 * time.Hour, SyncInterval: 250 * time.Millisecond, Pos: d.pos(kv.Key)}
+	r := &Replicate{Region: "us-east-1", Retention: 72 * time.Hour, SyncInterval: time.Second, Pos: d.pos(kv.Key)}
 	has := map[string]ast.Node{}
 	for _, f := range fields {
 		k, v := keyOf(f), f.Value

@@ -95,9 +95,12 @@ func New(cfg *policy.Replicate, dir string, logger *slog.Logger) (*Replicator, e
 	lsLog := slog.New(&failureHandler{r: r})
 	for _, name := range Databases {
 		db := litestream.NewDB(filepath.Join(dir, name))
-		db.MonitorInterval = cfg.SyncInterval
+		db.MonitorInterval = 0 // upload syncs the WAL when it changed
 		rep := litestream.NewReplicaWithClient(db, r.client(name, ak, sk))
 		rep.SyncInterval = cfg.SyncInterval
+		// Uploads are ours (upload): woken by new data, never polling an
+		// idle bucket, never backing off for minutes.
+		rep.MonitorEnabled = false
 		db.Replica = rep
 		r.dbs = append(r.dbs, db)
 	}
@@ -218,13 +221,85 @@ func (r *Replicator) Run(ctx context.Context) error {
 		return nil
 	}
 	r.log.Info("replicating the state", "url", r.cfg.URL, "endpoint", r.cfg.Endpoint, "databases", strings.Join(Databases, ","), "sync_interval", r.cfg.SyncInterval, "retention", r.cfg.Retention)
+	var wg sync.WaitGroup
 	defer func() {
+		wg.Wait()
 		if err := r.store.Close(context.Background()); err != nil {
 			r.log.Warn("close replication", "err", r.redact(err.Error()))
 		}
 	}()
+	for _, db := range r.dbs {
+		wg.Go(func() { r.upload(ctx, db) })
+	}
 	r.monitor(ctx)
 	return nil
+}
+
+// maxRetry bounds the wait between two tries of an upload that failed:
+// the bucket is caught up with within seconds of its return.
+const maxRetry = 2 * time.Second
+
+// upload ships one database: once a sync interval it looks at the WAL's
+// size and time (one stat: idle, that is all it does), and when the WAL
+// changed has Litestream turn the new frames into LTX files and send them.
+// Litestream's own loops would read every WAL and poll the bucket each
+// interval, and back off for minutes after a failure; a failure here is
+// reported to the monitor and tried again within maxRetry.
+func (r *Replicator) upload(ctx context.Context, db *litestream.DB) {
+	tick := time.NewTicker(r.cfg.SyncInterval)
+	defer tick.Stop()
+	var seen walStamp
+	var backoff time.Duration
+	var next time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if st := stampOf(db.WALPath()); st != seen {
+			if err := db.Sync(ctx); err != nil {
+				if ctx.Err() == nil {
+					r.report(fmt.Sprintf("read the WAL of %s: %v", filepath.Base(db.Path()), err))
+				}
+				continue
+			}
+			seen = st
+		}
+		lp, err := db.Pos()
+		if err != nil || lp.TXID == 0 || lp.TXID <= db.Replica.Pos().TXID || time.Now().Before(next) {
+			continue
+		}
+		if err := db.Replica.Sync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.report(err.Error())
+			backoff = min(max(2*backoff, r.cfg.SyncInterval), maxRetry)
+			next = time.Now().Add(backoff)
+			continue
+		}
+		backoff, next = 0, time.Time{}
+	}
+}
+
+// report hands a failure to the monitor (which logs one per outage).
+func (r *Replicator) report(cause string) {
+	select {
+	case r.failed <- r.redact(cause):
+	default: // the monitor has enough to say there is an outage
+	}
+}
+
+// walStamp is what says a WAL changed: its size and time.
+type walStamp struct{ size, mtime int64 }
+
+func stampOf(path string) walStamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return walStamp{}
+	}
+	return walStamp{fi.Size(), fi.ModTime().UnixNano()}
 }
 
 // Status returns the replication's status now.
@@ -241,8 +316,12 @@ func (r *Replicator) Status() Status {
 // is unreachable and sends what waited as soon as it answers, and counts
 // the bucket's bytes now and then.
 func (r *Replicator) monitor(ctx context.Context) {
-	tick := time.NewTicker(max(r.cfg.SyncInterval, 250*time.Millisecond))
+	// Every second when all is sent (idle, it reads three positions in
+	// memory), four times a second while something waits.
+	const slow, fast = time.Second, 250 * time.Millisecond
+	tick := time.NewTicker(slow)
 	defer tick.Stop()
+	period := slow
 	var behindSince time.Time
 	var outage string
 	var outageSince, lastProbe, lastCount time.Time
@@ -314,6 +393,10 @@ func (r *Replicator) monitor(ctx context.Context) {
 				r.st.Bytes, r.st.Counted = n, now
 				r.mu.Unlock()
 			}
+		}
+		if want := map[bool]time.Duration{true: fast, false: slow}[len(behind) > 0 || outage != ""]; want != period {
+			period = want
+			tick.Reset(period)
 		}
 		r.mu.Lock()
 		r.st.Failures, r.st.Outage, r.st.Since = failures, outage, outageSince

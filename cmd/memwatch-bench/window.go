@@ -98,6 +98,12 @@ type windowDaemon struct {
 }
 
 func startWindowDaemon(bin, dir string, history int64) *windowDaemon {
+	return startWindowDaemonWith(bin, dir, history, "", nil)
+}
+
+// startWindowDaemonWith is startWindowDaemon with more of a policy (top
+// level keys) and environment.
+func startWindowDaemonWith(bin, dir string, history int64, extra string, env []string) *windowDaemon {
 	root := filepath.Join(dir, "ws", "a")
 	os.MkdirAll(filepath.Join(root, "sessions"), 0o755)
 	if history > 0 {
@@ -117,9 +123,10 @@ func startWindowDaemon(bin, dir string, history int64) *windowDaemon {
 		f.Close()
 	}
 	pol := filepath.Join(dir, "policy.yaml")
-	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstores:\n  - name: w\n    layout: memory-history\n    paths: [%q]\n    sessions: sessions/*.jsonl\n    window: 50\n    keep: 10\n    session_idle: 1h\n",
+	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\n"+extra+"stores:\n  - name: w\n    layout: memory-history\n    paths: [%q]\n    sessions: sessions/*.jsonl\n    window: 50\n    keep: 10\n    session_idle: 1h\n",
 		filepath.Join(dir, "ws", "*"))), 0o644)
 	cmd := exec.Command(bin, "run", "--policy", pol, "--state-dir", filepath.Join(dir, "state"), "--log-format", "json")
+	cmd.Env = append(os.Environ(), env...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		fail(err)
