@@ -130,9 +130,13 @@ func TestReplicaRestoresAHost(t *testing.T) {
 	dir := t.TempDir()
 	notes := filepath.Join(dir, "agents", "notes")
 	talk := filepath.Join(dir, "agents", "talk")
-	for _, d := range []string{filepath.Join(notes, "facts"), filepath.Join(talk, "sessions")} {
-		os.MkdirAll(d, 0o755)
+	// Five agents' memory.md (now-history: small, so memwatch leaves
+	// them as written) and a session log.
+	mem := func(f int) string { return filepath.Join(notes, fmt.Sprintf("n%d", f), "memory.md") }
+	for f := range 5 {
+		os.MkdirAll(filepath.Dir(mem(f)), 0o755)
 	}
+	os.MkdirAll(filepath.Join(talk, "sessions"), 0o755)
 	pol := writePolicy(t, dir, fmt.Sprintf(`replicate:
   url: s3://memwatch/host-1
   endpoint: http://%s
@@ -141,7 +145,7 @@ func TestReplicaRestoresAHost(t *testing.T) {
   force_path_style: true
 stores:
   - name: notes
-    layout: facts-episodes
+    layout: now-history
     paths: [%q]
     settle: 100ms
   - name: talk
@@ -149,14 +153,14 @@ stores:
     paths: [%q]
     settle: 100ms
     consolidate: false
-`, srv.addr, notes, talk))
+`, srv.addr, filepath.Join(notes, "*"), talk))
 	state1 := filepath.Join(dir, "state-1")
 	p := start(t, "--policy", pol, "--state-dir", state1)
 	p.waitLog("replicating the state", 10*time.Second)
 
 	const files, saves, lines = 5, 100, 500
 	fact := func(f, i int) string {
-		return fmt.Sprintf("# fact %d\n\n- the walrus-%d ledger deploys on day %d\n- save %d of file %d\n", f, f, i%28+1, i, f)
+		return fmt.Sprintf("# now\n\n## State | agent %d\n- the walrus-%d ledger deploys on day %d\n- save %d\n\n# History\n", f, f, i%28+1, i)
 	}
 	session := filepath.Join(talk, "sessions", "chat.jsonl")
 	// write runs the agent: saves [from, to) of each file, one every
@@ -166,7 +170,7 @@ stores:
 		for f := range files {
 			wg.Go(func() {
 				for i := from; i < to; i++ {
-					os.WriteFile(filepath.Join(notes, "facts", fmt.Sprintf("f%d.md", f)), []byte(fact(f, i)), 0o644)
+					os.WriteFile(mem(f), []byte(fact(f, i)), 0o644)
 					time.Sleep(gap)
 				}
 			})
@@ -236,15 +240,37 @@ stores:
 	if warns != 1 {
 		t.Errorf("replication WARN lines: got %d, want 1 for the one outage", warns)
 	}
-	// memwatch kept working during the outage: every save was versioned.
-	last := map[string][]byte{}
-	for f := range files {
-		path := filepath.Join(notes, "facts", fmt.Sprintf("f%d.md", f))
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
+	// The files as the host leaves them: once memwatch is done with the
+	// last saves (its summary lines) and the bucket has all of it.
+	var last map[string][]byte
+	read := func() map[string][]byte {
+		out := map[string][]byte{}
+		for f := range files {
+			path := mem(f)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[path] = b
 		}
-		last[path] = b
+		return out
+	}
+	quiet := time.Now().Add(20 * time.Second)
+	for time.Now().Before(quiet) {
+		before := read()
+		st := replicaStatus(t, pol, state1)
+		if len(st.Jobs.Queued) == 0 && len(st.Jobs.Running) == 0 && st.Replica != nil && !st.Replica.Pending && st.Replica.Outage == "" {
+			time.Sleep(1500 * time.Millisecond) // a settle and a sync interval: nothing more comes
+			st = replicaStatus(t, pol, state1)
+			if after := read(); fmt.Sprint(after) == fmt.Sprint(before) && len(st.Jobs.Queued) == 0 && len(st.Jobs.Running) == 0 && st.Replica != nil && !st.Replica.Pending {
+				last = after
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if last == nil {
+		t.Fatal("memwatch did not go quiet after the writes")
 	}
 	sessionBytes, _ := os.ReadFile(session)
 
@@ -256,7 +282,9 @@ stores:
 			t.Fatal(err)
 		}
 	}
-	os.MkdirAll(notes, 0o755)
+	for f := range files {
+		os.MkdirAll(filepath.Dir(mem(f)), 0o755)
+	}
 	os.MkdirAll(talk, 0o755)
 
 	// A new host: the state from the bucket, then the files.
@@ -269,8 +297,10 @@ stores:
 	}
 	p2 := start(t, "--policy", pol, "--state-dir", state2)
 	p2.waitLog("ready", 10*time.Second)
-	if out, err := exec.Command(memwatchFast, "restore", "--missing", notes, "--policy", pol, "--state-dir", state2).CombinedOutput(); err != nil {
-		t.Fatalf("memwatch restore --missing: %v\n%s", err, out)
+	for f := range files {
+		if out, err := exec.Command(memwatchFast, "restore", "--missing", filepath.Dir(mem(f)), "--policy", pol, "--state-dir", state2).CombinedOutput(); err != nil {
+			t.Fatalf("memwatch restore --missing: %v\n%s", err, out)
+		}
 	}
 	for path, want := range last {
 		got, err := os.ReadFile(path)
