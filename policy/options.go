@@ -2,14 +2,7 @@ package policy
 
 import (
 	"fmt"
-	"github.com/memwatch/memwatch/confine"
-	"path/filepath"
 	"reflect"
-	"slices"
-	"strings"
-	"time"
-
-	"github.com/goccy/go-yaml/ast"
 )
 
 // LayoutSpec is what the decoder needs to know of a layout: its name and
@@ -68,7 +61,7 @@ func OptionList(opts any) []Option {
 	v = v.Elem()
 	var out []Option
 	for i := 0; i < v.NumField(); i++ {
-		if key := optionKey(v.Type().Field(i)); key != "" {
+		if key := declKey(v.Type().Field(i)); key != "" {
 			out = append(out, Option{Key: key, Value: v.Field(i).Interface()})
 		}
 	}
@@ -84,19 +77,11 @@ func optionKeys(spec LayoutSpec) []string {
 	return out
 }
 
-func optionKey(f reflect.StructField) string {
-	k, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-	if k == "-" || !f.IsExported() {
-		return ""
-	}
-	return k
-}
-
 // optionField finds the field of opts (a pointer to a struct) that holds key.
 func optionField(opts any, key string) (reflect.Value, reflect.StructField, bool) {
 	v := reflect.ValueOf(opts).Elem()
 	for i := 0; i < v.NumField(); i++ {
-		if f := v.Type().Field(i); optionKey(f) == key {
+		if f := v.Type().Field(i); declKey(f) == key {
 			return v.Field(i), f, true
 		}
 	}
@@ -112,81 +97,6 @@ func setOption(opts any, key string, val any) {
 		panic(fmt.Sprintf("options %T have no key %q", opts, key))
 	}
 	fv.Set(reflect.ValueOf(val).Convert(fv.Type()))
-}
-
-var (
-	sizeType     = reflect.TypeFor[Size]()
-	durationType = reflect.TypeFor[time.Duration]()
-)
-
-// option decodes the YAML value of key into its field of opts.
-func (d *decoder) option(n ast.Node, opts any, key string) {
-	fv, f, ok := optionField(opts, key)
-	if !ok {
-		return
-	}
-	switch {
-	case f.Type == sizeType:
-		if v, ok := d.size(n, key); ok {
-			fv.SetInt(int64(v))
-		}
-	case f.Type == durationType:
-		if v, ok := d.duration(n, key); ok {
-			fv.SetInt(int64(v))
-		}
-	case f.Type.Kind() == reflect.Int:
-		if v, ok := d.intVal(n, key); ok {
-			if v < 0 {
-				d.errorf(n, "%s must not be negative", key)
-				return
-			}
-			fv.SetInt(int64(v))
-		}
-	case f.Type.Kind() == reflect.Bool:
-		if v, ok := d.boolVal(n, key); ok {
-			fv.SetBool(v)
-		}
-	case f.Type.Kind() == reflect.String:
-		v, ok := d.str(n, key)
-		if !ok {
-			return
-		}
-		if msg := checkOptionString(f, v); msg != "" {
-			d.errorf(n, "%s", msg)
-			return
-		}
-		fv.SetString(v)
-	default:
-		panic(fmt.Sprintf("option %s: unsupported type %s", key, f.Type))
-	}
-}
-
-// checkOptionString applies a string field's enum and path tags.
-func checkOptionString(f reflect.StructField, v string) string {
-	key := optionKey(f)
-	if e := f.Tag.Get("enum"); e != "" {
-		values := strings.Split(e, "|")
-		if !slices.Contains(values, v) {
-			return fmt.Sprintf("%s must be one of %s, not %q%s", key, strings.Join(values, ", "), v, suggest(v, values))
-		}
-	}
-	switch f.Tag.Get("path") {
-	case "glob":
-		if err := confine.CheckGlob(v); err != nil {
-			return fmt.Sprintf("%s: %v", key, err)
-		}
-		fallthrough
-	case "local":
-		// Every alternative of a glob ({a,b}) stays in the root.
-		if v != "" && slices.ContainsFunc(confine.Alternatives(v), func(a string) bool { return !filepath.IsLocal(a) }) {
-			return fmt.Sprintf("%s %q must stay inside each root (relative, no ..): memwatch never reads or writes outside a root; make the root a directory that holds both", key, v)
-		}
-	case "anyglob":
-		if err := confine.CheckGlob(v); err != nil {
-			return fmt.Sprintf("%s: %v", key, err)
-		}
-	}
-	return ""
 }
 
 // validateOptions runs the options' own cross-field checks, if any.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,46 +20,55 @@ import (
 const Version = 1
 
 // Policy is a loaded, merged and validated set of policy files.
+//
+// Every key of a policy is declared once, as a field's tags (keys.go reads
+// them): yaml (its name), default, min and max (bounds, written as in a
+// policy; min:">0" is positive, zero:"off" lets 0 switch it off), enum,
+// path (home: ~ expands; abs, local, glob, anyglob, globs), check (a named
+// check of the value), required (what to say when it is missing), hint
+// (the why after a bound's error) and doc (one line for the reference).
+// The decoder, memwatch validate --expand and the README's policy
+// reference all follow from them.
 type Policy struct {
-	Version         int
-	StateDir        string
-	Control         Control
-	MCP             MCP
-	Metrics         Metrics
-	UI              UI
-	ShutdownTimeout time.Duration
+	Version         int           "yaml:\"version\" required:\": add `version: 1` at the top\" check:\"version\" doc:\"the policy format; this memwatch reads 1\""
+	StateDir        string        `yaml:"state_dir" path:"home" doc:"where memwatch keeps its state (--state-dir overrides; default /var/lib/memwatch as root)"`
+	Control         Control       `yaml:"control" doc:"the control API: its socket, loopback TCP listener and tokens"`
+	MCP             MCP           `yaml:"mcp" doc:"the memory tools over the Model Context Protocol"`
+	Metrics         Metrics       `yaml:"metrics" doc:"a listener of its own for /metrics"`
+	UI              UI            `yaml:"ui" doc:"the review pages on the control API"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" default:"30s" doc:"how long running jobs may finish on SIGTERM"`
 	// MaxJobs bounds how many jobs run at once across all roots.
-	MaxJobs int
+	MaxJobs int `yaml:"max_jobs" default:"2" min:"1" doc:"jobs running at once across all roots"`
 	// SpoolRetention is how long the spool keeps a captured log line's
 	// text after every rule reading that log is done with it.
-	SpoolRetention time.Duration
+	SpoolRetention time.Duration `yaml:"spool_retention" default:"7d" doc:"captured session lines are kept this long after every rule is done with them"`
 	// JournalMaxAge and JournalMaxBytes bound the journal (rotate.PruneJournal):
 	// older records, then the oldest beyond the bytes, go, except those
 	// the rules and the archives still need. Zero keeps everything.
-	JournalMaxAge   time.Duration
-	JournalMaxBytes Size
+	JournalMaxAge   time.Duration `yaml:"journal_max_age" doc:"journal records older than this go (0: kept), except those still needed"`
+	JournalMaxBytes Size          `yaml:"journal_max_bytes" doc:"the journal's bytes beyond this go, oldest first (0: no bound)"`
 	// JobTimeout bounds one job (a rule's run on a target): past it the
 	// job is cancelled, reported, and its slot freed.
-	JobTimeout time.Duration
-	LLM        map[string]*Endpoint
+	JobTimeout time.Duration        `yaml:"job_timeout" default:"10m" min:"1s" hint:"a job past it is cancelled" doc:"a job past it is cancelled and reported"`
+	LLM        map[string]*Endpoint `yaml:"llm" doc:"named OpenAI-compatible endpoints, for stores with compactor: llm"`
 	// Replicate, when set, copies the state databases to S3-compatible
 	// object storage as they change (replica/).
-	Replicate *Replicate
-	Stores    []*Store
+	Replicate *Replicate `yaml:"replicate" doc:"the state copied to S3-compatible object storage as it changes"`
+	Stores    []*Store   `yaml:"stores" doc:"the stores: a layout applied to every root its paths match"`
 	// Files lists the files the policy was loaded from, for messages.
 	Files []string
 }
 
 // Control configures the control API.
 type Control struct {
-	Socket    string
-	TCP       string // optional loopback address, e.g. 127.0.0.1:7070
-	TokenFile string // the administrator's bearer token (every right on every store)
+	Socket    string `yaml:"socket" path:"home" doc:"the API's unix socket (default /run/memwatch/memwatch.sock under systemd, else in the state directory)"`
+	TCP       string `yaml:"tcp" check:"loopback" doc:"a loopback host:port to serve the API on as well; needs token_file or tokens"`
+	TokenFile string `yaml:"token_file" path:"home" doc:"the administrator's bearer token, every right on every store (mode 0600)"`
 	// Tokens are scoped credentials for the TCP listener: each reaches only
 	// its stores or its owners' roots, with only its rights.
-	Tokens []Token
+	Tokens []Token `yaml:"tokens" doc:"scoped tokens (memwatch token new makes one)"`
 	// MaxRequestBody bounds what the API reads of a request body.
-	MaxRequestBody Size
+	MaxRequestBody Size `yaml:"max_request_body" default:"1MiB" min:"1KiB" doc:"what the API reads of a request body, at most"`
 }
 
 // Rights a token may hold.
@@ -71,11 +81,11 @@ const (
 // Token is a scoped credential of the control API. The policy holds the
 // token's sha256, never the token (memwatch token new makes one).
 type Token struct {
-	Name   string
-	SHA256 string   // hex
-	Stores []string // store names it reaches; empty: none by name
-	Owners []string // user names (or uids) whose roots it reaches
-	Rights []string
+	Name   string   `yaml:"name" required:"" doc:"names the client in the log"`
+	SHA256 string   `yaml:"sha256" required:": the SHA-256 of the token (memwatch token new makes a token and prints it)" check:"sha256" doc:"the token's SHA-256, never the token"`
+	Stores []string `yaml:"stores" doc:"the stores it reaches"`
+	Owners []string `yaml:"owners" doc:"the users (names or uids) whose roots it reaches"`
+	Rights []string `yaml:"rights" enum:"read|write|undo" required:": give it rights: [read] (and write, undo as needed)" doc:"read, write, undo"`
 	Pos    Pos
 }
 
@@ -92,7 +102,7 @@ func (t Token) Has(right string) bool {
 // Metrics configures an extra listener that serves only /metrics, with no
 // token, for a Prometheus scraper (the control API serves it too).
 type Metrics struct {
-	Listen string // host:port; "" for none
+	Listen string `yaml:"listen" check:"hostport" doc:"host:port of a listener serving /metrics only, with no token"`
 }
 
 // UI configures the review pages the daemon serves under /ui/ on its
@@ -100,7 +110,7 @@ type Metrics struct {
 type UI struct {
 	// Enabled serves them, to the same callers and within the same scope
 	// as the API (socket peers, tokens). Off by default.
-	Enabled bool
+	Enabled bool `yaml:"enabled" doc:"serve the review pages under /ui/ on the control API"`
 }
 
 // MCP configures the memory tools memwatch serves over the Model Context
@@ -109,125 +119,121 @@ type MCP struct {
 	// AllowUndo offers memory_undo, with which an agent can revert what
 	// memwatch (or another agent's tool call) changed in its root. Off by
 	// default: an undo is the operator's decision.
-	AllowUndo bool
+	AllowUndo bool `yaml:"allow_undo" doc:"offer memory_undo to agents"`
 	// ReadOnly leaves out the tools that write (memory_write,
 	// memory_append, memory_patch, memory_stamp).
-	ReadOnly bool
+	ReadOnly bool `yaml:"read_only" doc:"leave out the tools that write"`
 	// MaxSessions bounds the MCP sessions open at once on /mcp; past it a
 	// new session is refused (503). SessionIdle ends a session no request
 	// used for that long.
-	MaxSessions int
-	SessionIdle time.Duration
+	MaxSessions int           `yaml:"max_sessions" default:"64" min:"1" doc:"MCP sessions open at once on /mcp; past it a new one is refused"`
+	SessionIdle time.Duration `yaml:"session_idle" default:"10m" min:"1s" doc:"a session no request used for this long ends"`
 }
 
 // Replicate is where the state databases are replicated: an S3 bucket
 // and prefix, on AWS or any S3-compatible server.
 type Replicate struct {
-	URL            string // s3://BUCKET/PREFIX as given
+	URL            string `yaml:"url" required:": s3://BUCKET/PREFIX" check:"s3url" doc:"s3://BUCKET/PREFIX: where the state goes"`
 	Bucket, Prefix string // from URL
-	Endpoint       string // empty: AWS
-	Region         string
+	Endpoint       string `yaml:"endpoint" check:"s3endpoint" doc:"an S3-compatible server's URL; none for AWS"`
+	Region         string `yaml:"region" default:"us-east-1" doc:"the bucket's region"`
 	// The credentials: environment variables or files (0600) naming the
 	// access key id and the secret; none: the AWS SDK's default chain.
-	AccessKeyEnv, SecretKeyEnv   string
-	AccessKeyFile, SecretKeyFile string
-	ForcePathStyle               bool
+	AccessKeyEnv   string `yaml:"access_key_env" doc:"the environment variable holding the access key id"`
+	SecretKeyEnv   string `yaml:"secret_key_env" doc:"the environment variable holding the secret key"`
+	AccessKeyFile  string `yaml:"access_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
+	SecretKeyFile  string `yaml:"secret_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
+	ForcePathStyle bool   `yaml:"force_path_style" doc:"bucket in the path, not the host name (most S3-compatible servers want it)"`
 	// Retention is how long snapshots and WAL segments stay in the bucket.
-	Retention time.Duration
+	Retention time.Duration `yaml:"retention" default:"72h" min:"1h" hint:"snapshots older than it are deleted from the bucket" doc:"how long snapshots and WAL segments stay in the bucket"`
 	// SyncInterval is how often changes are sent: the lag, at most.
-	SyncInterval time.Duration
+	SyncInterval time.Duration `yaml:"sync_interval" default:"1s" min:"50ms" max:"1m" hint:"how far the bucket may be behind" doc:"how often changes are sent: about how far the bucket is behind"`
 	Pos          Pos
 }
 
 // Endpoint is a named OpenAI-compatible LLM endpoint.
 type Endpoint struct {
 	Name             string
-	BaseURL          string
-	Model            string
-	APIKeyEnv        string
-	APIKeyFile       string
-	Timeout          time.Duration
-	MaxConcurrency   int
-	Temperature      float64
-	MaxOutputTokens  int
-	MaxInputTokens   int
-	DailyTokenBudget int64
-	Headers          map[string]string
+	BaseURL          string            `yaml:"base_url" required:"" check:"llmurl" doc:"the endpoint's URL, e.g. http://127.0.0.1:11434/v1"`
+	Model            string            `yaml:"model" required:"" doc:"the model to ask"`
+	APIKeyEnv        string            `yaml:"api_key_env" doc:"the environment variable holding the API key"`
+	APIKeyFile       string            `yaml:"api_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
+	Timeout          time.Duration     `yaml:"timeout" default:"30s" min:">0" doc:"per attempt; 429, 5xx and timeouts are retried"`
+	MaxConcurrency   int               `yaml:"max_concurrency" default:"2" min:"1" doc:"requests at once"`
+	Temperature      float64           `yaml:"temperature" default:"0.2" min:"0" max:"2" doc:"sampling temperature"`
+	MaxOutputTokens  int               `yaml:"max_output_tokens" doc:"0: about half the input"`
+	MaxInputTokens   int               `yaml:"max_input_tokens" default:"8000" min:"256" doc:"input tokens a request may send"`
+	DailyTokenBudget int64             `yaml:"daily_token_budget" default:"200000" min:"1" hint:"the budget is a hard cap and cannot be switched off" doc:"tokens a day, a hard cap"`
+	Headers          map[string]string `yaml:"headers" doc:"extra HTTP headers"`
 	Pos              Pos
 }
 
 // Store is one configured store: a layout applied to every root its globs match.
 type Store struct {
-	Name string
+	Name string `yaml:"name" required:"" check:"storename" doc:"unique; lowercase letters, digits, . _ -"`
 	// Preset is the agent preset the store was expanded from ("" for none).
-	Preset    string
-	Layout    string
-	Paths     []string // globs, with ~ already expanded
-	Compactor string   // heuristic | llm
-	LLM       string   // endpoint name
-	Settle    time.Duration
-	Cooldown  time.Duration
-	Sweep     time.Duration
+	Preset    string        `yaml:"preset" doc:"an agent's preset: its layout, paths and options"`
+	Layout    string        `yaml:"layout" doc:"now-history, facts-episodes, memory-history, session-detail or app-records"`
+	Paths     []string      `yaml:"paths" path:"globs" doc:"globs of the store's roots (~ expands); each match is a root"`
+	Compactor string        `yaml:"compactor" default:"heuristic" enum:"heuristic|llm" doc:"heuristic (offline) or llm"`
+	LLM       string        `yaml:"llm" default:"default" doc:"the endpoint compactor: llm uses"`
+	Settle    time.Duration `yaml:"settle" default:"500ms" min:">0" doc:"quiet time before the rules run (at most 10x when writes go on)"`
+	Cooldown  time.Duration `yaml:"cooldown" default:"5m" doc:"after a rewrite, a rule waits this long per file"`
+	Sweep     time.Duration `yaml:"sweep" default:"1h" min:"1m" zero:"off" doc:"every root evaluated again this often, whatever changed (0: off)"`
 	// MaxLoss is the fraction (0..1) of protected units a rewrite may drop.
-	MaxLoss float64
+	MaxLoss float64 `yaml:"max_loss" default:"0.25" kind:"fraction" doc:"the share of protected sections an LLM rewrite may drop"`
 	// MaxFileSize is the largest file a rule loads whole; a larger one is
 	// skipped with a warning (it stays as it is).
-	MaxFileSize Size
+	MaxFileSize Size `yaml:"max_file_size" default:"256MiB" min:"1KiB" doc:"the largest file a rule loads whole"`
 	// MaxLine is the longest log line decoded; a longer line is counted and
 	// cited, its text cut at this length.
-	MaxLine Size
+	MaxLine Size `yaml:"max_line" default:"1MiB" min:"1KiB" doc:"the longest log line decoded; a longer one is cut"`
 	// User and Group, when set, are who memwatch acts as in this store's
 	// roots (whose permissions it checks, who owns what it creates), instead
 	// of each root directory's owner.
-	User, Group string
+	User  string `yaml:"user" doc:"act as this user in the roots, not each root's owner"`
+	Group string `yaml:"group" doc:"and this group (needs user)"`
 	// MaxWatches bounds the inotify watches of the store's roots; a root
 	// that would pass it is polled instead. 0 (the default) is a quarter of
 	// the kernel's fs.inotify.max_user_watches, at least 8192.
-	MaxWatches int
+	MaxWatches int `yaml:"max_watches" min:"1" hint:"beyond it a root is polled" doc:"inotify watches of the store's roots; beyond, a root is polled (default: a quarter of fs.inotify.max_user_watches)"`
 	// MaxRead bounds the bytes one job reads from session logs (a range to
 	// consolidate or summarize): what is beyond it is left for the next.
-	MaxRead Size
+	MaxRead Size `yaml:"max_read" default:"16MiB" min:"64KiB" doc:"bytes one job reads from session logs"`
 	// AllowUndo lets memwatch undo act on this store's records through the
 	// daemon (CLI, API, review page); memory_undo over MCP also needs
 	// mcp.allow_undo.
-	AllowUndo bool
+	AllowUndo bool `yaml:"allow_undo" default:"true" doc:"undo of this store's changes through the daemon"`
 	// Archive retention (rotate/): archives kept per file beyond the
 	// newest, their maximum age, the archive bytes per root, and the age
 	// after which archives are gzip-compressed. Zero keeps everything.
-	ArchiveKeep     int
-	ArchiveMaxAge   time.Duration
-	ArchiveMaxBytes Size
-	CompressAfter   time.Duration
+	ArchiveKeep     int           `yaml:"archive_keep" doc:"archives kept per file beyond the newest (0: all)"`
+	ArchiveMaxAge   time.Duration `yaml:"archive_max_age" doc:"older archives go (0: kept)"`
+	ArchiveMaxBytes Size          `yaml:"archive_max_bytes" doc:"archive bytes per root; the oldest go first (0: no bound)"`
+	CompressAfter   time.Duration `yaml:"compress_after" doc:"older archives are gzip-compressed (0: never)"`
 	// Versions keeps every settled version of the store's memory files
 	// (versions/): VersionsKeep per file, VersionsMaxAge, VersionsMaxBytes
 	// per root (zero: no bound of that kind). ShrinkWarn is the share of
 	// its lines a file may lose in one agent write before memwatch warns;
 	// RestoreDeleted brings a memory file an agent deleted back at once.
-	Versions         bool
-	VersionsKeep     int
-	VersionsMaxAge   time.Duration
-	VersionsMaxBytes Size
-	ShrinkWarn       float64
-	RestoreDeleted   bool
+	Versions         bool          `yaml:"versions" default:"true" doc:"keep every settled version of the memory files"`
+	VersionsKeep     int           `yaml:"versions_keep" default:"100" doc:"versions per file (0: all)"`
+	VersionsMaxAge   time.Duration `yaml:"versions_max_age" doc:"older versions go (0: kept)"`
+	VersionsMaxBytes Size          `yaml:"versions_max_bytes" default:"64MiB" doc:"stored version bytes per root; the oldest go first"`
+	ShrinkWarn       float64       `yaml:"shrink_warn" default:"0.5" min:">0" max:"1" hint:"a share of a file's lines, e.g. 0.5" doc:"warn when one agent write removes more than this share of a file's lines"`
+	RestoreDeleted   bool          `yaml:"restore_deleted" doc:"put a memory file an agent deleted back at once"`
 	// Options are the layout's own keys: a pointer to the options struct
 	// the layout declares (see LayoutSpec); layouts read it with OptionsOf.
 	Options any
 	Pos     Pos
 }
 
-// Defaults of the bounds.
+// Defaults other packages use without a store at hand; the declarations
+// (Store.MaxRead, Control.MaxRequestBody) say the same, and a test holds
+// them to it.
 const (
-	DefaultMaxFileSize      Size = 256 << 20
-	DefaultMaxLine          Size = 1 << 20
-	DefaultMaxRead          Size = 16 << 20
-	DefaultMaxWatches            = 0 // auto: see Store.MaxWatches
-	DefaultMaxRequestBody   Size = 1 << 20
-	DefaultVersionsKeep          = 100
-	DefaultVersionsMaxBytes      = 64 << 20
-	DefaultShrinkWarn            = 0.5
-	DefaultJobTimeout            = 10 * time.Minute
-	DefaultMCPSessions           = 64
-	DefaultMCPSessionIdle        = 10 * time.Minute
+	DefaultMaxRead        Size = 16 << 20
+	DefaultMaxRequestBody Size = 1 << 20
 )
 
 // Pos is a position in a policy file.
@@ -239,18 +245,12 @@ type Pos struct {
 
 func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Column) }
 
-// Default returns the policy used before any file is decoded.
+// Default returns the policy used before any file is decoded: every
+// key's declared default.
 func Default() *Policy {
-	return &Policy{
-		Version:         Version,
-		ShutdownTimeout: 30 * time.Second,
-		MaxJobs:         2,
-		SpoolRetention:  7 * 24 * time.Hour,
-		JobTimeout:      DefaultJobTimeout,
-		Control:         Control{MaxRequestBody: DefaultMaxRequestBody},
-		MCP:             MCP{MaxSessions: DefaultMCPSessions, SessionIdle: DefaultMCPSessionIdle},
-		LLM:             map[string]*Endpoint{},
-	}
+	p := &Policy{Version: Version, LLM: map[string]*Endpoint{}}
+	setDefaults(reflect.ValueOf(p).Elem())
+	return p
 }
 
 var storeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)

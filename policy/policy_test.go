@@ -2,8 +2,10 @@ package policy_test
 
 import (
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -131,10 +133,10 @@ func TestParseErrors(t *testing.T) {
 		{"replicate unknown key", "version: 1\nreplicate:\n  url: s3://b/p\n  force_path_styl: true\n", `p.yaml:4:3: unknown key "force_path_styl" in replicate; did you mean "force_path_style"?`},
 		{"syntax error", "version: 1\nstores: [\n", `p.yaml:2:9: invalid YAML:`},
 		{"llm endpoint missing", "version: 1\nstores:\n  - name: a\n    layout: now-history\n    paths: [\"/x/*\"]\n    compactor: llm\n", `p.yaml:3:5: store "a": compactor llm needs endpoint "default" under llm:, which is not defined`},
-		{"bad compactor", head + "    compactor: gpt\n", `p.yaml:6:16: compactor must be heuristic or llm, not "gpt"`},
+		{"bad compactor", head + "    compactor: gpt\n", `p.yaml:6:16: compactor must be one of heuristic, llm, not "gpt"`},
 		{"endpoint without model", "version: 1\nllm:\n  default:\n    base_url: http://x/v1\n", `p.yaml:3:3: missing required key model in llm.default`},
 		{"endpoint bad url", "version: 1\nllm:\n  default:\n    base_url: localhost:11434\n    model: m\n", `p.yaml:4:15: llm.default.base_url must be an http(s) URL such as http://127.0.0.1:11434/v1`},
-		{"budget off", "version: 1\nllm:\n  default:\n    base_url: http://x/v1\n    model: m\n    daily_token_budget: 0\n", `p.yaml:6:25: llm.default.daily_token_budget must be at least 1: the budget is a hard cap and cannot be switched off`},
+		{"budget off", "version: 1\nllm:\n  default:\n    base_url: http://x/v1\n    model: m\n    daily_token_budget: 0\n", `p.yaml:6:25: llm.default.daily_token_budget must be at least 1 (the budget is a hard cap and cannot be switched off)`},
 		{"tcp not loopback", "version: 1\ncontrol:\n  tcp: 0.0.0.0:7070\n  token_file: /t\n", `p.yaml:3:8: control.tcp must be a loopback address such as 127.0.0.1:7070, not "0.0.0.0:7070"`},
 		{"bad max_loss", head + "    max_loss: 150%\n", `p.yaml:6:15: max_loss must be between 0% and 100%`},
 		{"bad store name", "version: 1\nstores:\n  - name: My Apps\n    layout: now-history\n    paths: [\"/x/*\"]\n", `p.yaml:3:11: store name "My Apps" must be lowercase letters, digits, '.', '_' or '-' (it is used in API paths)`},
@@ -226,6 +228,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("version: 1\nstores:\n  - name: a\n    layout: now-history\n    paths: [\"/x/*\"]\n"))
 	f.Add([]byte("version: 1\nllm:\n  d: {base_url: 'http://x', model: m}\n"))
 	f.Add([]byte("{[}: \x00\xff"))
+	f.Add([]byte("version: 1\nreplicate:\n  url: s3://b/p\n  sync_interval: 2s\ncontrol:\n  tokens:\n    - {name: a, sha256: x, stores: [s], rights: [read]}\nmcp: {max_sessions: 0}\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		p, err := policy.Parse("f.yaml", src, registry.Specs())
 		if err == nil && p == nil {
@@ -318,5 +321,84 @@ func TestLayoutOptionsAreTheLayouts(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Parse(%q): got %v, want an error containing %q", tt.src, err, tt.want)
 		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the README's policy reference")
+
+// TestReadmeReference: the README's policy reference is what the
+// declarations say (go test ./policy -update rewrites it).
+func TestReadmeReference(t *testing.T) {
+	const begin, end = "<!-- policy-reference:begin (go test ./policy -update writes it) -->\n", "<!-- policy-reference:end -->"
+	path := filepath.Join("..", "README.md")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("README.md has no policy reference between %q and %q", begin, end)
+	}
+	want := policy.Reference(registry.Specs())
+	if got := s[i+len(begin) : j]; got != want {
+		if *update {
+			os.WriteFile(path, []byte(s[:i+len(begin)]+want+s[j:]), 0o644)
+			return
+		}
+		t.Errorf("README.md's policy reference is stale: go test ./policy -update rewrites it")
+	}
+}
+
+// TestReadmeExample: the README's example policy decodes through the
+// declarations, every key of it.
+func TestReadmeExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "```yaml\nversion: 1\nstate_dir:")
+	if i < 0 {
+		t.Fatal("README.md has no example policy")
+	}
+	ex := s[i+len("```yaml\n"):]
+	ex = ex[:strings.Index(ex, "```")]
+	// Uncommented, its optional keys are decoded too.
+	key := regexp.MustCompile(`^(\s*)# (\s*(- )?[a-z_0-9]+: )`)
+	var lines []string
+	for _, l := range strings.Split(ex, "\n") {
+		lines = append(lines, key.ReplaceAllString(l, "$1$2"))
+	}
+	src := strings.Join(lines, "\n")
+	src = strings.ReplaceAll(src, "658d7e3c...", strings.Repeat("ab", 32))
+	_, err = policy.Parse("README.md", []byte(src), registry.Specs())
+	var pe policy.Errors
+	if errors.As(err, &pe) {
+		for _, e := range pe {
+			// Only what needs this machine: users, files, roots.
+			if strings.Contains(e.Msg, "cannot read") || strings.Contains(e.Msg, "owner") || strings.Contains(e.Msg, "user") {
+				continue
+			}
+			t.Errorf("%v", e)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDefaultsAgree: the constants other packages use are the declared
+// defaults.
+func TestDefaultsAgree(t *testing.T) {
+	p := policy.Default()
+	if p.Control.MaxRequestBody != policy.DefaultMaxRequestBody {
+		t.Errorf("control.max_request_body: declared %v, constant %v", p.Control.MaxRequestBody, policy.DefaultMaxRequestBody)
+	}
+	s, err := policy.Parse("p.yaml", []byte("version: 1\nstores:\n  - name: a\n    layout: now-history\n    paths: [\"/x/*\"]\n"), registry.Specs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stores[0].MaxRead; got != policy.DefaultMaxRead {
+		t.Errorf("max_read: declared %v, constant %v", got, policy.DefaultMaxRead)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"github.com/memwatch/memwatch/watcher"
 	"strconv"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 )
 
@@ -26,8 +26,13 @@ or reaches a system directory (/proc, /sys, /dev, /etc, ...), or one that
 overlaps memwatch's state directory. --strict makes them errors.
 
 --expand prints the policy's stores with every key spelled out: what each
-preset (claude-code, codex, gemini-cli, nanobot, openclaw, qwen-code) stands for, and every
-default, ready to copy and edit.`,
+preset (` + strings.Join(policy.PresetNames(), ", ") + `) stands for, and every
+default, ready to copy and edit.
+
+The keys (README.md, "Every key", says what each means, its default and
+bounds):
+
+` + policy.KeySummary(registry.Specs()),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := g.loadPolicy()
@@ -111,30 +116,18 @@ func expandPolicy(p *policy.Policy) string {
 			paths = append(paths, q(g))
 		}
 		fmt.Fprintf(&b, "    paths: [%s]\n", strings.Join(paths, ", "))
-		fmt.Fprintf(&b, "    compactor: %s\n", s.Compactor)
-		if s.Compactor == "llm" {
-			fmt.Fprintf(&b, "    llm: %s\n", s.LLM)
+		own, opts := policy.StoreKeys(s)
+		for _, o := range own {
+			if o.Key == "max_watches" && o.Value == "0" {
+				o.Value = strconv.Itoa(watcher.AutoMaxWatches()) // 0 is automatic: what it is here
+			}
+			fmt.Fprintf(&b, "    %s: %v\n", o.Key, o.Value)
 		}
-		fmt.Fprintf(&b, "    settle: %v\n    cooldown: %v\n    sweep: %v\n    max_loss: %v\n    max_file_size: %v\n    max_line: %v\n    max_read: %v\n    max_watches: %d\n    allow_undo: %t\n",
-			s.Settle, s.Cooldown, s.Sweep, s.MaxLoss, s.MaxFileSize, s.MaxLine, s.MaxRead, cmp.Or(s.MaxWatches, watcher.AutoMaxWatches()), s.AllowUndo)
-		if s.User != "" {
-			fmt.Fprintf(&b, "    user: %s\n", s.User)
-		}
-		if s.Group != "" {
-			fmt.Fprintf(&b, "    group: %s\n", s.Group)
-		}
-		if len(policy.OptionList(s.Options)) > 0 {
+		if len(opts) > 0 {
 			fmt.Fprintf(&b, "    # %s options:\n", s.Layout)
 		}
-		for _, o := range policy.OptionList(s.Options) {
-			v := o.Value
-			if str, ok := v.(string); ok {
-				if str == "" {
-					continue
-				}
-				v = q(str)
-			}
-			fmt.Fprintf(&b, "    %s: %v\n", o.Key, v)
+		for _, o := range opts {
+			fmt.Fprintf(&b, "    %s: %v\n", o.Key, o.Value)
 		}
 	}
 	return b.String()

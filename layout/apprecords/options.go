@@ -11,26 +11,26 @@ import (
 // Options are the app-records store keys.
 type Options struct {
 	// Table is the SQLite table of records.
-	Table string `yaml:"table"`
+	Table string `yaml:"table" doc:"the table of records in each database"`
 	// LimitPerApp is the most records an app keeps.
-	LimitPerApp int `yaml:"limit_per_app"`
+	LimitPerApp int `yaml:"limit_per_app" doc:"records kept per app; the oldest go first (FIFO)"`
 	// MaxChars refuses an LLM edit longer than this (FIFO instead).
-	MaxChars int `yaml:"max_chars"`
+	MaxChars int `yaml:"max_chars" doc:"an LLM edit longer than this is refused (FIFO instead)"`
 	// Conversations, when set, is an absolute glob of conversation logs
 	// with {app} standing for the app's name: each ended conversation
 	// becomes a record (llm compactor only).
-	Conversations string `yaml:"conversations" path:"anyglob"`
+	Conversations string `yaml:"conversations" path:"anyglob" doc:"e.g. /srv/conv/{app}/*.jsonl: ended conversations become records"`
 	// ConversationIdle is how long a conversation is quiet before it has ended.
-	ConversationIdle time.Duration `yaml:"conversation_idle"`
+	ConversationIdle time.Duration `yaml:"conversation_idle" doc:"a conversation quiet this long has ended"`
 	// CreateTable creates the table when the database has none.
-	CreateTable bool `yaml:"create_table"`
+	CreateTable bool `yaml:"create_table" doc:"create the table when it is missing"`
 	// MaxRecordSize bounds the record memwatch reads: a larger one is never
 	// loaded, sent to the LLM, edited or removed (removing it would put all
 	// of it in the journal); it is reported and left as it is.
-	MaxRecordSize policy.Size `yaml:"max_record_size"`
+	MaxRecordSize policy.Size `yaml:"max_record_size" doc:"a record larger than this is not read"`
 	// MaxRows bounds the records one job reads and removes for an app; the
 	// rest is the next job's.
-	MaxRows int `yaml:"max_rows"`
+	MaxRows int `yaml:"max_rows" doc:"rows read from a table at most"`
 }
 
 // DefaultOptions returns the options a store gets for keys it leaves out.

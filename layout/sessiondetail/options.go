@@ -10,13 +10,13 @@ import (
 type Options struct {
 	// SummaryEvery writes a detail/ summary per this many new lines of
 	// messages.jsonl.
-	SummaryEvery int `yaml:"summary_every"`
+	SummaryEvery int `yaml:"summary_every" doc:"a detail/ summary per this many new lines of messages.jsonl"`
 	// SessionIdle is how long a quiet session waits before the rest of its
 	// log is summarised.
-	SessionIdle time.Duration `yaml:"session_idle"`
+	SessionIdle time.Duration `yaml:"session_idle" doc:"and one for the rest when the session is quiet this long"`
 	// OverviewMaxSize, when set, warns (journal and status, never a
 	// rewrite) when overview.md is larger.
-	OverviewMaxSize policy.Size `yaml:"overview_max_size"`
+	OverviewMaxSize policy.Size `yaml:"overview_max_size" doc:"warn when overview.md is larger (0: never)"`
 }
 
 // DefaultOptions returns the options a store gets for keys it leaves out.
