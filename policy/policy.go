@@ -147,8 +147,9 @@ type Replicate struct {
 	// Retention is how long snapshots and WAL segments stay in the bucket.
 	Retention time.Duration `yaml:"retention" default:"72h" min:"1h" hint:"snapshots older than it are deleted from the bucket" doc:"how long snapshots and WAL segments stay in the bucket"`
 	// SyncInterval is how often changes are sent: the lag, at most.
-	SyncInterval time.Duration `yaml:"sync_interval" default:"1s" min:"50ms" max:"1m" hint:"how far the bucket may be behind" doc:"how often changes are sent: about how far the bucket is behind"`
-	Pos          Pos
+	SyncInterval     time.Duration `yaml:"sync_interval" default:"1s" min:"50ms" max:"1m" hint:"how far the bucket may be behind" doc:"how often changes are sent: about how far the bucket is behind"`
+	SnapshotInterval time.Duration `yaml:"snapshot_interval" default:"24h" min:"1m" doc:"how often a whole snapshot is sent: a restore replays the changes since the last"`
+	Pos              Pos
 }
 
 // Endpoint is a named OpenAI-compatible LLM endpoint.

@@ -116,7 +116,7 @@ func New(cfg *policy.Replicate, dir string, logger *slog.Logger) (*Replicator, e
 	for _, db := range r.dbs {
 		db.SetLogger(lsLog.With("db", filepath.Base(db.Path())))
 	}
-	r.store.SnapshotInterval = min(24*time.Hour, cfg.Retention/2)
+	r.store.SnapshotInterval = min(cfg.SnapshotInterval, cfg.Retention/2)
 	r.store.SnapshotRetention = cfg.Retention
 	r.store.SetRetentionEnabled(true)
 	r.store.SetShutdownSyncTimeout(2 * time.Second)
