@@ -689,9 +689,10 @@ func allowedText(f reflect.StructField) string {
 
 // StoreKeys lists every key of a store with its value as a policy writes
 // it: the store's own keys (in declared order), then its layout's: what
-// memwatch validate --expand prints. Keys with no value (an empty string)
-// are left out, as are preset (the expansion replaces it) and name,
-// layout and paths, which the caller prints first.
+// memwatch validate --expand prints. Keys with no value (an empty string
+// or list) come as Unset with their documentation; preset (the expansion
+// replaces it) and name, layout and paths, which the caller prints first,
+// are left out.
 func StoreKeys(s *Store) (own, options []Option) {
 	list := func(v reflect.Value) []Option {
 		var out []Option
@@ -700,9 +701,8 @@ func StoreKeys(s *Store) (own, options []Option) {
 			if k == "preset" || k == "layout" || k == "paths" || k == "name" {
 				continue
 			}
-			if text := valueText(v.FieldByIndex(f.Index)); text != "" {
-				out = append(out, Option{Key: k, Value: text})
-			}
+			text := valueText(v.FieldByIndex(f.Index))
+			out = append(out, Option{Key: k, Value: text, Doc: f.Tag.Get("doc"), Unset: text == ""})
 		}
 		return out
 	}

@@ -49,6 +49,10 @@ func OptionsOf[T any](s *Store, def func() *T) *T {
 type Option struct {
 	Key   string
 	Value any
+	// Doc is the key's one line of documentation; Unset says the key has
+	// no value (an optional path or list nobody gave).
+	Doc   string
+	Unset bool
 }
 
 // OptionList lists a layout options struct's keys and values in the order

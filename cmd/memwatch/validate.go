@@ -121,14 +121,25 @@ func expandPolicy(p *policy.Policy) string {
 			if o.Key == "max_watches" && o.Value == "0" {
 				o.Value = strconv.Itoa(watcher.AutoMaxWatches()) // 0 is automatic: what it is here
 			}
-			fmt.Fprintf(&b, "    %s: %v\n", o.Key, o.Value)
+			writeOption(&b, o)
 		}
 		if len(opts) > 0 {
 			fmt.Fprintf(&b, "    # %s options:\n", s.Layout)
 		}
 		for _, o := range opts {
-			fmt.Fprintf(&b, "    %s: %v\n", o.Key, o.Value)
+			writeOption(&b, o)
 		}
 	}
 	return b.String()
+}
+
+// writeOption prints one key of a store: a key with no value as a comment
+// saying what it is for, so every key is listed and the output still
+// validates as it stands.
+func writeOption(b *strings.Builder, o policy.Option) {
+	if o.Unset {
+		fmt.Fprintf(b, "    # %s: (not set) %s\n", o.Key, o.Doc)
+		return
+	}
+	fmt.Fprintf(b, "    %s: %v\n", o.Key, o.Value)
 }
