@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/memwatch/memwatch/watcher"
 	"strconv"
 	"strings"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/watcher"
 )
 
 func validateCmd(g *globals) *cobra.Command {
