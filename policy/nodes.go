@@ -182,12 +182,7 @@ func (d *decoder) size(n ast.Node, field string) (Size, bool) {
 			return Size(v), true
 		}
 	case *ast.StringNode:
-		s, err := ParseSize(t.Value)
-		if err == nil {
-			return s, true
-		}
-		d.errorf(n, "%s: %v", field, err)
-		return 0, false
+		return parsed(d, n, field, t.Value, ParseSize)
 	}
 	d.errorf(n, "%s must be a size such as 100KiB, not %s", field, describe(n))
 	return 0, false
@@ -202,15 +197,21 @@ func (d *decoder) duration(n ast.Node, field string) (time.Duration, bool) {
 		d.errorf(n, "%s needs a unit, e.g. %vs or %vm", field, t.Value, t.Value)
 		return 0, false
 	case *ast.StringNode:
-		v, err := ParseDuration(t.Value)
-		if err == nil {
-			return v, true
-		}
-		d.errorf(n, "%s: %v", field, err)
-		return 0, false
+		return parsed(d, n, field, t.Value, ParseDuration)
 	}
 	d.errorf(n, "%s must be a duration such as 30s, not %s", field, describe(n))
 	return 0, false
+}
+
+// parsed reads a value written with its unit (100KiB, 30s), reporting
+// the parser's error at the node.
+func parsed[T any](d *decoder, n ast.Node, field, text string, parse func(string) (T, error)) (T, bool) {
+	v, err := parse(text)
+	if err != nil {
+		d.errorf(n, "%s: %v", field, err)
+		return v, false
+	}
+	return v, true
 }
 
 func describe(n ast.Node) string {
@@ -227,17 +228,22 @@ func describe(n ast.Node) string {
 	return n.Type().String()
 }
 
-// strList reads a list of strings (or one string).
-
-func (d *decoder) strList(n ast.Node, field string) []string {
-	var items []ast.Node
+// items reads a list's items; one string stands for a list of one.
+func (d *decoder) items(n ast.Node, field, want string) ([]ast.Node, bool) {
 	switch t := unwrap(n).(type) {
 	case *ast.SequenceNode:
-		items = t.Values
+		return t.Values, true
 	case *ast.StringNode:
-		items = []ast.Node{t}
-	default:
-		d.errorf(n, "%s must be a list, such as [a, b], not %s", field, describe(n))
+		return []ast.Node{t}, true
+	}
+	d.errorf(n, "%s must be %s, not %s", field, want, describe(n))
+	return nil, false
+}
+
+// strList reads a list of strings (or one string).
+func (d *decoder) strList(n ast.Node, field string) []string {
+	items, ok := d.items(n, field, "a list, such as [a, b]")
+	if !ok {
 		return nil
 	}
 	var out []string
@@ -279,14 +285,8 @@ func (d *decoder) fraction(n ast.Node, field string) (float64, bool) {
 }
 
 func (d *decoder) globs(n ast.Node, field string) []string {
-	var items []ast.Node
-	switch t := unwrap(n).(type) {
-	case *ast.SequenceNode:
-		items = t.Values
-	case *ast.StringNode:
-		items = []ast.Node{t}
-	default:
-		d.errorf(n, "%s must be a list of globs, not %s", field, describe(n))
+	items, ok := d.items(n, field, "a list of globs")
+	if !ok {
 		return nil
 	}
 	if len(items) == 0 {
