@@ -158,11 +158,13 @@ func (b *background) Start() {
 					drained = true
 				}
 			}
-			// Captures go first: a log line the agent may trim any moment
-			// matters more than an index, which only saves a search time.
+			// Captures and versions go first, in the order they came: a
+			// log line the agent may trim, or a memory file it may save
+			// over, any moment matters more than an index, which only
+			// saves a search time.
 			next := 0
 			for i, t := range order {
-				if t.kind == "capture" {
+				if t.kind == "capture" || t.kind == "version" {
 					next = i
 					break
 				}
