@@ -16,8 +16,9 @@ for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
 	cp README.md LICENSE packaging/policy.d/example.yaml "$out/"
 	tar -C "$out" -czf "$DIST/memwatch_${VERSION}_${os}_${arch}.tar.gz" memwatch README.md LICENSE example.yaml
 done
-# Man pages and shell completions, generated from the commands themselves.
-"$DIST/linux-$(go env GOARCH)/memwatch" gen-docs "$DIST/docs" >/dev/null
+# Man pages and shell completions, generated from the commands themselves
+# (gen-docs is built in only with -tags gendocs: see cmd/memwatch/gendocs.go).
+go run -tags gendocs -ldflags "-X main.version=$VERSION" ./cmd/memwatch gen-docs "$DIST/docs" >/dev/null
 gzip -9n "$DIST"/docs/man1/*.1
 "$DIST/linux-$(go env GOARCH)/memwatch" install --print --packaged --policy /etc/memwatch/policy.d > "$DIST/memwatch.service"
 for arch in amd64 arm64; do

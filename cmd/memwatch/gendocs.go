@@ -1,3 +1,5 @@
+//go:build gendocs
+
 package main
 
 import (
@@ -8,6 +10,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 )
+
+// The man pages come from cobra/doc, which brings a Markdown renderer whose
+// start-up (regular expressions, tables) every memwatch command would pay
+// for: packaging builds it in with -tags gendocs (packaging/package.sh).
+
+// packagingCmds are the commands only packaging needs.
+func packagingCmds(g *globals) []*cobra.Command { return []*cobra.Command{genDocsCmd(g)} }
 
 // genDocsCmd writes the man pages and shell completions the packages
 // install (make package); hidden, since users never need it.

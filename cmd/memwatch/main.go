@@ -80,12 +80,13 @@ Start with:  memwatch validate --policy FILE   then   memwatch run --policy FILE
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(runCmd(g), validateCmd(g), versionCmd(g), logCmd(g), undoCmd(g), tokenCmd(g), statusCmd(g), triggerCmd(g),
-		snapshotCmd(g), stampCmd(g), compactCmd(g), recallCmd(g), indexCmd(g), readCmd(g), writeCmd(g), appendCmd(g), patchCmd(g), recordsCmd(g), showCmd(g), diffCmd(g), uiCmd(g), versionsCmd(g), restoreCmd(g), stateCmd(g), mcpCmd(g), initCmd(g), pruneCmd(g), genDocsCmd(g), installCmd(g),
+		snapshotCmd(g), stampCmd(g), compactCmd(g), recallCmd(g), indexCmd(g), readCmd(g), writeCmd(g), appendCmd(g), patchCmd(g), recordsCmd(g), showCmd(g), diffCmd(g), uiCmd(g), versionsCmd(g), restoreCmd(g), stateCmd(g), mcpCmd(g), initCmd(g), pruneCmd(g), installCmd(g),
 		serviceActionCmd(g, "uninstall", "Stop, disable and remove the memwatch service"),
 		serviceActionCmd(g, "start", "Start the memwatch service"),
 		serviceActionCmd(g, "stop", "Stop the memwatch service"),
 		serviceActionCmd(g, "restart", "Restart the memwatch service"),
 		serviceCmd(g))
+	root.AddCommand(packagingCmds(g)...)
 	// What a command does is journaled as manual; the daemon marks each of
 	// its jobs with what started it.
 	err := root.ExecuteContext(state.WithTrigger(context.Background(), "manual"))

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -61,6 +62,7 @@ its state directory), only what can match is read; --explain says which way
 each search went and, for a question, why each result ranked where it did.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			oneShot()
 			q, err := recall.ParseQuery(strings.Join(args, " "))
 			if err != nil {
 				return usageError{err}
@@ -285,4 +287,15 @@ func reachableRoots(p *policy.Policy) ([]recall.Root, int, error) {
 		}
 	}
 	return out, refused, nil
+}
+
+// oneShot tunes the garbage collector for a command that answers and
+// exits: a search's heap is small and short-lived (its peak RSS is the
+// binary and the mapped index), so collecting at 4x the live heap instead
+// of 2x saves a few milliseconds of a 15 ms answer and no memory that
+// shows. GOGC in the environment still wins.
+func oneShot() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 }
