@@ -657,6 +657,15 @@ func valueText(v reflect.Value) string {
 			}
 			return "[" + strings.Join(items, ", ") + "]"
 		}
+	case reflect.Map:
+		if v.Type().Key().Kind() == reflect.String && v.Type().Elem().Kind() == reflect.String && v.Len() > 0 {
+			var items []string
+			for _, k := range v.MapKeys() {
+				items = append(items, strconv.Quote(k.String())+": "+strconv.Quote(v.MapIndex(k).String()))
+			}
+			slices.Sort(items)
+			return "{" + strings.Join(items, ", ") + "}"
+		}
 	}
 	return ""
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -25,9 +24,10 @@ Warnings flag what is valid but probably wrong: a store path that starts at /
 or reaches a system directory (/proc, /sys, /dev, /etc, ...), or one that
 overlaps memwatch's state directory. --strict makes them errors.
 
---expand prints the policy's stores with every key spelled out: what each
-preset (` + strings.Join(policy.PresetNames(), ", ") + `) stands for, and every
-default, ready to copy and edit.
+--expand prints the policy with every key spelled out: the top level and its
+sections, what each preset (` + strings.Join(policy.PresetNames(), ", ") + `)
+stands for, and every default, ready to copy and edit (a key with no value
+as a comment saying what it is for).
 
 The keys (README.md, "Every key", says what each means, its default and
 bounds):
@@ -90,56 +90,12 @@ bounds):
 		},
 	}
 	cmd.Flags().BoolVar(&strict, "strict", false, "treat warnings as errors (exit 2)")
-	cmd.Flags().BoolVar(&expand, "expand", false, "print the stores with presets expanded and every default spelled out")
+	cmd.Flags().BoolVar(&expand, "expand", false, "print the policy with presets expanded and every key and default spelled out")
 	return cmd
 }
 
-// expandPolicy renders the stores as policy YAML with every key: presets
-// expanded, defaults spelled out. It loads back to the same stores.
+// expandPolicy renders the policy with every key spelled out (presets
+// expanded, defaults written, an automatic max_watches as what it is here).
 func expandPolicy(p *policy.Policy) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "version: %d\n", policy.Version)
-	if len(p.Stores) == 0 {
-		b.WriteString("stores: []\n")
-		return b.String()
-	}
-	b.WriteString("stores:\n")
-	q := func(s string) string { return strconv.Quote(s) }
-	for _, s := range p.Stores {
-		fmt.Fprintf(&b, "  - name: %s\n", s.Name)
-		if s.Preset != "" {
-			fmt.Fprintf(&b, "    # preset: %s (%s)\n", s.Preset, policy.Presets[s.Preset].Agent)
-		}
-		fmt.Fprintf(&b, "    layout: %s\n", s.Layout)
-		var paths []string
-		for _, g := range s.Paths {
-			paths = append(paths, q(g))
-		}
-		fmt.Fprintf(&b, "    paths: [%s]\n", strings.Join(paths, ", "))
-		own, opts := policy.StoreKeys(s)
-		for _, o := range own {
-			if o.Key == "max_watches" && o.Value == "0" {
-				o.Value = strconv.Itoa(watcher.AutoMaxWatches()) // 0 is automatic: what it is here
-			}
-			writeOption(&b, o)
-		}
-		if len(opts) > 0 {
-			fmt.Fprintf(&b, "    # %s options:\n", s.Layout)
-		}
-		for _, o := range opts {
-			writeOption(&b, o)
-		}
-	}
-	return b.String()
-}
-
-// writeOption prints one key of a store: a key with no value as a comment
-// saying what it is for, so every key is listed and the output still
-// validates as it stands.
-func writeOption(b *strings.Builder, o policy.Option) {
-	if o.Unset {
-		fmt.Fprintf(b, "    # %s: (not set) %s\n", o.Key, o.Doc)
-		return
-	}
-	fmt.Fprintf(b, "    %s: %v\n", o.Key, o.Value)
+	return policy.Expand(p, watcher.AutoMaxWatches())
 }
