@@ -13,8 +13,8 @@ import (
 // default written and each layout option; a key with no value (an unset
 // path, an absent section) as a comment saying what it is for. What it
 // prints loads back to the same policy (memwatch validate --expand).
-// maxWatches, when not 0, is written for a store's automatic max_watches
-// (0), as what it is on this machine.
+// maxWatches, when not 0, is written for a store's automatic max_watches,
+// as what it is on this machine; with 0 that key is a comment.
 func Expand(p *Policy, maxWatches int) string {
 	var b strings.Builder
 	writeSection(&b, reflect.ValueOf(p).Elem(), "", func(key string) bool { return key == "stores" })
@@ -32,8 +32,12 @@ func Expand(p *Policy, maxWatches int) string {
 		fmt.Fprintf(&b, "    paths: %s\n", valueText(reflect.ValueOf(s.Paths)))
 		own, opts := StoreKeys(s)
 		for _, o := range own {
-			if o.Key == "max_watches" && o.Value == "0" && maxWatches > 0 {
-				o.Value = strconv.Itoa(maxWatches)
+			if o.Key == "max_watches" && o.Value == "0" { // automatic
+				if maxWatches > 0 {
+					o.Value = strconv.Itoa(maxWatches)
+				} else {
+					o.Unset = true
+				}
 			}
 			writeOption(&b, "    ", o)
 		}

@@ -242,6 +242,18 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 		}
+		if err != nil {
+			return
+		}
+		// What validate --expand prints loads back to the same policy.
+		out := policy.Expand(p, 0)
+		again, err := policy.Parse("expanded.yaml", []byte(out), registry.Specs())
+		if err != nil {
+			t.Fatalf("the expansion does not load: %v\n%s\nfrom\n%s", err, out, src)
+		}
+		if got := policy.Expand(again, 0); got != out {
+			t.Fatalf("expanding the expansion: got\n%s\nwant\n%s", got, out)
+		}
 	})
 }
 
