@@ -310,33 +310,24 @@ func RestoreVersion(ctx context.Context, rw *rewrite.Rewriter, vs *versions.Stor
 	return RestoreResult{Root: root.Path(), Path: rel, Version: n, Outcome: out.Status, Journal: out.Record, Bytes: len(data)}, nil
 }
 
-// RestoreDeleted puts back every memory file of root an agent deleted
-// since the given time, each as its last version.
-func (d *Daemon) RestoreDeleted(ctx context.Context, root string, since time.Time) ([]RestoreResult, error) {
-	dels, err := d.versions.DeletedSince(ctx, root, since)
-	if err != nil {
-		return nil, err
-	}
-	out := []RestoreResult{}
-	for _, dl := range dels {
-		res, err := d.RestoreVersion(ctx, RestoreRequest{Root: root, Path: dl[1].Path, Version: dl[1].N})
-		if err != nil {
-			return out, err
+// LostVersions lists, for each memory file of root that req selects, the
+// version to put back: with Missing, each file with versions that is not
+// on disk, as its newest version that is no deletion (restore --missing,
+// after a state restore on a new host, say); else each file an agent
+// deleted since req.Since, as it was before (restore --deleted).
+func LostVersions(ctx context.Context, vs *versions.Store, root *confine.Root, req RestoreLostRequest) ([]versions.Version, error) {
+	var out []versions.Version
+	if !req.Missing {
+		dels, err := vs.DeletedSince(ctx, root.Path(), req.Since)
+		for _, dl := range dels {
+			out = append(out, dl[1])
 		}
-		out = append(out, res)
+		return out, err
 	}
-	return out, nil
-}
-
-// MissingVersions lists, for each memory file of root with versions that
-// is not on disk, its newest version that is no deletion: what restore
-// --missing writes back (after a state restore on a new host, say).
-func MissingVersions(ctx context.Context, vs *versions.Store, root *confine.Root) ([]versions.Version, error) {
 	files, err := vs.Files(ctx, root.Path())
 	if err != nil {
 		return nil, err
 	}
-	var out []versions.Version
 	for _, rel := range files {
 		if _, err := root.Lstat(rel); !errors.Is(err, fs.ErrNotExist) {
 			continue // on disk (or not ours to tell)
@@ -355,26 +346,26 @@ func MissingVersions(ctx context.Context, vs *versions.Store, root *confine.Root
 	return out, nil
 }
 
-// RestoreMissing writes back every memory file of root that has versions
-// and is not on disk, each as its newest version, through the safe
-// rewrite (owned by the root's owner).
-func (d *Daemon) RestoreMissing(ctx context.Context, rootPath string) ([]RestoreResult, error) {
-	rt, _ := d.storeFor(rootPath)
+// RestoreLost writes back the memory files of a root that req selects
+// (LostVersions), each through the safe rewrite, owned by the root's
+// owner, journaled.
+func (d *Daemon) RestoreLost(ctx context.Context, req RestoreLostRequest) ([]RestoreResult, error) {
+	rt, _ := d.storeFor(req.Root)
 	if rt == nil {
-		return nil, fmt.Errorf("restore --missing: %s is not a root of any store", rootPath)
+		return nil, fmt.Errorf("restore: %s is not a root of any store", req.Root)
 	}
-	root, err := OpenRoot(rt.store, rootPath)
+	root, err := OpenRoot(rt.store, req.Root)
 	if err != nil {
 		return nil, err
 	}
-	missing, err := MissingVersions(ctx, d.versions, root)
+	lost, err := LostVersions(ctx, d.versions, root, req)
 	root.Close()
 	if err != nil {
 		return nil, err
 	}
 	out := []RestoreResult{}
-	for _, v := range missing {
-		res, err := d.RestoreVersion(ctx, RestoreRequest{Root: rootPath, Path: v.Path, Version: v.N})
+	for _, v := range lost {
+		res, err := d.RestoreVersion(ctx, RestoreRequest{Root: req.Root, Path: v.Path, Version: v.N})
 		if err != nil {
 			return out, err
 		}
@@ -387,8 +378,7 @@ func (d *Daemon) versionRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/versions", d.handleVersions)
 	mux.HandleFunc("GET /v1/versions/content", d.handleVersionContent)
 	mux.HandleFunc("POST /v1/versions/restore", d.handleRestoreVersion)
-	mux.HandleFunc("POST /v1/versions/restore-deleted", d.handleRestoreDeleted)
-	mux.HandleFunc("POST /v1/versions/restore-missing", d.handleRestoreMissing)
+	mux.HandleFunc("POST /v1/versions/restore-deleted", d.handleRestoreLost)
 }
 
 // versionPath finds the root and root-relative path of ?path= (absolute)
@@ -505,41 +495,27 @@ func (d *Daemon) handleRestoreVersion(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// RestoreDeletedRequest is the body of POST /v1/versions/restore-deleted.
-type RestoreDeletedRequest struct {
-	Root  string    `json:"root"`
-	Since time.Time `json:"since"`
+// RestoreLostRequest is the body of POST /v1/versions/restore-deleted:
+// the files of Root an agent deleted since Since, or with Missing every
+// file of it with versions that is not on disk.
+type RestoreLostRequest struct {
+	Root    string    `json:"root"`
+	Since   time.Time `json:"since"`
+	Missing bool      `json:"missing,omitempty"`
 }
 
-func (d *Daemon) handleRestoreDeleted(w http.ResponseWriter, r *http.Request) {
-	var req RestoreDeletedRequest
+func (d *Daemon) handleRestoreLost(w http.ResponseWriter, r *http.Request) {
+	var req RestoreLostRequest
 	if err := d.decodeBody(w, r, &req); err != nil {
 		writeErr(w, http.StatusBadRequest, err)
 		return
 	}
-	s, ok := d.needRoot(w, r, filepath.Clean(req.Root), policy.RightUndo)
+	req.Root = filepath.Clean(req.Root)
+	s, ok := d.needRoot(w, r, req.Root, policy.RightUndo)
 	if !ok || !d.mayRestore(w, s) {
 		return
 	}
-	res, err := d.RestoreDeleted(r.Context(), filepath.Clean(req.Root), req.Since)
-	if err != nil {
-		writeErr(w, http.StatusUnprocessableEntity, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-func (d *Daemon) handleRestoreMissing(w http.ResponseWriter, r *http.Request) {
-	var req RestoreDeletedRequest // its root; since is not used
-	if err := d.decodeBody(w, r, &req); err != nil {
-		writeErr(w, http.StatusBadRequest, err)
-		return
-	}
-	s, ok := d.needRoot(w, r, filepath.Clean(req.Root), policy.RightUndo)
-	if !ok || !d.mayRestore(w, s) {
-		return
-	}
-	res, err := d.RestoreMissing(r.Context(), filepath.Clean(req.Root))
+	res, err := d.RestoreLost(r.Context(), req)
 	if err != nil {
 		writeErr(w, http.StatusUnprocessableEntity, err)
 		return

@@ -35,23 +35,10 @@ import (
 var crush = &Format{Name: "crush", Table: "messages", Column: "parts", Sessions: crushSessions, Records: crushRecords}
 
 func crushSessions(ctx context.Context, db *sql.DB) ([]Session, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, coalesce(parent_session_id, '') FROM sessions ORDER BY created_at, id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Session
-	for rows.Next() {
-		var id, parent string
-		if err := rows.Scan(&id, &parent); err != nil {
-			return nil, err
-		}
-		// A sub-agent's or a tool's session (agent, agentic_fetch, title)
-		// is the agent talking to itself: its result is in the parent's
-		// tool result.
-		out = append(out, Session{ID: id, Internal: parent != ""})
-	}
-	return out, rows.Err()
+	// A sub-agent's or a tool's session (agent, agentic_fetch, title) is
+	// the agent talking to itself: its result is in the parent's tool
+	// result.
+	return childSessions(ctx, db, `SELECT id, coalesce(parent_session_id, '') FROM sessions ORDER BY created_at, id`)
 }
 
 // crushMessage is one row of messages.

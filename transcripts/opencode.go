@@ -29,22 +29,9 @@ import (
 var openCode = &Format{Name: "opencode", Table: "part", Sessions: openCodeSessions, Records: openCodeRecords}
 
 func openCodeSessions(ctx context.Context, db *sql.DB) ([]Session, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, coalesce(parent_id, '') FROM session ORDER BY id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Session
-	for rows.Next() {
-		var id, parent string
-		if err := rows.Scan(&id, &parent); err != nil {
-			return nil, err
-		}
-		// A sub-agent's session (a task the agent delegated) is the agent
-		// talking to itself: its result is in the parent's tool output.
-		out = append(out, Session{ID: id, Internal: parent != ""})
-	}
-	return out, rows.Err()
+	// A sub-agent's session (a task the agent delegated) is the agent
+	// talking to itself: its result is in the parent's tool output.
+	return childSessions(ctx, db, `SELECT id, coalesce(parent_id, '') FROM session ORDER BY id`)
 }
 
 // ocMessage is one message of a session, with its parts' data.

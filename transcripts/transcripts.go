@@ -42,6 +42,26 @@ type Session struct {
 	Internal bool
 }
 
+// childSessions lists the sessions query returns as (id, parent id)
+// rows: a session with a parent is one the agent started for itself, so
+// Internal.
+func childSessions(ctx context.Context, db *sql.DB, query string) ([]Session, error) {
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		var id, parent string
+		if err := rows.Scan(&id, &parent); err != nil {
+			return nil, err
+		}
+		out = append(out, Session{ID: id, Internal: parent != ""})
+	}
+	return out, rows.Err()
+}
+
 // Format is one agent's transcript database.
 type Format struct {
 	Name string

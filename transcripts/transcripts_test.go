@@ -15,6 +15,7 @@ import (
 
 	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/test/fixtures/dbrows/rows"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -35,44 +36,13 @@ func loadTables(t testing.TB, dir string, n int) *sql.DB {
 	if _, err := db.Exec(string(schema)); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("turn-%d.tables.jsonl", n)))
+	turn, err := rows.Turn(dir, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var r struct {
-			Table string                     `json:"table"`
-			Row   map[string]json.RawMessage `json:"row"`
-		}
-		if err := json.Unmarshal([]byte(l), &r); err != nil {
+	for _, r := range turn {
+		if err := r.Insert(db); err != nil {
 			t.Fatal(err)
-		}
-		var cols, marks []string
-		var args []any
-		for c, v := range r.Row {
-			cols, marks = append(cols, `"`+c+`"`), append(marks, "?")
-			var val any
-			dec := json.NewDecoder(strings.NewReader(string(v)))
-			dec.UseNumber()
-			dec.Decode(&val)
-			switch x := val.(type) {
-			case json.Number:
-				if i, err := x.Int64(); err == nil {
-					val = i
-				} else {
-					val, _ = x.Float64()
-				}
-			case map[string]any:
-				var b struct {
-					Blob []byte `json:"$blob"`
-				}
-				json.Unmarshal(v, &b)
-				val = b.Blob
-			}
-			args = append(args, val)
-		}
-		if _, err := db.Exec(`INSERT OR REPLACE INTO "`+r.Table+`"(`+strings.Join(cols, ",")+`) VALUES(`+strings.Join(marks, ",")+`)`, args...); err != nil {
-			t.Fatalf("%s: %v", r.Table, err)
 		}
 	}
 	return db

@@ -15,6 +15,7 @@ import (
 
 	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/test/fixtures/dbrows/rows"
 	"github.com/memwatch/memwatch/transcripts"
 )
 
@@ -103,7 +104,9 @@ func (r recording) lines(t *testing.T, n int) [][]byte {
 			t.Fatal(err)
 		}
 		for _, row := range r.tableRows(t, n) {
-			row.insert(t, db)
+			if err := row.Insert(db); err != nil {
+				t.Fatal(err)
+			}
 		}
 		ctx := context.Background()
 		f, err := transcripts.Detect(ctx, db)
@@ -182,62 +185,14 @@ func (r recording) rowsAt(t *testing.T, n int) []transcriptRow {
 	return rows
 }
 
-// tableRow is a row of a database's table as test/fixtures/dbrows keeps it.
-type tableRow struct {
-	Table string                     `json:"table"`
-	Row   map[string]json.RawMessage `json:"row"`
-}
-
-func (r recording) tableRows(t *testing.T, n int) []tableRow {
+// tableRows are the rows of turn n of a database recording.
+func (r recording) tableRows(t *testing.T, n int) []rows.Row {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(r.dir, fmt.Sprintf("turn-%d.tables.jsonl", n)))
+	out, err := rows.Turn(r.dir, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []tableRow
-	for l := range bytes.SplitSeq(bytes.TrimRight(b, "\n"), []byte("\n")) {
-		var row tableRow
-		if err := json.Unmarshal(l, &row); err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, row)
-	}
-	return rows
-}
-
-// insert writes the row, replacing the one with its key (a part the agent
-// rewrote as it streamed).
-func (row tableRow) insert(t *testing.T, db interface {
-	Exec(string, ...any) (sql.Result, error)
-}) {
-	t.Helper()
-	var cols, marks []string
-	var args []any
-	for c, v := range row.Row {
-		cols, marks = append(cols, `"`+c+`"`), append(marks, "?")
-		var val any
-		dec := json.NewDecoder(bytes.NewReader(v))
-		dec.UseNumber()
-		dec.Decode(&val)
-		switch x := val.(type) {
-		case json.Number:
-			if i, err := x.Int64(); err == nil {
-				val = i
-			} else {
-				val, _ = x.Float64()
-			}
-		case map[string]any:
-			var blob struct {
-				Blob []byte `json:"$blob"`
-			}
-			json.Unmarshal(v, &blob)
-			val = blob.Blob
-		}
-		args = append(args, val)
-	}
-	if _, err := db.Exec(`INSERT OR REPLACE INTO "`+row.Table+`"(`+strings.Join(cols, ",")+`) VALUES(`+strings.Join(marks, ",")+`)`, args...); err != nil {
-		t.Fatalf("%s: %v", row.Table, err)
-	}
+	return out
 }
 
 // replayer writes a recording's turns into a home as the agent did.
@@ -325,7 +280,9 @@ func (p *replayer) turn(n int, settle time.Duration) {
 			t.Fatal(err)
 		}
 		for _, row := range p.r.tableRows(t, n) {
-			row.insert(t, tx)
+			if err := row.Insert(tx); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)

@@ -122,14 +122,14 @@ the daemon running it goes through it; otherwise it runs here, as undo does.`,
 				if err != nil {
 					return err
 				}
-				return g.restoreMissing(cmd.Context(), root)
+				return g.restoreLost(cmd.Context(), daemon.RestoreLostRequest{Root: root, Missing: true})
 			}
 			if deleted != "" {
 				root, err := filepath.Abs(deleted)
 				if err != nil {
 					return err
 				}
-				return g.restoreDeleted(cmd.Context(), root, time.Now().Add(-since))
+				return g.restoreLost(cmd.Context(), daemon.RestoreLostRequest{Root: root, Since: time.Now().Add(-since)})
 			}
 			path, n, at, err := parseVersionRef(args[0], time.Now())
 			if err != nil {
@@ -294,65 +294,28 @@ func (g *globals) restoreVersion(ctx context.Context, req daemon.RestoreRequest)
 	return res, err
 }
 
-func (g *globals) restoreDeleted(ctx context.Context, root string, since time.Time) error {
+// restoreLost puts back the files of a root that req selects (restore
+// --deleted, restore --missing): through the daemon when one runs, else
+// here, the same way.
+func (g *globals) restoreLost(ctx context.Context, req daemon.RestoreLostRequest) error {
 	ctl, p, dir, err := g.controlFor()
 	if err != nil {
 		return err
 	}
 	var res []daemon.RestoreResult
-	err = ctl.do(ctx, "POST", "/v1/versions/restore-deleted", jsonBody(daemon.RestoreDeletedRequest{Root: root, Since: since}), &res)
+	err = ctl.do(ctx, "POST", "/v1/versions/restore-deleted", jsonBody(req), &res)
 	if errors.Is(err, errNoDaemon) {
-		err = offlineVersions(dir, p, root, func(rw *rewrite.Rewriter, vs *versions.Store, s *policy.Store, rootPath string) error {
+		err = offlineVersions(dir, p, req.Root, func(rw *rewrite.Rewriter, vs *versions.Store, s *policy.Store, rootPath string) error {
 			r, err := daemon.OpenRoot(s, rootPath)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
-			dels, err := vs.DeletedSince(ctx, rootPath, since)
+			lost, err := daemon.LostVersions(ctx, vs, r, req)
 			if err != nil {
 				return err
 			}
-			for _, dl := range dels {
-				one, err := daemon.RestoreVersion(ctx, rw, vs, r, s.Name, daemon.RestoreRequest{Path: filepath.Join(rootPath, dl[1].Path), Version: dl[1].N})
-				if err != nil {
-					return err
-				}
-				res = append(res, one)
-			}
-			return nil
-		})
-	}
-	if err != nil {
-		return err
-	}
-	if len(res) == 0 {
-		fmt.Fprintf(g.stdout, "no memory file of %s was deleted since %s\n", root, since.Local().Format(time.DateTime))
-	}
-	for _, r := range res {
-		printRestore(g, r)
-	}
-	return nil
-}
-
-func (g *globals) restoreMissing(ctx context.Context, root string) error {
-	ctl, p, dir, err := g.controlFor()
-	if err != nil {
-		return err
-	}
-	var res []daemon.RestoreResult
-	err = ctl.do(ctx, "POST", "/v1/versions/restore-missing", jsonBody(daemon.RestoreDeletedRequest{Root: root}), &res)
-	if errors.Is(err, errNoDaemon) {
-		err = offlineVersions(dir, p, root, func(rw *rewrite.Rewriter, vs *versions.Store, s *policy.Store, rootPath string) error {
-			r, err := daemon.OpenRoot(s, rootPath)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			missing, err := daemon.MissingVersions(ctx, vs, r)
-			if err != nil {
-				return err
-			}
-			for _, v := range missing {
+			for _, v := range lost {
 				one, err := daemon.RestoreVersion(ctx, rw, vs, r, s.Name, daemon.RestoreRequest{Path: filepath.Join(rootPath, v.Path), Version: v.N})
 				if err != nil {
 					return err
@@ -365,8 +328,12 @@ func (g *globals) restoreMissing(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
-	if len(res) == 0 {
-		fmt.Fprintf(g.stdout, "every memory file of %s with versions is on disk: nothing to restore\n", root)
+	switch {
+	case len(res) > 0:
+	case req.Missing:
+		fmt.Fprintf(g.stdout, "every memory file of %s with versions is on disk: nothing to restore\n", req.Root)
+	default:
+		fmt.Fprintf(g.stdout, "no memory file of %s was deleted since %s\n", req.Root, req.Since.Local().Format(time.DateTime))
 	}
 	for _, r := range res {
 		printRestore(g, r)

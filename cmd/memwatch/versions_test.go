@@ -159,6 +159,35 @@ func TestAgentVersionsAndDeletions(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(facts, "n4.md")); string(got) != notes["n4.md"] {
 		t.Errorf("n4.md after restore = %q, want the version before the cut", got)
 	}
+
+	// With no daemon running, restore --missing does the same here: the
+	// files gone from disk come back as their newest version, the others
+	// stay as they are.
+	if err := p.stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := os.ReadFile(filepath.Join(facts, "n3.md"))
+	for _, name := range []string{"n1.md", "n2.md"} {
+		if err := os.Remove(filepath.Join(facts, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err = exec.Command(memwatchBin, "restore", "--policy", pol, "--state-dir", stateDir, "--missing", root).CombinedOutput()
+	if err != nil {
+		t.Fatalf("memwatch restore --missing (no daemon): %v\n%s", err, out)
+	}
+	for _, name := range []string{"n1.md", "n2.md"} {
+		if got, err := os.ReadFile(filepath.Join(facts, name)); err != nil || string(got) != notes[name] {
+			t.Errorf("%s after restore --missing: %q, %v; want it back byte-exact", name, got, err)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(facts, "n3.md")); string(got) != string(kept) || strings.Count(string(out), "restored") > 2 {
+		t.Errorf("restore --missing touched a file on disk:\n%s", out)
+	}
+	out, err = exec.Command(memwatchBin, "restore", "--policy", pol, "--state-dir", stateDir, "--missing", root).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "nothing to restore") {
+		t.Errorf("a second restore --missing: %v\n%s, want nothing to restore", err, out)
+	}
 }
 
 func listVersions(t *testing.T, pol, stateDir, path string) []versions.Version {
