@@ -112,14 +112,7 @@ func TestRecordedDatabases(t *testing.T) {
 					fmt.Fprintf(&b, "%s L%d %s %v message=%v: %q\n", id, r.Key, m.Role, m.Tools, session.IsMessage(r.Data, false), m.Text)
 				}
 			}
-			golden := filepath.Join(dir, "golden")
-			if *update {
-				os.WriteFile(golden, []byte(b.String()), 0o644)
-			}
-			want, _ := os.ReadFile(golden)
-			if b.String() != string(want) {
-				t.Errorf("records differ from %s (go test -update rewrites it):\n%s", golden, b.String())
-			}
+			checkGolden(t, filepath.Join(dir, "golden"), b.String())
 			// Read a record at a time, from each cursor, they are the same.
 			for id, recs := range allRecords(t, db) {
 				f, _ := Detect(context.Background(), db)
@@ -275,14 +268,7 @@ func TestRecordedDocuments(t *testing.T) {
 				m := session.Decode(r.Data)
 				fmt.Fprintf(&b, "L%d %s %v message=%v: %q\n", r.Key, m.Role, m.Tools, session.IsMessage(r.Data, false), m.Text)
 			}
-			golden := filepath.Join(dir, "golden")
-			if *update {
-				os.WriteFile(golden, []byte(b.String()), 0o644)
-			}
-			want, _ := os.ReadFile(golden)
-			if b.String() != string(want) {
-				t.Errorf("records differ from %s (go test -update rewrites it):\n%s", golden, b.String())
-			}
+			checkGolden(t, filepath.Join(dir, "golden"), b.String())
 		})
 	}
 	if found == 0 {
@@ -379,4 +365,19 @@ func FuzzContinueDocument(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkGolden compares got with the golden file (go test -update rewrites
+// it).
+func checkGolden(t *testing.T, golden, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, _ := os.ReadFile(golden)
+	if got != string(want) {
+		t.Errorf("records differ from %s (go test -update rewrites it):\n%s", golden, got)
+	}
 }
