@@ -81,14 +81,22 @@ type Root struct {
 	chown bool
 	// dev and ino identify the directory opened.
 	dev, ino uint64
+	// real is the directory's path with every link resolved (RealPath).
+	real string
 }
 
-// ID identifies the root's directory (a file root's: its directory's):
-// the journal records it, so undo acts only on the directory a change
-// was made in, even if another one takes its path since.
-func (r *Root) ID() (dev, ino uint64) { return r.dev, r.ino }
+// ID identifies the root: its path, its directory as opened (a file
+// root's: its directory's) and the user memwatch acts as in it. The
+// journal, the spool and the versions record it, so undo, restore and
+// every answer act only on the directory a change was captured in, even
+// if another one takes its path since.
+func (r *Root) ID() ID { return ID{Path: r.path, Dev: r.dev, Ino: r.ino, UID: r.owner.UID} }
 
 // Open opens the directory at path as a store root. path must be absolute.
+// It is reached from the directory of o.Within that holds it without
+// following a symbolic link (see walk.go), first as memwatch to learn its
+// owner, then as that owner (the kernel checks the owner may search every
+// directory on the way), and both walks must reach the same directory.
 func Open(p string, o Options) (*Root, error) {
 	if !filepath.IsAbs(p) {
 		abs, err := filepath.Abs(p)
@@ -98,57 +106,71 @@ func Open(p string, o Options) (*Root, error) {
 		p = abs
 	}
 	p = filepath.Clean(p)
-	before, err := CheckRoot(p, o.Within, false)
-	if err != nil {
-		return nil, err
+	b, ok := base(p, o.Within)
+	if !ok {
+		return nil, fmt.Errorf("open store root %s: %w (%s)", p, ErrOutside, strings.Join(o.Within, ", "))
 	}
-	owner := identityOf(int(before.Uid), int(before.Gid))
+	var owner Identity
+	var before *syscall.Stat_t
 	if o.Owner != nil {
 		owner = *o.Owner
+	} else {
+		r, st, err := walkDir(b, p)
+		if err != nil {
+			return nil, openError(p, err, Identity{UID: os.Geteuid()})
+		}
+		owner = identityOf(int(st.Uid), int(st.Gid))
+		if owner.UID == 0 || os.Geteuid() != 0 {
+			// Acting as the owner changes nothing: this walk is the one.
+			return newRoot(b, p, r, st, owner, o), nil
+		}
+		r.Close()
+		before = st
 	}
-	return openAs(p, before, owner, o)
-}
-
-// openAs opens the directory p, which CheckRoot described as before, as
-// owner: the kernel checks that owner may reach it (search permission on
-// every directory of its path).
-func openAs(p string, before *syscall.Stat_t, owner Identity, o Options) (*Root, error) {
 	var r *os.Root
-	var fi fs.FileInfo
-	err := actAs(owner, func() error {
-		var err error
-		if r, err = os.OpenRoot(p); err != nil {
-			return err
-		}
-		if fi, err = r.Stat("."); err != nil {
-			r.Close()
-		}
-		return err
-	})
+	var st *syscall.Stat_t
+	err := actAs(owner, func() (err error) { r, st, err = walkDir(b, p); return err })
 	if err != nil {
-		if errors.Is(err, fs.ErrPermission) {
-			// Name who was refused: the owner when memwatch acted as the
-			// owner (as root), else this process's own user.
-			if who := os.Geteuid(); who != 0 && who != owner.UID {
-				return nil, fmt.Errorf("open store root %s: permission denied: uid %d (running this command) cannot reach it; it belongs to uid %d: run as that user or as root", p, who, owner.UID)
-			}
-			return nil, fmt.Errorf("open store root %s: %w (uid %d cannot reach it)", p, ErrDenied, owner.UID)
-		}
-		return nil, fmt.Errorf("open store root %s: %w", p, err)
+		return nil, openError(p, err, owner)
 	}
-	st := fi.Sys().(*syscall.Stat_t)
-	// The directory opened must be the one checked: an agent that swapped
-	// it for a symlink in between gets nothing.
-	if st.Dev != before.Dev || st.Ino != before.Ino {
+	// Both walks must reach the one directory: an agent that swapped it
+	// in between gets nothing.
+	if before != nil && (st.Dev != before.Dev || st.Ino != before.Ino) {
 		r.Close()
 		return nil, fmt.Errorf("open store root %s: %w (it was replaced while being opened)", p, ErrSymlinkRoot)
 	}
-	root := &Root{path: p, dir: p, os: r, dirMode: fi.Mode().Perm(), maxFile: o.MaxFileSize, chown: os.Geteuid() == 0, owner: owner,
+	return newRoot(b, p, r, st, owner, o), nil
+}
+
+func newRoot(base, p string, r *os.Root, st *syscall.Stat_t, owner Identity, o Options) *Root {
+	real := p
+	if rb, err := filepath.EvalSymlinks(base); err == nil {
+		if rel, err := filepath.Rel(base, p); err == nil {
+			real = filepath.Join(rb, rel)
+		}
+	}
+	root := &Root{path: p, dir: p, real: real, os: r, dirMode: fs.FileMode(st.Mode) & fs.ModePerm, maxFile: o.MaxFileSize, chown: os.Geteuid() == 0, owner: owner,
 		dev: uint64(st.Dev), ino: uint64(st.Ino)}
 	if root.maxFile <= 0 {
 		root.maxFile = DefaultMaxFileSize
 	}
-	return root, nil
+	return root
+}
+
+// openError says why the walk to root p failed, naming who was refused.
+func openError(p string, err error, owner Identity) error {
+	switch {
+	case errors.Is(err, ErrSymlinkRoot), errors.Is(err, ErrSymlinkParent), errors.Is(err, ErrOutside):
+		return err
+	case errors.Is(err, fs.ErrPermission):
+		// Name who was refused: the owner when memwatch acted as the
+		// owner (as root), else this process's own user.
+		if who := os.Geteuid(); who != 0 && who != owner.UID {
+			return fmt.Errorf("open store root %s: permission denied: uid %d (running this command) cannot reach it; it belongs to uid %d: run as that user or as root", p, who, owner.UID)
+		}
+		return fmt.Errorf("open store root %s: %w (uid %d cannot reach it)", p, ErrDenied, owner.UID)
+	}
+	return fmt.Errorf("open store root %s: %w", p, unwrapPath(err))
 }
 
 // as runs fn with the root owner's file-system identity (see
@@ -164,32 +186,76 @@ func (r *Root) as(fn func() error) error { return actAs(r.owner, fn) }
 func (r *Root) Do(fn func() error) error { return r.as(fn) }
 
 // OpenFile opens a store root that is a single file (an app's SQLite
-// database): the Root is its directory, limited to what that directory
-// holds, and Leaf names the file. The file must be a regular file, not a
-// symlink, inside within. Drivers that open the file by path check with
-// SameFile afterwards that they opened this one.
+// database): the Root is its directory, reached as Open reaches a
+// directory and limited to what that directory holds, and Leaf names the
+// file, which must be a regular file, not a symlink. memwatch acts as the
+// file's owner. Drivers that open the file by path check with SameFile
+// afterwards that they opened this one.
 func OpenFile(p string, o Options) (*Root, error) {
 	p = filepath.Clean(p)
-	st, err := CheckRoot(p, o.Within, true)
-	if err != nil {
-		return nil, err
+	dir, leaf := filepath.Dir(p), filepath.Base(p)
+	b, ok := base(dir, o.Within)
+	if !ok && dir == baseExact(dir, o.Within) {
+		b, ok = dir, true
 	}
-	dir := filepath.Dir(p)
-	dst, err := CheckRoot(dir, nil, false)
+	if !ok {
+		return nil, fmt.Errorf("open store root %s: %w (%s)", p, ErrOutside, strings.Join(o.Within, ", "))
+	}
+	look := func() (*os.Root, *syscall.Stat_t, *syscall.Stat_t, error) {
+		r, dst, err := walkDir(b, dir)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		fi, err := r.Lstat(leaf)
+		switch {
+		case err != nil:
+			r.Close()
+			return nil, nil, nil, err
+		case fi.Mode()&fs.ModeSymlink != 0:
+			r.Close()
+			return nil, nil, nil, fmt.Errorf("%s: %w", p, ErrSymlinkRoot)
+		case !fi.Mode().IsRegular():
+			r.Close()
+			return nil, nil, nil, fmt.Errorf("open store root %s: %w", p, ErrNotRegular)
+		}
+		return r, dst, fi.Sys().(*syscall.Stat_t), nil
+	}
+	r, dst, fst, err := look()
 	if err != nil {
-		return nil, err
+		return nil, openError(p, err, Identity{UID: os.Geteuid()})
 	}
 	// The file's owner is who memwatch acts as, in its directory too.
-	owner := identityOf(int(st.Uid), int(st.Gid))
+	owner := identityOf(int(fst.Uid), int(fst.Gid))
 	if o.Owner != nil {
 		owner = *o.Owner
 	}
-	r, err := openAs(dir, dst, owner, Options{MaxFileSize: o.MaxFileSize})
-	if err != nil {
-		return nil, err
+	if owner.UID != 0 && os.Geteuid() == 0 {
+		r.Close()
+		var dst2, fst2 *syscall.Stat_t
+		err := actAs(owner, func() (err error) { r, dst2, fst2, err = look(); return err })
+		if err != nil {
+			return nil, openError(p, err, owner)
+		}
+		if dst2.Dev != dst.Dev || dst2.Ino != dst.Ino || fst2.Dev != fst.Dev || fst2.Ino != fst.Ino {
+			r.Close()
+			return nil, fmt.Errorf("open store root %s: %w (it was replaced while being opened)", p, ErrSymlinkRoot)
+		}
+		dst, fst = dst2, fst2
 	}
-	r.path, r.leaf, r.fileSt = p, filepath.Base(p), st
-	return r, nil
+	root := newRoot(b, dir, r, dst, owner, Options{MaxFileSize: o.MaxFileSize})
+	root.path, root.leaf, root.fileSt = p, leaf, fst
+	return root, nil
+}
+
+// baseExact returns dir when it is one of within (a database root named
+// without wildcards lies directly in it), else "".
+func baseExact(dir string, within []string) string {
+	for _, w := range within {
+		if filepath.Clean(w) == dir {
+			return dir
+		}
+	}
+	return ""
 }
 
 // Leaf is a file root's file name in its directory ("" for a directory root).
@@ -212,45 +278,6 @@ func (r *Root) SameFile() error {
 		return fmt.Errorf("%s was replaced while memwatch opened it: %w", r.path, ErrSymlinkRoot)
 	}
 	return nil
-}
-
-// CheckRoot reports why path cannot be a store root, if it cannot: it is a
-// symlink, not a directory (or, with file, not a regular file), or it
-// resolves outside every directory in within. It returns what lstat saw.
-func CheckRoot(p string, within []string, file bool) (*syscall.Stat_t, error) {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return nil, fmt.Errorf("open store root %s: %w", p, err)
-	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, fmt.Errorf("%s: %w", p, ErrSymlinkRoot)
-	case !file && !fi.IsDir():
-		return nil, fmt.Errorf("open store root %s: not a directory", p)
-	case file && !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("open store root %s: %w", p, ErrNotRegular)
-	}
-	if len(within) > 0 {
-		real, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			return nil, fmt.Errorf("open store root %s: %w", p, err)
-		}
-		ok := false
-		for _, w := range within {
-			rw, err := filepath.EvalSymlinks(w)
-			if err != nil {
-				rw = filepath.Clean(w)
-			}
-			if Within(rw, real) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return nil, fmt.Errorf("%s resolves to %s, outside %s: %w", p, real, strings.Join(within, ", "), ErrOutside)
-		}
-	}
-	return fi.Sys().(*syscall.Stat_t), nil
 }
 
 // Within reports whether p is dir or lies below it (both clean and absolute).

@@ -154,6 +154,8 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("POST /v1/trigger", d.handleTrigger)
 	mux.HandleFunc("POST /v1/compact", d.handleCompact)
 	mux.HandleFunc("GET /metrics", d.handleMetrics)
+	mux.HandleFunc("GET /v1/recall", d.handleRecall)
+	mux.HandleFunc("GET /v1/show", d.handleShow)
 	d.recordRoutes(mux)
 	d.versionRoutes(mux)
 	for _, h := range d.handlers {
@@ -203,8 +205,8 @@ func (d *Daemon) Policy() *policy.Policy {
 
 // Generation is a log's live generation in the spool (0: unknown), for
 // recall's citations.
-func (d *Daemon) Generation(ctx context.Context, root, rel string) int64 {
-	return d.spool.LiveGen(ctx, root, rel)
+func (d *Daemon) Generation(ctx context.Context, root *confine.Root, rel string) int64 {
+	return d.spool.LiveGen(ctx, root.ID(), rel)
 }
 
 // Held is the spool's held messages for recall (recall.Options.Held).
@@ -267,19 +269,24 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := CallerOf(ctx)
-	roots, _ := d.watch.Roots(ctx)
+	ids, _ := d.watch.RootIDs(ctx)
+	roots := map[string][]string{}
 	var stores []*policy.Store
-	reach := map[string]bool{} // roots the caller reaches
+	reach := map[string]bool{}        // roots the caller reaches
+	reachDir := map[confine.ID]bool{} // ...and their directories
 	d.mu.RLock()
 	for _, s := range d.policy.Stores {
+		for _, id := range ids[s.Name] {
+			roots[s.Name] = append(roots[s.Name], id.Path)
+		}
 		if !caller.ReachesStore(s) {
 			continue
 		}
 		rs := []string{}
-		for _, root := range roots[s.Name] {
-			if caller.Reaches(s, root) {
-				rs = append(rs, root)
-				reach[root] = true
+		for _, id := range ids[s.Name] {
+			if caller.Reaches(s, id) {
+				rs = append(rs, id.Path)
+				reach[id.Path], reachDir[id] = true, true
 			}
 		}
 		if len(rs) == 0 && !caller.IsAdmin() && !caller.stores[s.Name] {
@@ -337,7 +344,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if st.Warnings == nil {
 		st.Warnings = []string{}
 	}
-	st.Losses = d.losses.listFor(func(root string) bool { return caller.IsAdmin() || reach[root] })
+	st.Losses = d.losses.listFor(func(dir confine.ID) bool { return caller.IsAdmin() || reachDir[dir] })
 	if st.Jobs, err = d.engine.Status(ctx); err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)
 		return
@@ -360,9 +367,14 @@ func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 	f := state.Filter{Store: q.Get("store"), Root: q.Get("root"), Target: q.Get("target"), Rule: q.Get("rule"), Outcome: q.Get("outcome"), Limit: limit}
 	caller := CallerOf(r.Context())
 	if f.Root != "" && !caller.IsAdmin() {
-		if _, ok := d.needRoot(w, r, f.Root, policy.RightRead); !ok {
+		_, root, ok := d.needRoot(w, r, f.Root, policy.RightRead)
+		if !ok {
 			return
 		}
+		// Only what was done in the directory the caller reaches now.
+		id := root.ID()
+		f.Root, f.Dir = id.Path, &id
+		root.Close()
 	}
 	var out []state.Record
 	if caller.IsAdmin() || f.Root != "" {
@@ -373,21 +385,22 @@ func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 		}
 		out = recs
 	} else {
-		// The records of the roots the caller reaches, newest first.
-		reach := map[string]bool{}
+		// The records of the roots the caller reaches, newest first: of
+		// each, what was done in the directory it reaches.
+		reach := map[string]confine.ID{}
 		for _, s := range d.Policy().Stores {
 			if f.Store != "" && s.Name != f.Store {
 				continue
 			}
-			for _, root := range s.Roots() {
-				if caller.Reaches(s, root) {
-					reach[root] = true
+			for _, id := range s.RootIDs() {
+				if caller.Reaches(s, id) {
+					reach[id.Path] = id
 				}
 			}
 		}
-		for root := range reach {
+		for _, id := range reach {
 			g := f
-			g.Root = root
+			g.Root, g.Dir = id.Path, &id
 			recs, err := d.db.Journal(r.Context(), g)
 			if err != nil {
 				writeErr(w, http.StatusInternalServerError, err)
@@ -440,8 +453,14 @@ func (d *Daemon) mayUndo(w http.ResponseWriter, r *http.Request, id int64) bool 
 		writeErr(w, http.StatusNotFound, err)
 		return false
 	}
-	s, ok := d.needRoot(w, r, rec.Root, policy.RightUndo)
+	s, root, ok := d.needRoot(w, r, rec.Root, policy.RightUndo)
 	if !ok {
+		return false
+	}
+	now := root.ID()
+	root.Close()
+	if rec.RootIno != 0 && (uint64(rec.RootDev) != now.Dev || uint64(rec.RootIno) != now.Ino) {
+		writeErr(w, http.StatusConflict, fmt.Errorf("undo %d: %s: %w (it was moved or replaced since)", id, rec.Root, rewrite.ErrRootReplaced))
 		return false
 	}
 	if !s.AllowUndo {
@@ -464,7 +483,7 @@ func Undo(ctx context.Context, rw *rewrite.Rewriter, eng *jobs.Engine, id int64,
 		}
 		do := func(ctx context.Context) error {
 			res.Outcome = state.Done
-			id, err := apprecords.Undo(ctx, rw.DB, rec, force)
+			id, err := apprecords.Undo(ctx, rw.DB, rec, force, rw.OpenRoot)
 			res.Journal = id
 			return err
 		}
@@ -500,9 +519,11 @@ func (d *Daemon) handleCompact(w http.ResponseWriter, r *http.Request) {
 	}
 	if abs, err := filepath.Abs(req.Path); err == nil {
 		if rt, root := d.storeFor(abs); rt != nil {
-			if _, ok := d.needRoot(w, r, root, policy.RightWrite); !ok {
+			_, opened, ok := d.needRoot(w, r, root, policy.RightWrite)
+			if !ok {
 				return
 			}
+			opened.Close()
 		} else if !d.needRight(w, r, policy.RightWrite) {
 			return
 		}
@@ -532,9 +553,11 @@ func (d *Daemon) handleTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Root != "" {
-		if _, ok := d.needRoot(w, r, req.Root, policy.RightWrite); !ok {
+		_, root, ok := d.needRoot(w, r, req.Root, policy.RightWrite)
+		if !ok {
 			return
 		}
+		root.Close()
 	}
 	var n int
 	var err error
@@ -545,9 +568,9 @@ func (d *Daemon) handleTrigger(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, http.StatusNotFound, fmt.Errorf("no store named %q", req.Store))
 			return
 		}
-		for _, root := range s.Roots() {
-			if caller.Reaches(s, root) {
-				m, terr := d.trigger(r.Context(), req.Store, root, "trigger")
+		for _, id := range s.RootIDs() {
+			if caller.Reaches(s, id) {
+				m, terr := d.trigger(r.Context(), req.Store, id.Path, "trigger")
 				n, err = n+m, errors.Join(err, terr)
 			}
 		}
@@ -574,20 +597,9 @@ func (d *Daemon) listen() error {
 	if shared {
 		dirMode, sockMode = 0o755, 0o666
 	}
-	if err := os.MkdirAll(filepath.Dir(sock), dirMode); err != nil {
-		return fmt.Errorf("create socket directory: %w", err)
-	}
-	// A socket left by a killed memwatch is stale: we hold the state lock.
-	if fi, err := os.Lstat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		os.Remove(sock)
-	}
-	l, err := net.Listen("unix", sock)
+	l, err := listenUnix(sock, dirMode, sockMode)
 	if err != nil {
-		return fmt.Errorf("listen on control socket %s: %w", sock, err)
-	}
-	if err := os.Chmod(sock, sockMode); err != nil {
-		l.Close()
-		return fmt.Errorf("chmod control socket: %w", err)
+		return err
 	}
 	d.listener = l
 	if tcp := d.policy.Control.TCP; tcp != "" {

@@ -9,13 +9,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/policy"
 )
 
@@ -50,36 +52,21 @@ func (c *Caller) IsAdmin() bool { return c.admin }
 // Has reports whether c holds right.
 func (c *Caller) Has(right string) bool { return c.admin || c.rights[right] }
 
-// Reaches reports whether c may see and act on root of store s: its
-// whole store, or a root owned by one of its owners.
-func (c *Caller) Reaches(s *policy.Store, root string) bool {
+// Reaches reports whether c may see and act on the root id of store s:
+// its whole store, or a root one of its owners owns. id is what memwatch
+// found or opened (confine.GlobRoots, confine.Open: no symbolic link
+// followed below the glob's fixed part), never a path looked up again, and
+// what is served for it is what was captured under that very ID.
+func (c *Caller) Reaches(s *policy.Store, id confine.ID) bool {
 	if c.admin || c.stores[s.Name] {
 		return true
 	}
-	if len(c.uids) == 0 {
-		return false
-	}
-	uid, ok := RootOwner(s, root)
-	return ok && c.uids[uid]
+	return c.uids[id.UID]
 }
 
 // ReachesStore reports whether c may see any of store s.
 func (c *Caller) ReachesStore(s *policy.Store) bool {
 	return c.admin || c.stores[s.Name] || len(c.uids) > 0
-}
-
-// RootOwner is the uid memwatch acts as in a root: the store's user:, or
-// the owner of the root (directory, or database file).
-func RootOwner(s *policy.Store, root string) (int, bool) {
-	if s.User != "" {
-		uid, err := policy.OwnerUID(s.User)
-		return uid, err == nil
-	}
-	fi, err := os.Lstat(root)
-	if err != nil {
-		return 0, false
-	}
-	return int(fi.Sys().(*syscall.Stat_t).Uid), true
 }
 
 type callerKey struct{}
@@ -103,16 +90,7 @@ type peerKey struct{}
 // peerContext records a unix socket peer's uid on its connection, as the
 // kernel gives it (peerUID, per operating system).
 func peerContext(ctx context.Context, c net.Conn) context.Context {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return ctx
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return ctx
-	}
-	uid := -1
-	_ = raw.Control(func(fd uintptr) { uid = peerUID(int(fd)) })
+	uid := PeerUID(c)
 	if uid < 0 {
 		return ctx
 	}
@@ -242,22 +220,37 @@ func (d *Daemon) storeOf(root string) *policy.Store {
 	return nil
 }
 
-// needRoot checks that the caller reaches root (of some store), with
-// right; otherwise it answers 403 (or 404 for a root of no store).
-func (d *Daemon) needRoot(w http.ResponseWriter, r *http.Request, root, right string) (*policy.Store, bool) {
+// needRoot turns a root a client names into the root itself: it opens it
+// as every job does (OpenRoot: from its glob's fixed part, no symbolic
+// link followed, as its owner) and checks that the caller reaches the
+// directory it opened, with right; otherwise it answers 403 (404 for a
+// root of no store, 409 for one memwatch refuses). The caller closes the
+// root; what it serves is what was captured under root.ID().
+func (d *Daemon) needRoot(w http.ResponseWriter, r *http.Request, path, right string) (*policy.Store, *confine.Root, bool) {
 	if !d.needRight(w, r, right) {
-		return nil, false
+		return nil, nil, false
 	}
-	s := d.storeOf(root)
+	path = filepath.Clean(path)
+	s := d.storeOf(path)
 	if s == nil {
-		writeErr(w, http.StatusNotFound, fmt.Errorf("%s is not a root of any store of the policy", root))
-		return nil, false
+		writeErr(w, http.StatusNotFound, fmt.Errorf("%s is not a root of any store of the policy", path))
+		return nil, nil, false
 	}
-	if !CallerOf(r.Context()).Reaches(s, root) {
-		d.forbid(w, r, fmt.Sprintf("it does not reach %s (store %s): its uid does not own that root, and no token scope names it", root, s.Name))
-		return nil, false
+	root, err := d.openRoot(s, path)
+	if err != nil {
+		if layout.IsRefusal(err) {
+			d.forbid(w, r, fmt.Sprintf("%s is not served: %v", path, err))
+		} else {
+			writeErr(w, http.StatusNotFound, fmt.Errorf("%s (store %s): %w", path, s.Name, err))
+		}
+		return nil, nil, false
 	}
-	return s, true
+	if !CallerOf(r.Context()).Reaches(s, root.ID()) {
+		root.Close()
+		d.forbid(w, r, fmt.Sprintf("it does not reach %s (store %s): its uid does not own that root, and no token scope names it", path, s.Name))
+		return nil, nil, false
+	}
+	return s, root, true
 }
 
 // handleMetrics serves /metrics: everything to the administrator; to
@@ -277,8 +270,8 @@ func (d *Daemon) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			reach[s.Name] = true
 			continue
 		}
-		for _, root := range s.Roots() {
-			if caller.Reaches(s, root) {
+		for _, id := range s.RootIDs() {
+			if caller.Reaches(s, id) {
 				reach[s.Name] = true
 				break
 			}

@@ -273,7 +273,7 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 	if rt == nil {
 		return
 	}
-	root, err := OpenRoot(rt.store, t.root)
+	root, err := d.openRoot(rt.store, t.root)
 	if err != nil {
 		return // the evaluation job reports a refused root
 	}

@@ -159,8 +159,11 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.rw.Sums = sums
 	d.rw.BeforeChange = d.versionBefore
 	d.rw.OpenRoot = RootOpener(d.Policy)
+	resolve := func(ctx context.Context, r *state.Record) (string, string) {
+		return apprecords.Resolve(ctx, r, d.rw.OpenRoot)
+	}
 	d.rw.Resolvers = map[string]func(context.Context, *state.Record) (string, string){
-		apprecords.RuleDelete: apprecords.Resolve, apprecords.RuleEdit: apprecords.Resolve, apprecords.RuleCreate: apprecords.Resolve,
+		apprecords.RuleDelete: resolve, apprecords.RuleEdit: resolve, apprecords.RuleCreate: resolve,
 	}
 	d.spool, err = spool.Open(ctx, cfg.StateDir)
 	if err != nil {
@@ -366,6 +369,22 @@ func OpenRoot(s *policy.Store, path string) (*confine.Root, error) {
 	return confine.Open(path, o)
 }
 
+// openRoot opens a root of store s (OpenRoot) for the daemon's own work
+// and requests, and gives its ID what the spool and the versions hold for
+// it unbound (a state restored from a replica, or kept before roots had
+// IDs: see spool.Spool.Bind), so what is asked right after a restore finds
+// it.
+func (d *Daemon) openRoot(s *policy.Store, path string) (*confine.Root, error) {
+	root, err := OpenRoot(s, path)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	d.spool.Bind(ctx, root.ID())
+	d.versions.Bind(ctx, root.ID())
+	return root, nil
+}
+
 // RootOpener opens a path as a root of the policy policy() returns, with
 // its store's checks; a path that matches no store's globs (any more) is
 // refused. The rewriter's undo and recovery open roots with it.
@@ -401,7 +420,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	if rt == nil {
 		return jobs.Result{}, nil // store removed by a reload
 	}
-	root, err := OpenRoot(rt.store, j.Root)
+	root, err := d.openRoot(rt.store, j.Root)
 	if err != nil {
 		if layout.IsRefusal(err) {
 			d.onRefuse(j.Store, j.Root, err)

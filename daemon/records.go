@@ -77,12 +77,8 @@ func (d *Daemon) handleListMemories(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, err)
 		return
 	}
-	if _, ok := d.needRoot(w, r, root, policy.RightRead); !ok {
-		return
-	}
-	froot, err := OpenRoot(rt.store, root)
-	if err != nil {
-		writeErr(w, http.StatusServiceUnavailable, err)
+	_, froot, ok := d.needRoot(w, r, root, policy.RightRead)
+	if !ok {
 		return
 	}
 	defer froot.Close()
@@ -110,9 +106,11 @@ func (d *Daemon) handleDeleteMemories(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, err)
 		return
 	}
-	if _, ok := d.needRoot(w, r, root, policy.RightWrite); !ok {
+	_, froot, ok := d.needRoot(w, r, root, policy.RightWrite)
+	if !ok {
 		return
 	}
+	defer froot.Close()
 	var ids []int64
 	reason := "purged through the admin API"
 	if s := r.PathValue("id"); s != "" {
@@ -127,7 +125,7 @@ func (d *Daemon) handleDeleteMemories(w http.ResponseWriter, r *http.Request) {
 	n := 0
 	err = d.engine.Exclusive(r.Context(), rt.store.Name, root, "admin-delete", func(ctx context.Context) error {
 		var err error
-		n, err = apprecords.Remove(ctx, d.db, rt.store.Name, root, apprecords.OptionsOf(rt.store).Table, app, ids, reason)
+		n, err = apprecords.Remove(ctx, d.db, rt.store.Name, froot, apprecords.OptionsOf(rt.store).Table, app, ids, reason)
 		return err
 	})
 	switch {

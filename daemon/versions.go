@@ -45,6 +45,9 @@ type Loss struct {
 	LinesBefore int64     `json:"lines_before"`
 	LinesAfter  int64     `json:"lines_after"`
 	Restored    bool      `json:"restored,omitempty"` // put back at once (restore_deleted)
+	// dir is the directory the loss was seen in: only who reaches it
+	// sees the loss.
+	dir confine.ID
 }
 
 // maxLosses bounds the losses remembered for memwatch status.
@@ -65,13 +68,14 @@ func (l *losses) add(x Loss) {
 	}
 }
 
-// listFor returns the losses in the roots keep accepts, newest first.
-func (l *losses) listFor(keep func(root string) bool) []Loss {
+// listFor returns the losses keep accepts (by the directory they were
+// seen in), newest first.
+func (l *losses) listFor(keep func(dir confine.ID) bool) []Loss {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := []Loss{}
 	for i := len(l.list) - 1; i >= 0; i-- {
-		if keep(l.list[i].Root) {
+		if keep(l.list[i].dir) {
 			out = append(out, l.list[i])
 		}
 	}
@@ -175,7 +179,7 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 	if v.Writer != versions.ByAgent || prev.N == 0 || prev.Deleted() {
 		return
 	}
-	loss := Loss{Root: root.Path(), Path: rel, Time: v.Time, Version: v.N, Before: prev.N, LinesBefore: prev.Lines, LinesAfter: v.Lines}
+	loss := Loss{Root: root.Path(), Path: rel, Time: v.Time, Version: v.N, Before: prev.N, LinesBefore: prev.Lines, LinesAfter: v.Lines, dir: root.ID()}
 	switch {
 	case v.Deleted():
 		loss.Kind, loss.LinesAfter = "deleted", 0
@@ -191,7 +195,7 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 		loss.Restored = true
 	}
 	d.losses.add(loss)
-	all := d.losses.listFor(func(r string) bool { return r == root.Path() })
+	all := d.losses.listFor(func(dir confine.ID) bool { return dir == root.ID() })
 	var names []string
 	for _, l := range all {
 		if l.Kind == loss.Kind && time.Since(l.Time) < time.Hour && !l.Restored {
@@ -217,7 +221,7 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 // restoreDeletedJob puts back a memory file an agent deleted (policy
 // restore_deleted): its last version, if it is still gone.
 func (d *Daemon) restoreDeletedJob(ctx context.Context, rt *storeRT, root *confine.Root, rel string) (jobs.Result, error) {
-	vs, err := d.versions.List(ctx, root.Path(), rel)
+	vs, err := d.versions.List(ctx, root.ID(), rel)
 	if err != nil || len(vs) < 2 || !vs[len(vs)-1].Deleted() {
 		return jobs.Result{}, err // written again meanwhile, or nothing to bring back
 	}
@@ -256,19 +260,24 @@ type RestoreResult struct {
 
 // RestoreVersion puts a version of a memory file back through the safe
 // rewrite, in the root's job slot (journaled, itself undoable: the content
-// it replaces is archived).
-func (d *Daemon) RestoreVersion(ctx context.Context, req RestoreRequest) (RestoreResult, error) {
+// it replaces is archived). The root is opened in the slot, as a job opens
+// it; with dir set (a request's root, checked for its caller) it must be
+// that very directory still.
+func (d *Daemon) RestoreVersion(ctx context.Context, req RestoreRequest, dir *confine.ID) (RestoreResult, error) {
 	rt, _ := d.storeFor(req.Root)
 	if rt == nil {
 		return RestoreResult{}, fmt.Errorf("restore %s: %s is not a root of any store", req.Path, req.Root)
 	}
 	var res RestoreResult
 	err := d.engine.Exclusive(ctx, rt.store.Name, req.Root, "restore a version", func(ctx context.Context) error {
-		root, err := OpenRoot(rt.store, req.Root)
+		root, err := d.openRoot(rt.store, req.Root)
 		if err != nil {
 			return err
 		}
 		defer root.Close()
+		if dir != nil && root.ID() != *dir {
+			return fmt.Errorf("restore %s: %s: %w (it was replaced while the request waited)", req.Path, req.Root, rewrite.ErrRootReplaced)
+		}
 		res, err = RestoreVersion(ctx, d.rw, d.versions, root, rt.store.Name, req)
 		return err
 	})
@@ -276,7 +285,11 @@ func (d *Daemon) RestoreVersion(ctx context.Context, req RestoreRequest) (Restor
 }
 
 // RestoreVersion is the restore itself, for the daemon and for the CLI
-// when no daemon runs.
+// when no daemon runs. Only a version captured from root's very directory
+// is written, and into it: versions of another directory that had the
+// path are refused, saying so. The file gets the version's mode (a
+// version older than recorded modes: the root's default) and the root's
+// owner.
 func RestoreVersion(ctx context.Context, rw *rewrite.Rewriter, vs *versions.Store, root *confine.Root, store string, req RestoreRequest) (RestoreResult, error) {
 	rel, err := root.Rel(req.Path)
 	if err != nil {
@@ -284,21 +297,21 @@ func RestoreVersion(ctx context.Context, rw *rewrite.Rewriter, vs *versions.Stor
 	}
 	n := req.Version
 	if n == 0 {
-		v, err := vs.At(ctx, root.Path(), rel, req.At)
+		v, err := vs.At(ctx, root.ID(), rel, req.At)
 		if err != nil {
-			return RestoreResult{}, err
+			return RestoreResult{}, elsewhere(ctx, vs, root, rel, err)
 		}
 		n = v.N
 	}
-	v, data, err := vs.Get(ctx, root.Path(), rel, n)
+	v, data, err := vs.Get(ctx, root.ID(), rel, n)
 	if err != nil {
-		return RestoreResult{}, err
+		return RestoreResult{}, elsewhere(ctx, vs, root, rel, err)
 	}
 	if v.Deleted() {
 		return RestoreResult{}, fmt.Errorf("restore %s@%d: that version is the file's deletion; give the version before it", rel, n)
 	}
 	rec := &state.Record{Store: store, Rule: RuleRestoreVersion, Reason: fmt.Sprintf("put back version %d of %s (%s, %d bytes)", n, rel, v.Time.Format(time.RFC3339), v.Size)}
-	out, err := rw.Apply(ctx, rewrite.Request{Root: root, Target: rel, AllowCreate: true, Archive: "", Compute: func(_ context.Context, old []byte) ([]byte, error) {
+	out, err := rw.Apply(ctx, rewrite.Request{Root: root, Target: rel, AllowCreate: true, Mode: v.Mode, Archive: "", Compute: func(_ context.Context, old []byte) ([]byte, error) {
 		if old != nil && string(old) == string(data) {
 			return nil, rewrite.ErrUnchanged
 		}
@@ -310,21 +323,40 @@ func RestoreVersion(ctx context.Context, rw *rewrite.Rewriter, vs *versions.Stor
 	return RestoreResult{Root: root.Path(), Path: rel, Version: n, Outcome: out.Status, Journal: out.Record, Bytes: len(data)}, nil
 }
 
+// ErrOtherDirectory means a file has versions under its path, but they
+// were captured from another directory than the one there now (the path
+// was swapped for a symbolic link, or the directory was replaced):
+// memwatch neither shows them for it nor writes them into it.
+var ErrOtherDirectory = errors.New("its versions were captured from another directory that had this path")
+
+// elsewhere turns "no such version" for root/rel into ErrOtherDirectory
+// when versions of that path were captured from another directory.
+func elsewhere(ctx context.Context, vs *versions.Store, root *confine.Root, rel string, err error) error {
+	if !errors.Is(err, versions.ErrNoVersion) {
+		return err
+	}
+	if ids, lerr := vs.Elsewhere(ctx, root.ID(), rel); lerr == nil && len(ids) > 0 {
+		return fmt.Errorf("%s in %s: %w (the directory there now is %d:%d; memwatch keeps the old one's versions and serves them for no other)", rel, root.Path(), ErrOtherDirectory, root.ID().Dev, root.ID().Ino)
+	}
+	return err
+}
+
 // LostVersions lists, for each memory file of root that req selects, the
 // version to put back: with Missing, each file with versions that is not
 // on disk, as its newest version that is no deletion (restore --missing,
 // after a state restore on a new host, say); else each file an agent
-// deleted since req.Since, as it was before (restore --deleted).
+// deleted since req.Since, as it was before (restore --deleted). Only
+// versions captured from root's very directory count.
 func LostVersions(ctx context.Context, vs *versions.Store, root *confine.Root, req RestoreLostRequest) ([]versions.Version, error) {
 	var out []versions.Version
 	if !req.Missing {
-		dels, err := vs.DeletedSince(ctx, root.Path(), req.Since)
+		dels, err := vs.DeletedSince(ctx, root.ID(), req.Since)
 		for _, dl := range dels {
 			out = append(out, dl[1])
 		}
 		return out, err
 	}
-	files, err := vs.Files(ctx, root.Path())
+	files, err := vs.Files(ctx, root.ID())
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +364,7 @@ func LostVersions(ctx context.Context, vs *versions.Store, root *confine.Root, r
 		if _, err := root.Lstat(rel); !errors.Is(err, fs.ErrNotExist) {
 			continue // on disk (or not ours to tell)
 		}
-		list, err := vs.List(ctx, root.Path(), rel)
+		list, err := vs.List(ctx, root.ID(), rel)
 		if err != nil {
 			return nil, err
 		}
@@ -348,24 +380,29 @@ func LostVersions(ctx context.Context, vs *versions.Store, root *confine.Root, r
 
 // RestoreLost writes back the memory files of a root that req selects
 // (LostVersions), each through the safe rewrite, owned by the root's
-// owner, journaled.
-func (d *Daemon) RestoreLost(ctx context.Context, req RestoreLostRequest) ([]RestoreResult, error) {
+// owner, journaled; with dir set (a request's root), only into that very
+// directory.
+func (d *Daemon) RestoreLost(ctx context.Context, req RestoreLostRequest, dir *confine.ID) ([]RestoreResult, error) {
 	rt, _ := d.storeFor(req.Root)
 	if rt == nil {
 		return nil, fmt.Errorf("restore: %s is not a root of any store", req.Root)
 	}
-	root, err := OpenRoot(rt.store, req.Root)
+	root, err := d.openRoot(rt.store, req.Root)
 	if err != nil {
 		return nil, err
 	}
+	id := root.ID()
 	lost, err := LostVersions(ctx, d.versions, root, req)
 	root.Close()
 	if err != nil {
 		return nil, err
 	}
+	if dir != nil && id != *dir {
+		return nil, fmt.Errorf("restore: %s: %w (it was replaced while the request waited)", req.Root, rewrite.ErrRootReplaced)
+	}
 	out := []RestoreResult{}
 	for _, v := range lost {
-		res, err := d.RestoreVersion(ctx, RestoreRequest{Root: req.Root, Path: v.Path, Version: v.N})
+		res, err := d.RestoreVersion(ctx, RestoreRequest{Root: req.Root, Path: v.Path, Version: v.N}, &id)
 		if err != nil {
 			return out, err
 		}
@@ -381,26 +418,28 @@ func (d *Daemon) versionRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/versions/restore-deleted", d.handleRestoreLost)
 }
 
-// versionPath finds the root and root-relative path of ?path= (absolute)
-// for a caller with right.
-func (d *Daemon) versionPath(w http.ResponseWriter, r *http.Request, path, right string) (*policy.Store, string, string, bool) {
+// versionPath opens the root holding ?path= (absolute) for a caller with
+// right (needRoot), and gives the path relative to it. The caller closes
+// the root.
+func (d *Daemon) versionPath(w http.ResponseWriter, r *http.Request, path, right string) (*policy.Store, *confine.Root, string, bool) {
 	path = filepath.Clean(path)
 	if !filepath.IsAbs(path) {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("path %q must be absolute", path))
-		return nil, "", "", false
+		return nil, nil, "", false
 	}
-	_, root := d.storeFor(path)
-	if root == "" {
-		root = path // answered by needRoot: not a root of any store
+	_, rootPath := d.storeFor(path)
+	if rootPath == "" {
+		rootPath = path // answered by needRoot: not a root of any store
 	}
-	s, ok := d.needRoot(w, r, root, right)
+	s, root, ok := d.needRoot(w, r, rootPath, right)
 	if !ok {
-		return nil, "", "", false
+		return nil, nil, "", false
 	}
-	rel, err := filepath.Rel(root, path)
-	if err != nil || !filepath.IsLocal(rel) {
+	rel, err := root.Rel(path)
+	if err != nil || rel == "." {
+		root.Close()
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("%s is not a file under a root", path))
-		return nil, "", "", false
+		return nil, nil, "", false
 	}
 	return s, root, rel, true
 }
@@ -408,11 +447,13 @@ func (d *Daemon) versionPath(w http.ResponseWriter, r *http.Request, path, right
 // handleVersions lists the versions of ?path=, or with ?root= and no path
 // the files of that root that have versions.
 func (d *Daemon) handleVersions(w http.ResponseWriter, r *http.Request) {
-	if root := r.URL.Query().Get("root"); root != "" && r.URL.Query().Get("path") == "" {
-		if _, ok := d.needRoot(w, r, filepath.Clean(root), policy.RightRead); !ok {
+	if rootPath := r.URL.Query().Get("root"); rootPath != "" && r.URL.Query().Get("path") == "" {
+		_, root, ok := d.needRoot(w, r, rootPath, policy.RightRead)
+		if !ok {
 			return
 		}
-		files, err := d.versions.Files(r.Context(), filepath.Clean(root))
+		files, err := d.versions.Files(r.Context(), root.ID())
+		root.Close()
 		if err != nil {
 			writeErr(w, http.StatusInternalServerError, err)
 			return
@@ -427,7 +468,8 @@ func (d *Daemon) handleVersions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	vs, err := d.versions.List(r.Context(), root, rel)
+	defer root.Close()
+	vs, err := d.versions.List(r.Context(), root.ID(), rel)
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
@@ -443,14 +485,16 @@ func (d *Daemon) handleVersionContent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	defer root.Close()
 	n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
 	if err != nil || n < 1 {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("n must be a version number (1, 2, ...), not %q", r.URL.Query().Get("n")))
 		return
 	}
-	v, data, err := d.versions.Get(r.Context(), root, rel, n)
+	v, data, err := d.versions.Get(r.Context(), root.ID(), rel, n)
+	err = elsewhere(r.Context(), d.versions, root, rel, err)
 	switch {
-	case errors.Is(err, versions.ErrNoVersion):
+	case errors.Is(err, versions.ErrNoVersion), errors.Is(err, ErrOtherDirectory):
 		writeErr(w, http.StatusNotFound, err)
 	case err != nil:
 		writeErr(w, http.StatusInternalServerError, err)
@@ -481,12 +525,17 @@ func (d *Daemon) handleRestoreVersion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s, root, rel, ok := d.versionPath(w, r, req.Path, policy.RightUndo)
-	if !ok || !d.mayRestore(w, s) {
+	if !ok {
 		return
 	}
-	res, err := d.RestoreVersion(r.Context(), RestoreRequest{Root: root, Path: rel, Version: req.Version, At: req.At})
+	id := root.ID()
+	root.Close()
+	if !d.mayRestore(w, s) {
+		return
+	}
+	res, err := d.RestoreVersion(r.Context(), RestoreRequest{Root: id.Path, Path: rel, Version: req.Version, At: req.At}, &id)
 	switch {
-	case errors.Is(err, versions.ErrNoVersion):
+	case errors.Is(err, versions.ErrNoVersion), errors.Is(err, ErrOtherDirectory):
 		writeErr(w, http.StatusNotFound, err)
 	case err != nil:
 		writeErr(w, http.StatusUnprocessableEntity, err)
@@ -511,11 +560,16 @@ func (d *Daemon) handleRestoreLost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Root = filepath.Clean(req.Root)
-	s, ok := d.needRoot(w, r, req.Root, policy.RightUndo)
-	if !ok || !d.mayRestore(w, s) {
+	s, root, ok := d.needRoot(w, r, req.Root, policy.RightUndo)
+	if !ok {
 		return
 	}
-	res, err := d.RestoreLost(r.Context(), req)
+	id := root.ID()
+	root.Close()
+	if !d.mayRestore(w, s) {
+		return
+	}
+	res, err := d.RestoreLost(r.Context(), req, &id)
 	if err != nil {
 		writeErr(w, http.StatusUnprocessableEntity, err)
 		return
@@ -524,12 +578,12 @@ func (d *Daemon) handleRestoreLost(w http.ResponseWriter, r *http.Request) {
 }
 
 // Versions lists the versions of root/rel (the MCP tool memory_versions).
-func (d *Daemon) Versions(ctx context.Context, root, rel string) ([]versions.Version, error) {
-	return d.versions.List(ctx, root, rel)
+func (d *Daemon) Versions(ctx context.Context, root *confine.Root, rel string) ([]versions.Version, error) {
+	return d.versions.List(ctx, root.ID(), rel)
 }
 
 // VersionContent returns version n of root/rel.
-func (d *Daemon) VersionContent(ctx context.Context, root, rel string, n int64) ([]byte, error) {
-	_, data, err := d.versions.Get(ctx, root, rel, n)
-	return data, err
+func (d *Daemon) VersionContent(ctx context.Context, root *confine.Root, rel string, n int64) ([]byte, error) {
+	_, data, err := d.versions.Get(ctx, root.ID(), rel, n)
+	return data, elsewhere(ctx, d.versions, root, rel, err)
 }

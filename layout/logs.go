@@ -29,7 +29,7 @@ func (e *Env) CaptureLog(ctx context.Context, root *confine.Root, rel string) (s
 		e.Log.Info("session log rewritten by the agent; captured lines are kept", "root", root.Path(), "log", rel, "change", res.Why,
 			"generation", res.Gen, "new_lines", res.Lines, "known_lines", res.Known)
 	}
-	st, ok, err := e.Spool.Find(ctx, root.Path(), rel)
+	st, ok, err := e.Spool.Find(ctx, root.ID(), rel)
 	if err != nil {
 		return spool.Log{}, err
 	}

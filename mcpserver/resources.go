@@ -14,8 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memwatch/memwatch/confine"
-	"github.com/memwatch/memwatch/daemon"
-	"github.com/memwatch/memwatch/policy"
 )
 
 // Resources: the markdown memory files of each root, read-only, as file://
@@ -57,9 +55,9 @@ func (b *builder) rootsServed() []binding {
 		if st.Layout == appRecords {
 			continue
 		}
-		for _, r := range st.Roots() {
-			if b.access.reaches(st, r) {
-				out = append(out, binding{store: st, path: r})
+		for _, id := range st.RootIDs() {
+			if b.access.reaches(st, id) {
+				out = append(out, binding{store: st, path: id.Path, id: id})
 			}
 		}
 	}
@@ -69,7 +67,7 @@ func (b *builder) rootsServed() []binding {
 func (b *builder) listResources() []*mcp.Resource {
 	out := []*mcp.Resource{}
 	for _, r := range b.rootsServed() {
-		root, err := daemon.OpenRoot(r.store, r.path)
+		root, err := b.openRoot(r.store, r.path, &r.id)
 		if err != nil {
 			continue
 		}
@@ -121,7 +119,7 @@ func (b *builder) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 		if !confine.Within(r.path, p) || p == r.path {
 			continue
 		}
-		data, err := readIn(r.store, r.path, p)
+		data, err := b.readIn(r, p)
 		if err != nil {
 			return nil, err
 		}
@@ -131,8 +129,8 @@ func (b *builder) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 }
 
 // readIn reads the file p of a root, refusing what leaves the root.
-func readIn(st *policy.Store, rootPath, p string) ([]byte, error) {
-	root, err := daemon.OpenRoot(st, rootPath)
+func (b *builder) readIn(r binding, p string) ([]byte, error) {
+	root, err := b.openRoot(r.store, r.path, &r.id)
 	if err != nil {
 		return nil, err
 	}

@@ -66,15 +66,15 @@ type Config struct {
 	Index string
 	// Generation gives a session log's live generation (from the spool), so
 	// recall cites a log the agent has rewritten as path@N#Lx; may be nil.
-	Generation func(ctx context.Context, root, rel string) int64
+	Generation func(ctx context.Context, root *confine.Root, rel string) int64
 	// Held gives the messages the spool holds beyond the live files
 	// (recall.Options.Held); may be nil.
 	Held func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error
 	// Versions lists the versions memwatch kept of a memory file, and
 	// VersionContent returns one's content (memory_versions, read-only); nil:
 	// no such tool.
-	Versions       func(ctx context.Context, root, rel string) ([]versions.Version, error)
-	VersionContent func(ctx context.Context, root, rel string, n int64) ([]byte, error)
+	Versions       func(ctx context.Context, root *confine.Root, rel string) ([]versions.Version, error)
+	VersionContent func(ctx context.Context, root *confine.Root, rel string, n int64) ([]byte, error)
 	// Now is the clock of memory_stamp; nil is time.Now.
 	Now func() time.Time
 }
@@ -95,13 +95,13 @@ type Server struct {
 // kernel decides the rest.
 type access struct {
 	who     string
-	reaches func(*policy.Store, string) bool
+	reaches func(*policy.Store, confine.ID) bool
 	write   bool
 	undo    bool
 }
 
 // everything is the access of memwatch mcp on stdio.
-var everything = access{who: "stdio", reaches: func(*policy.Store, string) bool { return true }, write: true, undo: true}
+var everything = access{who: "stdio", reaches: func(*policy.Store, confine.ID) bool { return true }, write: true, undo: true}
 
 // accessOf is the access of a caller of the control API.
 func accessOf(c *daemon.Caller) access {
@@ -124,7 +124,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 			return nil, fmt.Errorf("mcp --root %s: %w", cfg.Root, err)
 		}
 		s.cfg.Root = abs
-		if _, err := s.find(cfg.Policy(), abs); err != nil {
+		if _, _, err := s.find(cfg.Policy(), abs); err != nil {
 			return nil, err
 		}
 	}
@@ -146,11 +146,11 @@ func (s *Server) mcpFor(root string, a access) (*mcp.Server, error) {
 	}
 	b := &builder{s: s, policy: p, access: a}
 	if root != "" {
-		st, err := b.find(p, root)
+		st, id, err := b.find(p, root)
 		if err != nil {
 			return nil, err
 		}
-		b.bound = &binding{store: st, path: filepath.Clean(root)}
+		b.bound = &binding{store: st, path: filepath.Clean(root), id: id}
 	}
 	instructions := "memwatch maintains this agent's memory files and journals every change. "
 	if b.bound != nil {
@@ -320,40 +320,63 @@ func (ss *sessions) add(srv *mcp.Server) {
 // frame the same way.
 const maxRequest = 8 << 20
 
-// binding is the root a session is bound to.
+// binding is a root a session works on: its store, and the directory
+// discovery found at its path (a session bound to a root serves that
+// directory only, not another that takes its path later).
 type binding struct {
 	store *policy.Store
 	path  string
+	id    confine.ID
 }
 
-// find returns the store of a root of the policy.
-func (s *Server) find(p *policy.Policy, root string) (*policy.Store, error) {
+// find returns the store of a root of the policy, and the root's ID as
+// discovery finds it (no symbolic link followed).
+func (s *Server) find(p *policy.Policy, root string) (*policy.Store, confine.ID, error) {
 	if !filepath.IsAbs(root) {
-		return nil, fmt.Errorf("root %q: give the root's absolute path (memory_roots lists them)", clip(root))
+		return nil, confine.ID{}, fmt.Errorf("root %q: give the root's absolute path (memory_roots lists them)", clip(root))
 	}
 	root = filepath.Clean(root)
 	for _, st := range p.Stores {
 		if !st.MatchesRoot(root) {
 			continue
 		}
-		if slices.Contains(st.Roots(), root) {
-			return st, nil
+		for _, id := range st.RootIDs() {
+			if id.Path == root {
+				return st, id, nil
+			}
 		}
 	}
-	return nil, fmt.Errorf("root %q is not a root of any store of the policy (memory_roots lists them)", clip(root))
+	return nil, confine.ID{}, fmt.Errorf("root %q is not a root of any store of the policy (memory_roots lists them)", clip(root))
 }
 
 // find is Server.find within what the session's client reaches: a root it
 // does not reach is answered like one that is no root at all.
-func (b *builder) find(p *policy.Policy, root string) (*policy.Store, error) {
-	st, err := b.s.find(p, root)
+func (b *builder) find(p *policy.Policy, root string) (*policy.Store, confine.ID, error) {
+	st, id, err := b.s.find(p, root)
+	if err != nil {
+		return nil, id, err
+	}
+	if !b.access.reaches(st, id) {
+		return nil, id, fmt.Errorf("root %q is not a root %s may use (memory_roots lists them)", clip(root), b.access.who)
+	}
+	return st, id, nil
+}
+
+// openRoot opens a root as every job does (daemon.OpenRoot) and serves it
+// only if the directory it opened is one the client reaches and, with
+// want, the very directory the session found (want's device and inode):
+// the decision is made on what was opened, never on a path looked up again.
+func (b *builder) openRoot(st *policy.Store, path string, want *confine.ID) (*confine.Root, error) {
+	root, err := daemon.OpenRoot(st, path)
 	if err != nil {
 		return nil, err
 	}
-	if !b.access.reaches(st, filepath.Clean(root)) {
-		return nil, fmt.Errorf("root %q is not a root %s may use (memory_roots lists them)", clip(root), b.access.who)
+	id := root.ID()
+	if !b.access.reaches(st, id) || want != nil && id != *want {
+		root.Close()
+		return nil, fmt.Errorf("root %q is not a root %s may use: the directory there is not the one it was (memory_roots lists them)", clip(path), b.access.who)
 	}
-	return st, nil
+	return root, nil
 }
 
 // builder adds the tools of one session's server.
@@ -393,8 +416,9 @@ type target struct {
 // must be a root of the policy whose layout the tool serves.
 func (b *builder) open(args json.RawMessage, tool string, layouts []string) (*target, error) {
 	st, path := (*policy.Store)(nil), ""
+	var want *confine.ID
 	if b.bound != nil {
-		st, path = b.bound.store, b.bound.path
+		st, path, want = b.bound.store, b.bound.path, &b.bound.id
 	} else {
 		var a struct {
 			Root string `json:"root"`
@@ -404,7 +428,7 @@ func (b *builder) open(args json.RawMessage, tool string, layouts []string) (*ta
 			return nil, errors.New("root is required: one of the roots memory_roots lists")
 		}
 		var err error
-		if st, err = b.find(b.s.cfg.Policy(), a.Root); err != nil {
+		if st, _, err = b.find(b.s.cfg.Policy(), a.Root); err != nil {
 			return nil, err
 		}
 		path = filepath.Clean(a.Root)
@@ -412,7 +436,7 @@ func (b *builder) open(args json.RawMessage, tool string, layouts []string) (*ta
 	if layouts != nil && !slices.Contains(layouts, st.Layout) {
 		return nil, fmt.Errorf("%s works on %s roots; %s is a %s root", tool, strings.Join(layouts, " and "), path, st.Layout)
 	}
-	root, err := daemon.OpenRoot(st, path)
+	root, err := b.openRoot(st, path, want)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/layout/factsepisodes"
@@ -157,7 +158,7 @@ func (b *builder) addTools() {
 					return "", nil, err
 				}
 				if in.Version > 0 {
-					data, err := cfg.VersionContent(ctx, t.root.Path(), rel, in.Version)
+					data, err := cfg.VersionContent(ctx, t.root, rel, in.Version)
 					if err != nil {
 						return "", nil, err
 					}
@@ -167,7 +168,7 @@ func (b *builder) addTools() {
 					}
 					return strings.ToValidUTF8(string(data), "\uFFFD"), nil, nil
 				}
-				vs, err := cfg.Versions(ctx, t.root.Path(), rel)
+				vs, err := cfg.Versions(ctx, t.root, rel)
 				if err != nil {
 					return "", nil, err
 				}
@@ -364,11 +365,11 @@ func (b *builder) roots(ctx context.Context, _ *target, _ noInput) (string, any,
 	var sb strings.Builder
 	n := 0
 	for _, st := range b.s.cfg.Policy().Stores {
-		for _, r := range st.Roots() {
-			if !b.access.reaches(st, r) {
+		for _, id := range st.RootIDs() {
+			if !b.access.reaches(st, id) {
 				continue
 			}
-			fmt.Fprintf(&sb, "%s\t%s\t%s\n", st.Name, st.Layout, r)
+			fmt.Fprintf(&sb, "%s\t%s\t%s\n", st.Name, st.Layout, id.Path)
 			n++
 		}
 	}
@@ -426,7 +427,7 @@ func (b *builder) search(ctx context.Context, t *target, query string, limit int
 	}
 	opts := recall.Options{Roots: []recall.Root{{Root: t.root, Sources: srcs}}, Labels: labels, Limit: limit, Index: b.s.cfg.Index, MaxLine: int(t.store.MaxLine), Sort: sortBy}
 	if gen := b.s.cfg.Generation; gen != nil {
-		opts.Generation = func(root, rel string) int64 { return gen(ctx, root, rel) }
+		opts.Generation = func(root *confine.Root, rel string) int64 { return gen(ctx, root, rel) }
 	}
 	opts.Held = b.s.cfg.Held
 	results, _, err := recall.Search(ctx, q, opts)

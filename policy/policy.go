@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/memwatch/memwatch/confine"
 )
 
 // Version is the only policy schema version this build understands.
@@ -343,28 +345,40 @@ func (p *Policy) StoreByName(name string) *Store {
 	return nil
 }
 
-// Roots expands the store's globs now. A glob that matches nothing is not an
-// error: roots may appear later and the watcher picks them up.
+// Roots expands the store's globs now, as memwatch finds roots: from each
+// glob's fixed part without following a symbolic link (confine.GlobRoots;
+// what it refuses the watcher reports). A glob that matches nothing is not
+// an error: roots may appear later and the watcher picks them up.
 func (s *Store) Roots() []string {
-	seen := map[string]bool{}
 	var out []string
+	for _, id := range s.RootIDs() {
+		out = append(out, id.Path)
+	}
+	return out
+}
+
+// RootIDs is Roots with the identity of each directory (or database file)
+// as discovery saw it; its UID is the user memwatch acts as there (the
+// store's user:, else the owner).
+func (s *Store) RootIDs() []confine.ID {
+	seen := map[string]bool{}
+	var out []confine.ID
+	user := -1
+	if s.User != "" {
+		if uid, err := OwnerUID(s.User); err == nil {
+			user = uid
+		}
+	}
 	for _, g := range s.Paths {
-		m, _ := filepath.Glob(g) // patterns were checked at load
-		for _, r := range m {
-			r = filepath.Clean(r)
-			if seen[r] {
-				continue
+		found, _ := confine.GlobRoots(g, s.Layout == "app-records") // app-records roots are database files
+		for _, id := range found {
+			if !seen[id.Path] {
+				seen[id.Path] = true
+				if user >= 0 {
+					id.UID = user
+				}
+				out = append(out, id)
 			}
-			fi, err := os.Stat(r)
-			if err != nil {
-				continue
-			}
-			// app-records roots are database files; every other layout's root is a directory.
-			if (s.Layout == "app-records") == fi.IsDir() {
-				continue
-			}
-			seen[r] = true
-			out = append(out, r)
 		}
 	}
 	return out
@@ -390,19 +404,8 @@ func expandHome(p string) string {
 }
 
 // StaticDir is the longest leading part of a glob without pattern
-// characters: the directory every match lies in. A glob with no pattern
-// characters is its own static part.
-func StaticDir(g string) string {
-	parts := strings.Split(filepath.Clean(g), string(filepath.Separator))
-	i := 0
-	for i < len(parts) && !strings.ContainsAny(parts[i], `*?[\`) {
-		i++
-	}
-	if i == len(parts) {
-		return filepath.Clean(g)
-	}
-	return string(filepath.Separator) + filepath.Join(parts[:i]...)
-}
+// characters (confine.StaticDir).
+func StaticDir(g string) string { return confine.StaticDir(g) }
 
 // Within is what a root of the store must resolve inside: the static
 // directory of each glob (for a database root named without wildcards, its
@@ -410,11 +413,7 @@ func StaticDir(g string) string {
 func (s *Store) Within() []string {
 	var out []string
 	for _, g := range s.Paths {
-		d := StaticDir(g)
-		if d == filepath.Clean(g) {
-			d = filepath.Dir(d)
-		}
-		out = append(out, d)
+		out = append(out, confine.GlobBase(g))
 	}
 	return out
 }

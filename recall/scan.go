@@ -39,7 +39,7 @@ type Options struct {
 	Index string
 	// Generation, when set, gives a log's live generation (from the spool)
 	// so citations of rewritten logs name it (path@3#L10).
-	Generation func(root, rel string) int64
+	Generation func(root *confine.Root, rel string) int64
 	// MaxLine is the longest line searched whole (0: 1 MiB).
 	MaxLine int
 	// Sort is SortRelevance ("": the default) or SortNewest (rank.go).
@@ -215,7 +215,7 @@ func listFiles(o Options, vs *views) ([]file, error) {
 				seen[key] = true
 				f := file{root: r, rel: m, src: src, mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: 1}
 				if o.Generation != nil && src.Kind == Log {
-					if g := o.Generation(r.Root.Path(), m); g > 0 {
+					if g := o.Generation(r.Root, m); g > 0 {
 						f.gen = g
 					}
 				}

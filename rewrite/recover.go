@@ -27,8 +27,8 @@ var ErrRootReplaced = errors.New("the root is not the directory this change was 
 
 // rootID is a root's identity as the journal records it.
 func rootID(r *confine.Root) (dev, ino int64) {
-	d, i := r.ID()
-	return int64(d), int64(i)
+	id := r.ID()
+	return int64(id.Dev), int64(id.Ino)
 }
 
 // recordRoot opens the root of a journal record: through OpenRoot (the

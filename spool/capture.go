@@ -64,7 +64,8 @@ func (s *Spool) Capture(ctx context.Context, root *confine.Root, rel string, o O
 		o.MaxLine = DefaultMaxLine
 	}
 	rel = filepath.Clean(rel)
-	defer s.lock(root.Path(), rel)()
+	s.Bind(ctx, root.ID())
+	defer s.lock(root.ID().Key(), rel)()
 	for attempt := 0; ; attempt++ {
 		res, err := s.capture(ctx, root, rel, o)
 		if errors.Is(err, errChanged) && attempt < 3 {
@@ -79,7 +80,8 @@ func (s *Spool) Capture(ctx context.Context, root *confine.Root, rel string, o O
 // a live file: a log deleted while memwatch was not running, or one of a
 // state restored on a new host. It returns how many it marked.
 func (s *Spool) MarkGone(ctx context.Context, root *confine.Root) (int, error) {
-	logs, err := s.Logs(ctx, root.Path())
+	s.Bind(ctx, root.ID())
+	logs, err := s.Logs(ctx, root.ID())
 	if err != nil {
 		return 0, err
 	}
@@ -91,8 +93,8 @@ func (s *Spool) MarkGone(ctx context.Context, root *confine.Root) (int, error) {
 		if _, err := root.Lstat(l.Path); !errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		unlock := s.lock(root.Path(), l.Path)
-		st, found, err := s.Find(ctx, root.Path(), l.Path)
+		unlock := s.lock(root.ID().Key(), l.Path)
+		st, found, err := s.Find(ctx, root.ID(), l.Path)
 		if err == nil && found && !st.Missing {
 			st.Missing, st.LiveMsgs, st.LiveFrom = true, 0, st.Seq+1
 			st.Lines, st.Offset, st.dev, st.ino, st.tailOff, st.tailHash = 0, 0, 0, 0, 0, 0
@@ -110,7 +112,8 @@ func (s *Spool) MarkGone(ctx context.Context, root *confine.Root) (int, error) {
 func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o Options) (res Result, err error) {
 	var drained Result
 	defer func() { res.Lines, res.Messages = res.Lines+drained.Lines, res.Messages+drained.Messages }()
-	st, found, err := s.Find(ctx, root.Path(), rel)
+	key := root.ID().Key()
+	st, found, err := s.Find(ctx, root.ID(), rel)
 	if err != nil {
 		return Result{}, err
 	}
@@ -123,7 +126,7 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 		// it appended to the old file since the last capture is still
 		// readable through the descriptor kept from then.
 		var derr error
-		if drained, derr = s.drainHeld(ctx, root.Path(), rel, &st, o); derr != nil {
+		if drained, derr = s.drainHeld(ctx, key, rel, &st, o); derr != nil {
 			if f != nil {
 				f.Close()
 			}
@@ -145,13 +148,13 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 	if err != nil {
 		return Result{}, err
 	}
-	defer func() { s.hold(root.Path(), rel, f, st.dev, st.ino) }()
+	defer func() { s.hold(key, rel, f, st.dev, st.ino) }()
 	sys := fi.Sys().(*syscall.Stat_t)
 	dev, ino := int64(sys.Dev), int64(sys.Ino)
 	if !found {
 		// Added in the capture's own transaction (appendLines): one
 		// commit for a new log, not two.
-		st = Log{Root: root.Path(), Path: rel, First: s.Now()}
+		st = Log{Root: key, Path: rel, First: s.Now()}
 	}
 	switch {
 	case st.Gen == 0:
@@ -263,8 +266,8 @@ func sameInode(fi os.FileInfo, dev, ino int64) bool {
 
 // hold keeps f open as the log's last captured file (closing the one held
 // before), or closes it when it is not the file the log's state is at.
-func (s *Spool) hold(root, rel string, f *os.File, dev, ino int64) {
-	key := root + "\x00" + rel
+func (s *Spool) hold(rootKey, rel string, f *os.File, dev, ino int64) {
+	key := rootKey + "\x00" + rel
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old := s.held[key]; old != nil && old.f != f {
@@ -293,8 +296,8 @@ func (s *Spool) hold(root, rel string, f *os.File, dev, ino int64) {
 // drainHeld captures what was appended to the log's previous file after
 // the last capture, when that file is still held open and intact up to
 // there, then lets it go.
-func (s *Spool) drainHeld(ctx context.Context, root, rel string, st *Log, o Options) (Result, error) {
-	key := root + "\x00" + rel
+func (s *Spool) drainHeld(ctx context.Context, rootKey, rel string, st *Log, o Options) (Result, error) {
+	key := rootKey + "\x00" + rel
 	s.mu.Lock()
 	h := s.held[key]
 	delete(s.held, key)

@@ -110,7 +110,7 @@ var ErrUnknownLog = errors.New("the spool has no such log")
 // come from the file; otherwise from the spool (which says when a line's
 // text was pruned).
 func (s *Spool) Show(ctx context.Context, root *confine.Root, c Citation) ([]Shown, error) {
-	st, found, err := s.Find(ctx, root.Path(), c.Path)
+	st, found, err := s.Find(ctx, root.ID(), c.Path)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,8 @@ func IsRecordLog(rel string) bool { return strings.Contains(rel, "#") }
 
 // RecordCursor returns the key of the last record captured into the log
 // rel of root (0 when none).
-func (s *Spool) RecordCursor(ctx context.Context, root, rel string) (int64, error) {
+func (s *Spool) RecordCursor(ctx context.Context, root confine.ID, rel string) (int64, error) {
+	s.Bind(ctx, root)
 	st, found, err := s.Find(ctx, root, rel)
 	if err != nil || !found {
 		return 0, err
@@ -50,7 +51,7 @@ func (s *Spool) RecordCursor(ctx context.Context, root, rel string) (int64, erro
 // CaptureRecords appends the records whose key is above the log's cursor,
 // in key order, as its next lines; isMessage tells messages from other
 // events, as for a file.
-func (s *Spool) CaptureRecords(ctx context.Context, root, rel string, recs []Record, o Options) (Result, error) {
+func (s *Spool) CaptureRecords(ctx context.Context, root confine.ID, rel string, recs []Record, o Options) (Result, error) {
 	if o.IsMessage == nil {
 		return Result{}, errors.New("spool: Options.IsMessage is required")
 	}
@@ -61,13 +62,14 @@ func (s *Spool) CaptureRecords(ctx context.Context, root, rel string, recs []Rec
 	if !IsRecordLog(rel) {
 		return Result{}, fmt.Errorf("spool: %s is no record log (DB#ID)", rel)
 	}
-	defer s.lock(root, rel)()
+	s.Bind(ctx, root)
+	defer s.lock(root.Key(), rel)()
 	st, found, err := s.Find(ctx, root, rel)
 	if err != nil {
 		return Result{}, err
 	}
 	if !found {
-		st = Log{Root: root, Path: rel, First: s.Now(), Gen: 1, ino: virtualIno}
+		st = Log{Root: root.Key(), Path: rel, First: s.Now(), Gen: 1, ino: virtualIno}
 	}
 	c, err := s.begin(ctx, &st)
 	if err != nil {
@@ -118,7 +120,7 @@ type HeldLine struct {
 // Held calls fn with the messages of root's logs that are in the spool but
 // not in their live files, newest first, while fn returns nil. Pruned
 // lines are not held any more.
-func (s *Spool) Held(ctx context.Context, root string, fn func(HeldLine) error) error {
+func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) error) error {
 	logs, err := s.Logs(ctx, root)
 	if err != nil {
 		return err
@@ -163,5 +165,5 @@ func (s *Spool) eachHeld(ctx context.Context, path, q string, args []any, fn fun
 // SearchHeld is Held for recall (recall.Options.Held): the held messages
 // of root's logs as (log, generation, line, text).
 func (s *Spool) SearchHeld(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error {
-	return s.Held(ctx, root.Path(), func(h HeldLine) error { return fn(h.Path, h.Gen, h.Line, h.Data) })
+	return s.Held(ctx, root.ID(), func(h HeldLine) error { return fn(h.Path, h.Gen, h.Line, h.Data) })
 }

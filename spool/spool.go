@@ -60,6 +60,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -135,6 +136,10 @@ type Spool struct {
 	stmts map[string]*sql.Stmt
 	// rematches counts captures that read a whole log again (tests).
 	rematches atomic.Int64
+	// bound lists the root keys Bind has run for (guarded by mu);
+	// readOnly spools bind nothing.
+	bound    map[string]bool
+	readOnly bool
 }
 
 // prepared returns q prepared (once); in tx when tx is not nil. The
@@ -192,7 +197,7 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 		db.Close()
 		return nil, fmt.Errorf("upgrade spool %s: %w", path, err)
 	}
-	s := &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}}
+	s := &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}, bound: map[string]bool{}}
 	for _, q := range hotStatements {
 		if _, err := s.prepared(ctx, nil, q); err != nil {
 			s.Close()
@@ -248,7 +253,7 @@ func OpenReadOnly(ctx context.Context, dir string) (*Spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", path, err)
 	}
-	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}}, nil
+	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}, readOnly: true}, nil
 }
 
 // Close closes the held logs and the database.
@@ -282,8 +287,8 @@ func (s *Spool) lock(root, rel string) func() {
 // Log is what the spool knows of one log file.
 type Log struct {
 	ID       int64
-	Root     string
-	Path     string // relative to Root
+	Root     string // the root's key (confine.ID.Key)
+	Path     string // relative to the root
 	Gen      int64  // the live generation (0: nothing captured yet)
 	Seq      int64  // the last sequence number given
 	Lines    int64  // complete lines of the live generation
@@ -315,14 +320,14 @@ func scanLog(row interface{ Scan(...any) error }) (Log, error) {
 	return l, err
 }
 
-// Find returns the spool's record of a log; ok is false when it was never
-// captured.
-func (s *Spool) Find(ctx context.Context, root, rel string) (Log, bool, error) {
+// Find returns the spool's record of a log of the root (as captured from
+// that very directory: see Bind); ok is false when it was never captured.
+func (s *Spool) Find(ctx context.Context, root confine.ID, rel string) (Log, bool, error) {
 	st, err := s.prepared(ctx, nil, `SELECT `+logCols+` FROM logs WHERE root=? AND path=?`)
 	if err != nil {
 		return Log{}, false, fmt.Errorf("read spool log %s: %w", rel, err)
 	}
-	l, err := scanLog(st.QueryRowContext(ctx, root, filepath.Clean(rel)))
+	l, err := scanLog(st.QueryRowContext(ctx, root.Key(), filepath.Clean(rel)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Log{}, false, nil
 	}
@@ -335,7 +340,7 @@ func (s *Spool) Find(ctx context.Context, root, rel string) (Log, bool, error) {
 // LiveGen is the generation of a log now live in its file, 0 when the
 // spool does not know it or it is gone: what recall cites a rewritten log
 // by (path@N#Lx).
-func (s *Spool) LiveGen(ctx context.Context, root, rel string) int64 {
+func (s *Spool) LiveGen(ctx context.Context, root confine.ID, rel string) int64 {
 	l, ok, err := s.Find(ctx, root, rel)
 	if err != nil || !ok || l.Missing {
 		return 0
@@ -344,8 +349,8 @@ func (s *Spool) LiveGen(ctx context.Context, root, rel string) int64 {
 }
 
 // Logs lists the logs of a root.
-func (s *Spool) Logs(ctx context.Context, root string) ([]Log, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+logCols+` FROM logs WHERE root=? ORDER BY path`, root)
+func (s *Spool) Logs(ctx context.Context, root confine.ID) ([]Log, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+logCols+` FROM logs WHERE root=? ORDER BY path`, root.Key())
 	if err != nil {
 		return nil, fmt.Errorf("list spool logs: %w", err)
 	}

@@ -65,7 +65,7 @@ func replace(t *testing.T, p, content string) {
 // captured returns the text of every captured message line, in order.
 func captured(t *testing.T, s *Spool, root *confine.Root, rel string) []string {
 	t.Helper()
-	st, ok, err := s.Find(context.Background(), root.Path(), rel)
+	st, ok, err := s.Find(context.Background(), root.ID(), rel)
 	if err != nil || !ok {
 		t.Fatalf("find: %v %v", ok, err)
 	}
@@ -176,7 +176,7 @@ func TestCaptureScenarios(t *testing.T) {
 				if err != nil && st.why != "missing" {
 					t.Fatalf("step %d: %v", i, err)
 				}
-				log, _, _ := s.Find(ctx, root.Path(), "s.jsonl")
+				log, _, _ := s.Find(ctx, root.ID(), "s.jsonl")
 				if res.Why != st.why || res.Messages != st.newMsgs || log.Gen != st.gen || log.LiveMsgs != st.live {
 					t.Errorf("step %d: why %q, %d new messages, gen %d, %d live; want %q, %d, %d, %d",
 						i, res.Why, res.Messages, log.Gen, log.LiveMsgs, st.why, st.newMsgs, st.gen, st.live)
@@ -250,7 +250,7 @@ func TestCitationsSurviveRewrites(t *testing.T) {
 	p := filepath.Join(dir, "s.jsonl")
 	replace(t, p, lines(append([]string{fmt.Sprintf(meta, 1)}, msgs(1, 6)...)...))
 	s.Capture(ctx, root, "s.jsonl", opts)
-	st, _, _ := s.Find(ctx, root.Path(), "s.jsonl")
+	st, _, _ := s.Find(ctx, root.ID(), "s.jsonl")
 	var rng []Line
 	s.Read(ctx, st.ID, 0, st.Seq, func(l Line) error {
 		if l.Msg && l.Line <= 4 {
@@ -288,7 +288,7 @@ func TestCitationsSurviveRewrites(t *testing.T) {
 	// The new generation's lines are cited with it.
 	os.WriteFile(p, []byte(lines(append([]string{fmt.Sprintf(meta, 2)}, msgs(4, 7)...)...)), 0o644)
 	s.Capture(ctx, root, "s.jsonl", opts)
-	st, _, _ = s.Find(ctx, root.Path(), "s.jsonl")
+	st, _, _ = s.Find(ctx, root.ID(), "s.jsonl")
 	var last []Line
 	s.Read(ctx, st.ID, st.Seq-1, st.Seq, func(l Line) error { last = append(last, l); return nil })
 	if c := Cite("s.jsonl", last); c != "s.jsonl@2#L5" {
@@ -310,7 +310,7 @@ func TestHugeLineAndPrune(t *testing.T) {
 	if err != nil || res.Lines != 3 || res.Messages != 3 {
 		t.Fatalf("capture: %+v, %v", res, err)
 	}
-	st, _, _ := s.Find(ctx, root.Path(), "s.jsonl")
+	st, _, _ := s.Find(ctx, root.ID(), "s.jsonl")
 	var cut Line
 	s.Read(ctx, st.ID, 1, 2, func(l Line) error { cut = l; return nil })
 	if !cut.Cut() || len(cut.Data) != 4096 || cut.Size != int64(len(huge)) {
@@ -380,7 +380,7 @@ func FuzzCapture(f *testing.F) {
 			if err != nil {
 				t.Fatalf("version %d: %v", i, err)
 			}
-			st, _, _ := s.Find(ctx, root.Path(), name)
+			st, _, _ := s.Find(ctx, root.ID(), name)
 			if want := int64(strings.Count(string(content), "\n")); st.Lines != want {
 				t.Fatalf("version %d: %d lines in the live generation, want %d (%+v)", i, st.Lines, want, res)
 			}
@@ -437,7 +437,7 @@ func TestTrimSeenHalfWritten(t *testing.T) {
 	now = now.Add(5 * time.Second)
 	appendTo(lines(msg(51), msg(60)))
 	capture("append", 2, 0)
-	log, _, _ := s.Find(ctx, root.Path(), "s.jsonl")
+	log, _, _ := s.Find(ctx, root.ID(), "s.jsonl")
 	if log.LiveMsgs != 2 {
 		t.Errorf("%d live messages, want 2", log.LiveMsgs)
 	}
@@ -508,7 +508,7 @@ func TestWholeFileRewriteSeenPartWritten(t *testing.T) {
 			// The metadata lines, unchanged in every rewrite, are stored
 			// once and carried into each generation, whether the capture
 			// saw them at once or written back after it.
-			st, _, _ := s.Find(ctx, root.Path(), "s.jsonl")
+			st, _, _ := s.Find(ctx, root.ID(), "s.jsonl")
 			stored := map[string]int{}
 			s.Read(ctx, st.ID, 0, st.Seq, func(l Line) error {
 				if !l.Msg {

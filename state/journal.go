@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/memwatch/memwatch/confine"
 )
 
 // Outcomes of a journal record.
@@ -93,6 +95,10 @@ type Filter struct {
 	// BeforeID selects records older than this one (a page after it).
 	BeforeID int64
 	Limit    int
+	// Dir, when set, keeps only the records made in that very directory
+	// (its device and inode), and those that name none (a failure, a
+	// refusal): what an owner of the root now may read of its history.
+	Dir *confine.ID
 }
 
 const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_size,after_sha,after_size,tokens,duration_ms,duration_us,outcome,reason,data,root_dev,root_ino,key,trigger`
@@ -113,6 +119,10 @@ func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
 	if f.BeforeID > 0 {
 		where = append(where, "id < ?")
 		args = append(args, f.BeforeID)
+	}
+	if f.Dir != nil {
+		where = append(where, "(root_ino = 0 OR root_dev = ? AND root_ino = ?)")
+		args = append(args, int64(f.Dir.Dev), int64(f.Dir.Ino))
 	}
 	q := `SELECT ` + recordCols + ` FROM journal`
 	if len(where) > 0 {

@@ -24,9 +24,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/memwatch/memwatch/confine"
 
 	"github.com/memwatch/memwatch/spool"
 )
@@ -79,13 +82,28 @@ type Format struct {
 var Formats = []*Format{openClaw, openCode, crush}
 
 // Open opens an agent's database read-only: it never writes, never waits
-// long for the agent's lock.
-func Open(path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(100)&_pragma=query_only(1)")
+// long for the agent's lock. path is the database's path with every link
+// resolved (confine.Root.RealPath), and the file SQLite opened must be
+// that one: SQLite opens by path and resolves links itself, so a directory
+// swapped for a link meanwhile shows as another path, and is refused. The
+// path is escaped into the URI: a ? or # in a directory's name is a name.
+func Open(ctx context.Context, path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", confine.SQLiteURI(path, "mode=ro&_pragma=busy_timeout(100)&_pragma=query_only(1)"))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
+	db.SetConnMaxLifetime(0)
+	var seq int
+	var name, file string
+	if err := db.QueryRowContext(ctx, "PRAGMA database_list").Scan(&seq, &name, &file); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if filepath.Clean(file) != filepath.Clean(path) {
+		db.Close()
+		return nil, fmt.Errorf("open %s: SQLite opened %s: %w", path, file, confine.ErrOutside)
+	}
 	return db, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
@@ -74,30 +75,67 @@ func (s *Server) scope(ctx context.Context, st *daemon.Status) reach {
 		if !c.ReachesStore(store) {
 			continue
 		}
-		for _, r := range store.Roots() {
-			if c.Reaches(store, r) {
-				rc.roots[store.Name] = append(rc.roots[store.Name], r)
+		for _, id := range store.RootIDs() {
+			if c.Reaches(store, id) {
+				rc.roots[store.Name] = append(rc.roots[store.Name], id.Path)
 			}
 		}
 	}
 	return rc
 }
 
-// rootStore finds the store of a root the caller reaches, or says why not.
-func (s *Server) rootStore(ctx context.Context, root string) (*policy.Store, error) {
-	if root == "" {
-		return nil, badRequest("no root given")
+// openRoot opens a root the caller reaches, with its store, or says why
+// not. The root is opened as every job opens it (daemon.OpenRoot: from its
+// glob's fixed part, no symbolic link followed, as its owner) and the
+// decision is made on the directory opened: whatever a page shows of the
+// root, it reads through it. The caller closes the root.
+func (s *Server) openRoot(ctx context.Context, path string) (*policy.Store, *confine.Root, error) {
+	if path == "" {
+		return nil, nil, badRequest("no root given")
 	}
+	path = filepath.Clean(path)
 	c := daemon.CallerOf(ctx)
 	for _, st := range s.cfg.Policy().Stores {
-		if st.MatchesRoot(root) {
-			if !c.Reaches(st, root) {
-				return nil, httpError{http.StatusForbidden, fmt.Errorf("%s may not see %s (store %s)", c.Name, root, st.Name)}
-			}
-			return st, nil
+		if !st.MatchesRoot(path) {
+			continue
 		}
+		root, err := daemon.OpenRoot(st, path)
+		if err != nil {
+			return nil, nil, httpError{http.StatusForbidden, fmt.Errorf("%s (store %s) is not served: %w", path, st.Name, err)}
+		}
+		if !c.Reaches(st, root.ID()) {
+			root.Close()
+			return nil, nil, httpError{http.StatusForbidden, fmt.Errorf("%s may not see %s (store %s)", c.Name, path, st.Name)}
+		}
+		return st, root, nil
 	}
-	return nil, notFound("%s is not a root of any store of the policy", root)
+	return nil, nil, notFound("%s is not a root of any store of the policy", path)
+}
+
+// recordRoot is openRoot for the root of a journal record: for anyone but
+// the administrator, only if the record was made in the very directory
+// opened (a record of a directory that had the path before is not theirs).
+func (s *Server) recordRoot(ctx context.Context, rec state.Record) (*policy.Store, *confine.Root, error) {
+	st, root, err := s.openRoot(ctx, rec.Root)
+	if err != nil {
+		return nil, nil, err
+	}
+	id := root.ID()
+	if rec.RootIno != 0 && (uint64(rec.RootDev) != id.Dev || uint64(rec.RootIno) != id.Ino) && !daemon.CallerOf(ctx).IsAdmin() {
+		root.Close()
+		return nil, nil, httpError{http.StatusForbidden, fmt.Errorf("journal record %d was made in another directory that had the path %s", rec.ID, rec.Root)}
+	}
+	return st, root, nil
+}
+
+// dirFilter keeps a journal query to the directory opened, for anyone but
+// the administrator (see state.Filter.Dir).
+func dirFilter(ctx context.Context, f state.Filter, root *confine.Root) state.Filter {
+	if !daemon.CallerOf(ctx).IsAdmin() {
+		id := root.ID()
+		f.Dir = &id
+	}
+	return f
 }
 
 // overviewData is the overview page.
@@ -426,11 +464,12 @@ type timelineData struct {
 func (s *Server) timeline(r *http.Request) (view, error) {
 	ctx := r.Context()
 	q := r.URL.Query()
-	root := q.Get("root")
-	store, err := s.rootStore(ctx, root)
+	store, opened, err := s.openRoot(ctx, q.Get("root"))
 	if err != nil {
 		return view{}, err
 	}
+	defer opened.Close()
+	root := opened.Path()
 	d := timelineData{Store: store, Root: root, Rule: q.Get("rule"), Outcome: q.Get("outcome"), Who: q.Get("who"), Q: strings.TrimSpace(q.Get("q"))}
 	if d.Who == "" {
 		d.Who = "all"
@@ -441,7 +480,7 @@ func (s *Server) timeline(r *http.Request) (view, error) {
 	if d.Who != "agent" {
 		// A page of records that pass the filters: the text filter is
 		// applied here, over at most ten pages of the journal.
-		f := state.Filter{Root: root, Rule: d.Rule, Outcome: d.Outcome, BeforeID: d.Before, Limit: recordsPerPage + 1}
+		f := dirFilter(ctx, state.Filter{Root: root, Rule: d.Rule, Outcome: d.Outcome, BeforeID: d.Before, Limit: recordsPerPage + 1}, opened)
 		if d.Q != "" {
 			f.Limit = 10 * recordsPerPage
 		}
@@ -469,7 +508,7 @@ func (s *Server) timeline(r *http.Request) (view, error) {
 		if d.Next != 0 && len(recs) > 0 {
 			since = recs[len(recs)-1].Time
 		}
-		vs, err := s.agentVersions(ctx, root, since, d.Q)
+		vs, err := s.agentVersions(ctx, opened.ID(), since, d.Q)
 		if err != nil {
 			return view{}, err
 		}
@@ -483,7 +522,7 @@ func (s *Server) timeline(r *http.Request) (view, error) {
 
 // agentVersions lists the versions agents wrote in root since a time,
 // newest first, at most a page of them.
-func (s *Server) agentVersions(ctx context.Context, root string, since time.Time, q string) ([]versions.Version, error) {
+func (s *Server) agentVersions(ctx context.Context, root confine.ID, since time.Time, q string) ([]versions.Version, error) {
 	files, err := s.cfg.Versions.Files(ctx, root)
 	if err != nil {
 		return nil, err
@@ -534,10 +573,11 @@ func (s *Server) record(r *http.Request) (view, error) {
 	if err != nil {
 		return view{}, notFound("no journal record %d", id)
 	}
-	store, err := s.rootStore(ctx, rec.Root)
+	store, root, err := s.recordRoot(ctx, rec)
 	if err != nil {
 		return view{}, err
 	}
+	defer root.Close()
 	q := r.URL.Query()
 	d := recordData{Rec: rec, Store: store, Undo: q.Get("undone"), UndoErr: q.Get("undo_error")}
 	d.Page, _ = strconv.Atoi(q.Get("page"))
@@ -548,10 +588,6 @@ func (s *Server) record(r *http.Request) (view, error) {
 		d.How = "heuristic (fallback)"
 	default:
 		d.How = "heuristic, no LLM"
-	}
-	root, err := daemon.OpenRoot(store, rec.Root)
-	if err == nil {
-		defer root.Close()
 	}
 	var before, after []byte
 	var haveBefore, haveAfter bool
@@ -649,7 +685,10 @@ func (s *Server) undo(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, fmt.Errorf("no journal record %d", id))
 		return
 	}
-	store, err := s.rootStore(ctx, rec.Root)
+	store, root, err := s.recordRoot(ctx, rec)
+	if err == nil {
+		root.Close()
+	}
 	if err != nil {
 		var he httpError
 		code := http.StatusForbidden

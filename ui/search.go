@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
@@ -91,9 +92,9 @@ func (s *Server) search(r *http.Request) (view, error) {
 	}
 	names := map[string]rootOption{}
 	for _, t := range targets {
-		root, err := daemon.OpenRoot(t.store, t.path)
+		_, root, err := s.openRoot(ctx, t.path)
 		if err != nil {
-			continue // a refused root: the daemon reports it
+			continue // a refused root (the daemon reports it), or one that is not the caller's now
 		}
 		defer root.Close()
 		srcs, _ := daemon.SearchSources(t.store)
@@ -104,7 +105,7 @@ func (s *Server) search(r *http.Request) (view, error) {
 	d.Searched = len(opts.Roots)
 	opts.Index = daemon.ReadableIndex(s.cfg.StateDir)
 	if sp := s.cfg.Spool; sp != nil {
-		opts.Generation = func(root, rel string) int64 { return sp.LiveGen(ctx, root, rel) }
+		opts.Generation = func(root *confine.Root, rel string) int64 { return sp.LiveGen(ctx, root.ID(), rel) }
 		opts.Held = sp.SearchHeld
 	}
 	results, stats, err := recall.Search(ctx, query, opts)
@@ -145,20 +146,16 @@ func (s *Server) show(r *http.Request) (view, error) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	d := showData{Root: q.Get("root"), Cite: q.Get("cite")}
-	store, err := s.rootStore(ctx, d.Root)
+	store, root, err := s.openRoot(ctx, d.Root)
 	if err != nil {
 		return view{}, err
 	}
+	defer root.Close()
 	d.Store = store.Name
 	c, err := spool.ParseCitation(d.Cite)
 	if err != nil {
 		return view{}, badRequest("%v", err)
 	}
-	root, err := daemon.OpenRoot(store, d.Root)
-	if err != nil {
-		return view{}, err
-	}
-	defer root.Close()
 	// A citation leaves out a prefix of some paths (detail/x.md for
 	// working-memory/detail/x.md): try the path as cited, then with each.
 	paths := []string{c.Path}
@@ -229,12 +226,13 @@ func (s *Server) archive(r *http.Request) (view, error) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	d := archiveData{Root: q.Get("root"), Path: q.Get("path")}
-	store, err := s.rootStore(ctx, d.Root)
+	store, root, err := s.openRoot(ctx, d.Root)
 	if err != nil {
 		return view{}, err
 	}
+	defer root.Close()
 	d.Store = store.Name
-	recs, err := s.cfg.DB.Journal(ctx, state.Filter{Root: d.Root, Archive: d.Path, Limit: 10})
+	recs, err := s.cfg.DB.Journal(ctx, dirFilter(ctx, state.Filter{Root: root.Path(), Archive: d.Path, Limit: 10}, root))
 	if err != nil {
 		return view{}, err
 	}
@@ -242,11 +240,6 @@ func (s *Server) archive(r *http.Request) (view, error) {
 		return view{}, notFound("%s is no archive memwatch made in %s", d.Path, d.Root)
 	}
 	d.Records = recs
-	root, err := daemon.OpenRoot(store, d.Root)
-	if err != nil {
-		return view{}, err
-	}
-	defer root.Close()
 	b, err := readArchive(root, d.Path)
 	if err != nil {
 		return view{}, notFound("%s: %v (retention may have removed it)", d.Path, err)

@@ -64,7 +64,7 @@ func TestAppendedVersions(t *testing.T) {
 		capture()
 	}
 	for n, w := range want {
-		if _, got, err := s.Get(ctx, root.Path(), "HISTORY.md", n); err != nil || string(got) != w {
+		if _, got, err := s.Get(ctx, root.ID(), "HISTORY.md", n); err != nil || string(got) != w {
 			t.Fatalf("version %d reads back %d bytes (%v), want %d", n, len(got), err, len(w))
 		}
 	}

@@ -36,6 +36,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,7 +62,7 @@ const maxCache = 32 << 20
 const schema = `
 CREATE TABLE IF NOT EXISTS files (
 	id    INTEGER PRIMARY KEY AUTOINCREMENT,
-	root  TEXT NOT NULL,
+	root  TEXT NOT NULL,   -- the root's key (confine.ID.Key): the directory it was captured from
 	path  TEXT NOT NULL,   -- relative to root
 	head  INTEGER NOT NULL DEFAULT 0,  -- the newest version number
 	UNIQUE(root, path)
@@ -77,6 +78,7 @@ CREATE TABLE IF NOT EXISTS versions (
 	removed INTEGER NOT NULL,  -- lines removed since the previous version
 	writer  TEXT NOT NULL,     -- "agent" or "memwatch"
 	record  INTEGER NOT NULL DEFAULT 0,  -- memwatch's journal record
+	-- mode is added by upgrade (versions of older databases lack it)
 	PRIMARY KEY (file, n)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS versions_time ON versions(time);
@@ -109,6 +111,10 @@ type Version struct {
 	Removed int64     `json:"removed"`
 	Writer  string    `json:"writer"`
 	Record  int64     `json:"record,omitempty"`
+	// Mode is the file's permission bits when it was captured (0: not
+	// recorded, a version older than this field); a restore gives the
+	// file back this mode.
+	Mode fs.FileMode `json:"mode,omitempty"`
 }
 
 // Deleted reports whether the version is a deletion.
@@ -137,6 +143,11 @@ type Store struct {
 	mu    sync.Mutex
 	cache map[string][]byte // sha -> content of files' newest versions
 	size  int
+	// bound lists the root keys Bind has run for (guarded by mu);
+	// readOnly stores bind nothing, and noMode ones predate Version.Mode.
+	bound    map[string]bool
+	readOnly bool
+	noMode   bool
 }
 
 func newStore(db *sql.DB, dir string) (*Store, error) {
@@ -148,7 +159,7 @@ func newStore(db *sql.DB, dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, dir: dir, Now: time.Now, enc: enc, dec: dec, cache: map[string][]byte{}, appendDepth: maxAppendDepth}, nil
+	return &Store{db: db, dir: dir, Now: time.Now, enc: enc, dec: dec, cache: map[string][]byte{}, appendDepth: maxAppendDepth, bound: map[string]bool{}}, nil
 }
 
 // Open opens (creating) the versions database in the state directory dir.
@@ -168,6 +179,10 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("initialise versions %s: %w", path, err)
+	}
+	if err := upgrade(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("upgrade versions %s: %w", path, err)
 	}
 	st, err := newStore(db, dir)
 	if err != nil {
@@ -192,7 +207,25 @@ func OpenReadOnly(ctx context.Context, dir string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	st.readOnly = true
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('versions') WHERE name='mode'`).Scan(&n); err == nil && n == 0 {
+		st.noMode = true // written by an older memwatch: read without modes
+	}
 	return st, nil
+}
+
+// upgrade adds the columns later releases keep: versions.mode, the file's
+// permission bits.
+func upgrade(ctx context.Context, db *sql.DB) error {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('versions') WHERE name='mode'`).Scan(&n); err != nil || n > 0 {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE versions ADD COLUMN mode INTEGER NOT NULL DEFAULT 0`); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+		return err
+	}
+	return nil
 }
 
 // Close closes the database.
@@ -227,6 +260,8 @@ func Hash(b []byte) string {
 // and ok false when nothing changed.
 func (s *Store) Capture(ctx context.Context, root *confine.Root, rel string, who func(sha string) (string, int64)) (v, prev Version, ok bool, err error) {
 	rel = filepath.Clean(rel)
+	id := root.ID()
+	s.Bind(ctx, id)
 	f, fi, rerr := root.OpenRead(rel)
 	gone := errors.Is(rerr, fs.ErrNotExist)
 	if rerr != nil && !gone {
@@ -245,24 +280,28 @@ func (s *Store) Capture(ctx context.Context, root *confine.Root, rel string, who
 		return Version{}, Version{}, false, fmt.Errorf("capture a version of %s: %w", rel, err)
 	}
 	defer tx.Rollback()
-	var id, head int64
-	err = tx.QueryRowContext(ctx, `SELECT id, head FROM files WHERE root=? AND path=?`, root.Path(), rel).Scan(&id, &head)
+	var file, head int64
+	key := id.Key()
+	err = tx.QueryRowContext(ctx, `SELECT id, head FROM files WHERE root=? AND path=?`, key, rel).Scan(&file, &head)
 	if errors.Is(err, sql.ErrNoRows) {
 		if gone {
 			return Version{}, Version{}, false, nil // never seen: nothing to record
 		}
-		err = tx.QueryRowContext(ctx, `INSERT INTO files(root, path) VALUES(?,?) RETURNING id`, root.Path(), rel).Scan(&id)
+		err = tx.QueryRowContext(ctx, `INSERT INTO files(root, path) VALUES(?,?) RETURNING id`, key, rel).Scan(&file)
 	}
 	if err != nil {
 		return Version{}, Version{}, false, fmt.Errorf("capture a version of %s: %w", rel, err)
 	}
 	if head > 0 {
-		if prev, err = scanVersion(tx.QueryRowContext(ctx, `SELECT `+versionCols+` FROM versions WHERE file=? AND n=?`, id, head)); err != nil {
+		if prev, err = scanVersion(tx.QueryRowContext(ctx, `SELECT `+versionCols+` FROM versions WHERE file=? AND n=?`, file, head)); err != nil {
 			return Version{}, Version{}, false, fmt.Errorf("capture a version of %s: %w", rel, err)
 		}
-		prev.Root, prev.Path = root.Path(), rel
+		prev.Root, prev.Path = id.Path, rel
 	}
-	v = Version{Root: root.Path(), Path: rel, N: head + 1, Time: s.Now(), Size: -1, Writer: ByAgent}
+	v = Version{Root: id.Path, Path: rel, N: head + 1, Time: s.Now(), Size: -1, Writer: ByAgent}
+	if fi != nil {
+		v.Mode = fi.Mode().Perm()
+	}
 	var data []byte // the content, when read whole
 	switch {
 	case gone:
@@ -329,11 +368,11 @@ func (s *Store) Capture(ctx context.Context, root *confine.Root, rel string, who
 			return Version{}, Version{}, false, err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO versions(file, n, time, sha, size, lines, added, removed, writer, record) VALUES(?,?,?,?,?,?,?,?,?,?)`,
-		id, v.N, v.Time.UnixNano(), v.SHA, v.Size, v.Lines, v.Added, v.Removed, v.Writer, v.Record); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO versions(file, n, time, sha, size, lines, added, removed, writer, record, mode) VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
+		file, v.N, v.Time.UnixNano(), v.SHA, v.Size, v.Lines, v.Added, v.Removed, v.Writer, v.Record, uint32(v.Mode)); err != nil {
 		return Version{}, Version{}, false, fmt.Errorf("capture a version of %s: %w", rel, err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE files SET head=? WHERE id=?`, v.N, id); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE files SET head=? WHERE id=?`, v.N, file); err != nil {
 		return Version{}, Version{}, false, fmt.Errorf("capture a version of %s: %w", rel, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -639,19 +678,29 @@ func (s *Store) content(ctx context.Context, q querier, sha string) ([]byte, err
 	return out, nil
 }
 
-const versionCols = `n, time, sha, size, lines, added, removed, writer, record`
+const versionCols = `n, time, sha, size, lines, added, removed, writer, record, mode`
+
+// cols is versionCols as this database can answer them.
+func (s *Store) cols() string {
+	if s.noMode {
+		return strings.Replace(versionCols, "mode", "0", 1)
+	}
+	return versionCols
+}
 
 func scanVersion(row interface{ Scan(...any) error }) (Version, error) {
 	var v Version
 	var t int64
-	err := row.Scan(&v.N, &t, &v.SHA, &v.Size, &v.Lines, &v.Added, &v.Removed, &v.Writer, &v.Record)
-	v.Time = time.Unix(0, t)
+	var mode uint32
+	err := row.Scan(&v.N, &t, &v.SHA, &v.Size, &v.Lines, &v.Added, &v.Removed, &v.Writer, &v.Record, &mode)
+	v.Time, v.Mode = time.Unix(0, t), fs.FileMode(mode)&fs.ModePerm
 	return v, err
 }
 
-// List returns the versions of root/rel, oldest first.
-func (s *Store) List(ctx context.Context, root, rel string) ([]Version, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+versionCols+` FROM versions WHERE file=(SELECT id FROM files WHERE root=? AND path=?) ORDER BY n`, root, filepath.Clean(rel))
+// List returns the versions of root/rel, oldest first: those captured
+// from root's very directory (its ID), none of another that had its path.
+func (s *Store) List(ctx context.Context, root confine.ID, rel string) ([]Version, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+s.cols()+` FROM versions WHERE file=(SELECT id FROM files WHERE root=? AND path=?) ORDER BY n`, root.Key(), filepath.Clean(rel))
 	if err != nil {
 		return nil, fmt.Errorf("list versions of %s: %w", rel, err)
 	}
@@ -662,13 +711,13 @@ func (s *Store) List(ctx context.Context, root, rel string) ([]Version, error) {
 		if err != nil {
 			return nil, err
 		}
-		v.Root, v.Path = root, filepath.Clean(rel)
+		v.Root, v.Path = root.Path, filepath.Clean(rel)
 		out = append(out, v)
 	}
 	return out, rows.Err()
 }
 
-// Roots lists the roots with versions.
+// Roots lists the keys (confine.ID.Key) of the roots with versions.
 func (s *Store) Roots(ctx context.Context) ([]string, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT root FROM files ORDER BY root`)
 	if err != nil {
@@ -687,8 +736,8 @@ func (s *Store) Roots(ctx context.Context) ([]string, error) {
 }
 
 // Files lists the paths of root with versions.
-func (s *Store) Files(ctx context.Context, root string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT path FROM files WHERE root=? ORDER BY path`, root)
+func (s *Store) Files(ctx context.Context, root confine.ID) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT path FROM files WHERE root=? ORDER BY path`, root.Key())
 	if err != nil {
 		return nil, fmt.Errorf("list versioned files: %w", err)
 	}
@@ -705,15 +754,15 @@ func (s *Store) Files(ctx context.Context, root string) ([]string, error) {
 }
 
 // Get returns version n of root/rel and its content (nil for a deletion).
-func (s *Store) Get(ctx context.Context, root, rel string, n int64) (Version, []byte, error) {
-	v, err := scanVersion(s.db.QueryRowContext(ctx, `SELECT `+versionCols+` FROM versions WHERE file=(SELECT id FROM files WHERE root=? AND path=?) AND n=?`, root, filepath.Clean(rel), n))
+func (s *Store) Get(ctx context.Context, root confine.ID, rel string, n int64) (Version, []byte, error) {
+	v, err := scanVersion(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM versions WHERE file=(SELECT id FROM files WHERE root=? AND path=?) AND n=?`, root.Key(), filepath.Clean(rel), n))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Version{}, nil, fmt.Errorf("%s@%d: %w", rel, n, ErrNoVersion)
 	}
 	if err != nil {
 		return Version{}, nil, fmt.Errorf("read %s@%d: %w", rel, n, err)
 	}
-	v.Root, v.Path = root, filepath.Clean(rel)
+	v.Root, v.Path = root.Path, filepath.Clean(rel)
 	if v.Deleted() {
 		return v, nil, nil
 	}
@@ -740,21 +789,21 @@ func (s *Store) Content(ctx context.Context, sha string) ([]byte, error) {
 }
 
 // At returns the newest version of root/rel captured at or before t.
-func (s *Store) At(ctx context.Context, root, rel string, t time.Time) (Version, error) {
-	v, err := scanVersion(s.db.QueryRowContext(ctx, `SELECT `+versionCols+` FROM versions WHERE file=(SELECT id FROM files WHERE root=? AND path=?) AND time<=? ORDER BY n DESC LIMIT 1`, root, filepath.Clean(rel), t.UnixNano()))
+func (s *Store) At(ctx context.Context, root confine.ID, rel string, t time.Time) (Version, error) {
+	v, err := scanVersion(s.db.QueryRowContext(ctx, `SELECT `+s.cols()+` FROM versions WHERE file=(SELECT id FROM files WHERE root=? AND path=?) AND time<=? ORDER BY n DESC LIMIT 1`, root.Key(), filepath.Clean(rel), t.UnixNano()))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Version{}, fmt.Errorf("%s at %s: %w", rel, t.Format(time.RFC3339), ErrNoVersion)
 	}
-	v.Root, v.Path = root, filepath.Clean(rel)
+	v.Root, v.Path = root.Path, filepath.Clean(rel)
 	return v, err
 }
 
 // DeletedSince returns, for each file of root whose newest version is a
 // deletion captured at or after since, that deletion and the version
 // before it (the content to bring back).
-func (s *Store) DeletedSince(ctx context.Context, root string, since time.Time) ([][2]Version, error) {
+func (s *Store) DeletedSince(ctx context.Context, root confine.ID, since time.Time) ([][2]Version, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT f.path, v.n, v.time FROM files f JOIN versions v ON v.file=f.id AND v.n=f.head
-		WHERE f.root=? AND v.size<0 AND v.time>=? ORDER BY f.path`, root, since.UnixNano())
+		WHERE f.root=? AND v.size<0 AND v.time>=? ORDER BY f.path`, root.Key(), since.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("list deleted files: %w", err)
 	}

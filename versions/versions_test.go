@@ -79,7 +79,7 @@ func TestCaptureListGet(t *testing.T) {
 	if _, _, ok, _ := s.Capture(ctx, root, "MEMORY.md", nil); ok {
 		t.Error("a second capture of the deletion made a version")
 	}
-	vs, err := s.List(ctx, root.Path(), "MEMORY.md")
+	vs, err := s.List(ctx, root.ID(), "MEMORY.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,15 +94,15 @@ func TestCaptureListGet(t *testing.T) {
 		}
 	}
 	for i, c := range []string{"a\nb\n", "a\nb\nc\n", "a\nc\n", ""} {
-		_, data, err := s.Get(ctx, root.Path(), "MEMORY.md", int64(i+1))
+		_, data, err := s.Get(ctx, root.ID(), "MEMORY.md", int64(i+1))
 		if err != nil || string(data) != c {
 			t.Errorf("Get(%d) = %q, %v; want %q", i+1, data, err, c)
 		}
 	}
-	if _, _, err := s.Get(ctx, root.Path(), "MEMORY.md", 9); !errors.Is(err, ErrNoVersion) {
+	if _, _, err := s.Get(ctx, root.ID(), "MEMORY.md", 9); !errors.Is(err, ErrNoVersion) {
 		t.Errorf("Get(9) error = %v, want ErrNoVersion", err)
 	}
-	dels, err := s.DeletedSince(ctx, root.Path(), now.Add(-time.Hour))
+	dels, err := s.DeletedSince(ctx, root.ID(), now.Add(-time.Hour))
 	if err != nil || len(dels) != 1 || dels[0][1].N != 4 {
 		t.Errorf("DeletedSince = %+v, %v; want MEMORY.md with version 4 before it", dels, err)
 	}
@@ -128,18 +128,18 @@ func TestDeltasReadBack(t *testing.T) {
 	}
 	defer fresh.Close()
 	for v := 1; v <= n; v++ {
-		if _, data, err := fresh.Get(ctx, root.Path(), "MEMORY.md", int64(v)); err != nil || string(data) != note(250, v%250, v) {
+		if _, data, err := fresh.Get(ctx, root.ID(), "MEMORY.md", int64(v)); err != nil || string(data) != note(250, v%250, v) {
 			t.Fatalf("version %d does not read back: %v", v, err)
 		}
 	}
 	// keep 30: the 70 oldest go, bases of the rest included.
-	pr, err := s.Prune(ctx, root.Path(), Retention{Keep: 30})
+	pr, err := s.Prune(ctx, root.ID().Key(), Retention{Keep: 30})
 	if err != nil || pr.Versions != 70 {
 		t.Fatalf("Prune = %+v, %v; want 70 versions removed", pr, err)
 	}
 	s.cache = map[string][]byte{}
 	for v := 71; v <= n; v++ {
-		if _, data, err := s.Get(ctx, root.Path(), "MEMORY.md", int64(v)); err != nil || string(data) != note(250, v%250, v) {
+		if _, data, err := s.Get(ctx, root.ID(), "MEMORY.md", int64(v)); err != nil || string(data) != note(250, v%250, v) {
 			t.Fatalf("after prune, version %d does not read back: %v", v, err)
 		}
 	}
@@ -154,11 +154,11 @@ func TestRetention(t *testing.T) {
 			*now = now.Add(time.Minute)
 			os.WriteFile(p, []byte(note(20, v%20, v)), 0o644)
 			s.Capture(ctx, root, "note.md", nil)
-			if _, err := s.Prune(ctx, root.Path(), Retention{Keep: 100}); err != nil {
+			if _, err := s.Prune(ctx, root.ID().Key(), Retention{Keep: 100}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		vs, _ := s.List(ctx, root.Path(), "note.md")
+		vs, _ := s.List(ctx, root.ID(), "note.md")
 		if len(vs) != 100 || vs[0].N != 2 || vs[99].N != 101 {
 			t.Errorf("got %d versions from %d to %d, want 100 from 2 to 101", len(vs), vs[0].N, vs[len(vs)-1].N)
 		}
@@ -183,19 +183,19 @@ func TestRetention(t *testing.T) {
 				}
 			}
 			if day%7 == 6 {
-				if _, err := s.Prune(ctx, root.Path(), r); err != nil {
+				if _, err := s.Prune(ctx, root.ID().Key(), r); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
-		s.Prune(ctx, root.Path(), r)
+		s.Prune(ctx, root.ID().Key(), r)
 		var used int64
 		s.db.QueryRow(`SELECT coalesce(sum(length(data)),0) FROM objects`).Scan(&used)
 		if used > maxBytes {
 			t.Errorf("after a year, %d bytes of versions, want at most %d", used, maxBytes)
 		}
 		for f := range 3 {
-			vs, _ := s.List(ctx, root.Path(), fmt.Sprintf("n%d.md", f))
+			vs, _ := s.List(ctx, root.ID(), fmt.Sprintf("n%d.md", f))
 			if len(vs) == 0 {
 				t.Errorf("n%d.md has no version left; its newest must stay", f)
 			}

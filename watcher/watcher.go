@@ -90,7 +90,7 @@ type Watcher struct {
 	watched  map[string]string     // watched directory -> root ("" for glob ancestors)
 	ancestor map[string][]string   // glob-ancestor directory -> store names
 	pending  map[string]*pend
-	refused  map[string]string // refused path -> reason, reported once
+	refused  map[string]string // store NUL refused path -> reason, reported once
 	timer    *time.Timer
 	enospc   bool
 	count    map[string]int  // store -> watches of its roots
@@ -104,6 +104,7 @@ type Watcher struct {
 
 type rootState struct {
 	store  string
+	id     confine.ID // the directory discovery found (see confine.GlobRoots)
 	polled bool
 	snap   map[string]fileSig // poll fallback only
 }
@@ -204,6 +205,21 @@ func (w *Watcher) Roots(ctx context.Context) (map[string][]string, error) {
 	return out, err
 }
 
+// RootIDs returns the current roots of each store with the identity
+// discovery found (confine.GlobRoots), sorted by path.
+func (w *Watcher) RootIDs(ctx context.Context) (map[string][]confine.ID, error) {
+	out := map[string][]confine.ID{}
+	err := w.do(ctx, func() {
+		for _, st := range w.roots {
+			out[st.store] = append(out[st.store], st.id)
+		}
+		for _, ids := range out {
+			sort.Slice(ids, func(i, j int) bool { return ids[i].Path < ids[j].Path })
+		}
+	})
+	return out, err
+}
+
 // SetStores replaces the stores (policy reload). Roots of stores whose globs
 // did not change are kept as they are; new roots are scanned.
 func (w *Watcher) SetStores(ctx context.Context, stores []Store) error {
@@ -287,7 +303,8 @@ func globParts(g string) (static string, parts []string) {
 // watches the directories between the static prefix and the roots, so new
 // roots are noticed without a restart.
 func (w *Watcher) discover(s *Store, reason string) {
-	found := map[string]bool{}
+	found := map[string]confine.ID{}
+	refusedNow := map[string]bool{}
 	for _, g := range s.Globs {
 		static, parts := globParts(g)
 		// Watch the deepest existing ancestor of the static prefix, then each
@@ -306,59 +323,67 @@ func (w *Watcher) discover(s *Store, reason string) {
 		w.watchAncestor(anc, s.Name, true)
 		nStatic := len(strings.Split(strings.Trim(static, string(filepath.Separator)), string(filepath.Separator)))
 		for k := nStatic + 1; k < len(parts); k++ {
+			// The levels between the glob's fixed part and its roots, as
+			// discovery reaches them: real directories, never where a
+			// symbolic link leads.
 			prefix := string(filepath.Separator) + filepath.Join(parts[:k]...)
-			ms, _ := filepath.Glob(prefix)
+			ms, _ := confine.GlobRoots(prefix, false)
 			for _, m := range ms {
-				if fi, err := os.Lstat(m); err == nil && fi.IsDir() {
-					w.watchAncestor(m, s.Name, false)
-				}
+				w.watchAncestor(m.Path, s.Name, false)
 			}
 		}
-		within := static
-		if within == filepath.Clean(g) {
-			within = filepath.Dir(within)
+		ms, refused := confine.GlobRoots(g, s.FileRoots)
+		for _, rf := range refused {
+			refusedNow[rf.Path] = true
+			w.refuse(s.Name, rf.Path, fmt.Errorf("%s: %w", rf.Path, rf.Err))
 		}
-		ms, _ := filepath.Glob(g)
 		for _, m := range ms {
-			m = filepath.Clean(m)
-			fi, err := os.Lstat(m)
-			if err != nil {
-				continue
+			if s.Owner != nil {
+				m.UID = s.Owner.UID // the user memwatch acts as there
 			}
-			if fi.Mode()&fs.ModeSymlink == 0 && fi.IsDir() == s.FileRoots {
-				continue // a file where directories are roots, or the reverse
-			}
-			if _, err := confine.CheckRoot(m, []string{within}, s.FileRoots); err != nil {
-				w.refuse(s.Name, m, err)
-				continue
-			}
-			delete(w.refused, m)
-			found[m] = true
+			found[m.Path] = m
+		}
+	}
+	for key := range w.refused {
+		if store, path, _ := strings.Cut(key, "\x00"); store == s.Name && !refusedNow[path] {
+			delete(w.refused, key) // not there any more: said again if it comes back
 		}
 	}
 	for r, st := range w.roots {
-		if st.store == s.Name && !found[r] {
+		if st.store != s.Name {
+			continue
+		}
+		id, ok := found[r]
+		switch {
+		case !ok:
 			w.log.Info("root removed", "store", s.Name, "root", r)
+			w.dropRoot(r)
+		case !id.SameDir(st.id):
+			// Another directory took the path: a new root, which gets
+			// nothing memwatch captured from the old one.
+			w.log.Info("root replaced by another directory; it is a new root", "store", s.Name, "root", r,
+				"was", fmt.Sprintf("%d:%d", st.id.Dev, st.id.Ino), "now", fmt.Sprintf("%d:%d", id.Dev, id.Ino))
 			w.dropRoot(r)
 		}
 	}
-	for r := range found {
+	for r, id := range found {
 		if st, ok := w.roots[r]; ok {
 			if st.store != s.Name {
 				w.log.Warn("root matches two stores; keeping the first", "root", r, "store", st.store, "ignored_store", s.Name)
 			}
 			continue
 		}
-		w.addRoot(s, r, reason)
+		w.addRoot(s, id, reason)
 	}
 }
 
 // refuse reports a refused root once per reason.
 func (w *Watcher) refuse(store, path string, err error) {
-	if w.refused[path] == err.Error() {
+	key := store + "\x00" + path
+	if w.refused[key] == err.Error() {
 		return
 	}
-	w.refused[path] = err.Error()
+	w.refused[key] = err.Error()
 	if w.cfg.Refuse != nil {
 		w.cfg.Refuse(store, path, err)
 	} else {
@@ -479,8 +504,9 @@ func (w *Watcher) poll(root string, st *rootState) {
 	st.snap = w.snapshotTree(root)
 }
 
-func (w *Watcher) addRoot(s *Store, root, reason string) {
-	st := &rootState{store: s.Name}
+func (w *Watcher) addRoot(s *Store, id confine.ID, reason string) {
+	root := id.Path
+	st := &rootState{store: s.Name, id: id}
 	w.roots[root] = st
 	if s.FileRoots {
 		dir := filepath.Dir(root)

@@ -8,16 +8,21 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 )
 
 // errNoDaemon means nothing answers on the control socket.
 var errNoDaemon = errors.New("memwatch daemon is not running")
+
+// errNotDaemon means another user's process answers on the control socket.
+var errNotDaemon = errors.New("refusing the control socket")
 
 // control talks to a running daemon over its unix socket.
 type control struct {
@@ -30,7 +35,18 @@ func newControl(socket string) *control {
 		Timeout: 2 * time.Minute, // an undo may wait for a running job
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
+			c, err := d.DialContext(ctx, "unix", socket)
+			if err != nil {
+				return nil, err
+			}
+			// The daemon runs as root or as this user: a socket another
+			// user's process answers is not memwatch's (it replaced the
+			// daemon's), and what the CLI would send it is not theirs.
+			if uid := daemon.PeerUID(c); uid >= 0 && uid != 0 && uid != os.Geteuid() {
+				c.Close()
+				return nil, fmt.Errorf("%w: the process answering on %s runs as uid %d, neither root nor you; it is not memwatch's daemon", errNotDaemon, socket, uid)
+			}
+			return c, nil
 		}},
 	}}
 }

@@ -4,14 +4,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 )
@@ -110,7 +114,7 @@ shows every key a preset stands for.`,
 			}
 			var finds []found
 			for _, a := range agentFinds {
-				if f, ok := findAgent(home, a); ok {
+				if f, ok := findAgent(home, a, g.stderr); ok {
 					finds = append(finds, f)
 				}
 			}
@@ -157,23 +161,37 @@ func knownAgents() string {
 }
 
 // findAgent counts an agent's roots, session logs and memory files under
-// home; ok is false when it has none.
-func findAgent(home string, a agentFind) (found, bool) {
+// home; ok is false when it has none. Roots are found as the daemon finds
+// them (no symbolic link followed below home). A root the agent's own
+// files list elsewhere (Crush's projects) is named only when it belongs to
+// the home's owner and is reached without a symbolic link; the others are
+// left out, and why is said on stderr.
+func findAgent(home string, a agentFind, stderr io.Writer) (found, bool) {
 	f := found{agentFind: a, glob: filepath.Join(home, a.root)}
 	f.paths = []string{f.glob}
-	roots, _ := filepath.Glob(f.glob)
+	var roots []string
+	ids, _ := confine.GlobRoots(f.glob, false)
+	for _, id := range ids {
+		roots = append(roots, id.Path)
+	}
 	globbed := len(roots)
 	if a.listed != nil {
+		owner := -1
+		if fi, err := os.Stat(home); err == nil {
+			owner = int(fi.Sys().(*syscall.Stat_t).Uid)
+		}
 		for _, r := range a.listed(home) {
-			if ok, _ := filepath.Match(f.glob, r); !ok && !slices.Contains(roots, r) {
-				roots = append(roots, r)
+			if ok, _ := filepath.Match(f.glob, r); ok || slices.Contains(roots, r) {
+				continue
 			}
+			if why := listedRootRefused(home, owner, r); why != "" {
+				fmt.Fprintf(stderr, "left out %s (listed by %s's own files): %s\n", r, policy.Presets[a.preset].Agent, why)
+				continue
+			}
+			roots = append(roots, r)
 		}
 	}
 	for i, r := range roots {
-		if fi, err := os.Lstat(r); err != nil || !fi.IsDir() {
-			continue // a symlinked root is refused by the daemon anyway
-		}
 		count := func(globs []string, n *int, size *int64) {
 			for _, g := range globs {
 				ms, _ := filepath.Glob(filepath.Join(globEscape(r), g))
@@ -198,6 +216,32 @@ func findAgent(home string, a agentFind) (found, bool) {
 		}
 	}
 	return f, f.roots > 0
+}
+
+// listedRootRefused says why a root an agent's file lists is not named in
+// the policy ("" when it is): the file is the agent's to write, so it may
+// point anywhere, another user's tree or a root-only directory included.
+// memwatch names it only when it is a real directory reached without a
+// symbolic link (from home when inside it, else from /) and owned by the
+// home's owner.
+func listedRootRefused(home string, owner int, r string) string {
+	if !filepath.IsAbs(r) {
+		return "not an absolute path"
+	}
+	from := []string{"/"}
+	if confine.Within(filepath.Clean(home), r) {
+		from = []string{filepath.Clean(home)}
+	}
+	id, err := confine.Stat(r, from)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "it does not exist"
+	case err != nil:
+		return err.Error()
+	case id.UID != owner:
+		return fmt.Sprintf("it belongs to uid %d, not to the owner of %s (uid %d)", id.UID, home, owner)
+	}
+	return ""
 }
 
 // globEscape makes a path a glob that matches only it.

@@ -32,10 +32,22 @@ func TestInitNamesCrushProjects(t *testing.T) {
 		Path    string `json:"path"`
 		DataDir string `json:"data_dir"`
 	}
+	// Lists of the agent's own, which may point anywhere: through a
+	// symbolic link in the home to another tree, and (as root) at a
+	// directory of another user's.
+	other := t.TempDir()
+	os.MkdirAll(filepath.Join(other, "p", ".crush"), 0o755)
+	os.WriteFile(filepath.Join(other, "p", ".crush", "crush.db"), []byte("x"), 0o644)
+	os.Symlink(other, filepath.Join(home, "link"))
 	list := map[string][]project{"projects": {
 		{filepath.Dir(shallow), shallow}, {filepath.Dir(deep), deep}, {filepath.Dir(empty), empty},
 		{"/gone", "/gone/.crush"}, {"rel", "rel/.crush"},
+		{filepath.Join(home, "link", "p"), filepath.Join(home, "link", "p", ".crush")},
 	}}
+	if os.Geteuid() == 0 {
+		os.Chown(filepath.Join(other, "p", ".crush"), 4244, 4244)
+		list["projects"] = append(list["projects"], project{filepath.Join(other, "p"), filepath.Join(other, "p", ".crush")})
+	}
 	b, _ := json.Marshal(list)
 	os.MkdirAll(filepath.Join(home, ".local", "share", "crush"), 0o755)
 	os.WriteFile(filepath.Join(home, ".local", "share", "crush", "projects.json"), b, 0o600)
@@ -46,9 +58,16 @@ func TestInitNamesCrushProjects(t *testing.T) {
 			crush = a
 		}
 	}
-	f, ok := findAgent(home, crush)
+	var said strings.Builder
+	f, ok := findAgent(home, crush, &said)
 	if !ok {
 		t.Fatal("crush not found")
+	}
+	if !strings.Contains(said.String(), "link/p/.crush") || !strings.Contains(said.String(), "symbolic link") {
+		t.Errorf("init did not say it left out the root behind a symbolic link:\n%s", said.String())
+	}
+	if os.Geteuid() == 0 && !strings.Contains(said.String(), "belongs to uid 4244") {
+		t.Errorf("init did not say it left out another user's directory:\n%s", said.String())
 	}
 	if f.roots != 2 {
 		t.Errorf("roots: got %d, want 2", f.roots)

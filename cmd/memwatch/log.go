@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -40,6 +42,21 @@ sizes and LLM tokens.`,
 				f.Rule = rewrite.RuleKept
 			}
 			dir := g.resolveStateDir(p)
+			if stateUnreadable(dir) {
+				// The journal is memwatch's: the daemon gives this user the
+				// records of its own roots.
+				v := url.Values{"limit": {strconv.Itoa(f.Limit)}}
+				for k, val := range map[string]string{"store": f.Store, "root": f.Root, "rule": f.Rule} {
+					if val != "" {
+						v.Set(k, val)
+					}
+				}
+				var recs []state.Record
+				if err := newControl(socketPath(p, dir)).do(cmd.Context(), "GET", "/v1/journal?"+v.Encode(), nil, &recs); err != nil {
+					return fmt.Errorf("the journal in %s is not yours to read, and the daemon did not answer: %w", dir, err)
+				}
+				return printJournal(g, recs, f, asJSON)
+			}
 			if _, err := os.Stat(filepath.Join(dir, state.FileName)); err != nil {
 				return fmt.Errorf("no journal in %s (is --state-dir or --policy right?): %w", dir, err)
 			}
@@ -58,14 +75,9 @@ sizes and LLM tokens.`,
 				}
 			}
 			if asJSON {
-				if recs == nil {
-					recs = []state.Record{}
-				}
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(recs)
+				return printJournal(g, recs, f, true)
 			}
-			fmt.Fprint(g.stdout, state.FormatJournal(recs, f != (state.Filter{Limit: f.Limit})))
+			printJournal(g, recs, f, false)
 			if f.Rule != rewrite.RuleKept {
 				// Kept copies are backups the agent never reads: say there are some.
 				all, err := db.Journal(context.Background(), state.Filter{Store: f.Store, Root: f.Root, Rule: rewrite.RuleKept})
@@ -125,5 +137,19 @@ func checkNames(ctx context.Context, db *state.DB, p *policy.Policy, f state.Fil
 	if f.Rule != "" && !slices.Contains(rules, f.Rule) {
 		return usageError{fmt.Errorf("--rule %s: no such rule (known: %s)", f.Rule, strings.Join(rules, ", "))}
 	}
+	return nil
+}
+
+// printJournal prints journal records as memwatch log does.
+func printJournal(g *globals, recs []state.Record, f state.Filter, asJSON bool) error {
+	if asJSON {
+		if recs == nil {
+			recs = []state.Record{}
+		}
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(recs)
+	}
+	fmt.Fprint(g.stdout, state.FormatJournal(recs, f.Store != "" || f.Root != "" || f.Rule != ""))
 	return nil
 }

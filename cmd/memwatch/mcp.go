@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/mcpserver"
 	"github.com/memwatch/memwatch/policy"
@@ -89,7 +90,9 @@ Add it to Claude Code with
 			}
 			if sp, err := spool.OpenReadOnly(context.Background(), dir); err == nil {
 				defer sp.Close()
-				cfg.Generation = sp.LiveGen
+				cfg.Generation = func(ctx context.Context, root *confine.Root, rel string) int64 {
+					return sp.LiveGen(ctx, root.ID(), rel)
+				}
 				cfg.Held = sp.SearchHeld
 			}
 			srv, err := mcpserver.New(cfg, log)

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -87,6 +90,21 @@ each search went and, for a question, why each result ranked where it did.`,
 			if err != nil {
 				return err
 			}
+			if stateDir := g.resolveStateDir(p); stateUnreadable(stateDir) {
+				// memwatch's state (the spool of what agents cleared, the
+				// index) is not this user's to read: the daemon answers
+				// from this user's own roots.
+				res, ok, err := g.recallViaDaemon(cmd.Context(), p, stateDir, q.Text, dir, store, all, opts)
+				if err != nil {
+					return err
+				}
+				if ok {
+					if explain {
+						fmt.Fprintf(g.stderr, "recall: answered by the daemon over %d root(s) of yours; %d bytes read in %v\n", res.Roots, res.Stats.BytesRead, res.Stats.Duration.Round(10_000))
+					}
+					return printRecall(g, q, res.Results, asJSON, explain)
+				}
+			}
 			roots, err := recallRoots(p, dir, store, all)
 			if err != nil {
 				return err
@@ -119,7 +137,7 @@ each search went and, for a question, why each result ranked where it did.`,
 			opts.Index = daemon.ReadableIndex(stateDir)
 			if sp, err := spool.OpenReadOnly(context.Background(), stateDir); err == nil {
 				defer sp.Close()
-				opts.Generation = func(root, rel string) int64 { return sp.LiveGen(cmd.Context(), root, rel) }
+				opts.Generation = func(root *confine.Root, rel string) int64 { return sp.LiveGen(cmd.Context(), root.ID(), rel) }
 				opts.Held = sp.SearchHeld
 			}
 			results, st, err := recall.Search(cmd.Context(), q, opts)
@@ -134,15 +152,7 @@ each search went and, for a question, why each result ranked where it did.`,
 				fmt.Fprintf(g.stderr, "recall: answered by %s; %d bytes read in %v%s\n", how, st.BytesRead, st.Duration.Round(10_000),
 					map[bool]string{true: "; stopped at the limit", false: ""}[st.StoppedEarly])
 			}
-			if asJSON {
-				return printJSON(g, results)
-			}
-			if explain {
-				fmt.Fprint(g.stdout, recall.FormatExplained(q, results))
-				return nil
-			}
-			fmt.Fprint(g.stdout, recall.Format(q, results))
-			return nil
+			return printRecall(g, q, results, asJSON, explain)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "the directory to search (default: the current directory)")
@@ -298,4 +308,71 @@ func oneShot() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
+}
+
+// printRecall prints recall's results as the flags ask.
+func printRecall(g *globals, q recall.Query, results []recall.Result, asJSON, explain bool) error {
+	if asJSON {
+		if results == nil {
+			results = []recall.Result{}
+		}
+		return printJSON(g, results)
+	}
+	if explain {
+		fmt.Fprint(g.stdout, recall.FormatExplained(q, results))
+		return nil
+	}
+	fmt.Fprint(g.stdout, recall.Format(q, results))
+	return nil
+}
+
+// recallViaDaemon asks the daemon to search (GET /v1/recall): --dir, or
+// the current directory, when it is a root of the daemon's policy; else,
+// unless --dir named it, every root of the caller's (--all, --store: the
+// same). ok is false when no daemon answers, or --dir names a directory
+// that is no root: then this process searches it itself.
+func (g *globals) recallViaDaemon(ctx context.Context, p *policy.Policy, stateDir, query, dir, store string, all bool, o recall.Options) (daemon.RecallResponse, bool, error) {
+	v := url.Values{"q": {query}, "limit": {strconv.Itoa(o.Limit)}, "sort": {o.Sort}}
+	if len(o.Labels) > 0 {
+		v.Set("scope", strings.Join(o.Labels, ","))
+	}
+	if o.Explain {
+		v.Set("explain", "1")
+	}
+	ctl := newControl(socketPath(p, stateDir))
+	var res daemon.RecallResponse
+	ask := func(v url.Values) error { return ctl.do(ctx, "GET", "/v1/recall?"+v.Encode(), nil, &res) }
+	if !all && store == "" {
+		abs, err := filepath.Abs(cmp.Or(dir, "."))
+		if err != nil {
+			return res, false, err
+		}
+		one := url.Values{"root": {abs}}
+		for k, vs := range v {
+			one[k] = vs
+		}
+		err = ask(one)
+		switch {
+		case err == nil:
+			return res, true, nil
+		case errors.Is(err, errNoDaemon):
+			return res, false, nil
+		case !strings.Contains(err.Error(), "not a root of any store"):
+			return res, false, err
+		case dir != "":
+			return res, false, nil // a directory of no store: searched here
+		}
+		fmt.Fprintf(g.stderr, "recall: %s is no root of the daemon's policy; searching every root of yours (--dir . searches only here)\n", abs)
+	}
+	if store != "" {
+		v.Set("store", store)
+	}
+	err := ask(v)
+	if errors.Is(err, errNoDaemon) {
+		return res, false, nil
+	}
+	if res.Skipped > 0 {
+		fmt.Fprintf(g.stderr, "recall: searched %d of your roots; %d more were left out (name one with --dir or a store with --store)\n", res.Roots, res.Skipped)
+	}
+	return res, err == nil, err
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/state"
@@ -74,7 +75,12 @@ context: the text the app injects into its prompt from its records, newest first
 					return err
 				}
 				defer journal.Close()
-				n, err := apprecords.Remove(ctx, journal, "", dbPath, table, app, idList, args[0]+" from the command line")
+				root, err := confine.OpenFile(dbPath, confine.Options{})
+				if err != nil {
+					return err
+				}
+				defer root.Close()
+				n, err := apprecords.Remove(ctx, journal, "", root, table, app, idList, args[0]+" from the command line")
 				if err != nil {
 					return err
 				}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/state"
 )
 
 func showCmd(g *globals) *cobra.Command {
@@ -47,27 +51,42 @@ memwatch log --kept list), it prints its content, decompressed.`,
 					return err
 				}
 			}
-			root, err := confine.Open(dir, confine.Options{})
-			if err != nil {
+			if dir, err = filepath.Abs(dir); err != nil {
 				return err
 			}
-			defer root.Close()
 			p, err := g.policyIfGiven()
 			if err != nil {
 				return err
 			}
 			stateDir := g.resolveStateDir(p)
-			sp, err := spool.OpenReadOnly(context.Background(), stateDir)
-			if err != nil {
-				return fmt.Errorf("%w (looked in %s: name the daemon's state with --state-dir, --policy or MEMWATCH_STATE_DIR)", err, stateDir)
-			}
-			defer sp.Close()
-			lines, err := sp.Show(context.Background(), root, c)
-			if errors.Is(err, spool.ErrUnknownLog) {
-				return fmt.Errorf("%w (state %s; is --dir the root the citation belongs to?)", err, stateDir)
-			}
-			if err != nil {
-				return err
+			var lines []spool.Shown
+			if stateUnreadable(stateDir) {
+				// memwatch's state is not this user's to read: the daemon
+				// shows what this user's roots hold.
+				var res daemon.ShowResponse
+				err := newControl(socketPath(p, stateDir)).do(cmd.Context(), "GET", "/v1/show?"+url.Values{"root": {dir}, "cite": {args[0]}}.Encode(), nil, &res)
+				if err != nil {
+					return fmt.Errorf("show %s: %w", args[0], err)
+				}
+				lines = res.Lines
+			} else {
+				root, err := confine.Open(dir, confine.Options{})
+				if err != nil {
+					return err
+				}
+				defer root.Close()
+				sp, err := spool.OpenReadOnly(context.Background(), stateDir)
+				if err != nil {
+					return fmt.Errorf("%w (looked in %s: name the daemon's state with --state-dir, --policy or MEMWATCH_STATE_DIR)", err, stateDir)
+				}
+				defer sp.Close()
+				lines, err = sp.Show(context.Background(), root, c)
+				if errors.Is(err, spool.ErrUnknownLog) {
+					return fmt.Errorf("%w (state %s; is --dir the root the citation belongs to?)", err, stateDir)
+				}
+				if err != nil {
+					return err
+				}
 			}
 			sources := map[string]bool{}
 			for _, l := range lines {
@@ -106,4 +125,13 @@ func showArchive(g *globals, path string) error {
 	}
 	_, err = g.stdout.Write(b)
 	return err
+}
+
+// stateUnreadable reports that memwatch's state directory is not this
+// user's to read (the daemon's, running as root): the commands that read
+// it ask the daemon over its socket instead, which answers within what the
+// kernel says this user is (SO_PEERCRED).
+func stateUnreadable(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, state.FileName))
+	return errors.Is(err, fs.ErrPermission)
 }

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/replica"
+	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/versions"
 )
 
 func stateCmd(g *globals) *cobra.Command {
@@ -77,10 +82,50 @@ its databases) and a running daemon's.`,
 			if found == 0 {
 				return fmt.Errorf("%s holds no state of memwatch's: check replicate.url and the credentials", p.Replicate.URL)
 			}
+			// What was captured on the old host belongs to its directories
+			// (their device and inode numbers): here it goes to the first
+			// directory found at the same path with the same owner.
+			if n, err := unbindRestored(cmd.Context(), dir); err != nil {
+				return fmt.Errorf("restored %s, but could not unbind its roots from the old host's directories: %w", dir, err)
+			} else if n > 0 {
+				fmt.Fprintf(g.stdout, "%d root(s) wait for their directory: each goes to the one found at its path with the same owner\n", n)
+			}
 			fmt.Fprintf(g.stdout, "restored %s from %s; next: start the daemon, then memwatch restore --missing ROOT for memory files not on disk\n", dir, p.Replicate.URL)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "replace the databases of a state directory that holds some")
 	return cmd
+}
+
+// unbindRestored unbinds the spool's and the versions' roots of a state
+// restored into dir (spool.Spool.Unbind, versions.Store.Unbind). It
+// returns how many roots wait for their directory.
+func unbindRestored(ctx context.Context, dir string) (int, error) {
+	n := 0
+	if _, err := os.Stat(filepath.Join(dir, spool.FileName)); err == nil {
+		sp, err := spool.Open(ctx, dir)
+		if err != nil {
+			return n, err
+		}
+		m, err := sp.Unbind(ctx)
+		sp.Close()
+		if err != nil {
+			return n, err
+		}
+		n = max(n, m)
+	}
+	if _, err := os.Stat(filepath.Join(dir, versions.FileName)); err == nil {
+		vs, err := versions.Open(ctx, dir)
+		if err != nil {
+			return n, err
+		}
+		m, err := vs.Unbind(ctx)
+		vs.Close()
+		if err != nil {
+			return n, err
+		}
+		n = max(n, m)
+	}
+	return n, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
@@ -219,18 +220,27 @@ func (s *versionSource) close() {
 	}
 }
 
-// rootOf finds the policy root holding path (offline).
-func (s *versionSource) rootOf(path string) (string, string, error) {
+// rootOf finds the policy root holding path (offline, or the root itself
+// with rel "."), as the daemon finds it: opened from its glob's fixed part
+// without following a symbolic link, so the versions read are those of
+// the directory there (its ID). It returns the root's ID.
+func (s *versionSource) rootOf(path string) (confine.ID, string, error) {
 	if s.pol != nil {
 		for _, st := range s.pol.Stores {
 			for _, r := range st.Roots() {
-				if rel, err := filepath.Rel(r, path); err == nil && filepath.IsLocal(rel) {
-					return r, rel, nil
+				if rel, err := filepath.Rel(r, path); err == nil && filepath.IsLocal(rel) || r == path {
+					root, err := daemon.OpenRoot(st, r)
+					if err != nil {
+						return confine.ID{}, "", err
+					}
+					defer root.Close()
+					rel, _ := root.Rel(path)
+					return root.ID(), rel, nil
 				}
 			}
 		}
 	}
-	return "", "", fmt.Errorf("%s is not under a root of the policy (give --policy)", path)
+	return confine.ID{}, "", fmt.Errorf("%s is not under a root of the policy (give --policy)", path)
 }
 
 func (s *versionSource) list(ctx context.Context, path string) ([]versions.Version, error) {
@@ -246,11 +256,15 @@ func (s *versionSource) list(ctx context.Context, path string) ([]versions.Versi
 	return s.offline.List(ctx, root, rel)
 }
 
-func (s *versionSource) files(ctx context.Context, root string) ([]string, error) {
+func (s *versionSource) files(ctx context.Context, path string) ([]string, error) {
 	if s.ctl != nil {
 		var out []string
-		err := s.ctl.do(ctx, "GET", "/v1/versions?root="+url.QueryEscape(root), nil, &out)
+		err := s.ctl.do(ctx, "GET", "/v1/versions?root="+url.QueryEscape(path), nil, &out)
 		return out, err
+	}
+	root, _, err := s.rootOf(path)
+	if err != nil {
+		return nil, err
 	}
 	return s.offline.Files(ctx, root)
 }
@@ -288,6 +302,7 @@ func (g *globals) restoreVersion(ctx context.Context, req daemon.RestoreRequest)
 			return err
 		}
 		defer r.Close()
+		vs.Bind(ctx, r.ID()) // what a restored state holds for this path and owner
 		res, err = daemon.RestoreVersion(ctx, rw, vs, r, s.Name, req)
 		return err
 	})
@@ -311,6 +326,7 @@ func (g *globals) restoreLost(ctx context.Context, req daemon.RestoreLostRequest
 				return err
 			}
 			defer r.Close()
+			vs.Bind(ctx, r.ID()) // what a restored state holds for this path and owner
 			lost, err := daemon.LostVersions(ctx, vs, r, req)
 			if err != nil {
 				return err

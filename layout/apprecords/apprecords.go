@@ -304,6 +304,7 @@ func apply(ctx context.Context, env *layout.Env, root *confine.Root, app string,
 		rec := &state.Record{Store: env.Store.Name, Root: root.Path(), Rule: rule, Target: fmt.Sprintf("%s/%s/%d", table, app, r.ID),
 			BeforeSHA: rewrite.Hash([]byte(r.Content)), BeforeSize: int64(len(r.Content)), Tokens: tokens,
 			Outcome: state.Pending, Reason: reason, Data: data}
+		rec.RootDev, rec.RootIno = rootID(root)
 		if rule == RuleEdit {
 			rec.AfterSHA, rec.AfterSize = rewrite.Hash([]byte(newContent)), int64(len(newContent))
 		}
@@ -522,6 +523,7 @@ func runCreate(ctx context.Context, env *layout.Env, root *confine.Root, path st
 	pendingData, _ := json.Marshal(rowData{Table: table, Row: Record{AppID: app, Content: content, SourceConversationID: conv}})
 	rec := &state.Record{Store: env.Store.Name, Root: root.Path(), Rule: RuleCreate, Tokens: reply.Tokens, Outcome: state.Pending,
 		Reason: "from conversation " + conv, AfterSHA: rewrite.Hash([]byte(content)), AfterSize: int64(len(content)), Data: pendingData}
+	rec.RootDev, rec.RootIno = rootID(root)
 	if _, err := env.DB.Append(ctx, rec); err != nil {
 		return jobs.Result{}, err
 	}

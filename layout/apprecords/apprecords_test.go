@@ -16,6 +16,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/memwatch/memwatch/compact/llmtest"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/daemon/daemontest"
 	"github.com/memwatch/memwatch/layout/apprecords"
@@ -325,10 +326,10 @@ func TestResolvePending(t *testing.T) {
 		data, _ := json.Marshal(map[string]any{"table": "app_memories", "row": map[string]any{"id": id, "appId": "A", "content": content}})
 		return &state.Record{Root: path, Rule: apprecords.RuleDelete, Target: fmt.Sprintf("app_memories/A/%d", id), Outcome: state.Pending, Data: data}
 	}
-	if out, _ := apprecords.Resolve(ctx, mk(id1, "A memory 1")); out != state.Failed {
+	if out, _ := apprecords.Resolve(ctx, mk(id1, "A memory 1"), nil); out != state.Failed {
 		t.Errorf("row still there: outcome %s, want failed", out)
 	}
-	if out, _ := apprecords.Resolve(ctx, mk(id2, "A memory 2")); out != state.Done {
+	if out, _ := apprecords.Resolve(ctx, mk(id2, "A memory 2"), nil); out != state.Done {
 		t.Errorf("row gone: outcome %s, want done", out)
 	}
 	// A creation killed after the insert is found by its conversation.
@@ -339,10 +340,10 @@ func TestResolvePending(t *testing.T) {
 		data, _ := json.Marshal(map[string]any{"table": "app_memories", "row": map[string]any{"appId": "A", "content": "x", "sourceConversationId": conv}})
 		return &state.Record{Root: path, Rule: apprecords.RuleCreate, Outcome: state.Pending, Data: data}
 	}
-	if out, _ := apprecords.Resolve(ctx, create("c-7.jsonl")); out != state.Done {
+	if out, _ := apprecords.Resolve(ctx, create("c-7.jsonl"), nil); out != state.Done {
 		t.Errorf("created row present: outcome %s, want done", out)
 	}
-	if out, _ := apprecords.Resolve(ctx, create("c-8.jsonl")); out != state.Failed {
+	if out, _ := apprecords.Resolve(ctx, create("c-8.jsonl"), nil); out != state.Failed {
 		t.Errorf("no row: outcome %s, want failed", out)
 	}
 }
@@ -399,14 +400,19 @@ func TestUndoRestoresTheWholeRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer journal.Close()
-	if n, err := apprecords.Remove(ctx, journal, "records", path, "app_memories", "cal", []int64{1}, "test"); n != 1 || err != nil {
+	froot, err := confine.OpenFile(path, confine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer froot.Close()
+	if n, err := apprecords.Remove(ctx, journal, "records", froot, "app_memories", "cal", []int64{1}, "test"); n != 1 || err != nil {
 		t.Fatalf("remove: %d, %v", n, err)
 	}
 	if row() != "" {
 		t.Fatal("the record is still there")
 	}
 	recs, _ := journal.Journal(ctx, state.Filter{Rule: apprecords.RuleDelete})
-	if _, err := apprecords.Undo(ctx, journal, recs[0], false); err != nil {
+	if _, err := apprecords.Undo(ctx, journal, recs[0], false, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := row(); got != before {

@@ -55,6 +55,7 @@ type DB struct {
 	pool  *sql.DB
 	table string
 	path  string
+	real  string // the file's path with every link resolved, as memwatch walked it
 	// source says the table has source_conversation_id and metadata; read
 	// once at Open, since the one connection may be inside a transaction later.
 	source bool
@@ -121,9 +122,13 @@ func Open(ctx context.Context, root *confine.Root, table string, create bool) (*
 
 func openDB(ctx context.Context, root *confine.Root, table string, create bool) (*DB, error) {
 	path := root.Path()
+	real, err := root.RealPath(root.Leaf())
+	if err != nil {
+		return nil, err
+	}
 	// query_only until the file is proven: nothing is written to a file
-	// that is not the one checked.
-	pool, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)&_txlock=immediate")
+	// that is not the one checked. The path is escaped into the URI.
+	pool, err := sql.Open("sqlite", confine.SQLiteURI(real, "_pragma=busy_timeout(5000)&_pragma=query_only(1)&_txlock=immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -135,7 +140,7 @@ func openDB(ctx context.Context, root *confine.Root, table string, create bool) 
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	def := DefaultOptions()
-	d := &DB{db: db, pool: pool, table: table, path: path, root: root, maxRecord: int64(def.MaxRecordSize), maxRows: def.MaxRows}
+	d := &DB{db: db, pool: pool, table: table, path: path, real: real, root: root, maxRecord: int64(def.MaxRecordSize), maxRows: def.MaxRows}
 	if err := db.PingContext(ctx); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -202,11 +207,9 @@ func (d *DB) opened(ctx context.Context, root *confine.Root) error {
 	if err := d.db.QueryRowContext(ctx, "PRAGMA database_list").Scan(&seq, &name, &file); err != nil {
 		return fmt.Errorf("open %s: %w", d.path, err)
 	}
-	want, err := filepath.EvalSymlinks(root.Path())
-	if err != nil {
-		return fmt.Errorf("open %s: %w", d.path, err)
-	}
-	if filepath.Clean(file) != want {
+	// SQLite resolves links: a directory on the way swapped for one shows
+	// as another path than the one memwatch walked to.
+	if filepath.Clean(file) != d.real {
 		return fmt.Errorf("open %s: SQLite opened %s: %w", d.path, file, confine.ErrOutside)
 	}
 	return nil

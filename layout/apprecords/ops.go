@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 )
@@ -17,12 +18,14 @@ import (
 // returns how many were deleted. A record of another app is never touched,
 // nor one over max_record_size (which cannot be journaled whole: an
 // explicit id of one is an error, a purge leaves it and says so).
-func Remove(ctx context.Context, journal *state.DB, store, path, table, app string, ids []int64, reason string) (int, error) {
-	db, err := OpenPath(ctx, path, table, false)
+func Remove(ctx context.Context, journal *state.DB, store string, root *confine.Root, table, app string, ids []int64, reason string) (int, error) {
+	db, err := Open(ctx, root, table, false)
 	if err != nil {
 		return 0, err
 	}
 	defer db.Close()
+	path := root.Path()
+	dev, ino := rootID(root)
 	remove := func(r Record) error {
 		rd := rowData{Table: table, Row: r}
 		var err error
@@ -31,7 +34,8 @@ func Remove(ctx context.Context, journal *state.DB, store, path, table, app stri
 		}
 		data, _ := json.Marshal(rd)
 		rec := &state.Record{Store: store, Root: path, Rule: RuleDelete, Target: fmt.Sprintf("%s/%s/%d", table, app, r.ID),
-			BeforeSHA: rewrite.Hash([]byte(r.Content)), BeforeSize: int64(len(r.Content)), Outcome: state.Pending, Reason: reason, Data: data}
+			BeforeSHA: rewrite.Hash([]byte(r.Content)), BeforeSize: int64(len(r.Content)), Outcome: state.Pending, Reason: reason, Data: data,
+			RootDev: dev, RootIno: ino}
 		if _, err := journal.Append(ctx, rec); err != nil {
 			return err
 		}
@@ -96,15 +100,49 @@ func IsRowRule(rule string) bool {
 	return rule == RuleDelete || rule == RuleEdit || rule == RuleCreate
 }
 
+// Opener opens the database a journal record names as a root, with its
+// store's checks (daemon.RootOpener); nil opens it as a root named on the
+// command line.
+type Opener func(path string) (*confine.Root, error)
+
+// rootID is a root's identity as the journal records it.
+func rootID(r *confine.Root) (dev, ino int64) {
+	id := r.ID()
+	return int64(id.Dev), int64(id.Ino)
+}
+
+// recordDB opens the database of journal record r with open, only if it
+// is in the directory the record was made in (when the record says which).
+func recordDB(ctx context.Context, r state.Record, table string, open Opener) (*DB, error) {
+	if open == nil {
+		open = func(p string) (*confine.Root, error) { return confine.OpenFile(p, confine.Options{}) }
+	}
+	root, err := open(r.Root)
+	if err != nil {
+		return nil, err
+	}
+	if dev, ino := rootID(root); r.RootIno != 0 && (dev != r.RootDev || ino != r.RootIno) {
+		root.Close()
+		return nil, fmt.Errorf("%s: %w (it was moved or replaced since journal record %d)", r.Root, rewrite.ErrRootReplaced, r.ID)
+	}
+	db, err := Open(ctx, root, table, false)
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	db.owned = root
+	return db, nil
+}
+
 // Resolve settles a row change left pending by a killed memwatch by
 // looking at the row, so the journal agrees with the database.
-func Resolve(ctx context.Context, r *state.Record) (outcome, reason string) {
+func Resolve(ctx context.Context, r *state.Record, open Opener) (outcome, reason string) {
 	var d rowData
 	_ = json.Unmarshal(r.Data, &d)
 	if d.Table == "" {
 		d.Table = strings.SplitN(r.Target, "/", 2)[0]
 	}
-	db, err := OpenPath(ctx, r.Root, d.Table, false)
+	db, err := recordDB(ctx, *r, d.Table, open)
 	if err != nil {
 		return state.Failed, "interrupted; database unreadable at restart: " + err.Error()
 	}
@@ -134,9 +172,8 @@ var ErrRowChanged = errors.New("record changed since this action")
 // Undo reverses a row change: a deleted row is inserted again with its id
 // and content, an edit is put back, a created row is deleted. It is
 // journaled as record-undo.
-func Undo(ctx context.Context, journal *state.DB, r state.Record, force bool) (int64, error) {
-	id, err := undo(ctx, journal, r, force)
-	return id, err
+func Undo(ctx context.Context, journal *state.DB, r state.Record, force bool, open Opener) (int64, error) {
+	return undo(ctx, journal, r, force, open)
 }
 
 // HoldNS keeps, per database and app, the highest record id when an undo
@@ -144,12 +181,12 @@ func Undo(ctx context.Context, journal *state.DB, r state.Record, force bool) (i
 // newer record arrives, so an undo sticks.
 const HoldNS = "records-hold"
 
-func undo(ctx context.Context, journal *state.DB, r state.Record, force bool) (int64, error) {
+func undo(ctx context.Context, journal *state.DB, r state.Record, force bool, open Opener) (int64, error) {
 	var d rowData
 	if err := json.Unmarshal(r.Data, &d); err != nil || d.Row.ID == 0 {
 		return 0, fmt.Errorf("undo %d: the journal has no row data", r.ID)
 	}
-	db, err := OpenPath(ctx, r.Root, d.Table, false)
+	db, err := recordDB(ctx, r, d.Table, open)
 	if err != nil {
 		return 0, err
 	}
@@ -159,7 +196,7 @@ func undo(ctx context.Context, journal *state.DB, r state.Record, force bool) (i
 		return 0, err
 	}
 	rec := &state.Record{Store: r.Store, Root: r.Root, Rule: RuleUndo, Target: r.Target, Outcome: state.Pending,
-		Reason: fmt.Sprintf("undo of #%d", r.ID), Data: r.Data}
+		Reason: fmt.Sprintf("undo of #%d", r.ID), Data: r.Data, RootDev: r.RootDev, RootIno: r.RootIno}
 	var apply func() error
 	switch r.Rule {
 	case RuleDelete:

@@ -91,7 +91,7 @@ func consolidateTargets(ctx context.Context, env *layout.Env, root *confine.Root
 		return nil, nil
 	}
 	// Logs the agent deleted since: their messages are consolidated too.
-	logs, _ := env.Spool.Logs(ctx, root.Path())
+	logs, _ := env.Spool.Logs(ctx, root.ID())
 	for _, l := range logs {
 		if spool.IsRecordLog(l.Path) {
 			// A conversation of a transcript database (transcripts.go).

@@ -373,7 +373,7 @@ func crashedRange(t *testing.T, ws, stateDir, rel string, n int) string {
 	if _, err := sp.Capture(ctx, root, rel, spool.Options{IsMessage: session.IsMessage}); err != nil {
 		t.Fatal(err)
 	}
-	st, _, _ := sp.Find(ctx, root.Path(), rel)
+	st, _, _ := sp.Find(ctx, root.ID(), rel)
 	var lines []spool.Line
 	sp.Read(ctx, st.ID, 0, int64(n), func(l spool.Line) error { lines = append(lines, l); return nil })
 	return fmt.Sprintf("<!-- memwatch: %s range:%s -->", spool.Cite(rel, lines), spool.RangeID(rel, lines))

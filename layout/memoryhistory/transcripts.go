@@ -79,7 +79,11 @@ func plainPath(root *confine.Root, rel string) bool {
 
 // readTranscripts runs as the database's owner (Root.Do).
 func readTranscripts(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (int, error) {
-	pool, err := transcripts.Open(root.Join(rel))
+	path, err := root.RealPath(rel)
+	if err != nil {
+		return 0, err
+	}
+	pool, err := transcripts.Open(ctx, path)
 	if err != nil {
 		return 0, err
 	}
@@ -102,7 +106,7 @@ func readTranscripts(ctx context.Context, env *layout.Env, root *confine.Root, r
 		}
 		log := spool.RecordLog(rel, s.ID)
 		for range transcriptBatches {
-			cursor, err := env.Spool.RecordCursor(ctx, root.Path(), log)
+			cursor, err := env.Spool.RecordCursor(ctx, root.ID(), log)
 			if err != nil {
 				return total, err
 			}
@@ -113,7 +117,7 @@ func readTranscripts(ctx context.Context, env *layout.Env, root *confine.Root, r
 			if len(recs) == 0 {
 				break
 			}
-			res, err := env.Spool.CaptureRecords(ctx, root.Path(), log, recs, spool.Options{MaxLine: int(env.Store.MaxLine), IsMessage: session.IsMessage})
+			res, err := env.Spool.CaptureRecords(ctx, root.ID(), log, recs, spool.Options{MaxLine: int(env.Store.MaxLine), IsMessage: session.IsMessage})
 			if err != nil {
 				return total, err
 			}
@@ -198,13 +202,13 @@ func readDocument(ctx context.Context, env *layout.Env, root *confine.Root, rel 
 	} else if ok && st.UnmarshalBinary(b) != nil {
 		st = transcripts.DocState{} // not ours: captured whole again, each message under its id
 	}
-	cursor, err := env.Spool.RecordCursor(ctx, root.Path(), log)
+	cursor, err := env.Spool.RecordCursor(ctx, root.ID(), log)
 	if err != nil {
 		return 0, false, err
 	}
 	recs, next := st.Changes(id, msgs, cursor, written)
 	if len(recs) > 0 {
-		res, err := env.Spool.CaptureRecords(ctx, root.Path(), log, recs, spool.Options{MaxLine: int(env.Store.MaxLine), IsMessage: session.IsMessage})
+		res, err := env.Spool.CaptureRecords(ctx, root.ID(), log, recs, spool.Options{MaxLine: int(env.Store.MaxLine), IsMessage: session.IsMessage})
 		if err != nil {
 			return 0, false, err
 		}

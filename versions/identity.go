@@ -1,0 +1,84 @@
+package versions
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/state"
+)
+
+// Versions belong to a root's ID, as the spool's logs do (see the spool's
+// identity.go): a file's versions are keyed by the key of the directory
+// they were captured from, so a directory that takes the root's path later
+// neither reads them nor gets them written into it. Versions kept before
+// roots had IDs, and those of a state restored from another host's
+// replica (Unbind), go to the first directory opened at their path (with
+// the same owner, for the latter).
+
+// maxBound bounds the keys remembered as bound in one run.
+const maxBound = 100_000
+
+// Bind runs bindNow once per root key and run (read-only stores bind
+// nothing); a failure is tried again at the next capture.
+func (s *Store) Bind(ctx context.Context, id confine.ID) {
+	if s.readOnly {
+		return
+	}
+	key := id.Key()
+	s.mu.Lock()
+	done := s.bound[key]
+	s.mu.Unlock()
+	if done || s.bindNow(ctx, id) != nil {
+		return
+	}
+	s.mu.Lock()
+	if len(s.bound) >= maxBound {
+		clear(s.bound)
+	}
+	s.bound[key] = true
+	s.mu.Unlock()
+}
+
+// bindNow gives root's ID the files kept under its bindable keys
+// (confine.ID.Bindable): its bare path, and its path unbound with its
+// owner's uid.
+func (s *Store) bindNow(ctx context.Context, root confine.ID) error {
+	b := root.Bindable()
+	if _, err := s.db.ExecContext(ctx, `UPDATE OR IGNORE files SET root=? WHERE root IN (?,?)`, root.Key(), b[0], b[1]); err != nil {
+		return fmt.Errorf("bind the versions of %s: %w", root.Path, err)
+	}
+	return nil
+}
+
+// Unbind unbinds every file's versions from the directory they were
+// captured from, keeping path and owner: run on a state restored from a
+// replica (see state.UnbindRoots).
+func (s *Store) Unbind(ctx context.Context) (int, error) {
+	return state.UnbindRoots(ctx, s.db, "files")
+}
+
+// Elsewhere reports the directories other than root's that versions of
+// root/rel were captured from (each as an ID; a bare path or an unbound
+// key has no device and inode): what an error says when a file has no
+// versions in root's directory but had some under its path.
+func (s *Store) Elsewhere(ctx context.Context, root confine.ID, rel string) ([]confine.ID, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT root FROM files WHERE path=? AND root<>? AND (root=? OR root>=? AND root<?)`,
+		filepath.Clean(rel), root.Key(), root.Path, root.Path+"\x00", root.Path+"\x01")
+	if err != nil {
+		return nil, fmt.Errorf("look for versions of %s: %w", rel, err)
+	}
+	defer rows.Close()
+	var out []confine.ID
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		if id, ok := confine.ParseKey(k); ok {
+			out = append(out, id)
+		}
+	}
+	return out, rows.Err()
+}
