@@ -360,6 +360,13 @@ func LostVersions(ctx context.Context, vs *versions.Store, root *confine.Root, r
 	if err != nil {
 		return nil, err
 	}
+	if len(files) == 0 {
+		// None from this directory: say so when its path had some from
+		// another (a directory swapped or replaced since).
+		if ids, err := vs.Elsewhere(ctx, root.ID(), ""); err == nil && len(ids) > 0 {
+			return nil, fmt.Errorf("%s: %w (the directory there now is %d:%d; memwatch keeps the old one's versions and writes them into no other)", root.Path(), ErrOtherDirectory, root.ID().Dev, root.ID().Ino)
+		}
+	}
 	for _, rel := range files {
 		if _, err := root.Lstat(rel); !errors.Is(err, fs.ErrNotExist) {
 			continue // on disk (or not ours to tell)

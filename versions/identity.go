@@ -60,12 +60,16 @@ func (s *Store) Unbind(ctx context.Context) (int, error) {
 }
 
 // Elsewhere reports the directories other than root's that versions of
-// root/rel were captured from (each as an ID; a bare path or an unbound
-// key has no device and inode): what an error says when a file has no
-// versions in root's directory but had some under its path.
+// root/rel (with rel "", of any file of root's path) were captured from,
+// each as an ID once (a bare path or an unbound key has no device and
+// inode): what an error says when root's directory has no versions but
+// its path had some.
 func (s *Store) Elsewhere(ctx context.Context, root confine.ID, rel string) ([]confine.ID, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT root FROM files WHERE path=? AND root<>? AND (root=? OR root>=? AND root<?)`,
-		filepath.Clean(rel), root.Key(), root.Path, root.Path+"\x00", root.Path+"\x01")
+	if rel != "" {
+		rel = filepath.Clean(rel)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT root FROM files WHERE (?='' OR path=?) AND root<>? AND (root=? OR root>=? AND root<?)`,
+		rel, rel, root.Key(), root.Path, root.Path+"\x00", root.Path+"\x01")
 	if err != nil {
 		return nil, fmt.Errorf("look for versions of %s: %w", rel, err)
 	}

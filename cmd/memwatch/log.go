@@ -53,7 +53,7 @@ sizes and LLM tokens.`,
 				}
 				var recs []state.Record
 				if err := newControl(socketPath(p, dir)).do(cmd.Context(), "GET", "/v1/journal?"+v.Encode(), nil, &recs); err != nil {
-					return fmt.Errorf("the journal in %s is not yours to read, and the daemon did not answer: %w", dir, err)
+					return fmt.Errorf("no journal in %s you can read, and the daemon did not answer: %w", dir, err)
 				}
 				return printJournal(g, recs, f, asJSON)
 			}

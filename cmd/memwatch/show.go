@@ -127,11 +127,12 @@ func showArchive(g *globals, path string) error {
 	return err
 }
 
-// stateUnreadable reports that memwatch's state directory is not this
-// user's to read (the daemon's, running as root): the commands that read
-// it ask the daemon over its socket instead, which answers within what the
-// kernel says this user is (SO_PEERCRED).
+// stateUnreadable reports that memwatch's state is not this user's to
+// read: its state directory is the daemon's (running as root), or, for a
+// user other than root, there is none of its own. The commands that read
+// the state then ask the daemon over its socket, which answers within
+// what the kernel says this user is (SO_PEERCRED).
 func stateUnreadable(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, state.FileName))
-	return errors.Is(err, fs.ErrPermission)
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) && os.Geteuid() != 0
 }

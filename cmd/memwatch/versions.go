@@ -240,6 +240,9 @@ func (s *versionSource) rootOf(path string) (confine.ID, string, error) {
 			}
 		}
 	}
+	if s.pol != nil {
+		return confine.ID{}, "", noRoot(s.pol, path)
+	}
 	return confine.ID{}, "", fmt.Errorf("%s is not under a root of the policy (give --policy)", path)
 }
 
@@ -373,7 +376,7 @@ func offlineVersions(dir string, p *policy.Policy, path string, fn func(*rewrite
 		}
 	}
 	if store == nil {
-		return fmt.Errorf("%s is not under a root of the policy", path)
+		return noRoot(p, path)
 	}
 	if !store.AllowUndo {
 		return fmt.Errorf("store %s does not allow undo (allow_undo: false in the policy), and a restore is one", store.Name)
@@ -396,6 +399,26 @@ func offlineVersions(dir string, p *policy.Policy, path string, fn func(*rewrite
 	rw := rewrite.New(db, slog.New(slog.DiscardHandler))
 	rw.OpenRoot = daemon.RootOpener(func() *policy.Policy { return p })
 	return fn(rw, vs, store, root)
+}
+
+// noRoot says why path is under no root of the policy: when a store's
+// glob names it (or a directory above it), why memwatch refuses that root
+// (a symbolic link on the way, its owner cannot reach it, ...).
+func noRoot(p *policy.Policy, path string) error {
+	for c := filepath.Clean(path); ; c = filepath.Dir(c) {
+		for _, s := range p.Stores {
+			if s.MatchesRoot(c) {
+				r, err := daemon.OpenRoot(s, c)
+				if err != nil {
+					return fmt.Errorf("%s is no root of store %s: %w", c, s.Name, err)
+				}
+				r.Close()
+			}
+		}
+		if c == filepath.Dir(c) {
+			return fmt.Errorf("%s is not under a root of the policy", path)
+		}
+	}
 }
 
 func jsonBody(v any) *bytes.Reader {

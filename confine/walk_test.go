@@ -1,0 +1,128 @@
+package confine
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestOpenRefusesASymlinkedParent: a root whose parent (below the glob's
+// fixed part) is a symbolic link is refused, wherever the link leads; the
+// same path reached through real directories opens, and its ID is the
+// directory opened.
+func TestOpenRefusesASymlinkedParent(t *testing.T) {
+	base := t.TempDir()
+	home := filepath.Join(base, "home")
+	write(t, filepath.Join(home, "alice", "proj.real", "p1", "memory.md"), "alice")
+	write(t, filepath.Join(home, "bob", "proj", "p1", "memory.md"), "bob")
+	if err := os.Symlink(filepath.Join(home, "bob", "proj"), filepath.Join(home, "alice", "proj")); err != nil {
+		t.Fatal(err)
+	}
+	within := []string{home}
+	p := filepath.Join(home, "alice", "proj", "p1")
+	if r, err := Open(p, Options{Within: within}); !errors.Is(err, ErrSymlinkParent) {
+		if r != nil {
+			r.Close()
+		}
+		t.Fatalf("Open through a symlinked parent: %v, want ErrSymlinkParent", err)
+	}
+	if _, err := Stat(p, within); !errors.Is(err, ErrSymlinkParent) {
+		t.Errorf("Stat through a symlinked parent: %v, want ErrSymlinkParent", err)
+	}
+	// alice puts back a real directory: it opens, as itself.
+	os.Remove(filepath.Join(home, "alice", "proj"))
+	os.Rename(filepath.Join(home, "alice", "proj.real"), filepath.Join(home, "alice", "proj"))
+	r := mustOpen(t, p, Options{Within: within})
+	if b, err := r.ReadFile("memory.md"); err != nil || string(b) != "alice" {
+		t.Errorf("alice's memory.md: %q, %v", b, err)
+	}
+	id := r.ID()
+	if want, _ := Stat(p, within); id != want || id.Path != p || id.Ino == 0 {
+		t.Errorf("ID %+v, Stat %+v", id, want)
+	}
+	// The glob's fixed part is the administrator's: a link there is followed.
+	os.Symlink(home, filepath.Join(base, "h"))
+	if r, err := Open(filepath.Join(base, "h", "alice", "proj", "p1"), Options{Within: []string{filepath.Join(base, "h")}}); err != nil {
+		t.Errorf("a link in the glob's fixed part: %v", err)
+	} else {
+		r.Close()
+	}
+}
+
+// TestGlobRootsRefusesLinks: discovery finds the real directories a glob
+// matches and refuses a link at the root's level or above it, never
+// listing what the link leads to.
+func TestGlobRootsRefusesLinks(t *testing.T) {
+	base := t.TempDir()
+	for _, d := range []string{"alice/proj/p1", "alice/proj/p2", "bob/proj/p1", "carol/real/p1"} {
+		os.MkdirAll(filepath.Join(base, d), 0o755)
+	}
+	os.Symlink(filepath.Join(base, "carol", "real"), filepath.Join(base, "carol", "proj")) // a parent
+	os.Symlink(filepath.Join(base, "bob", "proj", "p1"), filepath.Join(base, "alice", "proj", "p3"))
+	write(t, filepath.Join(base, "alice", "proj", "file"), "not a directory")
+	found, refused := GlobRoots(filepath.Join(base, "*", "proj", "*"), false)
+	var got []string
+	for _, id := range found {
+		got = append(got, id.Path)
+		if st, err := Stat(id.Path, []string{base}); err != nil || !st.SameDir(id) {
+			t.Errorf("%s: discovery's ID %+v, Stat %+v %v", id.Path, id, st, err)
+		}
+	}
+	want := []string{filepath.Join(base, "alice/proj/p1"), filepath.Join(base, "alice/proj/p2"), filepath.Join(base, "bob/proj/p1")}
+	if len(got) != len(want) {
+		t.Fatalf("found %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("found %q, want %q", got, want)
+		}
+	}
+	reasons := map[string]error{}
+	for _, r := range refused {
+		reasons[r.Path] = r.Err
+	}
+	if !errors.Is(reasons[filepath.Join(base, "carol", "proj")], ErrSymlinkParent) {
+		t.Errorf("carol's linked proj: %v, want ErrSymlinkParent", reasons)
+	}
+	if !errors.Is(reasons[filepath.Join(base, "alice", "proj", "p3")], ErrSymlinkRoot) {
+		t.Errorf("alice's linked p3: %v, want ErrSymlinkRoot", reasons)
+	}
+	// A file root's ID is its directory's, with the file's owner.
+	write(t, filepath.Join(base, "alice", "app.db"), "x")
+	files, _ := GlobRoots(filepath.Join(base, "*", "app.db"), true)
+	dir, _ := Stat(filepath.Join(base, "alice"), []string{base})
+	if len(files) != 1 || !files[0].SameDir(dir) {
+		t.Errorf("file roots: %+v, want the directory %+v", files, dir)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	id := ID{Path: "/home/a/p", Dev: 2049, Ino: 77, UID: 1001}
+	if got, ok := ParseKey(id.Key()); !ok || got != id {
+		t.Errorf("ParseKey(Key) = %+v %v, want %+v", got, ok, id)
+	}
+	if got, ok := ParseKey("/home/a/p"); !ok || got.Path != "/home/a/p" || got.Ino != 0 {
+		t.Errorf("a bare path: %+v %v", got, ok)
+	}
+	if got, ok := ParseKey(id.Unbound()); !ok || got.UID != 1001 || got.Dev != 0 || got.Path != id.Path {
+		t.Errorf("unbound: %+v %v", got, ok)
+	}
+	if _, ok := ParseKey("/p\x00x:y"); ok {
+		t.Error("a malformed key parsed")
+	}
+	if PathOfKey(id.Key()) != id.Path {
+		t.Errorf("PathOfKey = %q", PathOfKey(id.Key()))
+	}
+}
+
+func TestSQLiteURI(t *testing.T) {
+	for _, tt := range []struct{ path, params, want string }{
+		{"/r/q?x=/a.db", "mode=ro", "file:/r/q%3Fx=/a.db?mode=ro"},
+		{"/r/50%/#1/a.db", "", "file:/r/50%25/%231/a.db"},
+	} {
+		if got := SQLiteURI(tt.path, tt.params); got != tt.want {
+			t.Errorf("SQLiteURI(%q) = %q, want %q", tt.path, got, tt.want)
+		}
+	}
+}
