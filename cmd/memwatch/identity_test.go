@@ -316,7 +316,9 @@ stores:
 		out, _ := u.command(bin, "recall", "--policy", pol, "--all", "--json", word).CombinedOutput()
 		return string(out)
 	}
-	waitUntil(t, 15*time.Second, func() bool { return strings.Contains(recallAs(alice, aWord), aWord) && strings.Contains(recallAs(bob, bWord), bWord) })
+	waitUntil(t, 15*time.Second, func() bool {
+		return strings.Contains(recallAs(alice, aWord), aWord) && strings.Contains(recallAs(bob, bWord), bWord)
+	})
 	// Both clear their logs: the lines are only in memwatch's spool now.
 	os.Truncate(filepath.Join(aRoot, "sessions", "s1.jsonl"), 0)
 	os.Truncate(filepath.Join(bRoot, "sessions", "s1.jsonl"), 0)
