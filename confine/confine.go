@@ -106,9 +106,12 @@ func Open(p string, o Options) (*Root, error) {
 		p = abs
 	}
 	p = filepath.Clean(p)
-	b, ok := base(p, o.Within)
-	if !ok {
+	if !inWithin(p, o.Within) {
 		return nil, fmt.Errorf("open store root %s: %w (%s)", p, ErrOutside, strings.Join(o.Within, ", "))
+	}
+	b, err := routeTo(p)
+	if err != nil {
+		return nil, fmt.Errorf("open store root %s: %w", p, err)
 	}
 	var owner Identity
 	var before *syscall.Stat_t
@@ -129,7 +132,7 @@ func Open(p string, o Options) (*Root, error) {
 	}
 	var r *os.Root
 	var st *syscall.Stat_t
-	err := actAs(owner, func() (err error) { r, st, err = walkDir(b, p); return err })
+	err = actAs(owner, func() (err error) { r, st, err = walkDir(b, p); return err })
 	if err != nil {
 		return nil, openError(p, err, owner)
 	}
@@ -142,14 +145,8 @@ func Open(p string, o Options) (*Root, error) {
 	return newRoot(b, p, r, st, owner, o), nil
 }
 
-func newRoot(base, p string, r *os.Root, st *syscall.Stat_t, owner Identity, o Options) *Root {
-	real := p
-	if rb, err := filepath.EvalSymlinks(base); err == nil {
-		if rel, err := filepath.Rel(base, p); err == nil {
-			real = filepath.Join(rb, rel)
-		}
-	}
-	root := &Root{path: p, dir: p, real: real, os: r, dirMode: fs.FileMode(st.Mode) & fs.ModePerm, maxFile: o.MaxFileSize, chown: os.Geteuid() == 0, owner: owner,
+func newRoot(rt route, p string, r *os.Root, st *syscall.Stat_t, owner Identity, o Options) *Root {
+	root := &Root{path: p, dir: p, real: rt.real(), os: r, dirMode: fs.FileMode(st.Mode) & fs.ModePerm, maxFile: o.MaxFileSize, chown: os.Geteuid() == 0, owner: owner,
 		dev: uint64(st.Dev), ino: uint64(st.Ino)}
 	if root.maxFile <= 0 {
 		root.maxFile = DefaultMaxFileSize
@@ -194,12 +191,12 @@ func (r *Root) Do(fn func() error) error { return r.as(fn) }
 func OpenFile(p string, o Options) (*Root, error) {
 	p = filepath.Clean(p)
 	dir, leaf := filepath.Dir(p), filepath.Base(p)
-	b, ok := base(dir, o.Within)
-	if !ok && dir == baseExact(dir, o.Within) {
-		b, ok = dir, true
-	}
-	if !ok {
+	if !inWithin(p, o.Within) {
 		return nil, fmt.Errorf("open store root %s: %w (%s)", p, ErrOutside, strings.Join(o.Within, ", "))
+	}
+	b, err := routeTo(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open store root %s: %w", p, err)
 	}
 	look := func() (*os.Root, *syscall.Stat_t, *syscall.Stat_t, error) {
 		r, dst, err := walkDir(b, dir)
@@ -245,17 +242,6 @@ func OpenFile(p string, o Options) (*Root, error) {
 	root := newRoot(b, dir, r, dst, owner, Options{MaxFileSize: o.MaxFileSize})
 	root.path, root.leaf, root.fileSt = p, leaf, fst
 	return root, nil
-}
-
-// baseExact returns dir when it is one of within (a database root named
-// without wildcards lies directly in it), else "".
-func baseExact(dir string, within []string) string {
-	for _, w := range within {
-		if filepath.Clean(w) == dir {
-			return dir
-		}
-	}
-	return ""
 }
 
 // Leaf is a file root's file name in its directory ("" for a directory root).

@@ -44,20 +44,27 @@ type Refused struct {
 }
 
 // GlobRoots expands a store's glob (filepath.Match syntax, absolute) the
-// way roots are opened: from GlobBase, one component at a time, never
-// following a symbolic link. It returns the real directories it matches
+// way roots are opened: from the part of GlobBase no agent can change
+// (trustedPrefix), one component at a time, never following a symbolic
+// link. It returns the real directories it matches
 // (with files, the regular files) with their IDs (as Root.ID gives them,
 // the owner's uid as the files say it), sorted by path, and the matches it refuses: a symbolic
 // link where the root would be, or at a level above it. A directory that
 // cannot be listed is passed over, as filepath.Glob does.
 func GlobRoots(pattern string, files bool) (found []ID, refused []Refused) {
 	pattern = filepath.Clean(pattern)
-	b := GlobBase(pattern)
-	rel, err := filepath.Rel(b, pattern)
+	g := GlobBase(pattern)
+	rel, err := filepath.Rel(g, pattern)
 	if err != nil || !filepath.IsLocal(rel) {
 		return nil, nil
 	}
-	parts := strings.Split(rel, string(filepath.Separator))
+	// From the part of the glob's fixed part no agent can change: below
+	// it, its own names are walked as the pattern's, no link followed.
+	b, fixed, err := trustedPrefix(g)
+	if err != nil {
+		return nil, nil
+	}
+	parts := append(fixed, strings.Split(rel, string(filepath.Separator))...)
 	r, err := os.OpenRoot(b)
 	if err != nil {
 		return nil, nil

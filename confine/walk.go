@@ -18,8 +18,9 @@ import (
 // A path string resolved again later is a new question with a new answer,
 // and the agent chooses it: /home/alice/proj/p1 leads into bob's tree once
 // alice's proj is a link to /home/bob/proj. So memwatch resolves a root
-// once, from the directory its glob names (the administrator's part, taken
-// as written), one component at a time, never following a symbolic link:
+// once, from the part of its path no agent can change (see trustedPrefix:
+// directories only root or memwatch may change entries of), one component
+// at a time, never following a symbolic link:
 // each component must be a real directory when listed (lstat), and the
 // directory opened under that name must be the very one listed (device and
 // inode), else the walk is refused. The result is an open directory and its
@@ -97,45 +98,127 @@ func (id ID) String() string {
 // SameDir reports whether a and b are the same directory.
 func (id ID) SameDir(b ID) bool { return id.Dev == b.Dev && id.Ino == b.Ino }
 
-// base is the directory a walk to p starts from: the longest of within
-// that holds p (lexically), or p's parent when within is empty (a root
-// named on the command line: only its last component is checked). ok is
-// false when within is given and none holds p.
-func base(p string, within []string) (string, bool) {
-	if len(within) == 0 {
-		return filepath.Dir(p), true
-	}
-	best := ""
-	for _, w := range within {
-		w = filepath.Clean(w)
-		if w != p && Within(w, p) && len(w) > len(best) {
-			best = w
-		}
-	}
-	return best, best != ""
+// route is how memwatch reaches a path: from base, a directory it may
+// reach by its name as written, through names, none of which may be a
+// symbolic link.
+type route struct {
+	base  string
+	names []string
 }
 
-// walkDir opens the directory p from base without following a symbolic
-// link below base: see the package's note above. It runs with the calling
-// thread's file-system identity (run it in actAs to have the kernel check
-// an owner's search permission on every directory on the way). The caller
-// closes the result.
-func walkDir(base, p string) (*os.Root, *syscall.Stat_t, error) {
-	rel, err := filepath.Rel(base, p)
-	if err != nil || !filepath.IsLocal(rel) {
-		return nil, nil, fmt.Errorf("open store root %s: %w (not below %s)", p, ErrOutside, base)
+// routeTo is the route to p (absolute, clean): its trusted prefix (see
+// trustedPrefix), then every other name, p's own last name always among
+// them (a root that is a link is refused, whoever made it).
+func routeTo(p string) (route, error) {
+	if p == "/" {
+		return route{base: "/"}, nil
 	}
-	r, err := os.OpenRoot(base)
+	b, names, err := trustedPrefix(filepath.Dir(p))
+	if err != nil {
+		return route{}, err
+	}
+	return route{base: b, names: append(names, filepath.Base(p))}, nil
+}
+
+// real is the route's path with no symbolic link in it.
+func (rt route) real() string { return filepath.Join(append([]string{rt.base}, rt.names...)...) }
+
+// trustedPrefix splits the directory d into the part memwatch may reach by
+// its names as written and the names below it that must be walked without
+// following a link. A name is trusted while nobody but root and memwatch's
+// own user can change what it names: its directory is theirs and writable
+// by nobody else, or sticky (as /tmp) with the entry theirs too. Where a
+// trusted name is a link (an administrator's /home -> /data/home), it is
+// followed and the names it leads to judged the same way. An agent owns
+// its home: from there on, no link is followed, even in the part of a
+// store's glob the administrator wrote (alice's ~/ws/ar in
+// /home/alice/ws/ar/*.db is hers to swap). base holds no link; rest may be
+// empty (d is trusted whole).
+func trustedPrefix(d string) (base string, rest []string, err error) {
+	me := uint32(os.Geteuid())
+	ours := func(uid uint32) bool { return uid == 0 || uid == me }
+	names := splitPath(d)
+	cur := "/"
+	var curSt syscall.Stat_t
+	if err := syscall.Stat(cur, &curSt); err != nil {
+		return "", nil, err
+	}
+	for hops, i := 0, 0; i < len(names); i++ {
+		next := filepath.Join(cur, names[i])
+		var st syscall.Stat_t
+		if err := syscall.Lstat(next, &st); err != nil {
+			return cur, names[i:], nil // the walk says what is missing
+		}
+		mode := curSt.Mode
+		trusted := ours(curSt.Uid) && (mode&0o022 == 0 || mode&syscall.S_ISVTX != 0 && ours(st.Uid))
+		if !trusted {
+			return cur, names[i:], nil
+		}
+		switch st.Mode & syscall.S_IFMT {
+		case syscall.S_IFLNK:
+			if hops++; hops > 40 {
+				return "", nil, fmt.Errorf("resolve %s: too many symbolic links", d)
+			}
+			dest, err := os.Readlink(next)
+			if err != nil {
+				return "", nil, err
+			}
+			if !filepath.IsAbs(dest) {
+				dest = filepath.Join(cur, dest)
+			}
+			names = append(splitPath(filepath.Clean(dest)), names[i+1:]...)
+			cur, i = "/", -1
+			if err := syscall.Stat(cur, &curSt); err != nil {
+				return "", nil, err
+			}
+		case syscall.S_IFDIR:
+			cur, curSt = next, st
+		default:
+			return cur, names[i:], nil // not a directory: the walk says so
+		}
+	}
+	return cur, nil, nil
+}
+
+// splitPath is an absolute path's names.
+func splitPath(p string) []string {
+	var out []string
+	for _, n := range strings.Split(p, string(filepath.Separator)) {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// inWithin reports whether p lies in one of within (lexically); an empty
+// within holds everything (a root named on the command line).
+func inWithin(p string, within []string) bool {
+	if len(within) == 0 {
+		return true
+	}
+	for _, w := range within {
+		if Within(filepath.Clean(w), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// walkDir opens the directory rt leads to, following no symbolic link
+// among its names: see the package's note above. It runs with the calling
+// thread's file-system identity (run it in actAs to have the kernel check
+// an owner's search permission on every directory on the way). p names
+// the destination in messages. The caller closes the result.
+func walkDir(rt route, p string) (*os.Root, *syscall.Stat_t, error) {
+	r, err := os.OpenRoot(rt.base)
 	if err != nil {
 		return nil, nil, err
 	}
-	var names []string
-	if rel != "." {
-		names = strings.Split(rel, string(filepath.Separator))
-	}
+	names := rt.names
 	for i, name := range names {
 		last := i == len(names)-1
-		at := filepath.Join(base, filepath.Join(names[:i+1]...))
+		at := filepath.Join(append([]string{rt.base}, names[:i+1]...)...)
 		fi, err := r.Lstat(name)
 		if err != nil {
 			r.Close()
@@ -191,17 +274,19 @@ func statRoot(r *os.Root) (*syscall.Stat_t, error) {
 	return fi.Sys().(*syscall.Stat_t), nil
 }
 
-// Stat finds the directory at p as Open would (from the directory of
-// within that holds it, without following a symbolic link below it) and
-// returns its ID, without acting as its owner: what discovery and the
-// control API compare an opened root with.
+// Stat finds the directory at p as Open would (by its route, without
+// following a link where an agent could have put one) and returns its ID,
+// without acting as its owner: what discovery and init compare with.
 func Stat(p string, within []string) (ID, error) {
 	p = filepath.Clean(p)
-	b, ok := base(p, within)
-	if !ok {
+	if !inWithin(p, within) {
 		return ID{}, fmt.Errorf("%s: %w (%s)", p, ErrOutside, strings.Join(within, ", "))
 	}
-	r, st, err := walkDir(b, p)
+	rt, err := routeTo(p)
+	if err != nil {
+		return ID{}, err
+	}
+	r, st, err := walkDir(rt, p)
 	if err != nil {
 		return ID{}, err
 	}

@@ -2,6 +2,7 @@ package confine
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,13 +13,19 @@ import (
 // same path reached through real directories opens, and its ID is the
 // directory opened.
 func TestOpenRefusesASymlinkedParent(t *testing.T) {
-	base := t.TempDir()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: below a directory of another user's, memwatch follows no link (in its own user's, it follows them: that user is the only agent)")
+	}
+	base := sharedTempDir(t)
 	home := filepath.Join(base, "home")
 	write(t, filepath.Join(home, "alice", "proj.real", "p1", "memory.md"), "alice")
 	write(t, filepath.Join(home, "bob", "proj", "p1", "memory.md"), "bob")
+	chownTree(t, filepath.Join(home, "alice"), 4246)
+	chownTree(t, filepath.Join(home, "bob"), 4247)
 	if err := os.Symlink(filepath.Join(home, "bob", "proj"), filepath.Join(home, "alice", "proj")); err != nil {
 		t.Fatal(err)
 	}
+	os.Lchown(filepath.Join(home, "alice", "proj"), 4246, 4246)
 	within := []string{home}
 	p := filepath.Join(home, "alice", "proj", "p1")
 	if r, err := Open(p, Options{Within: within}); !errors.Is(err, ErrSymlinkParent) {
@@ -41,7 +48,7 @@ func TestOpenRefusesASymlinkedParent(t *testing.T) {
 	if want, _ := Stat(p, within); id != want || id.Path != p || id.Ino == 0 {
 		t.Errorf("ID %+v, Stat %+v", id, want)
 	}
-	// The glob's fixed part is the administrator's: a link there is followed.
+	// A link only root may change (the administrator's) is followed.
 	os.Symlink(home, filepath.Join(base, "h"))
 	if r, err := Open(filepath.Join(base, "h", "alice", "proj", "p1"), Options{Within: []string{filepath.Join(base, "h")}}); err != nil {
 		t.Errorf("a link in the glob's fixed part: %v", err)
@@ -54,13 +61,19 @@ func TestOpenRefusesASymlinkedParent(t *testing.T) {
 // matches and refuses a link at the root's level or above it, never
 // listing what the link leads to.
 func TestGlobRootsRefusesLinks(t *testing.T) {
-	base := t.TempDir()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the users' directories must be other users'")
+	}
+	base := sharedTempDir(t)
 	for _, d := range []string{"alice/proj/p1", "alice/proj/p2", "bob/proj/p1", "carol/real/p1"} {
 		os.MkdirAll(filepath.Join(base, d), 0o755)
 	}
 	os.Symlink(filepath.Join(base, "carol", "real"), filepath.Join(base, "carol", "proj")) // a parent
 	os.Symlink(filepath.Join(base, "bob", "proj", "p1"), filepath.Join(base, "alice", "proj", "p3"))
 	write(t, filepath.Join(base, "alice", "proj", "file"), "not a directory")
+	for i, u := range []string{"alice", "bob", "carol"} {
+		chownTree(t, filepath.Join(base, u), 4248+i)
+	}
 	found, refused := GlobRoots(filepath.Join(base, "*", "proj", "*"), false)
 	var got []string
 	for _, id := range found {
@@ -124,5 +137,46 @@ func TestSQLiteURI(t *testing.T) {
 		if got := SQLiteURI(tt.path, tt.params); got != tt.want {
 			t.Errorf("SQLiteURI(%q) = %q, want %q", tt.path, got, tt.want)
 		}
+	}
+}
+
+// chownTree gives dir and everything below it (links too) to uid.
+func chownTree(t *testing.T, dir string, uid int) {
+	t.Helper()
+	filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err == nil {
+			os.Lchown(p, uid, uid)
+		}
+		return nil
+	})
+}
+
+// TestTrustedPrefix: links are followed only where nobody but root (and
+// memwatch's own user) can change them; an agent's directories are walked
+// name by name, even in the part of a glob the administrator wrote.
+func TestTrustedPrefix(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the agent's directory must be another user's")
+	}
+	base := sharedTempDir(t)
+	os.MkdirAll(filepath.Join(base, "data", "alice", "ws"), 0o755)
+	os.Symlink(filepath.Join(base, "data"), filepath.Join(base, "home")) // root's link: followed
+	chownTree(t, filepath.Join(base, "data", "alice"), 4251)
+	b, rest, err := trustedPrefix(filepath.Join(base, "home", "alice", "ws"))
+	if err != nil || b != filepath.Join(base, "data", "alice") || len(rest) != 1 || rest[0] != "ws" {
+		t.Errorf("trustedPrefix = %q %q %v, want %s and [ws]", b, rest, err, filepath.Join(base, "data", "alice"))
+	}
+	// A sticky directory: others' entries are not trusted, root's are.
+	sticky := filepath.Join(base, "tmp")
+	os.Mkdir(sticky, 0o777)
+	os.Chmod(sticky, 0o777|os.ModeSticky)
+	os.Mkdir(filepath.Join(sticky, "rootdir"), 0o755)
+	os.Mkdir(filepath.Join(sticky, "theirs"), 0o755)
+	os.Chown(filepath.Join(sticky, "theirs"), 4251, 4251)
+	if b, rest, _ := trustedPrefix(filepath.Join(sticky, "rootdir")); b != filepath.Join(sticky, "rootdir") || len(rest) != 0 {
+		t.Errorf("root's directory in a sticky one: %q %q", b, rest)
+	}
+	if b, rest, _ := trustedPrefix(filepath.Join(sticky, "theirs")); b != sticky || len(rest) != 1 {
+		t.Errorf("another user's directory in a sticky one: %q %q", b, rest)
 	}
 }

@@ -24,10 +24,15 @@ func (e *Env) CaptureLog(ctx context.Context, root *confine.Root, rel string) (s
 	if err != nil && res.Why != "missing" {
 		return spool.Log{}, err
 	}
+	// Said once per change: a log that stays gone is "missing" from then
+	// on, and says nothing more.
 	switch res.Why {
-	case "trimmed", "replaced", "cleared", "missing":
+	case "trimmed", "replaced", "cleared":
 		e.Log.Info("session log rewritten by the agent; captured lines are kept", "root", root.Path(), "log", rel, "change", res.Why,
 			"generation", res.Gen, "new_lines", res.Lines, "known_lines", res.Known)
+	case "gone":
+		e.Log.Info("session log gone (deleted or renamed away by the agent); its captured lines stay searchable from the spool", "root", root.Path(), "log", rel,
+			"generation", res.Gen)
 	}
 	st, ok, err := e.Spool.Find(ctx, root.ID(), rel)
 	if err != nil {

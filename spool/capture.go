@@ -42,7 +42,9 @@ type Result struct {
 	// Why is "new" (first capture), "append", "same" (nothing new),
 	// "rewritten" (same messages, new file), "trimmed" (a new generation
 	// keeping some captured messages), "replaced" (a new generation sharing
-	// none), "cleared" (no message left) or "missing" (the file is gone).
+	// none), "cleared" (no message left), "gone" (the file is gone since the
+	// last capture: it was deleted or renamed away) or "missing" (gone
+	// before, still gone).
 	Why string
 }
 
@@ -141,7 +143,7 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 			if err := s.saveLog(ctx, s.db, &st); err != nil {
 				return Result{}, err
 			}
-			return Result{Gen: st.Gen, Why: "missing"}, nil
+			return Result{Gen: st.Gen, Why: "gone"}, nil
 		}
 		return Result{Gen: st.Gen, Why: "missing"}, err
 	}

@@ -135,7 +135,8 @@ func TestCaptureScenarios(t *testing.T) {
 			{func(t *testing.T, p string) {
 				appendTo(lines(msg(4)))(t, p)
 				os.Remove(p)
-			}, "missing", 1, 2, 0},
+			}, "gone", 1, 2, 0},
+			{func(*testing.T, string) {}, "missing", 0, 2, 0}, // still gone: nothing to say
 		}},
 		{"replaced by unrelated content", []step{
 			{put(lines(msgs(1, 3)...)), "new", 3, 1, 3},
@@ -156,7 +157,7 @@ func TestCaptureScenarios(t *testing.T) {
 		}},
 		{"deleted and created again", []step{
 			{appendTo(lines(msg(1))), "new", 1, 1, 1},
-			{func(t *testing.T, p string) { os.Remove(p) }, "missing", 0, 1, 0},
+			{func(t *testing.T, p string) { os.Remove(p) }, "gone", 0, 1, 0},
 			{appendTo(lines(msg(1), msg(2))), "trimmed", 2, 2, 2},
 		}},
 	}
