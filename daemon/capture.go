@@ -289,6 +289,7 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 			return
 		}
 		d.metrics.captured.Add(float64(res.Lines))
+		rt.env.CaptureBounds(root, t.rel, res)
 		if res.Why != "same" {
 			d.log.Debug("captured", "root", t.root, "log", t.rel, "lines", res.Lines, "why", res.Why, "gen", res.Gen, "took", time.Since(t0))
 		}

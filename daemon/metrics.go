@@ -30,6 +30,9 @@ type metrics struct {
 	losses        *prometheus.CounterVec
 	llmFailures   *prometheus.CounterVec
 	refusals      *prometheus.CounterVec
+	bounds        *prometheus.CounterVec
+	stateErrors   *prometheus.CounterVec
+	degraded      prometheus.Gauge
 }
 
 func newMetrics(version string) *metrics {
@@ -59,11 +62,16 @@ func newMetrics(version string) *metrics {
 		versions:   prometheus.NewCounter(prometheus.CounterOpts{Name: "memwatch_versions_captured_total", Help: "Versions of memory files captured (memwatch versions PATH lists them)."}),
 		losses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memwatch_agent_losses_total", Help: "Memory files an agent deleted, or cut by more than shrink_warn of their lines in one write, by store and kind (deleted, shrunk)."},
 			[]string{"store", "kind"}),
+		bounds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memwatch_bounds_hit_total", Help: "Inputs that hit a bound, skip or refusal (a line or database value cut, a document skipped), by store and the policy key that governs it."},
+			[]string{"store", "key"}),
+		stateErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memwatch_state_write_errors_total", Help: "Writes of memwatch's own state that failed (a full or read-only state directory), by what was not recorded (spool, versions, journal)."},
+			[]string{"what"}),
+		degraded: prometheus.NewGauge(prometheus.GaugeOpts{Name: "memwatch_state_degraded", Help: "1 while memwatch cannot write its state directory (full, read-only): it retries on its own."}),
 	}
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "memwatch_build_info", Help: "Always 1; the labels say which memwatch runs."}, []string{"version", "goversion"})
 	info.WithLabelValues(version, runtime.Version()).Set(1)
 	m.reg.MustRegister(m.jobs, m.bytesArchived, m.watches, m.roots, m.tokens, m.spoolBytes, m.captured, m.indexed,
-		m.jobSeconds, m.llmUsed, m.llmBudget, m.llmFailures, m.refusals, m.stateBytes, m.archiveBytes, m.kept, m.versions, m.losses, info,
+		m.jobSeconds, m.llmUsed, m.llmBudget, m.llmFailures, m.refusals, m.bounds, m.stateErrors, m.degraded, m.stateBytes, m.archiveBytes, m.kept, m.versions, m.losses, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -46,6 +46,8 @@ type Env struct {
 	// was appended since it last looked (nil: read whole).
 	Sums *filesum.Registry
 	Memo *Memo
+	// OnBound counts an input that hit a bound (see Bound); may be nil.
+	OnBound func(store, key string)
 }
 
 // Rule is one thing a layout does to a root.
@@ -203,7 +205,8 @@ func Retryable(err error) error {
 // IsRefusal reports whether err is confine's refusal to read something.
 func IsRefusal(err error) bool {
 	return errors.Is(err, confine.ErrOutside) || errors.Is(err, confine.ErrDenied) ||
-		errors.Is(err, confine.ErrTooLarge) || errors.Is(err, confine.ErrNotRegular) || errors.Is(err, confine.ErrSymlinkRoot)
+		errors.Is(err, confine.ErrTooLarge) || errors.Is(err, confine.ErrNotRegular) || errors.Is(err, confine.ErrSymlinkRoot) ||
+		errors.Is(err, confine.ErrSymlinkParent)
 }
 
 // Warnings are conditions a user should see in memwatch status that are not
@@ -211,7 +214,14 @@ func IsRefusal(err error) bool {
 type Warnings struct {
 	mu sync.Mutex
 	m  map[string]string
+	// full is set once the bound of warnings was reached (said once).
+	full bool
 }
+
+// MaxWarnings bounds the warnings kept: past it a new one is neither kept
+// nor reported new (one line says so), so a million files hitting a bound
+// cannot grow memwatch or its log.
+const MaxWarnings = 2000
 
 // Set records a warning for root under key, replacing an earlier one. It
 // reports whether the message is new, so callers log it only once.
@@ -226,6 +236,13 @@ func (w *Warnings) Set(root, key, msg string) bool {
 	}
 	k := root + "\x00" + key
 	old, had := w.m[k]
+	if !had && len(w.m) >= MaxWarnings {
+		if !w.full {
+			w.full = true
+			w.m["\x00full"] = fmt.Sprintf("more than %d warnings: the newest are not listed (memwatch's log has the first of each)", MaxWarnings)
+		}
+		return false
+	}
 	w.m[k] = msg
 	return !had || old != msg
 }
@@ -238,6 +255,30 @@ func (w *Warnings) Clear(root, key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.m, root+"\x00"+key)
+	if w.full && len(w.m) < MaxWarnings/2 {
+		delete(w.m, "\x00full")
+		w.full = false
+	}
+}
+
+// Bound reports that rel in root hit a bound, skip or refusal of the
+// policy key key (max_line, max_file_size, ...), for why: logged at WARN
+// the first time for that root, file and key, counted every time
+// (OnBound: /metrics), listed by memwatch status until Unbound says it
+// stopped happening.
+func (e *Env) Bound(root *confine.Root, rel, key, why string) {
+	if e.OnBound != nil {
+		e.OnBound(e.Store.Name, key)
+	}
+	msg := fmt.Sprintf("%s: %s: %s (%s)", root.Path(), rel, why, key)
+	if e.Warnings.Set(root.Path(), "bound:"+key+":"+rel, msg) && e.Log != nil {
+		e.Log.Warn("an input hit a bound", "root", root.Path(), "file", rel, "key", key, "why", why)
+	}
+}
+
+// Unbound says rel in root was read again without hitting key's bound.
+func (e *Env) Unbound(root *confine.Root, rel, key string) {
+	e.Warnings.Clear(root.Path(), "bound:"+key+":"+rel)
 }
 
 // ListFor returns the warnings of the roots keep accepts, sorted.

@@ -24,6 +24,7 @@ func (e *Env) CaptureLog(ctx context.Context, root *confine.Root, rel string) (s
 	if err != nil && res.Why != "missing" {
 		return spool.Log{}, err
 	}
+	e.CaptureBounds(root, rel, res)
 	// Said once per change: a log that stays gone is "missing" from then
 	// on, and says nothing more.
 	switch res.Why {
@@ -42,6 +43,24 @@ func (e *Env) CaptureLog(ctx context.Context, root *confine.Root, rel string) (s
 		return spool.Log{}, fmt.Errorf("capture %s: nothing captured", rel)
 	}
 	return st, nil
+}
+
+// CaptureBounds reports the lines a capture stored cut at the store's
+// max_line (Bound), or that new lines came whole (Unbound).
+func (e *Env) CaptureBounds(root *confine.Root, rel string, res spool.Result) {
+	switch {
+	case res.Cut > 0:
+		e.Bound(root, rel, "max_line", fmt.Sprintf("%d line(s) over %d bytes stored cut (the longest %d bytes): each is a message with its start searchable and cited", res.Cut, e.maxLine(), res.Longest))
+	case res.Lines > 0:
+		e.Unbound(root, rel, "max_line")
+	}
+}
+
+func (e *Env) maxLine() int64 {
+	if e.Store.MaxLine > 0 {
+		return int64(e.Store.MaxLine)
+	}
+	return spool.DefaultMaxLine
 }
 
 // Idle reports whether the log has been quiet for d: its file was not

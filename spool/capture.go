@@ -46,6 +46,12 @@ type Result struct {
 	// last capture: it was deleted or renamed away) or "missing" (gone
 	// before, still gone).
 	Why string
+	// Cut counts the lines captured now whose text was cut at MaxLine (or
+	// at the bound of a database value), and Longest is the longest whole
+	// line among them: each is stored cut, cited and searchable by its
+	// start, its size kept.
+	Cut     int
+	Longest int64
 }
 
 // errChanged means the file changed between the two passes of a rematch;
@@ -423,6 +429,10 @@ func (c *capturer) add(gen, line int64, data []byte, size int64, hash uint64, ms
 		m = 1
 		c.res.Messages++
 		c.live(c.st.Seq)
+	}
+	if int64(len(data)) < size {
+		c.res.Cut++
+		c.res.Longest = max(c.res.Longest, size)
 	}
 	c.rows = append(c.rows, c.st.ID, c.st.Seq, gen, line, int64(hash), m, size, c.now, bytes.Clone(data))
 	if len(c.rows) == 9*rowsPerInsert {

@@ -26,6 +26,9 @@ import (
 type Record struct {
 	Key  int64
 	Data []byte
+	// Size is the size of what the agent wrote, when Data holds only part
+	// of it (a value read in part: see transcripts); 0 means len(Data).
+	Size int64
 }
 
 // virtualIno marks a log whose lines are records, not lines of a file.
@@ -89,13 +92,14 @@ func (s *Spool) CaptureRecords(ctx context.Context, root confine.ID, rel string,
 			continue // captured before
 		}
 		data := r.Data
+		size := max(r.Size, int64(len(r.Data)))
 		cut := len(data) > o.MaxLine
 		if cut {
 			data = data[:o.MaxLine]
 		}
 		st.Lines++
 		st.Offset = r.Key
-		if err := c.add(1, r.Key, data, int64(len(r.Data)), xxhash.Sum64(r.Data), o.IsMessage(data, cut)); err != nil {
+		if err := c.add(1, r.Key, data, size, xxhash.Sum64(r.Data), o.IsMessage(data, cut)); err != nil {
 			return c.res, err
 		}
 	}

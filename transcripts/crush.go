@@ -49,9 +49,11 @@ type crushMessage struct {
 	Parts   []byte
 	Created int64
 	Summary bool
+	// Cut is how many bytes of its parts were not read (see Bounds).
+	Cut int64
 }
 
-func crushRecords(ctx context.Context, db *sql.DB, session string, after int64) ([]spool.Record, error) {
+func crushRecords(ctx context.Context, db *sql.DB, session string, after int64, b Bounds) ([]spool.Record, error) {
 	// is_summary_message came with crush 0.4 (2025-08); older databases
 	// have no summaries.
 	summary := "0"
@@ -64,27 +66,41 @@ func crushRecords(ctx context.Context, db *sql.DB, session string, after int64) 
 	}
 	// One row more than a batch: whether a later message exists decides
 	// whether an unfinished one is still streaming.
-	rows, err := db.QueryContext(ctx, `SELECT rowid, id, role, parts, coalesce(created_at, 0), `+summary+` FROM messages WHERE session_id=? AND rowid>? ORDER BY rowid LIMIT ?`, session, after, Batch+1)
+	rows, err := db.QueryContext(ctx, `SELECT rowid, id, role, `+bounded("parts", b.value())+`, coalesce(created_at, 0), `+summary+` FROM messages WHERE session_id=? AND rowid>? ORDER BY rowid LIMIT ?`, session, after, Batch+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var msgs []crushMessage
+	var total int64
 	for rows.Next() {
 		var m crushMessage
-		var parts sql.NullString
+		var parts []byte
+		var size int64
 		var role sql.NullString
 		var sum sql.NullInt64
-		if err := rows.Scan(&m.RowID, &m.ID, &role, &parts, &m.Created, &sum); err != nil {
+		if err := rows.Scan(&m.RowID, &m.ID, &role, &parts, &size, &m.Created, &sum); err != nil {
 			return nil, err
 		}
-		m.Role, m.Parts, m.Summary = role.String, []byte(parts.String), sum.Int64 != 0
+		m.Role, m.Parts, m.Summary = role.String, parts, sum.Int64 != 0
+		if size > int64(len(parts)) {
+			m.Cut = size - int64(len(parts))
+		}
 		msgs = append(msgs, m)
+		if total += int64(len(parts)); total > b.batch() && len(msgs) < Batch+1 {
+			// The batch is full. Whether a message follows says whether
+			// the last one is still streaming (the next read has it).
+			limit := len(msgs)
+			if rows.Next() {
+				msgs = append(msgs, crushMessage{})
+			}
+			return crushMessageRecords(msgs, limit), nil
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	return crushMessageRecords(msgs), nil
+	return crushMessageRecords(msgs, Batch), nil
 }
 
 // crushPart is one element of a message's parts.
@@ -105,17 +121,25 @@ type crushPart struct {
 }
 
 // crushMessageRecords turns messages (in rowid order) into records,
-// stopping at the last message when it is not done yet. The last of msgs
-// is only there to say a later message exists when there are more than a
-// batch.
-func crushMessageRecords(msgs []crushMessage) []spool.Record {
+// stopping at the last message when it is not done yet. Messages from
+// index limit on are only there to say a later message exists (more than
+// a batch).
+func crushMessageRecords(msgs []crushMessage, limit int) []spool.Record {
 	var out []spool.Record
 	for i, m := range msgs {
-		if i == Batch {
+		if i == limit {
 			break
 		}
 		var parts []crushPart
-		if json.Unmarshal(m.Parts, &parts) != nil {
+		switch {
+		case m.Cut > 0:
+			// Read in part: its start, as text (its finish part, at the
+			// end, was not read: it is taken as done).
+			_, text := salvage(m.Parts)
+			var p crushPart
+			p.Type, p.Data.Text = "text", fitTo(text, len(m.Parts))+cutNote(int64(len(m.Parts))+m.Cut)
+			parts = []crushPart{p, {Type: "finish"}}
+		case json.Unmarshal(m.Parts, &parts) != nil:
 			parts = nil // not JSON (being written?): read as it is below when done
 		}
 		done := false
@@ -128,7 +152,11 @@ func crushMessageRecords(msgs []crushMessage) []spool.Record {
 		if m.Summary {
 			continue
 		}
-		out = append(out, spool.Record{Key: m.RowID, Data: crushLine(m, parts)})
+		r := spool.Record{Key: m.RowID, Data: crushLine(m, parts)}
+		if m.Cut > 0 {
+			r.Size = int64(len(r.Data)) + m.Cut
+		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -39,13 +39,15 @@ type ocMessage struct {
 	ID    string
 	Data  []byte
 	Parts [][]byte
+	// Cut is how many bytes of its values were not read (see Bounds).
+	Cut int64
 }
 
-func openCodeRecords(ctx context.Context, db *sql.DB, session string, after int64) ([]spool.Record, error) {
+func openCodeRecords(ctx context.Context, db *sql.DB, session string, after int64, b Bounds) ([]spool.Record, error) {
 	// Messages before the one of record after+1 are captured whole (record
 	// 2k-1 may be captured without its tools' 2k: message k is read again).
 	done := after / 2
-	msgs, err := openCodeMessages(ctx, db, session, done, Batch/2)
+	msgs, err := openCodeMessages(ctx, db, session, done, Batch/2, b)
 	if err != nil {
 		return nil, err
 	}
@@ -53,18 +55,24 @@ func openCodeRecords(ctx context.Context, db *sql.DB, session string, after int6
 }
 
 // openCodeMessages reads the messages of a session after the first skip,
-// with their parts.
-func openCodeMessages(ctx context.Context, db *sql.DB, session string, skip int64, limit int) ([]ocMessage, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, data FROM message WHERE session_id=? ORDER BY id LIMIT ? OFFSET ?`, session, limit, skip)
+// with their parts, each value and the whole within b.
+func openCodeMessages(ctx context.Context, db *sql.DB, session string, skip int64, limit int, b Bounds) ([]ocMessage, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id, `+bounded("data", b.value())+` FROM message WHERE session_id=? ORDER BY id LIMIT ? OFFSET ?`, session, limit, skip)
 	if err != nil {
 		return nil, err
 	}
 	var msgs []ocMessage
 	for rows.Next() {
 		var m ocMessage
-		if err := rows.Scan(&m.ID, &m.Data); err != nil {
+		var size int64
+		if err := rows.Scan(&m.ID, &m.Data, &size); err != nil {
 			rows.Close()
 			return nil, err
+		}
+		if size > int64(len(m.Data)) {
+			// A message's own data is its role and times: salvaged.
+			role, _ := salvage(m.Data)
+			m.Data, m.Cut = marshal(map[string]any{"role": role, "time": map[string]int64{"completed": 1}}), size-int64(len(m.Data))
 		}
 		msgs = append(msgs, m)
 	}
@@ -72,22 +80,36 @@ func openCodeMessages(ctx context.Context, db *sql.DB, session string, skip int6
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	var total int64
 	for i := range msgs {
-		prows, err := db.QueryContext(ctx, `SELECT data FROM part WHERE message_id=? ORDER BY id`, msgs[i].ID)
+		prows, err := db.QueryContext(ctx, `SELECT `+bounded("data", b.value())+` FROM part WHERE message_id=? ORDER BY id`, msgs[i].ID)
 		if err != nil {
 			return nil, err
 		}
 		for prows.Next() {
 			var d []byte
-			if err := prows.Scan(&d); err != nil {
+			var size int64
+			if err := prows.Scan(&d, &size); err != nil {
 				prows.Close()
 				return nil, err
 			}
+			if size > int64(len(d)) {
+				// Its start, as text: searchable and cited.
+				_, text := salvage(d)
+				msgs[i].Cut += size - int64(len(d))
+				d = marshal(map[string]string{"type": "text", "text": fitTo(text, len(d)) + cutNote(size)})
+			}
+			total += int64(len(d))
 			msgs[i].Parts = append(msgs[i].Parts, d)
 		}
 		prows.Close()
 		if err := prows.Err(); err != nil {
 			return nil, err
+		}
+		total += int64(len(msgs[i].Data))
+		if total > b.batch() && i+1 < len(msgs) {
+			// The batch is full: the messages after this one come next.
+			return msgs[:i+1], nil
 		}
 	}
 	return msgs, nil
@@ -118,7 +140,11 @@ func openCodeMessageRecords(msgs []ocMessage, skip, after int64) []spool.Record 
 		}
 		msg, tools := openCodeMessage(m, info.Role, info.Time.Created)
 		if 2*k-1 > after {
-			out = append(out, spool.Record{Key: 2*k - 1, Data: msg})
+			r := spool.Record{Key: 2*k - 1, Data: msg}
+			if m.Cut > 0 {
+				r.Size = int64(len(msg)) + m.Cut
+			}
+			out = append(out, r)
 		}
 		if tools != nil && 2*k > after {
 			out = append(out, spool.Record{Key: 2 * k, Data: tools})

@@ -74,8 +74,8 @@ type Format struct {
 	// Sessions lists the database's sessions.
 	Sessions func(ctx context.Context, db *sql.DB) ([]Session, error)
 	// Records returns at most Batch records of a session after the record
-	// numbered after, in order.
-	Records func(ctx context.Context, db *sql.DB, session string, after int64) ([]spool.Record, error)
+	// numbered after, in order, each value and the batch within b.
+	Records func(ctx context.Context, db *sql.DB, session string, after int64, b Bounds) ([]spool.Record, error)
 }
 
 // Formats are the databases memwatch reads, OpenClaw's first.

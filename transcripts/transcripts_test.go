@@ -67,7 +67,7 @@ func allRecords(t testing.TB, db *sql.DB) map[string][]spool.Record {
 		}
 		var after int64
 		for {
-			recs, err := f.Records(ctx, db, s.ID, after)
+			recs, err := f.Records(ctx, db, s.ID, after, Bounds{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +121,7 @@ func TestRecordedDatabases(t *testing.T) {
 					if i > 0 {
 						after = recs[i-1].Key
 					}
-					got, err := f.Records(context.Background(), db, id, after)
+					got, err := f.Records(context.Background(), db, id, after, Bounds{})
 					if err != nil || len(got) == 0 || got[0].Key != recs[i].Key || string(got[0].Data) != string(recs[i].Data) {
 						t.Errorf("session %s after %d: got %+v, want record %d", id, after, got, recs[i].Key)
 					}
@@ -186,7 +186,7 @@ func TestCrushRunOfDoneMessages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []int64
-			for _, r := range crushMessageRecords(tt.msgs) {
+			for _, r := range crushMessageRecords(tt.msgs, Batch) {
 				got = append(got, r.Key)
 				if !json.Valid(r.Data) {
 					t.Errorf("record %d is not JSON: %s", r.Key, r.Data)
@@ -211,7 +211,7 @@ func FuzzCrushRecords(f *testing.F) {
 		}
 		msgs := []crushMessage{{RowID: k1, ID: "a", Role: r1, Parts: p1}, {RowID: k2, ID: "b", Role: r2, Parts: p2, Created: k2}}
 		last := int64(-1 << 63)
-		for _, r := range crushMessageRecords(msgs) {
+		for _, r := range crushMessageRecords(msgs, Batch) {
 			if r.Key <= last {
 				t.Fatalf("key %d after %d", r.Key, last)
 			}

@@ -118,7 +118,7 @@ func (r recording) lines(t *testing.T, n int) [][]byte {
 		for _, s := range ss {
 			var after int64
 			for !s.Internal {
-				recs, err := f.Records(ctx, db, s.ID, after)
+				recs, err := f.Records(ctx, db, s.ID, after, transcripts.Bounds{})
 				if err != nil {
 					t.Fatal(err)
 				}

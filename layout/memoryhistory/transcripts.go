@@ -42,14 +42,24 @@ func captureTranscripts(ctx context.Context, env *layout.Env, root *confine.Root
 	dbs, _ := root.Glob(glob)
 	for _, rel := range dbs {
 		if !plainPath(root, rel) {
-			continue // a symlink on the way or a directory: no agent database in this root
+			// A symlink on the way, or not a regular file: no database of
+			// the agent's in this root. Said once.
+			if fi, err := root.Lstat(rel); err == nil && !fi.IsDir() {
+				env.Bound(root, rel, "transcripts_db", "a symbolic link (or one on the way), not the agent's database: not read")
+			}
+			continue
 		}
-		n := 0
+		env.Unbound(root, rel, "transcripts_db")
+		n, cut := 0, 0
+		var longest int64
 		err := root.Do(func() error {
 			var err error
-			n, err = readTranscripts(ctx, env, root, rel)
+			n, cut, longest, err = readTranscripts(ctx, env, root, rel)
 			return err
 		})
+		if cut > 0 {
+			env.Bound(root, rel, "max_line", fmt.Sprintf("%d value(s) over %d bytes read in part (the longest %d bytes): each is a message with its start searchable and cited", cut, env.Store.MaxLine, longest))
+		}
 		if err != nil && ctx.Err() == nil {
 			env.Log.Warn("transcript database not read; tried again on the next change", "root", root.Path(), "db", rel, "err", err)
 			continue
@@ -77,29 +87,31 @@ func plainPath(root *confine.Root, rel string) bool {
 	return true
 }
 
-// readTranscripts runs as the database's owner (Root.Do).
-func readTranscripts(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (int, error) {
+// readTranscripts runs as the database's owner (Root.Do). It returns the
+// records captured, how many of them were read in part (transcripts.Bounds:
+// the store's max_line) and the longest of those.
+func readTranscripts(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (total, cut int, longest int64, err error) {
 	path, err := root.RealPath(rel)
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	pool, err := transcripts.Open(ctx, path)
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	defer pool.Close()
 	format, err := transcripts.Detect(ctx, pool)
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", rel, err)
+		return 0, 0, 0, fmt.Errorf("read %s: %w", rel, err)
 	}
 	if format == nil {
-		return 0, nil // not yet, or no agent's memwatch reads
+		return 0, 0, 0, nil // not yet, or no agent's memwatch reads
 	}
 	sessions, err := format.Sessions(ctx, pool)
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", rel, err)
+		return 0, 0, 0, fmt.Errorf("read %s: %w", rel, err)
 	}
-	total := 0
+	bounds := transcripts.Bounds{MaxValue: int64(env.Store.MaxLine)}
 	for _, s := range sessions {
 		if s.Internal {
 			continue
@@ -108,26 +120,25 @@ func readTranscripts(ctx context.Context, env *layout.Env, root *confine.Root, r
 		for range transcriptBatches {
 			cursor, err := env.Spool.RecordCursor(ctx, root.ID(), log)
 			if err != nil {
-				return total, err
+				return total, cut, longest, err
 			}
-			recs, err := format.Records(ctx, pool, s.ID, cursor)
+			recs, err := format.Records(ctx, pool, s.ID, cursor, bounds)
 			if err != nil {
-				return total, fmt.Errorf("read %s session %s: %w", rel, s.ID, err)
+				return total, cut, longest, fmt.Errorf("read %s session %s: %w", rel, s.ID, err)
 			}
 			if len(recs) == 0 {
 				break
 			}
 			res, err := env.Spool.CaptureRecords(ctx, root.ID(), log, recs, spool.Options{MaxLine: int(env.Store.MaxLine), IsMessage: session.IsMessage})
 			if err != nil {
-				return total, err
+				return total, cut, longest, err
 			}
-			total += res.Lines
-			if len(recs) < transcripts.Batch/2 {
-				break
-			}
+			total, cut, longest = total+res.Lines, cut+res.Cut, max(longest, res.Longest)
+			// A batch may be short for its bytes (transcripts.Bounds): read
+			// on until one comes back empty.
 		}
 	}
-	return total, nil
+	return total, cut, longest, nil
 }
 
 // Agents that keep a conversation as a JSON document written whole on
@@ -166,12 +177,21 @@ func captureDocuments(ctx context.Context, env *layout.Env, root *confine.Root) 
 			continue
 		}
 		n, done, err := readDocument(ctx, env, root, rel, fi.ModTime())
+		var skip skipped
+		if errors.As(err, &skip) {
+			// Skipped for a bound: said once, read again when it changes.
+			env.Bound(root, rel, skip.key, skip.why)
+			env.Memo.Put(root.Path(), memo, stamp)
+			continue
+		}
 		if err != nil && ctx.Err() == nil {
 			env.Log.Warn("transcript document not read; tried again on the next change", "root", root.Path(), "file", rel, "err", err)
 			continue
 		}
 		if done {
 			env.Memo.Put(root.Path(), memo, stamp)
+			env.Unbound(root, rel, "max_file_size")
+			env.Unbound(root, rel, "json_depth")
 		}
 		if n > 0 {
 			env.Log.Debug("captured transcript messages", "root", root.Path(), "file", rel, "messages", n)
@@ -183,19 +203,29 @@ func captureDocuments(ctx context.Context, env *layout.Env, root *confine.Root) 
 // could not be parsed (half written: the agent rewrites it in place) and
 // is to be read again.
 func readDocument(ctx context.Context, env *layout.Env, root *confine.Root, rel string, written time.Time) (n int, done bool, err error) {
+	limit := min(root.MaxFileSize(), transcripts.MaxDocument)
+	if fi, err := root.Stat(rel); err == nil && fi.Size() > limit {
+		return 0, true, skipped{"max_file_size", fmt.Sprintf("a conversation document of %d bytes, over the %d memwatch parses (max_file_size, at most %d for a document): not read", fi.Size(), limit, int64(transcripts.MaxDocument))}
+	}
 	doc, err := root.ReadFile(rel)
 	if errors.Is(err, confine.ErrTooLarge) {
-		return 0, true, err // read again when it changes
+		return 0, true, skipped{"max_file_size", err.Error()}
 	}
 	if err != nil {
 		return 0, false, err
+	}
+	if int64(len(doc)) > limit {
+		return 0, true, skipped{"max_file_size", fmt.Sprintf("a conversation document of %d bytes, over the %d memwatch parses: not read", len(doc), limit)}
+	}
+	if d := transcripts.Depth(doc); d > transcripts.MaxDepth {
+		return 0, true, skipped{"json_depth", fmt.Sprintf("a conversation document nested more than %d levels deep: not read", transcripts.MaxDepth)}
 	}
 	f, id, msgs := transcripts.ParseDocument(doc)
 	if f == nil {
 		return 0, !json.Valid(doc), nil // another file, or one being written
 	}
 	log := spool.RecordLog(rel, id)
-	key := root.Path() + "\x00" + log
+	key := root.ID().Key() + "\x00" + log
 	var st transcripts.DocState
 	if b, ok, err := env.DB.Get(ctx, docStateNS, key); err != nil {
 		return 0, false, err
@@ -217,3 +247,8 @@ func readDocument(ctx context.Context, env *layout.Env, root *confine.Root, rel 
 	b, _ := next.MarshalBinary()
 	return n, true, env.DB.Put(ctx, docStateNS, key, b)
 }
+
+// skipped is an input left out for a bound: the policy key and why.
+type skipped struct{ key, why string }
+
+func (s skipped) Error() string { return s.why }
