@@ -246,7 +246,7 @@ func (d *Daemon) apply(p *policy.Policy) error {
 		}
 		env := &layout.Env{Store: s, Rewriter: d.rw, DB: d.db, Spool: d.spool, Now: time.Now, Warnings: &d.warnings, Busy: &layout.BusyTargets{},
 			OnBound: func(store, key string) { d.metrics.bounds.WithLabelValues(store, key).Inc() },
-			Sums: d.rw.Sums, Memo: &d.memo,
+			Sums:    d.rw.Sums, Memo: &d.memo,
 			Log: d.log.With("store", s.Name, "layout", s.Layout)}
 		if s.Compactor == "llm" {
 			c, ok := clients[s.LLM]
