@@ -50,6 +50,9 @@ type Status struct {
 	// Replica is the replication of the state to a bucket, when the
 	// policy has one.
 	Replica *replica.Status `json:"replica,omitempty"`
+	// StateProblem is set while memwatch cannot write its state directory
+	// (a full disk): what it could not record; it catches up on its own.
+	StateProblem *StateProblem `json:"state_problem,omitempty"`
 }
 
 // CatchUp is how far the start-up's first evaluation of every root is.
@@ -333,6 +336,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		d.metrics.kept.WithLabelValues(st.Stores[i].Name).Set(float64(len(v.kept)))
 	}
 	if caller.IsAdmin() {
+		st.StateProblem = d.stateProblem()
 		st.Disk = d.disk()
 		st.Warnings = d.warnings.List()
 		if total := d.catchTotal.Load(); total > 0 {

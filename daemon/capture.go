@@ -283,6 +283,9 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 		t0 := time.Now()
 		res, err := d.spool.Capture(ctx, root, t.rel, spool.Options{MaxLine: int(rt.store.MaxLine), IsMessage: session.IsMessage})
 		if err != nil {
+			if d.stateFailed(t.store, t.root, "the lines of "+filepath.Join(t.root, t.rel), err) {
+				return
+			}
 			if !layout.IsRefusal(err) && ctx.Err() == nil {
 				d.log.Debug("capture on write failed; the rule captures before it reads", "root", t.root, "log", t.rel, "err", err)
 			}
@@ -333,7 +336,7 @@ func (d *Daemon) indexFile(root *confine.Root, rt *storeRT, rel string, kind rec
 		d.verified[key] = true
 	}
 	if err != nil {
-		if !layout.IsRefusal(err) {
+		if !d.stateFailed(rt.store.Name, root.Path(), "the index of "+root.Join(rel), err) && !layout.IsRefusal(err) {
 			d.log.Debug("index a file", "root", root.Path(), "path", rel, "err", err)
 		}
 		return

@@ -104,7 +104,9 @@ type Daemon struct {
 	// nil without one.
 	replica *replica.Replicator
 	losses  losses
-	bg      *background // capture and indexing as files are written
+	// health says whether the state directory can be written (health.go).
+	health health
+	bg     *background // capture and indexing as files are written
 	// verified lists the index files checked whole in this run; only the
 	// background goroutine uses it.
 	verified map[string]bool
@@ -145,6 +147,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, log: log, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now()}
+	d.health.wake = make(chan struct{}, 1)
 	ctx := context.Background()
 	d.db, err = state.Open(ctx, cfg.StateDir)
 	if err != nil {
@@ -246,6 +249,9 @@ func (d *Daemon) apply(p *policy.Policy) error {
 		}
 		env := &layout.Env{Store: s, Rewriter: d.rw, DB: d.db, Spool: d.spool, Now: time.Now, Warnings: &d.warnings, Busy: &layout.BusyTargets{},
 			OnBound: func(store, key string) { d.metrics.bounds.WithLabelValues(store, key).Inc() },
+			StateError: func(root *confine.Root, what string, err error) bool {
+				return d.stateFailed(s.Name, root.Path(), what, err)
+			},
 			Sums:    d.rw.Sums, Memo: &d.memo,
 			Log: d.log.With("store", s.Name, "layout", s.Layout)}
 		if s.Compactor == "llm" {
@@ -319,8 +325,9 @@ func (d *Daemon) cooldown(store string) time.Duration {
 }
 
 func (d *Daemon) onFail(j jobs.Job, err error) {
+	d.stateFailed(j.Store, j.Root, "the work of rule "+j.Rule, err)
 	rec := &state.Record{Store: j.Store, Root: j.Root, Rule: j.Rule, Target: j.Target, Outcome: state.Failed, Reason: err.Error(), Trigger: triggerOf(j.Reason)}
-	if _, jerr := d.db.Append(context.Background(), rec); jerr != nil {
+	if _, jerr := d.db.Append(context.Background(), rec); jerr != nil && !d.stateFailed(j.Store, j.Root, "the journal", jerr) {
 		d.log.Error("journal failure", "err", jerr)
 	}
 }
@@ -460,7 +467,9 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 				continue
 			}
 			if err != nil {
-				d.log.Warn("rule evaluation failed", "store", j.Store, "root", j.Root, "rule", r.Name, "err", err)
+				if !d.stateFailed(j.Store, j.Root, "the evaluation of rule "+r.Name, err) {
+					d.log.Warn("rule evaluation failed", "store", j.Store, "root", j.Root, "rule", r.Name, "err", err)
+				}
 				continue
 			}
 			for _, t := range targets {
@@ -652,6 +661,14 @@ func (d *Daemon) serve(ctx context.Context) error {
 	catchStart, cpuStart := time.Now(), cpuSeconds()
 	d.catchTotal.Store(int64(counts.Roots))
 	d.log.Info("catching up: evaluating every root found, capturing and indexing its logs", "roots", counts.Roots)
+	// The state directory's probe runs only while it cannot be written.
+	var probe *time.Ticker
+	var probeC <-chan time.Time
+	defer func() {
+		if probe != nil {
+			probe.Stop()
+		}
+	}()
 	var watchdog <-chan time.Time
 	if d.cfg.Watchdog > 0 {
 		t := time.NewTicker(d.cfg.Watchdog / 2)
@@ -660,6 +677,16 @@ func (d *Daemon) serve(ctx context.Context) error {
 	}
 	for {
 		select {
+		case <-d.health.wake:
+			if probe == nil {
+				probe = time.NewTicker(probeEvery)
+				probeC = probe.C
+			}
+		case <-probeC:
+			if !d.probeState(ctx) {
+				probe.Stop()
+				probe, probeC = nil, nil
+			}
 		case <-watchdog:
 			if d.healthy(ctx) {
 				d.notify("WATCHDOG=1")

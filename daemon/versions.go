@@ -167,6 +167,9 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 	who := d.writerOf(ctx, root.Path(), rel)
 	v, prev, ok, err := d.versions.Capture(ctx, root, rel, who)
 	if err != nil {
+		if d.stateFailed(rt.store.Name, root.Path(), "a version of "+root.Join(rel), err) {
+			return
+		}
 		if !layout.IsRefusal(err) && !errors.Is(err, confine.ErrNotRegular) && ctx.Err() == nil {
 			d.log.Debug("capture a version", "root", root.Path(), "path", rel, "err", err)
 		}

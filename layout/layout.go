@@ -48,6 +48,11 @@ type Env struct {
 	Memo *Memo
 	// OnBound counts an input that hit a bound (see Bound); may be nil.
 	OnBound func(store, key string)
+	// StateError is told of an error writing memwatch's own state (the
+	// spool, ...) while working on root, what naming what was not
+	// recorded; it reports whether err was such a failure (a full disk),
+	// which the daemon then reports and recovers from. May be nil.
+	StateError func(root *confine.Root, what string, err error) bool
 }
 
 // Rule is one thing a layout does to a root.

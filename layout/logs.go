@@ -22,6 +22,9 @@ import (
 func (e *Env) CaptureLog(ctx context.Context, root *confine.Root, rel string) (spool.Log, error) {
 	res, err := e.Spool.Capture(ctx, root, rel, spool.Options{MaxLine: int(e.Store.MaxLine), IsMessage: session.IsMessage})
 	if err != nil && res.Why != "missing" {
+		if e.StateError != nil {
+			e.StateError(root, "the lines of "+root.Join(rel), err)
+		}
 		return spool.Log{}, err
 	}
 	e.CaptureBounds(root, rel, res)

@@ -90,6 +90,11 @@ func printStatus(g *globals, st daemon.Status) {
 	fmt.Fprintf(w, "memwatch %s, pid %d, up %s\n", st.Version, st.PID, time.Since(st.Started).Round(time.Second))
 	fmt.Fprintf(w, "state %s, policy %s\n", st.StateDir, st.Policy)
 	fmt.Fprintf(w, "watching %d roots with %d directory watches (%d polled)\n\n", st.Watcher.Roots, st.Watcher.Watches, st.Watcher.Polled)
+	if p := st.StateProblem; p != nil {
+		fmt.Fprintf(w, "PROBLEM: memwatch cannot write its state directory %s since %s: %s\n", p.Dir, p.Since.Local().Format(time.DateTime), p.Error)
+		fmt.Fprintf(w, "  not recorded meanwhile: %s; %d root(s) will be caught up on its own once it can write again (free space there)\n\n",
+			strings.Join(p.Missed, ", "), p.Roots)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STORE\tLAYOUT\tCOMPACTOR\tROOTS\tARCHIVES\tKEPT")
 	for _, s := range st.Stores {

@@ -1,0 +1,207 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/memwatch/memwatch/jobs"
+)
+
+// When memwatch cannot write its own state (the state directory's disk is
+// full, read-only or failing), the agents' files are untouched but what
+// memwatch would have recorded is not: captured lines, versions, journal
+// records, index blocks. memwatch says so at once (one ERROR naming the
+// directory and what was not recorded, a problem in memwatch status,
+// memwatch_state_degraded 1), remembers which roots it could not record
+// for, and probes the directory every probeEvery. Once it can write again
+// it says so and catches up on its own: every root it missed is evaluated
+// (the rules capture every log from where the spool stopped: the agents'
+// files are still there) and indexed (every memory file gets the version
+// it has now), without a trigger or a restart.
+
+// probeEvery is how often a degraded state directory is probed.
+const probeEvery = 2 * time.Second
+
+// probeFree is the free space a probe wants before memwatch writes again.
+const probeFree = 4 << 20
+
+// StateWriteFailed reports whether err is a failed write of memwatch's
+// state for want of space or a writable, working disk (not a refusal or a
+// bug): ENOSPC, EDQUOT, EROFS, EIO, and SQLite's full, I/O error and
+// read-only codes.
+func StateWriteFailed(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		switch coded.Code() & 0xff {
+		case 13, 10, 8: // SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY
+			return true
+		}
+	}
+	return false
+}
+
+// health is the state directory's: ok, or degraded since a failed write.
+// Safe for concurrent use; the serve loop probes.
+type health struct {
+	mu    sync.Mutex
+	since time.Time // zero: writable
+	err   string
+	// missed lists what was not recorded (a few, for the message), and
+	// roots the store roots to catch up.
+	missed []string
+	roots  map[rootKey]bool
+	// wake starts the probe (buffered: the serve loop takes it).
+	wake chan struct{}
+}
+
+type rootKey struct{ store, root string }
+
+// maxMissed bounds what status names of what was not recorded.
+const maxMissed = 10
+
+// maxDegradedRoots bounds the roots remembered; past it every root of the
+// policy is caught up.
+const maxDegradedRoots = 100_000
+
+// StateProblem is the state directory's trouble in memwatch status.
+type StateProblem struct {
+	Dir    string    `json:"dir"`
+	Since  time.Time `json:"since"`
+	Error  string    `json:"error"`
+	Missed []string  `json:"not_recorded"`
+	Roots  int       `json:"roots_to_catch_up"`
+}
+
+// stateFailed notes a failed write of memwatch's state: what (for the
+// message) in root of store ("" when no root). It returns whether err
+// was such a failure (others are the caller's to report).
+func (d *Daemon) stateFailed(store, root, what string, err error) bool {
+	if !StateWriteFailed(err) {
+		return false
+	}
+	h := &d.health
+	d.metrics.stateErrors.WithLabelValues(what).Inc()
+	h.mu.Lock()
+	first := h.since.IsZero()
+	if first {
+		h.since, h.err = time.Now(), err.Error()
+		h.missed, h.roots = nil, map[rootKey]bool{}
+	}
+	if len(h.missed) < maxMissed {
+		h.missed = append(h.missed, what)
+	}
+	if root != "" && len(h.roots) < maxDegradedRoots {
+		h.roots[rootKey{store, root}] = true
+	}
+	h.mu.Unlock()
+	if first {
+		d.metrics.degraded.Set(1)
+		d.log.Error("memwatch cannot write its state directory; the agents' files are untouched, and it catches up on its own once it can write again",
+			"dir", d.cfg.StateDir, "err", err, "not_recorded", what, "probe_every", probeEvery)
+		d.warnings.Set("", "state", fmt.Sprintf("memwatch cannot write its state directory %s (%v) since %s: what agents write is not captured, versioned or journaled until it can; it retries every %v",
+			d.cfg.StateDir, err, time.Now().Format(time.DateTime), probeEvery))
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// stateProblem is the degraded state for status (nil: writable).
+func (d *Daemon) stateProblem() *StateProblem {
+	h := &d.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.since.IsZero() {
+		return nil
+	}
+	return &StateProblem{Dir: d.cfg.StateDir, Since: h.since, Error: h.err, Missed: append([]string{}, h.missed...), Roots: len(h.roots)}
+}
+
+// probeState runs on the serve loop while degraded: when the directory
+// can be written again, it ends the episode and catches up. It reports
+// whether the state is still degraded.
+func (d *Daemon) probeState(ctx context.Context) bool {
+	h := &d.health
+	h.mu.Lock()
+	degraded := !h.since.IsZero()
+	h.mu.Unlock()
+	if !degraded {
+		return false
+	}
+	if err := probeDir(d.cfg.StateDir); err != nil {
+		return true
+	}
+	h.mu.Lock()
+	roots, since := h.roots, h.since
+	full := len(roots) >= maxDegradedRoots
+	h.since, h.err, h.missed, h.roots = time.Time{}, "", nil, nil
+	h.mu.Unlock()
+	d.metrics.degraded.Set(0)
+	d.warnings.Clear("", "state")
+	if full {
+		roots = map[rootKey]bool{}
+		all, _ := d.watch.Roots(ctx)
+		for store, rs := range all {
+			for _, r := range rs {
+				roots[rootKey{store, r}] = true
+			}
+		}
+	}
+	keys := make([]rootKey, 0, len(roots))
+	for k := range roots {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].root < keys[j].root })
+	d.log.Info("memwatch can write its state directory again; catching up what it could not record", "dir", d.cfg.StateDir,
+		"degraded_for", time.Since(since).Round(time.Second).String(), "roots", len(keys))
+	for _, k := range keys {
+		// Every log captured from where the spool stopped, every memory
+		// file's version as it is now, the index brought up to date.
+		d.bg.Queue(task{kind: "index-root", store: k.store, root: k.root})
+		d.engine.Submit(jobs.Job{Store: k.store, Root: k.root, Rule: ruleEvaluate, Reason: "state writable again"})
+	}
+	return false
+}
+
+// probeDir reports whether memwatch may write dir again: room for it
+// (probeFree, statfs) and a file written, synced and removed.
+func probeDir(dir string) error {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		return err
+	}
+	if free := int64(fs.Bavail) * int64(fs.Bsize); free < probeFree {
+		return fmt.Errorf("%d bytes free", free)
+	}
+	p := filepath.Join(dir, ".memwatch-probe")
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(p)
+	_, err = f.Write(make([]byte, 64<<10))
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
