@@ -252,7 +252,7 @@ func (d *Daemon) apply(p *policy.Policy) error {
 			StateError: func(root *confine.Root, what string, err error) bool {
 				return d.stateFailed(s.Name, root.Path(), what, err)
 			},
-			Sums:    d.rw.Sums, Memo: &d.memo,
+			Sums: d.rw.Sums, Memo: &d.memo,
 			Log: d.log.With("store", s.Name, "layout", s.Layout)}
 		if s.Compactor == "llm" {
 			c, ok := clients[s.LLM]
