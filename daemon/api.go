@@ -17,6 +17,7 @@ import (
 
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/jobs"
+	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/replica"
@@ -50,6 +51,9 @@ type Status struct {
 	// Replica is the replication of the state to a bucket, when the
 	// policy has one.
 	Replica *replica.Status `json:"replica,omitempty"`
+	// Progress says how far each pass through a large root's files is
+	// (an evaluation in slices: see layout.EachFile).
+	Progress []layout.Progress `json:"in_progress,omitempty"`
 	// StateProblem is set while memwatch cannot write its state directory
 	// (a full disk): what it could not record; it catches up on its own.
 	StateProblem *StateProblem `json:"state_problem,omitempty"`
@@ -349,6 +353,11 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		st.Warnings = []string{}
 	}
 	st.Losses = d.losses.listFor(func(dir confine.ID) bool { return caller.IsAdmin() || reachDir[dir] })
+	for _, p := range d.scans.Progress() {
+		if caller.IsAdmin() || reach[p.Root] {
+			st.Progress = append(st.Progress, p)
+		}
+	}
 	if st.Jobs, err = d.engine.Status(ctx); err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)
 		return

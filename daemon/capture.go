@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"io/fs"
@@ -53,6 +54,9 @@ type task struct {
 	src   recall.Kind
 }
 
+// maxBackground bounds the background tasks waiting at once.
+const maxBackground = 100_000
+
 // later is a task due a while after it is asked for: once its file has
 // been quiet that long (each write pushes it back), or, throttled, that
 // long after the first ask (writes meanwhile join it).
@@ -91,32 +95,37 @@ func (b *background) Start() {
 		defer b.wg.Done()
 		pending := map[task]bool{}
 		var order []task
+		// add queues t unless it waits already; past maxBackground the
+		// task is dropped (said once): the roots' evaluations capture
+		// and index what a dropped task would have, later.
+		full := false
+		add := func(t task) {
+			switch {
+			case pending[t]:
+			case len(pending) >= maxBackground:
+				if !full {
+					full = true
+					b.log.Warn("the background queue is full; what waits beyond it is captured and indexed by the roots' evaluations instead", "max", maxBackground)
+				}
+			default:
+				full = false
+				pending[t], order = true, append(order, t)
+			}
+		}
 		// due holds the delayed tasks, each pushed back by every write to
 		// its file; timer fires for the earliest.
-		due := map[task]time.Time{}
+		due := &dueTasks{at: map[task]time.Time{}}
 		timer := time.NewTimer(time.Hour)
 		defer timer.Stop()
 		reset := func() {
-			next := time.Time{}
-			for _, at := range due {
-				if next.IsZero() || at.Before(next) {
-					next = at
-				}
-			}
 			timer.Stop()
-			if !next.IsZero() {
+			if next, ok := due.next(); ok {
 				timer.Reset(max(time.Until(next), 0))
 			}
 		}
 		ripe := func() {
-			now := time.Now()
-			for t, at := range due {
-				if !at.After(now) {
-					delete(due, t)
-					if !pending[t] {
-						pending[t], order = true, append(order, t)
-					}
-				}
+			for _, t := range due.ripe(time.Now()) {
+				add(t)
 			}
 			reset()
 		}
@@ -126,7 +135,7 @@ func (b *background) Start() {
 				case <-ctx.Done():
 					return
 				case t := <-b.in:
-					pending[t], order = true, append(order, t)
+					add(t)
 				case l := <-b.delay:
 					delay(due, l)
 					reset()
@@ -151,9 +160,7 @@ func (b *background) Start() {
 			for drained := false; !drained; {
 				select {
 				case t := <-b.in:
-					if !pending[t] {
-						pending[t], order = true, append(order, t)
-					}
+					add(t)
 				default:
 					drained = true
 				}
@@ -198,12 +205,78 @@ func (b *background) Queue(t task) {
 	}
 }
 
-// delay adds a later task to the due tasks.
-func delay(due map[task]time.Time, l later) {
-	if _, ok := due[l.t]; ok && l.throttle {
+// dueTasks are the delayed tasks by when they are due: a map of each
+// task's time and a heap of (time, task) with stale entries skipped, so
+// a million files written at once cost log n each, not n.
+type dueTasks struct {
+	at   map[task]time.Time
+	heap dueHeap
+}
+
+type dueEntry struct {
+	at time.Time
+	t  task
+}
+
+type dueHeap []dueEntry
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueEntry)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// next is when the earliest task is due.
+func (d *dueTasks) next() (time.Time, bool) {
+	for d.heap.Len() > 0 {
+		e := d.heap[0]
+		if at, ok := d.at[e.t]; ok && at.Equal(e.at) {
+			return e.at, true
+		}
+		heap.Pop(&d.heap) // stale: pushed back, or taken
+	}
+	return time.Time{}, false
+}
+
+// ripe takes the tasks due by now.
+func (d *dueTasks) ripe(now time.Time) []task {
+	var out []task
+	for {
+		at, ok := d.next()
+		if !ok || at.After(now) {
+			return out
+		}
+		e := heap.Pop(&d.heap).(dueEntry)
+		delete(d.at, e.t)
+		out = append(out, e.t)
+	}
+}
+
+// delay adds a later task to the due tasks (past maxBackground, drops it:
+// see add).
+func delay(due *dueTasks, l later) {
+	if _, ok := due.at[l.t]; ok && l.throttle {
 		return // due already: this write joins it
 	}
-	due[l.t] = time.Now().Add(l.quiet)
+	if _, ok := due.at[l.t]; !ok && len(due.at) >= maxBackground {
+		return
+	}
+	at := time.Now().Add(l.quiet)
+	due.at[l.t] = at
+	heap.Push(&due.heap, dueEntry{at, l.t})
+	if due.heap.Len() > 4*maxBackground {
+		// Too many stale entries: build it again from the live ones.
+		due.heap = due.heap[:0]
+		for t, at := range due.at {
+			due.heap = append(due.heap, dueEntry{at, t})
+		}
+		heap.Init(&due.heap)
+	}
 }
 
 // Throttle asks for a task at most every d: the first ask makes it due d
@@ -303,28 +376,85 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 			d.captureVersion(ctx, root, rt, t.rel)
 		}
 	case "index-root":
-		sr, ok := rt.layout.(layout.Searchable)
-		if !ok {
-			return
-		}
-		for _, src := range sr.Sources(rt.store) {
-			if src.Kind == recall.Records {
-				continue // a database: its conversations are searched in the spool
-			}
-			ms, _ := root.GlobExcept(src.Glob, src.Exclude)
-			for _, m := range ms {
-				if ctx.Err() != nil {
-					return
-				}
-				d.indexFile(root, rt, m, src.Kind)
-				// The version the file has when memwatch first sees it:
-				// what an agent's later deletion brings back.
-				if d.versionable(ctx, rt, t.root, m) {
-					d.captureVersion(ctx, root, rt, m)
-				}
-			}
+		if d.indexRoot(ctx, root, rt, t) {
+			d.bg.Queue(t) // the next slice, after the captures queued meanwhile
 		}
 	}
+}
+
+// maxVerified bounds the index files remembered as checked whole.
+const maxVerified = 100_000
+
+// indexSlice bounds one slice of a root's indexing: a root of a million
+// files is indexed a slice at a time, so the captures of other roots,
+// queued meanwhile, run between two slices within a fraction of a second.
+const indexSlice = 100 * time.Millisecond
+
+// indexScan is an index-root task's place between its slices: the source
+// it is at and the scan of its files. Only the background goroutine uses
+// it (Daemon.indexing).
+type indexScan struct {
+	id   confine.ID
+	src  int
+	scan *confine.Scan
+}
+
+// indexRoot indexes a slice of the root's searchable files (capturing the
+// version each memory file has when memwatch first sees it: what an
+// agent's later deletion brings back), going on where the last slice
+// stopped. It reports whether there is more.
+func (d *Daemon) indexRoot(ctx context.Context, root *confine.Root, rt *storeRT, t task) bool {
+	sr, ok := rt.layout.(layout.Searchable)
+	if !ok {
+		return false
+	}
+	srcs := sr.Sources(rt.store)
+	key := t.store + "\x00" + t.root
+	st := d.indexing[key]
+	if st == nil || st.id != root.ID() {
+		if st != nil {
+			st.scan.Close()
+		}
+		st = &indexScan{id: root.ID()}
+		d.indexing[key] = st
+	}
+	start := time.Now()
+	for st.src < len(srcs) {
+		src := srcs[st.src]
+		if src.Kind == recall.Records {
+			st.src++ // a database: its conversations are searched in the spool
+			continue
+		}
+		if st.scan == nil {
+			sc, err := root.GlobScan(src.Glob, src.Exclude)
+			if err != nil {
+				st.src++
+				continue
+			}
+			st.scan = sc
+		}
+		rels, done := st.scan.Next(32)
+		for _, m := range rels {
+			d.indexFile(root, rt, m, src.Kind)
+			if d.versionable(ctx, rt, t.root, m) {
+				d.captureVersion(ctx, root, rt, m)
+			}
+		}
+		if done {
+			st.scan, st.src = nil, st.src+1
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if time.Since(start) >= indexSlice && st.src < len(srcs) {
+			return true
+		}
+	}
+	if st.scan != nil {
+		st.scan.Close()
+	}
+	delete(d.indexing, key)
+	return false
 }
 
 func (d *Daemon) indexFile(root *confine.Root, rt *storeRT, rel string, kind recall.Kind) {
@@ -333,6 +463,9 @@ func (d *Daemon) indexFile(root *confine.Root, rt *storeRT, rel string, kind rec
 	key := root.Path() + "\x00" + rel
 	n, err := recall.IndexFile(filepath.Join(d.cfg.StateDir, IndexDir), root, rel, kind, recall.IndexOptions{MaxLine: int(rt.store.MaxLine), Verify: !d.verified[key]})
 	if err == nil {
+		if len(d.verified) >= maxVerified {
+			clear(d.verified) // checked whole again: a cost, never a loss
+		}
 		d.verified[key] = true
 	}
 	if err != nil {

@@ -107,9 +107,11 @@ type Daemon struct {
 	// health says whether the state directory can be written (health.go).
 	health health
 	bg     *background // capture and indexing as files are written
-	// verified lists the index files checked whole in this run; only the
-	// background goroutine uses it.
+	// verified lists the index files checked whole in this run, and
+	// indexing the index-root tasks' places between their slices; only
+	// the background goroutine uses them.
 	verified map[string]bool
+	indexing map[string]*indexScan
 	// archive says, per root and path, whether a file is one of memwatch's
 	// archives (never versioned); archiveMu guards it (the background
 	// goroutine and jobs about to change a file ask).
@@ -129,7 +131,9 @@ type Daemon struct {
 	handlers              []route // added with Handle before Run
 
 	warnings layout.Warnings
-	memo     layout.Memo // what rules parsed of files, across reloads
+	memo     layout.Memo  // what rules parsed of files, across reloads
+	scans    layout.Scans // evaluations' places between their slices
+	quota    layout.Quota // lines of events repeated over many files
 	// refusals remembers the API refusals logged, once per client and reason.
 	refusals sync.Map
 
@@ -198,6 +202,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	}, d.runJob, log)
 	d.bg = newBackground(d.runTask, log)
 	d.verified = map[string]bool{}
+	d.indexing = map[string]*indexScan{}
 	d.archive = map[string]bool{}
 	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse, Touched: d.onTouched}, log)
 	if err != nil {
@@ -212,6 +217,12 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 func (d *Daemon) Close() { d.closeState() }
 
 func (d *Daemon) closeState() {
+	d.scans.Close()
+	for _, st := range d.indexing { // the background goroutine has stopped
+		if st.scan != nil {
+			st.scan.Close()
+		}
+	}
 	if d.spool != nil {
 		d.spool.Close()
 	}
@@ -252,7 +263,7 @@ func (d *Daemon) apply(p *policy.Policy) error {
 			StateError: func(root *confine.Root, what string, err error) bool {
 				return d.stateFailed(s.Name, root.Path(), what, err)
 			},
-			Sums: d.rw.Sums, Memo: &d.memo,
+			Sums: d.rw.Sums, Memo: &d.memo, Scans: &d.scans, Quota: &d.quota,
 			Log: d.log.With("store", s.Name, "layout", s.Layout)}
 		if s.Compactor == "llm" {
 			c, ok := clients[s.LLM]
@@ -457,8 +468,14 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: rewrite.RuleRestore, Target: t, Reason: j.Reason})
 		}
 		var again error
+		more := false
 		for _, r := range rt.layout.Rules() {
 			targets, err := r.Targets(ctx, rt.env, root)
+			if errors.Is(err, layout.ErrMore) {
+				// A slice of a large root: its targets now, the rest in
+				// the next slice, after the work queued meanwhile.
+				more, err = true, nil
+			}
 			if jobs.IsRetryable(err) {
 				// Transient (a database locked by its app): evaluate again
 				// with backoff rather than wait for the next change.
@@ -476,6 +493,9 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 				d.log.Info("rule has work", "store", j.Store, "root", j.Root, "rule", r.Name, "path", t, "trigger", j.Reason)
 				d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: r.Name, Target: t, Reason: j.Reason})
 			}
+		}
+		if more {
+			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: ruleEvaluate, Reason: "next slice"})
 		}
 		return jobs.Result{}, again
 	}
@@ -719,6 +739,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 				d.notify("STATUS=watching " + fmt.Sprint(total) + " roots")
 			}
 		case <-flush.C:
+			d.quota.Flush()
 			if c, err := d.watch.Counts(ctx); err == nil {
 				d.metrics.watches.Set(float64(c.Watches))
 				d.metrics.roots.Set(float64(c.Roots))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -207,16 +208,22 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 	}
 	sort.Strings(names)
 	if loss.Kind == "deleted" {
-		d.log.Warn("an agent deleted a memory file; its last version is kept", "store", rt.store.Name, "root", root.Path(), "path", rel,
-			"version", prev.N, "lines", prev.Lines, "restored", loss.Restored, "deleted_last_hour", names)
+		const msg = "an agent deleted a memory file; its last version is kept"
+		if d.quota.Allow(d.log, slog.LevelWarn, root.Path(), "deleted", msg) {
+			d.log.Warn(msg, "store", rt.store.Name, "root", root.Path(), "path", rel,
+				"version", prev.N, "lines", prev.Lines, "restored", loss.Restored, "deleted_last_hour", names[:min(len(names), 20)])
+		}
 		if len(names) > 0 {
 			d.warnings.Set(root.Path(), "agent-deleted", fmt.Sprintf("%s: an agent deleted %d memory file(s) in the last hour: %s (memwatch restore --deleted %s --since 1h)",
 				root.Path(), len(names), strings.Join(names, ", "), root.Path()))
 		}
 		return
 	}
-	d.log.Warn("an agent removed most of a memory file in one write; the version before is kept", "store", rt.store.Name, "root", root.Path(), "path", rel,
-		"lines_before", prev.Lines, "lines_after", v.Lines, "removed", v.Removed, "version", v.N, "restore", fmt.Sprintf("memwatch restore %s@%d", rel, prev.N))
+	const msg = "an agent removed most of a memory file in one write; the version before is kept"
+	if d.quota.Allow(d.log, slog.LevelWarn, root.Path(), "shrunk", msg) {
+		d.log.Warn(msg, "store", rt.store.Name, "root", root.Path(), "path", rel,
+			"lines_before", prev.Lines, "lines_after", v.Lines, "removed", v.Removed, "version", v.N, "restore", fmt.Sprintf("memwatch restore %s@%d", rel, prev.N))
+	}
 	d.warnings.Set(root.Path(), "agent-shrunk:"+rel, fmt.Sprintf("%s: an agent cut %s from %d to %d lines (memwatch versions %s; memwatch restore %s@%d)",
 		root.Path(), rel, prev.Lines, v.Lines, rel, rel, prev.N))
 }

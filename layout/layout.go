@@ -46,6 +46,10 @@ type Env struct {
 	// was appended since it last looked (nil: read whole).
 	Sums *filesum.Registry
 	Memo *Memo
+	// Scans keeps evaluations' places between their slices (EachFile).
+	Scans *Scans
+	// Quota bounds the lines an event repeated across many files logs.
+	Quota *Quota
 	// OnBound counts an input that hit a bound (see Bound); may be nil.
 	OnBound func(store, key string)
 	// StateError is told of an error writing memwatch's own state (the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -32,11 +33,16 @@ func (e *Env) CaptureLog(ctx context.Context, root *confine.Root, rel string) (s
 	// on, and says nothing more.
 	switch res.Why {
 	case "trimmed", "replaced", "cleared":
-		e.Log.Info("session log rewritten by the agent; captured lines are kept", "root", root.Path(), "log", rel, "change", res.Why,
-			"generation", res.Gen, "new_lines", res.Lines, "known_lines", res.Known)
+		const msg = "session log rewritten by the agent; captured lines are kept"
+		if e.Quota.Allow(e.Log, slog.LevelInfo, root.Path(), "rewritten", msg) {
+			e.Log.Info(msg, "root", root.Path(), "log", rel, "change", res.Why,
+				"generation", res.Gen, "new_lines", res.Lines, "known_lines", res.Known)
+		}
 	case "gone":
-		e.Log.Info("session log gone (deleted or renamed away by the agent); its captured lines stay searchable from the spool", "root", root.Path(), "log", rel,
-			"generation", res.Gen)
+		const msg = "session log gone (deleted or renamed away by the agent); its captured lines stay searchable from the spool"
+		if e.Quota.Allow(e.Log, slog.LevelInfo, root.Path(), "gone", msg) {
+			e.Log.Info(msg, "root", root.Path(), "log", rel, "generation", res.Gen)
+		}
 	}
 	st, ok, err := e.Spool.Find(ctx, root.ID(), rel)
 	if err != nil {

@@ -181,16 +181,23 @@ func (w *Rewriter) Remove(ctx context.Context, root *confine.Root, target, archi
 // first, anything else is kept in the archive directory. It returns how
 // many it removed and how many it kept.
 func (w *Rewriter) CleanTemp(ctx context.Context, root *confine.Root, store string) (removed, kept int, err error) {
-	var temps []string
-	werr := root.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // a vanished or unreadable directory is not ours to judge
-		}
-		if !d.IsDir() && confine.IsTemp(d.Name()) {
-			temps = append(temps, p)
-		}
-		return nil
+	// A scan, a batch of names at a time: a root of a million files is
+	// looked through without a listing of them all. A vanished or
+	// unreadable directory is not ours to judge.
+	sc, werr := root.Scan(".", func(string) bool { return true }, func(_ string, d fs.DirEntry) bool {
+		return !d.IsDir() && confine.IsTemp(d.Name())
 	})
+	var temps []string
+	for sc != nil && ctx.Err() == nil {
+		rels, done := sc.Next(256)
+		temps = append(temps, rels...)
+		if done {
+			break
+		}
+	}
+	if sc != nil {
+		sc.Close()
+	}
 	for _, t := range temps {
 		r, k := w.resolveLeftover(ctx, root, store, t)
 		removed += r

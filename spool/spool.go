@@ -58,6 +58,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/memwatch/memwatch/confine"
@@ -123,10 +124,13 @@ type Spool struct {
 	path string
 	Now  func() time.Time
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // per log: one capture at a time
-	held  map[string]*heldLog    // per log: the file last captured, still open
-	tick  int64                  // orders held logs for eviction
+	mu sync.Mutex
+	// locks serialize the captures of one log: a log takes the stripe
+	// of its key's hash (a million logs cost no map of a million locks;
+	// two logs of a stripe wait for each other, rarely and briefly).
+	locks *[lockStripes]sync.Mutex
+	held  map[string]*heldLog // per log: the file last captured, still open
+	tick  int64               // orders held logs for eviction
 	// matching lists the logs whose generation may be getting its
 	// predecessor's tail back (see lineage.go), so an append to any
 	// other log costs no lookup.
@@ -197,7 +201,7 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 		db.Close()
 		return nil, fmt.Errorf("upgrade spool %s: %w", path, err)
 	}
-	s := &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}, bound: map[string]bool{}}
+	s := &Spool{db: db, path: path, Now: time.Now, locks: new([lockStripes]sync.Mutex), held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}, bound: map[string]bool{}}
 	for _, q := range hotStatements {
 		if _, err := s.prepared(ctx, nil, q); err != nil {
 			s.Close()
@@ -253,7 +257,7 @@ func OpenReadOnly(ctx context.Context, dir string) (*Spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", path, err)
 	}
-	return &Spool{db: db, path: path, Now: time.Now, locks: map[string]*sync.Mutex{}, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}, readOnly: true}, nil
+	return &Spool{db: db, path: path, Now: time.Now, locks: new([lockStripes]sync.Mutex), held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}, readOnly: true}, nil
 }
 
 // Close closes the held logs and the database.
@@ -270,16 +274,12 @@ func (s *Spool) Close() error {
 	return s.db.Close()
 }
 
+// lockStripes is how many locks the logs' captures share.
+const lockStripes = 256
+
 // lock serializes captures of one log.
 func (s *Spool) lock(root, rel string) func() {
-	key := root + "\x00" + rel
-	s.mu.Lock()
-	l, ok := s.locks[key]
-	if !ok {
-		l = &sync.Mutex{}
-		s.locks[key] = l
-	}
-	s.mu.Unlock()
+	l := &s.locks[xxhash.Sum64String(root+"\x00"+rel)%lockStripes]
 	l.Lock()
 	return l.Unlock
 }

@@ -90,6 +90,8 @@ type Watcher struct {
 	watched  map[string]string     // watched directory -> root ("" for glob ancestors)
 	ancestor map[string][]string   // glob-ancestor directory -> store names
 	pending  map[string]*pend
+	whole    map[string]*pend  // roots flooded past maxPending, by root
+	armed    time.Time         // when the timer fires (zero: stopped)
 	refused  map[string]string // store NUL refused path -> reason, reported once
 	timer    *time.Timer
 	enospc   bool
@@ -136,7 +138,7 @@ func New(cfg Config, log *slog.Logger) (*Watcher, error) {
 	}
 	w := &Watcher{cfg: cfg, log: log, fsw: fsw, msgs: make(chan func(), 16), ready: make(chan struct{}), done: make(chan struct{}),
 		stores: map[string]*Store{}, roots: map[string]*rootState{}, watched: map[string]string{}, ancestor: map[string][]string{},
-		pending: map[string]*pend{}, refused: map[string]string{}, count: map[string]int{}, capped: map[string]bool{}, defaultWatches: AutoMaxWatches()}
+		pending: map[string]*pend{}, whole: map[string]*pend{}, refused: map[string]string{}, count: map[string]int{}, capped: map[string]bool{}, defaultWatches: AutoMaxWatches()}
 	w.add = fsw.Add
 	for i := range cfg.Stores {
 		s := cfg.Stores[i]
@@ -537,6 +539,7 @@ func (w *Watcher) dropRoot(root string) {
 		}
 	}
 	delete(w.roots, root)
+	delete(w.whole, root)
 	for p, pd := range w.pending {
 		if pd.root == root {
 			delete(w.pending, p)
@@ -557,7 +560,7 @@ func (w *Watcher) watchTree(root, dir string, files *[]string) bool {
 		owner = w.stores[st.store].Owner
 	}
 	err := confine.AsOwnerOf(root, owner, func() error {
-		return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		return walk(dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				if d != nil && d.IsDir() && p != dir {
 					return filepath.SkipDir // vanished meanwhile, or not the owner's to search
@@ -699,23 +702,50 @@ func (w *Watcher) touch(root string, st *rootState, p string) {
 		w.cfg.Touched(st.store, root, p)
 	}
 	now := time.Now()
-	if pd, ok := w.pending[p]; ok {
+	pd, ok := w.pending[p]
+	switch {
+	case ok:
 		pd.last = now
-	} else {
-		w.pending[p] = &pend{root: root, first: now, last: now}
+	case len(w.pending) >= maxPending:
+		// A flood (an agent deleting a million files): past the bound the
+		// root is handed on whole once it settles, not path by path.
+		if pd, ok = w.whole[root]; ok {
+			pd.last = now
+		} else {
+			if len(w.whole) == 0 {
+				w.log.Info("more changes at once than memwatch follows one by one; the roots past the bound are looked at whole once they settle", "max", maxPending)
+			}
+			pd = &pend{root: root, first: now, last: now}
+			w.whole[root] = pd
+		}
+	default:
+		pd = &pend{root: root, first: now, last: now}
+		w.pending[p] = pd
 	}
-	w.arm(now)
+	// The timer is for the earliest deadline: a new one earlier than the
+	// one armed moves it; a later one waits for it (flush looks again).
+	if d := w.deadline(pd); w.armed.IsZero() || d.Before(w.armed) {
+		w.timer.Stop()
+		w.timer.Reset(max(d.Sub(now), 0))
+		w.armed = d
+	}
 }
+
+// maxPending bounds the paths followed one by one until they settle.
+const maxPending = 100_000
 
 // arm sets the timer to the earliest deadline among pending paths.
 func (w *Watcher) arm(now time.Time) {
 	var next time.Time
-	for _, pd := range w.pending {
-		d := w.deadline(pd)
-		if next.IsZero() || d.Before(next) {
-			next = d
+	for _, m := range []map[string]*pend{w.pending, w.whole} {
+		for _, pd := range m {
+			d := w.deadline(pd)
+			if next.IsZero() || d.Before(next) {
+				next = d
+			}
 		}
 	}
+	w.armed = next
 	if next.IsZero() {
 		return
 	}
@@ -754,6 +784,14 @@ func (w *Watcher) flush(now time.Time) {
 		}
 		sort.Strings(paths)
 		w.emit(Change{Store: st.store, Root: root, Paths: paths, Reason: "change"})
+	}
+	for root, pd := range w.whole {
+		if !w.deadline(pd).After(now) {
+			delete(w.whole, root)
+			if st, ok := w.roots[root]; ok {
+				w.emit(Change{Store: st.store, Root: root, Reason: "many changes"})
+			}
+		}
 	}
 	w.arm(now)
 }
@@ -805,7 +843,7 @@ func (w *Watcher) snapshotTree(root string) map[string]fileSig {
 		owner = w.stores[st.store].Owner
 	}
 	_ = confine.AsOwnerOf(root, owner, func() error {
-		return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		return walk(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil
 			}

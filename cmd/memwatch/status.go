@@ -135,6 +135,16 @@ func printStatus(g *globals, st daemon.Status) {
 	if c := st.CatchUp; c != nil {
 		fmt.Fprintf(w, "\ncatching up: %d of %d roots evaluated since start (their logs captured and indexed)\n", c.Done, c.Total)
 	}
+	for _, p := range st.Progress {
+		total, left := "?", ""
+		if p.Total > 0 {
+			total = fmt.Sprint(p.Total)
+		}
+		if p.Left > 0 {
+			left = fmt.Sprintf(", about %s left", p.Left)
+		}
+		fmt.Fprintf(w, "  %s (%s, %s): %d of %s files looked at, %.0f a second%s\n", p.Root, p.Store, p.Rule, p.Files, total, p.Rate, left)
+	}
 	fmt.Fprintf(w, "\njobs: %d queued, %d running, %d cooling; %d run, %d failed, %d retried since start\n",
 		len(st.Jobs.Queued), len(st.Jobs.Running), st.Jobs.Cooling, st.Jobs.Stats.Finished, st.Jobs.Stats.Failed, st.Jobs.Stats.Retried)
 	for _, j := range st.Jobs.Running {

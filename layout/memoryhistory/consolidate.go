@@ -22,13 +22,6 @@ import (
 // consumer names consolidation's progress through a log in the spool.
 const consumer = RuleConsolidate
 
-// sessionLogs lists the root's session logs (root-relative).
-func sessionLogs(env *layout.Env, root *confine.Root) []string {
-	o := OptionsOf(env.Store)
-	ms, _ := root.GlobExcept(o.Sessions, o.SessionsExclude)
-	return ms
-}
-
 // plan decides how far a log should be consolidated now (0: not yet),
 // counting messages as seed 002's agent does (metadata and invalid lines
 // do not count), and says why.
@@ -74,21 +67,26 @@ func plan(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Lo
 func consolidateTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]string, error) {
 	captureTranscripts(ctx, env, root)
 	var out []string
-	for _, rel := range sessionLogs(env, root) {
+	o := OptionsOf(env.Store)
+	// A slice of the root's logs at a time (a root may hold a million):
+	// ErrMore, with the targets found so far, says the next evaluation
+	// goes on from here.
+	err := env.EachFile(ctx, root, RuleConsolidate, o.Sessions, o.SessionsExclude, func(rel string) error {
 		log, err := env.CaptureLog(ctx, root, rel)
 		if env.Refused(root, RuleConsolidate, rel, err) || err != nil {
-			continue
+			return nil
 		}
 		env.Accepted(root, rel)
-		if !OptionsOf(env.Store).Consolidate {
-			continue // captured for recall; the agent consolidates its own
+		if !o.Consolidate {
+			return nil // captured for recall; the agent consolidates its own
 		}
 		if end, _, err := plan(ctx, env, root, log); err == nil && end > 0 {
 			out = append(out, rel)
 		}
-	}
-	if !OptionsOf(env.Store).Consolidate {
-		return nil, nil
+		return nil
+	})
+	if err != nil || !o.Consolidate {
+		return out, err
 	}
 	// Logs the agent deleted since: their messages are consolidated too.
 	logs, _ := env.Spool.Logs(ctx, root.ID())

@@ -1,0 +1,51 @@
+package confine
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestGlobScanIsGlob: a scan, read a few names at a time, finds what
+// Glob finds, whatever the pattern, and enters no symbolic link.
+func TestGlobScanIsGlob(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.jsonl", "b.jsonl", "c.md", "sessions/s1.jsonl", "sessions/s2.jsonl", "sessions/x/deep.jsonl",
+		"agents/one/sessions/1.jsonl", "agents/two/sessions/2.jsonl", "agents/two/sessions/2y.jsonl", "workspace/sessions/w.jsonl", ".memwatch/archive/a.jsonl"} {
+		write(t, filepath.Join(dir, f), "x")
+	}
+	os.Symlink(filepath.Join(dir, "sessions"), filepath.Join(dir, "linked"))
+	r := mustOpen(t, dir, Options{})
+	for _, tt := range []struct{ pattern, exclude string }{
+		{"*.jsonl", ""}, {"sessions/*.jsonl", ""}, {"agents/*/sessions/*[!y].jsonl", ""}, {"{workspace/sessions,sessions}/*.jsonl", ""},
+		{"*", ""}, {"sessions/*.jsonl", "s1*"}, {"linked/*.jsonl", ""},
+	} {
+		want, _ := r.GlobExcept(tt.pattern, tt.exclude)
+		s, err := r.GlobScan(tt.pattern, tt.exclude)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for {
+			rels, done := s.Next(2)
+			got = append(got, rels...)
+			if done {
+				break
+			}
+		}
+		slices.Sort(got)
+		// Glob follows a link to a directory inside the root; a scan enters
+		// none, and yields files (and links), not directories.
+		if tt.pattern == "linked/*.jsonl" {
+			want = nil
+		}
+		want = slices.DeleteFunc(want, func(rel string) bool {
+			fi, err := os.Lstat(filepath.Join(dir, rel))
+			return err == nil && fi.IsDir()
+		})
+		if !slices.Equal(got, want) {
+			t.Errorf("GlobScan(%q, %q) = %q, want %q", tt.pattern, tt.exclude, got, want)
+		}
+	}
+}
