@@ -2,7 +2,6 @@ package spool
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/state"
@@ -19,40 +18,10 @@ import (
 // host's replica (Unbind): the first directory found at their path,
 // owned by the same user for the latter, takes them (Bind).
 
-// maxBound bounds the keys remembered as bound in one run.
-const maxBound = 100_000
-
-// Bind runs bindNow once per root key and run (read-only spools bind
-// nothing); a failure is tried again at the next capture.
-func (s *Spool) Bind(ctx context.Context, id confine.ID) {
-	if s.readOnly {
-		return
-	}
-	key := id.Key()
-	s.mu.Lock()
-	done := s.bound[key]
-	s.mu.Unlock()
-	if done || s.bindNow(ctx, id) != nil {
-		return
-	}
-	s.mu.Lock()
-	if len(s.bound) >= maxBound {
-		clear(s.bound)
-	}
-	s.bound[key] = true
-	s.mu.Unlock()
-}
-
-// bindNow gives root's ID the logs kept under its bindable keys
-// (confine.ID.Bindable): its bare path, and its path unbound with its
-// owner's uid. A log of that path already captured under the ID stays as
-// it is (the other is left unbound).
-func (s *Spool) bindNow(ctx context.Context, root confine.ID) error {
-	b := root.Bindable()
-	if _, err := s.db.ExecContext(ctx, `UPDATE OR IGNORE logs SET root=? WHERE root IN (?,?)`, root.Key(), b[0], b[1]); err != nil {
-		return fmt.Errorf("bind the spool's logs of %s: %w", root.Path, err)
-	}
-	return nil
+// Bind gives root's ID the logs kept under its bindable keys
+// (state.BindRoots), once per root key and run.
+func (s *Spool) Bind(ctx context.Context, root confine.ID) {
+	s.bound.Once(root.Key(), func() error { return state.BindRoots(ctx, s.db, "logs", root) })
 }
 
 // Unbind unbinds every log from the directory it was captured from,

@@ -72,7 +72,7 @@ func TestLogsBelongToTheirDirectory(t *testing.T) {
 	if n := held(c); n != 0 {
 		t.Fatalf("a bare-path log found before Bind: %d", n)
 	}
-	s2 := &Spool{db: s.db, path: s.path, Now: s.Now, locks: s.locks, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: s.stmts, bound: map[string]bool{}}
+	s2 := &Spool{db: s.db, path: s.path, Now: s.Now, locks: s.locks, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: s.stmts}
 	s2.Bind(ctx, c.ID())
 	if n := held(c); n != 3 {
 		t.Errorf("after Bind: %d held, want 3", n)
@@ -84,7 +84,7 @@ func TestLogsBelongToTheirDirectory(t *testing.T) {
 	}
 	other := c.ID()
 	other.UID++
-	s3 := &Spool{db: s.db, path: s.path, Now: s.Now, locks: s.locks, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: s.stmts, bound: map[string]bool{}}
+	s3 := &Spool{db: s.db, path: s.path, Now: s.Now, locks: s.locks, held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: s.stmts}
 	s3.Bind(ctx, other)
 	if logs, _ := s.Logs(ctx, other); len(logs) != 0 {
 		t.Errorf("a directory of another owner took %d restored logs", len(logs))

@@ -140,10 +140,8 @@ type Spool struct {
 	stmts map[string]*sql.Stmt
 	// rematches counts captures that read a whole log again (tests).
 	rematches atomic.Int64
-	// bound lists the root keys Bind has run for (guarded by mu);
-	// readOnly spools bind nothing.
-	bound    map[string]bool
-	readOnly bool
+	// bound lists the root keys Bind has run for.
+	bound state.Bindings
 }
 
 // prepared returns q prepared (once); in tx when tx is not nil. The
@@ -201,7 +199,7 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 		db.Close()
 		return nil, fmt.Errorf("upgrade spool %s: %w", path, err)
 	}
-	s := &Spool{db: db, path: path, Now: time.Now, locks: new([lockStripes]sync.Mutex), held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}, bound: map[string]bool{}}
+	s := &Spool{db: db, path: path, Now: time.Now, locks: new([lockStripes]sync.Mutex), held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}}
 	for _, q := range hotStatements {
 		if _, err := s.prepared(ctx, nil, q); err != nil {
 			s.Close()
@@ -257,7 +255,9 @@ func OpenReadOnly(ctx context.Context, dir string) (*Spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", path, err)
 	}
-	return &Spool{db: db, path: path, Now: time.Now, locks: new([lockStripes]sync.Mutex), held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}, readOnly: true}, nil
+	s := &Spool{db: db, path: path, Now: time.Now, locks: new([lockStripes]sync.Mutex), held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}}
+	s.bound.ReadOnly = true
+	return s, nil
 }
 
 // Close closes the held logs and the database.

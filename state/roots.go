@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
 
 	"github.com/memwatch/memwatch/confine"
 )
@@ -45,4 +46,47 @@ func UnbindRoots(ctx context.Context, db *sql.DB, table string) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// BindRoots gives root's ID the rows of table kept under its bindable keys
+// (confine.ID.Bindable: its bare path, and its path unbound with its
+// owner's uid). A row of that path already under the ID stays as it is
+// (the other is left unbound). table is one of memwatch's own tables.
+func BindRoots(ctx context.Context, db *sql.DB, table string, root confine.ID) error {
+	b := root.Bindable()
+	if _, err := db.ExecContext(ctx, `UPDATE OR IGNORE `+table+` SET root=? WHERE root IN (?,?)`, root.Key(), b[0], b[1]); err != nil {
+		return fmt.Errorf("bind the %s of %s: %w", table, root.Path, err)
+	}
+	return nil
+}
+
+// Bindings remembers the roots bound in this run, so BindRoots runs once
+// per root key (a failure is tried again the next time). Safe for
+// concurrent use; a read-only store binds nothing.
+type Bindings struct {
+	ReadOnly bool
+	mu       sync.Mutex
+	m        map[string]bool
+}
+
+// maxBindings bounds the keys remembered (past it they are bound again).
+const maxBindings = 100_000
+
+// Once runs bind for key unless it ran successfully before.
+func (b *Bindings) Once(key string, bind func() error) {
+	if b.ReadOnly {
+		return
+	}
+	b.mu.Lock()
+	done := b.m[key]
+	b.mu.Unlock()
+	if done || bind() != nil {
+		return
+	}
+	b.mu.Lock()
+	if b.m == nil || len(b.m) >= maxBindings {
+		b.m = map[string]bool{}
+	}
+	b.m[key] = true
+	b.mu.Unlock()
 }

@@ -17,39 +17,10 @@ import (
 // replica (Unbind), go to the first directory opened at their path (with
 // the same owner, for the latter).
 
-// maxBound bounds the keys remembered as bound in one run.
-const maxBound = 100_000
-
-// Bind runs bindNow once per root key and run (read-only stores bind
-// nothing); a failure is tried again at the next capture.
-func (s *Store) Bind(ctx context.Context, id confine.ID) {
-	if s.readOnly {
-		return
-	}
-	key := id.Key()
-	s.mu.Lock()
-	done := s.bound[key]
-	s.mu.Unlock()
-	if done || s.bindNow(ctx, id) != nil {
-		return
-	}
-	s.mu.Lock()
-	if len(s.bound) >= maxBound {
-		clear(s.bound)
-	}
-	s.bound[key] = true
-	s.mu.Unlock()
-}
-
-// bindNow gives root's ID the files kept under its bindable keys
-// (confine.ID.Bindable): its bare path, and its path unbound with its
-// owner's uid.
-func (s *Store) bindNow(ctx context.Context, root confine.ID) error {
-	b := root.Bindable()
-	if _, err := s.db.ExecContext(ctx, `UPDATE OR IGNORE files SET root=? WHERE root IN (?,?)`, root.Key(), b[0], b[1]); err != nil {
-		return fmt.Errorf("bind the versions of %s: %w", root.Path, err)
-	}
-	return nil
+// Bind gives root's ID the files kept under its bindable keys
+// (state.BindRoots), once per root key and run.
+func (s *Store) Bind(ctx context.Context, root confine.ID) {
+	s.bound.Once(root.Key(), func() error { return state.BindRoots(ctx, s.db, "files", root) })
 }
 
 // Unbind unbinds every file's versions from the directory they were

@@ -143,11 +143,10 @@ type Store struct {
 	mu    sync.Mutex
 	cache map[string][]byte // sha -> content of files' newest versions
 	size  int
-	// bound lists the root keys Bind has run for (guarded by mu);
-	// readOnly stores bind nothing, and noMode ones predate Version.Mode.
-	bound    map[string]bool
-	readOnly bool
-	noMode   bool
+	// bound lists the root keys Bind has run for; noMode says the
+	// database predates Version.Mode.
+	bound  state.Bindings
+	noMode bool
 }
 
 func newStore(db *sql.DB, dir string) (*Store, error) {
@@ -159,7 +158,7 @@ func newStore(db *sql.DB, dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, dir: dir, Now: time.Now, enc: enc, dec: dec, cache: map[string][]byte{}, appendDepth: maxAppendDepth, bound: map[string]bool{}}, nil
+	return &Store{db: db, dir: dir, Now: time.Now, enc: enc, dec: dec, cache: map[string][]byte{}, appendDepth: maxAppendDepth}, nil
 }
 
 // Open opens (creating) the versions database in the state directory dir.
@@ -207,7 +206,7 @@ func OpenReadOnly(ctx context.Context, dir string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	st.readOnly = true
+	st.bound.ReadOnly = true
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('versions') WHERE name='mode'`).Scan(&n); err == nil && n == 0 {
 		st.noMode = true // written by an older memwatch: read without modes
