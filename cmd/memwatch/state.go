@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/spool"
@@ -85,10 +87,10 @@ its databases) and a running daemon's.`,
 			// What was captured on the old host belongs to its directories
 			// (their device and inode numbers): here it goes to the first
 			// directory found at the same path with the same owner.
-			if n, err := unbindRestored(cmd.Context(), dir); err != nil {
+			if n, err := unbindRestored(cmd.Context(), dir, p); err != nil {
 				return fmt.Errorf("restored %s, but could not unbind its roots from the old host's directories: %w", dir, err)
 			} else if n > 0 {
-				fmt.Fprintf(g.stdout, "%d root(s) wait for their directory: each goes to the one found at its path with the same owner\n", n)
+				fmt.Fprintf(g.stdout, "%d root(s) of the old host; each goes to the directory found at its path with the same owner (those of the policy found here now: at once)\n", n)
 			}
 			fmt.Fprintf(g.stdout, "restored %s from %s; next: start the daemon, then memwatch restore --missing ROOT for memory files not on disk\n", dir, p.Replicate.URL)
 			return nil
@@ -99,9 +101,21 @@ its databases) and a running daemon's.`,
 }
 
 // unbindRestored unbinds the spool's and the versions' roots of a state
-// restored into dir (spool.Spool.Unbind, versions.Store.Unbind). It
-// returns how many roots wait for their directory.
-func unbindRestored(ctx context.Context, dir string) (int, error) {
+// restored into dir (spool.Spool.Unbind, versions.Store.Unbind), then
+// binds those of the policy's roots found here now, each opened as the
+// daemon opens it (the same owner takes them): what was restored is
+// searchable at once, before the daemon first runs. It returns how many
+// roots were unbound.
+func unbindRestored(ctx context.Context, dir string, p *policy.Policy) (int, error) {
+	var ids []confine.ID
+	for _, s := range p.Stores {
+		for _, r := range s.Roots() {
+			if root, err := daemon.OpenRoot(s, r); err == nil {
+				ids = append(ids, root.ID())
+				root.Close()
+			}
+		}
+	}
 	n := 0
 	if _, err := os.Stat(filepath.Join(dir, spool.FileName)); err == nil {
 		sp, err := spool.Open(ctx, dir)
@@ -109,6 +123,9 @@ func unbindRestored(ctx context.Context, dir string) (int, error) {
 			return n, err
 		}
 		m, err := sp.Unbind(ctx)
+		for _, id := range ids {
+			sp.Bind(ctx, id)
+		}
 		sp.Close()
 		if err != nil {
 			return n, err
@@ -121,6 +138,9 @@ func unbindRestored(ctx context.Context, dir string) (int, error) {
 			return n, err
 		}
 		m, err := vs.Unbind(ctx)
+		for _, id := range ids {
+			vs.Bind(ctx, id)
+		}
 		vs.Close()
 		if err != nil {
 			return n, err
