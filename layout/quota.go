@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -82,6 +83,6 @@ func (q *Quota) Flush() {
 	}
 	q.mu.Unlock()
 	for i, c := range due {
-		c.log.Log(nil, c.level, c.msg+" (more of them: each is not logged, only how many)", "root", keys[i].root, "more", c.more, "within", QuotaWindow.String())
+		c.log.Log(context.Background(), c.level, c.msg+" (more of them: each is not logged, only how many)", "root", keys[i].root, "more", c.more, "within", QuotaWindow.String())
 	}
 }
