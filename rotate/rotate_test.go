@@ -86,16 +86,16 @@ func simulateYear(t testing.TB, jr rotate.JournalRetention) *yearSim {
 		if _, err := rotate.PruneJournal(ctx, db, jr, now, false); err != nil {
 			t.Fatalf("day %d: journal retention: %v", i, err)
 		}
-		as, _ = rotate.Archives(ctx, db, root)
-		_, b, _ := rotate.Held(as)
-		y.held = append(y.held, b)
-		var jb int64
+		var b, jb int64
 		if i%30 == 0 || i == 364 { // what the test looks at: a full read of the journal costs
+			as, _ = rotate.Archives(ctx, db, root)
+			_, b, _ = rotate.Held(as)
 			es, _ := db.Entries(ctx)
 			for _, e := range es {
 				jb += e.Bytes
 			}
 		}
+		y.held = append(y.held, b)
 		y.journal = append(y.journal, jb)
 	}
 	return y
