@@ -108,7 +108,9 @@ func (b *background) Start() {
 					b.log.Warn("the background queue is full; what waits beyond it is captured and indexed by the roots' evaluations instead", "max", maxBackground)
 				}
 			default:
-				full = false
+				if full && len(pending) < maxBackground/2 {
+					full = false // said again if it fills again
+				}
 				pending[t], order = true, append(order, t)
 			}
 		}

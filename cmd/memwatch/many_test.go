@@ -136,6 +136,11 @@ stores:
 	t.Logf("deleting %d logs wrote %d log lines (INFO and above)", n, said)
 	if said > 100 {
 		t.Errorf("deleting %d logs wrote %d log lines, want a bounded few", n, said)
+		if dir := os.Getenv("MEMWATCH_TEST_LOG_DIR"); dir != "" {
+			p.mu.Lock()
+			os.WriteFile(filepath.Join(dir, "deleting.log"), []byte(strings.Join(strings.Split(p.raw.String(), "\n")[before:], "\n")), 0o644)
+			p.mu.Unlock()
+		}
 	}
 
 	stopAt := time.Now()
