@@ -27,7 +27,7 @@ func start(t *testing.T, cfg Config, run Runner) (*Engine, context.CancelFunc) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute) // a failure's bound, not a promise: a loaded machine is slow
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -114,12 +114,12 @@ stores:
 	if rss > 300<<20 {
 		t.Errorf("peak RSS %d MiB, over 300 MiB", rss>>20)
 	}
-	if strings.Contains(p.raw.String(), "job timed out") {
+	if strings.Contains(p.text(), "job timed out") {
 		t.Error("a job ran into job_timeout")
 	}
 
 	// The agent deletes its logs: a bounded number of lines say so.
-	before := len(strings.Split(p.raw.String(), "\n"))
+	before := len(strings.Split(p.text(), "\n"))
 	os.RemoveAll(big)
 	time.Sleep(time.Second)
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && !quietFor(p, 2*time.Second); {
@@ -151,6 +151,13 @@ stores:
 		t.Errorf("SIGTERM did not stop the daemon within 5 s")
 	}
 	t.Logf("stopped %v after SIGTERM", time.Since(stopAt).Round(time.Millisecond))
+}
+
+// text is what the daemon has logged so far.
+func (p *proc) text() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.raw.String()
 }
 
 // quietFor reports whether the daemon logged nothing (debug included) for d.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -508,11 +509,23 @@ func TestWindowCountsPendingMessages(t *testing.T) {
 		time.Sleep(90 * time.Millisecond) // past the settle time: each message is its own evaluation
 	}
 	hist := filepath.Join(ws, "HISTORY.md")
-	waitFor(t, "the second range", 5*time.Second, func() bool { return strings.Contains(read(hist), "#L42-82 range:") })
+	ranges := regexp.MustCompile(`#L(\d+)-(\d+)`)
+	waitFor(t, "the second range", 5*time.Second, func() bool { return len(ranges.FindAllString(read(hist), -1)) >= 2 })
 	time.Sleep(500 * time.Millisecond)
-	got := regexp.MustCompile(`#L\d+(-\d+)?`).FindAllString(read(hist), -1)
-	if want := []string{"#L1-41", "#L42-82"}; srv.Calls() != 2 || !slices.Equal(got, want) {
-		t.Errorf("got %d requests, ranges %v; want 2, %v", srv.Calls(), got, want)
+	// Each message is seen on its own on an idle machine: L1-41 at the
+	// 51st, L42-82 at the 92nd. On a loaded one an evaluation may see a
+	// message or two more pending: the ranges then end that much later,
+	// the rule the same (all but the newest keep).
+	got := ranges.FindAllStringSubmatch(read(hist), -1)
+	next, ok := 1, srv.Calls() == 2 && len(got) == 2
+	for _, m := range got {
+		from, _ := strconv.Atoi(m[1])
+		to, _ := strconv.Atoi(m[2])
+		ok = ok && from == next && to-from+1 >= 41 && to-from+1 <= 45
+		next = to + 1
+	}
+	if !ok {
+		t.Errorf("got %d requests, ranges %v; want 2, L1-41 and L42-82 (a message or two later on a loaded machine)", srv.Calls(), got)
 	}
 	db, err := state.Open(context.Background(), stateDir)
 	if err != nil {
@@ -527,9 +540,17 @@ func TestWindowCountsPendingMessages(t *testing.T) {
 	for _, r := range recs {
 		reasons = append(reasons, r.Reason)
 	}
-	want := "51 messages pending > window 50; consolidating 41, keeping the newest 10"
-	if !slices.ContainsFunc(reasons, func(r string) bool { return strings.Contains(r, want) }) {
-		t.Errorf("journal reasons %q; want one saying %q", reasons, want)
+	want := regexp.MustCompile(`(5\d) messages pending > window 50; consolidating (4\d), keeping the newest 10`)
+	if !slices.ContainsFunc(reasons, func(r string) bool {
+		m := want.FindStringSubmatch(r)
+		if m == nil {
+			return false
+		}
+		pending, _ := strconv.Atoi(m[1])
+		n, _ := strconv.Atoi(m[2])
+		return n == pending-10
+	}) {
+		t.Errorf("journal reasons %q; want one saying \"51 messages pending > window 50; consolidating 41, keeping the newest 10\" (or a message or two more)", reasons)
 	}
 }
 
