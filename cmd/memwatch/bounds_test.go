@@ -21,6 +21,7 @@ import (
 // recalled by its first words and cited, and the bound is logged once.
 // MEMWATCH_HUGE_ROW_MIB sets a row's size (default 50).
 func TestHugeDatabaseRows(t *testing.T) {
+	t.Parallel() // mostly waits on daemons: beside the other such tests
 	if testing.Short() {
 		t.Skip("-short: writes a database of 500 MB")
 	}

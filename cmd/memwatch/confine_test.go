@@ -135,6 +135,7 @@ func own(t *testing.T, uid int, paths ...string) {
 }
 
 func TestConfinementAsRootWithAnUnprivilegedAgent(t *testing.T) {
+	t.Parallel() // mostly waits on the daemon and its agents: beside the other such tests
 	if os.Geteuid() != 0 {
 		t.Skip("the confinement suite needs root (it runs memwatch as root beside an unprivileged agent); CI runs it as root")
 	}

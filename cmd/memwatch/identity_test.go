@@ -108,6 +108,7 @@ func grepTree(dir, s string) []string {
 // while bob's agent writes: memwatch's state holds none of bob's bytes
 // under her paths, and her tree none at all.
 func TestIdentitySwappedParent(t *testing.T) {
+	t.Parallel() // mostly waits on daemons: beside the other such tests
 	base, alice, bob := tenants(t)
 	secret := secretWord("bobsecret")
 	bobP1 := filepath.Join(bob.home, "proj", "p1")
@@ -222,6 +223,7 @@ done`, aliceProj, filepath.Join(bob.home, "proj")))
 // her own directory, restore --missing brings 0600 and 0604 files back
 // with those modes and her as owner.
 func TestIdentityRestoreIntoSwappedTree(t *testing.T) {
+	t.Parallel() // mostly waits on daemons: beside the other such tests
 	base, alice, bob := tenants(t)
 	p1 := filepath.Join(alice.home, "nest", "p1")
 	alice.write(t, filepath.Join(p1, "memory.md"), "# now\n\n## State | alice\n- alice's plan\n\n# History\n")
@@ -291,6 +293,7 @@ func TestIdentityRestoreIntoSwappedTree(t *testing.T) {
 // not hers to find. init, as root, names only the roots of the home it
 // scans from what her agent's files list.
 func TestIdentityOwnRecall(t *testing.T) {
+	t.Parallel() // mostly waits on daemons: beside the other such tests
 	base, alice, bob := tenants(t)
 	aWord, bWord := secretWord("alicequokka"), secretWord("bobquokka")
 	aRoot, bRoot := filepath.Join(alice.home, "ws", "a"), filepath.Join(bob.home, "ws", "b")

@@ -21,6 +21,7 @@ import (
 // catch-up ends without a job_timeout, SIGTERM stops the daemon within 5 s,
 // and deleting the files writes a bounded number of log lines.
 func TestManyFilesCaughtUpAlone(t *testing.T) {
+	t.Parallel() // mostly waits on daemons: beside the other such tests
 	n := 10_000
 	if v, err := strconv.Atoi(os.Getenv("MEMWATCH_MANY_FILES")); err == nil && v > 0 {
 		n = v

@@ -124,10 +124,13 @@ func TestReplicaRestoresAHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a minute with a real S3 server")
 	}
+	t.Parallel() // mostly waits (an outage of 30 s): beside the other such tests
 	srv := newS3Server(t, "memwatch")
-	t.Setenv("MEMWATCH_S3_KEY", s3Key)
-	t.Setenv("MEMWATCH_S3_SECRET", s3Secret)
 	dir := t.TempDir()
+	// The credentials in files (the _file keys): no environment to share
+	// with the tests running beside it.
+	os.WriteFile(filepath.Join(dir, "s3-key"), []byte(s3Key), 0o600)
+	os.WriteFile(filepath.Join(dir, "s3-secret"), []byte(s3Secret), 0o600)
 	notes := filepath.Join(dir, "agents", "notes")
 	talk := filepath.Join(dir, "agents", "talk")
 	// Five agents' memory.md (now-history: small, so memwatch leaves
@@ -140,8 +143,8 @@ func TestReplicaRestoresAHost(t *testing.T) {
 	pol := writePolicy(t, dir, fmt.Sprintf(`replicate:
   url: s3://memwatch/host-1
   endpoint: http://%s
-  access_key_env: MEMWATCH_S3_KEY
-  secret_key_env: MEMWATCH_S3_SECRET
+  access_key_file: %s
+  secret_key_file: %s
   force_path_style: true
 stores:
   - name: notes
@@ -153,7 +156,7 @@ stores:
     paths: [%q]
     settle: 100ms
     consolidate: false
-`, srv.addr, filepath.Join(notes, "*"), talk))
+`, srv.addr, filepath.Join(dir, "s3-key"), filepath.Join(dir, "s3-secret"), filepath.Join(notes, "*"), talk))
 	state1 := filepath.Join(dir, "state-1")
 	p := start(t, "--policy", pol, "--state-dir", state1)
 	p.waitLog("replicating the state", 10*time.Second)

@@ -22,6 +22,7 @@ import (
 // agent clears its log) and the newest version of the memory file is the
 // file as it is.
 func TestStateDiskFull(t *testing.T) {
+	t.Parallel() // mostly waits on daemons: beside the other such tests
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a tmpfs for the state directory")
 	}
