@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRankedIndexMatchesScan: a log indexed as it grows (segments
@@ -103,7 +104,7 @@ func FuzzSegment(f *testing.F) {
 	b := newSegBuilder(0, 0, nil)
 	a := NewAnalyzer()
 	for i := range 300 {
-		b.add(a, []byte(fmt.Sprintf("message %d about the deploy and the rollback of service %d", i, i%7)), int64(i*60), int64(i+1))
+		b.add(a, []byte(fmt.Sprintf("message %d about the deploy and the rollback of service %d", i, i%7)), int64(i*60), int64(i+1), time.Time{})
 	}
 	b.endOff, b.nextLine = 300*60, 301
 	good := b.encode(fileID{dev: 1, ino: 2})

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/memwatch/memwatch/confine"
 )
@@ -51,7 +52,7 @@ import (
 // query's terms: one scorer for all (rank.go).
 
 const (
-	termMagic    = "MWTERM01"
+	termMagic    = "MWTERM02" // 02: messages hold their time's terms (dates.go)
 	termHeader   = 128
 	docEntry     = 14 // offset u64, line u32, length u16
 	dictEntry    = 36 // string offset u32, length u16, df u32, max tf u16, min length u16, postings offset u64, postings length u32, blocks u32, pad u32
@@ -102,7 +103,7 @@ func newSegBuilder(start uint64, startOff int64, keep func(string) bool) *segBui
 }
 
 // add analyzes one document's text.
-func (b *segBuilder) add(a *Analyzer, text []byte, off, line int64) {
+func (b *segBuilder) add(a *Analyzer, text []byte, off, line int64, when time.Time) {
 	clear(b.seen)
 	n := 0
 	a.Terms(text, func(t string) {
@@ -111,6 +112,13 @@ func (b *segBuilder) add(a *Analyzer, text []byte, off, line int64) {
 			b.seen[t]++
 		}
 	})
+	if !when.IsZero() {
+		for _, t := range timeTerms(when) {
+			if b.keep == nil || b.keep(t) {
+				b.seen[t]++
+			}
+		}
+	}
 	ord := uint32(len(b.docs))
 	for t, tf := range b.seen {
 		b.terms[t] = append(b.terms[t], posting{ord: ord, tf: uint16(min(tf, 65535))})
@@ -690,8 +698,8 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		if err != nil {
 			break // io.EOF, or a partial last line: left for later
 		}
-		if text, ok := docText(kind, raw); ok {
-			b.add(a, text, off, line)
+		if text, when, ok := docTextTime(kind, raw); ok {
+			b.add(a, text, off, line, when)
 		}
 		off += n
 		line++
