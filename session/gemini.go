@@ -31,7 +31,6 @@ type geminiRecord struct {
 	ToolCalls []struct {
 		Name   string          `json:"name"`
 		Args   json.RawMessage `json:"args"`
-		Result json.RawMessage `json:"result"`
 	} `json:"toolCalls"`
 }
 
@@ -54,12 +53,13 @@ func decodeGemini(line []byte, l *lineShape, unmarshal func([]byte, any) error) 
 	}
 	var r geminiRecord
 	_ = unmarshal(line, &r)
+	// A call's result is not rendered here: Gemini CLI records it twice,
+	// in the call (toolCalls[].result) and as the function response it
+	// sends back (the next "user" record, a tool message here), and one
+	// result is one message.
 	for _, tc := range r.ToolCalls {
 		tools = append(tools, tc.Name)
 		text = joinText(text, toolCall(tc.Name, tc.Args))
-		if res, _, _ := geminiParts(tc.Result, unmarshal); res != "" {
-			text = joinText(text, "[tool result] "+res)
-		}
 	}
 	m.Text, m.Tools = text, tools
 	if m.Role == "" {
