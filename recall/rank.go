@@ -881,7 +881,6 @@ func abs(d int) int {
 
 // results reads the best documents' lines and cites them.
 func (r *ranker) results(rs []ranked, q Query) ([]Result, error) {
-	var out []Result
 	s := &searcher{q: q, o: r.o}
 	// An agent that writes a message again under its id (Gemini CLI, as
 	// the message changes) has one message: its last version, at the rank
@@ -926,7 +925,7 @@ func (r *ranker) results(rs []ranked, q Query) ([]Result, error) {
 	}
 	emitted := map[string]bool{}
 	for _, c := range cands {
-		if len(out) >= r.o.Limit {
+		if len(s.results) >= r.o.Limit {
 			break
 		}
 		rk, f, line, raw := c.rk, c.rk.ref.file, c.line, c.raw
@@ -939,20 +938,17 @@ func (r *ranker) results(rs []ranked, q Query) ([]Result, error) {
 			line, raw = v.line, v.raw
 		}
 		text, _ := searchTextID(f.f.src.Kind, raw)
-		s.results = nil
-		s.o.Limit = 1 << 30
+		n := len(s.results)
 		s.emit(f.f, line, text, r.firstTerm(text))
-		res := s.results[0]
-		if r.o.Explain {
-			res.Score = math.Round(rk.score*1000) / 1000
-			res.Why = r.why(rk)
+		if r.o.Explain && len(s.results) > n {
+			s.results[n].Score = math.Round(rk.score*1000) / 1000
+			s.results[n].Why = r.why(rk)
 		}
-		out = append(out, res)
 	}
-	if out == nil {
-		out = []Result{}
+	if s.results == nil {
+		s.results = []Result{}
 	}
-	return out, nil
+	return s.results, nil
 }
 
 // why says how a result's score was made.

@@ -88,6 +88,9 @@ type Result struct {
 	Citation   string `json:"citation"`
 	Session    string `json:"session,omitempty"` // with several roots: the root's name
 	Root       string `json:"root,omitempty"`    // with several roots: the root
+	// Folded cites the copies of this text left out of the results (a
+	// mirror's line, the same message in another file).
+	Folded []string `json:"folded,omitempty"`
 	// Score and Why say how a ranked result ranked (Options.Explain).
 	Score float64 `json:"score,omitempty"`
 	Why   string  `json:"why,omitempty"`
@@ -145,6 +148,9 @@ func format(q Query, results []Result, explain bool) string {
 		fmt.Fprintf(&b, "    Content: %s\n    Citation: %s\n", r.Text, r.Citation)
 		if explain && r.Why != "" {
 			fmt.Fprintf(&b, "    Score: %.3f: %s\n", r.Score, r.Why)
+		}
+		if explain && len(r.Folded) > 0 {
+			fmt.Fprintf(&b, "    Folded: the same text at %s\n", strings.Join(r.Folded, ", "))
 		}
 	}
 	return b.String()

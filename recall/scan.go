@@ -248,9 +248,10 @@ type searcher struct {
 	stats   Stats
 	buf     []byte // reused read buffer
 	views   *views
-	indexes map[string]bool // the index files there are, listed once
-	ids     map[string]bool // messages found, by root, file and id
-	sampled string          // the file the anchor's rare byte was chosen from
+	indexes map[string]bool   // the index files there are, listed once
+	ids     map[string]bool   // messages found, by root, file and id
+	sampled string            // the file the anchor's rare byte was chosen from
+	folds   map[string]foldAt // results by the text they hold (fold.go)
 }
 
 // sample chooses the anchor byte to scan for from the data searched (its
@@ -281,6 +282,9 @@ func (s *searcher) emit(f file, line int64, text []byte, at int) error {
 		r.FilePath = cite
 	}
 	r.Citation = fmt.Sprintf("%s%s#L%d", cite, at2, line)
+	if s.fold(f, text, r) {
+		return nil
+	}
 	s.results = append(s.results, r)
 	if len(s.results) >= s.o.Limit {
 		return errLimit
