@@ -79,6 +79,7 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.Roots = []recall.Root{{Root: opened, Sources: srcs}}
 	} else {
+		opts.NameRoots = true
 		ids, err := d.watch.RootIDs(r.Context())
 		if err != nil {
 			writeErr(w, http.StatusServiceUnavailable, err)
@@ -117,7 +118,7 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 				if len(stores) > 1 {
 					name = s.Name + "/" + name
 				}
-				opts.Roots = append(opts.Roots, recall.Root{Root: root, Sources: srcs, Name: name})
+				opts.Roots = append(opts.Roots, recall.Root{Root: root, Sources: srcs, Name: name, Store: s.Name})
 			}
 		}
 	}
@@ -159,6 +160,11 @@ func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 	}
 	defer root.Close()
 	lines, err := d.spool.Show(r.Context(), root, c)
+	if errors.Is(err, spool.ErrUnknownLog) {
+		if file, ok := spool.ShowFile(root, c); ok {
+			lines, err = file, nil
+		}
+	}
 	switch {
 	case errors.Is(err, spool.ErrUnknownLog):
 		writeErr(w, http.StatusNotFound, err)

@@ -88,6 +88,7 @@ type Result struct {
 	Citation   string `json:"citation"`
 	Session    string `json:"session,omitempty"` // with several roots: the root's name
 	Root       string `json:"root,omitempty"`    // with several roots: the root
+	Store      string `json:"store,omitempty"`   // with several roots: its store
 	// Folded cites the copies of this text left out of the results (a
 	// mirror's line, the same message in another file).
 	Folded []string `json:"folded,omitempty"`
@@ -140,6 +141,13 @@ func format(q Query, results []Result, explain bool) string {
 	fmt.Fprintf(&b, "Found %d result(s) for: %q\n", len(results), strings.Trim(q.Text, `"`))
 	for i, r := range results {
 		fmt.Fprintf(&b, "\n[%d] Source: %s\n", i+1, r.Source)
+		if r.Root != "" {
+			where := r.Root
+			if r.Store != "" {
+				where += " (store " + r.Store + ")"
+			}
+			fmt.Fprintf(&b, "    Root: %s\n", where)
+		}
 		if r.Source != "messages" {
 			fmt.Fprintf(&b, "    File: %s:%d\n", r.FilePath, r.LineNumber)
 		} else {

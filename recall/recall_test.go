@@ -140,8 +140,12 @@ func TestAcrossRootsCitesTheRoot(t *testing.T) {
 	for _, r := range rs {
 		cites = append(cites, r.Citation)
 	}
-	if got, want := strings.Join(cites, " "), "sess-1/detail/auth-design.md#L15 sess-2/messages.jsonl#L1 sess-1/messages.jsonl#L5"; got != want {
+	// Each citation stands alone: the file's whole path.
+	if got, want := strings.Join(cites, " "), s+"/detail/auth-design.md#L15 "+other+"/messages.jsonl#L1 "+s+"/messages.jsonl#L5"; got != want {
 		t.Errorf("citations %q, want %q", got, want)
+	}
+	if len(rs) > 0 && (rs[0].Root != s || rs[0].Session != "sess-1") {
+		t.Errorf("first result's root %q (%q), want %q (sess-1)", rs[0].Root, rs[0].Session, s)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -26,6 +27,8 @@ type Root struct {
 	Sources []Source
 	// Name, when searching several roots, labels results (Result.Session).
 	Name string
+	// Store is the store the root belongs to (Result.Store).
+	Store string
 }
 
 // Options tune a search.
@@ -44,6 +47,10 @@ type Options struct {
 	MaxLine int
 	// Sort is SortRelevance ("": the default) or SortNewest (rank.go).
 	Sort string
+	// NameRoots gives each result its root (and store) and cites its file
+	// by its whole path, as with several roots, whatever their number
+	// (recall --all, --store).
+	NameRoots bool
 	// Explain gives each ranked result its score and why.
 	Explain bool
 	// Workers is how many goroutines read a large log at once (0: one per
@@ -274,9 +281,11 @@ func (s *searcher) emit(f file, line int64, text []byte, at int) error {
 	if f.src.Kind == Log && f.gen > 1 {
 		at2 = "@" + strconv.FormatInt(f.gen, 10)
 	}
-	if len(s.o.Roots) > 1 {
-		r.Session, r.Root = f.root.Name, f.root.Root.Path()
-		cite = f.root.Name + "/" + cite
+	if len(s.o.Roots) > 1 || s.o.NameRoots {
+		// Several roots: the citation names the file by its whole path, so
+		// it stands alone (memwatch show takes it as printed).
+		r.Session, r.Root, r.Store = f.root.Name, f.root.Root.Path(), f.root.Store
+		cite = path.Join(filepath.ToSlash(f.root.Root.Path()), cite)
 	}
 	if f.src.Kind == Text {
 		r.FilePath = cite

@@ -160,6 +160,33 @@ func (s *Spool) Show(ctx context.Context, root *confine.Root, c Citation) ([]Sho
 }
 
 // liveLines reads lines from..to of a live file (nil when it cannot).
+// ShowFile returns the lines c names of a file the spool does not keep (a
+// note: HISTORY.md, MEMORY.md, as recall cites them) as it is now; ok is
+// false when root has no such regular file.
+func ShowFile(root *confine.Root, c Citation) ([]Shown, bool) {
+	if c.Gen != 1 {
+		return nil, false
+	}
+	f, fi, err := root.OpenRead(c.Path)
+	if err != nil {
+		return nil, false
+	}
+	f.Close()
+	if !fi.Mode().IsRegular() {
+		return nil, false
+	}
+	live := liveLines(root, c.Path, c.From, c.To)
+	out := make([]Shown, 0, c.To-c.From+1)
+	for n := c.From; n <= c.To; n++ {
+		if l, ok := live[n]; ok {
+			out = append(out, Shown{Line: n, Data: l, Source: "live"})
+		} else {
+			out = append(out, Shown{Line: n, Source: "missing"})
+		}
+	}
+	return out, true
+}
+
 func liveLines(root *confine.Root, rel string, from, to int64) map[int64][]byte {
 	f, _, err := root.OpenRead(rel)
 	if err != nil {

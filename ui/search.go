@@ -99,7 +99,7 @@ func (s *Server) search(r *http.Request) (view, error) {
 		defer root.Close()
 		srcs, _ := daemon.SearchSources(t.store)
 		name := t.store.Name + "/" + filepath.Base(t.path)
-		opts.Roots = append(opts.Roots, recall.Root{Root: root, Sources: srcs, Name: name})
+		opts.Roots = append(opts.Roots, recall.Root{Root: root, Sources: srcs, Name: name, Store: t.store.Name})
 		names[t.path] = rootOption{Store: t.store.Name, Path: t.path}
 	}
 	d.Searched = len(opts.Roots)
@@ -118,7 +118,7 @@ func (s *Server) search(r *http.Request) (view, error) {
 		if root == "" && len(opts.Roots) == 1 {
 			root = opts.Roots[0].Root.Path()
 		}
-		cite := strings.TrimPrefix(res.Citation, res.Session+"/")
+		cite := strings.TrimPrefix(res.Citation, filepath.ToSlash(res.Root)+"/")
 		v := resultView{Result: res, Root: root, Store: names[root].Store}
 		v.Text = visible(v.Text)
 		v.Link = s.cfg.Prefix + "show?" + url.Values{"root": {root}, "cite": {cite}}.Encode()

@@ -133,6 +133,9 @@ each search went and, for a question, why each result ranked where it did.`,
 				}
 			}()
 			opts.Roots = roots
+			// Roots of the policy: each result names its root and cites its
+			// file by its whole path, for memwatch show to take as printed.
+			opts.NameRoots = len(roots) > 0 && roots[0].Name != ""
 			stateDir := g.resolveStateDir(p)
 			opts.Index = daemon.ReadableIndex(stateDir)
 			if sp, err := spool.OpenReadOnly(context.Background(), stateDir); err == nil {
@@ -239,7 +242,7 @@ func recallRoots(p *policy.Policy, dir, store string, all bool) ([]recall.Root, 
 			if len(stores) > 1 {
 				name = s.Name + "/" + name
 			}
-			roots = append(roots, recall.Root{Root: root, Sources: srcs, Name: name})
+			roots = append(roots, recall.Root{Root: root, Sources: srcs, Name: name, Store: s.Name})
 		}
 	}
 	return roots, nil
@@ -293,7 +296,7 @@ func reachableRoots(p *policy.Policy) ([]recall.Root, int, error) {
 			if len(stores) > 1 {
 				name = s.Name + "/" + name
 			}
-			out = append(out, recall.Root{Root: root, Sources: srcs, Name: name})
+			out = append(out, recall.Root{Root: root, Sources: srcs, Name: name, Store: s.Name})
 		}
 	}
 	return out, refused, nil

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,4 +141,84 @@ func TestRecallQuestions(t *testing.T) {
 	if err != nil || !strings.Contains(out, "r0/sessions/s.jsonl#L2") || !strings.Contains(out, "r1/sessions/s.jsonl#L2") || !strings.Contains(stderr, "is no root of the policy; searching its 2 root(s)") {
 		t.Errorf("from outside the roots: %v\n%s\n%s", err, out, stderr)
 	}
+}
+
+// TestRecallAllCitationsStandAlone: what recall --all prints names each
+// result's root and store, cites files by their whole path, and memwatch
+// show takes each citation as printed (a message, a history entry) with no
+// --dir; a history entry written to HISTORY.md and its month's mirror is
+// one result (the message it holds another), the mirror's line folded.
+func TestRecallAllCitationsStandAlone(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	a := filepath.Join(ws, "a")
+	for _, r := range []string{a, filepath.Join(ws, "b")} {
+		os.MkdirAll(filepath.Join(r, "sessions"), 0o755)
+	}
+	var b strings.Builder
+	for i := range 60 {
+		text := fmt.Sprintf("message %d about the weather", i)
+		if i == 2 {
+			text = "we agreed the zebracorn deploy waits for the quokka migration"
+		}
+		line, _ := json.Marshal(map[string]string{"role": []string{"user", "assistant"}[i%2], "content": text, "timestamp": fmt.Sprintf("2026-11-26T10:%02d:00Z", i)})
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	os.WriteFile(filepath.Join(a, "sessions", "s1.jsonl"), []byte(b.String()), 0o644)
+	os.WriteFile(filepath.Join(ws, "b", "sessions", "s1.jsonl"), []byte(`{"role":"user","content":"nothing here"}`+"\n"), 0o644)
+	stateDir := filepath.Join(dir, "state")
+	pol := writePolicy(t, dir, fmt.Sprintf("state_dir: %s\nstores:\n  - name: notes\n    layout: memory-history\n    paths: [%q]\n    settle: 50ms\n    window: 50\n    keep: 10\n    session_idle: 1h\n", stateDir, filepath.Join(ws, "*")))
+	p := start(t, "--policy", pol)
+	p.waitLog("ready", 10*time.Second)
+	waitUntil(t, time.Minute, func() bool {
+		h, _ := os.ReadFile(filepath.Join(a, "HISTORY.md"))
+		m, _ := filepath.Glob(filepath.Join(a, "HISTORY-*.md"))
+		return strings.Contains(string(h), "message 45 about") && len(m) == 1
+	})
+	recall := func(args ...string) []recallResult {
+		t.Helper()
+		out, err := exec.Command(memwatchBin, append([]string{"recall", "--policy", pol, "--all", "--json"}, args...)...).Output()
+		var res []recallResult
+		if err != nil || json.Unmarshal(out, &res) != nil {
+			t.Fatalf("recall %q: %v\n%s", args, err, out)
+		}
+		return res
+	}
+	show := func(cite, want string) {
+		t.Helper()
+		out, err := exec.Command(memwatchBin, "show", "--policy", pol, cite).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("show %s (as printed, no --dir): %v\n%s", cite, err, out)
+		}
+	}
+	res := recall("zebracorn")
+	if len(res) != 1 || res[0].Root != a || res[0].Store != "notes" || res[0].Citation != a+"/sessions/s1.jsonl#L3" {
+		t.Fatalf("recall --all zebracorn: got %+v, want the message, its root %s and store notes, cited by its whole path", res, a)
+	}
+	show(res[0].Citation, "zebracorn")
+	res = recall(`"message 45 about"`)
+	var cites []string
+	for _, r := range res {
+		cites = append(cites, r.Citation)
+		show(r.Citation, "message 45 about")
+	}
+	if len(res) != 2 || !slices.ContainsFunc(cites, func(c string) bool { return strings.HasPrefix(c, a+"/HISTORY.md#L") }) {
+		t.Errorf("a message consolidated into a history entry (and its mirror): got %q, want the message and one entry, in HISTORY.md", cites)
+	}
+	for _, r := range res {
+		if strings.Contains(r.Citation, "HISTORY.md") && (len(r.Folded) != 1 || !strings.Contains(r.Folded[0], "HISTORY-")) {
+			t.Errorf("the entry %s folded %q, want its mirror's line", r.Citation, r.Folded)
+		}
+	}
+	out, _ := exec.Command(memwatchBin, "recall", "--policy", pol, "--all", "zebracorn").Output()
+	if !strings.Contains(string(out), "Root: "+a+" (store notes)") {
+		t.Errorf("recall --all's text names no root:\n%s", out)
+	}
+	p.stop(5 * time.Second)
+}
+
+type recallResult struct {
+	Citation, Text, Root, Store string
+	Folded                      []string
 }

@@ -8,12 +8,15 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 )
@@ -46,47 +49,61 @@ memwatch log --kept list), it prints its content, decompressed.`,
 			if err != nil {
 				return usageError{err}
 			}
-			if dir == "" {
-				if dir, err = os.Getwd(); err != nil {
-					return err
-				}
-			}
-			if dir, err = filepath.Abs(dir); err != nil {
-				return err
-			}
 			p, err := g.policyIfGiven()
 			if err != nil {
 				return err
 			}
 			stateDir := g.resolveStateDir(p)
+			// A citation of several roots' results names its file by its
+			// whole path: its root is the policy's root holding it, or the
+			// nearest directory above it the spool knows the file from.
+			var dirs []string
+			suffix := strings.TrimPrefix(strings.TrimSpace(args[0]), c.Path)
+			abs := filepath.IsAbs(filepath.FromSlash(c.Path))
+			switch {
+			case dir != "":
+				if dir, err = filepath.Abs(dir); err != nil {
+					return err
+				}
+				dirs = []string{dir}
+			case abs:
+				dirs = citationRoots(p, filepath.FromSlash(c.Path))
+			default:
+				if dir, err = os.Getwd(); err != nil {
+					return err
+				}
+				dirs = []string{dir}
+			}
 			var lines []spool.Shown
-			if stateUnreadable(stateDir) {
-				// memwatch's state is not this user's to read: the daemon
-				// shows what this user's roots hold.
-				var res daemon.ShowResponse
-				err := newControl(socketPath(p, stateDir)).do(cmd.Context(), "GET", "/v1/show?"+url.Values{"root": {dir}, "cite": {args[0]}}.Encode(), nil, &res)
-				if err != nil {
-					return fmt.Errorf("show %s: %w", args[0], err)
+			var first error
+			for pass := 0; pass < 2 && lines == nil; pass++ {
+				// The spool's logs first, then, for a note, the file as it is.
+				err = nil
+				for _, d := range dirs {
+					cc := c
+					if abs {
+						rel, err := filepath.Rel(d, filepath.FromSlash(c.Path))
+						if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+							return fmt.Errorf("show %s: the file is not under --dir %s", args[0], d)
+						}
+						cc.Path = filepath.ToSlash(rel)
+					}
+					if lines, err = showIn(cmd.Context(), p, stateDir, d, cc, cc.Path+suffix, pass == 1); err == nil {
+						break
+					}
+					if first == nil || errors.Is(first, spool.ErrUnknownLog) && !errors.Is(err, spool.ErrUnknownLog) {
+						first = err
+					}
 				}
-				lines = res.Lines
-			} else {
-				root, err := confine.Open(dir, confine.Options{})
-				if err != nil {
-					return err
-				}
-				defer root.Close()
-				sp, err := spool.OpenReadOnly(context.Background(), stateDir)
-				if err != nil {
-					return fmt.Errorf("%w (looked in %s: name the daemon's state with --state-dir, --policy or MEMWATCH_STATE_DIR)", err, stateDir)
-				}
-				defer sp.Close()
-				lines, err = sp.Show(context.Background(), root, c)
-				if errors.Is(err, spool.ErrUnknownLog) {
-					return fmt.Errorf("%w (state %s; is --dir the root the citation belongs to?)", err, stateDir)
-				}
-				if err != nil {
-					return err
-				}
+			}
+			switch {
+			case err == nil:
+			case abs && len(dirs) > 1:
+				return fmt.Errorf("show %s: no root memwatch knows holds it (tried %s and the %d directories above it): %w", args[0], dirs[0], len(dirs)-1, first)
+			case errors.Is(first, spool.ErrUnknownLog):
+				return fmt.Errorf("show %s: %w (state %s; is --dir the root the citation belongs to?)", args[0], first, stateDir)
+			default:
+				return fmt.Errorf("show %s: %w", args[0], first)
 			}
 			sources := map[string]bool{}
 			for _, l := range lines {
@@ -113,8 +130,72 @@ memwatch log --kept list), it prints its content, decompressed.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dir, "dir", "", "the root the citation's path is relative to (default: the current directory)")
+	cmd.Flags().StringVar(&dir, "dir", "", "the root the citation's path is relative to (default: the current directory; a citation with a whole path, as recall prints for several roots, finds its root)")
 	return cmd
+}
+
+// showIn returns the lines of citation c of root dir: from memwatch's
+// spool, or, when memwatch's state is not this user's to read, from the
+// daemon, which shows what this user's roots hold.
+func showIn(ctx context.Context, p *policy.Policy, stateDir, dir string, c spool.Citation, cite string, file bool) ([]spool.Shown, error) {
+	if stateUnreadable(stateDir) {
+		if file {
+			return nil, spool.ErrUnknownLog // the daemon showed the file if it could
+		}
+		var res daemon.ShowResponse
+		err := newControl(socketPath(p, stateDir)).do(ctx, "GET", "/v1/show?"+url.Values{"root": {dir}, "cite": {cite}}.Encode(), nil, &res)
+		if err != nil && strings.Contains(err.Error(), spool.ErrUnknownLog.Error()) {
+			err = fmt.Errorf("%w", spool.ErrUnknownLog)
+		}
+		return res.Lines, err
+	}
+	root, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	sp, err := spool.OpenReadOnly(ctx, stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w (looked in %s: name the daemon's state with --state-dir, --policy or MEMWATCH_STATE_DIR)", err, stateDir)
+	}
+	defer sp.Close()
+	if file {
+		if lines, ok := spool.ShowFile(root, c); ok {
+			return lines, nil
+		}
+		return nil, fmt.Errorf("%s in %s: %w", c.Path, dir, spool.ErrUnknownLog)
+	}
+	return sp.Show(ctx, root, c)
+}
+
+// maxCitationDepth bounds the directories above a cited file tried as its
+// root when no root of the policy holds it.
+const maxCitationDepth = 16
+
+// citationRoots are the directories a file cited by its whole path may be
+// a root of, best first: the policy's roots holding it (the deepest
+// first), then the directories above it, nearest first.
+func citationRoots(p *policy.Policy, file string) []string {
+	var out []string
+	if p != nil {
+		for _, s := range p.Stores {
+			for _, r := range s.Roots() {
+				if strings.HasPrefix(file, r+string(filepath.Separator)) {
+					out = append(out, r)
+				}
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	}
+	for d := filepath.Dir(file); len(out) < maxCitationDepth+1; d = filepath.Dir(d) {
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	return out
 }
 
 // showArchive prints an archive, decompressing one retention compressed.
