@@ -29,8 +29,8 @@ var geminiTypes = map[string]string{"user": "user", "gemini": "assistant", "info
 // geminiRecord is the part of a Gemini CLI message record that memwatch reads.
 type geminiRecord struct {
 	ToolCalls []struct {
-		Name   string          `json:"name"`
-		Args   json.RawMessage `json:"args"`
+		Name string          `json:"name"`
+		Args json.RawMessage `json:"args"`
 	} `json:"toolCalls"`
 }
 
