@@ -65,3 +65,19 @@ func TestRankedByDateAndSpeaker(t *testing.T) {
 		t.Errorf("Ana: got %q, want what Ana said", got)
 	}
 }
+
+// FuzzDateTerms: any question (and any message text's speaker prefix)
+// is read without a panic, into well-formed date terms.
+func FuzzDateTerms(f *testing.F) {
+	for _, s := range []string{"in July 2022", "on 1 May, 2022", "March 3 2021", "\xff\xfe may 9999", "Melanie: hi"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		for _, term := range dateTerms(q) {
+			if _, date := dateTermText(term); !date {
+				t.Errorf("dateTerms(%q): %q is no date term", q, term)
+			}
+		}
+		isSpeakerName([]byte(q))
+	})
+}
