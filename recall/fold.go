@@ -13,7 +13,10 @@ import (
 // copied whole into another file: the same text found twice takes two of
 // an agent's few slots and tells it nothing more. So a result whose text
 // (a note's line, a message's text without its role) is one already
-// found in another file of the same root is folded into it: it is left out, its citation
+// found in another file of the same root is folded into it (a note's line
+// into a note's line or a message, a message into a note's line; never a
+// message into a message: the same words in two conversations are two
+// things said): it is left out, its citation
 // listed in the kept result's Folded (shown by --explain), and the kept
 // result cites the file the agent reads (a name without a date stamp)
 // when one of the copies is there. Messages shorter than minFoldMessage
@@ -51,13 +54,17 @@ func (s *searcher) fold(f file, text []byte, r Result) bool {
 	if key == "" {
 		return false
 	}
+	msg := f.src.Kind != Text
 	at, ok := s.folds[key]
-	if !ok || at.file == f.rel {
-		// A line repeated in its own file is said again: kept.
+	if !ok || at.file == f.rel || at.msg && msg {
+		// A line repeated in its own file is said again, and the same
+		// words in two conversations are two things said: kept.
 		if s.folds == nil {
 			s.folds = map[string]foldAt{}
 		}
-		s.folds[key] = foldAt{i: len(s.results), file: f.rel}
+		if !ok {
+			s.folds[key] = foldAt{i: len(s.results), file: f.rel, msg: msg}
+		}
 		return false
 	}
 	kept := &s.results[at.i]
@@ -77,6 +84,7 @@ func (s *searcher) fold(f file, text []byte, r Result) bool {
 type foldAt struct {
 	i    int
 	file string
+	msg  bool // a message, not a note's line
 }
 
 // citedFile is the file of a citation ("HISTORY.md#L4": "HISTORY.md").

@@ -50,3 +50,18 @@ func TestFoldCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldKeepsTwoSayings: the same words in two conversations of a root
+// are two messages, both found.
+func TestFoldKeepsTwoSayings(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"s1.jsonl", "s2.jsonl"} {
+		os.WriteFile(filepath.Join(dir, n), []byte(`{"role":"user","content":"where do we deploy the billing service?"}`+"\n"), 0o644)
+	}
+	root := openRoot(t, dir)
+	q, _ := ParseQuery("billing")
+	res, _, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: []Source{{Glob: "*.jsonl", Kind: Log, Label: "messages"}}}}, Limit: 10})
+	if err != nil || len(res) != 2 {
+		t.Errorf("got %+v (%v), want both messages", res, err)
+	}
+}

@@ -151,7 +151,7 @@ func TestOpenClawSQLiteTranscripts(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	var cites []string
 	for _, r := range recallJSON("backup") {
-		cites = append(cites, strings.TrimPrefix(r.Citation, db0))
+		cites = append(cites, r.Citation[strings.LastIndex(r.Citation, db0)+len(db0):])
 	}
 	if strings.Join(cites, " ") != "9 5 4 3" {
 		t.Errorf("recall backup: got lines %v, want 9 5 4 3 (each message once, newest first)", cites)
