@@ -32,6 +32,49 @@ const maxStemCache = 1 << 16
 type Analyzer struct {
 	stems map[string]string
 	buf   []byte
+	// only, when set, holds the first two bytes of every term wanted:
+	// a token starting otherwise is not stemmed (it cannot be one of
+	// them), and stands as the term otherTerm.
+	only map[[2]byte]bool
+}
+
+// otherTerm is what a token that cannot be a wanted term is, with
+// Analyzer.only set: it counts in a document's length, and is no term.
+const otherTerm = "\x01"
+
+// newFilteredAnalyzer returns an analyzer for documents searched for
+// terms alone. Stemming is most of the cost of analyzing text at query
+// time, and every token that cannot stem to one of the terms is spared
+// it: Snowball's English stemmer only changes a word's end (its R1 region,
+// after at least one vowel and consonant), so a word keeps its first two
+// letters, but for three of its exceptions (stemPrefixes); words it does
+// not stem are their terms.
+func newFilteredAnalyzer(terms []string) *Analyzer {
+	a := NewAnalyzer()
+	a.only = map[[2]byte]bool{}
+	for _, t := range terms {
+		for _, p := range stemPrefixes(t) {
+			a.only[p] = true
+		}
+	}
+	return a
+}
+
+// stemPrefixes are the first two bytes of the words that stem to term:
+// its own, and "dy", "ly", "ty" for "die", "lie", "tie" ("dying").
+func stemPrefixes(term string) [][2]byte {
+	out := [][2]byte{prefix2([]byte(term))}
+	switch term {
+	case "die", "lie", "tie":
+		out = append(out, [2]byte{term[0], 'y'})
+	}
+	return out
+}
+
+func prefix2(b []byte) [2]byte {
+	var p [2]byte
+	copy(p[:], b)
+	return p
 }
 
 // NewAnalyzer returns an analyzer.
@@ -120,6 +163,8 @@ func (a *Analyzer) term(tok []byte, ascii bool) string {
 	switch {
 	case english.IsStopWord(w):
 		t = ""
+	case a.only != nil && !a.only[prefix2(tok)]:
+		t = otherTerm
 	case ascii && !hasDigit(tok):
 		t = english.Stem(w, false)
 	}

@@ -108,6 +108,7 @@ type ranker struct {
 	ctx   context.Context
 	o     Options
 	a     *Analyzer
+	da    *Analyzer // the documents' analyzer: only the query's terms stemmed
 	terms []string
 	keep  map[string]bool
 	files []*rfile
@@ -160,6 +161,7 @@ func rankedSearch(ctx context.Context, q Query, o Options) ([]Result, Stats, err
 	for _, t := range r.terms {
 		r.keep[t] = true
 	}
+	r.da = newFilteredAnalyzer(r.terms)
 	files, err := listFiles(o, r.vs)
 	if err != nil {
 		return nil, Stats{}, err
@@ -265,7 +267,7 @@ func (r *ranker) analyze(fh *os.File, k Kind, off, end int64, ord uint64, line i
 			break
 		}
 		if text, when, ok := docTextTime(k, raw); ok {
-			b.add(r.a, text, pos, line, when)
+			b.add(r.da, text, pos, line, when)
 		}
 		pos += n
 		line++
@@ -367,7 +369,7 @@ func (r *ranker) addHeld() error {
 			b := newSegBuilder(0, 0, func(t string) bool { return r.keep[t] })
 			for _, h := range hs {
 				if text, when, ok := docTextTime(Log, h.raw); ok {
-					b.add(r.a, text, int64(len(rf.held)), h.line, when)
+					b.add(r.da, text, int64(len(rf.held)), h.line, when)
 					rf.held = append(rf.held, h.raw)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,4 +147,23 @@ func FuzzAnalyzer(f *testing.F) {
 			}
 		})
 	})
+}
+
+// TestStemKeepsTheFirstTwoBytes: the filtered analyzer's premise, that
+// the stemmer keeps a word's first two bytes, over the exceptions of
+// Snowball's English stemmer and the words of the golden files.
+func TestStemKeepsTheFirstTwoBytes(t *testing.T) {
+	words := strings.Fields("skis skies dying lying tying idly gently ugly early only singly sky news howe atlas cosmos bias andes yelling youth yearly generously communism arsenal ies ied ying eed eedly y ys")
+	for _, g := range []string{"recall-words.golden", "recall-messages.golden", "recall-detail.golden", "recall-words-ranked.golden"} {
+		b, _ := os.ReadFile(filepath.Join("testdata", g))
+		words = append(words, strings.FieldsFunc(strings.ToLower(string(b)), func(r rune) bool { return r < 'a' || r > 'z' })...)
+	}
+	a := NewAnalyzer()
+	for _, w := range words {
+		a.Terms([]byte(w), func(term string) {
+			if !slices.Contains(stemPrefixes(term), prefix2([]byte(w))) {
+				t.Errorf("%q stems to %q, whose stemPrefixes lack %q", w, term, w[:min(2, len(w))])
+			}
+		})
+	}
 }
