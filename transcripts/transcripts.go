@@ -88,7 +88,7 @@ var Formats = []*Format{openClaw, openCode, crush}
 // swapped for a link meanwhile shows as another path, and is refused. The
 // path is escaped into the URI: a ? or # in a directory's name is a name.
 func Open(ctx context.Context, path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", confine.SQLiteURI(path, "mode=ro&_pragma=busy_timeout(100)&_pragma=query_only(1)"))
+	db, err := sql.Open("sqlite", confine.SQLiteURI(path, "mode=ro&readonly_shm=1&_pragma=busy_timeout(100)&_pragma=query_only(1)"))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
