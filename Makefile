@@ -11,8 +11,13 @@ RACE := $(shell command -v "$$($(GO) env CC)" >/dev/null 2>&1 && echo -race)
 
 .PHONY: fixtures build test demo bench bench-relevance lint fuzz soak stress package e2e mcp-e2e browser clean
 
+# Two binaries of one package: memwatchd, every command (the daemon, MCP,
+# install, ...), and memwatch, built with -tags lean: recall, show and
+# version in a few milliseconds, every other command by running memwatchd
+# beside it (see cmd/memwatch/commands_lean.go).
 build:
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/memwatch
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)d ./cmd/memwatch
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -tags lean -o $(BIN) ./cmd/memwatch
 
 test:
 	$(GO) vet ./...

@@ -31,19 +31,10 @@ import (
 const indexEvery = 250 * time.Millisecond
 
 // IndexDir is the recall index's directory in the state directory.
-const IndexDir = "index"
+const IndexDir = recall.IndexDir
 
-// ReadableIndex is the recall index of a state directory when this
-// process can read it ("" when not: a search then scans).
-func ReadableIndex(stateDir string) string {
-	dir := filepath.Join(stateDir, IndexDir)
-	f, err := os.Open(dir)
-	if err != nil {
-		return ""
-	}
-	f.Close()
-	return dir
-}
+// ReadableIndex is recall.ReadableIndex.
+func ReadableIndex(stateDir string) string { return recall.ReadableIndex(stateDir) }
 
 // task is one piece of background work on a root.
 type task struct {

@@ -69,17 +69,7 @@ func LayoutFor(name string) (layout.Layout, error) {
 
 // SearchSources is what a store's layout makes searchable by recall; false
 // when it has nothing to search.
-func SearchSources(s *policy.Store) ([]recall.Source, bool) {
-	l, err := LayoutFor(s.Layout)
-	if err != nil {
-		return nil, false
-	}
-	sl, ok := l.(layout.Searchable)
-	if !ok {
-		return nil, false
-	}
-	return sl.Sources(s), true
-}
+func SearchSources(s *policy.Store) ([]recall.Source, bool) { return registry.SearchSources(s) }
 
 // storeRT is a store with its layout and environment.
 type storeRT struct {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/spool"
@@ -27,14 +28,7 @@ import (
 const MaxRecallRoots = 1000
 
 // RecallResponse is the body of GET /v1/recall.
-type RecallResponse struct {
-	Results []recall.Result `json:"results"`
-	// Roots is how many roots were searched; Skipped how many the caller
-	// reaches beyond MaxRecallRoots.
-	Roots   int          `json:"roots"`
-	Skipped int          `json:"skipped,omitempty"`
-	Stats   recall.Stats `json:"stats"`
-}
+type RecallResponse = control.RecallResponse
 
 // handleRecall answers GET /v1/recall?q=QUERY[&root=PATH][&store=NAME]
 // [&limit=N][&scope=LABELS][&sort=relevance|newest][&explain=1].
@@ -139,11 +133,7 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 }
 
 // ShowResponse is the body of GET /v1/show.
-type ShowResponse struct {
-	Root  string        `json:"root"`
-	Path  string        `json:"path"`
-	Lines []spool.Shown `json:"lines"`
-}
+type ShowResponse = control.ShowResponse
 
 // handleShow answers GET /v1/show?root=PATH&cite=CITATION: the lines a
 // citation names, from the live file or the spool (memwatch show).

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/memwatch/memwatch/control"
 )
 
 // The control socket is how root's CLI talks to the daemon, so nobody else
@@ -97,19 +99,5 @@ func listenUnix(sock string, dirMode, sockMode os.FileMode) (*net.UnixListener, 
 	return l, nil
 }
 
-// PeerUID is the uid of the process at the other end of a unix socket
-// connection, as the kernel says it (-1 when it cannot tell): the CLI asks
-// it of the daemon it reached, the daemon of each client.
-func PeerUID(c net.Conn) int {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return -1
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return -1
-	}
-	uid := -1
-	_ = raw.Control(func(fd uintptr) { uid = peerUID(int(fd)) })
-	return uid
-}
+// PeerUID is control.PeerUID.
+func PeerUID(c net.Conn) int { return control.PeerUID(c) }

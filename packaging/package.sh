@@ -12,9 +12,12 @@ for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
 	os=${target%/*} arch=${target#*/}
 	out="$DIST/$os-$arch"
 	mkdir -p "$out"
-	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$out/memwatch" ./cmd/memwatch
+	# memwatchd: every command; memwatch: recall, show and version, lean,
+	# the rest by running memwatchd beside it.
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$out/memwatchd" ./cmd/memwatch
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -tags lean -o "$out/memwatch" ./cmd/memwatch
 	cp README.md LICENSE packaging/policy.d/example.yaml "$out/"
-	tar -C "$out" -czf "$DIST/memwatch_${VERSION}_${os}_${arch}.tar.gz" memwatch README.md LICENSE example.yaml
+	tar -C "$out" -czf "$DIST/memwatch_${VERSION}_${os}_${arch}.tar.gz" memwatch memwatchd README.md LICENSE example.yaml
 done
 # Man pages and shell completions, generated from the commands themselves
 # (gen-docs is built in only with -tags gendocs: see cmd/memwatch/gendocs.go).

@@ -211,13 +211,13 @@ func TestUnits(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	durs := map[string]time.Duration{"90d": 90 * 24 * time.Hour, "1d12h": 36 * time.Hour, "500ms": 500 * time.Millisecond, "0": 0}
+	durs := map[string]time.Duration{"90d": 90 * 24 * time.Hour, "1d12h": 36 * time.Hour, "500ms": 500 * time.Millisecond, "0": 0, "2w": 14 * 24 * time.Hour, "1y": 365 * 24 * time.Hour, "1w2d3h4m5s6ms": 9*24*time.Hour + 3*time.Hour + 4*time.Minute + 5*time.Second + 6*time.Millisecond}
 	for in, want := range durs {
 		if got, err := policy.ParseDuration(in); err != nil || got != want {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"-1d", "d", "5 days", ""} {
+	for _, bad := range []string{"-1d", "d", "5 days", "", "1d1d", "1h2d", "3x", "99999999999999999999d"} {
 		if _, err := policy.ParseDuration(bad); err == nil && bad != "" {
 			t.Errorf("ParseDuration(%q) accepted", bad)
 		}

@@ -38,6 +38,7 @@ package recall
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -162,4 +163,20 @@ func format(q Query, results []Result, explain bool) string {
 		}
 	}
 	return b.String()
+}
+
+// IndexDir is the directory of the daemon's recall index in its state
+// directory.
+const IndexDir = "index"
+
+// ReadableIndex is the recall index of a state directory when this
+// process can read it ("" when not: a search then scans).
+func ReadableIndex(stateDir string) string {
+	dir := filepath.Join(stateDir, IndexDir)
+	f, err := os.Open(dir)
+	if err != nil {
+		return ""
+	}
+	f.Close()
+	return dir
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/policy"
 )
 
@@ -25,13 +25,13 @@ var errNoDaemon = errors.New("memwatch daemon is not running")
 var errNotDaemon = errors.New("refusing the control socket")
 
 // control talks to a running daemon over its unix socket.
-type control struct {
+type controlClient struct {
 	socket string
 	http   *http.Client
 }
 
-func newControl(socket string) *control {
-	return &control{socket: socket, http: &http.Client{
+func newControl(socket string) *controlClient {
+	return &controlClient{socket: socket, http: &http.Client{
 		Timeout: 2 * time.Minute, // an undo may wait for a running job
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -42,7 +42,7 @@ func newControl(socket string) *control {
 			// The daemon runs as root or as this user: a socket another
 			// user's process answers is not memwatch's (it replaced the
 			// daemon's), and what the CLI would send it is not theirs.
-			if uid := daemon.PeerUID(c); uid >= 0 && uid != 0 && uid != os.Geteuid() {
+			if uid := control.PeerUID(c); uid >= 0 && uid != 0 && uid != os.Geteuid() {
 				c.Close()
 				return nil, fmt.Errorf("%w: the process answering on %s runs as uid %d, neither root nor you; it is not memwatch's daemon", errNotDaemon, socket, uid)
 			}
@@ -52,7 +52,7 @@ func newControl(socket string) *control {
 }
 
 // controlFor finds the socket from the flags and the policy, if any.
-func (g *globals) controlFor() (*control, *policy.Policy, string, error) {
+func (g *globals) controlFor() (*controlClient, *policy.Policy, string, error) {
 	p, err := g.policyIfGiven()
 	if err != nil {
 		return nil, nil, "", err
@@ -62,7 +62,7 @@ func (g *globals) controlFor() (*control, *policy.Policy, string, error) {
 }
 
 // do sends a request and decodes a JSON answer into out.
-func (c *control) do(ctx context.Context, method, path string, body io.Reader, out any) error {
+func (c *controlClient) do(ctx context.Context, method, path string, body io.Reader, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, "http://memwatch"+path, body)
 	if err != nil {
 		return err

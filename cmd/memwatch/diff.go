@@ -1,3 +1,5 @@
+//go:build !lean
+
 package main
 
 import (
@@ -9,8 +11,6 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
-
-	"github.com/memwatch/memwatch/rewrite"
 )
 
 func diffCmd(g *globals) *cobra.Command {
@@ -78,27 +78,6 @@ Nothing is written.`,
 			return err
 		},
 	}
-}
-
-// readMaybeCompressed reads a file the way show and diff do: through a
-// confined root, a .gz archive decompressed.
-func readMaybeCompressed(path string) ([]byte, error) {
-	root, file, err := fileRoot(path)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	b, err := root.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	if strings.HasSuffix(file, ".gz") {
-		var ok bool
-		if b, ok = rewrite.Unpack(b); !ok {
-			return nil, fmt.Errorf("read %s: not a gzip file memwatch can read", path)
-		}
-	}
-	return b, nil
 }
 
 // versionArg reads FILE@N (N a version number) when FILE is not itself a

@@ -1,4 +1,4 @@
-//go:build !gendocs
+//go:build !gendocs && !lean
 
 package main
 

@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +19,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
@@ -42,6 +43,9 @@ func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
 
 func main() {
+	if code, done := delegate(os.Args[1:]); done {
+		os.Exit(code)
+	}
 	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -79,14 +83,7 @@ Start with:  memwatch validate --policy FILE   then   memwatch run --policy FILE
 	pf.StringVar(&g.logFormat, "log-format", "auto", "log format: auto (colour on a terminal, JSON otherwise), text or json")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(runCmd(g), validateCmd(g), versionCmd(g), logCmd(g), undoCmd(g), tokenCmd(g), statusCmd(g), triggerCmd(g),
-		snapshotCmd(g), stampCmd(g), compactCmd(g), recallCmd(g), indexCmd(g), readCmd(g), writeCmd(g), appendCmd(g), patchCmd(g), recordsCmd(g), showCmd(g), diffCmd(g), uiCmd(g), versionsCmd(g), restoreCmd(g), stateCmd(g), mcpCmd(g), initCmd(g), pruneCmd(g), installCmd(g),
-		serviceActionCmd(g, "uninstall", "Stop, disable and remove the memwatch service"),
-		serviceActionCmd(g, "start", "Start the memwatch service"),
-		serviceActionCmd(g, "stop", "Stop the memwatch service"),
-		serviceActionCmd(g, "restart", "Restart the memwatch service"),
-		serviceCmd(g))
-	root.AddCommand(packagingCmds(g)...)
+	addCommands(root, g)
 	// What a command does is journaled as manual; the daemon marks each of
 	// its jobs with what started it.
 	err := root.ExecuteContext(state.WithTrigger(context.Background(), "manual"))
@@ -162,7 +159,7 @@ func (g *globals) policyIfGiven() (*policy.Policy, error) {
 			g.policy = env
 		} else if _, err := os.Stat(DefaultPolicy()); err == nil && noDir {
 			g.policy = DefaultPolicy()
-		} else if d, ok := daemon.Discover(); ok && noDir && d.Policy != "" {
+		} else if d, ok := control.Discover(); ok && noDir && d.Policy != "" {
 			g.policy = d.Policy // the running daemon's, started with its own --policy
 		} else {
 			return nil, nil
@@ -188,7 +185,7 @@ func (g *globals) resolveStateDir(p *policy.Policy) string {
 	}
 	// A daemon started with its own --state-dir announces it: use it when
 	// no daemon answers in the default directory.
-	if d, ok := daemon.Discover(); ok && d.StateDir != dir && !answers(filepath.Join(dir, "memwatch.sock")) {
+	if d, ok := control.Discover(); ok && d.StateDir != dir && !answers(filepath.Join(dir, "memwatch.sock")) {
 		return d.StateDir
 	}
 	return dir
@@ -270,7 +267,7 @@ func socketPath(p *policy.Policy, stateDir string) string {
 	if rd, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":"); rd != "" {
 		return filepath.Join(rd, "memwatch.sock")
 	}
-	if d, ok := daemon.Discover(); ok && d.StateDir == stateDir && d.Socket != "" {
+	if d, ok := control.Discover(); ok && d.StateDir == stateDir && d.Socket != "" {
 		return d.Socket
 	}
 	own := filepath.Join(stateDir, "memwatch.sock")
@@ -285,3 +282,9 @@ func socketPath(p *policy.Policy, stateDir string) string {
 // SystemSocket is the control socket of the system service (systemd's
 // RuntimeDirectory=memwatch).
 const SystemSocket = "/run/memwatch/memwatch.sock"
+
+func printJSON(g *globals, v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

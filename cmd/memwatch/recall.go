@@ -17,7 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/confine"
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/layout/sessiondetail"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
@@ -137,7 +138,7 @@ each search went and, for a question, why each result ranked where it did.`,
 			// file by its whole path, for memwatch show to take as printed.
 			opts.NameRoots = len(roots) > 0 && roots[0].Name != ""
 			stateDir := g.resolveStateDir(p)
-			opts.Index = daemon.ReadableIndex(stateDir)
+			opts.Index = recall.ReadableIndex(stateDir)
 			if sp, err := spool.OpenReadOnly(context.Background(), stateDir); err == nil {
 				defer sp.Close()
 				opts.Generation = func(root *confine.Root, rel string) int64 { return sp.LiveGen(cmd.Context(), root.ID(), rel) }
@@ -148,7 +149,7 @@ each search went and, for a question, why each result ranked where it did.`,
 				return err
 			}
 			if explain {
-				how := "the scan (no index in " + filepath.Join(stateDir, daemon.IndexDir) + ")"
+				how := "the scan (no index in " + filepath.Join(stateDir, recall.IndexDir) + ")"
 				if opts.Index != "" {
 					how = fmt.Sprintf("the index for %d of %d files (%d of %d blocks read), the scan for the rest", st.Indexed, st.Files, st.BlocksRead, st.Blocks)
 				}
@@ -199,7 +200,7 @@ func recallRoots(p *policy.Policy, dir, store string, all bool) ([]recall.Root, 
 	var own *policy.Store
 	if p != nil {
 		for _, s := range p.Stores {
-			if _, ok := daemon.SearchSources(s); !ok {
+			if _, ok := registry.SearchSources(s); !ok {
 				continue
 			}
 			if store != "" && s.Name != store {
@@ -219,7 +220,7 @@ func recallRoots(p *policy.Policy, dir, store string, all bool) ([]recall.Root, 
 	if !all && store == "" {
 		srcs := defaultSources
 		if own != nil {
-			srcs, _ = daemon.SearchSources(own)
+			srcs, _ = registry.SearchSources(own)
 		}
 		root, err := confine.Open(abs, confine.Options{})
 		if err != nil {
@@ -232,7 +233,7 @@ func recallRoots(p *policy.Policy, dir, store string, all bool) ([]recall.Root, 
 	}
 	var roots []recall.Root
 	for _, s := range stores {
-		srcs, _ := daemon.SearchSources(s)
+		srcs, _ := registry.SearchSources(s)
 		for _, r := range s.Roots() {
 			root, err := confine.Open(r, confine.Options{Within: s.Within()})
 			if err != nil {
@@ -276,12 +277,12 @@ func reachableRoots(p *policy.Policy) ([]recall.Root, int, error) {
 	refused := 0
 	var stores []*policy.Store
 	for _, s := range p.Stores {
-		if _, ok := daemon.SearchSources(s); ok {
+		if _, ok := registry.SearchSources(s); ok {
 			stores = append(stores, s)
 		}
 	}
 	for _, s := range stores {
-		srcs, _ := daemon.SearchSources(s)
+		srcs, _ := registry.SearchSources(s)
 		for _, r := range s.Roots() {
 			if syscall.Access(r, 0x4|0x1) != nil { // R_OK|X_OK, as this user
 				refused++
@@ -334,7 +335,7 @@ func printRecall(g *globals, q recall.Query, results []recall.Result, asJSON, ex
 // unless --dir named it, every root of the caller's (--all, --store: the
 // same). ok is false when no daemon answers, or --dir names a directory
 // that is no root: then this process searches it itself.
-func (g *globals) recallViaDaemon(ctx context.Context, p *policy.Policy, stateDir, query, dir, store string, all bool, o recall.Options) (daemon.RecallResponse, bool, error) {
+func (g *globals) recallViaDaemon(ctx context.Context, p *policy.Policy, stateDir, query, dir, store string, all bool, o recall.Options) (control.RecallResponse, bool, error) {
 	v := url.Values{"q": {query}, "limit": {strconv.Itoa(o.Limit)}, "sort": {o.Sort}}
 	if len(o.Labels) > 0 {
 		v.Set("scope", strings.Join(o.Labels, ","))
@@ -343,7 +344,7 @@ func (g *globals) recallViaDaemon(ctx context.Context, p *policy.Policy, stateDi
 		v.Set("explain", "1")
 	}
 	ctl := newControl(socketPath(p, stateDir))
-	var res daemon.RecallResponse
+	var res control.RecallResponse
 	ask := func(v url.Values) error { return ctl.do(ctx, "GET", "/v1/recall?"+v.Encode(), nil, &res) }
 	if !all && store == "" {
 		abs, err := filepath.Abs(cmp.Or(dir, "."))

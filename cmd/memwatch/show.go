@@ -15,8 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/confine"
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 )
@@ -142,7 +143,7 @@ func showIn(ctx context.Context, p *policy.Policy, stateDir, dir string, c spool
 		if file {
 			return nil, spool.ErrUnknownLog // the daemon showed the file if it could
 		}
-		var res daemon.ShowResponse
+		var res control.ShowResponse
 		err := newControl(socketPath(p, stateDir)).do(ctx, "GET", "/v1/show?"+url.Values{"root": {dir}, "cite": {cite}}.Encode(), nil, &res)
 		if err != nil && strings.Contains(err.Error(), spool.ErrUnknownLog.Error()) {
 			err = fmt.Errorf("%w", spool.ErrUnknownLog)
@@ -216,4 +217,25 @@ func showArchive(g *globals, path string) error {
 func stateUnreadable(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, state.FileName))
 	return errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) && os.Geteuid() != 0
+}
+
+// readMaybeCompressed reads a file the way show and diff do: through a
+// confined root, a .gz archive decompressed.
+func readMaybeCompressed(path string) ([]byte, error) {
+	root, file, err := fileRoot(path)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	b, err := root.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasSuffix(file, ".gz") {
+		var ok bool
+		if b, ok = rewrite.Unpack(b); !ok {
+			return nil, fmt.Errorf("read %s: not a gzip file memwatch can read", path)
+		}
+	}
+	return b, nil
 }

@@ -1,8 +1,9 @@
+//go:build !lean
+
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -77,12 +78,6 @@ func (g *globals) maxSizeFor(dir string) int64 {
 		}
 	}
 	return limit
-}
-
-func printJSON(g *globals, v any) error {
-	enc := json.NewEncoder(g.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func printStatus(g *globals, st daemon.Status) {

@@ -1,3 +1,5 @@
+//go:build !lean
+
 package main
 
 import (
@@ -194,7 +196,7 @@ func parseVersionRef(ref string, now time.Time) (path string, n int64, at time.T
 // versionSource reads versions from the daemon, or from the state
 // directory when no daemon runs.
 type versionSource struct {
-	ctl     *control
+	ctl     *controlClient
 	offline *versions.Store
 	pol     *policy.Policy
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/memwatch/memwatch/layout/nowhistory"
 	"github.com/memwatch/memwatch/layout/sessiondetail"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
 )
 
 // All returns every layout, in the order the documentation lists them.
@@ -50,4 +51,18 @@ func Specs() []policy.LayoutSpec {
 		out = append(out, policy.LayoutSpec{Name: l.Name(), NewOptions: l.NewOptions})
 	}
 	return out
+}
+
+// SearchSources is what a store's layout makes searchable by recall; false
+// when it has nothing to search.
+func SearchSources(s *policy.Store) ([]recall.Source, bool) {
+	l, ok := For(s.Layout)
+	if !ok {
+		return nil, false
+	}
+	sl, ok := l.(layout.Searchable)
+	if !ok {
+		return nil, false
+	}
+	return sl.Sources(s), true
 }

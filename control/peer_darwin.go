@@ -1,4 +1,4 @@
-package daemon
+package control
 
 import "golang.org/x/sys/unix"
 

@@ -1,6 +1,6 @@
 //go:build !linux && !darwin
 
-package daemon
+package control
 
 // peerUID cannot ask the kernel here: the peer reaches nothing.
 func peerUID(fd int) int { return -1 }

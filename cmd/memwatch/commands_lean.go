@@ -1,0 +1,96 @@
+//go:build lean
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// The lean memwatch: the commands an agent or a person runs to read
+// memory (recall, show) start in a few milliseconds, as they do not link
+// the daemon (Litestream, the AWS SDK, Prometheus, the MCP SDK: some 200
+// package initializers and 1,100 page faults, about 10 ms a process).
+// Every other command is memwatchd's, the full binary installed beside
+// it, which this one becomes (exec: the same process, its arguments, its
+// standard files and signals).
+
+// leanCommands are the commands this binary runs itself.
+var leanCommands = map[string]bool{"recall": true, "show": true, "version": true}
+
+// leanMemoryLimit is the heap at which a lean command's first garbage
+// collection runs.
+const leanMemoryLimit = 64 << 20
+
+// fullBinary is the name of the full binary.
+const fullBinary = "memwatchd"
+
+func addCommands(root *cobra.Command, g *globals) {
+	root.AddCommand(recallCmd(g), showCmd(g), versionCmd(g))
+}
+
+// valueFlags are the global flags that take their value as the next
+// argument.
+var valueFlags = map[string]bool{"--policy": true, "--state-dir": true, "--log-format": true, "--log-level": true}
+
+// delegate runs memwatchd with args when the command they name is not one
+// of this binary's; it returns only when it did not.
+func delegate(args []string) (code int, done bool) {
+	cmd := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if valueFlags[a] {
+			i++
+			continue
+		}
+		if a == "--version" {
+			return 0, false
+		}
+		if len(a) > 0 && a[0] != '-' {
+			cmd = a
+			break
+		}
+	}
+	if leanCommands[cmd] {
+		if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+			// A search is a process of a few milliseconds: no collection
+			// until its heap nears leanMemoryLimit (a search's memory is
+			// bounded well below: make bench measures its RSS), a tenth
+			// of its time on LoCoMo's questions.
+			debug.SetGCPercent(-1)
+			debug.SetMemoryLimit(leanMemoryLimit)
+		}
+		return 0, false
+	}
+	path, err := findFull()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memwatch:", err)
+		return exitFailure, true
+	}
+	err = syscall.Exec(path, append([]string{path}, args...), os.Environ())
+	fmt.Fprintf(os.Stderr, "memwatch: run %s: %v\n", path, err)
+	return exitFailure, true
+}
+
+// findFull finds memwatchd: beside this binary, else on the PATH.
+func findFull() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), fullBinary)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath(fullBinary)
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("this command is memwatchd's, the full binary, and there is none beside this one or on the PATH: install memwatch whole (memwatch and memwatchd), or run memwatchd directly")
+	}
+	return p, err
+}

@@ -1,0 +1,71 @@
+package control
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Trusted reports whether the announcement's directory can be believed
+// (see trusted).
+func Trusted(dir string) bool { return trusted(dir) }
+
+// Discovery is what a running daemon announces, so the client commands
+// (status, log, undo, trigger, recall, ...) find it when it was started
+// with a --state-dir or policy they were not given.
+type Discovery struct {
+	PID      int    `json:"pid"`
+	StateDir string `json:"state_dir"`
+	Socket   string `json:"socket"`
+	Policy   string `json:"policy"`
+}
+
+// DiscoveryPath is where the daemon of this user announces itself:
+// $XDG_RUNTIME_DIR/memwatch/daemon.json, /run/memwatch/daemon.json as
+// root, else a per-user file in the temporary directory.
+func DiscoveryPath() string {
+	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
+		return filepath.Join(x, "memwatch", "daemon.json")
+	}
+	if os.Geteuid() == 0 {
+		return "/run/memwatch/daemon.json"
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("memwatch-%d", os.Geteuid()), "daemon.json")
+}
+
+// trusted reports whether the announcement's directory can be believed:
+// /run and $XDG_RUNTIME_DIR are the user's own, but in the shared temporary
+// directory another user could have made it first (and point clients at
+// their own socket), so there it must be ours, a real directory, 0700.
+func trusted(dir string) bool {
+	if os.Getenv("XDG_RUNTIME_DIR") != "" || os.Geteuid() == 0 {
+		return true
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
+}
+
+// Discover reads the announcement of a daemon that is still running.
+func Discover() (Discovery, bool) {
+	if !trusted(filepath.Dir(DiscoveryPath())) {
+		return Discovery{}, false
+	}
+	b, err := os.ReadFile(DiscoveryPath())
+	if err != nil {
+		return Discovery{}, false
+	}
+	var d Discovery
+	if json.Unmarshal(b, &d) != nil || d.PID <= 0 || d.StateDir == "" {
+		return Discovery{}, false
+	}
+	if err := syscall.Kill(d.PID, 0); err != nil && err != syscall.EPERM {
+		return Discovery{}, false // it died without removing the file
+	}
+	return d, true
+}
