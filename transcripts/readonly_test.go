@@ -97,3 +97,35 @@ func TestOpenReadsALiveWriter(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenWithoutShm: a -wal left without its -shm (which SQLite cannot
+// open read-only when it is not there) is still read, every row of it.
+func TestOpenWithoutShm(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agent.db")
+	w, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(wal)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetMaxOpenConns(1)
+	for _, q := range []string{"CREATE TABLE t(v TEXT)", "INSERT INTO t VALUES ('one'), ('two'), ('three')"} {
+		if _, err := w.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := filepath.Join(t.TempDir(), "agent.db")
+	for _, ext := range []string{"", "-wal"} {
+		b, _ := os.ReadFile(path + ext)
+		os.WriteFile(left+ext, b, 0o644)
+	}
+	w.Close()
+	db, err := Open(context.Background(), left)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow("SELECT count(*) FROM t").Scan(&n); err != nil || n != 3 {
+		t.Errorf("read %d rows (%v), want 3 (the WAL's)", n, err)
+	}
+}

@@ -88,7 +88,20 @@ var Formats = []*Format{openClaw, openCode, crush}
 // swapped for a link meanwhile shows as another path, and is refused. The
 // path is escaped into the URI: a ? or # in a directory's name is a name.
 func Open(ctx context.Context, path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", confine.SQLiteURI(path, "mode=ro&readonly_shm=1&_pragma=busy_timeout(100)&_pragma=query_only(1)"))
+	// readonly_shm: the agent's -shm is mapped read-only, never written
+	// (a WAL index that needs rebuilding is built in memory). SQLite
+	// cannot open a -shm that is not there that way (a -wal left without
+	// one, a writer in exclusive locking mode): then it opens as before,
+	// read-only, and may create the -shm, as the owner (README: security).
+	db, err := open(ctx, path, "mode=ro&readonly_shm=1&_pragma=busy_timeout(100)&_pragma=query_only(1)")
+	if err != nil {
+		db, err = open(ctx, path, "mode=ro&_pragma=busy_timeout(100)&_pragma=query_only(1)")
+	}
+	return db, err
+}
+
+func open(ctx context.Context, path, params string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", confine.SQLiteURI(path, params))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -97,6 +110,12 @@ func Open(ctx context.Context, path string) (*sql.DB, error) {
 	var seq int
 	var name, file string
 	if err := db.QueryRowContext(ctx, "PRAGMA database_list").Scan(&seq, &name, &file); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// A first read: the WAL and its index are opened by it, not before.
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA schema_version").Scan(&v); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
