@@ -44,8 +44,10 @@ bench-relevance: build
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags lean ./cmd/memwatch
 	$(GO) mod tidy -diff
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags lean ./cmd/memwatch
 
 # Every fuzz target for FUZZTIME each (long: not part of make test).
 fuzz:

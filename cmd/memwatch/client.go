@@ -15,7 +15,6 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
-	"github.com/memwatch/memwatch/policy"
 )
 
 // errNoDaemon means nothing answers on the control socket.
@@ -51,16 +50,6 @@ func newControl(socket string) *controlClient {
 	}}
 }
 
-// controlFor finds the socket from the flags and the policy, if any.
-func (g *globals) controlFor() (*controlClient, *policy.Policy, string, error) {
-	p, err := g.policyIfGiven()
-	if err != nil {
-		return nil, nil, "", err
-	}
-	dir := g.resolveStateDir(p)
-	return newControl(socketPath(p, dir)), p, dir, nil
-}
-
 // do sends a request and decodes a JSON answer into out.
 func (c *controlClient) do(ctx context.Context, method, path string, body io.Reader, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, "http://memwatch"+path, body)
@@ -93,8 +82,6 @@ func (c *controlClient) do(ctx context.Context, method, path string, body io.Rea
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
-
-func matchGlob(glob, p string) (bool, error) { return filepath.Match(glob, p) }
 
 // fileRoot opens the directory of a file named on the command line as a
 // root, and returns the file's name in it.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/user"
@@ -15,14 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lmittmann/tint"
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
-	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -99,27 +95,6 @@ Start with:  memwatch validate --policy FILE   then   memwatch run --policy FILE
 	return exitFailure
 }
 
-// logger builds the one logger main hands to everything else.
-func (g *globals) logger() (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, usageError{fmt.Errorf("--log-level: want debug, info, warn or error, not %q", g.logLevel)}
-	}
-	w := g.stderr
-	switch g.logFormat {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
-	case "auto":
-		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-			return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level})), nil
-		}
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
-	}
-	return nil, usageError{fmt.Errorf("--log-format: want auto, text or json, not %q", g.logFormat)}
-}
-
 // loadPolicy loads --policy; errors are usage errors (exit 2).
 func (g *globals) loadPolicy() (*policy.Policy, error) {
 	if g.policy == "" {
@@ -168,13 +143,6 @@ func (g *globals) policyIfGiven() (*policy.Policy, error) {
 	return g.loadPolicy()
 }
 
-// rewriter is a safe rewrite for one-off edits, journaling into db (nil:
-// not journaled).
-func (g *globals) rewriter(db *state.DB) *rewrite.Rewriter {
-	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return rewrite.New(db, log)
-}
-
 // resolveStateDir picks the state directory: --state-dir, then
 // $MEMWATCH_STATE_DIR, then the policy's state_dir, then systemd's
 // $STATE_DIRECTORY, then a per-user default.
@@ -199,13 +167,6 @@ func answers(socket string) bool {
 	}
 	c.Close()
 	return true
-}
-
-// daemonStateDir is the state directory memwatch run uses: the one named,
-// or the default; never another daemon's.
-func (g *globals) daemonStateDir(p *policy.Policy) string {
-	dir, _ := g.namedStateDir(p)
-	return dir
 }
 
 // namedStateDir is the state directory named by a flag, the environment
@@ -239,21 +200,6 @@ func defaultStateDir() string {
 		}
 	}
 	return filepath.Join(home, ".local", "state", "memwatch")
-}
-
-// listenSocket is the control socket a daemon of this state directory
-// binds: control.socket, or memwatch.sock in systemd's RuntimeDirectory
-// (/run/memwatch, which every local user may reach; the daemon serves each
-// within its roots), or memwatch.sock in the state directory. Never another
-// daemon's socket.
-func listenSocket(p *policy.Policy, stateDir string) string {
-	if p != nil && p.Control.Socket != "" {
-		return p.Control.Socket
-	}
-	if rd, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":"); rd != "" {
-		return filepath.Join(rd, "memwatch.sock")
-	}
-	return filepath.Join(stateDir, "memwatch.sock")
 }
 
 // socketPath is the control socket a client dials: control.socket, or the

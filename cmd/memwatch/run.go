@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/mcpserver"
+	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/ui"
 )
 
@@ -127,3 +129,18 @@ func watchdogInterval() time.Duration {
 // sdNotify sends a notification to systemd when NOTIFY_SOCKET is set; a
 // failed notification is not the daemon's failure (systemd's timeout says it).
 func sdNotify(state string) { _, _ = sddaemon.SdNotify(false, state) }
+
+// listenSocket is the control socket a daemon of this state directory
+// binds: control.socket, or memwatch.sock in systemd's RuntimeDirectory
+// (/run/memwatch, which every local user may reach; the daemon serves each
+// within its roots), or memwatch.sock in the state directory. Never another
+// daemon's socket.
+func listenSocket(p *policy.Policy, stateDir string) string {
+	if p != nil && p.Control.Socket != "" {
+		return p.Control.Socket
+	}
+	if rd, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":"); rd != "" {
+		return filepath.Join(rd, "memwatch.sock")
+	}
+	return filepath.Join(stateDir, "memwatch.sock")
+}

@@ -1,0 +1,66 @@
+//go:build !lean
+
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/lmittmann/tint"
+	"github.com/mattn/go-isatty"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/state"
+)
+
+// What only memwatchd's commands need (the lean memwatch runs recall,
+// show and version: commands_lean.go).
+
+// controlFor finds the socket from the flags and the policy, if any.
+func (g *globals) controlFor() (*controlClient, *policy.Policy, string, error) {
+	p, err := g.policyIfGiven()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	dir := g.resolveStateDir(p)
+	return newControl(socketPath(p, dir)), p, dir, nil
+}
+
+func matchGlob(glob, p string) (bool, error) { return filepath.Match(glob, p) }
+
+// logger builds the one logger main hands to everything else.
+func (g *globals) logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level: want debug, info, warn or error, not %q", g.logLevel)}
+	}
+	w := g.stderr
+	switch g.logFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
+	case "auto":
+		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+			return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level})), nil
+		}
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+	}
+	return nil, usageError{fmt.Errorf("--log-format: want auto, text or json, not %q", g.logFormat)}
+}
+
+// rewriter is a safe rewrite for one-off edits, journaling into db (nil:
+// not journaled).
+func (g *globals) rewriter(db *state.DB) *rewrite.Rewriter {
+	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return rewrite.New(db, log)
+}
+
+// daemonStateDir is the state directory memwatch run uses: the one named,
+// or the default; never another daemon's.
+func (g *globals) daemonStateDir(p *policy.Policy) string {
+	dir, _ := g.namedStateDir(p)
+	return dir
+}
