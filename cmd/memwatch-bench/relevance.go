@@ -1,10 +1,8 @@
 package main
 
 import (
-	"archive/zip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -13,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/memwatch/memwatch/recall/locomo"
 )
 
 // relevanceBench is issue #39's measure of recall: the conversations of a
@@ -25,7 +25,7 @@ import (
 // category and overall, beside plain Okapi BM25 over the same turns, and
 // the latency of each recall.
 func relevanceBench(bin, dir, data string) []row {
-	convs, err := readConversations(data)
+	convs, err := locomo.Read(data)
 	if err != nil {
 		return []row{{fmt.Sprintf("relevance: no data (%v); the benchmark reads LoCoMo's locomo10.zip (../shared/recall/) or -relevance-data", err), "", "", "skipped"}}
 	}
@@ -33,16 +33,19 @@ func relevanceBench(bin, dir, data string) []row {
 	pol := filepath.Join(base, "policy.yaml")
 	os.MkdirAll(base, 0o755)
 	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstores:\n  - name: conversations\n    layout: memory-history\n    paths: [%q]\n    sessions: sessions/*.jsonl\n    consolidate: false\n", filepath.Join(base, "*"))), 0o644)
-	cats := []string{"", "multi-hop", "temporal", "open-domain", "single-hop"}
+	cats := locomo.Categories
 	var sum, plain [5]float64
 	var n [5]int
 	var lat []time.Duration
 	fmt.Fprintf(os.Stderr, "relevance: %d conversations from %s...\n", len(convs), data)
 	for ci, c := range convs {
 		root := filepath.Join(base, fmt.Sprintf("c%02d", ci))
-		where := c.write(root)
+		where, err := c.Write(root)
+		if err != nil {
+			fail(err)
+		}
 		bm := newPlainBM25(c)
-		for _, q := range c.qa {
+		for _, q := range c.QA {
 			if q.Category < 1 || q.Category > 4 || len(q.Evidence) == 0 {
 				continue
 			}
@@ -62,8 +65,8 @@ func relevanceBench(bin, dir, data string) []row {
 			for _, r := range res {
 				got[where[r.Citation]] = true
 			}
-			sum[q.Category] += share(q.Evidence, got)
-			plain[q.Category] += share(q.Evidence, bm.top(q.Question, 10))
+			sum[q.Category] += locomo.Share(q.Evidence, got)
+			plain[q.Category] += locomo.Share(q.Evidence, bm.top(q.Question, 10))
 			n[q.Category]++
 		}
 	}
@@ -104,138 +107,6 @@ var relevancePrevious = [5]float64{0.729, 0.397, 0.746, 0.352, 0.866}
 // relevanceTargets are issue #51's floors by category (0: none).
 var relevanceTargets = [5]float64{0, 0.45, 0.746, 0.38, 0.866}
 
-func share(evidence []string, got map[string]bool) float64 {
-	hit := 0
-	for _, e := range evidence {
-		if got[strings.TrimSpace(e)] {
-			hit++
-		}
-	}
-	return float64(hit) / float64(len(evidence))
-}
-
-// conversation is one of the QA set's conversations.
-type conversation struct {
-	speakerA string
-	sessions [][]turn
-	dates    []string
-	qa       []question
-}
-
-type turn struct {
-	Speaker string `json:"speaker"`
-	DiaID   string `json:"dia_id"`
-	Text    string `json:"text"`
-}
-
-type question struct {
-	Question string   `json:"question"`
-	Evidence []string `json:"evidence"`
-	Category int      `json:"category"`
-}
-
-// readConversations reads a zip of the set's JSON files, or a directory
-// of them.
-func readConversations(path string) ([]conversation, error) {
-	var files [][]byte
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		ms, _ := filepath.Glob(filepath.Join(path, "*.json"))
-		for _, m := range ms {
-			b, err := os.ReadFile(m)
-			if err != nil {
-				return nil, err
-			}
-			files = append(files, b)
-		}
-	} else {
-		z, err := zip.OpenReader(path)
-		if err != nil {
-			return nil, err
-		}
-		defer z.Close()
-		names := []string{}
-		byName := map[string]*zip.File{}
-		for _, f := range z.File {
-			if strings.HasSuffix(f.Name, ".json") && !strings.Contains(f.Name, "__MACOSX") {
-				names = append(names, f.Name)
-				byName[f.Name] = f
-			}
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			r, err := byName[n].Open()
-			if err != nil {
-				return nil, err
-			}
-			b, err := io.ReadAll(r)
-			r.Close()
-			if err != nil {
-				return nil, err
-			}
-			files = append(files, b)
-		}
-	}
-	var out []conversation
-	for _, b := range files {
-		var raw map[string]json.RawMessage
-		if json.Unmarshal(b, &raw) != nil {
-			continue
-		}
-		var c conversation
-		json.Unmarshal(raw["speaker_a"], &c.speakerA)
-		for k := 1; ; k++ {
-			s, ok := raw[fmt.Sprintf("session_%d", k)]
-			if !ok {
-				break
-			}
-			var ts []turn
-			json.Unmarshal(s, &ts)
-			var date string
-			json.Unmarshal(raw[fmt.Sprintf("session_%d_date_time", k)], &date)
-			c.sessions, c.dates = append(c.sessions, ts), append(c.dates, date)
-		}
-		json.Unmarshal(raw["qa"], &c.qa)
-		if len(c.sessions) > 0 && len(c.qa) > 0 {
-			out = append(out, c)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no conversation in %s", path)
-	}
-	return out, nil
-}
-
-// write writes the conversation as a memory-history root and returns the
-// turn each citation names.
-func (c conversation) write(root string) map[string]string {
-	os.MkdirAll(filepath.Join(root, "sessions"), 0o755)
-	where := map[string]string{}
-	for k, ts := range c.sessions {
-		when := parseSessionDate(c.dates[k])
-		var b strings.Builder
-		for i, t := range ts {
-			role := "assistant"
-			if t.Speaker == c.speakerA {
-				role = "user"
-			}
-			line, _ := json.Marshal(map[string]string{"role": role, "content": t.Speaker + ": " + t.Text, "timestamp": when.Add(time.Duration(i) * time.Minute).Format(time.RFC3339)})
-			b.Write(line)
-			b.WriteByte('\n')
-			where[fmt.Sprintf("sessions/session_%d.jsonl#L%d", k+1, i+1)] = t.DiaID
-		}
-		os.WriteFile(filepath.Join(root, "sessions", fmt.Sprintf("session_%d.jsonl", k+1)), []byte(b.String()), 0o644)
-	}
-	return where
-}
-
-// parseSessionDate reads LoCoMo's "1:56 pm on 8 May, 2023".
-func parseSessionDate(s string) time.Time {
-	if t, err := time.Parse("3:04 pm on 2 January, 2006", s); err == nil {
-		return t
-	}
-	return time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
-}
-
 // plainBM25 is the baseline: Okapi BM25 (k1 1.2, b 0.75) over the turns'
 // "Speaker: text", lowercased words, no stemming, every word counted.
 type plainBM25 struct {
@@ -250,10 +121,10 @@ func plainWords(s string) []string {
 	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 }
 
-func newPlainBM25(c conversation) *plainBM25 {
+func newPlainBM25(c locomo.Conversation) *plainBM25 {
 	b := &plainBM25{df: map[string]int{}}
 	total := 0
-	for _, ts := range c.sessions {
+	for _, ts := range c.Sessions {
 		for _, t := range ts {
 			tf := map[string]int{}
 			ws := plainWords(t.Speaker + ": " + t.Text)
