@@ -3,11 +3,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"syscall"
@@ -80,17 +77,17 @@ func delegate(args []string) (code int, done bool) {
 	return exitFailure, true
 }
 
-// findFull finds memwatchd: beside this binary, else on the PATH.
+// findFull finds memwatchd beside this binary, and only there: the service
+// runs as root, and a PATH lookup could run a memwatchd another user put
+// in a directory of theirs.
 func findFull() (string, error) {
-	if self, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(self), fullBinary)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find memwatchd: %w", err)
 	}
-	p, err := exec.LookPath(fullBinary)
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("this command is memwatchd's, the full binary, and there is none beside this one or on the PATH: install memwatch whole (memwatch and memwatchd), or run memwatchd directly")
+	p := filepath.Join(filepath.Dir(self), fullBinary)
+	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("this command is memwatchd's, the full binary, and there is none beside this one (%s): install memwatch whole (memwatch and memwatchd together), or run memwatchd directly", p)
 	}
-	return p, err
+	return p, nil
 }
