@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -26,10 +27,11 @@ import (
 // written, appended to the index file: the lines after the last one are
 // read directly by every search, so the index is exact however fresh.
 //
-// File format (little endian): a 64-byte header (magic, version, the
+// File format (little endian): an 80-byte header (magic, version, the
 // file's device and inode, bytes and lines covered, a hash of the last 256
 // bytes covered, block count, where the blocks end, the size of a last
-// partial block), then the blocks: offset, size, first line,
+// partial block, the file's change time when it was read, 8 bytes
+// reserved), then the blocks: offset, size, first line,
 // lines, a form byte and the filter. The header is rewritten after blocks
 // are appended; a reader trusts only the blocks the header counts.
 
@@ -39,8 +41,8 @@ const (
 	bloomWords  = bloomBits / 64
 	// sparseMax: a block with fewer set bits stores their positions.
 	sparseMax  = bloomBits / 16 / 2
-	headerSize = 64
-	magic      = "MWRIDX02"
+	headerSize = 80
+	magic      = "MWRIDX03"
 )
 
 // block is one indexed run of lines. Its filter is a view of the read or mapped
@@ -69,18 +71,37 @@ func (b *block) mayHold(grams []uint32) bool {
 	return true
 }
 
+// sparseHas reports whether the sorted positions s hold p. The positions
+// are hashes, spread evenly over the filter: each probe guesses where p
+// would be from the values around it (interpolation), a few probes where
+// a binary search takes ten.
 func sparseHas(s []byte, p uint16) bool {
-	lo, hi := 0, len(s)/2
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		v := binary.LittleEndian.Uint16(s[2*m:])
+	le := binary.LittleEndian
+	lo, hi := 0, len(s)/2-1
+	if hi < 0 {
+		return false
+	}
+	vlo, vhi := int(le.Uint16(s[0:])), int(le.Uint16(s[2*hi:]))
+	x := int(p)
+	for lo <= hi && x >= vlo && x <= vhi {
+		if vhi == vlo {
+			return vlo == x
+		}
+		m := lo + (x-vlo)*(hi-lo)/(vhi-vlo)
+		v := int(le.Uint16(s[2*m:]))
 		switch {
-		case v == p:
+		case v == x:
 			return true
-		case v < p:
+		case v < x:
 			lo = m + 1
+			if lo <= hi {
+				vlo = int(le.Uint16(s[2*lo:]))
+			}
 		default:
-			hi = m
+			hi = m - 1
+			if hi >= lo {
+				vhi = int(le.Uint16(s[2*hi:]))
+			}
 		}
 	}
 	return false
@@ -100,6 +121,28 @@ type fileIndex struct {
 	// lines after the last full block (the next pass replaces it): a
 	// note that stopped growing is covered to its end.
 	partial int64
+	// ctime is the file's change time (ns) when it was read, or 0 when it
+	// was too recent to vouch for the content (settledCtime). A file
+	// whose change time is still this one is unchanged since: a search
+	// that finds no block able to match does not even open it.
+	ctime int64
+}
+
+// settledCtime is the change time of a file statted at now, when it is
+// old enough that a later write must change it: 0 otherwise. Change times
+// move in ticks (of the kernel's coarse clock, or whole seconds on some
+// file systems), so a write in the tick of the stat could leave it as it
+// was.
+func settledCtime(st *syscall.Stat_t, now time.Time) int64 {
+	c := st.Ctim.Nano()
+	margin := int64(50 * time.Millisecond)
+	if c%1e9 == 0 {
+		margin = int64(2 * time.Second) // whole seconds: a coarse file system
+	}
+	if c <= 0 || now.UnixNano()-c < margin {
+		return 0
+	}
+	return c
 }
 
 // mapAbove is the index size from which it is mapped rather than read: a
@@ -149,7 +192,8 @@ func decodeHeader(h []byte) (*fileIndex, error) {
 	}
 	le := binary.LittleEndian
 	idx := &fileIndex{dev: le.Uint64(h[8:]), ino: le.Uint64(h[16:]), end: int64(le.Uint64(h[24:])), lines: int64(le.Uint64(h[32:])),
-		tailSum: le.Uint64(h[40:]), count: int(le.Uint32(h[48:])), blocksEnd: int64(le.Uint64(h[52:])), partial: int64(le.Uint32(h[60:]))}
+		tailSum: le.Uint64(h[40:]), count: int(le.Uint32(h[48:])), blocksEnd: int64(le.Uint64(h[52:])), partial: int64(le.Uint32(h[60:])),
+		ctime: int64(le.Uint64(h[64:]))}
 	if idx.count < 0 || idx.count > 1<<26 || idx.blocksEnd < headerSize || idx.end < 0 || idx.lines < 0 {
 		return nil, errors.New("corrupt index")
 	}
@@ -158,31 +202,62 @@ func decodeHeader(h []byte) (*fileIndex, error) {
 
 // readIndex reads an index file's header, and with blocks maps the file
 // and lists its blocks (close unmaps it); verify checks every filter too
-// (the daemon does, once per run: searches trust the structure).
-func readIndex(path string, blocks, verify bool) (*fileIndex, error) {
-	f, err := os.Open(path)
+// (the daemon does, once per run: searches trust the structure). A search
+// reads hundreds of notes' small indexes: each is read with one pread into
+// a buffer, through the bare system calls (an *os.File registers with the
+// poller and sets a finalizer, most of the cost of a 5 KiB index). scratch,
+// when given, is that buffer (smallIndex bytes, reused while the index is
+// not closed).
+func readIndex(path string, blocks, verify bool, scratch []byte) (*fileIndex, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer f.Close()
-	idx, err := readHeader(f)
+	defer syscall.Close(fd)
+	first := headerSize
+	if blocks {
+		first = smallIndex
+	}
+	buf := scratch
+	if len(buf) < first {
+		buf = make([]byte, first)
+	}
+	n, err := pread(fd, buf[:first], 0)
+	if err != nil {
+		return nil, fmt.Errorf("read index: %w", err)
+	}
+	if n < headerSize {
+		return nil, errors.New("not a memwatch index")
+	}
+	idx, err := decodeHeader(buf[:headerSize])
 	if err != nil || !blocks || idx.count == 0 {
 		return idx, err
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() < idx.blocksEnd || int64(idx.count) > (idx.blocksEnd-headerSize)/blockHeader {
+	if int64(idx.count) > (idx.blocksEnd-headerSize)/blockHeader {
 		return nil, errors.New("corrupt index: shorter than its header says")
 	}
-	if idx.blocksEnd < mapAbove {
+	switch {
+	case idx.blocksEnd <= int64(n):
+		idx.data = buf[:idx.blocksEnd]
+	case idx.blocksEnd < mapAbove:
 		idx.data = make([]byte, idx.blocksEnd)
-		if _, err := f.ReadAt(idx.data, 0); err != nil {
+		copy(idx.data, buf[:n])
+		m, err := pread(fd, idx.data[n:], int64(n))
+		if err != nil {
 			return nil, fmt.Errorf("read index: %w", err)
 		}
-	} else {
-		data, err := syscall.Mmap(int(f.Fd()), 0, int(idx.blocksEnd), syscall.PROT_READ, mmapFlags)
+		if n+m < len(idx.data) {
+			return nil, errors.New("corrupt index: shorter than its header says")
+		}
+	default:
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+		}
+		if st.Size < idx.blocksEnd {
+			return nil, errors.New("corrupt index: shorter than its header says")
+		}
+		data, err := syscall.Mmap(fd, 0, int(idx.blocksEnd), syscall.PROT_READ, mmapFlags)
 		if err != nil {
 			return nil, fmt.Errorf("map index: %w", err)
 		}
@@ -193,6 +268,29 @@ func readIndex(path string, blocks, verify bool) (*fileIndex, error) {
 		return nil, err
 	}
 	return idx, nil
+}
+
+// smallIndex is what readIndex reads first: all of a notes file's index
+// (a 140 KiB note's is 5 KiB).
+const smallIndex = 16 << 10
+
+// pread reads into b from off until b is full or the file ends.
+func pread(fd int, b []byte, off int64) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := syscall.Pread(fd, b[n:], off+int64(n))
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return n, nil
 }
 
 // parse lists the blocks of the index file's data, checking every bound, and
@@ -261,20 +359,34 @@ func Covered(dir, rootPath, rel string) int64 {
 }
 
 // current reports whether the index still describes the open file: the
-// same inode, at least as long, and the same bytes before its end.
+// same inode, at least as long, and either the change time it was indexed
+// at (nothing written since) or the same bytes before its end. A file
+// written since but no longer was rewritten in place: not current, though
+// its last bytes may be the same.
 func (idx *fileIndex) current(f *os.File, fi fs.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok || uint64(st.Dev) != idx.dev || uint64(st.Ino) != idx.ino || fi.Size() < idx.end {
 		return false
 	}
+	if idx.ctime != 0 {
+		if st.Ctim.Nano() == idx.ctime {
+			return true
+		}
+		if fi.Size() == idx.end {
+			return false
+		}
+	}
 	sum, err := tailSum(f, idx.end)
 	return err == nil && sum == idx.tailSum
 }
 
-// index returns the index of the open file f when there is a current one.
-func (s *searcher) index(f file, fh *os.File, fi fs.FileInfo) *fileIndex {
+// index returns the index of f, as listed, when there is one for that
+// very file (device, inode) no longer than it; unchanged says the file's
+// change time is the one it was indexed at. Whether it still describes
+// the file once opened is for current to say.
+func (s *searcher) index(f file) (idx *fileIndex, unchanged bool) {
 	if s.o.Index == "" {
-		return nil
+		return nil, false
 	}
 	if s.indexes == nil {
 		// One listing instead of a failed open per file never indexed.
@@ -286,19 +398,36 @@ func (s *searcher) index(f file, fh *os.File, fi fs.FileInfo) *fileIndex {
 	}
 	path := indexPath(s.o.Index, f.root.Root.Path(), f.rel)
 	if !s.indexes[filepath.Base(path)] {
-		return nil
+		return nil, false
 	}
-	idx, err := readIndex(path, true, false)
+	if s.idxBuf == nil {
+		s.idxBuf = make([]byte, smallIndex)
+	}
+	idx, err := readIndex(path, true, false, s.idxBuf)
 	if err != nil {
-		return nil
+		return nil, false
 	}
-	if !idx.current(fh, fi) {
+	if idx.dev != f.dev || idx.ino != f.ino || f.size < idx.end {
 		idx.close()
-		return nil
+		return nil, false
 	}
+	return idx, idx.ctime != 0 && idx.ctime == f.ctime
+}
+
+// counted adds a used index to the search's figures.
+func (s *searcher) counted(idx *fileIndex) {
 	s.stats.Indexed++
 	s.stats.Blocks += len(idx.blocks)
-	return idx
+}
+
+// mayHoldAny reports whether any block may hold every trigram.
+func (idx *fileIndex) mayHoldAny(grams []uint32) bool {
+	for i := range idx.blocks {
+		if idx.blocks[i].mayHold(grams) {
+			return true
+		}
+	}
+	return false
 }
 
 // builder collects the trigrams of one block.
@@ -415,13 +544,15 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return 0, err
 	}
+	now := time.Now() // before the stat: see settledCtime
 	src, fi, err := root.OpenRead(rel)
 	if err != nil {
 		return 0, err
 	}
 	defer src.Close()
+	ctime := settledCtime(fi.Sys().(*syscall.Stat_t), now)
 	path := indexPath(dir, root.Path(), rel)
-	idx, err := readIndex(path, o.Verify, o.Verify)
+	idx, err := readIndex(path, o.Verify, o.Verify, nil)
 	idx.close() // only the header is used from here
 	if err != nil || !idx.current(src, fi) {
 		if fi.Size() < target {
@@ -438,7 +569,14 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 		}
 	}
 	if fi.Size() == idx.end || idx.partial == 0 && fi.Size()-idx.end < 4096 {
-		return 0, nil // nothing new, or too little to be worth a block: read by every search
+		// Nothing new, or too little to be worth a block: read by every
+		// search. A file indexed too soon after a write to vouch for it
+		// by its change time can be now.
+		if fi.Size() == idx.end && ctime != 0 && idx.ctime != ctime && idx.count > 0 {
+			idx.ctime = ctime
+			return 0, rewriteHeader(path, idx)
+		}
+		return 0, nil
 	}
 	out, err := os.OpenFile(path, os.O_RDWR, 0o600)
 	if err != nil {
@@ -525,6 +663,7 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 	if idx.tailSum, err = tailSum(src, idx.end); err != nil {
 		return 0, err
 	}
+	idx.ctime = ctime
 	if err := out.Sync(); err != nil {
 		return 0, err
 	}
@@ -546,7 +685,21 @@ func header(idx *fileIndex) []byte {
 	le.PutUint32(h[48:], uint32(idx.count))
 	le.PutUint64(h[52:], uint64(idx.blocksEnd))
 	le.PutUint32(h[60:], uint32(idx.partial))
+	le.PutUint64(h[64:], uint64(idx.ctime))
 	return h
+}
+
+// rewriteHeader writes idx's header over the index file's.
+func rewriteHeader(path string, idx *fileIndex) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(header(idx), 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // writeNew replaces the index file with an empty one for idx.

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
@@ -88,6 +89,10 @@ type file struct {
 	mtime int64
 	size  int64
 	gen   int64
+	// As listed: the index of a file whose change time has not moved is
+	// used without opening the file (see fileIndex.ctime).
+	dev, ino uint64
+	ctime    int64
 }
 
 // Search runs q over the roots. Results come notes first (newest file
@@ -221,6 +226,9 @@ func listFiles(o Options, vs *views) ([]file, error) {
 				}
 				seen[key] = true
 				f := file{root: r, rel: m, src: src, mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: 1}
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					f.dev, f.ino, f.ctime = uint64(st.Dev), uint64(st.Ino), st.Ctim.Nano()
+				}
 				if o.Generation != nil && src.Kind == Log {
 					if g := o.Generation(r.Root, m); g > 0 {
 						f.gen = g
@@ -256,6 +264,7 @@ type searcher struct {
 	buf     []byte // reused read buffer
 	views   *views
 	indexes map[string]bool   // the index files there are, listed once
+	idxBuf  []byte            // the small index being read (readIndex's scratch)
 	ids     map[string]bool   // messages found, by root, file and id
 	sampled string            // the file the anchor's rare byte was chosen from
 	folds   map[string]foldAt // results by the text they hold (fold.go)
@@ -426,12 +435,27 @@ func (s *searcher) checkBackward(f file, data []byte, cands []cand, lineAt func(
 // searchText reads a notes file from the top (through the index when it
 // covers it).
 func (s *searcher) searchText(f file) error {
+	idx, unchanged := s.index(f)
+	if unchanged && f.size == idx.end && !idx.mayHoldAny(s.q.grams) {
+		// Not written since it was indexed, and no block can match: a
+		// search over hundreds of notes opens only those that may.
+		s.counted(idx)
+		idx.close()
+		return nil
+	}
 	fh, fi, err := s.views.open(f)
 	if err != nil {
+		idx.close()
 		return err
 	}
 	defer fh.Close()
-	idx := s.index(f, fh, fi)
+	if idx != nil && !idx.current(fh, fi) {
+		idx.close()
+		idx = nil
+	}
+	if idx != nil {
+		s.counted(idx)
+	}
 	defer idx.close()
 	var end, line int64 = 0, 1
 	if idx != nil {
@@ -484,7 +508,14 @@ func (s *searcher) searchLog(f file) error {
 	}
 	defer fh.Close()
 	size := fi.Size()
-	idx := s.index(f, fh, fi)
+	idx, _ := s.index(f)
+	if idx != nil && !idx.current(fh, fi) {
+		idx.close()
+		idx = nil
+	}
+	if idx != nil {
+		s.counted(idx)
+	}
 	defer idx.close()
 	if idx != nil {
 		// The part written since the last complete block: its lines follow

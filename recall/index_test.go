@@ -1,0 +1,125 @@
+package recall
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSparseHas checks the interpolation search against a set, on sorted
+// positions of every density a sparse block has, and that unsorted bytes
+// (a corrupt index) end it without a panic.
+func TestSparseHas(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 2, 3, 10, 100, 1000, sparseMax} {
+		for range 20 {
+			set := map[uint16]bool{}
+			for len(set) < n {
+				set[uint16(r.IntN(bloomBits))] = true
+			}
+			var ps []uint16
+			for p := range set {
+				ps = append(ps, p)
+			}
+			slices.Sort(ps)
+			s := make([]byte, 2*len(ps))
+			for i, p := range ps {
+				binary.LittleEndian.PutUint16(s[2*i:], p)
+			}
+			probes := append([]uint16{0, bloomBits - 1}, ps...)
+			for range 200 {
+				probes = append(probes, uint16(r.IntN(bloomBits)))
+			}
+			for _, p := range probes {
+				if got, want := sparseHas(s, p), set[p]; got != want {
+					t.Fatalf("n=%d: sparseHas(%d) = %v, want %v", n, p, got, want)
+				}
+			}
+			r.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
+			for i, p := range ps {
+				binary.LittleEndian.PutUint16(s[2*i:], p)
+			}
+			for _, p := range probes {
+				sparseHas(s, p)
+			}
+		}
+	}
+}
+
+// TestIndexTrustsOnlyAnUnchangedFile: a note whose change time is the one
+// it was indexed at is answered from its index without being read; one
+// rewritten in place since (same size, same last bytes) is read, never
+// answered from its stale index.
+func TestIndexTrustsOnlyAnUnchangedFile(t *testing.T) {
+	dir := t.TempDir()
+	note := filepath.Join(dir, "working-memory", "detail", "n.md")
+	os.MkdirAll(filepath.Dir(note), 0o755)
+	var b strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&b, "line %04d of the notes about the deploy\n", i)
+	}
+	if err := os.WriteFile(note, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the change time is old enough to vouch for the content.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(note, &st); err != nil {
+			t.Fatal(err)
+		}
+		if settledCtime(&st, time.Now()) != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the note's change time never settled")
+		}
+	}
+	root := openRoot(t, dir)
+	idxDir := filepath.Join(dir, "idx")
+	build := func() {
+		t.Helper()
+		if _, err := IndexFile(idxDir, root, "working-memory/detail/n.md", Text, IndexOptions{BlockSize: 1024}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search := func(word string) ([]Result, Stats) {
+		t.Helper()
+		q, _ := ParseQuery(word)
+		rs, st, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: sessionSources}}, Limit: 10, Index: idxDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs, st
+	}
+	build()
+	if rs, st := search("zebrafinch"); len(rs) != 0 || st.Indexed != 1 || st.BytesRead != 0 {
+		t.Errorf("an unchanged note: %d results, %d indexed, %d bytes read; want 0, 1, 0", len(rs), st.Indexed, st.BytesRead)
+	}
+	if rs, _ := search("0123"); len(rs) != 1 {
+		t.Errorf("a word the note holds: %d results, want 1", len(rs))
+	}
+	// Rewritten in place: the same size, the same last 256 bytes.
+	f, err := os.OpenFile(note, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("zebrafinch"), 5); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if rs, _ := search("zebrafinch"); len(rs) != 1 {
+		t.Errorf("after a rewrite in place: %d results, want 1", len(rs))
+	}
+	build()
+	if rs, st := search("zebrafinch"); len(rs) != 1 || st.Indexed != 1 {
+		t.Errorf("reindexed: %d results, %d indexed; want 1, 1", len(rs), st.Indexed)
+	}
+}
