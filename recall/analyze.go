@@ -32,10 +32,16 @@ const maxStemCache = 1 << 16
 type Analyzer struct {
 	stems map[string]string
 	buf   []byte
-	// only, when set, holds the first two bytes of every term wanted:
-	// a token starting otherwise is not stemmed (it cannot be one of
-	// them), and stands as the term otherTerm.
-	only map[[2]byte]bool
+	// only, when set, holds the first two bytes of every term wanted
+	// (a bit per pair): a token starting otherwise is not stemmed (it
+	// cannot be one of them), and stands as the term otherTerm.
+	only *[1 << 16 / 64]uint64
+}
+
+func (a *Analyzer) wants(tok []byte) bool {
+	p := prefix2(tok)
+	k := uint16(p[0])<<8 | uint16(p[1])
+	return a.only[k>>6]&(1<<(k&63)) != 0
 }
 
 // otherTerm is what a token that cannot be a wanted term is, with
@@ -51,10 +57,11 @@ const otherTerm = "\x01"
 // not stem are their terms.
 func newFilteredAnalyzer(terms []string) *Analyzer {
 	a := NewAnalyzer()
-	a.only = map[[2]byte]bool{}
+	a.only = new([1 << 16 / 64]uint64)
 	for _, t := range terms {
 		for _, p := range stemPrefixes(t) {
-			a.only[p] = true
+			k := uint16(p[0])<<8 | uint16(p[1])
+			a.only[k>>6] |= 1 << (k & 63)
 		}
 	}
 	return a
@@ -155,6 +162,14 @@ func (a *Analyzer) Terms(text []byte, fn func(term string)) {
 
 // term is the term of a lowercased token: "" for a stopword.
 func (a *Analyzer) term(tok []byte, ascii bool) string {
+	if a.only != nil && !a.wants(tok) {
+		// Most tokens of a document searched at query time: what they
+		// count as needs neither the cache nor the stemmer.
+		if english.IsStopWord(string(tok)) { // no allocation: it does not escape
+			return ""
+		}
+		return otherTerm
+	}
 	if t, ok := a.stems[string(tok)]; ok { // no allocation for the lookup
 		return t
 	}
@@ -163,8 +178,6 @@ func (a *Analyzer) term(tok []byte, ascii bool) string {
 	switch {
 	case english.IsStopWord(w):
 		t = ""
-	case a.only != nil && !a.only[prefix2(tok)]:
-		t = otherTerm
 	case ascii && !hasDigit(tok):
 		t = english.Stem(w, false)
 	}

@@ -111,6 +111,7 @@ type ranker struct {
 	da    *Analyzer // the documents' analyzer: only the query's terms stemmed
 	terms []string
 	keep  map[string]bool
+	dates bool // the question names a date: the messages' times count
 	files []*rfile
 	segs  []segRef // every segment, with its file
 	stats Stats
@@ -161,6 +162,7 @@ func rankedSearch(ctx context.Context, q Query, o Options) ([]Result, Stats, err
 	}
 	for _, t := range r.terms {
 		r.keep[t] = true
+		r.dates = r.dates || strings.HasPrefix(t, "\x00")
 	}
 	r.da = newFilteredAnalyzer(r.terms)
 	files, err := listFiles(o, r.vs)
@@ -256,7 +258,8 @@ func (r *ranker) addFile(f file) error {
 // analyze builds an in-memory segment of the lines of fh from off to end
 // (the last without a newline included), restricted to the query's terms.
 func (r *ranker) analyze(fh *os.File, k Kind, off, end int64, ord uint64, line int64) (*segment, error) {
-	b := newSegBuilder(ord, off, func(t string) bool { return r.keep[t] })
+	b := r.segBuilder(ord, off)
+	var named []bool
 	rd := bufio.NewReaderSize(io.NewSectionReader(fh, off, end-off), int(min(1<<20, max(4096, end-off))))
 	pos := off
 	for {
@@ -269,6 +272,7 @@ func (r *ranker) analyze(fh *os.File, k Kind, off, end int64, ord uint64, line i
 		}
 		if text, when, ok := docTextTime(k, raw); ok {
 			b.add(r.da, text, pos, line, when)
+			named = append(named, k != Text && r.namedSpeaker(text))
 		}
 		pos += n
 		line++
@@ -279,7 +283,19 @@ func (r *ranker) analyze(fh *os.File, k Kind, off, end int64, ord uint64, line i
 	b.nextLine = line
 	r.stats.BytesRead += pos - off
 	b.endOff = pos
-	return parseSegment(b.encode(fileID{}))
+	seg, err := parseSegment(b.encode(fileID{}))
+	if err == nil {
+		seg.named = named
+	}
+	return seg, err
+}
+
+// segBuilder starts a segment of the documents a search reads itself,
+// keeping only the question's terms.
+func (r *ranker) segBuilder(ord uint64, off int64) *segBuilder {
+	b := newSegBuilder(ord, off, func(t string) bool { return r.keep[t] })
+	b.dates = r.dates
+	return b
 }
 
 // indexSegments returns the daemon's term segments of a file, when they
@@ -367,17 +383,20 @@ func (r *ranker) addHeld() error {
 			hs := byLog[k]
 			sort.Slice(hs, func(i, j int) bool { return hs[i].line < hs[j].line })
 			rf := &rfile{f: logs[k], idx: len(r.files)}
-			b := newSegBuilder(0, 0, func(t string) bool { return r.keep[t] })
+			b := r.segBuilder(0, 0)
+			var named []bool
 			for _, h := range hs {
 				if text, when, ok := docTextTime(Log, h.raw); ok {
 					b.add(r.da, text, int64(len(rf.held)), h.line, when)
 					rf.held = append(rf.held, h.raw)
+					named = append(named, r.namedSpeaker(text))
 				}
 			}
 			seg, err := parseSegment(b.encode(fileID{}))
 			if err != nil {
 				return err
 			}
+			seg.named = named
 			rf.segs = []*segment{seg}
 			r.files = append(r.files, rf)
 		}
@@ -831,14 +850,24 @@ func (r *ranker) spokenByNamed(d docRef) bool {
 	if f.f.src.Kind == Text {
 		return false
 	}
+	si := sort.Search(len(f.segs), func(i int) bool { return f.segs[i].end > d.ord })
+	if si < len(f.segs) && f.segs[si].named != nil && d.ord >= f.segs[si].start {
+		// Known since the search read the document.
+		if i := d.ord - f.segs[si].start; i < uint64(len(f.segs[si].named)) {
+			return f.segs[si].named[i]
+		}
+	}
 	raw, _, err := r.rawLine(d)
 	if err != nil {
 		return false
 	}
 	text, ok := docText(f.f.src.Kind, raw)
-	if !ok {
-		return false
-	}
+	return ok && r.namedSpeaker(text)
+}
+
+// namedSpeaker reports whether a message's text starts with the name of
+// someone the question names.
+func (r *ranker) namedSpeaker(text []byte) bool {
 	name, _, found := bytes.Cut(text[:min(len(text), 64)], []byte(": "))
 	if !found || !isSpeakerName(name) {
 		return false

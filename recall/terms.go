@@ -96,10 +96,11 @@ type segBuilder struct {
 	nextLine int64                  // the number of the line at endOff
 	keep     func(term string) bool // nil: every term
 	seen     map[string]int         // per document being added
+	dates    bool                   // the times' terms may be kept (timeTerms)
 }
 
 func newSegBuilder(start uint64, startOff int64, keep func(string) bool) *segBuilder {
-	return &segBuilder{start: start, startOff: startOff, endOff: startOff, terms: map[string][]posting{}, keep: keep, seen: map[string]int{}}
+	return &segBuilder{start: start, startOff: startOff, endOff: startOff, terms: map[string][]posting{}, keep: keep, seen: map[string]int{}, dates: true}
 }
 
 // add analyzes one document's text.
@@ -112,7 +113,7 @@ func (b *segBuilder) add(a *Analyzer, text []byte, off, line int64, when time.Ti
 			b.seen[t]++
 		}
 	})
-	if !when.IsZero() {
+	if b.dates && !when.IsZero() {
 		for _, t := range timeTerms(when) {
 			if b.keep == nil || b.keep(t) {
 				b.seen[t]++
@@ -139,6 +140,9 @@ type segment struct {
 	nterms     int
 	data       []byte // the encoded segment (nil when read lazily)
 	mapped     bool
+	// named, for a segment a search built, says of each document
+	// whether it is said by someone the question names (spokenByNamed).
+	named []bool
 	// file, when set, is a small segment read lazily: docs and postings
 	// are read from it at these offsets when asked for.
 	file                    *os.File

@@ -121,6 +121,9 @@ func parseStamp(b []byte) time.Time {
 		return time.Time{}
 	}
 	if b[0] == '"' {
+		if len(b) >= 2 && b[len(b)-1] == '"' && bytes.IndexByte(b[1:len(b)-1], '\\') < 0 && bytes.IndexByte(b[1:len(b)-1], '"') < 0 {
+			return ParseTime(string(b[1 : len(b)-1])) // nothing escaped: most timestamps
+		}
 		var v string
 		if json.Unmarshal(b, &v) != nil {
 			return time.Time{}
