@@ -149,6 +149,18 @@ var Presets = map[string]Preset{
 		},
 		About: "every session's events.jsonl becomes searchable (each message once, with its role; tool calls and results included, the harness's events left out) and is consolidated into ~/.copilot/memwatch/HISTORY.md, one entry per finished conversation",
 	},
+	"pi": {
+		Name: "pi", Agent: "Pi", Layout: "memory-history",
+		Paths: []string{"~/.pi/agent"},
+		Options: map[string]any{
+			"sessions":    "sessions/*/*.jsonl", // sessions/--<cwd>--/<time>_<uuid>.jsonl, appended an entry a line
+			"memory_dir":  "memwatch",           // Pi keeps no memory of its own (AGENTS.md files are the user's)
+			"archive_dir": "memwatch/archive",
+			"window":      200,
+			"keep":        20,
+		},
+		About: "every session under ~/.pi/agent/sessions becomes searchable (each message once, with its role; tool calls and results and the commands you ran with ! included, the harness's entries and summaries left out) and is consolidated into ~/.pi/agent/memwatch/HISTORY.md, one entry per finished conversation",
+	},
 	"crush": {
 		Name: "crush", Agent: "Crush", Layout: "memory-history",
 		// A project's data directory; crush lists the projects it has run

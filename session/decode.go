@@ -93,6 +93,7 @@ type lineShape struct {
 	Arguments json.RawMessage `json:"arguments"`
 	Input     json.RawMessage `json:"input"`
 	Output    json.RawMessage `json:"output"`
+	Shell     json.RawMessage `json:"command"` // Pi's bashExecution: the command the user ran
 	Set       json.RawMessage `json:"$set"`      // Gemini CLI: a metadata update
 	RewindTo  string          `json:"$rewindTo"` // Gemini CLI: a rewind
 	SessionID string          `json:"sessionId"` // Gemini CLI: the first line
@@ -239,10 +240,25 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 			m.ID = id
 		}
 	}
-	if m.Role == "toolResult" { // OpenClaw
-		m.Role = "tool"
-	}
 	text, tools := contentText(inner.Content, unmarshal)
+	switch m.Role {
+	case "toolResult": // OpenClaw, Pi
+		m.Role = "tool"
+	case "bashExecution":
+		// Pi: a command the user ran (!cmd) and its output, which the
+		// model is shown.
+		cmd, _ := stringOf(inner.Shell)
+		out, _ := stringOf(inner.Output)
+		m.Role, text, tools = "tool", joinText(toolCall("bash", []byte(cmd)), "[tool result] "+out), []string{"bash"}
+	case "custom", "branchSummary", "compactionSummary":
+		// Pi: what an extension adds to the model's context, and the
+		// summaries of a branch left or of a compacted conversation: not
+		// said by anyone in this conversation.
+		if sum, ok := stringOf(inner.Summary); ok && text == "" {
+			text = sum
+		}
+		m.Meta, m.Role = true, ""
+	}
 	if len(inner.Content) == 0 && len(inner.Parts) > 0 && inner != &l {
 		// Qwen Code: {"type":"user"|"assistant"|"tool_result","message":
 		// {"role":"user"|"model","parts":[...]}}.
@@ -265,7 +281,7 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 	if inner.Name != "" && inner != &l && l.Type == "response_item" && m.Role == "assistant" {
 		tools = append(tools, inner.Name)
 	}
-	if m.Role == "tool" && text != "" && !strings.HasPrefix(text, "[tool result]") {
+	if m.Role == "tool" && text != "" && !strings.HasPrefix(text, "[tool result]") && inner.Role != "bashExecution" {
 		text = "[tool result] " + text
 	}
 	m.Tools = append(tools, inner.ToolsUsed...)
