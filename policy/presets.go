@@ -149,6 +149,18 @@ var Presets = map[string]Preset{
 		},
 		About: "every session's events.jsonl becomes searchable (each message once, with its role; tool calls and results included, the harness's events left out) and is consolidated into ~/.copilot/memwatch/HISTORY.md, one entry per finished conversation",
 	},
+	"cline": {
+		Name: "cline", Agent: "Cline CLI", Layout: "memory-history",
+		Paths: []string{"~/.cline"},
+		Options: map[string]any{
+			"transcripts_json": "data/sessions/*/*.messages.json", // data/sessions/<id>/<id>.messages.json, each written whole on every change (<id>.json beside it is the manifest, no messages)
+			"memory_dir":       "memwatch",                        // Cline keeps no memory of its own (rules and skills are the user's)
+			"archive_dir":      "memwatch/archive",
+			"window":           200,
+			"keep":             20,
+		},
+		About: "every session in ~/.cline/data/sessions (its messages, tool calls and results) becomes searchable, each message once, what you typed without the mode tag Cline wraps it in, and is consolidated into ~/.cline/memwatch/HISTORY.md, one entry per finished conversation",
+	},
 	"pi": {
 		Name: "pi", Agent: "Pi", Layout: "memory-history",
 		Paths: []string{"~/.pi/agent"},

@@ -36,7 +36,7 @@ type Document struct {
 }
 
 // Documents are the JSON documents memwatch reads.
-var Documents = []*Document{continueCLI}
+var Documents = []*Document{continueCLI, clineCLI}
 
 // ParseDocument returns the format, session id and messages of doc; f is
 // nil when no format reads it.

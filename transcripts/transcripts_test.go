@@ -381,3 +381,50 @@ func checkGolden(t *testing.T, golden, got string) {
 		t.Errorf("records differ from %s (go test -update rewrites it):\n%s", golden, got)
 	}
 }
+
+// TestClineShapes reads a Cline session holding the content its SDK's
+// message type allows beyond what the recording has: a string content,
+// an image, thinking, a tool input that is no object, text and command
+// results, an error, a system message.
+func TestClineShapes(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("testdata", "cline-shapes.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, id, msgs := ParseDocument(doc)
+	if f != clineCLI || id != "1795711600482_abcde" {
+		t.Fatalf("read as %v, session %q; want cline's, 1795711600482_abcde", f, id)
+	}
+	recs, _ := DocState{}.Changes(id, msgs, 0, time.Unix(0, 0))
+	var b strings.Builder
+	for _, r := range recs {
+		m := session.Decode(r.Data)
+		fmt.Fprintf(&b, "L%d %s %s %v: %q\n", r.Key, m.Role, m.Time.UTC().Format(time.RFC3339Nano), m.Tools, m.Text)
+	}
+	checkGolden(t, filepath.Join("testdata", "cline-shapes.golden"), b.String())
+}
+
+func FuzzClineDocument(f *testing.F) {
+	doc, _ := os.ReadFile(filepath.Join("..", "session", "testdata", "agents", "cline-3.0.65", "turn-2.json"))
+	f.Add(doc)
+	shapes, _ := os.ReadFile(filepath.Join("testdata", "cline-shapes.json"))
+	f.Add(shapes)
+	f.Add([]byte(`{"sessionId":"x","origin":{},"messages":[{"role":"user","content":[{"type":"tool_result","content":[null,1,"s",{"result":null}]}]}]}`))
+	f.Add([]byte(`{"sessionId":"x","origin":{},"messages":[{"role":"user","content":[{"type":"text","text":"<user_input>"}]}]}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		id, msgs, ok := clineMessages(doc)
+		if !ok {
+			return
+		}
+		recs, st := DocState{}.Changes(id, msgs, 0, time.Unix(1, 0))
+		if len(st.Sums) != len(msgs) || len(recs) != len(msgs) {
+			t.Fatalf("%d messages, %d sums, %d records", len(msgs), len(st.Sums), len(recs))
+		}
+		for _, r := range recs {
+			m := session.Decode(r.Data)
+			if !json.Valid(r.Data) || m.Raw || m.Role == "" {
+				t.Fatalf("record %d: %s", r.Key, r.Data)
+			}
+		}
+	})
+}

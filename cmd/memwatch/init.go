@@ -48,6 +48,7 @@ var agentFinds = []agentFind{
 	{preset: "copilot-cli", root: ".copilot", sessions: []string{"session-state/*/events.jsonl"}},
 	{preset: "crush", root: "*/.crush", sessions: []string{"crush.db"}, listed: crushProjects},
 	{preset: "pi", root: ".pi/agent", sessions: []string{"sessions/*/*.jsonl"}},
+	{preset: "cline", root: ".cline", sessions: []string{"data/sessions/*/*.messages.json"}},
 }
 
 // crushProjects are the data directories of the projects Crush has run in,
@@ -91,7 +92,7 @@ func initCmd(g *globals) *cobra.Command {
 		Short: "Find the agents you run and print the policy that maintains their memory",
 		Long: `Look under the home directory for the data of the agents memwatch knows
 (Claude Code, Codex, Gemini CLI, Qwen Code, nanobot, OpenClaw, opencode,
-Kilo Code CLI, GitHub Copilot CLI, Continue CLI, Pi, Crush: the projects Crush
+Kilo Code CLI, GitHub Copilot CLI, Continue CLI, Pi, Cline CLI, Crush: the projects Crush
 lists in ~/.local/share/crush/projects.json) and print a policy with one store
 per agent found, using its preset, with how many sessions and memory files
 each has. --write FILE writes the policy there (refusing to overwrite one
