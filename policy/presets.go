@@ -161,6 +161,18 @@ var Presets = map[string]Preset{
 		},
 		About: "every session in ~/.cline/data/sessions (its messages, tool calls and results) becomes searchable, each message once, what you typed without the mode tag Cline wraps it in, and is consolidated into ~/.cline/memwatch/HISTORY.md, one entry per finished conversation",
 	},
+	"droid": {
+		Name: "droid", Agent: "Factory Droid", Layout: "memory-history",
+		Paths: []string{"~/.factory"},
+		Options: map[string]any{
+			"sessions":    "sessions/*/*.jsonl", // sessions/<cwd>/<id>.jsonl, appended an entry a line (<id>.settings.json beside it)
+			"memory_dir":  "memwatch",           // Droid keeps no memory of its own here (AGENTS.md files are the user's)
+			"archive_dir": "memwatch/archive",
+			"window":      200,
+			"keep":        20,
+		},
+		About: "every session under ~/.factory/sessions becomes searchable (each message once, with its role; tool calls and results included, the harness's context reminders and turn records left out) and is consolidated into ~/.factory/memwatch/HISTORY.md, one entry per finished conversation",
+	},
 	"pi": {
 		Name: "pi", Agent: "Pi", Layout: "memory-history",
 		Paths: []string{"~/.pi/agent"},

@@ -294,6 +294,9 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 		m.Meta, m.Role = true, ""
 	case m.Role == "user" && wrapper(text):
 		m.Meta, m.Role = true, ""
+		if onlyReminders(strings.TrimSpace(text)) {
+			m.Text = "" // the harness's reminders: never found by a search
+		}
 	case m.Role == "":
 		switch {
 		case l.Type == "queue-operation":
@@ -379,12 +382,33 @@ func argText(raw json.RawMessage) []byte {
 // Codex's environment context and instructions.
 func wrapper(text string) bool {
 	t := strings.TrimSpace(text)
+	if strings.HasPrefix(t, "<system-reminder>") && onlyReminders(t) {
+		// Factory Droid's context message: the harness's reminders (tools,
+		// skills, the environment), no word of the user's.
+		return true
+	}
 	for _, p := range []string{"<command-name>", "<command-message>", "<local-command-stdout>", "<local-command-caveat>", "<environment_context>", "<user_instructions>", "# AGENTS.md instructions"} {
 		if strings.HasPrefix(t, p) {
 			return true
 		}
 	}
 	return false
+}
+
+// onlyReminders reports text made of <system-reminder> blocks alone.
+func onlyReminders(t string) bool {
+	for t != "" {
+		rest, ok := strings.CutPrefix(t, "<system-reminder>")
+		if !ok {
+			return false
+		}
+		_, after, ok := strings.Cut(rest, "</system-reminder>")
+		if !ok {
+			return false
+		}
+		t = strings.TrimSpace(after)
+	}
+	return true
 }
 
 func contentText(raw json.RawMessage, unmarshal func([]byte, any) error) (string, []string) {
@@ -542,7 +566,7 @@ func classify(line []byte) (msg, sure bool) {
 func wrapperHint(line []byte) bool {
 	return bytes.Contains(line, []byte("<command-")) || bytes.Contains(line, []byte("<local-command-")) ||
 		bytes.Contains(line, []byte("<environment_context>")) || bytes.Contains(line, []byte("<user_instructions>")) ||
-		bytes.Contains(line, []byte("AGENTS.md instructions")) || bytes.Contains(line, []byte(`\u`))
+		bytes.Contains(line, []byte("AGENTS.md instructions")) || bytes.Contains(line, []byte("<system-reminder>")) || bytes.Contains(line, []byte(`\u`))
 }
 
 // foldsToKnownKey reports a key that encoding/json would take for role,

@@ -49,6 +49,7 @@ var agentFinds = []agentFind{
 	{preset: "crush", root: "*/.crush", sessions: []string{"crush.db"}, listed: crushProjects},
 	{preset: "pi", root: ".pi/agent", sessions: []string{"sessions/*/*.jsonl"}},
 	{preset: "cline", root: ".cline", sessions: []string{"data/sessions/*/*.messages.json"}},
+	{preset: "droid", root: ".factory", sessions: []string{"sessions/*/*.jsonl"}},
 }
 
 // crushProjects are the data directories of the projects Crush has run in,
@@ -92,8 +93,9 @@ func initCmd(g *globals) *cobra.Command {
 		Short: "Find the agents you run and print the policy that maintains their memory",
 		Long: `Look under the home directory for the data of the agents memwatch knows
 (Claude Code, Codex, Gemini CLI, Qwen Code, nanobot, OpenClaw, opencode,
-Kilo Code CLI, GitHub Copilot CLI, Continue CLI, Pi, Cline CLI, Crush: the projects Crush
-lists in ~/.local/share/crush/projects.json) and print a policy with one store
+Kilo Code CLI, GitHub Copilot CLI, Continue CLI, Pi, Cline CLI, Factory Droid,
+Crush: the projects Crush lists in ~/.local/share/crush/projects.json) and
+print a policy with one store
 per agent found, using its preset, with how many sessions and memory files
 each has. --write FILE writes the policy there (refusing to overwrite one
 unless --force); then
