@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/fleet"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/layout/apprecords"
@@ -51,6 +52,8 @@ type Status struct {
 	// Replica is the replication of the state to a bucket, when the
 	// policy has one.
 	Replica *replica.Status `json:"replica,omitempty"`
+	// Fleet are the hosts a central node follows (policy fleet:).
+	Fleet []fleet.HostStatus `json:"fleet,omitempty"`
 	// Progress says how far each pass through a large root's files is
 	// (an evaluation in slices: see layout.EachFile).
 	Progress []layout.Progress `json:"in_progress,omitempty"`
@@ -265,6 +268,11 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if d.replica != nil && CallerOf(ctx).IsAdmin() {
 		rs := d.replica.Status()
 		st.Replica = &rs
+	}
+	if d.fleet != nil && CallerOf(ctx).IsAdmin() {
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		st.Fleet = d.fleet.Status(fctx)
+		cancel()
 	}
 
 	var err error

@@ -23,6 +23,7 @@ import (
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/filesum"
+	"github.com/memwatch/memwatch/fleet"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/layout/apprecords"
@@ -93,7 +94,9 @@ type Daemon struct {
 	// replica copies the state databases to a bucket (policy replicate);
 	// nil without one.
 	replica *replica.Replicator
-	losses  losses
+	// fleet follows the hosts' replicated state on a central node.
+	fleet  *fleet.Follower
+	losses losses
 	// health says whether the state directory can be written (health.go).
 	health health
 	bg     *background // capture and indexing as files are written
@@ -175,6 +178,12 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.versions.Sums = sums
 	if r := cfg.Policy.Replicate; r != nil {
 		if d.replica, err = replica.New(r, cfg.StateDir, log); err != nil {
+			d.closeState()
+			return nil, err
+		}
+	}
+	if fl := cfg.Policy.Fleet; fl != nil {
+		if d.fleet, err = fleet.New(fl, cfg.StateDir, log); err != nil {
 			d.closeState()
 			return nil, err
 		}
@@ -583,6 +592,12 @@ func (d *Daemon) serve(ctx context.Context) error {
 		// Its failures never stop memwatch: Run logs them and returns nil.
 		go func() { defer wg.Done(); _ = d.replica.Run(replicaCtx) }()
 	}
+	if d.fleet != nil {
+		wg.Add(1)
+		// Its failures never stop memwatch: each host's are reported and
+		// retried.
+		go func() { defer wg.Done(); _ = d.fleet.Run(replicaCtx) }()
+	}
 	// Requests end with the daemon: long-lived ones (an MCP client's event
 	// stream) would otherwise hold Shutdown for its whole timeout.
 	apiCtx, stopAPI := context.WithCancel(context.Background())
@@ -655,7 +670,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	counts, _ := d.watch.Counts(ctx)
 	d.metrics.watches.Set(float64(counts.Watches))
 	d.metrics.roots.Set(float64(counts.Roots))
-	if counts.Stores == 0 {
+	if counts.Stores == 0 && d.fleet == nil {
 		d.log.Info("no stores configured; idle until the policy names one (edit it and send SIGHUP or systemctl reload memwatch)", "policy", d.cfg.PolicyPath)
 	}
 	d.log.Info("ready", "stores", counts.Stores, "roots", counts.Roots, "watches", counts.Watches, "polled", counts.Polled,

@@ -524,6 +524,23 @@ func (r *Replicate) decoded(d *decoder, n ast.Node, byKey map[string]*ast.Mappin
 	}
 }
 
+// decoded splits the URL and checks the credentials come in pairs.
+func (f *Fleet) decoded(d *decoder, n ast.Node, byKey map[string]*ast.MappingValueNode) {
+	if u, err := url.Parse(f.URL); err == nil && f.URL != "" {
+		f.Bucket, f.Prefix = u.Host, strings.Trim(u.Path, "/")
+	}
+	for _, pair := range [][2]string{{"access_key_env", "access_key_file"}, {"secret_key_env", "secret_key_file"}} {
+		if byKey[pair[0]] != nil && byKey[pair[1]] != nil {
+			d.errorf(byKey[pair[1]].Key, "fleet sets both %s and %s; keep one", pair[0], pair[1])
+		}
+	}
+	access := byKey["access_key_env"] != nil || byKey["access_key_file"] != nil
+	secret := byKey["secret_key_env"] != nil || byKey["secret_key_file"] != nil
+	if access != secret {
+		d.errorf(n, "fleet names an access key without a secret, or a secret without an access key: give both (access_key_env and secret_key_env, or the _file keys), or neither for the AWS SDK's default chain")
+	}
+}
+
 // Reference is the policy reference in Markdown, from the declarations:
 // a table of keys per section, then each layout's options (their
 // defaults are the layout's). The README holds it between markers, and a
@@ -554,6 +571,9 @@ func Reference(layouts []LayoutSpec) string {
 	rep := &Replicate{}
 	setDefaults(reflect.ValueOf(rep).Elem())
 	table("replicate", "", reflect.ValueOf(rep).Elem())
+	fl := &Fleet{}
+	setDefaults(reflect.ValueOf(fl).Elem())
+	table("fleet", ": a central node (every host replicates to fleet.url/<host>)", reflect.ValueOf(fl).Elem())
 	st := &Store{}
 	setDefaults(reflect.ValueOf(st).Elem())
 	table("stores", ": each store (a preset, or a layout and paths)", reflect.ValueOf(st).Elem())
@@ -741,6 +761,7 @@ func KeySummary(layouts []LayoutSpec) string {
 	line("mcp", reflect.TypeFor[MCP]())
 	line("llm.NAME", reflect.TypeFor[Endpoint]())
 	line("replicate", reflect.TypeFor[Replicate]())
+	line("fleet", reflect.TypeFor[Fleet]())
 	line("stores", reflect.TypeFor[Store]())
 	for _, l := range layouts {
 		line(l.Name, reflect.TypeOf(l.NewOptions()).Elem())

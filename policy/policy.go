@@ -56,7 +56,10 @@ type Policy struct {
 	// Replicate, when set, copies the state databases to S3-compatible
 	// object storage as they change (replica/).
 	Replicate *Replicate `yaml:"replicate" doc:"the state copied to S3-compatible object storage as it changes"`
-	Stores    []*Store   `yaml:"stores" doc:"the stores: a layout applied to every root its paths match"`
+	// Fleet, when set, makes this a central node: it follows the state
+	// every host replicates under fleet.url (fleet/).
+	Fleet  *Fleet   `yaml:"fleet" doc:"follow every host's replicated state under this URL (a central node)"`
+	Stores []*Store `yaml:"stores" doc:"the stores: a layout applied to every root its paths match"`
 	// Files lists the files the policy was loaded from, for messages.
 	Files []string
 }
@@ -152,6 +155,38 @@ type Replicate struct {
 	SyncInterval     time.Duration `yaml:"sync_interval" default:"1s" min:"50ms" max:"1m" hint:"how far the bucket may be behind" doc:"how often changes are sent: about how far the bucket is behind"`
 	SnapshotInterval time.Duration `yaml:"snapshot_interval" default:"24h" min:"1m" doc:"how often a whole snapshot is sent: a restore replays the changes since the last"`
 	Pos              Pos
+}
+
+// Fleet is where a central node finds the hosts: each replicates its
+// state to URL/<host> (its replicate.url), and the central node follows
+// every one it finds there, read-only.
+type Fleet struct {
+	URL            string `yaml:"url" required:": s3://BUCKET/PREFIX" check:"s3url" doc:"s3://BUCKET/PREFIX: each host's state is under PREFIX/<host>"`
+	Bucket, Prefix string // from URL
+	Endpoint       string `yaml:"endpoint" check:"s3endpoint" doc:"an S3-compatible server's URL; none for AWS"`
+	Region         string `yaml:"region" default:"us-east-1" doc:"the bucket's region"`
+	AccessKeyEnv   string `yaml:"access_key_env" doc:"the environment variable holding the access key id"`
+	SecretKeyEnv   string `yaml:"secret_key_env" doc:"the environment variable holding the secret key"`
+	AccessKeyFile  string `yaml:"access_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
+	SecretKeyFile  string `yaml:"secret_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
+	ForcePathStyle bool   `yaml:"force_path_style" doc:"bucket in the path, not the host name (most S3-compatible servers want it)"`
+	// Interval is how often each host's databases are checked for changes.
+	Interval time.Duration `yaml:"interval" default:"1s" min:"100ms" max:"1m" doc:"how often each host's replica is checked for new changes"`
+	// MaxHosts bounds the hosts followed: past it, new ones are reported
+	// and left out.
+	MaxHosts int `yaml:"max_hosts" default:"256" min:"1" doc:"hosts followed at most; more are reported and left out"`
+	// StoppedAfter is how long without a change in the bucket a host is
+	// shown as stopped (or idle: the bucket cannot tell).
+	StoppedAfter time.Duration `yaml:"stopped_after" default:"10m" min:"1s" doc:"a host with no change in the bucket for this long is shown as stopped"`
+	Pos          Pos
+}
+
+// Host is the replicate section of one host of the fleet: where its
+// state is, with the fleet's endpoint and credentials.
+func (f *Fleet) Host(name string) *Replicate {
+	return &Replicate{URL: strings.TrimSuffix(f.URL, "/") + "/" + name, Bucket: f.Bucket, Prefix: strings.Trim(f.Prefix+"/"+name, "/"),
+		Endpoint: f.Endpoint, Region: f.Region, AccessKeyEnv: f.AccessKeyEnv, SecretKeyEnv: f.SecretKeyEnv,
+		AccessKeyFile: f.AccessKeyFile, SecretKeyFile: f.SecretKeyFile, ForcePathStyle: f.ForcePathStyle, Pos: f.Pos}
 }
 
 // Endpoint is a named OpenAI-compatible LLM endpoint.

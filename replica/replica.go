@@ -80,7 +80,7 @@ func New(cfg *policy.Replicate, dir string, logger *slog.Logger) (*Replicator, e
 	if err != nil {
 		return nil, err
 	}
-	useCABundle(logger)
+	UseCABundle(logger)
 	r := &Replicator{cfg: cfg, dir: dir, log: logger, now: time.Now, failed: make(chan string, 64),
 		probe: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	for _, s := range []string{ak, sk} {
@@ -143,12 +143,12 @@ func NewClient(cfg *policy.Replicate, name, ak, sk string) *s3.ReplicaClient {
 	return c
 }
 
-// useCABundle hands AWS_CA_BUNDLE to Go's TLS instead of the AWS SDK:
+// UseCABundle hands AWS_CA_BUNDLE to Go's TLS instead of the AWS SDK:
 // with it set, the SDK refuses the HTTP client Litestream gives it
 // ("unable to add custom RootCAs HTTPClient"), and replication could not
 // start. Go reads the certificates of SSL_CERT_FILE (when no other names
 // them) the first time it verifies one, so this runs before any.
-func useCABundle(logger *slog.Logger) {
+func UseCABundle(logger *slog.Logger) {
 	bundle := os.Getenv("AWS_CA_BUNDLE")
 	if bundle == "" {
 		return
@@ -543,7 +543,7 @@ func Restore(ctx context.Context, cfg *policy.Replicate, dir string, force bool,
 	if err != nil {
 		return nil, err
 	}
-	useCABundle(logger)
+	UseCABundle(logger)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}

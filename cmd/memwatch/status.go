@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/fleet"
 	"github.com/memwatch/memwatch/layout/nowhistory"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/replica"
@@ -112,6 +113,12 @@ func printStatus(g *globals, st daemon.Status) {
 	if r := st.Replica; r != nil {
 		fmt.Fprintf(w, "replica: %s\n", replicaLine(*r))
 	}
+	if len(st.Fleet) > 0 {
+		fmt.Fprintf(w, "\nfleet: %d host(s) followed\n", len(st.Fleet))
+		for _, h := range st.Fleet {
+			fmt.Fprintf(w, "  %s\n", fleetLine(h))
+		}
+	}
 	if len(st.Losses) > 0 {
 		fmt.Fprintf(w, "\nagents deleted or cut memory files (their versions are kept; memwatch versions PATH lists them):\n")
 		for _, l := range st.Losses {
@@ -170,4 +177,29 @@ func replicaLine(r replica.Status) string {
 		lag = fmt.Sprintf("%.1fs behind (%s)", r.Lag, strings.Join(r.Behind, ", "))
 	}
 	return fmt.Sprintf("%s: %s, last in sync %s, bucket holds %s, %d failed sync(s)", r.URL, lag, r.LastSync.Local().Format(time.DateTime), bytes, r.Failures)
+}
+
+// fleetLine says where a central node is with one host: what it holds of
+// it, how far behind the bucket, whether the host still replicates.
+func fleetLine(h fleet.HostStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s restored", h.Host, policy.Size(h.Bytes))
+	if !h.LastChange.IsZero() {
+		fmt.Fprintf(&b, ", last change %s (%s ago)", h.LastChange.Local().Format(time.DateTime), time.Since(h.LastChange).Round(time.Second))
+	}
+	switch {
+	case h.Checked.IsZero():
+		b.WriteString(", bucket not reached")
+	case h.Lag > 0:
+		fmt.Fprintf(&b, ", %.1fs behind the bucket", h.Lag)
+	default:
+		b.WriteString(", up to date with the bucket")
+	}
+	if h.Stopped {
+		b.WriteString("; STOPPED: no change in the bucket for a while (the host is down, or idle); what it had stays searchable")
+	}
+	if h.Error != "" {
+		fmt.Fprintf(&b, "; skipped: %s", h.Error)
+	}
+	return b.String()
 }

@@ -54,7 +54,10 @@ bounds):
 				return nil
 			}
 			fmt.Fprintf(w, "policy OK: %s\n", strings.Join(p.Files, ", "))
-			if len(p.Stores) == 0 {
+			if p.Fleet != nil {
+				fmt.Fprintf(w, "fleet: a central node, following every host that replicates to %s/<host> (read-only; at most %d hosts, checked every %v)\n", strings.TrimSuffix(p.Fleet.URL, "/"), p.Fleet.MaxHosts, p.Fleet.Interval)
+			}
+			if len(p.Stores) == 0 && p.Fleet == nil {
 				fmt.Fprintln(w, "no stores configured: memwatch will run idle until one is added")
 			}
 			for _, s := range p.Stores {

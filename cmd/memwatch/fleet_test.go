@@ -1,0 +1,160 @@
+//go:build !lean
+
+package main
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/memwatch/memwatch/daemon"
+)
+
+// TestFleetFollowsEveryHost: three real host daemons replicate to one
+// bucket of a real S3 server (versitygw); a central node whose policy has
+// only fleet: follows each, read-only. Within 20 s of a write on any
+// host, the central node holds that host's new session line; a host
+// SIGKILLed with its state wiped stays held, and another host's new line
+// still arrives; status lists every host.
+func TestFleetFollowsEveryHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a real S3 server and four daemons")
+	}
+	t.Parallel()
+	srv := newS3Server(t, "memwatch")
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "s3-key"), []byte(s3Key), 0o600)
+	os.WriteFile(filepath.Join(dir, "s3-secret"), []byte(s3Secret), 0o600)
+	creds := fmt.Sprintf("  endpoint: http://%s\n  access_key_file: %s\n  secret_key_file: %s\n  force_path_style: true\n", srv.addr, filepath.Join(dir, "s3-key"), filepath.Join(dir, "s3-secret"))
+
+	type host struct {
+		name, state, log string
+		p                *proc
+	}
+	var hosts []*host
+	for i := range 3 {
+		h := &host{name: fmt.Sprintf("box-%d", i+1)}
+		hd := filepath.Join(dir, h.name)
+		talk := filepath.Join(hd, "agents", "talk")
+		os.MkdirAll(filepath.Join(talk, "sessions"), 0o755)
+		h.log = filepath.Join(talk, "sessions", "chat.jsonl")
+		os.WriteFile(h.log, []byte(fmt.Sprintf(`{"role":"user","content":"first words on %s"}`+"\n", h.name)), 0o644)
+		os.MkdirAll(hd, 0o755)
+		pol := filepath.Join(hd, "policy.yaml")
+		os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nreplicate:\n  url: s3://memwatch/fleet/%s\n%sstores:\n  - name: talk\n    layout: memory-history\n    paths: [%q]\n    settle: 100ms\n    consolidate: false\n", h.name, creds, talk)), 0o644)
+		h.state = filepath.Join(hd, "state")
+		h.p = start(t, "--policy", pol, "--state-dir", h.state)
+		h.p.waitLog("replicating the state", 10*time.Second)
+		hosts = append(hosts, h)
+	}
+
+	central := filepath.Join(dir, "central")
+	os.MkdirAll(central, 0o755)
+	cpol := filepath.Join(central, "policy.yaml")
+	os.WriteFile(cpol, []byte("version: 1\nfleet:\n  url: s3://memwatch/fleet\n"+creds+"  interval: 200ms\n"), 0o644)
+	if out, err := exec.Command(memwatchBin, "validate", "--policy", cpol).CombinedOutput(); err != nil || !strings.Contains(string(out), "central node") {
+		t.Fatalf("validate the central policy: %v\n%s", err, out)
+	}
+	cstate := filepath.Join(central, "state")
+	c := start(t, "--policy", cpol, "--state-dir", cstate)
+	c.waitLog("following the fleet", 10*time.Second)
+
+	// holds reports whether the central node's copy of a host's spool
+	// holds a line with text.
+	holds := func(h *host, text string) bool {
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(cstate, "fleet", h.name, "spool.db")+"?mode=ro")
+		if err != nil {
+			return false
+		}
+		defer db.Close()
+		var n int
+		if db.QueryRow(`SELECT count(*) FROM lines WHERE instr(data, ?) > 0`, text).Scan(&n) != nil {
+			return false
+		}
+		return n > 0
+	}
+	within := func(what string, d time.Duration, ok func() bool) time.Duration {
+		t.Helper()
+		t0 := time.Now()
+		for !ok() {
+			if time.Since(t0) > d {
+				t.Fatalf("%s: not within %v", what, d)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return time.Since(t0)
+	}
+	for _, h := range hosts {
+		within("the central node holds "+h.name+"'s first line", 60*time.Second, func() bool { return holds(h, "first words on "+h.name) })
+	}
+	// A write on each host: at the central node within 20 s.
+	for i, h := range hosts {
+		line := fmt.Sprintf("the walrus-%d ledger deploys from %s", i, h.name)
+		f, _ := os.OpenFile(h.log, os.O_WRONLY|os.O_APPEND, 0)
+		fmt.Fprintf(f, `{"role":"assistant","content":%q}`+"\n", line)
+		f.Close()
+		took := within(h.name+"'s new line at the central node", 20*time.Second, func() bool { return holds(h, line) })
+		t.Logf("%s: a new line at the central node after %v", h.name, took.Round(10*time.Millisecond))
+	}
+
+	// Status lists each host, up to date.
+	status := func() daemon.Status {
+		t.Helper()
+		var st daemon.Status
+		out, err := exec.Command(memwatchBin, "status", "--policy", cpol, "--state-dir", cstate, "--json").Output()
+		if err != nil || json.Unmarshal(out, &st) != nil {
+			t.Fatalf("status: %v\n%s", err, out)
+		}
+		return st
+	}
+	st := status()
+	if len(st.Fleet) != 3 {
+		t.Fatalf("status lists %d hosts, want 3: %+v", len(st.Fleet), st.Fleet)
+	}
+	for _, h := range st.Fleet {
+		if h.Bytes == 0 || h.LastChange.IsZero() || h.Checked.IsZero() || h.Stopped {
+			t.Errorf("status of %s: %+v", h.Host, h)
+		}
+	}
+	text, _ := exec.Command(memwatchBin, "status", "--policy", cpol, "--state-dir", cstate).Output()
+	if !bytes.Contains(text, []byte("fleet: 3 host(s) followed")) || !bytes.Contains(text, []byte("box-2: ")) {
+		t.Errorf("status text has no fleet section:\n%s", text)
+	}
+
+	// box-1 dies: SIGKILL, its state wiped. What the central node holds of
+	// it stays; box-2's next line still arrives.
+	dead := hosts[0]
+	dead.p.cmd.Process.Signal(syscall.SIGKILL)
+	dead.p.cmd.Wait()
+	os.RemoveAll(dead.state)
+	line := "after box-1 died, box-2 says the otter ledger moved"
+	f, _ := os.OpenFile(hosts[1].log, os.O_WRONLY|os.O_APPEND, 0)
+	fmt.Fprintf(f, `{"role":"user","content":%q}`+"\n", line)
+	f.Close()
+	within("box-2's line after box-1 died", 20*time.Second, func() bool { return holds(hosts[1], line) })
+	if !holds(dead, "the walrus-0 ledger deploys from box-1") {
+		t.Errorf("the central node lost what box-1 had replicated")
+	}
+	// The central node wrote nothing to the bucket: its objects are the
+	// hosts' own.
+	var keys []string
+	filepath.WalkDir(srv.dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(p, "fleet") && !strings.Contains(p, "box-") {
+			keys = append(keys, p)
+		}
+		return nil
+	})
+	if len(keys) > 0 {
+		t.Errorf("objects in the bucket that are no host's: %v", keys)
+	}
+}

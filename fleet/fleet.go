@@ -1,0 +1,388 @@
+// Package fleet follows, on a central node, the state other hosts
+// replicate to S3-compatible storage. Each host replicates as it always
+// does (replicate.url: s3://BUCKET/PREFIX/<host>); the central node's
+// policy names the prefix (fleet.url: s3://BUCKET/PREFIX), and the
+// Follower finds every host under it, new ones as they appear, restores
+// each of a host's state databases into <state>/fleet/<host>/ and follows
+// its changes (Litestream's follow mode: the LTX files the host ships are
+// applied as they appear; nothing is ever written to the bucket).
+//
+// A host whose replica is corrupt or half-written (no snapshot yet, a
+// history pruned past what was applied) is reported with the reason and
+// tried again; it never stops the others. What was restored of a host
+// stays when the host stops replicating, or dies.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/benbjohnson/litestream"
+	"github.com/superfly/ltx"
+
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/replica"
+)
+
+// Dir is where the hosts' state is kept, under the state directory.
+const Dir = "fleet"
+
+// retryAfter is how long a database that could not be followed waits
+// before it is tried again.
+const retryAfter = 10 * time.Second
+
+// HostStatus is what the central node knows of one host.
+type HostStatus struct {
+	Host       string    `json:"host"`
+	Dir        string    `json:"dir"`                     // its state, restored here
+	Bytes      int64     `json:"bytes"`                   // of its restored databases
+	LastChange time.Time `json:"last_change,omitzero"`    // the newest change applied here
+	Lag        float64   `json:"lag_seconds"`             // how long the oldest change in the bucket not applied here has waited
+	Stopped    bool      `json:"stopped"`                 // no change in the bucket for fleet.stopped_after
+	Databases  []string  `json:"databases"`               // the databases followed
+	Error      string    `json:"error,omitempty"`         // why a database of it is not followed now (tried again)
+	Checked    time.Time `json:"bucket_checked,omitzero"` // when Lag and Stopped were measured
+}
+
+// Follower follows every host of the fleet.
+type Follower struct {
+	cfg    *policy.Fleet
+	dir    string // <state>/fleet
+	log    *slog.Logger
+	ak, sk string
+	s3     *s3.Client
+
+	mu    sync.Mutex // guards hosts and refused
+	hosts map[string]*host
+	// refused are the hosts found past fleet.max_hosts, reported once.
+	refused map[string]bool
+	wg      sync.WaitGroup
+}
+
+// host is one followed host; its goroutines (one per database) set errs.
+type host struct {
+	name string
+	dir  string
+	mu   sync.Mutex // guards errs
+	errs map[string]string
+}
+
+// New builds a follower keeping the hosts' state under stateDir; nothing
+// runs until Run. The credentials are read now: a missing variable or
+// file is an error that names it.
+func New(cfg *policy.Fleet, stateDir string, logger *slog.Logger) (*Follower, error) {
+	ak, sk, err := replica.Credentials(cfg.Host(""))
+	if err != nil {
+		return nil, err
+	}
+	replica.UseCABundle(logger)
+	f := &Follower{cfg: cfg, dir: filepath.Join(stateDir, Dir), log: logger, ak: ak, sk: sk, hosts: map[string]*host{}, refused: map[string]bool{}}
+	opts := s3.Options{Region: cfg.Region, UsePathStyle: cfg.ForcePathStyle}
+	if cfg.Endpoint != "" {
+		opts.BaseEndpoint = aws.String(cfg.Endpoint)
+	}
+	if ak != "" {
+		opts.Credentials = credentials.NewStaticCredentialsProvider(ak, sk, "")
+	}
+	f.s3 = s3.New(opts)
+	return f, nil
+}
+
+// hostName is what a host's directory may be called: one path element.
+var hostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Hosts lists the hosts under fleet.url: the prefixes that hold a host's
+// state (one of its databases).
+func (f *Follower) Hosts(ctx context.Context) ([]string, error) {
+	prefix := strings.Trim(f.cfg.Prefix, "/")
+	if prefix != "" {
+		prefix += "/"
+	}
+	var out []string
+	var token *string
+	for {
+		res, err := f.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(f.cfg.Bucket), Prefix: aws.String(prefix), Delimiter: aws.String("/"), ContinuationToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list the hosts under %s: %w", f.cfg.URL, err)
+		}
+		for _, p := range res.CommonPrefixes {
+			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(p.Prefix), prefix), "/")
+			if hostName.MatchString(name) {
+				out = append(out, name)
+			}
+		}
+		if !aws.ToBool(res.IsTruncated) || len(out) > 4*f.cfg.MaxHosts {
+			break
+		}
+		token = res.NextContinuationToken
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Run follows the fleet until ctx ends: it looks for hosts now and every
+// ten intervals, and follows each one it finds.
+func (f *Follower) Run(ctx context.Context) error {
+	if err := os.MkdirAll(f.dir, 0o700); err != nil {
+		return fmt.Errorf("make the fleet directory: %w", err)
+	}
+	f.log.Info("following the fleet", "url", f.cfg.URL, "endpoint", f.cfg.Endpoint, "dir", f.dir)
+	tick := time.NewTicker(max(10*f.cfg.Interval, 2*time.Second))
+	defer tick.Stop()
+	failing := ""
+	for {
+		names, err := f.Hosts(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if msg := err.Error(); msg != failing {
+				f.log.Warn("cannot list the fleet's hosts; retrying", "err", err)
+				failing = msg
+			}
+		case err == nil:
+			if failing != "" {
+				f.log.Info("the fleet's bucket answers again", "url", f.cfg.URL)
+				failing = ""
+			}
+			for _, n := range names {
+				f.add(ctx, n)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			f.wg.Wait()
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// add starts following a host not followed yet.
+func (f *Follower) add(ctx context.Context, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hosts[name] != nil || f.refused[name] {
+		return
+	}
+	if len(f.hosts) >= f.cfg.MaxHosts {
+		f.refused[name] = true
+		f.log.Warn("a host past fleet.max_hosts is not followed; raise it to follow more", "host", name, "max_hosts", f.cfg.MaxHosts)
+		return
+	}
+	h := &host{name: name, dir: filepath.Join(f.dir, name), errs: map[string]string{}}
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		f.log.Warn("cannot keep a host's state", "host", name, "err", err)
+		return
+	}
+	f.hosts[name] = h
+	f.log.Info("following a host", "host", name, "url", f.cfg.Host(name).URL)
+	for _, db := range replica.Databases {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			f.follow(ctx, h, db)
+		}()
+	}
+}
+
+// follow restores one database of a host and applies its changes as they
+// reach the bucket, until ctx ends; on a failure it says why and starts
+// again after retryAfter (anew when what it had cannot be caught up).
+func (f *Follower) follow(ctx context.Context, h *host, name string) {
+	out := filepath.Join(h.dir, name)
+	// A database object only for its logger: a replica without one logs
+	// through the process's default logger (Litestream's progress is ours
+	// to report). It is never opened.
+	quiet := litestream.NewDB(out)
+	quiet.Logger = slog.New(discard{})
+	for ctx.Err() == nil {
+		rep := litestream.NewReplicaWithClient(quiet, replica.NewClient(f.cfg.Host(h.name), name, f.ak, f.sk))
+		opt := litestream.NewRestoreOptions()
+		opt.OutputPath = out
+		opt.Follow = true
+		opt.FollowInterval = f.cfg.Interval
+		err := rep.Restore(ctx, opt)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("follow ended")
+		}
+		reason := err.Error()
+		if strings.Contains(reason, "cannot resume follow mode") || strings.Contains(reason, "output path already exists") {
+			// What was applied cannot be caught up (the history was
+			// pruned, the host started anew): restored again, whole.
+			os.Remove(out)
+			os.Remove(out + "-txid")
+			os.Remove(out + ".tmp")
+		}
+		if h.setErr(name, reason) {
+			if strings.Contains(reason, "no snapshots") || strings.Contains(reason, "no backups") || strings.Contains(reason, "no matching backup") {
+				f.log.Debug("a host has no replica of a database yet", "host", h.name, "db", name)
+			} else {
+				f.log.Warn("cannot follow a host's database; skipped, tried again", "host", h.name, "db", name, "err", reason)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(retryAfter):
+		}
+	}
+}
+
+// setErr records why a database is not followed; it reports whether
+// the reason is new.
+func (h *host) setErr(db, reason string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.errs[db] == reason {
+		return false
+	}
+	h.errs[db] = reason
+	return true
+}
+
+// Status is what the central node knows of each host: what it restored
+// (from disk), and how far behind the bucket it is (asked of the bucket,
+// at most once per call, with ctx's deadline).
+func (f *Follower) Status(ctx context.Context) []HostStatus {
+	f.mu.Lock()
+	hosts := make([]*host, 0, len(f.hosts))
+	for _, h := range f.hosts {
+		hosts = append(hosts, h)
+	}
+	f.mu.Unlock()
+	sort.Slice(hosts, func(i, j int) bool { return hosts[i].name < hosts[j].name })
+	var out []HostStatus
+	now := time.Now()
+	for _, h := range hosts {
+		st := Local(h.dir)
+		st.Host = h.name
+		var newest time.Time
+		var behind bool
+		var oldestWaiting time.Time
+		checked := true
+		for _, db := range replica.Databases {
+			applied, _ := litestream.ReadTXIDFile(filepath.Join(h.dir, db))
+			client := replica.NewClient(f.cfg.Host(h.name), db, f.ak, f.sk)
+			info, err := maxLTX(ctx, client)
+			if err != nil {
+				checked = false
+				continue
+			}
+			if info.CreatedAt.After(newest) {
+				newest = info.CreatedAt
+			}
+			if info.MaxTXID > applied {
+				behind = true
+				if w, err := firstAfter(ctx, client, applied); err == nil && (oldestWaiting.IsZero() || w.Before(oldestWaiting)) {
+					oldestWaiting = w
+				}
+			}
+		}
+		if checked {
+			st.Checked = now
+			if behind && !oldestWaiting.IsZero() {
+				st.Lag = max(0, now.Sub(oldestWaiting).Seconds())
+			}
+			st.Stopped = !newest.IsZero() && now.Sub(newest) > f.cfg.StoppedAfter
+		}
+		h.mu.Lock()
+		var errs []string
+		for db, e := range h.errs {
+			if _, err := os.Stat(filepath.Join(h.dir, db)); err != nil || !strings.Contains(e, "no snapshots") {
+				errs = append(errs, db+": "+e)
+			}
+		}
+		h.mu.Unlock()
+		sort.Strings(errs)
+		st.Error = strings.Join(errs, "; ")
+		out = append(out, st)
+	}
+	return out
+}
+
+// Local is what is restored of a host in dir, from disk alone (for the
+// CLI, without the daemon).
+func Local(dir string) HostStatus {
+	st := HostStatus{Host: filepath.Base(dir), Dir: dir}
+	for _, db := range replica.Databases {
+		fi, err := os.Stat(filepath.Join(dir, db))
+		if err != nil {
+			continue
+		}
+		st.Databases = append(st.Databases, db)
+		st.Bytes += fi.Size()
+		if t, err := os.Stat(filepath.Join(dir, db) + "-txid"); err == nil && t.ModTime().After(st.LastChange) {
+			st.LastChange = t.ModTime()
+		}
+	}
+	return st
+}
+
+// HostDirs lists the hosts restored under the state directory.
+func HostDirs(stateDir string) []string {
+	ents, _ := os.ReadDir(filepath.Join(stateDir, Dir))
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && hostName.MatchString(e.Name()) {
+			out = append(out, filepath.Join(stateDir, Dir, e.Name()))
+		}
+	}
+	return out
+}
+
+// maxLTX is the newest LTX file of a database in the bucket, across levels.
+func maxLTX(ctx context.Context, c litestream.ReplicaClient) (ltx.FileInfo, error) {
+	var best ltx.FileInfo
+	for level := 0; level <= litestream.SnapshotLevel; level++ {
+		it, err := c.LTXFiles(ctx, level, 0, false)
+		if err != nil {
+			return best, err
+		}
+		for it.Next() {
+			if i := it.Item(); i.MaxTXID > best.MaxTXID {
+				best = *i
+			}
+		}
+		if err := it.Close(); err != nil {
+			return best, err
+		}
+	}
+	return best, nil
+}
+
+// firstAfter is when the first change after txid reached the bucket.
+func firstAfter(ctx context.Context, c litestream.ReplicaClient, txid ltx.TXID) (time.Time, error) {
+	it, err := c.LTXFiles(ctx, 0, txid+1, false)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer it.Close()
+	for it.Next() {
+		if i := it.Item(); i.MaxTXID > txid {
+			return i.CreatedAt, nil
+		}
+	}
+	return time.Time{}, it.Err()
+}
+
+// discard drops Litestream's own logs: what a follower does is reported
+// by Follow's errors and Status.
+type discard struct{}
+
+func (discard) Enabled(context.Context, slog.Level) bool  { return false }
+func (discard) Handle(context.Context, slog.Record) error { return nil }
+func (d discard) WithAttrs([]slog.Attr) slog.Handler      { return d }
+func (d discard) WithGroup(string) slog.Handler           { return d }
