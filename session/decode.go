@@ -93,7 +93,7 @@ type lineShape struct {
 	Arguments json.RawMessage `json:"arguments"`
 	Input     json.RawMessage `json:"input"`
 	Output    json.RawMessage `json:"output"`
-	Shell     json.RawMessage `json:"command"` // Pi's bashExecution: the command the user ran
+	Shell     json.RawMessage `json:"command"`   // Pi's bashExecution: the command the user ran
 	Set       json.RawMessage `json:"$set"`      // Gemini CLI: a metadata update
 	RewindTo  string          `json:"$rewindTo"` // Gemini CLI: a rewind
 	SessionID string          `json:"sessionId"` // Gemini CLI: the first line
