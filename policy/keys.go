@@ -509,36 +509,32 @@ func (e *Endpoint) decoded(d *decoder, n ast.Node, byKey map[string]*ast.Mapping
 
 // decoded splits the URL and checks the credentials come in pairs.
 func (r *Replicate) decoded(d *decoder, n ast.Node, byKey map[string]*ast.MappingValueNode) {
-	if u, err := url.Parse(r.URL); err == nil && r.URL != "" {
-		r.Bucket, r.Prefix = u.Host, strings.Trim(u.Path, "/")
-	}
-	for _, pair := range [][2]string{{"access_key_env", "access_key_file"}, {"secret_key_env", "secret_key_file"}} {
-		if byKey[pair[0]] != nil && byKey[pair[1]] != nil {
-			d.errorf(byKey[pair[1]].Key, "replicate sets both %s and %s; keep one", pair[0], pair[1])
-		}
-	}
-	access := byKey["access_key_env"] != nil || byKey["access_key_file"] != nil
-	secret := byKey["secret_key_env"] != nil || byKey["secret_key_file"] != nil
-	if access != secret {
-		d.errorf(n, "replicate names an access key without a secret, or a secret without an access key: give both (access_key_env and secret_key_env, or the _file keys), or neither for the AWS SDK's default chain")
-	}
+	r.Bucket, r.Prefix = bucketSection(d, n, byKey, "replicate", r.URL)
 }
 
 // decoded splits the URL and checks the credentials come in pairs.
 func (f *Fleet) decoded(d *decoder, n ast.Node, byKey map[string]*ast.MappingValueNode) {
-	if u, err := url.Parse(f.URL); err == nil && f.URL != "" {
-		f.Bucket, f.Prefix = u.Host, strings.Trim(u.Path, "/")
+	f.Bucket, f.Prefix = bucketSection(d, n, byKey, "fleet", f.URL)
+}
+
+// bucketSection checks a section naming a bucket (replicate, fleet): its
+// credentials come in pairs, each one way; it returns the URL's bucket and
+// prefix.
+func bucketSection(d *decoder, n ast.Node, byKey map[string]*ast.MappingValueNode, section, s3url string) (bucket, prefix string) {
+	if u, err := url.Parse(s3url); err == nil && s3url != "" {
+		bucket, prefix = u.Host, strings.Trim(u.Path, "/")
 	}
 	for _, pair := range [][2]string{{"access_key_env", "access_key_file"}, {"secret_key_env", "secret_key_file"}} {
 		if byKey[pair[0]] != nil && byKey[pair[1]] != nil {
-			d.errorf(byKey[pair[1]].Key, "fleet sets both %s and %s; keep one", pair[0], pair[1])
+			d.errorf(byKey[pair[1]].Key, "%s sets both %s and %s; keep one", section, pair[0], pair[1])
 		}
 	}
 	access := byKey["access_key_env"] != nil || byKey["access_key_file"] != nil
 	secret := byKey["secret_key_env"] != nil || byKey["secret_key_file"] != nil
 	if access != secret {
-		d.errorf(n, "fleet names an access key without a secret, or a secret without an access key: give both (access_key_env and secret_key_env, or the _file keys), or neither for the AWS SDK's default chain")
+		d.errorf(n, "%s names an access key without a secret, or a secret without an access key: give both (access_key_env and secret_key_env, or the _file keys), or neither for the AWS SDK's default chain", section)
 	}
+	return bucket, prefix
 }
 
 // Reference is the policy reference in Markdown, from the declarations:
