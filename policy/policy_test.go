@@ -414,3 +414,34 @@ func TestDefaultsAgree(t *testing.T) {
 		t.Errorf("max_read: declared %v, constant %v", got, policy.DefaultMaxRead)
 	}
 }
+
+// TestFleetAlone: a central node's policy has fleet: and no stores; its
+// URL gives the bucket and the prefix the hosts are under, and each host's
+// replicate section is under it.
+func TestFleetAlone(t *testing.T) {
+	src := "version: 1\nfleet:\n  url: s3://memwatch/fleet/\n  endpoint: http://127.0.0.1:9000\n  force_path_style: true\n  access_key_env: K\n  secret_key_env: S\n"
+	p, err := policy.Parse("p.yaml", []byte(src), registry.Specs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := p.Fleet
+	if f == nil || len(p.Stores) != 0 || f.Bucket != "memwatch" || f.Prefix != "fleet" || f.Interval != time.Second || f.MaxHosts != 256 {
+		t.Fatalf("fleet = %+v, stores %d", f, len(p.Stores))
+	}
+	h := f.Host("box-1")
+	if got, want := h.URL, "s3://memwatch/fleet/box-1"; got != want {
+		t.Errorf("host URL %q, want %q", got, want)
+	}
+	if h.Bucket != "memwatch" || h.Prefix != "fleet/box-1" || h.Endpoint != f.Endpoint || !h.ForcePathStyle || h.AccessKeyEnv != "K" {
+		t.Errorf("host section %+v", h)
+	}
+	for _, c := range []struct{ src, want string }{
+		{"version: 1\nfleet:\n  endpoint: http://x\n", "missing required key url in fleet"},
+		{"version: 1\nfleet:\n  url: s3://b/p\n  access_key_env: K\n", "fleet names an access key without a secret"},
+		{"version: 1\nfleet:\n  url: s3://b/p\n  interval: 10ms\n", "interval"},
+	} {
+		if _, err := policy.Parse("p.yaml", []byte(c.src), registry.Specs()); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Parse(%q) = %v, want an error saying %q", c.src, err, c.want)
+		}
+	}
+}
