@@ -275,7 +275,12 @@ func Within(dir, p string) bool {
 }
 
 // Close releases the root's descriptor.
-func (r *Root) Close() error { return r.os.Close() }
+func (r *Root) Close() error {
+	if r.os == nil {
+		return nil // Detached
+	}
+	return r.os.Close()
+}
 
 // Path is the root's absolute path, for messages and the journal.
 func (r *Root) Path() string { return r.path }

@@ -87,6 +87,9 @@ func (r *Root) GlobExcept(pattern, exclude string) ([]string, error) {
 	if err := CheckGlob(pattern); err != nil {
 		return nil, err
 	}
+	if r.os == nil {
+		return nil, nil // Detached: no file here
+	}
 	var out []string
 	for _, p := range Alternatives(filepath.ToSlash(pattern)) {
 		ms, err := fs.Glob(r.FS(), p)

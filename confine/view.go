@@ -2,6 +2,7 @@ package confine
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -23,6 +24,9 @@ func (r *Root) View(rel string) (*View, error) {
 	rel, err := clean(rel)
 	if err != nil {
 		return nil, err
+	}
+	if r.os == nil {
+		return nil, fmt.Errorf("open %s: %w (a root of another host)", r.Join(rel), fs.ErrNotExist)
 	}
 	var sub *os.Root
 	err = r.as(func() (err error) { sub, err = r.os.OpenRoot(rel); return err })

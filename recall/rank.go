@@ -18,7 +18,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/session"
 )
 
@@ -355,7 +354,7 @@ func (r *ranker) addHeld() error {
 			name, _, _ := strings.Cut(rel, "#")
 			i := -1
 			for j, src := range srcs {
-				if confine.Match(src.Glob, src.Exclude, name) {
+				if src.holds(name) {
 					i = j
 					break
 				}

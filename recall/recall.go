@@ -42,6 +42,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/memwatch/memwatch/confine"
+
 	"github.com/memwatch/memwatch/session"
 )
 
@@ -74,6 +76,13 @@ type Source struct {
 	Strip string
 }
 
+// holds reports whether a log (or a database's conversation, DB#ID) the
+// spool holds is one of this source's. A source without a glob holds
+// every one: a Detached root's, whose files are on another host.
+func (s Source) holds(name string) bool {
+	return s.Glob == "" || confine.Match(s.Glob, s.Exclude, name)
+}
+
 // cite is the path a citation shows for rel.
 func (s Source) cite(rel string) string {
 	rel = filepath.ToSlash(rel)
@@ -90,6 +99,7 @@ type Result struct {
 	Session    string `json:"session,omitempty"` // with several roots: the root's name
 	Root       string `json:"root,omitempty"`    // with several roots: the root
 	Store      string `json:"store,omitempty"`   // with several roots: its store
+	Host       string `json:"host,omitempty"`    // on a central node: the host the root is on
 	// Folded cites the copies of this text left out of the results (a
 	// mirror's line, the same message in another file).
 	Folded []string `json:"folded,omitempty"`
@@ -144,6 +154,9 @@ func format(q Query, results []Result, explain bool) string {
 		fmt.Fprintf(&b, "\n[%d] Source: %s\n", i+1, r.Source)
 		if r.Root != "" {
 			where := r.Root
+			if r.Host != "" {
+				where = r.Host + ":" + where
+			}
 			if r.Store != "" {
 				where += " (store " + r.Store + ")"
 			}

@@ -30,6 +30,9 @@ type Root struct {
 	Name string
 	// Store is the store the root belongs to (Result.Store).
 	Store string
+	// Host, on a central node, is the host the root is on (Result.Host):
+	// a Detached root, searched through Options.Held alone.
+	Host string
 }
 
 // Options tune a search.
@@ -295,6 +298,10 @@ func (s *searcher) emit(f file, line int64, text []byte, at int) error {
 		// it stands alone (memwatch show takes it as printed).
 		r.Session, r.Root, r.Store = f.root.Name, f.root.Root.Path(), f.root.Store
 		cite = path.Join(filepath.ToSlash(f.root.Root.Path()), cite)
+		if f.root.Host != "" {
+			r.Host = f.root.Host
+			cite = f.root.Host + ":" + cite
+		}
 	}
 	if f.src.Kind == Text {
 		r.FilePath = cite
@@ -947,7 +954,7 @@ func (s *searcher) searchHeld() error {
 		}
 		err := s.o.Held(s.ctx, r.Root, func(rel string, gen, line int64, raw []byte) error {
 			name, _, _ := strings.Cut(rel, "#") // a database's conversation: DB#ID
-			i := slices.IndexFunc(srcs, func(src Source) bool { return confine.Match(src.Glob, src.Exclude, name) })
+			i := slices.IndexFunc(srcs, func(src Source) bool { return src.holds(name) })
 			if i < 0 {
 				return nil
 			}

@@ -171,3 +171,40 @@ func (s *Spool) eachHeld(ctx context.Context, path, q string, args []any, fn fun
 func (s *Spool) SearchHeld(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error {
 	return s.Held(ctx, root.ID(), func(h HeldLine) error { return fn(h.Path, h.Gen, h.Line, h.Data) })
 }
+
+// RootKeys lists the roots the spool holds logs of, by key
+// (confine.ID.Key).
+func (s *Spool) RootKeys(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT root FROM logs ORDER BY root`)
+	if err != nil {
+		return nil, fmt.Errorf("list spool roots: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// Captured calls fn with every message of root's logs the spool holds,
+// live or not, newest first, while fn returns nil: on a central node,
+// a host's replicated spool is all there is of its logs (their files are
+// on the host). Pruned lines are gone.
+func (s *Spool) Captured(ctx context.Context, root confine.ID, fn func(HeldLine) error) error {
+	logs, err := s.Logs(ctx, root)
+	if err != nil {
+		return err
+	}
+	for _, st := range logs {
+		q := `SELECT gen, line, data FROM lines WHERE log=? AND msg=1 AND data IS NOT NULL ORDER BY seq DESC`
+		if err := s.eachHeld(ctx, st.Path, q, []any{st.ID}, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -49,6 +49,7 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 		os.MkdirAll(filepath.Join(talk, "sessions"), 0o755)
 		h.log = filepath.Join(talk, "sessions", "chat.jsonl")
 		os.WriteFile(h.log, []byte(fmt.Sprintf(`{"role":"user","content":"first words on %s"}`+"\n", h.name)), 0o644)
+		os.WriteFile(filepath.Join(talk, "MEMORY.md"), []byte(fmt.Sprintf("# Memory\n\n- %s keeps the quokka-%d runbook\n", h.name, i+1)), 0o644)
 		os.MkdirAll(hd, 0o755)
 		pol := filepath.Join(hd, "policy.yaml")
 		os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nreplicate:\n  url: s3://memwatch/fleet/%s\n%sstores:\n  - name: talk\n    layout: memory-history\n    paths: [%q]\n    settle: 100ms\n    consolidate: false\n", h.name, creds, talk)), 0o644)
@@ -107,6 +108,31 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 		t.Logf("%s: a new line at the central node after %v", h.name, took.Round(10*time.Millisecond))
 	}
 
+	// recall --all on the central node finds each host's new line and its
+	// memory file, each result naming its host; the citation names it too.
+	type hit struct{ Text, Citation, Host, Source string }
+	recallAll := func(q string) []hit {
+		t.Helper()
+		out, err := exec.Command(memwatchFast, "recall", "--policy", cpol, "--state-dir", cstate, "--all", "--json", q).Output()
+		var hs []hit
+		if err != nil || json.Unmarshal(out, &hs) != nil {
+			t.Fatalf("recall %q: %v\n%s", q, err, out)
+		}
+		return hs
+	}
+	for i, h := range hosts {
+		for _, c := range []struct{ q, source string }{{fmt.Sprintf("walrus-%d", i), "messages"}, {fmt.Sprintf("quokka-%d", i+1), "memory"}} {
+			var hs []hit
+			within(h.name+" "+c.q+" recalled at the central node", 20*time.Second, func() bool { hs = recallAll(c.q); return len(hs) > 0 })
+			if len(hs) != 1 || hs[0].Host != h.name || hs[0].Source != c.source || !strings.HasPrefix(hs[0].Citation, h.name+":/") {
+				t.Errorf("recall %s: %+v; want one %s result of host %s, cited %s:/...", c.q, hs, c.source, h.name, h.name)
+			}
+		}
+	}
+	if hs := recallAll("what did box-2 say about the walrus ledger?"); len(hs) == 0 || hs[0].Host != "box-2" {
+		t.Errorf("a question over every host: %+v", hs)
+	}
+
 	// Status lists each host, up to date.
 	status := func() daemon.Status {
 		t.Helper()
@@ -141,9 +167,9 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	f, _ := os.OpenFile(hosts[1].log, os.O_WRONLY|os.O_APPEND, 0)
 	fmt.Fprintf(f, `{"role":"user","content":%q}`+"\n", line)
 	f.Close()
-	within("box-2's line after box-1 died", 20*time.Second, func() bool { return holds(hosts[1], line) })
-	if !holds(dead, "the walrus-0 ledger deploys from box-1") {
-		t.Errorf("the central node lost what box-1 had replicated")
+	within("box-2's line after box-1 died", 20*time.Second, func() bool { return len(recallAll("otter")) == 1 })
+	if hs := recallAll("walrus-0"); len(hs) != 1 || hs[0].Host != "box-1" {
+		t.Errorf("box-1 died: what it had is no longer found at the central node: %+v", hs)
 	}
 	// The central node wrote nothing to the bucket: its objects are the
 	// hosts' own.

@@ -106,11 +106,23 @@ each search went and, for a question, why each result ranked where it did.`,
 					return printRecall(g, q, res.Results, asJSON, explain)
 				}
 			}
-			roots, err := recallRoots(p, dir, store, all)
-			if err != nil {
-				return err
+			// A central node (fleet:) searches every host it follows, with
+			// its own stores' roots under --all.
+			var fleetS *fleetSearch
+			if p != nil && p.Fleet != nil && dir == "" && store == "" && (all || len(p.Stores) == 0) {
+				fleetS = openFleet(cmd.Context(), g.resolveStateDir(p))
+				defer fleetS.Close()
 			}
-			if len(roots) == 1 && roots[0].Name == "" && dir == "" && explicit && p != nil && !ownsCwd(p) {
+			var roots []recall.Root
+			if fleetS == nil || len(p.Stores) > 0 {
+				if roots, err = recallRoots(p, dir, store, all); err != nil {
+					return err
+				}
+			}
+			if fleetS != nil {
+				roots = append(roots, fleetS.roots...)
+			}
+			if fleetS == nil && len(roots) == 1 && roots[0].Name == "" && dir == "" && explicit && p != nil && !ownsCwd(p) {
 				// The policy was given, and here is none of its roots: the
 				// user means its roots.
 				reach, refused, err := reachableRoots(p)
@@ -143,6 +155,13 @@ each search went and, for a question, why each result ranked where it did.`,
 				defer sp.Close()
 				opts.Generation = func(root *confine.Root, rel string) int64 { return sp.LiveGen(cmd.Context(), root.ID(), rel) }
 				opts.Held = sp.SearchHeld
+			}
+			if fleetS != nil {
+				opts.Held = fleetS.Held(opts.Held)
+				opts.NameRoots = true
+				if len(fleetS.roots) == 0 && len(roots) == 0 {
+					fmt.Fprintf(g.stderr, "recall: no host's state in %s yet: is memwatch run with this policy following the fleet? (memwatch status lists the hosts)\n", filepath.Join(stateDir, fleetDir))
+				}
 			}
 			results, st, err := recall.Search(cmd.Context(), q, opts)
 			if err != nil {

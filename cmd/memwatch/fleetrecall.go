@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/versions"
+)
+
+// fleetDir is where a central node keeps the hosts' state (fleet.Dir; the
+// fleet package itself is the daemon's: it brings the S3 client, which
+// the lean recall does without).
+const fleetDir = "fleet"
+
+var fleetHostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// fleetSearch is what a central node searches of the hosts it follows:
+// each root a host captured memory in, as a Detached root (its files are
+// on the host), read from the host's replicated spool (session lines)
+// and versions (the memory files, as their newest version).
+type fleetSearch struct {
+	roots []recall.Root
+	held  map[*confine.Root]func(ctx context.Context, fn func(rel string, gen, line int64, raw []byte) error) error
+	close []func() error
+}
+
+// openFleet opens the state of every host followed under stateDir; a
+// host whose databases cannot be read is left out (the daemon reports it).
+func openFleet(ctx context.Context, stateDir string) *fleetSearch {
+	fs := &fleetSearch{held: map[*confine.Root]func(context.Context, func(string, int64, int64, []byte) error) error{}}
+	ents, _ := os.ReadDir(filepath.Join(stateDir, fleetDir))
+	for _, e := range ents {
+		if !e.IsDir() || !fleetHostName.MatchString(e.Name()) {
+			continue
+		}
+		host, dir := e.Name(), filepath.Join(stateDir, fleetDir, e.Name())
+		if sp, err := spool.OpenReadOnly(ctx, dir); err == nil {
+			fs.close = append(fs.close, sp.Close)
+			keys, _ := sp.RootKeys(ctx)
+			for _, k := range keys {
+				id, ok := confine.ParseKey(k)
+				if !ok {
+					continue
+				}
+				r := confine.Detached(id)
+				fs.roots = append(fs.roots, recall.Root{Root: r, Sources: []recall.Source{{Kind: recall.Log, Label: "messages"}}, Name: filepath.Base(id.Path), Host: host})
+				fs.held[r] = func(ctx context.Context, fn func(string, int64, int64, []byte) error) error {
+					return sp.Captured(ctx, id, func(h spool.HeldLine) error { return fn(h.Path, h.Gen, h.Line, h.Data) })
+				}
+			}
+		}
+		if vs, err := versions.OpenReadOnly(ctx, dir); err == nil {
+			fs.close = append(fs.close, vs.Close)
+			keys, _ := vs.Roots(ctx)
+			for _, k := range keys {
+				id, ok := confine.ParseKey(k)
+				if !ok {
+					continue
+				}
+				r := confine.Detached(id)
+				fs.roots = append(fs.roots, recall.Root{Root: r, Sources: []recall.Source{{Kind: recall.Log, Label: "memory"}}, Name: filepath.Base(id.Path), Host: host})
+				fs.held[r] = func(ctx context.Context, fn func(string, int64, int64, []byte) error) error {
+					return newestLines(ctx, vs, id, fn)
+				}
+			}
+		}
+	}
+	sort.SliceStable(fs.roots, func(i, j int) bool { return fs.roots[i].Host < fs.roots[j].Host })
+	return fs
+}
+
+// newestLines calls fn with each line of the newest version of each
+// memory file of root (a file deleted last is left out).
+func newestLines(ctx context.Context, vs *versions.Store, id confine.ID, fn func(rel string, gen, line int64, raw []byte) error) error {
+	files, err := vs.Files(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, rel := range files {
+		list, err := vs.List(ctx, id, rel)
+		if err != nil || len(list) == 0 {
+			continue
+		}
+		last := list[len(list)-1]
+		if last.Deleted() {
+			continue
+		}
+		_, data, err := vs.Get(ctx, id, rel, last.N)
+		if err != nil {
+			continue
+		}
+		for i, l := range bytes.Split(data, []byte{'\n'}) {
+			if len(bytes.TrimSpace(l)) == 0 {
+				continue
+			}
+			if err := fn(rel, 1, int64(i+1), l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Held is recall.Options.Held for the fleet's roots, and local for the rest.
+func (fs *fleetSearch) Held(local func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error) func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error {
+	return func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error {
+		if h, ok := fs.held[root]; ok {
+			return h(ctx, fn)
+		}
+		if local == nil {
+			return nil
+		}
+		return local(ctx, root, fn)
+	}
+}
+
+// Close closes the hosts' databases.
+func (fs *fleetSearch) Close() {
+	for _, c := range fs.close {
+		c()
+	}
+}
