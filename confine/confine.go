@@ -367,6 +367,9 @@ func (r *Root) OpenRead(rel string) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if r.os == nil {
+		return nil, nil, wrap("open", rel, fs.ErrNotExist) // Detached: no file here
+	}
 	var f *os.File
 	if err := r.as(func() (err error) { f, err = r.os.OpenFile(rel, openFlags, 0); return err }); err != nil {
 		return nil, nil, wrap("open", rel, err)

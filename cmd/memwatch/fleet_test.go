@@ -126,6 +126,12 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 			within(h.name+" "+c.q+" recalled at the central node", 20*time.Second, func() bool { hs = recallAll(c.q); return len(hs) > 0 })
 			if len(hs) != 1 || hs[0].Host != h.name || hs[0].Source != c.source || !strings.HasPrefix(hs[0].Citation, h.name+":/") {
 				t.Errorf("recall %s: %+v; want one %s result of host %s, cited %s:/...", c.q, hs, c.source, h.name, h.name)
+				continue
+			}
+			// The citation, as printed, shows the line on the central node.
+			out, err := exec.Command(memwatchFast, "show", "--policy", cpol, "--state-dir", cstate, hs[0].Citation).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), c.q) || !strings.Contains(string(out), "from what host "+h.name+" replicated") {
+				t.Errorf("show %s: %v\n%s", hs[0].Citation, err, out)
 			}
 		}
 	}

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/recall"
@@ -126,4 +128,80 @@ func (fs *fleetSearch) Close() {
 	for _, c := range fs.close {
 		c()
 	}
+}
+
+// fleetCitation matches a citation recall prints on a central node:
+// HOST:/whole/path#L5.
+var fleetCitation = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._-]{0,127}):(/.*)$`)
+
+// showFleet returns the lines a HOST:PATH citation names, from what the
+// central node holds of the host: its replicated spool (session lines),
+// else the newest version of the memory file. ok is false when the
+// citation names no host followed here.
+func showFleet(ctx context.Context, stateDir, cite string) (lines []spool.Shown, host string, ok bool, err error) {
+	m := fleetCitation.FindStringSubmatch(strings.TrimSpace(cite))
+	if m == nil {
+		return nil, "", false, nil
+	}
+	host = m[1]
+	dir := filepath.Join(stateDir, fleetDir, host)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, host, false, nil
+	}
+	c, err := spool.ParseCitation(m[2])
+	if err != nil {
+		return nil, host, true, err
+	}
+	under := func(key string) (confine.ID, string, bool) {
+		id, ok := confine.ParseKey(key)
+		if !ok {
+			return id, "", false
+		}
+		rel, err := filepath.Rel(id.Path, filepath.FromSlash(c.Path))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return id, "", false
+		}
+		return id, filepath.ToSlash(rel), true
+	}
+	if sp, err := spool.OpenReadOnly(ctx, dir); err == nil {
+		defer sp.Close()
+		keys, _ := sp.RootKeys(ctx)
+		for _, k := range keys {
+			if id, rel, ok := under(k); ok {
+				cc := c
+				cc.Path = rel
+				if lines, err := sp.Show(ctx, confine.Detached(id), cc); err == nil {
+					return lines, host, true, nil
+				}
+			}
+		}
+	}
+	if vs, err := versions.OpenReadOnly(ctx, dir); err == nil {
+		defer vs.Close()
+		keys, _ := vs.Roots(ctx)
+		for _, k := range keys {
+			id, rel, ok := under(k)
+			if !ok {
+				continue
+			}
+			list, err := vs.List(ctx, id, rel)
+			if err != nil || len(list) == 0 || list[len(list)-1].Deleted() {
+				continue
+			}
+			_, data, err := vs.Get(ctx, id, rel, list[len(list)-1].N)
+			if err != nil {
+				continue
+			}
+			all := bytes.Split(data, []byte{'\n'})
+			for n := c.From; n <= c.To; n++ {
+				if n <= int64(len(all)) {
+					lines = append(lines, spool.Shown{Line: n, Data: all[n-1], Source: "version"})
+				} else {
+					lines = append(lines, spool.Shown{Line: n, Source: "missing"})
+				}
+			}
+			return lines, host, true, nil
+		}
+	}
+	return nil, host, true, fmt.Errorf("show %s: host %s has no log or memory file %s in what it replicated (%s): %w", cite, host, c.Path, dir, spool.ErrUnknownLog)
 }

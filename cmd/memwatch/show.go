@@ -46,15 +46,24 @@ memwatch log --kept list), it prints its content, decompressed.`,
 					return showArchive(g, args[0])
 				}
 			}
-			c, err := spool.ParseCitation(args[0])
-			if err != nil {
-				return usageError{err}
-			}
 			p, err := g.policyIfGiven()
 			if err != nil {
 				return err
 			}
 			stateDir := g.resolveStateDir(p)
+			// HOST:/path#L5, as recall prints on a central node (fleet:).
+			if lines, host, ok, err := showFleet(cmd.Context(), stateDir, args[0]); ok {
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "%s (from what host %s replicated)\n", args[0], host)
+				printShown(g, lines)
+				return nil
+			}
+			c, err := spool.ParseCitation(args[0])
+			if err != nil {
+				return usageError{err}
+			}
 			// A citation of several roots' results names its file by its
 			// whole path: its root is the policy's root holding it, or the
 			// nearest directory above it the spool knows the file from.
@@ -118,21 +127,26 @@ memwatch log --kept list), it prints its content, decompressed.`,
 				from = append(from, "the spool: the agent has rewritten the file since")
 			}
 			fmt.Fprintf(g.stdout, "%s (from %s)\n", filepath.ToSlash(args[0]), strings.Join(from, " and "))
-			for _, l := range lines {
-				switch l.Source {
-				case "pruned":
-					fmt.Fprintf(g.stdout, "L%d: [pruned from the spool by retention]\n", l.Line)
-				case "missing":
-					fmt.Fprintf(g.stdout, "L%d: [no such line in that version of the file]\n", l.Line)
-				default:
-					fmt.Fprintf(g.stdout, "L%d: %s\n", l.Line, l.Data)
-				}
-			}
+			printShown(g, lines)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "the root the citation's path is relative to (default: the current directory; a citation with a whole path, as recall prints for several roots, finds its root)")
 	return cmd
+}
+
+// printShown prints the lines of a citation.
+func printShown(g *globals, lines []spool.Shown) {
+	for _, l := range lines {
+		switch l.Source {
+		case "pruned":
+			fmt.Fprintf(g.stdout, "L%d: [pruned from the spool by retention]\n", l.Line)
+		case "missing":
+			fmt.Fprintf(g.stdout, "L%d: [no such line in that version of the file]\n", l.Line)
+		default:
+			fmt.Fprintf(g.stdout, "L%d: %s\n", l.Line, l.Data)
+		}
+	}
 }
 
 // showIn returns the lines of citation c of root dir: from memwatch's
