@@ -170,8 +170,10 @@ type Fleet struct {
 	AccessKeyFile  string `yaml:"access_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
 	SecretKeyFile  string `yaml:"secret_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
 	ForcePathStyle bool   `yaml:"force_path_style" doc:"bucket in the path, not the host name (most S3-compatible servers want it)"`
-	// Interval is how often each host's databases are checked for changes.
-	Interval time.Duration `yaml:"interval" default:"1s" min:"100ms" max:"1m" doc:"how often each host's replica is checked for new changes"`
+	// Interval is how often each host's databases are checked for changes:
+	// a listing of the bucket per database, the central node's cost when
+	// idle, and about how far behind it is.
+	Interval time.Duration `yaml:"interval" default:"5s" min:"100ms" max:"1m" hint:"each check lists the bucket once per database of each host" doc:"how often each host's replica is checked for new changes (a listing per database): about how far behind the central node is"`
 	// MaxHosts bounds the hosts followed: past it, new ones are reported
 	// and left out.
 	MaxHosts int `yaml:"max_hosts" default:"256" min:"1" doc:"hosts followed at most; more are reported and left out"`

@@ -425,7 +425,7 @@ func TestFleetAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := p.Fleet
-	if f == nil || len(p.Stores) != 0 || f.Bucket != "memwatch" || f.Prefix != "fleet" || f.Interval != time.Second || f.MaxHosts != 256 {
+	if f == nil || len(p.Stores) != 0 || f.Bucket != "memwatch" || f.Prefix != "fleet" || f.Interval != 5*time.Second || f.MaxHosts != 256 {
 		t.Fatalf("fleet = %+v, stores %d", f, len(p.Stores))
 	}
 	h := f.Host("box-1")

@@ -51,7 +51,9 @@ func main() {
 	proseMiB := flag.Int("prose-mib", 370, "size of the prose session log (issue #32's shape), in MiB")
 	windowSecs := flag.Int("window-secs", 100, "how long the window benchmark's agent writes, in seconds")
 	relevanceData := flag.String("relevance-data", "../shared/recall/locomo10.zip", "the long-conversation QA set of the relevance benchmark: LoCoMo's zip, or a directory of JSON files in its format")
-	only := flag.String("only", "capture,recall,prose,daemon,window,relevance,replica", "the benchmarks to run (comma-separated)")
+	fleetHosts := flag.Int("fleet-hosts", 20, "hosts of the fleet benchmark")
+	fleetMiB := flag.Int("fleet-mib", 50, "session MiB of each host of the fleet benchmark")
+	only := flag.String("only", "capture,recall,prose,daemon,window,relevance,replica,fleet", "the benchmarks to run (comma-separated)")
 	keep := flag.Bool("keep", false, "keep the generated files (the directory is printed)")
 	buildIndex := flag.Bool("build-index", false, "index the session directory ARG1 into ARG2 and print the bytes indexed (used by the recall benchmarks)")
 	flag.Parse()
@@ -90,6 +92,9 @@ func main() {
 	}
 	if run["replica"] {
 		rows = append(rows, replicaBench(*bin, dir, *windowSecs)...)
+	}
+	if run["fleet"] {
+		rows = append(rows, fleetBench(*bin, dir, *fleetHosts, *fleetMiB)...)
 	}
 	if run["relevance"] {
 		rows = append(rows, relevanceBench(*bin, dir, *relevanceData)...)

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// fleetBench is issue #49's measure of a central node: hosts hosts of
+// mib MiB of session each replicate to a real S3 server (versitygw); a
+// central node with only fleet: in its policy catches up from an empty
+// state; then the lag of a new line on a host, the central node's RSS and
+// idle CPU, and a question's latency over every host beside the same
+// question on the one host that holds its answer.
+func fleetBench(bin, dir string, hosts, mib int) []row {
+	gw := filepath.Join(dir, "versitygw")
+	build := exec.Command("go", "build", "-o", gw, "github.com/versity/versitygw/cmd/versitygw")
+	build.Dir = filepath.Join("test", "s3server")
+	build.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		fail(fmt.Errorf("fleet: build versitygw: %v\n%s", err, out))
+	}
+	data := filepath.Join(dir, "s3")
+	os.MkdirAll(filepath.Join(data, "bench"), 0o755)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	srv := exec.Command(gw, "--port", addr, "posix", data)
+	srv.Env = append(os.Environ(), "ROOT_ACCESS_KEY=bench", "ROOT_SECRET_KEY=bench-secret-0123456789")
+	if err := srv.Start(); err != nil {
+		fail(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	time.Sleep(time.Second)
+	s3 := fmt.Sprintf("  endpoint: http://%s\n  access_key_env: BENCH_S3_KEY\n  secret_key_env: BENCH_S3_SECRET\n  force_path_style: true\n", addr)
+	env := append(os.Environ(), "BENCH_S3_KEY=bench", "BENCH_S3_SECRET=bench-secret-0123456789")
+
+	type host struct {
+		name, dir, pol, state, log string
+	}
+	var hs []*host
+	startHost := func(h *host) *exec.Cmd {
+		cmd := exec.Command(bin, "run", "--policy", h.pol, "--state-dir", h.state, "--log-format", "json")
+		cmd.Env = env
+		if err := cmd.Start(); err != nil {
+			fail(err)
+		}
+		return cmd
+	}
+	status := func(pol, state string) (st struct {
+		Replica *struct {
+			Pending  bool      `json:"pending_changes"`
+			LastSync time.Time `json:"last_sync"`
+		} `json:"replica"`
+		Fleet []struct {
+			Host       string  `json:"host"`
+			Bytes      int64   `json:"bytes"`
+			Lag        float64 `json:"lag_seconds"`
+			Error      string  `json:"error"`
+			Databases  []string
+			LastChange time.Time `json:"last_change"`
+		} `json:"fleet"`
+	}) {
+		cmd := exec.Command(bin, "status", "--policy", pol, "--state-dir", state, "--json")
+		cmd.Env = env
+		out, err := cmd.Output()
+		if err == nil {
+			json.Unmarshal(out, &st)
+		}
+		return st
+	}
+	fmt.Fprintf(os.Stderr, "fleet: %d hosts of %d MiB each, replicated one after the other...\n", hosts, mib)
+	t0 := time.Now()
+	for i := range hosts {
+		h := &host{name: fmt.Sprintf("host-%02d", i), dir: filepath.Join(dir, "fleet", fmt.Sprintf("host-%02d", i))}
+		talk := filepath.Join(h.dir, "talk")
+		os.MkdirAll(filepath.Join(talk, "sessions"), 0o755)
+		h.log = filepath.Join(talk, "sessions", "s.jsonl")
+		fleetCorpus(h.log, i, mib)
+		h.pol = filepath.Join(h.dir, "policy.yaml")
+		h.state = filepath.Join(h.dir, "state")
+		os.WriteFile(h.pol, []byte(fmt.Sprintf("version: 1\nreplicate:\n  url: s3://bench/fleet/%s\n%sstores:\n  - name: talk\n    layout: memory-history\n    paths: [%q]\n    sessions: sessions/*.jsonl\n    consolidate: false\n", h.name, s3, talk)), 0o644)
+		cmd := startHost(h)
+		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+			st := status(h.pol, h.state)
+			if st.Replica != nil && !st.Replica.Pending && !st.Replica.LastSync.IsZero() && spoolBytes(h.state) > int64(mib)<<20 {
+				break
+			}
+			if time.Now().After(deadline) {
+				fail(fmt.Errorf("fleet: %s did not replicate within 5 min", h.name))
+			}
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		hs = append(hs, h)
+	}
+	fmt.Fprintf(os.Stderr, "fleet: the hosts replicated in %v; the central node catches up...\n", time.Since(t0).Round(time.Second))
+
+	central := filepath.Join(dir, "fleet", "central")
+	os.MkdirAll(central, 0o755)
+	cpol := filepath.Join(central, "policy.yaml")
+	os.WriteFile(cpol, []byte("version: 1\nfleet:\n  url: s3://bench/fleet\n"+s3), 0o644)
+	cstate := filepath.Join(central, "state")
+	c := exec.Command(bin, "run", "--policy", cpol, "--state-dir", cstate, "--log-format", "json")
+	c.Env = env
+	t1 := time.Now()
+	if err := c.Start(); err != nil {
+		fail(err)
+	}
+	defer func() { c.Process.Signal(syscall.SIGTERM); c.Wait() }()
+	for deadline := time.Now().Add(20 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		st := status(cpol, cstate)
+		done := 0
+		for _, f := range st.Fleet {
+			if f.Lag == 0 && len(f.Databases) == 3 && f.Error == "" {
+				done++
+			}
+		}
+		if done == hosts {
+			break
+		}
+		if time.Now().After(deadline) {
+			fail(fmt.Errorf("fleet: the central node did not catch up within 20 min (%d of %d hosts)", done, hosts))
+		}
+	}
+	catchUp := time.Since(t1)
+	fmt.Fprintf(os.Stderr, "fleet: caught up in %v; a new line's lag...\n", catchUp.Round(time.Second))
+
+	// The lag of a new line: host 0 runs again and writes; the central
+	// node's recall finds it.
+	h0 := hs[0]
+	run0 := startHost(h0)
+	defer func() { run0.Process.Signal(syscall.SIGTERM); run0.Wait() }()
+	recall := func(args ...string) (time.Duration, int) {
+		cmd := exec.Command(bin, append([]string{"recall", "--limit", "10", "--json"}, args...)...)
+		cmd.Env = env
+		t := time.Now()
+		out, err := cmd.Output()
+		d := time.Since(t)
+		var res []json.RawMessage
+		if err != nil || json.Unmarshal(out, &res) != nil {
+			fail(fmt.Errorf("fleet: recall %v: %v\n%s", args, err, out))
+		}
+		return d, len(res)
+	}
+	var lags []time.Duration
+	for k := range 5 {
+		word := fmt.Sprintf("ptarmigan%d", k)
+		f, _ := os.OpenFile(h0.log, os.O_WRONLY|os.O_APPEND, 0)
+		fmt.Fprintf(f, `{"role":"user","content":"a new line naming the %s"}`+"\n", word)
+		f.Close()
+		tw := time.Now()
+		for {
+			if _, n := recall("--policy", cpol, "--state-dir", cstate, "--all", word); n > 0 {
+				break
+			}
+			if time.Since(tw) > 2*time.Minute {
+				fail(fmt.Errorf("fleet: %s not at the central node within 2 min", word))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		lags = append(lags, time.Since(tw))
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+
+	fmt.Fprintf(os.Stderr, "fleet: the central node idle, then a question...\n")
+	time.Sleep(5 * time.Second)
+	i0 := cpuSeconds(c.Process.Pid)
+	time.Sleep(30 * time.Second)
+	idle := (cpuSeconds(c.Process.Pid) - i0) / 30
+	rss := peakRSSMiB(c.Process.Pid)
+
+	q := fmt.Sprintf("what did we decide about the kestrel-h%02d rollout?", 7%hosts)
+	best := func(args ...string) time.Duration {
+		b := time.Duration(1 << 62)
+		for range 3 {
+			if d, _ := recall(args...); d < b {
+				b = d
+			}
+		}
+		return b
+	}
+	all := best("--policy", cpol, "--state-dir", cstate, "--all", q)
+	hq := hs[7%hosts]
+	one := best("--policy", hq.pol, "--state-dir", hq.state, "--dir", filepath.Join(hq.dir, "talk"), q)
+	title := fmt.Sprintf("fleet: %d hosts of %d MiB of session each, replicated to S3 (versitygw); a central node with only fleet:", hosts, mib)
+	return []row{
+		{title, "", "", ""},
+		{"  central catch-up from an empty state (every host's databases restored)", catchUp.Round(100 * time.Millisecond).String(), "", ""},
+		{"  lag of a new line on a host to the central node's recall, p50 / max of 5", fmt.Sprintf("%v / %v", lags[2].Round(10*time.Millisecond), lags[4].Round(10*time.Millisecond)), "<= 20 s", verdict(lags[4] <= 20*time.Second)},
+		{"  central node: peak RSS; CPU idle over 30 s", fmt.Sprintf("%.0f MiB; %.2f%% of a core", rss, 100*idle), "", ""},
+		{"  a question over every host (recall --all) vs the same on its one host (its own index)", fmt.Sprintf("%v vs %v", all.Round(time.Millisecond), one.Round(time.Millisecond)), "", ""},
+	}
+}
+
+// fleetCorpus writes mib MiB of a host's session: ~250-byte messages of
+// common words, the host's own rare word (kestrel-hNN) on three of them.
+func fleetCorpus(path string, host, mib int) {
+	vocab := strings.Fields("we the deploy staging cluster migration review test build release branch merge ticket owner notes plan rollout canary metric alert budget schedule agent memory file session line history fact")
+	r := rand.New(rand.NewPCG(uint64(host), 7))
+	f, err := os.Create(path)
+	if err != nil {
+		fail(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	total := int64(mib) << 20
+	est := int(total / 250)
+	var n int64
+	for i := 0; n < total; i++ {
+		var b strings.Builder
+		for k := range 36 {
+			if k > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(vocab[r.IntN(len(vocab))])
+		}
+		if i == est/4 || i == est/2 || i == 3*est/4 {
+			fmt.Fprintf(&b, " we decided the kestrel-h%02d rollout waits for the canary", host)
+		}
+		line := fmt.Sprintf(`{"role":%q,"content":%q}`+"\n", []string{"user", "assistant"}[i%2], b.String())
+		w.WriteString(line)
+		n += int64(len(line))
+	}
+	w.Flush()
+	f.Close()
+}
+
+// spoolBytes is the size of a state directory's spool database.
+func spoolBytes(state string) int64 {
+	var n int64
+	for _, s := range []string{"spool.db", "spool.db-wal"} {
+		if fi, err := os.Stat(filepath.Join(state, s)); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
