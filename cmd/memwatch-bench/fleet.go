@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	_ "modernc.org/sqlite"
 )
 
 // fleetBench is issue #49's measure of a central node: hosts hosts of
@@ -155,6 +158,18 @@ func fleetBench(bin, dir string, hosts, mib int) []row {
 		}
 		return d, len(res)
 	}
+	// The lag is until the central node's copy of the host's spool holds
+	// the line (read directly: a search over every host takes longer than
+	// the line takes to arrive; it is timed below).
+	spoolHolds := func(word string) bool {
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(cstate, "fleet", h0.name, "spool.db")+"?mode=ro")
+		if err != nil {
+			return false
+		}
+		defer db.Close()
+		var n int
+		return db.QueryRow(`SELECT count(*) FROM lines WHERE log IN (SELECT id FROM logs) AND seq > (SELECT max(seq) - 100 FROM lines) AND instr(data, ?) > 0`, word).Scan(&n) == nil && n > 0
+	}
 	var lags []time.Duration
 	for k := range 5 {
 		word := fmt.Sprintf("ptarmigan%d", k)
@@ -162,18 +177,19 @@ func fleetBench(bin, dir string, hosts, mib int) []row {
 		fmt.Fprintf(f, `{"role":"user","content":"a new line naming the %s"}`+"\n", word)
 		f.Close()
 		tw := time.Now()
-		for {
-			if _, n := recall("--policy", cpol, "--state-dir", cstate, "--all", word); n > 0 {
-				break
-			}
+		for !spoolHolds(word) {
 			if time.Since(tw) > 2*time.Minute {
 				fail(fmt.Errorf("fleet: %s not at the central node within 2 min", word))
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
 		lags = append(lags, time.Since(tw))
 	}
 	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	rare, n := recall("--policy", cpol, "--state-dir", cstate, "--all", "ptarmigan4")
+	if n == 0 {
+		fail(fmt.Errorf("fleet: recall --all does not find the new line"))
+	}
 
 	fmt.Fprintf(os.Stderr, "fleet: the central node idle, then a question...\n")
 	time.Sleep(5 * time.Second)
@@ -185,7 +201,7 @@ func fleetBench(bin, dir string, hosts, mib int) []row {
 	q := fmt.Sprintf("what did we decide about the kestrel-h%02d rollout?", 7%hosts)
 	best := func(args ...string) time.Duration {
 		b := time.Duration(1 << 62)
-		for range 3 {
+		for k := 0; k < 3 && b > 5*time.Second; k++ { // a slow one once
 			if d, _ := recall(args...); d < b {
 				b = d
 			}
@@ -199,7 +215,8 @@ func fleetBench(bin, dir string, hosts, mib int) []row {
 	return []row{
 		{title, "", "", ""},
 		{"  central catch-up from an empty state (every host's databases restored)", catchUp.Round(100 * time.Millisecond).String(), "", ""},
-		{"  lag of a new line on a host to the central node's recall, p50 / max of 5", fmt.Sprintf("%v / %v", lags[2].Round(10*time.Millisecond), lags[4].Round(10*time.Millisecond)), "<= 20 s", verdict(lags[4] <= 20*time.Second)},
+		{"  lag of a new line on a host to the central node's copy, p50 / max of 5", fmt.Sprintf("%v / %v", lags[2].Round(10*time.Millisecond), lags[4].Round(10*time.Millisecond)), "", ""},
+		{"  a rare word over every host (recall --all; no index of the hosts yet)", rare.Round(10 * time.Millisecond).String(), "lag + this <= 20 s", verdict(lags[4]+rare <= 20*time.Second)},
 		{"  central node: peak RSS; CPU idle over 30 s", fmt.Sprintf("%.0f MiB; %.2f%% of a core", rss, 100*idle), "", ""},
 		{"  a question over every host (recall --all) vs the same on its one host (its own index)", fmt.Sprintf("%v vs %v", all.Round(time.Millisecond), one.Round(time.Millisecond)), "", ""},
 	}
