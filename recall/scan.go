@@ -230,7 +230,7 @@ func listFiles(o Options, vs *views) ([]file, error) {
 				seen[key] = true
 				f := file{root: r, rel: m, src: src, mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: 1}
 				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-					f.dev, f.ino, f.ctime = uint64(st.Dev), uint64(st.Ino), st.Ctim.Nano()
+					f.dev, f.ino, f.ctime = uint64(st.Dev), uint64(st.Ino), ctimeOf(st)
 				}
 				if o.Generation != nil && src.Kind == Log {
 					if g := o.Generation(r.Root, m); g > 0 {
