@@ -45,6 +45,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags lean ./cmd/memwatch
+	GOOS=darwin $(GO) vet ./... # the packages are built for macOS too
 	$(GO) mod tidy -diff
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags lean ./cmd/memwatch
