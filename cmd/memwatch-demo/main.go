@@ -409,8 +409,15 @@ func newRecordsApp(path string) (*recordsApp, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = db.Exec(`CREATE TABLE IF NOT EXISTS app_memories (id INTEGER PRIMARY KEY AUTOINCREMENT, app_id TEXT NOT NULL, content TEXT NOT NULL,
+	// The first write may meet memwatch reading the new file (switching
+	// to WAL needs it alone): tried again, as an app would.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, err = db.Exec(`CREATE TABLE IF NOT EXISTS app_memories (id INTEGER PRIMARY KEY AUTOINCREMENT, app_id TEXT NOT NULL, content TEXT NOT NULL,
 		created_at DATETIME DEFAULT CURRENT_TIMESTAMP, updated_at DATETIME DEFAULT CURRENT_TIMESTAMP, source_conversation_id TEXT, metadata TEXT)`)
+		if err == nil || !strings.Contains(err.Error(), "locked") || time.Now().After(deadline) {
+			break
+		}
+	}
 	return &recordsApp{db: db}, err
 }
 
