@@ -59,6 +59,14 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 		hosts = append(hosts, h)
 	}
 
+	// A host whose replica is garbage (a half-written or corrupt upload):
+	// skipped with a reason, never stopping the others.
+	for _, db := range []string{"memwatch.db", "spool.db", "versions.db"} {
+		snap := filepath.Join(srv.dir, "memwatch", "fleet", "broken", db, "ltx", "9", "0000000000000001-0000000000000001.ltx")
+		os.MkdirAll(filepath.Dir(snap), 0o755)
+		os.WriteFile(snap, []byte("not an LTX file at all"), 0o644)
+	}
+
 	central := filepath.Join(dir, "central")
 	os.MkdirAll(central, 0o755)
 	cpol := filepath.Join(central, "policy.yaml")
@@ -150,16 +158,23 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 		return st
 	}
 	st := status()
-	if len(st.Fleet) != 3 {
-		t.Fatalf("status lists %d hosts, want 3: %+v", len(st.Fleet), st.Fleet)
+	if len(st.Fleet) != 4 {
+		t.Fatalf("status lists %d hosts, want 4 (box-1 to 3, broken): %+v", len(st.Fleet), st.Fleet)
 	}
 	for _, h := range st.Fleet {
-		if h.Bytes == 0 || h.LastChange.IsZero() || h.Checked.IsZero() || h.Stopped {
+		if h.Host == "broken" {
+			if h.Error == "" || h.Bytes != 0 {
+				t.Errorf("status of the broken host: %+v; want a reason and nothing restored", h)
+			}
+			continue
+		}
+		if h.Bytes == 0 || h.LastChange.IsZero() || h.Checked.IsZero() || h.Stopped || h.Error != "" {
 			t.Errorf("status of %s: %+v", h.Host, h)
 		}
 	}
 	text, _ := exec.Command(memwatchBin, "status", "--policy", cpol, "--state-dir", cstate).Output()
-	if !bytes.Contains(text, []byte("fleet: 3 host(s) followed")) || !bytes.Contains(text, []byte("box-2: ")) {
+	t.Logf("status of the central node:\n%s", bytes.TrimSpace(text[bytes.LastIndex(text, []byte("fleet:")):]))
+	if !bytes.Contains(text, []byte("fleet: 4 host(s) followed")) || !bytes.Contains(text, []byte("box-2: ")) || !bytes.Contains(text, []byte("broken: ")) || !bytes.Contains(text, []byte("skipped: ")) {
 		t.Errorf("status text has no fleet section:\n%s", text)
 	}
 
@@ -181,7 +196,7 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	// hosts' own.
 	var keys []string
 	filepath.WalkDir(srv.dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.Contains(p, "fleet") && !strings.Contains(p, "box-") {
+		if err == nil && !d.IsDir() && strings.Contains(p, "fleet") && !strings.Contains(p, "box-") && !strings.Contains(p, "broken") {
 			keys = append(keys, p)
 		}
 		return nil

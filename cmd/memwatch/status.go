@@ -188,6 +188,8 @@ func fleetLine(h fleet.HostStatus) string {
 		fmt.Fprintf(&b, ", last change %s (%s ago)", h.LastChange.Local().Format(time.DateTime), time.Since(h.LastChange).Round(time.Second))
 	}
 	switch {
+	case len(h.Databases) == 0:
+		b.WriteString(", nothing restored yet")
 	case h.Checked.IsZero():
 		b.WriteString(", bucket not reached")
 	case h.Lag > 0:
