@@ -182,7 +182,7 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	// it stays; box-2's next line still arrives.
 	dead := hosts[0]
 	dead.p.cmd.Process.Signal(syscall.SIGKILL)
-	dead.p.cmd.Wait()
+	<-dead.p.done // the process reaped (by its reader: Wait is its)
 	os.RemoveAll(dead.state)
 	line := "after box-1 died, box-2 says the otter ledger moved"
 	f, _ := os.OpenFile(hosts[1].log, os.O_WRONLY|os.O_APPEND, 0)
