@@ -414,6 +414,20 @@ func (s *searcher) index(f file) (idx *fileIndex, unchanged bool) {
 	return idx, idx.ctime != 0 && idx.ctime == f.ctime
 }
 
+// usable is idx when it still describes the opened file (counted in the
+// search's figures), else nil (closed).
+func (s *searcher) usable(idx *fileIndex, fh *os.File, fi fs.FileInfo) *fileIndex {
+	if idx == nil {
+		return nil
+	}
+	if !idx.current(fh, fi) {
+		idx.close()
+		return nil
+	}
+	s.counted(idx)
+	return idx
+}
+
 // counted adds a used index to the search's figures.
 func (s *searcher) counted(idx *fileIndex) {
 	s.stats.Indexed++

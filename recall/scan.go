@@ -456,13 +456,7 @@ func (s *searcher) searchText(f file) error {
 		return err
 	}
 	defer fh.Close()
-	if idx != nil && !idx.current(fh, fi) {
-		idx.close()
-		idx = nil
-	}
-	if idx != nil {
-		s.counted(idx)
-	}
+	idx = s.usable(idx, fh, fi)
 	defer idx.close()
 	var end, line int64 = 0, 1
 	if idx != nil {
@@ -516,13 +510,7 @@ func (s *searcher) searchLog(f file) error {
 	defer fh.Close()
 	size := fi.Size()
 	idx, _ := s.index(f)
-	if idx != nil && !idx.current(fh, fi) {
-		idx.close()
-		idx = nil
-	}
-	if idx != nil {
-		s.counted(idx)
-	}
+	idx = s.usable(idx, fh, fi)
 	defer idx.close()
 	if idx != nil {
 		// The part written since the last complete block: its lines follow

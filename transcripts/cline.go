@@ -47,18 +47,12 @@ func clineMessages(doc []byte) (string, []map[string]any, bool) {
 	if json.Unmarshal(doc, &s) != nil || s.SessionID == "" || s.Messages == nil || len(s.Origin) == 0 {
 		return "", nil, false
 	}
-	type block struct {
-		Type  string          `json:"type"`
-		Text  string          `json:"text,omitempty"`
-		Name  string          `json:"name,omitempty"`
-		Input json.RawMessage `json:"input,omitempty"`
-	}
 	var out []map[string]any
 	for _, m := range s.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
 			continue
 		}
-		var blocks []block
+		var blocks []contentBlock
 		var results []string
 		var parts []clineBlock
 		if json.Unmarshal(m.Content, &parts) != nil {
@@ -77,14 +71,14 @@ func clineMessages(doc []byte) (string, []map[string]any, bool) {
 					text = unwrapUserInput(text)
 				}
 				if strings.TrimSpace(text) != "" {
-					blocks = append(blocks, block{Type: "text", Text: text})
+					blocks = append(blocks, contentBlock{Type: "text", Text: text})
 				}
 			case "tool_use":
 				in := p.Input
 				if len(in) == 0 || !json.Valid(in) {
 					in = json.RawMessage(`{}`)
 				}
-				blocks = append(blocks, block{Type: "tool_use", Name: p.Name, Input: in})
+				blocks = append(blocks, contentBlock{Type: "tool_use", Name: p.Name, Input: in})
 			case "tool_result":
 				r := clineResult(p.Content)
 				if p.IsError {

@@ -51,28 +51,22 @@ func continueMessages(doc []byte) (string, []map[string]any, bool) {
 	if json.Unmarshal(doc, &s) != nil || s.SessionID == "" || s.History == nil {
 		return "", nil, false
 	}
-	type block struct {
-		Type  string          `json:"type"`
-		Text  string          `json:"text,omitempty"`
-		Name  string          `json:"name,omitempty"`
-		Input json.RawMessage `json:"input,omitempty"`
-	}
 	var out []map[string]any
 	for _, it := range s.History {
 		m := it.Message
 		if it.ConversationSummary != nil || m.Role == "thinking" || m.Role == "system" || m.Role == "" {
 			continue
 		}
-		var blocks []block
+		var blocks []contentBlock
 		if text := cnText(m.Content); strings.TrimSpace(text) != "" {
-			blocks = append(blocks, block{Type: "text", Text: text})
+			blocks = append(blocks, contentBlock{Type: "text", Text: text})
 		}
 		for _, c := range m.ToolCalls {
 			in := json.RawMessage(`{}`)
 			if v, ok := jsonString(c.Function.Arguments); ok {
 				in = v
 			}
-			blocks = append(blocks, block{Type: "tool_use", Name: c.Function.Name, Input: in})
+			blocks = append(blocks, contentBlock{Type: "tool_use", Name: c.Function.Name, Input: in})
 		}
 		line := map[string]any{"role": m.Role, "content": blocks}
 		if m.Role == "tool" || len(blocks) == 0 {

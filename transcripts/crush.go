@@ -165,27 +165,21 @@ func crushMessageRecords(msgs []crushMessage, limit int) []spool.Record {
 // its text and tool calls as content blocks; a tool's message its
 // results' text.
 func crushLine(m crushMessage, parts []crushPart) []byte {
-	type block struct {
-		Type  string          `json:"type"`
-		Text  string          `json:"text,omitempty"`
-		Name  string          `json:"name,omitempty"`
-		Input json.RawMessage `json:"input,omitempty"`
-	}
-	var blocks []block
+	var blocks []contentBlock
 	var results []string
 	for _, p := range parts {
 		d := p.Data
 		switch p.Type {
 		case "text":
 			if strings.TrimSpace(d.Text) != "" {
-				blocks = append(blocks, block{Type: "text", Text: d.Text})
+				blocks = append(blocks, contentBlock{Type: "text", Text: d.Text})
 			}
 		case "tool_call":
 			in := json.RawMessage(`{}`)
 			if v, ok := jsonString(d.Input); ok {
 				in = v
 			}
-			blocks = append(blocks, block{Type: "tool_use", Name: d.Name, Input: in})
+			blocks = append(blocks, contentBlock{Type: "tool_use", Name: d.Name, Input: in})
 		case "tool_result":
 			switch {
 			case d.IsError:
@@ -195,12 +189,12 @@ func crushLine(m crushMessage, parts []crushPart) []byte {
 			}
 		case "binary":
 			if d.Path != "" {
-				blocks = append(blocks, block{Type: "text", Text: "[file: " + d.Path + "]"})
+				blocks = append(blocks, contentBlock{Type: "text", Text: "[file: " + d.Path + "]"})
 			}
 		case "shell_command":
 			// A command the user ran from crush's prompt, with its output.
 			if d.Command != "" {
-				blocks = append(blocks, block{Type: "text", Text: "$ " + d.Command + "\n" + d.Output})
+				blocks = append(blocks, contentBlock{Type: "text", Text: "$ " + d.Command + "\n" + d.Output})
 			}
 		}
 	}

@@ -157,13 +157,7 @@ func openCodeMessageRecords(msgs []ocMessage, skip, after int64) []spool.Record 
 // role, text and tool calls as content blocks), and the line of its tools'
 // results (nil: none).
 func openCodeMessage(m ocMessage, role string, created int64) (msg, tools []byte) {
-	type block struct {
-		Type  string          `json:"type"`
-		Text  string          `json:"text,omitempty"`
-		Name  string          `json:"name,omitempty"`
-		Input json.RawMessage `json:"input,omitempty"`
-	}
-	var blocks []block
+	var blocks []contentBlock
 	var results []string
 	for _, p := range m.Parts {
 		var part struct {
@@ -185,14 +179,14 @@ func openCodeMessage(m ocMessage, role string, created int64) (msg, tools []byte
 		switch part.Type {
 		case "text":
 			if strings.TrimSpace(part.Text) != "" {
-				blocks = append(blocks, block{Type: "text", Text: part.Text})
+				blocks = append(blocks, contentBlock{Type: "text", Text: part.Text})
 			}
 		case "tool":
 			in := part.State.Input
 			if !json.Valid(in) || len(in) == 0 {
 				in = json.RawMessage(`{}`)
 			}
-			blocks = append(blocks, block{Type: "tool_use", Name: part.Tool, Input: in})
+			blocks = append(blocks, contentBlock{Type: "tool_use", Name: part.Tool, Input: in})
 			switch {
 			case part.State.Output != "":
 				results = append(results, part.State.Output)
@@ -201,7 +195,7 @@ func openCodeMessage(m ocMessage, role string, created int64) (msg, tools []byte
 			}
 		case "file":
 			if part.Filename != "" {
-				blocks = append(blocks, block{Type: "text", Text: "[file: " + part.Filename + "]"})
+				blocks = append(blocks, contentBlock{Type: "text", Text: "[file: " + part.Filename + "]"})
 			}
 		}
 	}

@@ -167,3 +167,12 @@ func jsonString(s string) (json.RawMessage, bool) {
 	}
 	return marshal(v), true
 }
+
+// contentBlock is a part of a message as the records are written: the
+// Anthropic-style content session.Decode reads (text, tool_use).
+type contentBlock struct {
+	Type  string          `json:"type"`
+	Text  string          `json:"text,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+}

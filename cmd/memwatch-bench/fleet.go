@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,28 +24,8 @@ import (
 // idle CPU, and a question's latency over every host beside the same
 // question on the one host that holds its answer.
 func fleetBench(bin, dir string, hosts, mib int) []row {
-	gw := filepath.Join(dir, "versitygw")
-	build := exec.Command("go", "build", "-o", gw, "github.com/versity/versitygw/cmd/versitygw")
-	build.Dir = filepath.Join("test", "s3server")
-	build.Env = append(os.Environ(), "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		fail(fmt.Errorf("fleet: build versitygw: %v\n%s", err, out))
-	}
-	data := filepath.Join(dir, "s3")
-	os.MkdirAll(filepath.Join(data, "bench"), 0o755)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fail(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	srv := exec.Command(gw, "--port", addr, "posix", data)
-	srv.Env = append(os.Environ(), "ROOT_ACCESS_KEY=bench", "ROOT_SECRET_KEY=bench-secret-0123456789")
-	if err := srv.Start(); err != nil {
-		fail(err)
-	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
-	time.Sleep(time.Second)
+	addr, stop := startS3(dir, "fleet")
+	defer stop()
 	s3 := fmt.Sprintf("  endpoint: http://%s\n  access_key_env: BENCH_S3_KEY\n  secret_key_env: BENCH_S3_SECRET\n  force_path_style: true\n", addr)
 	env := append(os.Environ(), "BENCH_S3_KEY=bench", "BENCH_S3_SECRET=bench-secret-0123456789")
 

@@ -14,28 +14,8 @@ import (
 // (the bucket a real S3 server, versitygw from test/s3server, on this
 // machine), and its CPU when idle with it.
 func replicaBench(bin, dir string, secs int) []row {
-	gw := filepath.Join(dir, "versitygw")
-	build := exec.Command("go", "build", "-o", gw, "github.com/versity/versitygw/cmd/versitygw")
-	build.Dir = filepath.Join("test", "s3server")
-	build.Env = append(os.Environ(), "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		fail(fmt.Errorf("replica: build versitygw: %v\n%s", err, out))
-	}
-	data := filepath.Join(dir, "s3")
-	os.MkdirAll(filepath.Join(data, "bench"), 0o755)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fail(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	srv := exec.Command(gw, "--port", addr, "posix", data)
-	srv.Env = append(os.Environ(), "ROOT_ACCESS_KEY=bench", "ROOT_SECRET_KEY=bench-secret-0123456789")
-	if err := srv.Start(); err != nil {
-		fail(err)
-	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
-	time.Sleep(time.Second)
+	addr, stop := startS3(dir, "replica")
+	defer stop()
 	replicate := fmt.Sprintf("replicate:\n  url: s3://bench/state\n  endpoint: http://%s\n  access_key_env: BENCH_S3_KEY\n  secret_key_env: BENCH_S3_SECRET\n  force_path_style: true\n", addr)
 	if v := os.Getenv("BENCH_SYNC_INTERVAL"); v != "" {
 		replicate += "  sync_interval: " + v + "\n"
@@ -74,4 +54,40 @@ func replicaBench(bin, dir string, secs int) []row {
 		{fmt.Sprintf("replica: CPU at %d appends/s, replicated to S3", rate), fmt.Sprintf("%.1f%% (+%.1f points)", 100*repBusy, 100*added), "<= +5 points", verdict(added <= 0.05)},
 		{"replica: CPU idle, without / with replicate", fmt.Sprintf("%.2f%% / %.2f%% of a core", 100*plainIdle, 100*repIdle), "~0 (< 1%)", verdict(repIdle < 0.01)},
 	}
+}
+
+// startS3 builds versitygw (test/s3server) and serves a bucket "bench" from
+// dir on a free loopback port: the bucket of the replica and fleet
+// benchmarks. stop ends it.
+func startS3(dir, bench string) (addr string, stop func()) {
+	gw := filepath.Join(dir, "versitygw")
+	build := exec.Command("go", "build", "-o", gw, "github.com/versity/versitygw/cmd/versitygw")
+	build.Dir = filepath.Join("test", "s3server")
+	build.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		fail(fmt.Errorf("%s: build versitygw: %v\n%s", bench, err, out))
+	}
+	data := filepath.Join(dir, "s3")
+	os.MkdirAll(filepath.Join(data, "bench"), 0o755)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail(err)
+	}
+	addr = l.Addr().String()
+	l.Close()
+	srv := exec.Command(gw, "--port", addr, "posix", data)
+	srv.Env = append(os.Environ(), "ROOT_ACCESS_KEY=bench", "ROOT_SECRET_KEY=bench-secret-0123456789")
+	if err := srv.Start(); err != nil {
+		fail(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			fail(fmt.Errorf("%s: versitygw did not listen on %s", bench, addr))
+		}
+	}
+	return addr, func() { srv.Process.Kill(); srv.Wait() }
 }

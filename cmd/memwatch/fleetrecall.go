@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,17 +27,37 @@ var fleetHostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // fleetSearch is what a central node searches of the hosts it follows:
 // each root a host captured memory in, as a Detached root (its files are
 // on the host), read from the host's replicated spool (session lines)
-// and versions (the memory files, as their newest version).
+// and versions (the memory files, as their newest version). Until the
+// central node indexes them, a search reads the lines themselves (each
+// log newest first, the hosts in name order), at most maxFleetBytes.
 type fleetSearch struct {
 	roots []recall.Root
 	held  map[*confine.Root]func(ctx context.Context, fn func(rel string, gen, line int64, raw []byte) error) error
 	close []func() error
+	read  int64 // bytes of lines given to the search
+	cut   bool  // maxFleetBytes reached: older lines were not searched
 }
+
+// maxFleetBytes bounds the lines one search reads of the hosts' state (a
+// ranked search holds what it reads in memory).
+const maxFleetBytes = 256 << 20
 
 // openFleet opens the state of every host followed under stateDir; a
 // host whose databases cannot be read is left out (the daemon reports it).
 func openFleet(ctx context.Context, stateDir string) *fleetSearch {
 	fs := &fleetSearch{held: map[*confine.Root]func(context.Context, func(string, int64, int64, []byte) error) error{}}
+	// add makes a root of host for each key, read by each.
+	add := func(host, label string, keys []string, each func(id confine.ID, fn func(string, int64, int64, []byte) error) error) {
+		for _, k := range keys {
+			id, ok := confine.ParseKey(k)
+			if !ok {
+				continue
+			}
+			r := confine.Detached(id)
+			fs.roots = append(fs.roots, recall.Root{Root: r, Sources: []recall.Source{{Kind: recall.Log, Label: label}}, Name: filepath.Base(id.Path), Host: host})
+			fs.held[r] = func(ctx context.Context, fn func(string, int64, int64, []byte) error) error { return each(id, fn) }
+		}
+	}
 	ents, _ := os.ReadDir(filepath.Join(stateDir, fleetDir))
 	for _, e := range ents {
 		if !e.IsDir() || !fleetHostName.MatchString(e.Name()) {
@@ -46,32 +67,16 @@ func openFleet(ctx context.Context, stateDir string) *fleetSearch {
 		if sp, err := spool.OpenReadOnly(ctx, dir); err == nil {
 			fs.close = append(fs.close, sp.Close)
 			keys, _ := sp.RootKeys(ctx)
-			for _, k := range keys {
-				id, ok := confine.ParseKey(k)
-				if !ok {
-					continue
-				}
-				r := confine.Detached(id)
-				fs.roots = append(fs.roots, recall.Root{Root: r, Sources: []recall.Source{{Kind: recall.Log, Label: "messages"}}, Name: filepath.Base(id.Path), Host: host})
-				fs.held[r] = func(ctx context.Context, fn func(string, int64, int64, []byte) error) error {
-					return sp.Captured(ctx, id, func(h spool.HeldLine) error { return fn(h.Path, h.Gen, h.Line, h.Data) })
-				}
-			}
+			add(host, "messages", keys, func(id confine.ID, fn func(string, int64, int64, []byte) error) error {
+				return sp.Captured(ctx, id, func(h spool.HeldLine) error { return fn(h.Path, h.Gen, h.Line, h.Data) })
+			})
 		}
 		if vs, err := versions.OpenReadOnly(ctx, dir); err == nil {
 			fs.close = append(fs.close, vs.Close)
 			keys, _ := vs.Roots(ctx)
-			for _, k := range keys {
-				id, ok := confine.ParseKey(k)
-				if !ok {
-					continue
-				}
-				r := confine.Detached(id)
-				fs.roots = append(fs.roots, recall.Root{Root: r, Sources: []recall.Source{{Kind: recall.Log, Label: "memory"}}, Name: filepath.Base(id.Path), Host: host})
-				fs.held[r] = func(ctx context.Context, fn func(string, int64, int64, []byte) error) error {
-					return newestLines(ctx, vs, id, fn)
-				}
-			}
+			add(host, "memory", keys, func(id confine.ID, fn func(string, int64, int64, []byte) error) error {
+				return newestLines(ctx, vs, id, fn)
+			})
 		}
 	}
 	sort.SliceStable(fs.roots, func(i, j int) bool { return fs.roots[i].Host < fs.roots[j].Host })
@@ -114,7 +119,17 @@ func newestLines(ctx context.Context, vs *versions.Store, id confine.ID, fn func
 func (fs *fleetSearch) Held(local func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error) func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error {
 	return func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error {
 		if h, ok := fs.held[root]; ok {
-			return h(ctx, fn)
+			err := h(ctx, func(rel string, gen, line int64, raw []byte) error {
+				if fs.read += int64(len(raw)); fs.read > maxFleetBytes {
+					fs.cut = true
+					return errFleetCut
+				}
+				return fn(rel, gen, line, raw)
+			})
+			if errors.Is(err, errFleetCut) {
+				return nil
+			}
+			return err
 		}
 		if local == nil {
 			return nil
@@ -122,6 +137,8 @@ func (fs *fleetSearch) Held(local func(ctx context.Context, root *confine.Root, 
 		return local(ctx, root, fn)
 	}
 }
+
+var errFleetCut = errors.New("fleet search bound reached")
 
 // Close closes the hosts' databases.
 func (fs *fleetSearch) Close() {

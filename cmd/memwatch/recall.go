@@ -167,6 +167,9 @@ each search went and, for a question, why each result ranked where it did.`,
 			if err != nil {
 				return err
 			}
+			if fleetS != nil && fleetS.cut {
+				fmt.Fprintf(g.stderr, "recall: searched %d MiB of the hosts' lines (each log newest first, the hosts in name order), not the rest: the central node does not index them yet\n", maxFleetBytes>>20)
+			}
 			if explain {
 				how := "the scan (no index in " + filepath.Join(stateDir, recall.IndexDir) + ")"
 				if opts.Index != "" {
