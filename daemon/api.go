@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/memwatch/memwatch/confine"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/memwatch/memwatch/confine"
 
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/fleet"

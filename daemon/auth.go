@@ -41,6 +41,9 @@ type Caller struct {
 	uids   map[int]bool    // owners whose roots it reaches
 	stores map[string]bool // stores it reaches whole
 	rights map[string]bool
+	// hosts are the hosts of the fleet it reaches on a central node: the
+	// owners' uids there (-1: every owner).
+	hosts map[string]map[int]bool
 }
 
 // Admin is the administrator: every store, every right.
@@ -63,6 +66,21 @@ func (c *Caller) Reaches(s *policy.Store, id confine.ID) bool {
 	}
 	return c.uids[id.UID]
 }
+
+// ReachesHost reports whether c may see any of a host's memory on a
+// central node.
+func (c *Caller) ReachesHost(host string) bool {
+	return c.admin || len(c.hosts[host]) > 0
+}
+
+// ReachesHostRoot reports whether c may see a root of a host that uid
+// owns there (as the host recorded it).
+func (c *Caller) ReachesHostRoot(host string, uid int) bool {
+	return c.admin || c.hosts[host][-1] || c.hosts[host][uid]
+}
+
+// ReachesFleet reports whether c may see any host's memory.
+func (c *Caller) ReachesFleet() bool { return c.admin || len(c.hosts) > 0 }
 
 // ReachesStore reports whether c may see any of store s.
 func (c *Caller) ReachesStore(s *policy.Store) bool {
@@ -135,6 +153,17 @@ func tokenCaller(admin string, tokens []policy.Token, got string) *Caller {
 	for _, o := range found.Owners {
 		if uid, err := policy.OwnerUID(o); err == nil {
 			c.uids[uid] = true
+		}
+	}
+	for _, h := range found.Hosts {
+		if host, uid, err := policy.HostScope(h); err == nil {
+			if c.hosts == nil {
+				c.hosts = map[string]map[int]bool{}
+			}
+			if c.hosts[host] == nil {
+				c.hosts[host] = map[int]bool{}
+			}
+			c.hosts[host][uid] = true
 		}
 	}
 	for _, r := range found.Rights {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/spool"
@@ -116,6 +117,23 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	// A central node: the hosts' copies the caller reaches, with its own
+	// roots (or one host's alone: host=).
+	if host := q.Get("host"); d.fleet != nil && q.Get("root") == "" && q.Get("store") == "" && caller.ReachesFleet() {
+		if host != "" {
+			opts.Roots = nil
+		}
+		fr, done := FleetRoots(d.cfg.StateDir, caller, host)
+		defer done()
+		if room := MaxRecallRoots - len(opts.Roots); len(fr) > room {
+			res.Skipped += len(fr) - room
+			fr = fr[:room]
+		}
+		opts.Roots = append(opts.Roots, fr...)
+	} else if host != "" {
+		writeErr(w, http.StatusNotFound, fmt.Errorf("no host %q that %s reaches is followed here", host, caller.Name))
+		return
+	}
 	opts.Index = filepath.Join(d.cfg.StateDir, IndexDir)
 	opts.Generation = func(root *confine.Root, rel string) int64 { return d.spool.LiveGen(r.Context(), root.ID(), rel) }
 	opts.Held = d.spool.SearchHeld
@@ -139,6 +157,10 @@ type ShowResponse = control.ShowResponse
 // citation names, from the live file or the spool (memwatch show).
 func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if _, _, ok := mirror.SplitHostPath(citedPath(q.Get("cite"))); ok && q.Get("root") == "" && d.fleet != nil {
+		d.handleHostShow(w, r)
+		return
+	}
 	c, err := spool.ParseCitation(q.Get("cite"))
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/policy"
@@ -464,6 +465,10 @@ func (d *Daemon) versionPath(w http.ResponseWriter, r *http.Request, path, right
 // handleVersions lists the versions of ?path=, or with ?root= and no path
 // the files of that root that have versions.
 func (d *Daemon) handleVersions(w http.ResponseWriter, r *http.Request) {
+	if _, _, ok := mirror.SplitHostPath(r.URL.Query().Get("path")); ok && d.fleet != nil {
+		d.handleHostVersions(w, r, false)
+		return
+	}
 	if rootPath := r.URL.Query().Get("root"); rootPath != "" && r.URL.Query().Get("path") == "" {
 		_, root, ok := d.needRoot(w, r, rootPath, policy.RightRead)
 		if !ok {
@@ -498,6 +503,10 @@ func (d *Daemon) handleVersions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) handleVersionContent(w http.ResponseWriter, r *http.Request) {
+	if _, _, ok := mirror.SplitHostPath(r.URL.Query().Get("path")); ok && d.fleet != nil {
+		d.handleHostVersions(w, r, true)
+		return
+	}
 	_, root, rel, ok := d.versionPath(w, r, r.URL.Query().Get("path"), policy.RightRead)
 	if !ok {
 		return

@@ -17,10 +17,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -32,12 +32,15 @@ import (
 	"github.com/benbjohnson/litestream"
 	"github.com/superfly/ltx"
 
+	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/replica"
+	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/versions"
 )
 
 // Dir is where the hosts' state is kept, under the state directory.
-const Dir = "fleet"
+const Dir = mirror.HostsDir
 
 // retryAfter is how long a database that could not be followed waits
 // before it is tried again.
@@ -54,6 +57,7 @@ type HostStatus struct {
 	Databases  []string  `json:"databases"`               // the databases followed
 	Error      string    `json:"error,omitempty"`         // why a database of it is not followed now (tried again)
 	Checked    time.Time `json:"bucket_checked,omitzero"` // when Lag and Stopped were measured
+	Copied     time.Time `json:"copied,omitzero"`         // when its searchable copy last took in its changes
 }
 
 // Follower follows every host of the fleet.
@@ -73,10 +77,66 @@ type Follower struct {
 
 // host is one followed host; its goroutines (one per database) set errs.
 type host struct {
-	name string
-	dir  string
-	mu   sync.Mutex // guards errs
-	errs map[string]string
+	name   string
+	dir    string
+	mu     sync.Mutex // guards errs and copied
+	errs   map[string]string
+	copied time.Time
+	// applying is held while a change is applied to one of the host's
+	// databases, and while the copier reads them: Litestream's lock on
+	// a database it writes is a POSIX lock, which SQLite connections of
+	// the same process do not see.
+	applying chan struct{}
+}
+
+// lock takes h.applying, unless ctx ends first.
+func (h *host) lock(ctx context.Context) bool {
+	select {
+	case h.applying <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (h *host) unlock() { <-h.applying }
+
+// appliedClient is a replica client that holds its host's applying lock
+// from the opening of a change to apply (an LTX file) until it is closed:
+// Litestream's follow mode writes the change's pages to the database in
+// between. The first restore (into a temporary file, several changes open
+// at once) takes no lock: the database is not there yet.
+type appliedClient struct {
+	litestream.ReplicaClient
+	h   *host
+	out string // the restored database
+}
+
+func (c appliedClient) OpenLTXFile(ctx context.Context, level int, minTXID, maxTXID ltx.TXID, offset, size int64) (io.ReadCloser, error) {
+	if _, err := os.Stat(c.out); err != nil {
+		return c.ReplicaClient.OpenLTXFile(ctx, level, minTXID, maxTXID, offset, size)
+	}
+	if !c.h.lock(ctx) {
+		return nil, ctx.Err()
+	}
+	rc, err := c.ReplicaClient.OpenLTXFile(ctx, level, minTXID, maxTXID, offset, size)
+	if err != nil {
+		c.h.unlock()
+		return nil, err
+	}
+	return &unlockOnClose{ReadCloser: rc, h: c.h}, nil
+}
+
+type unlockOnClose struct {
+	io.ReadCloser
+	h    *host
+	once sync.Once
+}
+
+func (u *unlockOnClose) Close() error {
+	err := u.ReadCloser.Close()
+	u.once.Do(u.h.unlock)
+	return err
 }
 
 // New builds a follower keeping the hosts' state under stateDir; nothing
@@ -101,7 +161,7 @@ func New(cfg *policy.Fleet, stateDir string, logger *slog.Logger) (*Follower, er
 }
 
 // hostName is what a host's directory may be called: one path element.
-var hostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+var hostName = mirror.HostName
 
 // Hosts lists the hosts under fleet.url: the prefixes that hold a host's
 // state (one of its databases).
@@ -141,6 +201,11 @@ func (f *Follower) Run(ctx context.Context) error {
 	f.log.Info("following the fleet", "url", f.cfg.URL, "endpoint", f.cfg.Endpoint, "dir", f.dir)
 	tick := time.NewTicker(max(10*f.cfg.Interval, 2*time.Second))
 	defer tick.Stop()
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		f.copier(ctx)
+	}()
 	failing := ""
 	for {
 		names, err := f.Hosts(ctx)
@@ -180,7 +245,7 @@ func (f *Follower) add(ctx context.Context, name string) {
 		f.log.Warn("a host past fleet.max_hosts is not followed; raise it to follow more", "host", name, "max_hosts", f.cfg.MaxHosts)
 		return
 	}
-	h := &host{name: name, dir: filepath.Join(f.dir, name), errs: map[string]string{}}
+	h := &host{name: name, dir: filepath.Join(f.dir, name), errs: map[string]string{}, applying: make(chan struct{}, 1)}
 	if err := os.MkdirAll(h.dir, 0o700); err != nil {
 		f.log.Warn("cannot keep a host's state", "host", name, "err", err)
 		return
@@ -207,7 +272,7 @@ func (f *Follower) follow(ctx context.Context, h *host, name string) {
 	quiet := litestream.NewDB(out)
 	quiet.Logger = slog.New(discard{})
 	for ctx.Err() == nil {
-		rep := litestream.NewReplicaWithClient(quiet, replica.NewClient(f.cfg.Host(h.name), name, f.ak, f.sk))
+		rep := litestream.NewReplicaWithClient(quiet, appliedClient{ReplicaClient: replica.NewClient(f.cfg.Host(h.name), name, f.ak, f.sk), h: h, out: out})
 		opt := litestream.NewRestoreOptions()
 		opt.OutputPath = out
 		opt.Follow = true
@@ -241,16 +306,113 @@ func (f *Follower) follow(ctx context.Context, h *host, name string) {
 	}
 }
 
-// setErr records why a database is not followed; it reports whether
-// the reason is new.
+// setErr records why a database is not followed ("": it is again); it
+// reports whether the reason is new.
 func (h *host) setErr(db, reason string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.errs[db] == reason {
 		return false
 	}
-	h.errs[db] = reason
+	if reason == "" {
+		delete(h.errs, db)
+	} else {
+		h.errs[db] = reason
+	}
 	return true
+}
+
+// copyCheck is how often the copier looks for a host's new changes (a
+// stat of two files per host: Litestream writes a database's -txid file
+// after each change it applies).
+func copyCheck(interval time.Duration) time.Duration {
+	return min(max(interval/4, 100*time.Millisecond), time.Second)
+}
+
+// copier keeps each host's searchable copy (mirror) up to date with what
+// was restored of it: when a host's spool or versions changed, what they
+// hold that the copy does not is copied and indexed. This goroutine alone
+// owns the copies and what it last saw of each host.
+func (f *Follower) copier(ctx context.Context) {
+	copies := map[string]*mirror.Copy{}
+	seen := map[string]string{}
+	defer func() {
+		for _, c := range copies {
+			c.Close()
+		}
+	}()
+	tick := time.NewTicker(copyCheck(f.cfg.Interval))
+	defer tick.Stop()
+	for {
+		f.mu.Lock()
+		hosts := make([]*host, 0, len(f.hosts))
+		for _, h := range f.hosts {
+			hosts = append(hosts, h)
+		}
+		f.mu.Unlock()
+		sort.Slice(hosts, func(i, j int) bool { return hosts[i].name < hosts[j].name })
+		for _, h := range hosts {
+			stamp := changeStamp(h.dir)
+			if stamp == "" || stamp == seen[h.name] || ctx.Err() != nil {
+				continue
+			}
+			c := copies[h.name]
+			if c == nil {
+				var err error
+				if c, err = mirror.New(h.name, h.dir, f.log); err != nil {
+					if h.setErr("copy", err.Error()) {
+						f.log.Warn("cannot keep a host's searchable copy", "host", h.name, "err", err)
+					}
+					continue
+				}
+				copies[h.name] = c
+			}
+			start := time.Now()
+			if !h.lock(ctx) {
+				return
+			}
+			st, err := c.Update(ctx)
+			h.unlock()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				// Tried again at the next change; said once.
+				if h.setErr("copy", err.Error()) {
+					f.log.Warn("cannot copy a host's changes; its copy stays as it was", "host", h.name, "err", err)
+				}
+				seen[h.name] = stamp
+				continue
+			}
+			h.setErr("copy", "")
+			seen[h.name] = stamp
+			h.mu.Lock()
+			h.copied = time.Now()
+			h.mu.Unlock()
+			if st.Lines > 0 || st.Files > 0 || st.Skipped > 0 {
+				f.log.Debug("copied a host's changes", "host", h.name, "lines", st.Lines, "files", st.Files, "indexed", st.Indexed, "skipped", st.Skipped, "took", time.Since(start).Round(time.Millisecond))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// changeStamp says how a host's spool and versions are now on disk (""
+// before either is restored): it changes with every change applied.
+func changeStamp(dir string) string {
+	var b strings.Builder
+	for _, db := range []string{spool.FileName, versions.FileName} {
+		for _, p := range []string{db, db + "-txid"} {
+			if fi, err := os.Stat(filepath.Join(dir, p)); err == nil {
+				fmt.Fprintf(&b, "%s %d %d;", p, fi.Size(), fi.ModTime().UnixNano())
+			}
+		}
+	}
+	return b.String()
 }
 
 // Status is what the central node knows of each host: what it restored
@@ -269,6 +431,9 @@ func (f *Follower) Status(ctx context.Context) []HostStatus {
 	for _, h := range hosts {
 		st := Local(h.dir)
 		st.Host = h.name
+		h.mu.Lock()
+		st.Copied = h.copied
+		h.mu.Unlock()
 		var newest time.Time
 		var behind bool
 		var oldestWaiting time.Time

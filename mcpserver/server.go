@@ -77,6 +77,10 @@ type Config struct {
 	VersionContent func(ctx context.Context, root *confine.Root, rel string, n int64) ([]byte, error)
 	// Now is the clock of memory_stamp; nil is time.Now.
 	Now func() time.Time
+	// StateDir, on a central node (the policy's fleet:), is where the
+	// hosts' copies are: recall_memory searches the hosts the client
+	// reaches (fleet.go). "": no such tool.
+	StateDir string
 }
 
 // Server builds MCP servers over a policy's roots.
@@ -96,16 +100,23 @@ type Server struct {
 type access struct {
 	who     string
 	reaches func(*policy.Store, confine.ID) bool
-	write   bool
-	undo    bool
+	// hosts says which hosts' roots (by owner there) it reaches on a
+	// central node; nil: none.
+	hosts func(host string, uid int) bool
+	write bool
+	undo  bool
 }
 
 // everything is the access of memwatch mcp on stdio.
-var everything = access{who: "stdio", reaches: func(*policy.Store, confine.ID) bool { return true }, write: true, undo: true}
+var everything = access{who: "stdio", reaches: func(*policy.Store, confine.ID) bool { return true }, hosts: func(string, int) bool { return true }, write: true, undo: true}
 
 // accessOf is the access of a caller of the control API.
 func accessOf(c *daemon.Caller) access {
-	return access{who: c.Name, reaches: c.Reaches, write: c.Has(policy.RightWrite), undo: c.Has(policy.RightUndo)}
+	a := access{who: c.Name, reaches: c.Reaches, write: c.Has(policy.RightWrite), undo: c.Has(policy.RightUndo)}
+	if c.ReachesFleet() && c.Has(policy.RightRead) {
+		a.hosts = c.ReachesHostRoot
+	}
+	return a
 }
 
 // New checks cfg; with cfg.Root it checks that the root is one of the
@@ -162,6 +173,7 @@ func (s *Server) mcpFor(root string, a access) (*mcp.Server, error) {
 		&mcp.ServerOptions{Instructions: instructions, Capabilities: &mcp.ServerCapabilities{}})
 	b.srv = srv
 	b.addTools()
+	b.addFleetTool()
 	b.addResources()
 	srv.AddReceivingMiddleware(b.guard) // added last: the outermost
 	return srv, nil

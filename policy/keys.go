@@ -484,8 +484,8 @@ func unwrapPathError(err error) error {
 
 // decoded checks a token's keys together.
 func (t *Token) decoded(d *decoder, n ast.Node, byKey map[string]*ast.MappingValueNode) {
-	if len(t.Stores) == 0 && len(t.Owners) == 0 && t.Name != "" && byKey["sha256"] != nil {
-		d.errorf(n, "token %q reaches nothing: give it stores: [NAME, ...] or owners: [USER, ...]", t.Name)
+	if len(t.Stores) == 0 && len(t.Owners) == 0 && len(t.Hosts) == 0 && t.Name != "" && byKey["sha256"] != nil {
+		d.errorf(n, "token %q reaches nothing: give it stores: [NAME, ...], owners: [USER, ...] or, on a central node, hosts: [HOST, ...]", t.Name)
 	}
 }
 

@@ -90,6 +90,7 @@ type Token struct {
 	SHA256 string   `yaml:"sha256" required:": the SHA-256 of the token (memwatch token new makes a token and prints it)" check:"sha256" doc:"the token's SHA-256, never the token"`
 	Stores []string `yaml:"stores" doc:"the stores it reaches"`
 	Owners []string `yaml:"owners" doc:"the users (names or uids) whose roots it reaches"`
+	Hosts  []string `yaml:"hosts" doc:"on a central node (fleet:), the hosts whose memory it reaches: HOST (all of it) or HOST:OWNER (the roots OWNER, a uid or a user name, owns there)"`
 	Rights []string `yaml:"rights" enum:"read|write|undo" required:": give it rights: [read] (and write, undo as needed)" doc:"read, write, undo"`
 	Pos    Pos
 }
@@ -353,9 +354,35 @@ func (p *Policy) validate(partial bool) Errors {
 				errs = append(errs, &Error{Pos: t.Pos, Msg: fmt.Sprintf("control.tokens %q: owner %q: %v", t.Name, o, err)})
 			}
 		}
+		for _, h := range t.Hosts {
+			if _, _, err := HostScope(h); err != nil {
+				errs = append(errs, &Error{Pos: t.Pos, Msg: fmt.Sprintf("control.tokens %q: %v", t.Name, err)})
+			}
+		}
+		if len(t.Hosts) > 0 && p.Fleet == nil && !partial {
+			errs = append(errs, &Error{Pos: t.Pos, Msg: fmt.Sprintf("control.tokens %q: hosts: is for a central node: add a fleet: section, or remove hosts:", t.Name)})
+		}
 	}
 	return errs
 }
+
+// HostScope reads a token's hosts: entry: HOST, or HOST:OWNER (uid -1:
+// every owner).
+func HostScope(s string) (host string, uid int, err error) {
+	host, owner, scoped := strings.Cut(s, ":")
+	if !hostName.MatchString(host) {
+		return "", 0, fmt.Errorf("host %q: a host is named as under fleet.url (letters, digits, '.', '_', '-'), optionally :OWNER", s)
+	}
+	if !scoped {
+		return host, -1, nil
+	}
+	if uid, err = OwnerUID(owner); err != nil {
+		return "", 0, fmt.Errorf("host %q: owner %q: %w", s, owner, err)
+	}
+	return host, uid, nil
+}
+
+var hostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 func (p *Policy) storeNames() []string {
 	var out []string

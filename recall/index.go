@@ -385,19 +385,23 @@ func (idx *fileIndex) current(f *os.File, fi fs.FileInfo) bool {
 // change time is the one it was indexed at. Whether it still describes
 // the file once opened is for current to say.
 func (s *searcher) index(f file) (idx *fileIndex, unchanged bool) {
-	if s.o.Index == "" {
+	dir := f.root.index(s.o)
+	if dir == "" {
 		return nil, false
 	}
-	if s.indexes == nil {
+	if s.indexes[dir] == nil {
 		// One listing instead of a failed open per file never indexed.
-		s.indexes = map[string]bool{}
-		ents, _ := os.ReadDir(s.o.Index)
+		if s.indexes == nil {
+			s.indexes = map[string]map[string]bool{}
+		}
+		s.indexes[dir] = map[string]bool{}
+		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
-			s.indexes[e.Name()] = true
+			s.indexes[dir][e.Name()] = true
 		}
 	}
-	path := indexPath(s.o.Index, f.root.Root.Path(), f.rel)
-	if !s.indexes[filepath.Base(path)] {
+	path := indexPath(dir, f.root.Root.Path(), f.rel)
+	if !s.indexes[dir][filepath.Base(path)] {
 		return nil, false
 	}
 	if s.idxBuf == nil {
@@ -747,5 +751,16 @@ func readLine(r *bufio.Reader, max int) ([]byte, int64, error) {
 		default:
 			return nil, n, err
 		}
+	}
+}
+
+// DropIndex removes the index of rel in root (its trigram index and term
+// segments) from dir: a file that is gone for good (a central node's
+// copy of a log its host dropped).
+func DropIndex(dir string, root *confine.Root, rel string) {
+	os.Remove(indexPath(dir, root.Path(), rel))
+	segs, _ := filepath.Glob(termPrefix(dir, root.Path(), rel) + "*")
+	for _, s := range segs {
+		os.Remove(s)
 	}
 }

@@ -116,7 +116,8 @@ type ranker struct {
 	stats Stats
 	vs    *views
 	// segFiles lists the index's segment files, by index file name.
-	segFiles map[string][]string
+	segFiles  map[string][]string
+	segListed map[string]bool // the index directories listed into segFiles
 
 	w          []float64 // the terms' weights
 	fileScores map[*rfile]float64
@@ -300,21 +301,27 @@ func (r *ranker) segBuilder(ord uint64, off int64) *segBuilder {
 // indexSegments returns the daemon's term segments of a file, when they
 // describe it as it is: a run of them from its first document.
 func (r *ranker) indexSegments(f file, fh *os.File, fi fs.FileInfo) []*segment {
-	if r.o.Index == "" {
+	dir := f.root.index(r.o)
+	if dir == "" {
 		return nil
 	}
-	if r.segFiles == nil {
-		// One listing for the search: the segment files by index file.
-		r.segFiles = map[string][]string{}
-		ents, _ := os.ReadDir(r.o.Index)
+	if !r.segListed[dir] {
+		// One listing per index for the search: the segment files by
+		// index file (names are hashes of root and file: one map serves
+		// every index).
+		if r.segFiles == nil {
+			r.segFiles, r.segListed = map[string][]string{}, map[string]bool{}
+		}
+		r.segListed[dir] = true
+		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
 			if n := e.Name(); isSegmentName(n) {
 				k := n[:strings.LastIndex(n, ".t")]
-				r.segFiles[k] = append(r.segFiles[k], filepath.Join(r.o.Index, n))
+				r.segFiles[k] = append(r.segFiles[k], filepath.Join(dir, n))
 			}
 		}
 	}
-	base := strings.TrimSuffix(filepath.Base(indexPath(r.o.Index, f.root.Root.Path(), f.rel)), ".idx")
+	base := strings.TrimSuffix(filepath.Base(indexPath(dir, f.root.Root.Path(), f.rel)), ".idx")
 	var segs []*segment
 	for _, l := range termChain(r.segFiles[base], fh, fi) {
 		seg, err := openSegment(l.path)

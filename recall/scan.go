@@ -30,9 +30,42 @@ type Root struct {
 	Name string
 	// Store is the store the root belongs to (Result.Store).
 	Store string
-	// Host, on a central node, is the host the root is on (Result.Host):
-	// a Detached root, searched through Options.Held alone.
+	// Host, on a central node, is the host the root is on (Result.Host).
 	Host string
+	// Shown is the root's path as results show and cite it, when it is
+	// not Root.Path(): a central node's copy of a host's root is opened
+	// where the copy is and cited where the host has it.
+	Shown string
+	// Listed, when set, are the root's files to search instead of what its
+	// sources' globs match (a copy's files, as its manifest names them).
+	Listed []Listed
+	// Index, when set, is the index of this root's files instead of
+	// Options.Index (a host's copy keeps its own).
+	Index string
+}
+
+// Listed is one file of a Root's listing: relative to the root, searched
+// as Sources[Source], cited as generation Gen of its log (0 or 1: none).
+type Listed struct {
+	Rel    string
+	Source int
+	Gen    int64
+}
+
+// shown is the root's path as results show it.
+func (r Root) shown() string {
+	if r.Shown != "" {
+		return r.Shown
+	}
+	return r.Root.Path()
+}
+
+// index is the directory of the root's index ("" for none).
+func (r Root) index(o Options) string {
+	if r.Index != "" {
+		return r.Index
+	}
+	return o.Index
 }
 
 // Options tune a search.
@@ -207,6 +240,39 @@ func listFiles(o Options, vs *views) ([]file, error) {
 	var files []file
 	seen := map[string]bool{}
 	for _, r := range o.Roots {
+		// add lists rel, searched as src, unless listed already.
+		add := func(src Source, rel string, gen int64) {
+			key := r.Root.Path() + "\x00" + rel
+			if seen[key] {
+				return
+			}
+			fi, err := vs.stat(r.Root, rel)
+			if err != nil || !fi.Mode().IsRegular() || confine.IsTemp(rel) {
+				return
+			}
+			seen[key] = true
+			f := file{root: r, rel: rel, src: src, mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: max(gen, 1)}
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				f.dev, f.ino, f.ctime = uint64(st.Dev), uint64(st.Ino), ctimeOf(st)
+			}
+			if o.Generation != nil && src.Kind == Log && gen == 0 {
+				if g := o.Generation(r.Root, rel); g > 0 {
+					f.gen = g
+				}
+			}
+			files = append(files, f)
+		}
+		if r.Listed != nil {
+			for _, l := range r.Listed {
+				if l.Source < 0 || l.Source >= len(r.Sources) {
+					continue
+				}
+				if src := r.Sources[l.Source]; (len(want) == 0 || want[src.Label]) && src.Kind != Records {
+					add(src, l.Rel, l.Gen)
+				}
+			}
+			continue
+		}
 		for _, src := range r.Sources {
 			if len(want) > 0 && !want[src.Label] {
 				continue
@@ -219,25 +285,7 @@ func listFiles(o Options, vs *views) ([]file, error) {
 				return nil, err
 			}
 			for _, m := range ms {
-				key := r.Root.Path() + "\x00" + m
-				if seen[key] {
-					continue
-				}
-				fi, err := vs.stat(r.Root, m)
-				if err != nil || !fi.Mode().IsRegular() || confine.IsTemp(m) {
-					continue
-				}
-				seen[key] = true
-				f := file{root: r, rel: m, src: src, mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: 1}
-				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-					f.dev, f.ino, f.ctime = uint64(st.Dev), uint64(st.Ino), ctimeOf(st)
-				}
-				if o.Generation != nil && src.Kind == Log {
-					if g := o.Generation(r.Root, m); g > 0 {
-						f.gen = g
-					}
-				}
-				files = append(files, f)
+				add(src, m, 0)
 			}
 		}
 	}
@@ -266,11 +314,11 @@ type searcher struct {
 	stats   Stats
 	buf     []byte // reused read buffer
 	views   *views
-	indexes map[string]bool   // the index files there are, listed once
-	idxBuf  []byte            // the small index being read (readIndex's scratch)
-	ids     map[string]bool   // messages found, by root, file and id
-	sampled string            // the file the anchor's rare byte was chosen from
-	folds   map[string]foldAt // results by the text they hold (fold.go)
+	indexes map[string]map[string]bool // the index files there are, by index, listed once
+	idxBuf  []byte                     // the small index being read (readIndex's scratch)
+	ids     map[string]bool            // messages found, by root, file and id
+	sampled string                     // the file the anchor's rare byte was chosen from
+	folds   map[string]foldAt          // results by the text they hold (fold.go)
 }
 
 // sample chooses the anchor byte to scan for from the data searched (its
@@ -296,8 +344,8 @@ func (s *searcher) emit(f file, line int64, text []byte, at int) error {
 	if len(s.o.Roots) > 1 || s.o.NameRoots {
 		// Several roots: the citation names the file by its whole path, so
 		// it stands alone (memwatch show takes it as printed).
-		r.Session, r.Root, r.Store = f.root.Name, f.root.Root.Path(), f.root.Store
-		cite = path.Join(filepath.ToSlash(f.root.Root.Path()), cite)
+		r.Session, r.Root, r.Store = f.root.Name, f.root.shown(), f.root.Store
+		cite = path.Join(filepath.ToSlash(f.root.shown()), cite)
 		if f.root.Host != "" {
 			r.Host = f.root.Host
 			cite = f.root.Host + ":" + cite

@@ -208,3 +208,33 @@ func (s *Spool) Captured(ctx context.Context, root confine.ID, fn func(HeldLine)
 	}
 	return nil
 }
+
+// CapturedLine is a message of a log as the spool holds it: its sequence
+// number and where it was captured.
+type CapturedLine struct {
+	Seq, Gen, Line int64
+	Data           []byte
+}
+
+// CapturedSince calls fn with the messages of the log with this id
+// captured after sequence number after, in the order they were captured,
+// at most limit of them, while fn returns nil: what a central node copies
+// of a host's replicated spool since it last did. Pruned lines are left
+// out.
+func (s *Spool) CapturedSince(ctx context.Context, log, after int64, limit int, fn func(CapturedLine) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, gen, line, data FROM lines WHERE log=? AND seq>? AND msg=1 AND data IS NOT NULL ORDER BY seq LIMIT ?`, log, after, limit)
+	if err != nil {
+		return fmt.Errorf("read captured lines: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var l CapturedLine
+		if err := rows.Scan(&l.Seq, &l.Gen, &l.Line, &l.Data); err != nil {
+			return err
+		}
+		if err := fn(l); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

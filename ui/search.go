@@ -12,6 +12,7 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/spool"
@@ -71,6 +72,8 @@ func (s *Server) search(r *http.Request) (view, error) {
 			}
 		}
 	}
+	// A central node (fleet:): every host's copy the caller reaches.
+	fleet := d.Root == "" && rc.pol.Fleet != nil && rc.caller.ReachesFleet()
 	if d.Root != "" && len(targets) == 0 {
 		return view{}, httpError{http.StatusForbidden, fmt.Errorf("%s is not a searchable root %s reaches", d.Root, rc.caller.Name)}
 	}
@@ -102,6 +105,12 @@ func (s *Server) search(r *http.Request) (view, error) {
 		opts.Roots = append(opts.Roots, recall.Root{Root: root, Sources: srcs, Name: name, Store: t.store.Name})
 		names[t.path] = rootOption{Store: t.store.Name, Path: t.path}
 	}
+	if fleet {
+		fr, done := daemon.FleetRoots(s.cfg.StateDir, rc.caller, "")
+		defer done()
+		opts.Roots = append(opts.Roots, fr...)
+		opts.NameRoots = true
+	}
 	d.Searched = len(opts.Roots)
 	opts.Index = daemon.ReadableIndex(s.cfg.StateDir)
 	if sp := s.cfg.Spool; sp != nil {
@@ -114,6 +123,13 @@ func (s *Server) search(r *http.Request) (view, error) {
 	}
 	d.Took = stats.Duration
 	for _, res := range results {
+		if res.Host != "" {
+			v := resultView{Result: res, Root: res.Host + ":" + res.Root, Store: "host " + res.Host}
+			v.Text = visible(v.Text)
+			v.Link = s.cfg.Prefix + "show?" + url.Values{"cite": {res.Citation}}.Encode()
+			d.Results = append(d.Results, v)
+			continue
+		}
 		root := res.Root
 		if root == "" && len(opts.Roots) == 1 {
 			root = opts.Roots[0].Root.Path()
@@ -136,6 +152,7 @@ type shownLine struct {
 
 type showData struct {
 	Store, Root, Cite, Path string
+	Host                    string // a host's file, on a central node
 	From                    string // where the lines came from
 	Lines                   []shownLine
 }
@@ -146,6 +163,11 @@ func (s *Server) show(r *http.Request) (view, error) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	d := showData{Root: q.Get("root"), Cite: q.Get("cite")}
+	if d.Root == "" {
+		if host, _, ok := mirror.SplitHostPath(citedPath(d.Cite)); ok {
+			return s.showHost(r, d, host)
+		}
+	}
 	store, root, err := s.openRoot(ctx, d.Root)
 	if err != nil {
 		return view{}, err
@@ -259,4 +281,46 @@ func (s *Server) archive(r *http.Request) (view, error) {
 		d.Lines = append(d.Lines, shownLine{N: int64(from + i + 1), Text: lineText(l, isJSONL(d.Path))})
 	}
 	return view{Template: "archive", Title: d.Path, Data: d}, nil
+}
+
+// citedPath is a citation without its lines (HOST:/p@3#L5: HOST:/p).
+func citedPath(cite string) string {
+	if c, err := spool.ParseCitation(cite); err == nil {
+		return c.Path
+	}
+	return cite
+}
+
+// showHost shows the lines a citation of a host's file names (HOST:/p#L5,
+// as search cites them on a central node), from what the host replicated.
+func (s *Server) showHost(r *http.Request, d showData, host string) (view, error) {
+	ctx := r.Context()
+	c := daemon.CallerOf(ctx)
+	_, path, _ := mirror.SplitHostPath(citedPath(d.Cite))
+	if s.cfg.Policy().Fleet == nil || !c.ReachesHostRoot(host, mirror.HostOwner(ctx, s.cfg.StateDir, host, path)) {
+		return view{}, httpError{http.StatusForbidden, fmt.Errorf("%s does not reach %s on host %s", c.Name, path, host)}
+	}
+	cite, err := spool.ParseCitation(d.Cite)
+	if err != nil {
+		return view{}, badRequest("%v", err)
+	}
+	wide := cite
+	wide.From, wide.To = max(1, cite.From-showContext), cite.To+showContext
+	wideCite := fmt.Sprintf("%s@%d#L%d-%d", cite.Path, cite.Gen, wide.From, wide.To)
+	lines, _, _, err := mirror.Show(ctx, s.cfg.StateDir, wideCite)
+	if err != nil {
+		return view{}, notFound("%v", err)
+	}
+	d.Host, d.Root, d.Store, d.Path, d.From = host, host+":"+filepath.Dir(path), "host "+host, path, "what host "+host+" replicated"
+	for _, l := range lines {
+		if l.Source == "missing" && l.Line > cite.To {
+			break
+		}
+		sl := shownLine{N: l.Line, Cited: l.Line >= cite.From && l.Line <= cite.To, Text: lineText(l.Data, isJSONL(path))}
+		if l.Source == "missing" {
+			sl.Note = "no such line in what the host replicated"
+		}
+		d.Lines = append(d.Lines, sl)
+	}
+	return view{Template: "show", Title: d.Cite, Data: d}, nil
 }

@@ -5,7 +5,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -28,6 +27,9 @@ a memory file (memwatch versions FILE lists them):
 
   memwatch diff MEMORY.md@3 MEMORY.md@5
   memwatch diff MEMORY.md@3 MEMORY.md
+
+On a central node (fleet:), HOST:PATH@N is version N of a host's memory
+file (memwatch versions HOST:PATH lists them).
 
 Nothing is written.`,
 		Args: cobra.ExactArgs(2),
@@ -94,6 +96,6 @@ func versionArg(arg string) (string, int64, bool) {
 	if err != nil || n < 1 {
 		return "", 0, false
 	}
-	p, err := filepath.Abs(arg[:i])
+	p, err := absOrHost(arg[:i])
 	return p, n, err == nil
 }

@@ -4,9 +4,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	_ "modernc.org/sqlite"
 
 	"github.com/memwatch/memwatch/daemon"
@@ -70,7 +77,14 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	central := filepath.Join(dir, "central")
 	os.MkdirAll(central, 0o755)
 	cpol := filepath.Join(central, "policy.yaml")
-	os.WriteFile(cpol, []byte("version: 1\nfleet:\n  url: s3://memwatch/fleet\n"+creds+"  interval: 200ms\n"), 0o644)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	// A token that reaches box-2 alone, to read.
+	box2Token := "box-2-reader-" + strings.Repeat("b", 24)
+	sum := sha256.Sum256([]byte(box2Token))
+	control := fmt.Sprintf("control:\n  tcp: %s\n  tokens:\n    - name: box2\n      sha256: %s\n      hosts: [box-2]\n      rights: [read]\nui:\n  enabled: true\n", addr, hex.EncodeToString(sum[:]))
+	os.WriteFile(cpol, []byte("version: 1\nfleet:\n  url: s3://memwatch/fleet\n"+creds+"  interval: 200ms\n"+control), 0o644)
 	if out, err := exec.Command(memwatchBin, "validate", "--policy", cpol).CombinedOutput(); err != nil || !strings.Contains(string(out), "central node") {
 		t.Fatalf("validate the central policy: %v\n%s", err, out)
 	}
@@ -106,16 +120,6 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	for _, h := range hosts {
 		within("the central node holds "+h.name+"'s first line", 60*time.Second, func() bool { return holds(h, "first words on "+h.name) })
 	}
-	// A write on each host: at the central node within 20 s.
-	for i, h := range hosts {
-		line := fmt.Sprintf("the walrus-%d ledger deploys from %s", i, h.name)
-		f, _ := os.OpenFile(h.log, os.O_WRONLY|os.O_APPEND, 0)
-		fmt.Fprintf(f, `{"role":"assistant","content":%q}`+"\n", line)
-		f.Close()
-		took := within(h.name+"'s new line at the central node", 20*time.Second, func() bool { return holds(h, line) })
-		t.Logf("%s: a new line at the central node after %v", h.name, took.Round(10*time.Millisecond))
-	}
-
 	// recall --all on the central node finds each host's new line and its
 	// memory file, each result naming its host; the citation names it too.
 	type hit struct{ Text, Citation, Host, Source string }
@@ -127,6 +131,16 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 			t.Fatalf("recall %q: %v\n%s", q, err, out)
 		}
 		return hs
+	}
+	// A write on each host: found by recall --all at the central node
+	// within 20 s of the write.
+	for i, h := range hosts {
+		line := fmt.Sprintf("the walrus-%d ledger deploys from %s", i, h.name)
+		f, _ := os.OpenFile(h.log, os.O_WRONLY|os.O_APPEND, 0)
+		fmt.Fprintf(f, `{"role":"assistant","content":%q}`+"\n", line)
+		f.Close()
+		took := within(h.name+"'s new line recalled at the central node", 20*time.Second, func() bool { return len(recallAll(fmt.Sprintf("walrus-%d", i))) > 0 })
+		t.Logf("%s: a new line recalled at the central node %v after the write", h.name, took.Round(10*time.Millisecond))
 	}
 	for i, h := range hosts {
 		for _, c := range []struct{ q, source string }{{fmt.Sprintf("walrus-%d", i), "messages"}, {fmt.Sprintf("quokka-%d", i+1), "memory"}} {
@@ -145,6 +159,61 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	}
 	if hs := recallAll("what did box-2 say about the walrus ledger?"); len(hs) == 0 || hs[0].Host != "box-2" {
 		t.Errorf("a question over every host: %+v", hs)
+	}
+
+	// A memory file's versions, per host: box-2 changes its MEMORY.md;
+	// versions lists both, diff shows the change, the copy has the new one.
+	mem2 := filepath.Join(filepath.Dir(filepath.Dir(hosts[1].log)), "MEMORY.md")
+	os.WriteFile(mem2, []byte("# Memory\n\n- box-2 keeps the quokka-2 runbook\n- box-2 now also keeps the narwhal pager\n"), 0o644)
+	within("box-2's new MEMORY.md recalled at the central node", 20*time.Second, func() bool { return len(recallAll("narwhal")) == 1 })
+	out, err := exec.Command(memwatchBin, "versions", "--policy", cpol, "--state-dir", cstate, "box-2:"+mem2).CombinedOutput()
+	if err != nil || bytes.Count(out, []byte("\n")) != 3 {
+		t.Errorf("versions of box-2's MEMORY.md: %v\n%s", err, out)
+	}
+	out, err = exec.Command(memwatchBin, "diff", "--policy", cpol, "--state-dir", cstate, "box-2:"+mem2+"@1", "box-2:"+mem2+"@2").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "+- box-2 now also keeps the narwhal pager") {
+		t.Errorf("diff of box-2's MEMORY.md @1 @2: %v\n%s", err, out)
+	}
+
+	// A token scoped to box-2: its search finds box-2's lines only; box-1's
+	// versions and citations are refused; MCP recall_memory and the review
+	// page's search answer within the same scope.
+	tc := tcpClient{t, addr, box2Token}
+	code, body := tc.do("GET", "/v1/recall?q=walrus&limit=20")
+	var rr struct{ Results []hit }
+	json.Unmarshal([]byte(body), &rr)
+	if code != 200 || len(rr.Results) != 1 || rr.Results[0].Host != "box-2" {
+		t.Errorf("recall with box-2's token: %d %s; want box-2's line alone", code, body)
+	}
+	if code, body = tc.do("GET", "/v1/versions?path="+url.QueryEscape("box-1:"+filepath.Join(filepath.Dir(filepath.Dir(hosts[0].log)), "MEMORY.md"))); code != 403 {
+		t.Errorf("box-1's versions with box-2's token: %d %s, want 403", code, body)
+	}
+	var vs []struct{ N int }
+	if code, body = tc.do("GET", "/v1/versions?path="+url.QueryEscape("box-2:"+mem2)); code != 200 || json.Unmarshal([]byte(body), &vs) != nil || len(vs) != 2 {
+		t.Errorf("box-2's versions with box-2's token: %d %s", code, body)
+	}
+	if code, body = tc.do("GET", "/ui/search?q=walrus"); code != 200 || !strings.Contains(body, "box-2:") || strings.Contains(body, "box-1:") {
+		t.Errorf("the review page's search with box-2's token: %d\n%s", code, body)
+	}
+	hc := &http.Client{Transport: bearer{box2Token, http.DefaultTransport}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fleet-test"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatalf("connect to the central node's /mcp: %v", err)
+	}
+	defer cs.Close()
+	if text, isErr := callText(t, cs, "recall_memory", map[string]any{"query": "walrus ledger"}); isErr || !strings.Contains(text, "box-2:") || strings.Contains(text, "box-1:") || strings.Contains(text, "box-3:") {
+		t.Errorf("recall_memory with box-2's token: %s", text)
+	}
+	// The administrator's stdio MCP (memwatch mcp, as root): every host.
+	cmd := exec.Command(memwatchBin, "mcp", "--policy", cpol, "--state-dir", cstate)
+	admin, err := mcp.NewClient(&mcp.Implementation{Name: "fleet-test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to memwatch mcp: %v", err)
+	}
+	defer admin.Close()
+	if text, isErr := callText(t, admin, "recall_memory", map[string]any{"query": "walrus", "limit": 10}); isErr || !strings.Contains(text, "box-1:") || !strings.Contains(text, "box-3:") {
+		t.Errorf("recall_memory over stdio: %s", text)
 	}
 
 	// Status lists each host, up to date.

@@ -78,7 +78,7 @@ Add it to Claude Code with
 			defer db.Close()
 			rw := rewrite.New(db, log)
 			rw.OpenRoot = daemon.RootOpener(func() *policy.Policy { return p })
-			cfg := mcpserver.Config{Policy: func() *policy.Policy { return p }, Root: root, Version: version, Rewriter: rw}
+			cfg := mcpserver.Config{Policy: func() *policy.Policy { return p }, Root: root, Version: version, Rewriter: rw, StateDir: fleetState(p, dir)}
 			cfg.Undo = func(ctx context.Context, id int64, force, dryRun bool) (daemon.UndoResult, error) {
 				var res daemon.UndoResult
 				err := newControl(socketPath(p, dir)).do(ctx, "POST", fmt.Sprintf("/v1/undo/%d?force=%t&dry_run=%t", id, force, dryRun), nil, &res)

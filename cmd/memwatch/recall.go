@@ -18,6 +18,7 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/layout/sessiondetail"
 	"github.com/memwatch/memwatch/policy"
@@ -106,23 +107,26 @@ each search went and, for a question, why each result ranked where it did.`,
 					return printRecall(g, q, res.Results, asJSON, explain)
 				}
 			}
-			// A central node (fleet:) searches every host it follows, with
-			// its own stores' roots under --all.
-			var fleetS *fleetSearch
-			if p != nil && p.Fleet != nil && dir == "" && store == "" && (all || len(p.Stores) == 0) {
-				fleetS = openFleet(cmd.Context(), g.resolveStateDir(p))
-				defer fleetS.Close()
+			// A central node (fleet:) searches its copy of every host it
+			// follows, with its own stores' roots under --all.
+			var fleetRoots []recall.Root
+			fleet := p != nil && p.Fleet != nil && dir == "" && store == "" && (all || len(p.Stores) == 0)
+			if fleet {
+				var done func()
+				var errs []error
+				fleetRoots, done, errs = mirror.FleetRoots(g.resolveStateDir(p), nil)
+				defer done()
+				for _, err := range errs {
+					fmt.Fprintf(g.stderr, "recall: %v\n", err)
+				}
 			}
 			var roots []recall.Root
-			if fleetS == nil || len(p.Stores) > 0 {
+			if !fleet || len(p.Stores) > 0 {
 				if roots, err = recallRoots(p, dir, store, all); err != nil {
 					return err
 				}
 			}
-			if fleetS != nil {
-				roots = append(roots, fleetS.roots...)
-			}
-			if fleetS == nil && len(roots) == 1 && roots[0].Name == "" && dir == "" && explicit && p != nil && !ownsCwd(p) {
+			if !fleet && len(roots) == 1 && roots[0].Name == "" && dir == "" && explicit && p != nil && !ownsCwd(p) {
 				// The policy was given, and here is none of its roots: the
 				// user means its roots.
 				reach, refused, err := reachableRoots(p)
@@ -156,19 +160,16 @@ each search went and, for a question, why each result ranked where it did.`,
 				opts.Generation = func(root *confine.Root, rel string) int64 { return sp.LiveGen(cmd.Context(), root.ID(), rel) }
 				opts.Held = sp.SearchHeld
 			}
-			if fleetS != nil {
-				opts.Held = fleetS.Held(opts.Held)
+			if fleet {
+				opts.Roots = append(opts.Roots, fleetRoots...)
 				opts.NameRoots = true
-				if len(fleetS.roots) == 0 && len(roots) == 0 {
-					fmt.Fprintf(g.stderr, "recall: no host's state in %s yet: is memwatch run with this policy following the fleet? (memwatch status lists the hosts)\n", filepath.Join(stateDir, fleetDir))
+				if len(opts.Roots) == 0 {
+					fmt.Fprintf(g.stderr, "recall: no host's memory in %s yet: is memwatch run with this policy following the fleet? (memwatch status lists the hosts)\n", filepath.Join(stateDir, mirror.HostsDir))
 				}
 			}
 			results, st, err := recall.Search(cmd.Context(), q, opts)
 			if err != nil {
 				return err
-			}
-			if fleetS != nil && fleetS.cut {
-				fmt.Fprintf(g.stderr, "recall: searched %d MiB of the hosts' lines (each log newest first, the hosts in name order), not the rest: the central node does not index them yet\n", maxFleetBytes>>20)
 			}
 			if explain {
 				how := "the scan (no index in " + filepath.Join(stateDir, recall.IndexDir) + ")"

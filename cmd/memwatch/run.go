@@ -63,7 +63,7 @@ failure, 2 usage or policy error.`,
 				return err
 			}
 			tools, err := mcpserver.New(mcpserver.Config{Policy: d.Policy, Version: version, Rewriter: d.Rewriter(), Undo: d.Undo,
-				Index: filepath.Join(stateDir, daemon.IndexDir), Generation: d.Generation, Held: d.Held, Versions: d.Versions, VersionContent: d.VersionContent}, log)
+				Index: filepath.Join(stateDir, daemon.IndexDir), Generation: d.Generation, Held: d.Held, Versions: d.Versions, VersionContent: d.VersionContent, StateDir: fleetState(p, stateDir)}, log)
 			if err != nil {
 				d.Close()
 				return err
@@ -143,4 +143,13 @@ func listenSocket(p *policy.Policy, stateDir string) string {
 		return filepath.Join(rd, "memwatch.sock")
 	}
 	return filepath.Join(stateDir, "memwatch.sock")
+}
+
+// fleetState is the state directory on a central node (fleet:), where
+// the hosts' copies are, else "".
+func fleetState(p *policy.Policy, stateDir string) string {
+	if p.Fleet == nil {
+		return ""
+	}
+	return stateDir
 }

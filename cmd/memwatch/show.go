@@ -16,6 +16,7 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
@@ -52,7 +53,7 @@ memwatch log --kept list), it prints its content, decompressed.`,
 			}
 			stateDir := g.resolveStateDir(p)
 			// HOST:/path#L5, as recall prints on a central node (fleet:).
-			if lines, host, ok, err := showFleet(cmd.Context(), stateDir, args[0]); ok {
+			if lines, host, ok, err := mirror.Show(cmd.Context(), stateDir, args[0]); ok {
 				if err != nil {
 					return err
 				}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
@@ -40,10 +41,15 @@ with its journal record). A deleted file lists its deletion last.
   memwatch diff MEMORY.md@3 MEMORY.md@5      # what changed between two
   memwatch restore MEMORY.md@3               # put version 3 back
 
-With a root directory instead of a file it lists the files that have versions.`,
+With a root directory instead of a file it lists the files that have versions.
+On a central node (fleet:), HOST:PATH is a file (or root) of a host it
+follows, as recall cites it, read from what the host replicated:
+
+  memwatch versions box-1:/home/ana/.claude/projects/p/memory/MEMORY.md
+  memwatch diff box-1:/home/ana/notes/MEMORY.md@2 box-1:/home/ana/notes/MEMORY.md@3`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := filepath.Abs(args[0])
+			path, err := absOrHost(args[0])
 			if err != nil {
 				return err
 			}
@@ -52,6 +58,9 @@ With a root directory instead of a file it lists the files that have versions.`,
 				return err
 			}
 			defer src.close()
+			if _, _, ok := mirror.SplitHostPath(path); ok {
+				return src.hostVersions(cmd.Context(), g, path, asJSON)
+			}
 			if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 				files, err := src.files(cmd.Context(), path)
 				if err != nil {
@@ -66,30 +75,35 @@ With a root directory instead of a file it lists the files that have versions.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return writeJSONOut(g, vs)
-			}
-			if len(vs) == 0 {
-				return fmt.Errorf("no versions of %s: it is not a memory file of a store with versions, or memwatch has not seen it written", path)
-			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "VERSION\tTIME\tSIZE\tLINES\tCHANGE\tWRITER")
-			for _, v := range vs {
-				size, change := policy.Size(v.Size).String(), fmt.Sprintf("+%d -%d", v.Added, v.Removed)
-				if v.Deleted() {
-					size, change = "-", "deleted"
-				}
-				who := v.Writer
-				if v.Record > 0 {
-					who = fmt.Sprintf("%s (journal %d)", v.Writer, v.Record)
-				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", v.N, v.Time.Local().Format(time.DateTime), size, v.Lines, change, who)
-			}
-			return tw.Flush()
+			return printVersions(g, path, vs, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the versions as JSON")
 	return cmd
+}
+
+// printVersions prints a file's versions as a table (or JSON).
+func printVersions(g *globals, path string, vs []versions.Version, asJSON bool) error {
+	if asJSON {
+		return writeJSONOut(g, vs)
+	}
+	if len(vs) == 0 {
+		return fmt.Errorf("no versions of %s: it is not a memory file of a store with versions, or memwatch has not seen it written", path)
+	}
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tTIME\tSIZE\tLINES\tCHANGE\tWRITER")
+	for _, v := range vs {
+		size, change := policy.Size(v.Size).String(), fmt.Sprintf("+%d -%d", v.Added, v.Removed)
+		if v.Deleted() {
+			size, change = "-", "deleted"
+		}
+		who := v.Writer
+		if v.Record > 0 {
+			who = fmt.Sprintf("%s (journal %d)", v.Writer, v.Record)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", v.N, v.Time.Local().Format(time.DateTime), size, v.Lines, change, who)
+	}
+	return tw.Flush()
 }
 
 func restoreCmd(g *globals) *cobra.Command {
@@ -196,9 +210,10 @@ func parseVersionRef(ref string, now time.Time) (path string, n int64, at time.T
 // versionSource reads versions from the daemon, or from the state
 // directory when no daemon runs.
 type versionSource struct {
-	ctl     *controlClient
-	offline *versions.Store
-	pol     *policy.Policy
+	ctl      *controlClient
+	offline  *versions.Store
+	pol      *policy.Policy
+	stateDir string
 }
 
 func (g *globals) versionSource() (*versionSource, error) {
@@ -207,13 +222,53 @@ func (g *globals) versionSource() (*versionSource, error) {
 		return nil, err
 	}
 	if err := ctl.do(context.Background(), "GET", "/healthz", nil, nil); !errors.Is(err, errNoDaemon) {
-		return &versionSource{ctl: ctl, pol: p}, nil
+		return &versionSource{ctl: ctl, pol: p, stateDir: dir}, nil
 	}
 	vs, err := versions.OpenReadOnly(context.Background(), dir)
-	if err != nil {
+	if err != nil && (p == nil || p.Fleet == nil) {
 		return nil, fmt.Errorf("no daemon answered and no versions were found: %w (give the daemon's --state-dir or --policy)", err)
 	}
-	return &versionSource{offline: vs, pol: p}, nil
+	return &versionSource{offline: vs, pol: p, stateDir: dir}, nil
+}
+
+// hostVersions prints the versions of a host's file (HOST:/path) or the
+// files with versions of a host's root, on a central node.
+func (s *versionSource) hostVersions(ctx context.Context, g *globals, path string, asJSON bool) error {
+	var vs []versions.Version
+	var files []string
+	if s.ctl != nil {
+		var raw json.RawMessage
+		if err := s.ctl.do(ctx, "GET", "/v1/versions?path="+url.QueryEscape(path), nil, &raw); err != nil {
+			return err
+		}
+		if json.Unmarshal(raw, &files) != nil || len(files) == 0 {
+			files = nil
+			if err := json.Unmarshal(raw, &vs); err != nil {
+				return fmt.Errorf("read the daemon's answer: %w", err)
+			}
+		}
+	} else {
+		host, hp, _ := mirror.SplitHostPath(path)
+		var err error
+		if vs, files, _, err = mirror.HostVersions(ctx, s.stateDir, host, hp); err != nil {
+			return err
+		}
+	}
+	if files != nil {
+		for _, f := range files {
+			fmt.Fprintln(g.stdout, f)
+		}
+		return nil
+	}
+	return printVersions(g, path, vs, asJSON)
+}
+
+// absOrHost is path made absolute, or a host's path (HOST:/path) as is.
+func absOrHost(path string) (string, error) {
+	if _, _, ok := mirror.SplitHostPath(path); ok {
+		return path, nil
+	}
+	return filepath.Abs(path)
 }
 
 func (s *versionSource) close() {
@@ -276,6 +331,10 @@ func (s *versionSource) files(ctx context.Context, path string) ([]string, error
 
 // content returns version n of path.
 func (s *versionSource) content(ctx context.Context, path string, n int64) ([]byte, error) {
+	if host, hp, ok := mirror.SplitHostPath(path); ok && s.ctl == nil {
+		data, _, err := mirror.HostVersion(ctx, s.stateDir, host, hp, n)
+		return data, err
+	}
 	if s.ctl != nil {
 		var out daemon.VersionContent
 		err := s.ctl.do(ctx, "GET", fmt.Sprintf("/v1/versions/content?path=%s&n=%d", url.QueryEscape(path), n), nil, &out)

@@ -1,0 +1,618 @@
+// Package mirror keeps, on a central node, a copy of each host's memory as
+// files, indexed as the daemon indexes an agent's files, so that a search
+// over every host reads only what can match (the hosts' replicated
+// databases hold the same text, but a search of them reads every line).
+//
+// A host's copy lives beside its restored state, in <host>/copy/: one
+// directory per root the host captured memory in (named by a hash of the
+// root's key), holding
+//
+//	g<gen>/<log>    the messages of each generation of each of its logs,
+//	                each on its own line number (other lines left blank),
+//	                so a result's line is the line the host cites;
+//	mem/<file>      the newest version of each of its memory files;
+//
+// and index/, their recall index, and manifest.json, what was copied up
+// to where. Log copies only grow: each update appends what the host's
+// spool captured since, then indexes what was appended (an event's cost
+// follows what is new, not what is there). The copy is memwatch's own
+// (0700, root's on a service); every write goes through an os.Root on it,
+// and every name in it comes from a host and is checked to stay inside.
+package mirror
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/versions"
+)
+
+// Dir is a host's copy, in the host's directory.
+const Dir = "copy"
+
+const (
+	manifestName = "manifest.json"
+	indexName    = "index"
+	memDir       = "mem"
+	// batch is how many lines one query of the host's spool returns.
+	batch = 10_000
+	// maxGap is the most blank lines a copy writes before a message (the
+	// host's lines before it that are not messages, or pruned): a line
+	// further on is not copied, so one row cannot make a file huge.
+	maxGap = 1 << 24
+	// maxRel bounds a name a host gives a file.
+	maxRel = 1024
+)
+
+// manifest is what a copy holds, saved in manifest.json after each update.
+type manifest struct {
+	Roots map[string]*rootCopy `json:"roots"` // by the root's key on the host
+}
+
+// rootCopy is the copy of one root of the host.
+type rootCopy struct {
+	Dir   string                 `json:"dir"`  // under copy/
+	Path  string                 `json:"path"` // the root's path on the host
+	UID   int                    `json:"uid"`  // its owner there
+	Logs  map[int64]*logCopy     `json:"logs,omitempty"`
+	Files map[string]*fileCopy   `json:"files,omitempty"`
+	root  *confine.Root          // the directory, opened (for the index)
+	dirty map[string]recall.Kind // files written by this update, to index
+}
+
+// logCopy is the copy of one log, by its id in the host's spool.
+type logCopy struct {
+	Path string             `json:"path"` // relative to the root
+	Seq  int64              `json:"seq"`  // the last sequence number copied
+	Gens map[int64]*genCopy `json:"gens,omitempty"`
+}
+
+// genCopy is one generation's file: its lines and bytes as written.
+type genCopy struct {
+	Lines int64 `json:"lines"`
+	Size  int64 `json:"size"`
+}
+
+// fileCopy is a memory file's copy: the version it is and its size.
+type fileCopy struct {
+	N    int64 `json:"n"`
+	Size int64 `json:"size"`
+}
+
+// Copy is the copy of one host's memory. One goroutine updates it (the
+// fleet's copier); searches read what it wrote (Roots).
+type Copy struct {
+	host    string
+	hostDir string // the host's restored state
+	dir     string // hostDir/copy
+	log     *slog.Logger
+	out     *os.Root // on dir: every write goes through it
+	m       manifest
+}
+
+// Stats is what an update copied.
+type Stats struct {
+	Lines   int64 // messages appended
+	Files   int   // memory files written or removed
+	Indexed int64 // bytes indexed
+	Skipped int64 // lines not copied: a name or a line number out of bounds
+}
+
+// New opens (making it) the copy of the host whose state is restored in
+// hostDir. A file of the copy that is not as the manifest says (a crash
+// between a write and the manifest's) is copied again from its start.
+func New(host, hostDir string, logger *slog.Logger) (*Copy, error) {
+	dir := filepath.Join(hostDir, Dir)
+	if err := os.MkdirAll(filepath.Join(dir, indexName), 0o700); err != nil {
+		return nil, fmt.Errorf("make the copy of host %s: %w", host, err)
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open the copy of host %s: %w", host, err)
+	}
+	c := &Copy{host: host, hostDir: hostDir, dir: dir, log: logger, out: r, m: manifest{Roots: map[string]*rootCopy{}}}
+	if data, err := r.ReadFile(manifestName); err == nil {
+		if err := json.Unmarshal(data, &c.m); err != nil || c.m.Roots == nil {
+			logger.Warn("a host's copy has an unreadable manifest; copied again", "host", host, "err", err)
+			c.m = manifest{Roots: map[string]*rootCopy{}}
+		}
+	}
+	for key, rc := range c.m.Roots {
+		if !validDir(rc.Dir) {
+			delete(c.m.Roots, key)
+			continue
+		}
+		for id, lc := range rc.Logs {
+			for g, gc := range lc.Gens {
+				if fi, err := r.Stat(filepath.Join(rc.Dir, genRel(g, lc.Path))); err != nil || fi.Size() != gc.Size {
+					c.resetLog(rc, id)
+					break
+				}
+			}
+		}
+		for rel, fc := range rc.Files {
+			if fi, err := r.Stat(filepath.Join(rc.Dir, memDir, rel)); err != nil || fi.Size() != fc.Size {
+				fc.N = 0 // written again
+			}
+		}
+	}
+	return c, nil
+}
+
+// Close closes the copy's directories.
+func (c *Copy) Close() error {
+	for _, rc := range c.m.Roots {
+		if rc.root != nil {
+			rc.root.Close()
+			rc.root = nil
+		}
+	}
+	return c.out.Close()
+}
+
+// Update copies what the host's restored spool and versions hold that the
+// copy does not, and indexes it.
+func (c *Copy) Update(ctx context.Context) (Stats, error) {
+	var st Stats
+	var errs []error
+	if _, err := os.Stat(filepath.Join(c.hostDir, spool.FileName)); err == nil {
+		if err := c.updateLogs(ctx, &st); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.hostDir, versions.FileName)); err == nil {
+		if err := c.updateFiles(ctx, &st); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, rc := range c.m.Roots {
+		for rel, kind := range rc.dirty {
+			root, err := c.open(rc)
+			if err == nil {
+				var n int64
+				n, err = recall.IndexFile(filepath.Join(c.dir, indexName), root, rel, kind, recall.IndexOptions{})
+				st.Indexed += n
+			}
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("index %s: %w", rel, err))
+			}
+		}
+		rc.dirty = nil
+	}
+	if err := c.save(); err != nil {
+		errs = append(errs, err)
+	}
+	return st, errors.Join(errs...)
+}
+
+// updateLogs appends the messages the host's spool captured since the
+// last update to the copy of each log.
+func (c *Copy) updateLogs(ctx context.Context, st *Stats) error {
+	sp, err := spool.OpenReadOnly(ctx, c.hostDir)
+	if err != nil {
+		return err
+	}
+	defer sp.Close()
+	keys, err := sp.RootKeys(ctx)
+	if err != nil {
+		return err
+	}
+	for _, key := range keys {
+		id, ok := confine.ParseKey(key)
+		if !ok || !filepath.IsAbs(id.Path) {
+			continue
+		}
+		logs, err := sp.Logs(ctx, id)
+		if err != nil {
+			return err
+		}
+		rc := c.rootOf(key, id)
+		seen := map[int64]bool{}
+		for _, lg := range logs {
+			seen[lg.ID] = true
+			lc := rc.Logs[lg.ID]
+			if lc != nil && (lc.Path != lg.Path || lg.Seq < lc.Seq) {
+				// Another log took this id (the host's spool is new).
+				c.resetLog(rc, lg.ID)
+				lc = nil
+			}
+			if lc == nil {
+				if !localRel(lg.Path) {
+					st.Skipped++
+					continue
+				}
+				lc = &logCopy{Path: lg.Path, Gens: map[int64]*genCopy{}}
+				rc.Logs[lg.ID] = lc
+			}
+			if lg.Seq == lc.Seq {
+				continue
+			}
+			if err := c.appendLog(ctx, sp, rc, lg.ID, lc, st); err != nil {
+				return err
+			}
+			lc.Seq = max(lc.Seq, lg.Seq)
+		}
+		for id := range rc.Logs {
+			if !seen[id] {
+				c.resetLog(rc, id) // the host dropped it
+			}
+		}
+	}
+	return nil
+}
+
+// appendLog appends a log's messages after lc.Seq to its generations'
+// files.
+func (c *Copy) appendLog(ctx context.Context, sp *spool.Spool, rc *rootCopy, id int64, lc *logCopy, st *Stats) error {
+	type open struct {
+		f  *os.File
+		w  *bufio.Writer
+		gc *genCopy
+	}
+	files := map[int64]*open{}
+	var werr error
+	get := func(g int64) *open {
+		if o := files[g]; o != nil {
+			return o
+		}
+		rel := genRel(g, lc.Path)
+		p := filepath.Join(rc.Dir, rel)
+		if err := c.out.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			werr = err
+			return nil
+		}
+		f, err := c.out.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			werr = err
+			return nil
+		}
+		gc := lc.Gens[g]
+		if gc == nil {
+			gc = &genCopy{}
+			lc.Gens[g] = gc
+		}
+		o := &open{f: f, w: bufio.NewWriterSize(f, 256<<10), gc: gc}
+		files[g] = o
+		rc.dirty[rel] = recall.Log
+		return o
+	}
+	blank := bytes.Repeat([]byte{'\n'}, 4096)
+	for ctx.Err() == nil && werr == nil {
+		n := 0
+		err := sp.CapturedSince(ctx, id, lc.Seq, batch, func(l spool.CapturedLine) error {
+			n++
+			lc.Seq = l.Seq
+			if l.Gen < 1 || l.Line < 1 {
+				st.Skipped++
+				return nil
+			}
+			o := get(l.Gen)
+			if o == nil {
+				return werr
+			}
+			gap := l.Line - 1 - o.gc.Lines
+			if gap < 0 || gap > maxGap {
+				st.Skipped++ // copied already, or too far on
+				return nil
+			}
+			for gap > 0 {
+				k := min(gap, int64(len(blank)))
+				o.w.Write(blank[:k])
+				gap -= k
+				o.gc.Size += k
+			}
+			data := l.Data
+			if bytes.IndexByte(data, '\n') >= 0 {
+				data = bytes.ReplaceAll(data, []byte{'\n'}, []byte{' '}) // one line, whatever the host sent
+			}
+			o.w.Write(data)
+			o.w.WriteByte('\n')
+			o.gc.Size += int64(len(data)) + 1
+			o.gc.Lines = l.Line
+			st.Lines++
+			return nil
+		})
+		if err != nil && werr == nil {
+			werr = err
+		}
+		if n < batch {
+			break
+		}
+	}
+	for _, o := range files {
+		if err := o.w.Flush(); err != nil && werr == nil {
+			werr = err
+		}
+		if err := o.f.Close(); err != nil && werr == nil {
+			werr = err
+		}
+	}
+	if werr != nil {
+		// What was written is not what the manifest will say: copied
+		// again from the start next time.
+		c.resetLog(rc, id)
+		return fmt.Errorf("copy log %s of host %s: %w", lc.Path, c.host, werr)
+	}
+	return ctx.Err()
+}
+
+// updateFiles writes the newest version of each memory file the host's
+// versions hold, when the copy has another.
+func (c *Copy) updateFiles(ctx context.Context, st *Stats) error {
+	vs, err := versions.OpenReadOnly(ctx, c.hostDir)
+	if err != nil {
+		return err
+	}
+	defer vs.Close()
+	keys, err := vs.Roots(ctx)
+	if err != nil {
+		return err
+	}
+	for _, key := range keys {
+		id, ok := confine.ParseKey(key)
+		if !ok || !filepath.IsAbs(id.Path) {
+			continue
+		}
+		rels, err := vs.Files(ctx, id)
+		if err != nil {
+			return err
+		}
+		rc := c.rootOf(key, id)
+		keep := map[string]bool{}
+		for _, rel := range rels {
+			if !localRel(rel) {
+				continue
+			}
+			list, err := vs.List(ctx, id, rel)
+			if err != nil {
+				return err
+			}
+			if len(list) == 0 || list[len(list)-1].Deleted() {
+				continue
+			}
+			keep[rel] = true
+			last := list[len(list)-1]
+			if fc := rc.Files[rel]; fc != nil && fc.N == last.N {
+				continue
+			}
+			_, data, err := vs.Get(ctx, id, rel, last.N)
+			if err != nil {
+				return err
+			}
+			if n := len(data); n > 0 && data[n-1] != '\n' {
+				data = append(data, '\n') // its last line indexed too
+			}
+			if err := c.writeFile(filepath.Join(rc.Dir, memDir, rel), data); err != nil {
+				return fmt.Errorf("copy %s of host %s: %w", rel, c.host, err)
+			}
+			rc.Files[rel] = &fileCopy{N: last.N, Size: int64(len(data))}
+			rc.dirty[filepath.Join(memDir, rel)] = recall.Text
+			st.Files++
+		}
+		for rel := range rc.Files {
+			if !keep[rel] {
+				c.remove(rc, filepath.Join(memDir, rel))
+				delete(rc.Files, rel)
+				st.Files++
+			}
+		}
+	}
+	return nil
+}
+
+// writeFile replaces a file of the copy whole.
+func (c *Copy) writeFile(rel string, data []byte) error {
+	if err := c.out.MkdirAll(filepath.Dir(rel), 0o700); err != nil {
+		return err
+	}
+	tmp := rel + confine.TempMarker + "copy"
+	if err := c.out.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	if err := c.out.Rename(tmp, rel); err != nil {
+		c.out.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// rootOf is the copy of the root with this key, made if new.
+func (c *Copy) rootOf(key string, id confine.ID) *rootCopy {
+	rc := c.m.Roots[key]
+	if rc == nil {
+		rc = &rootCopy{Dir: fmt.Sprintf("%016x", xxhash.Sum64String(key)), Path: id.Path, UID: id.UID}
+		c.m.Roots[key] = rc
+	}
+	if rc.Logs == nil {
+		rc.Logs = map[int64]*logCopy{}
+	}
+	if rc.Files == nil {
+		rc.Files = map[string]*fileCopy{}
+	}
+	if rc.dirty == nil {
+		rc.dirty = map[string]recall.Kind{}
+	}
+	return rc
+}
+
+// open is the root's directory, opened.
+func (c *Copy) open(rc *rootCopy) (*confine.Root, error) {
+	if rc.root != nil {
+		return rc.root, nil
+	}
+	r, err := confine.Open(filepath.Join(c.dir, rc.Dir), confine.Options{})
+	if err != nil {
+		return nil, err
+	}
+	rc.root = r
+	return r, nil
+}
+
+// resetLog removes the copy of a log (its files and their index).
+func (c *Copy) resetLog(rc *rootCopy, id int64) {
+	lc := rc.Logs[id]
+	if lc == nil {
+		return
+	}
+	for g := range lc.Gens {
+		c.remove(rc, genRel(g, lc.Path))
+	}
+	delete(rc.Logs, id)
+}
+
+// remove removes a file of a root's copy and its index.
+func (c *Copy) remove(rc *rootCopy, rel string) {
+	c.out.Remove(filepath.Join(rc.Dir, rel))
+	delete(rc.dirty, rel)
+	if r, err := c.open(rc); err == nil {
+		recall.DropIndex(filepath.Join(c.dir, indexName), r, rel)
+	}
+}
+
+// save writes the manifest.
+func (c *Copy) save() error {
+	data, err := json.Marshal(&c.m)
+	if err != nil {
+		return err
+	}
+	if err := c.writeFile(manifestName, data); err != nil {
+		return fmt.Errorf("save the copy of host %s: %w", c.host, err)
+	}
+	return nil
+}
+
+// genRel is where generation g of log path is copied, in its root's copy.
+func genRel(g int64, path string) string {
+	return filepath.Join("g"+strconv.FormatInt(g, 10), path)
+}
+
+// localRel reports whether a name a host gave a file stays inside the
+// directory it is joined to.
+func localRel(rel string) bool {
+	return rel != "" && len(rel) <= maxRel && filepath.IsLocal(rel) && !strings.ContainsRune(rel, 0) && !confine.IsTemp(rel)
+}
+
+// validDir reports a root copy's directory name as New makes them.
+func validDir(d string) bool {
+	if len(d) != 16 {
+		return false
+	}
+	_, err := strconv.ParseUint(d, 16, 64)
+	return err == nil
+}
+
+// Roots returns the roots of a host's copy to search that want accepts
+// (by their owner's uid on the host; nil: all), as its manifest says now,
+// each cited as the host has it (HOST:/path/on/host#L5); done closes
+// them. A host with no copy yet has none.
+func Roots(hostDir, host string, want func(uid int) bool) (roots []recall.Root, done func(), err error) {
+	dir := filepath.Join(hostDir, Dir)
+	data, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, func() {}, nil
+	}
+	if err != nil {
+		return nil, func() {}, fmt.Errorf("read the copy of host %s: %w", host, err)
+	}
+	var m manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, func() {}, fmt.Errorf("read the copy of host %s: %w", host, err)
+	}
+	var opened []*confine.Root
+	done = func() {
+		for _, r := range opened {
+			r.Close()
+		}
+	}
+	for _, rc := range m.Roots {
+		if !validDir(rc.Dir) || want != nil && !want(rc.UID) {
+			continue
+		}
+		r, err := confine.Open(filepath.Join(dir, rc.Dir), confine.Options{})
+		if err != nil {
+			continue // not copied yet
+		}
+		opened = append(opened, r)
+		root := recall.Root{Root: r, Name: filepath.Base(rc.Path), Host: host, Shown: rc.Path, Index: filepath.Join(dir, indexName),
+			Sources: []recall.Source{{Kind: recall.Text, Label: "memory", Strip: memDir + "/"}}, Listed: []recall.Listed{}}
+		for rel := range rc.Files {
+			root.Listed = append(root.Listed, recall.Listed{Rel: filepath.Join(memDir, rel), Source: 0})
+		}
+		gens := map[int64]int{} // source index by generation
+		for _, lc := range rc.Logs {
+			for g := range lc.Gens {
+				if _, ok := gens[g]; !ok {
+					gens[g] = len(root.Sources)
+					root.Sources = append(root.Sources, recall.Source{Kind: recall.Log, Label: "messages", Strip: "g" + strconv.FormatInt(g, 10) + "/"})
+				}
+				root.Listed = append(root.Listed, recall.Listed{Rel: genRel(g, lc.Path), Source: gens[g], Gen: g})
+			}
+		}
+		sort.Slice(root.Listed, func(i, j int) bool { return root.Listed[i].Rel < root.Listed[j].Rel })
+		roots = append(roots, root)
+	}
+	sort.Slice(roots, func(i, j int) bool { return roots[i].Shown < roots[j].Shown })
+	return roots, done, nil
+}
+
+// HostsDir is where a central node keeps the hosts' state, under its
+// state directory: a directory per host.
+const HostsDir = "fleet"
+
+// Hosts lists the hosts whose state is kept under stateDir, in name order.
+func Hosts(stateDir string) []string {
+	ents, _ := os.ReadDir(filepath.Join(stateDir, HostsDir))
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && HostName.MatchString(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// HostName is what a host may be called: one path element.
+var HostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// FleetRoots returns the roots of every host's copy under stateDir that
+// want accepts (by host and owner's uid there; nil: all), hosts in name
+// order; done closes them. A copy that cannot be read is left out, with
+// why in errs.
+func FleetRoots(stateDir string, want func(host string, uid int) bool) (roots []recall.Root, done func(), errs []error) {
+	var dones []func()
+	for _, h := range Hosts(stateDir) {
+		var wantUID func(int) bool
+		if want != nil {
+			wantUID = func(uid int) bool { return want(h, uid) }
+		}
+		rs, d, err := Roots(filepath.Join(stateDir, HostsDir, h), h, wantUID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		roots = append(roots, rs...)
+		dones = append(dones, d)
+	}
+	return roots, func() {
+		for _, d := range dones {
+			d()
+		}
+	}, errs
+}
