@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -110,9 +111,60 @@ type appliedClient struct {
 	litestream.ReplicaClient
 	h   *host
 	out string // the restored database
+	// Higher levels' listings, kept a while: Litestream's follow mode
+	// lists every compaction level (1 to 8, each from its start) at every
+	// poll that finds no new change, to bridge a gap a compaction could
+	// have left; idle, that is nine listings per database per interval
+	// instead of one. A gap shows as changes that do not follow on, and
+	// is bridged once the listing is older than higherFor.
+	higherFor time.Duration
+	mu        sync.Mutex // guards higher
+	higher    map[[2]int64]listing
 }
 
-func (c appliedClient) OpenLTXFile(ctx context.Context, level int, minTXID, maxTXID ltx.TXID, offset, size int64) (io.ReadCloser, error) {
+type listing struct {
+	at    time.Time
+	files []*ltx.FileInfo
+}
+
+// LTXFiles lists a level's changes; in follow mode a compaction level's
+// listing is reused for higherFor.
+func (c *appliedClient) LTXFiles(ctx context.Context, level int, seek ltx.TXID, useMetadata bool) (ltx.FileIterator, error) {
+	if level == 0 || level >= litestream.SnapshotLevel {
+		return c.ReplicaClient.LTXFiles(ctx, level, seek, useMetadata)
+	}
+	if _, err := os.Stat(c.out); err != nil {
+		return c.ReplicaClient.LTXFiles(ctx, level, seek, useMetadata)
+	}
+	key := [2]int64{int64(level), int64(seek)}
+	c.mu.Lock()
+	l, ok := c.higher[key]
+	c.mu.Unlock()
+	if !ok || time.Since(l.at) > c.higherFor {
+		itr, err := c.ReplicaClient.LTXFiles(ctx, level, seek, useMetadata)
+		if err != nil {
+			return nil, err
+		}
+		var files []*ltx.FileInfo
+		for itr.Next() {
+			files = append(files, itr.Item())
+		}
+		err = errors.Join(itr.Err(), itr.Close())
+		if err != nil {
+			return nil, err
+		}
+		l = listing{at: time.Now(), files: files}
+		c.mu.Lock()
+		if c.higher == nil {
+			c.higher = map[[2]int64]listing{}
+		}
+		c.higher[key] = l
+		c.mu.Unlock()
+	}
+	return ltx.NewFileInfoSliceIterator(slices.Clone(l.files)), nil
+}
+
+func (c *appliedClient) OpenLTXFile(ctx context.Context, level int, minTXID, maxTXID ltx.TXID, offset, size int64) (io.ReadCloser, error) {
 	if _, err := os.Stat(c.out); err != nil {
 		return c.ReplicaClient.OpenLTXFile(ctx, level, minTXID, maxTXID, offset, size)
 	}
@@ -272,7 +324,7 @@ func (f *Follower) follow(ctx context.Context, h *host, name string) {
 	quiet := litestream.NewDB(out)
 	quiet.Logger = slog.New(discard{})
 	for ctx.Err() == nil {
-		rep := litestream.NewReplicaWithClient(quiet, appliedClient{ReplicaClient: replica.NewClient(f.cfg.Host(h.name), name, f.ak, f.sk), h: h, out: out})
+		rep := litestream.NewReplicaWithClient(quiet, &appliedClient{ReplicaClient: replica.NewClient(f.cfg.Host(h.name), name, f.ak, f.sk), h: h, out: out, higherFor: max(30*time.Second, 6*f.cfg.Interval)})
 		opt := litestream.NewRestoreOptions()
 		opt.OutputPath = out
 		opt.Follow = true

@@ -42,6 +42,12 @@ type Root struct {
 	// Index, when set, is the index of this root's files instead of
 	// Options.Index (a host's copy keeps its own).
 	Index string
+	// Recite, when set, turns the citation of one of this root's results
+	// into the one to give, with its line, once the search is done (a
+	// host's copy holds a log's generations one after the other: its
+	// line is the host's generation and line); ok is false for a
+	// citation that is not this root's.
+	Recite func(citation string) (cite string, line int64, ok bool)
 }
 
 // Listed is one file of a Root's listing: relative to the root, searched
@@ -134,6 +140,44 @@ type file struct {
 // Search runs q over the roots. Results come notes first (newest file
 // first, lines in order), then logs (newest file first, newest line first).
 func Search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
+	rs, st, err := search(ctx, q, o)
+	recite(o.Roots, rs)
+	return rs, st, err
+}
+
+// recite gives the results of roots with Recite their citations.
+func recite(roots []Root, rs []Result) {
+	by := map[string][]func(string) (string, int64, bool){} // by host
+	for _, r := range roots {
+		if r.Recite != nil {
+			by[r.Host] = append(by[r.Host], r.Recite)
+		}
+	}
+	if len(by) == 0 {
+		return
+	}
+	try := func(host, c string) (string, int64, bool) {
+		for _, fn := range by[host] {
+			if nc, line, ok := fn(c); ok {
+				return nc, line, true
+			}
+		}
+		return c, 0, false
+	}
+	for i := range rs {
+		r := &rs[i]
+		if c, line, ok := try(r.Host, r.Citation); ok {
+			r.Citation, r.LineNumber = c, line
+		}
+		for k, f := range r.Folded {
+			if host, _, found := strings.Cut(f, ":"); found {
+				r.Folded[k], _, _ = try(host, f)
+			}
+		}
+	}
+}
+
+func search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
 	start := time.Now()
 	if o.Limit <= 0 {
 		o.Limit = DefaultLimit

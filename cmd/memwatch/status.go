@@ -197,6 +197,15 @@ func fleetLine(h fleet.HostStatus) string {
 	default:
 		b.WriteString(", up to date with the bucket")
 	}
+	switch {
+	case len(h.Databases) == 0:
+	case h.Copied.IsZero():
+		b.WriteString(", not searchable yet (being copied)")
+	case h.Copied.Before(h.LastChange):
+		b.WriteString(", its last change being copied for search")
+	default:
+		b.WriteString(", searchable")
+	}
 	if h.Stopped {
 		b.WriteString("; STOPPED: no change in the bucket for a while (the host is down, or idle); what it had stays searchable")
 	}

@@ -7,9 +7,12 @@
 // directory per root the host captured memory in (named by a hash of the
 // root's key), holding
 //
-//	g<gen>/<log>    the messages of each generation of each of its logs,
-//	                each on its own line number (other lines left blank),
-//	                so a result's line is the line the host cites;
+//	log/<log>       the messages of each of its logs: each generation's
+//	                lines after the last's, each message on its own line
+//	                number there (the lines between left blank), so a
+//	                result's line maps to the host's generation and line
+//	                (Root.Recite); one file per log, however often the
+//	                agent rewrote it;
 //	mem/<file>      the newest version of each of its memory files;
 //
 // and index/, their recall index, and manifest.json, what was copied up
@@ -51,6 +54,7 @@ const (
 	manifestName = "manifest.json"
 	indexName    = "index"
 	memDir       = "mem"
+	logDir       = "log"
 	// batch is how many lines one query of the host's spool returns.
 	batch = 10_000
 	// maxGap is the most blank lines a copy writes before a message (the
@@ -79,15 +83,18 @@ type rootCopy struct {
 
 // logCopy is the copy of one log, by its id in the host's spool.
 type logCopy struct {
-	Path string             `json:"path"` // relative to the root
-	Seq  int64              `json:"seq"`  // the last sequence number copied
-	Gens map[int64]*genCopy `json:"gens,omitempty"`
+	Path  string    `json:"path"`  // relative to the root
+	Seq   int64     `json:"seq"`   // the last sequence number copied
+	Lines int64     `json:"lines"` // lines of the copy
+	Size  int64     `json:"size"`  // its bytes
+	Gens  []genCopy `json:"gens,omitempty"`
 }
 
-// genCopy is one generation's file: its lines and bytes as written.
+// genCopy is where a generation of the log starts in its copy.
 type genCopy struct {
-	Lines int64 `json:"lines"`
-	Size  int64 `json:"size"`
+	Gen   int64 `json:"gen"`
+	Start int64 `json:"start"` // the copy's line holding its line 1
+	Lines int64 `json:"lines"` // its last line copied
 }
 
 // fileCopy is a memory file's copy: the version it is and its size.
@@ -140,11 +147,8 @@ func New(host, hostDir string, logger *slog.Logger) (*Copy, error) {
 			continue
 		}
 		for id, lc := range rc.Logs {
-			for g, gc := range lc.Gens {
-				if fi, err := r.Stat(filepath.Join(rc.Dir, genRel(g, lc.Path))); err != nil || fi.Size() != gc.Size {
-					c.resetLog(rc, id)
-					break
-				}
+			if fi, err := r.Stat(filepath.Join(rc.Dir, logRel(lc.Path))); lc.Size > 0 && (err != nil || fi.Size() != lc.Size) {
+				c.resetLog(rc, id)
 			}
 		}
 		for rel, fc := range rc.Files {
@@ -238,7 +242,7 @@ func (c *Copy) updateLogs(ctx context.Context, st *Stats) error {
 					st.Skipped++
 					continue
 				}
-				lc = &logCopy{Path: lg.Path, Gens: map[int64]*genCopy{}}
+				lc = &logCopy{Path: lg.Path}
 				rc.Logs[lg.ID] = lc
 			}
 			if lg.Seq == lc.Seq {
@@ -258,74 +262,66 @@ func (c *Copy) updateLogs(ctx context.Context, st *Stats) error {
 	return nil
 }
 
-// appendLog appends a log's messages after lc.Seq to its generations'
-// files.
+// appendLog appends a log's messages after lc.Seq to its copy.
 func (c *Copy) appendLog(ctx context.Context, sp *spool.Spool, rc *rootCopy, id int64, lc *logCopy, st *Stats) error {
-	type open struct {
-		f  *os.File
-		w  *bufio.Writer
-		gc *genCopy
-	}
-	files := map[int64]*open{}
+	rel := logRel(lc.Path)
+	var f *os.File
+	var w *bufio.Writer
 	var werr error
-	get := func(g int64) *open {
-		if o := files[g]; o != nil {
-			return o
-		}
-		rel := genRel(g, lc.Path)
-		p := filepath.Join(rc.Dir, rel)
-		if err := c.out.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			werr = err
-			return nil
-		}
-		f, err := c.out.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			werr = err
-			return nil
-		}
-		gc := lc.Gens[g]
-		if gc == nil {
-			gc = &genCopy{}
-			lc.Gens[g] = gc
-		}
-		o := &open{f: f, w: bufio.NewWriterSize(f, 256<<10), gc: gc}
-		files[g] = o
-		rc.dirty[rel] = recall.Log
-		return o
-	}
 	blank := bytes.Repeat([]byte{'\n'}, 4096)
+	pad := func(n int64) {
+		for n > 0 {
+			k := min(n, int64(len(blank)))
+			w.Write(blank[:k])
+			n -= k
+			lc.Size += k
+			lc.Lines += k
+		}
+	}
 	for ctx.Err() == nil && werr == nil {
 		n := 0
 		err := sp.CapturedSince(ctx, id, lc.Seq, batch, func(l spool.CapturedLine) error {
 			n++
 			lc.Seq = l.Seq
-			if l.Gen < 1 || l.Line < 1 {
-				st.Skipped++
+			var g *genCopy
+			if k := len(lc.Gens); k > 0 {
+				g = &lc.Gens[k-1]
+			}
+			switch {
+			case l.Gen < 1 || l.Line < 1 || g != nil && l.Gen < g.Gen:
+				st.Skipped++ // not where a capture puts a line
 				return nil
+			case g == nil || l.Gen > g.Gen:
+				// A new generation: its line 1 on the copy's next line.
+				lc.Gens = append(lc.Gens, genCopy{Gen: l.Gen, Start: lc.Lines + 1})
+				g = &lc.Gens[len(lc.Gens)-1]
 			}
-			o := get(l.Gen)
-			if o == nil {
-				return werr
-			}
-			gap := l.Line - 1 - o.gc.Lines
+			gap := l.Line - 1 - g.Lines
 			if gap < 0 || gap > maxGap {
 				st.Skipped++ // copied already, or too far on
 				return nil
 			}
-			for gap > 0 {
-				k := min(gap, int64(len(blank)))
-				o.w.Write(blank[:k])
-				gap -= k
-				o.gc.Size += k
+			if f == nil {
+				p := filepath.Join(rc.Dir, rel)
+				if werr = c.out.MkdirAll(filepath.Dir(p), 0o700); werr != nil {
+					return werr
+				}
+				if f, werr = c.out.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); werr != nil {
+					return werr
+				}
+				w = bufio.NewWriterSize(f, 256<<10)
+				rc.dirty[rel] = recall.Log
 			}
+			pad(gap)
 			data := l.Data
 			if bytes.IndexByte(data, '\n') >= 0 {
 				data = bytes.ReplaceAll(data, []byte{'\n'}, []byte{' '}) // one line, whatever the host sent
 			}
-			o.w.Write(data)
-			o.w.WriteByte('\n')
-			o.gc.Size += int64(len(data)) + 1
-			o.gc.Lines = l.Line
+			w.Write(data)
+			w.WriteByte('\n')
+			lc.Size += int64(len(data)) + 1
+			lc.Lines++
+			g.Lines = l.Line
 			st.Lines++
 			return nil
 		})
@@ -336,11 +332,11 @@ func (c *Copy) appendLog(ctx context.Context, sp *spool.Spool, rc *rootCopy, id 
 			break
 		}
 	}
-	for _, o := range files {
-		if err := o.w.Flush(); err != nil && werr == nil {
+	if f != nil {
+		if err := w.Flush(); err != nil && werr == nil {
 			werr = err
 		}
-		if err := o.f.Close(); err != nil && werr == nil {
+		if err := f.Close(); err != nil && werr == nil {
 			werr = err
 		}
 	}
@@ -471,9 +467,7 @@ func (c *Copy) resetLog(rc *rootCopy, id int64) {
 	if lc == nil {
 		return
 	}
-	for g := range lc.Gens {
-		c.remove(rc, genRel(g, lc.Path))
-	}
+	c.remove(rc, logRel(lc.Path))
 	delete(rc.Logs, id)
 }
 
@@ -498,10 +492,8 @@ func (c *Copy) save() error {
 	return nil
 }
 
-// genRel is where generation g of log path is copied, in its root's copy.
-func genRel(g int64, path string) string {
-	return filepath.Join("g"+strconv.FormatInt(g, 10), path)
-}
+// logRel is where log path is copied, in its root's copy.
+func logRel(path string) string { return filepath.Join(logDir, path) }
 
 // localRel reports whether a name a host gave a file stays inside the
 // directory it is joined to.
@@ -551,21 +543,21 @@ func Roots(hostDir, host string, want func(uid int) bool) (roots []recall.Root, 
 		}
 		opened = append(opened, r)
 		root := recall.Root{Root: r, Name: filepath.Base(rc.Path), Host: host, Shown: rc.Path, Index: filepath.Join(dir, indexName),
-			Sources: []recall.Source{{Kind: recall.Text, Label: "memory", Strip: memDir + "/"}}, Listed: []recall.Listed{}}
+			Sources: []recall.Source{{Kind: recall.Text, Label: "memory", Strip: memDir + "/"}, {Kind: recall.Log, Label: "messages", Strip: logDir + "/"}},
+			Listed:  []recall.Listed{}}
 		for rel := range rc.Files {
 			root.Listed = append(root.Listed, recall.Listed{Rel: filepath.Join(memDir, rel), Source: 0})
 		}
-		gens := map[int64]int{} // source index by generation
+		gens := map[string][]genCopy{} // by the log's path as cited
 		for _, lc := range rc.Logs {
-			for g := range lc.Gens {
-				if _, ok := gens[g]; !ok {
-					gens[g] = len(root.Sources)
-					root.Sources = append(root.Sources, recall.Source{Kind: recall.Log, Label: "messages", Strip: "g" + strconv.FormatInt(g, 10) + "/"})
-				}
-				root.Listed = append(root.Listed, recall.Listed{Rel: genRel(g, lc.Path), Source: gens[g], Gen: g})
+			if lc.Lines > 0 {
+				root.Listed = append(root.Listed, recall.Listed{Rel: logRel(lc.Path), Source: 1, Gen: 1})
+				gens[filepath.ToSlash(lc.Path)] = lc.Gens
 			}
 		}
 		sort.Slice(root.Listed, func(i, j int) bool { return root.Listed[i].Rel < root.Listed[j].Rel })
+		prefix := host + ":" + strings.TrimSuffix(filepath.ToSlash(rc.Path), "/") + "/"
+		root.Recite = func(cite string) (string, int64, bool) { return recite(prefix, gens, cite) }
 		roots = append(roots, root)
 	}
 	sort.Slice(roots, func(i, j int) bool { return roots[i].Shown < roots[j].Shown })
@@ -615,4 +607,33 @@ func FleetRoots(stateDir string, want func(host string, uid int) bool) (roots []
 			d()
 		}
 	}, errs
+}
+
+// recite turns the citation of a line of a log's copy (prefix + rel#L<n>,
+// n the copy's line) into the host's: the generation holding that line,
+// and its line there (rel@3#L5). ok is false for any other citation.
+func recite(prefix string, gens map[string][]genCopy, cite string) (string, int64, bool) {
+	rest, found := strings.CutPrefix(cite, prefix)
+	if !found {
+		return "", 0, false
+	}
+	i := strings.LastIndex(rest, "#L")
+	if i < 0 {
+		return "", 0, false
+	}
+	gs, ok := gens[rest[:i]]
+	n, err := strconv.ParseInt(rest[i+2:], 10, 64)
+	if !ok || err != nil || len(gs) == 0 {
+		return "", 0, false
+	}
+	k := sort.Search(len(gs), func(k int) bool { return gs[k].Start > n }) - 1
+	if k < 0 {
+		return "", 0, false
+	}
+	line := n - gs[k].Start + 1
+	at := ""
+	if gs[k].Gen > 1 {
+		at = "@" + strconv.FormatInt(gs[k].Gen, 10)
+	}
+	return fmt.Sprintf("%s%s%s#L%d", prefix, rest[:i], at, line), line, true
 }

@@ -155,6 +155,16 @@ func TestCopyIsCitedAsTheHostCitesIt(t *testing.T) {
 	if got := citations(search(t, h.state, "pomelo")); len(got) != 1 || got[0] != "box-1:"+log+"@2#L1" {
 		t.Errorf("pomelo: got %v, want @2#L1", got)
 	}
+	// Trimmed to its last message and a new one: the kept one is carried
+	// (cited where it was captured), the new one is line 2 of generation 3.
+	h.write(t, "sessions/a.jsonl", msg("user", "a fresh start with pomelo")+msg("assistant", "the quince is ripe"), false)
+	h.write(t, "sessions/a.jsonl", msg("assistant", "the quince is ripe")+msg("user", "and the tamarind too"), false)
+	update(t, c)
+	for q, want := range map[string]string{"pomelo": log + "@2#L1", "quince": log + "@2#L2", "tamarind": log + "@3#L2", "friday": log + "#L5"} {
+		if got := citations(search(t, h.state, q)); len(got) != 1 || got[0] != "box-1:"+want {
+			t.Errorf("%s after a trim: got %v, want %s", q, got, want)
+		}
+	}
 	if got := citations(search(t, h.state, "8443")); len(got) != 0 {
 		t.Errorf("the old version of MEMORY.md is still found: %v", got)
 	}
