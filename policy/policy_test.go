@@ -435,10 +435,27 @@ func TestFleetAlone(t *testing.T) {
 	if h.Bucket != "memwatch" || h.Prefix != "fleet/box-1" || h.Endpoint != f.Endpoint || !h.ForcePathStyle || h.AccessKeyEnv != "K" {
 		t.Errorf("host section %+v", h)
 	}
+	// A token scoped to hosts, on a central node.
+	scoped := src + "control:\n  tokens:\n    - {name: a, sha256: " + strings.Repeat("a", 64) + ", hosts: [box-1, \"box-2:1001\"], rights: [read]}\n"
+	if _, err := policy.Parse("p.yaml", []byte(scoped), registry.Specs()); err != nil {
+		t.Errorf("a token scoped to hosts: %v", err)
+	}
+	for _, c := range []struct {
+		in   string
+		host string
+		uid  int
+	}{{"box-1", "box-1", -1}, {"box-2:1001", "box-2", 1001}, {"box-2:0", "box-2", 0}} {
+		if host, uid, err := policy.HostScope(c.in); err != nil || host != c.host || uid != c.uid {
+			t.Errorf("HostScope(%q) = %q, %d, %v; want %q, %d", c.in, host, uid, err, c.host, c.uid)
+		}
+	}
 	for _, c := range []struct{ src, want string }{
 		{"version: 1\nfleet:\n  endpoint: http://x\n", "missing required key url in fleet"},
 		{"version: 1\nfleet:\n  url: s3://b/p\n  access_key_env: K\n", "fleet names an access key without a secret"},
 		{"version: 1\nfleet:\n  url: s3://b/p\n  interval: 10ms\n", "interval"},
+		{"version: 1\ncontrol:\n  tokens:\n    - {name: a, sha256: " + strings.Repeat("a", 64) + ", hosts: [box-1], rights: [read]}\n", "hosts: is for a central node"},
+		{"version: 1\nfleet:\n  url: s3://b/p\ncontrol:\n  tokens:\n    - {name: a, sha256: " + strings.Repeat("a", 64) + ", hosts: [../etc], rights: [read]}\n", `host "../etc"`},
+		{"version: 1\nfleet:\n  url: s3://b/p\ncontrol:\n  tokens:\n    - {name: a, sha256: " + strings.Repeat("a", 64) + ", hosts: [\"box-1:no-such-user-here\"], rights: [read]}\n", "owner \"no-such-user-here\""},
 	} {
 		if _, err := policy.Parse("p.yaml", []byte(c.src), registry.Specs()); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Parse(%q) = %v, want an error saying %q", c.src, err, c.want)

@@ -13,7 +13,8 @@ import (
 )
 
 func diffCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var host string
+	cmd := &cobra.Command{
 		Use:   "diff OLD NEW",
 		Short: "Show what changed between two versions, an archive and a file (compressed archives too)",
 		Long: `Print a unified diff from OLD to NEW, e.g. from an archive memwatch made
@@ -29,12 +30,13 @@ a memory file (memwatch versions FILE lists them):
   memwatch diff MEMORY.md@3 MEMORY.md
 
 On a central node (fleet:), HOST:PATH@N is version N of a host's memory
-file (memwatch versions HOST:PATH lists them).
+file (memwatch versions HOST:PATH lists them); --host HOST takes both as
+that host's (memwatch diff --host box-1 /p/MEMORY.md@2 /p/MEMORY.md@3).
 
 Nothing is written.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var text [2]string
+			var text, label [2]string
 			var src *versionSource
 			defer func() {
 				if src != nil {
@@ -42,6 +44,18 @@ Nothing is written.`,
 				}
 			}()
 			for i, path := range args {
+				if host != "" {
+					at := strings.LastIndex(path, "@")
+					if at < 0 {
+						return usageError{fmt.Errorf("with --host, give versions: PATH@N, not %q", path)}
+					}
+					hp, err := onHost(host, path[:at])
+					if err != nil {
+						return err
+					}
+					path = hp + path[at:]
+				}
+				label[i] = path
 				if p, n, ok := versionArg(path); ok {
 					var err error
 					if src == nil {
@@ -63,12 +77,12 @@ Nothing is written.`,
 				text[i] = string(b)
 			}
 			if text[0] == text[1] {
-				fmt.Fprintf(g.stdout, "%s and %s hold the same text\n", args[0], args[1])
+				fmt.Fprintf(g.stdout, "%s and %s hold the same text\n", label[0], label[1])
 				return nil
 			}
 			d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 				A: difflib.SplitLines(text[0]), B: difflib.SplitLines(text[1]),
-				FromFile: args[0], ToFile: args[1], Context: 3,
+				FromFile: label[0], ToFile: label[1], Context: 3,
 			})
 			if err != nil {
 				return fmt.Errorf("diff %s %s: %w", args[0], args[1], err)
@@ -80,6 +94,8 @@ Nothing is written.`,
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&host, "host", "", "on a central node (fleet:), both versions are this host's")
+	return cmd
 }
 
 // versionArg reads FILE@N (N a version number) when FILE is not itself a

@@ -174,6 +174,18 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "+- box-2 now also keeps the narwhal pager") {
 		t.Errorf("diff of box-2's MEMORY.md @1 @2: %v\n%s", err, out)
 	}
+	if out2, err := exec.Command(memwatchBin, "diff", "--policy", cpol, "--state-dir", cstate, "--host", "box-2", mem2+"@1", mem2+"@2").CombinedOutput(); err != nil || string(out2) != string(out) {
+		t.Errorf("diff --host box-2: %v\n%s\nwant\n%s", err, out2, out)
+	}
+	if out2, err := exec.Command(memwatchBin, "versions", "--policy", cpol, "--state-dir", cstate, "--host", "box-2", mem2).CombinedOutput(); err != nil || bytes.Count(out2, []byte("\n")) != 3 {
+		t.Errorf("versions --host box-2: %v\n%s", err, out2)
+	}
+	// --host: one host's memory alone.
+	out, err = exec.Command(memwatchFast, "recall", "--policy", cpol, "--state-dir", cstate, "--host", "box-3", "--json", "walrus").Output()
+	var one []hit
+	if err != nil || json.Unmarshal(out, &one) != nil || len(one) != 1 || one[0].Host != "box-3" {
+		t.Errorf("recall --host box-3 walrus: %v\n%s", err, out)
+	}
 
 	// A token scoped to box-2: its search finds box-2's lines only; box-1's
 	// versions and citations are refused; MCP recall_memory and the review

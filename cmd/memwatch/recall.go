@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,7 +39,7 @@ var defaultSources = append(append([]recall.Source{}, sessiondetail.Sources...),
 )
 
 func recallCmd(g *globals) *cobra.Command {
-	var dir, scope, store, sortBy string
+	var dir, scope, store, sortBy, host string
 	var limit int
 	var all, asJSON, explain bool
 	cmd := &cobra.Command{
@@ -64,7 +65,12 @@ of a store of the policy, --all every root of every store. With a policy and
 no --dir, from a directory that is no root of it, every root of the policy
 you can read is searched. When the daemon keeps an index of the files (in
 its state directory), only what can match is read; --explain says which way
-each search went and, for a question, why each result ranked where it did.`,
+each search went and, for a question, why each result ranked where it did.
+
+On a central node (a policy with fleet:), --all (or nothing, with no store
+of its own) searches its copy of every host it follows, --host NAME one of
+them; each result names its host and is cited HOST:/path#L5, which memwatch
+show takes as printed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			oneShot()
@@ -96,7 +102,7 @@ each search went and, for a question, why each result ranked where it did.`,
 				// memwatch's state (the spool of what agents cleared, the
 				// index) is not this user's to read: the daemon answers
 				// from this user's own roots.
-				res, ok, err := g.recallViaDaemon(cmd.Context(), p, stateDir, q.Text, dir, store, all, opts)
+				res, ok, err := g.recallViaDaemon(cmd.Context(), p, stateDir, q.Text, dir, store, host, all || host != "", opts)
 				if err != nil {
 					return err
 				}
@@ -110,18 +116,28 @@ each search went and, for a question, why each result ranked where it did.`,
 			// A central node (fleet:) searches its copy of every host it
 			// follows, with its own stores' roots under --all.
 			var fleetRoots []recall.Root
-			fleet := p != nil && p.Fleet != nil && dir == "" && store == "" && (all || len(p.Stores) == 0)
+			fleet := p != nil && p.Fleet != nil && dir == "" && store == "" && (all || host != "" || len(p.Stores) == 0)
+			if host != "" && !fleet {
+				return usageError{errors.New("--host searches a host a central node follows: give the central node's policy (one with fleet:), and no --dir or --store")}
+			}
 			if fleet {
 				var done func()
 				var errs []error
-				fleetRoots, done, errs = mirror.FleetRoots(g.resolveStateDir(p), nil)
+				var want func(string, int) bool
+				if host != "" {
+					if !slices.Contains(mirror.Hosts(g.resolveStateDir(p)), host) {
+						return fmt.Errorf("recall: no host %q is followed here (memwatch status lists the hosts)", host)
+					}
+					want = func(h string, _ int) bool { return h == host }
+				}
+				fleetRoots, done, errs = mirror.FleetRoots(g.resolveStateDir(p), want)
 				defer done()
 				for _, err := range errs {
 					fmt.Fprintf(g.stderr, "recall: %v\n", err)
 				}
 			}
 			var roots []recall.Root
-			if !fleet || len(p.Stores) > 0 {
+			if !fleet || len(p.Stores) > 0 && host == "" {
 				if roots, err = recallRoots(p, dir, store, all); err != nil {
 					return err
 				}
@@ -187,6 +203,7 @@ each search went and, for a question, why each result ranked where it did.`,
 	cmd.Flags().IntVar(&limit, "limit", recall.DefaultLimit, "at most this many results")
 	cmd.Flags().BoolVar(&all, "all", false, "search every root of every store of the policy (or of the store --dir belongs to)")
 	cmd.Flags().StringVar(&store, "store", "", "search every root of this store of the policy")
+	cmd.Flags().StringVar(&host, "host", "", "on a central node (fleet:), search this host alone")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: source, file, line, content and citation of each result")
 	cmd.Flags().BoolVar(&explain, "explain", false, "say on stderr how the search was answered and how long it took, and with each ranked result why it ranked there")
 	cmd.Flags().StringVar(&sortBy, "sort", recall.SortRelevance, "relevance (a question: best first; a word or phrase: every line holding it) or newest (every word, newest first)")
@@ -358,8 +375,11 @@ func printRecall(g *globals, q recall.Query, results []recall.Result, asJSON, ex
 // unless --dir named it, every root of the caller's (--all, --store: the
 // same). ok is false when no daemon answers, or --dir names a directory
 // that is no root: then this process searches it itself.
-func (g *globals) recallViaDaemon(ctx context.Context, p *policy.Policy, stateDir, query, dir, store string, all bool, o recall.Options) (control.RecallResponse, bool, error) {
+func (g *globals) recallViaDaemon(ctx context.Context, p *policy.Policy, stateDir, query, dir, store, host string, all bool, o recall.Options) (control.RecallResponse, bool, error) {
 	v := url.Values{"q": {query}, "limit": {strconv.Itoa(o.Limit)}, "sort": {o.Sort}}
+	if host != "" {
+		v.Set("host", host)
+	}
 	if len(o.Labels) > 0 {
 		v.Set("scope", strings.Join(o.Labels, ","))
 	}

@@ -30,6 +30,7 @@ import (
 
 func versionsCmd(g *globals) *cobra.Command {
 	var asJSON bool
+	var host string
 	cmd := &cobra.Command{
 		Use:   "versions PATH",
 		Short: "List every version of a memory file memwatch kept (the agent's writes and its own)",
@@ -46,10 +47,11 @@ On a central node (fleet:), HOST:PATH is a file (or root) of a host it
 follows, as recall cites it, read from what the host replicated:
 
   memwatch versions box-1:/home/ana/.claude/projects/p/memory/MEMORY.md
+  memwatch versions --host box-1 /home/ana/notes/MEMORY.md
   memwatch diff box-1:/home/ana/notes/MEMORY.md@2 box-1:/home/ana/notes/MEMORY.md@3`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := absOrHost(args[0])
+			path, err := onHost(host, args[0])
 			if err != nil {
 				return err
 			}
@@ -79,7 +81,23 @@ follows, as recall cites it, read from what the host replicated:
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the versions as JSON")
+	cmd.Flags().StringVar(&host, "host", "", "on a central node (fleet:), PATH is this host's (as HOST:PATH)")
 	return cmd
+}
+
+// onHost is path as a host's (HOST:PATH) when host is given, else
+// absOrHost(path).
+func onHost(host, path string) (string, error) {
+	if host == "" {
+		return absOrHost(path)
+	}
+	if _, _, ok := mirror.SplitHostPath(path); ok {
+		return "", usageError{fmt.Errorf("%s names its host already; leave out --host", path)}
+	}
+	if !filepath.IsAbs(path) || !mirror.HostName.MatchString(host) {
+		return "", usageError{fmt.Errorf("--host %s: give the file's whole path on that host (as recall cites it), not %q", host, path)}
+	}
+	return host + ":" + filepath.Clean(path), nil
 }
 
 // printVersions prints a file's versions as a table (or JSON).

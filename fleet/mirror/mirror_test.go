@@ -233,3 +233,24 @@ func TestLocalRel(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCitations: what a user or a client passes as a host's path or
+// citation never panics, and what is taken names a host and an absolute
+// path; a copy's citation maps into the generation holding its line.
+func FuzzCitations(f *testing.F) {
+	f.Add("box-1:/home/a/s.jsonl#L5")
+	f.Add("box-1:/home/a/s.jsonl@3#L5-9")
+	f.Add("../x:/etc")
+	f.Add("h:/p/log#L0")
+	f.Fuzz(func(t *testing.T, s string) {
+		if host, path, ok := SplitHostPath(s); ok && (!HostName.MatchString(host) || !filepath.IsAbs(path)) {
+			t.Fatalf("SplitHostPath(%q) = %q, %q", s, host, path)
+		}
+		gens := map[string][]genCopy{"log": {{Gen: 1, Start: 1, Lines: 3}, {Gen: 2, Start: 4, Lines: 5}}}
+		if c, line, ok := recite("h:/p/", gens, s); ok {
+			if line < 1 || !strings.HasPrefix(c, "h:/p/log") {
+				t.Fatalf("recite(%q) = %q, %d", s, c, line)
+			}
+		}
+	})
+}
