@@ -270,9 +270,17 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		rs := d.replica.Status()
 		st.Replica = &rs
 	}
-	if d.fleet != nil && CallerOf(ctx).IsAdmin() {
+	if c := CallerOf(ctx); d.fleet != nil && c.ReachesFleet() {
+		// The hosts the caller reaches (a token's hosts:), each whole.
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		st.Fleet = d.fleet.Status(fctx)
+		for _, h := range d.fleet.Status(fctx) {
+			if c.ReachesHost(h.Host) {
+				if !c.IsAdmin() {
+					h.Dir = "" // where memwatch keeps its state is the administrator's
+				}
+				st.Fleet = append(st.Fleet, h)
+			}
+		}
 		cancel()
 	}
 

@@ -207,6 +207,10 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	if code, body = tc.do("GET", "/ui/search?q=walrus"); code != 200 || !strings.Contains(body, "box-2:") || strings.Contains(body, "box-1:") {
 		t.Errorf("the review page's search with box-2's token: %d\n%s", code, body)
 	}
+	var tst daemon.Status
+	if code, body = tc.do("GET", "/v1/status"); code != 200 || json.Unmarshal([]byte(body), &tst) != nil || len(tst.Fleet) != 1 || tst.Fleet[0].Host != "box-2" || tst.Fleet[0].Dir != "" {
+		t.Errorf("status with box-2's token: %d %s; want box-2 alone, without the state directory", code, body)
+	}
 	hc := &http.Client{Transport: bearer{box2Token, http.DefaultTransport}}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fleet-test"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc}, nil)
