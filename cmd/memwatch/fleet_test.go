@@ -207,6 +207,9 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	if code, body = tc.do("GET", "/ui/search?q=walrus"); code != 200 || !strings.Contains(body, "box-2:") || strings.Contains(body, "box-1:") {
 		t.Errorf("the review page's search with box-2's token: %d\n%s", code, body)
 	}
+	if code, body = tc.do("GET", "/ui/"); code != 200 || !strings.Contains(body, "<h2>Hosts</h2>") || !strings.Contains(body, "<td>box-2</td>") || strings.Contains(body, "<td>box-1</td>") {
+		t.Errorf("the review pages' overview with box-2's token: %d\n%s", code, body)
+	}
 	var tst daemon.Status
 	if code, body = tc.do("GET", "/v1/status"); code != 200 || json.Unmarshal([]byte(body), &tst) != nil || len(tst.Fleet) != 1 || tst.Fleet[0].Host != "box-2" || tst.Fleet[0].Dir != "" {
 		t.Errorf("status with box-2's token: %d %s; want box-2 alone, without the state directory", code, body)
@@ -277,6 +280,23 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	if hs := recallAll("walrus-0"); len(hs) != 1 || hs[0].Host != "box-1" {
 		t.Errorf("box-1 died: what it had is no longer found at the central node: %+v", hs)
 	}
+	// The central node is SIGKILLed and started again on its state: what
+	// it copied is copied once (no line found twice), and box-3's next
+	// line is found.
+	c.cmd.Process.Signal(syscall.SIGKILL)
+	<-c.done
+	c = start(t, "--policy", cpol, "--state-dir", cstate)
+	c.waitLog("following the fleet", 10*time.Second)
+	f, _ = os.OpenFile(hosts[2].log, os.O_WRONLY|os.O_APPEND, 0)
+	fmt.Fprintf(f, `{"role":"user","content":%q}`+"\n", "box-3 after the central node restarted: the heron ledger")
+	f.Close()
+	within("box-3's line after the central node restarted", 20*time.Second, func() bool { return len(recallAll("heron")) == 1 })
+	for i := range hosts {
+		if hs := recallAll(fmt.Sprintf("walrus-%d", i)); len(hs) != 1 {
+			t.Errorf("after the central node restarted, walrus-%d is found %d times, want once: %+v", i, len(hs), hs)
+		}
+	}
+
 	// The central node wrote nothing to the bucket: its objects are the
 	// hosts' own.
 	var keys []string

@@ -199,6 +199,11 @@ func (c *Copy) Update(ctx context.Context) (Stats, error) {
 			}
 		}
 		rc.dirty = nil
+		if rc.root != nil {
+			// Open only while updated: a host may have many roots.
+			rc.root.Close()
+			rc.root = nil
+		}
 	}
 	if err := c.save(); err != nil {
 		errs = append(errs, err)
@@ -533,10 +538,18 @@ func Roots(hostDir, host string, want func(uid int) bool) (roots []recall.Root, 
 			r.Close()
 		}
 	}
+	var rcs []*rootCopy
 	for _, rc := range m.Roots {
-		if !validDir(rc.Dir) || want != nil && !want(rc.UID) {
-			continue
+		if validDir(rc.Dir) && (want == nil || want(rc.UID)) {
+			rcs = append(rcs, rc)
 		}
+	}
+	sort.Slice(rcs, func(i, j int) bool { return rcs[i].Path < rcs[j].Path })
+	if len(rcs) > MaxRoots {
+		err = fmt.Errorf("host %s has %d roots; searched the first %d (by path)", host, len(rcs), MaxRoots)
+		rcs = rcs[:MaxRoots]
+	}
+	for _, rc := range rcs {
 		r, err := confine.Open(filepath.Join(dir, rc.Dir), confine.Options{})
 		if err != nil {
 			continue // not copied yet
@@ -560,8 +573,7 @@ func Roots(hostDir, host string, want func(uid int) bool) (roots []recall.Root, 
 		root.Recite = func(cite string) (string, int64, bool) { return recite(prefix, gens, cite) }
 		roots = append(roots, root)
 	}
-	sort.Slice(roots, func(i, j int) bool { return roots[i].Shown < roots[j].Shown })
-	return roots, done, nil
+	return roots, done, err
 }
 
 // HostsDir is where a central node keeps the hosts' state, under its
@@ -589,7 +601,16 @@ var HostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // why in errs.
 func FleetRoots(stateDir string, want func(host string, uid int) bool) (roots []recall.Root, done func(), errs []error) {
 	var dones []func()
+	done = func() {
+		for _, d := range dones {
+			d()
+		}
+	}
 	for _, h := range Hosts(stateDir) {
+		if len(roots) >= MaxRoots {
+			errs = append(errs, fmt.Errorf("searched the first %d roots of the hosts (in name order), not those of host %s and after: name one with --host", MaxRoots, h))
+			break
+		}
 		var wantUID func(int) bool
 		if want != nil {
 			wantUID = func(uid int) bool { return want(h, uid) }
@@ -597,17 +618,18 @@ func FleetRoots(stateDir string, want func(host string, uid int) bool) (roots []
 		rs, d, err := Roots(filepath.Join(stateDir, HostsDir, h), h, wantUID)
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
 		roots = append(roots, rs...)
 		dones = append(dones, d)
 	}
-	return roots, func() {
-		for _, d := range dones {
-			d()
-		}
-	}, errs
+	if len(roots) > MaxRoots {
+		roots = roots[:MaxRoots] // the rest closed by done
+	}
+	return roots, done, errs
 }
+
+// MaxRoots bounds the roots of the hosts one search opens.
+const MaxRoots = 1000
 
 // recite turns the citation of a line of a log's copy (prefix + rel#L<n>,
 // n the copy's line) into the host's: the generation holding that line,
