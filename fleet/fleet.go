@@ -37,6 +37,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -115,11 +116,50 @@ type appliedClient struct {
 	// lists every compaction level (1 to 8, each from its start) at every
 	// poll that finds no new change, to bridge a gap a compaction could
 	// have left; idle, that is nine listings per database per interval
-	// instead of one. A gap shows as changes that do not follow on, and
-	// is bridged once the listing is older than higherFor.
+	// instead of one. A gap shows as changes that do not follow on (the
+	// listings are then asked again), or, when a compaction removed every
+	// change not applied here (the central node stopped a long while),
+	// is bridged once the listings are older than higherFor.
 	higherFor time.Duration
-	mu        sync.Mutex // guards higher
+	mu        sync.Mutex // guards higher and the polls' times
 	higher    map[[2]int64]listing
+	// Polls of new changes (level 0) are spaced by what is searched and
+	// how recently the host changed: each interval while it changes,
+	// every second interval once it has been quiet for quietAfter (a new
+	// change then waits at most two intervals), every sixth for the
+	// journal (memwatch.db, which no search reads). Litestream's follow
+	// mode asks at every interval; an answer with nothing new is given
+	// without asking the bucket in between.
+	interval        time.Duration
+	journal         bool
+	lastPoll, found time.Time
+	skipped         bool // the last level 0 answer was given without asking
+}
+
+// quietAfter is how long a host's database has had no new change before
+// it is asked half as often.
+const quietAfter = time.Minute
+
+// due reports whether level 0 is to be asked now (and notes the ask).
+func (c *appliedClient) due(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.found.IsZero() {
+		c.found = now
+	}
+	period := c.interval
+	switch {
+	case c.journal:
+		period = 6 * c.interval
+	case now.Sub(c.found) > quietAfter:
+		period = 2 * c.interval
+	}
+	if !c.lastPoll.IsZero() && now.Sub(c.lastPoll) < period-c.interval/2 {
+		c.skipped = true
+		return false
+	}
+	c.lastPoll, c.skipped = now, false
+	return true
 }
 
 type listing struct {
@@ -130,11 +170,42 @@ type listing struct {
 // LTXFiles lists a level's changes; in follow mode a compaction level's
 // listing is reused for higherFor.
 func (c *appliedClient) LTXFiles(ctx context.Context, level int, seek ltx.TXID, useMetadata bool) (ltx.FileIterator, error) {
-	if level == 0 || level >= litestream.SnapshotLevel {
+	if level >= litestream.SnapshotLevel || c.interval <= 0 {
 		return c.ReplicaClient.LTXFiles(ctx, level, seek, useMetadata)
 	}
 	if _, err := os.Stat(c.out); err != nil {
 		return c.ReplicaClient.LTXFiles(ctx, level, seek, useMetadata)
+	}
+	if level == 0 {
+		now := time.Now()
+		if !c.due(now) {
+			return ltx.NewFileInfoSliceIterator(nil), nil
+		}
+		itr, err := c.ReplicaClient.LTXFiles(ctx, level, seek, useMetadata)
+		if err != nil {
+			return nil, err
+		}
+		files, err := drain(itr)
+		if err != nil {
+			return nil, err
+		}
+		if len(files) > 0 {
+			c.mu.Lock()
+			c.found = now
+			if files[0].MinTXID > seek {
+				c.higher = nil // a gap: bridged from fresh listings
+			}
+			c.mu.Unlock()
+		}
+		return ltx.NewFileInfoSliceIterator(files), nil
+	}
+	c.mu.Lock()
+	skipped := c.skipped
+	c.mu.Unlock()
+	if skipped {
+		// Litestream bridges a gap after an answer with nothing new; this
+		// one was not the bucket's.
+		return ltx.NewFileInfoSliceIterator(nil), nil
 	}
 	key := [2]int64{int64(level), int64(seek)}
 	c.mu.Lock()
@@ -145,11 +216,7 @@ func (c *appliedClient) LTXFiles(ctx context.Context, level int, seek ltx.TXID, 
 		if err != nil {
 			return nil, err
 		}
-		var files []*ltx.FileInfo
-		for itr.Next() {
-			files = append(files, itr.Item())
-		}
-		err = errors.Join(itr.Err(), itr.Close())
+		files, err := drain(itr)
 		if err != nil {
 			return nil, err
 		}
@@ -162,6 +229,15 @@ func (c *appliedClient) LTXFiles(ctx context.Context, level int, seek ltx.TXID, 
 		c.mu.Unlock()
 	}
 	return ltx.NewFileInfoSliceIterator(slices.Clone(l.files)), nil
+}
+
+// drain reads an iterator's files and closes it.
+func drain(itr ltx.FileIterator) ([]*ltx.FileInfo, error) {
+	var files []*ltx.FileInfo
+	for itr.Next() {
+		files = append(files, itr.Item())
+	}
+	return files, errors.Join(itr.Err(), itr.Close())
 }
 
 func (c *appliedClient) OpenLTXFile(ctx context.Context, level int, minTXID, maxTXID ltx.TXID, offset, size int64) (io.ReadCloser, error) {
@@ -324,7 +400,8 @@ func (f *Follower) follow(ctx context.Context, h *host, name string) {
 	quiet := litestream.NewDB(out)
 	quiet.Logger = slog.New(discard{})
 	for ctx.Err() == nil {
-		rep := litestream.NewReplicaWithClient(quiet, &appliedClient{ReplicaClient: replica.NewClient(f.cfg.Host(h.name), name, f.ak, f.sk), h: h, out: out, higherFor: max(30*time.Second, 6*f.cfg.Interval)})
+		rep := litestream.NewReplicaWithClient(quiet, &appliedClient{ReplicaClient: replica.NewClient(f.cfg.Host(h.name), name, f.ak, f.sk), h: h, out: out,
+			higherFor: max(5*time.Minute, 60*f.cfg.Interval), interval: f.cfg.Interval, journal: name == state.FileName})
 		opt := litestream.NewRestoreOptions()
 		opt.OutputPath = out
 		opt.Follow = true
@@ -501,7 +578,9 @@ func (f *Follower) Status(ctx context.Context) []HostStatus {
 			if info.CreatedAt.After(newest) {
 				newest = info.CreatedAt
 			}
-			if info.MaxTXID > applied {
+			if info.MaxTXID > applied && db != state.FileName {
+				// (The journal is asked less often, and searched not at
+				// all: its lag is not the host's.)
 				behind = true
 				if w, err := firstAfter(ctx, client, applied); err == nil && (oldestWaiting.IsZero() || w.Before(oldestWaiting)) {
 					oldestWaiting = w
