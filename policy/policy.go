@@ -174,7 +174,7 @@ type Fleet struct {
 	// Interval is how often each host's databases are checked for changes:
 	// a listing of the bucket per database, the central node's cost when
 	// idle, and about how far behind it is.
-	Interval time.Duration `yaml:"interval" default:"5s" min:"100ms" max:"1m" hint:"each check lists the bucket once per database of each host" doc:"how often each host's replica is checked for new changes (a listing per database): about how far behind the central node is"`
+	Interval time.Duration `yaml:"interval" default:"5s" min:"100ms" max:"1m" hint:"each check lists the bucket once per database of each host" doc:"how often each host's replica is checked for new changes (a listing per database; a host quiet for a minute every second interval): about how far behind the central node is"`
 	// MaxHosts bounds the hosts followed: past it, new ones are reported
 	// and left out.
 	MaxHosts int `yaml:"max_hosts" default:"256" min:"1" doc:"hosts followed at most; more are reported and left out"`
