@@ -83,7 +83,14 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	// A token that reaches box-2 alone, to read.
 	box2Token := "box-2-reader-" + strings.Repeat("b", 24)
 	sum := sha256.Sum256([]byte(box2Token))
-	control := fmt.Sprintf("control:\n  tcp: %s\n  tokens:\n    - name: box2\n      sha256: %s\n      hosts: [box-2]\n      rights: [read]\nui:\n  enabled: true\n", addr, hex.EncodeToString(sum[:]))
+	// Tokens for owners within a host: the roots' owner there (this
+	// test's uid), and another.
+	me := os.Getuid()
+	ownerToken, otherToken := "box-3-owner-"+strings.Repeat("o", 24), "box-3-other-"+strings.Repeat("x", 24)
+	osum, xsum := sha256.Sum256([]byte(ownerToken)), sha256.Sum256([]byte(otherToken))
+	control := fmt.Sprintf("control:\n  tcp: %s\n  tokens:\n    - name: box2\n      sha256: %s\n      hosts: [box-2]\n      rights: [read]\n"+
+		"    - name: box3-owner\n      sha256: %s\n      hosts: [\"box-3:%d\"]\n      rights: [read]\n    - name: box3-other\n      sha256: %s\n      hosts: [\"box-3:%d\"]\n      rights: [read]\nui:\n  enabled: true\n",
+		addr, hex.EncodeToString(sum[:]), hex.EncodeToString(osum[:]), me, hex.EncodeToString(xsum[:]), me+4242)
 	os.WriteFile(cpol, []byte("version: 1\nfleet:\n  url: s3://memwatch/fleet\n"+creds+"  interval: 200ms\n"+control), 0o644)
 	if out, err := exec.Command(memwatchBin, "validate", "--policy", cpol).CombinedOutput(); err != nil || !strings.Contains(string(out), "central node") {
 		t.Fatalf("validate the central policy: %v\n%s", err, out)
@@ -209,6 +216,16 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	}
 	if code, body = tc.do("GET", "/ui/"); code != 200 || !strings.Contains(body, "<h2>Hosts</h2>") || !strings.Contains(body, "<td>box-2</td>") || strings.Contains(body, "<td>box-1</td>") {
 		t.Errorf("the review pages' overview with box-2's token: %d\n%s", code, body)
+	}
+	// Owners within a host: the owner's token finds box-3's line, another
+	// owner's nothing of it.
+	var scoped struct{ Results []hit }
+	if code, body = (tcpClient{t, addr, ownerToken}).do("GET", "/v1/recall?q=walrus&limit=20"); code != 200 || json.Unmarshal([]byte(body), &scoped) != nil || len(scoped.Results) != 1 || scoped.Results[0].Host != "box-3" {
+		t.Errorf("recall with box-3's owner's token: %d %s; want box-3's line alone", code, body)
+	}
+	scoped.Results = nil
+	if code, body = (tcpClient{t, addr, otherToken}).do("GET", "/v1/recall?q=walrus&limit=20"); code != 200 || json.Unmarshal([]byte(body), &scoped) != nil || len(scoped.Results) != 0 {
+		t.Errorf("recall with another owner's token on box-3: %d %s; want nothing", code, body)
 	}
 	var tst daemon.Status
 	if code, body = tc.do("GET", "/v1/status"); code != 200 || json.Unmarshal([]byte(body), &tst) != nil || len(tst.Fleet) != 1 || tst.Fleet[0].Host != "box-2" || tst.Fleet[0].Dir != "" {
