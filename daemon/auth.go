@@ -156,14 +156,23 @@ func tokenCaller(admin string, tokens []policy.Token, got string) *Caller {
 		}
 	}
 	for _, h := range found.Hosts {
-		if host, uid, err := policy.HostScope(h); err == nil {
-			if c.hosts == nil {
-				c.hosts = map[string]map[int]bool{}
-			}
-			if c.hosts[host] == nil {
-				c.hosts[host] = map[int]bool{}
-			}
+		host, uid, err := policy.HostScope(h)
+		if err != nil {
+			continue
+		}
+		if c.hosts == nil {
+			c.hosts = map[string]map[int]bool{}
+		}
+		if c.hosts[host] == nil {
+			c.hosts[host] = map[int]bool{}
+		}
+		if uid >= 0 || len(found.Owners) == 0 {
 			c.hosts[host][uid] = true
+			continue
+		}
+		// A host with the token's owners: their roots there.
+		for o := range c.uids {
+			c.hosts[host][o] = true
 		}
 	}
 	for _, r := range found.Rights {

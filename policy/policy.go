@@ -90,7 +90,7 @@ type Token struct {
 	SHA256 string   `yaml:"sha256" required:": the SHA-256 of the token (memwatch token new makes a token and prints it)" check:"sha256" doc:"the token's SHA-256, never the token"`
 	Stores []string `yaml:"stores" doc:"the stores it reaches"`
 	Owners []string `yaml:"owners" doc:"the users (names or uids) whose roots it reaches"`
-	Hosts  []string `yaml:"hosts" doc:"on a central node (fleet:), the hosts whose memory it reaches: HOST (all of it) or HOST:OWNER (the roots OWNER, a uid or a user name, owns there)"`
+	Hosts  []string `yaml:"hosts" doc:"on a central node (fleet:), the hosts whose memory it reaches: HOST (all of it; with owners:, their roots there) or HOST:OWNER (the roots OWNER, a uid or a user name, owns there)"`
 	Rights []string `yaml:"rights" enum:"read|write|undo" required:": give it rights: [read] (and write, undo as needed)" doc:"read, write, undo"`
 	Pos    Pos
 }

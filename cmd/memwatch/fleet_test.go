@@ -84,12 +84,12 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	box2Token := "box-2-reader-" + strings.Repeat("b", 24)
 	sum := sha256.Sum256([]byte(box2Token))
 	// Tokens for owners within a host: the roots' owner there (this
-	// test's uid), and another.
+	// test's uid, as HOST:OWNER), and another (hosts: with owners:).
 	me := os.Getuid()
 	ownerToken, otherToken := "box-3-owner-"+strings.Repeat("o", 24), "box-3-other-"+strings.Repeat("x", 24)
 	osum, xsum := sha256.Sum256([]byte(ownerToken)), sha256.Sum256([]byte(otherToken))
 	control := fmt.Sprintf("control:\n  tcp: %s\n  tokens:\n    - name: box2\n      sha256: %s\n      hosts: [box-2]\n      rights: [read]\n"+
-		"    - name: box3-owner\n      sha256: %s\n      hosts: [\"box-3:%d\"]\n      rights: [read]\n    - name: box3-other\n      sha256: %s\n      hosts: [\"box-3:%d\"]\n      rights: [read]\nui:\n  enabled: true\n",
+		"    - name: box3-owner\n      sha256: %s\n      hosts: [\"box-3:%d\"]\n      rights: [read]\n    - name: box3-other\n      sha256: %s\n      hosts: [box-3]\n      owners: [\"%d\"]\n      rights: [read]\nui:\n  enabled: true\n",
 		addr, hex.EncodeToString(sum[:]), hex.EncodeToString(osum[:]), me, hex.EncodeToString(xsum[:]), me+4242)
 	os.WriteFile(cpol, []byte("version: 1\nfleet:\n  url: s3://memwatch/fleet\n"+creds+"  interval: 200ms\n"+control), 0o644)
 	if out, err := exec.Command(memwatchBin, "validate", "--policy", cpol).CombinedOutput(); err != nil || !strings.Contains(string(out), "central node") {
