@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -253,4 +254,61 @@ func FuzzCitations(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHostileHostStaysInItsCopy: a host's replicated state is the host's
+// to write, and a compromised host can write anything there. Names that
+// leave the copy, and a line number far past the last, are not copied:
+// nothing is written outside the copy, and the copy stays small.
+func TestHostileHostStaysInItsCopy(t *testing.T) {
+	h := newHost(t)
+	h.write(t, "sessions/a.jsonl", msg("user", "an honest line about figs"), false)
+	h.write(t, "sessions/b.jsonl", msg("user", "a line about plums"), false)
+	h.write(t, "sessions/c.jsonl", msg("user", "a line about dates"), false)
+	h.write(t, "MEMORY.md", "# Memory\n\n- a fact about limes\n", false)
+	ctx := context.Background()
+	// The host's state, rewritten as a hostile host would.
+	for _, db := range []struct{ file, q string }{
+		{spool.FileName, `UPDATE logs SET path='../../../escaped.jsonl' WHERE path='sessions/b.jsonl'`},
+		{spool.FileName, `UPDATE lines SET line=line+1000000000 WHERE log=(SELECT id FROM logs WHERE path='sessions/c.jsonl')`},
+		{versions.FileName, `UPDATE files SET path='../../escaped.md'`},
+	} {
+		sdb, err := sql.Open("sqlite", filepath.Join(h.state, db.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sdb.ExecContext(ctx, db.q); err != nil {
+			t.Fatal(err)
+		}
+		sdb.Close()
+	}
+	c, err := New("box-1", h.state, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st := update(t, c)
+	if st.Lines != 1 || st.Skipped != 2 {
+		t.Errorf("copied %d lines, skipped %d; want the honest line, two skipped", st.Lines, st.Skipped)
+	}
+	var outside []string
+	filepath.Walk(filepath.Dir(h.state), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && strings.Contains(fi.Name(), "escaped") {
+			outside = append(outside, p)
+		}
+		return nil
+	})
+	var size int64
+	filepath.Walk(filepath.Join(h.state, Dir), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			size += fi.Size()
+		}
+		return nil
+	})
+	if len(outside) > 0 || size > 1<<20 {
+		t.Errorf("files a hostile host named: %v; the copy is %d bytes", outside, size)
+	}
+	if got := citations(search(t, h.state, "figs")); len(got) != 1 {
+		t.Errorf("the honest line: %v", got)
+	}
 }
