@@ -84,6 +84,7 @@ type rootCopy struct {
 // logCopy is the copy of one log, by its id in the host's spool.
 type logCopy struct {
 	Path  string    `json:"path"`  // relative to the root
+	First int64     `json:"first"` // when the host's spool first saw it (unix ns): another log with its id is not it
 	Seq   int64     `json:"seq"`   // the last sequence number copied
 	Lines int64     `json:"lines"` // lines of the copy
 	Size  int64     `json:"size"`  // its bytes
@@ -237,7 +238,7 @@ func (c *Copy) updateLogs(ctx context.Context, st *Stats) error {
 		for _, lg := range logs {
 			seen[lg.ID] = true
 			lc := rc.Logs[lg.ID]
-			if lc != nil && (lc.Path != lg.Path || lg.Seq < lc.Seq) {
+			if lc != nil && (lc.Path != lg.Path || lg.Seq < lc.Seq || lc.First != lg.First.UnixNano()) {
 				// Another log took this id (the host's spool is new).
 				c.resetLog(rc, lg.ID)
 				lc = nil
@@ -247,7 +248,7 @@ func (c *Copy) updateLogs(ctx context.Context, st *Stats) error {
 					st.Skipped++
 					continue
 				}
-				lc = &logCopy{Path: lg.Path}
+				lc = &logCopy{Path: lg.Path, First: lg.First.UnixNano()}
 				rc.Logs[lg.ID] = lc
 			}
 			if lg.Seq == lc.Seq {
