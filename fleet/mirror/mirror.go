@@ -124,8 +124,9 @@ type Stats struct {
 }
 
 // New opens (making it) the copy of the host whose state is restored in
-// hostDir. A file of the copy that is not as the manifest says (a crash
-// between a write and the manifest's) is copied again from its start.
+// hostDir. A file of the copy shorter than the manifest says is copied
+// again from its start; one longer (killed between a write and the
+// manifest's) is cut back to it.
 func New(host, hostDir string, logger *slog.Logger) (*Copy, error) {
 	dir := filepath.Join(hostDir, Dir)
 	if err := os.MkdirAll(filepath.Join(dir, indexName), 0o700); err != nil {
@@ -148,7 +149,10 @@ func New(host, hostDir string, logger *slog.Logger) (*Copy, error) {
 			continue
 		}
 		for id, lc := range rc.Logs {
-			if fi, err := r.Stat(filepath.Join(rc.Dir, logRel(lc.Path))); lc.Size > 0 && (err != nil || fi.Size() != lc.Size) {
+			// Shorter than the manifest says: lost (a power loss); copied
+			// again. Longer (killed between a write and the manifest's):
+			// cut back when next appended to (appendLog).
+			if fi, err := r.Stat(filepath.Join(rc.Dir, logRel(lc.Path))); lc.Size > 0 && (err != nil || fi.Size() < lc.Size) {
 				c.resetLog(rc, id)
 			}
 		}
@@ -313,6 +317,19 @@ func (c *Copy) appendLog(ctx context.Context, sp *spool.Spool, rc *rootCopy, id 
 					return werr
 				}
 				if f, werr = c.out.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); werr != nil {
+					return werr
+				}
+				// What is past the manifest's size was written after it
+				// was saved (or by a copy of a log since dropped): cut.
+				fi, err := f.Stat()
+				if err == nil && fi.Size() < lc.Size {
+					err = fmt.Errorf("%s is shorter than copied (%d bytes, not %d)", rel, fi.Size(), lc.Size)
+				}
+				if err == nil && fi.Size() > lc.Size {
+					err = f.Truncate(lc.Size)
+				}
+				if err != nil {
+					werr = err
 					return werr
 				}
 				w = bufio.NewWriterSize(f, 256<<10)

@@ -205,12 +205,27 @@ func TestCopyRecoversFromACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if st := update(t, c); st.Lines != 50 {
-		t.Errorf("after the crash: copied %d lines, want all 50 again", st.Lines)
+	h.write(t, "sessions/a.jsonl", msg("user", "line 50 about persimmon"), true)
+	if st := update(t, c); st.Lines != 1 {
+		t.Errorf("after the crash: copied %d lines, want the one new line", st.Lines)
 	}
 	res := search(t, h.state, "persimmon")
-	if len(res) != 20 || strings.Contains(res[0].Text, "half written") || !strings.HasSuffix(res[0].Citation, "#L50") {
-		t.Errorf("after the crash: got %d results, first %+v; want 20, the newest line 50", len(res), res[0])
+	if len(res) != 20 || strings.Contains(res[0].Text, "half written") || !strings.HasSuffix(res[0].Citation, "#L51") {
+		t.Errorf("after the crash: got %d results, first %+v; want 20, the newest line 51", len(res), res[0])
+	}
+	// A copy that lost its end (a power loss): copied again whole.
+	c.Close()
+	fi, _ := os.Stat(gen)
+	os.Truncate(gen, fi.Size()/2)
+	if c, err = New("box-1", h.state, quiet); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if st := update(t, c); st.Lines != 51 {
+		t.Errorf("after a power loss: copied %d lines, want all 51 again", st.Lines)
+	}
+	if res := search(t, h.state, "persimmon"); len(res) != 20 || !strings.HasSuffix(res[0].Citation, "#L51") {
+		t.Errorf("after a power loss: first %+v; want the newest line 51", res[0])
 	}
 }
 
