@@ -14,9 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/memwatch/memwatch/confine"
-
 	"github.com/memwatch/memwatch/compact"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/fleet"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"

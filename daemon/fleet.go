@@ -8,7 +8,6 @@ import (
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
-	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -89,7 +88,7 @@ func (d *Daemon) handleHostVersions(w http.ResponseWriter, r *http.Request, cont
 // handleHostShow answers /v1/show?cite=HOST:/path#L5.
 func (d *Daemon) handleHostShow(w http.ResponseWriter, r *http.Request) {
 	cite := r.URL.Query().Get("cite")
-	if _, _, _, ok := d.hostPath(w, r, citedPath(cite)); !ok {
+	if _, _, _, ok := d.hostPath(w, r, mirror.CitedPath(cite)); !ok {
 		return
 	}
 	lines, _, _, err := mirror.Show(r.Context(), d.cfg.StateDir, cite)
@@ -98,12 +97,4 @@ func (d *Daemon) handleHostShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, ShowResponse{Path: cite, Lines: lines})
-}
-
-// citedPath is a citation without its lines (HOST:/path@3#L5: HOST:/path).
-func citedPath(cite string) string {
-	if c, err := spool.ParseCitation(cite); err == nil {
-		return c.Path
-	}
-	return cite
 }

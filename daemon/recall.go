@@ -157,7 +157,7 @@ type ShowResponse = control.ShowResponse
 // citation names, from the live file or the spool (memwatch show).
 func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if _, _, ok := mirror.SplitHostPath(citedPath(q.Get("cite"))); ok && q.Get("root") == "" && d.fleet != nil {
+	if _, _, ok := mirror.SplitHostPath(mirror.CitedPath(q.Get("cite"))); ok && q.Get("root") == "" && d.fleet != nil {
 		d.handleHostShow(w, r)
 		return
 	}

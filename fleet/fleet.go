@@ -181,11 +181,7 @@ func (c *appliedClient) LTXFiles(ctx context.Context, level int, seek ltx.TXID, 
 		if !c.due(now) {
 			return ltx.NewFileInfoSliceIterator(nil), nil
 		}
-		itr, err := c.ReplicaClient.LTXFiles(ctx, level, seek, useMetadata)
-		if err != nil {
-			return nil, err
-		}
-		files, err := drain(itr)
+		files, err := c.list(ctx, level, seek, useMetadata)
 		if err != nil {
 			return nil, err
 		}
@@ -212,11 +208,7 @@ func (c *appliedClient) LTXFiles(ctx context.Context, level int, seek ltx.TXID, 
 	l, ok := c.higher[key]
 	c.mu.Unlock()
 	if !ok || time.Since(l.at) > c.higherFor {
-		itr, err := c.ReplicaClient.LTXFiles(ctx, level, seek, useMetadata)
-		if err != nil {
-			return nil, err
-		}
-		files, err := drain(itr)
+		files, err := c.list(ctx, level, seek, useMetadata)
 		if err != nil {
 			return nil, err
 		}
@@ -231,8 +223,12 @@ func (c *appliedClient) LTXFiles(ctx context.Context, level int, seek ltx.TXID, 
 	return ltx.NewFileInfoSliceIterator(slices.Clone(l.files)), nil
 }
 
-// drain reads an iterator's files and closes it.
-func drain(itr ltx.FileIterator) ([]*ltx.FileInfo, error) {
+// list asks the bucket for a level's changes, read whole.
+func (c *appliedClient) list(ctx context.Context, level int, seek ltx.TXID, useMetadata bool) ([]*ltx.FileInfo, error) {
+	itr, err := c.ReplicaClient.LTXFiles(ctx, level, seek, useMetadata)
+	if err != nil {
+		return nil, err
+	}
 	var files []*ltx.FileInfo
 	for itr.Next() {
 		files = append(files, itr.Item())
@@ -465,6 +461,7 @@ func copyCheck(interval time.Duration) time.Duration {
 func (f *Follower) copier(ctx context.Context) {
 	copies := map[string]*mirror.Copy{}
 	seen := map[string]string{}
+	outOfBounds := map[string]bool{}
 	defer func() {
 		for _, c := range copies {
 			c.Close()
@@ -518,6 +515,10 @@ func (f *Follower) copier(ctx context.Context) {
 			h.mu.Lock()
 			h.copied = time.Now()
 			h.mu.Unlock()
+			if st.Skipped > 0 && !outOfBounds[h.name] {
+				outOfBounds[h.name] = true // said once a host
+				f.log.Warn("some of a host's memory is not copied for search: out of bounds (a name leaving its root, a line over 16 MiB, a file over 256 MiB, or a line number far past the last)", "host", h.name, "skipped", st.Skipped)
+			}
 			if st.Lines > 0 || st.Files > 0 || st.Skipped > 0 {
 				f.log.Debug("copied a host's changes", "host", h.name, "lines", st.Lines, "files", st.Files, "indexed", st.Indexed, "skipped", st.Skipped, "took", time.Since(start).Round(time.Millisecond))
 			}

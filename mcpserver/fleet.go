@@ -2,9 +2,7 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"time"
 
@@ -46,17 +44,7 @@ func (b *builder) addFleetTool() {
 	setDefault("limit", recall.DefaultLimit)(in)
 	t := &mcp.Tool{Name: name, InputSchema: in, Description: "Search the memory of every host this central node follows (their agents' memory files and conversations), or one host's.\n\nA question in plain words is answered by relevance: the top entries, best first (not every word has to appear). One word, an identifier or a \"quoted phrase\" returns every line holding it exactly.\n\nReturns: Matching entries, each with its host and a citation HOST:/path#L<line>."}
 	mcp.AddTool(b.srv, t, func(ctx context.Context, req *mcp.CallToolRequest, input fleetInput) (res *mcp.CallToolResult, out any, err error) {
-		start := time.Now()
-		defer func() {
-			if p := recover(); p != nil {
-				b.s.log.Error("mcp: tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
-				res, err = nil, fmt.Errorf("%s failed inside memwatch (a bug; the log has the details): %v", name, p)
-			}
-			if err != nil {
-				err = errors.New(clipError(err.Error()))
-			}
-			b.s.log.Debug("mcp: tool call", "tool", name, "took", time.Since(start), "err", err)
-		}()
+		defer b.called(name, time.Now(), &res, &err)
 		text, err := b.fleetSearch(ctx, input)
 		if err != nil {
 			return nil, nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -450,4 +451,18 @@ func FuzzToolCall(f *testing.F) {
 			t.Fatalf("%s %s changed a file outside the roots: %q", tool, args, b)
 		}
 	})
+}
+
+// TestCalledTurnsAPanicIntoAnError: a tool that panics answers an error
+// naming the tool, and the server goes on.
+func TestCalledTurnsAPanicIntoAnError(t *testing.T) {
+	b := &builder{s: &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	call := func() (res *mcp.CallToolResult, err error) {
+		defer b.called("recall_memory", time.Now(), &res, &err)
+		panic("a bug")
+	}
+	res, err := call()
+	if res != nil || err == nil || !strings.Contains(err.Error(), "recall_memory failed inside memwatch") {
+		t.Errorf("a panicking tool: got %v, %v; want an error naming it", res, err)
+	}
 }

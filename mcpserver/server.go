@@ -483,17 +483,7 @@ func add[In, Out any](b *builder, t *mcp.Tool, layouts []string, schema func(*js
 	t.InputSchema = in
 	name := t.Name
 	mcp.AddTool(b.srv, t, func(ctx context.Context, req *mcp.CallToolRequest, input In) (res *mcp.CallToolResult, out Out, err error) {
-		start := time.Now()
-		defer func() {
-			if p := recover(); p != nil {
-				b.s.log.Error("mcp: tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
-				res, err = nil, fmt.Errorf("%s failed inside memwatch (a bug; the log has the details): %v", name, p)
-			}
-			if err != nil {
-				err = errors.New(clipError(err.Error()))
-			}
-			b.s.log.Debug("mcp: tool call", "tool", name, "took", time.Since(start), "err", err)
-		}()
+		defer b.called(name, time.Now(), &res, &err)
 		tg, err := b.open(req.Params.Arguments, name, layouts)
 		if err != nil {
 			return nil, out, err
@@ -505,6 +495,19 @@ func add[In, Out any](b *builder, t *mcp.Tool, layouts []string, schema func(*js
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
 	})
+}
+
+// called ends a tool call (deferred by its handler): a panic is logged
+// and answered as an error, an error is clipped, the call is logged.
+func (b *builder) called(name string, start time.Time, res **mcp.CallToolResult, err *error) {
+	if p := recover(); p != nil {
+		b.s.log.Error("mcp: tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
+		*res, *err = nil, fmt.Errorf("%s failed inside memwatch (a bug; the log has the details): %v", name, p)
+	}
+	if *err != nil {
+		*err = errors.New(clipError((*err).Error()))
+	}
+	b.s.log.Debug("mcp: tool call", "tool", name, "took", time.Since(start), "err", *err)
 }
 
 // guard keeps one request from taking the server down: a call with no

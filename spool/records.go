@@ -210,7 +210,8 @@ func (s *Spool) Captured(ctx context.Context, root confine.ID, fn func(HeldLine)
 }
 
 // CapturedLine is a message of a log as the spool holds it: its sequence
-// number and where it was captured.
+// number and where it was captured; Data is nil for a line longer than
+// CapturedSince's maxLine.
 type CapturedLine struct {
 	Seq, Gen, Line int64
 	Data           []byte
@@ -220,9 +221,10 @@ type CapturedLine struct {
 // captured after sequence number after, in the order they were captured,
 // at most limit of them, while fn returns nil: what a central node copies
 // of a host's replicated spool since it last did. Pruned lines are left
-// out.
-func (s *Spool) CapturedSince(ctx context.Context, log, after int64, limit int, fn func(CapturedLine) error) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, gen, line, data FROM lines WHERE log=? AND seq>? AND msg=1 AND data IS NOT NULL ORDER BY seq LIMIT ?`, log, after, limit)
+// out; a line longer than maxLine comes without its data, which is never
+// read (a host's state is the host's to write).
+func (s *Spool) CapturedSince(ctx context.Context, log, after int64, limit, maxLine int, fn func(CapturedLine) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, gen, line, CASE WHEN length(data)<=? THEN data END FROM lines WHERE log=? AND seq>? AND msg=1 AND data IS NOT NULL ORDER BY seq LIMIT ?`, maxLine, log, after, limit)
 	if err != nil {
 		return fmt.Errorf("read captured lines: %w", err)
 	}

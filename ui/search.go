@@ -164,7 +164,7 @@ func (s *Server) show(r *http.Request) (view, error) {
 	q := r.URL.Query()
 	d := showData{Root: q.Get("root"), Cite: q.Get("cite")}
 	if d.Root == "" {
-		if host, _, ok := mirror.SplitHostPath(citedPath(d.Cite)); ok {
+		if host, _, ok := mirror.SplitHostPath(mirror.CitedPath(d.Cite)); ok {
 			return s.showHost(r, d, host)
 		}
 	}
@@ -283,20 +283,12 @@ func (s *Server) archive(r *http.Request) (view, error) {
 	return view{Template: "archive", Title: d.Path, Data: d}, nil
 }
 
-// citedPath is a citation without its lines (HOST:/p@3#L5: HOST:/p).
-func citedPath(cite string) string {
-	if c, err := spool.ParseCitation(cite); err == nil {
-		return c.Path
-	}
-	return cite
-}
-
 // showHost shows the lines a citation of a host's file names (HOST:/p#L5,
 // as search cites them on a central node), from what the host replicated.
 func (s *Server) showHost(r *http.Request, d showData, host string) (view, error) {
 	ctx := r.Context()
 	c := daemon.CallerOf(ctx)
-	_, path, _ := mirror.SplitHostPath(citedPath(d.Cite))
+	_, path, _ := mirror.SplitHostPath(mirror.CitedPath(d.Cite))
 	if s.cfg.Policy().Fleet == nil || !c.ReachesHostRoot(host, mirror.HostOwner(ctx, s.cfg.StateDir, host, path)) {
 		return view{}, httpError{http.StatusForbidden, fmt.Errorf("%s does not reach %s on host %s", c.Name, path, host)}
 	}

@@ -94,6 +94,15 @@ func Show(ctx context.Context, stateDir, cite string) (lines []spool.Shown, host
 	return nil, host, true, fmt.Errorf("show %s: host %s has no log or memory file %s in what it replicated (%s): %w", cite, host, c.Path, dir, spool.ErrUnknownLog)
 }
 
+// CitedPath is a citation without its lines (HOST:/p@3#L5: HOST:/p), or
+// the text as it is when it is no citation.
+func CitedPath(cite string) string {
+	if c, err := spool.ParseCitation(cite); err == nil {
+		return c.Path
+	}
+	return cite
+}
+
 // SplitHostPath splits HOST:/path (as recall cites a host's file) into the
 // host and the path; ok is false for anything else (a path of this host).
 func SplitHostPath(s string) (host, path string, ok bool) {

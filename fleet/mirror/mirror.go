@@ -63,6 +63,10 @@ const (
 	maxGap = 1 << 24
 	// maxRel bounds a name a host gives a file.
 	maxRel = 1024
+	// maxLine bounds a line copied (a host cuts its lines at its stores'
+	// max_line, 1 MiB unless set higher); maxFile a memory file.
+	maxLine = 16 << 20
+	maxFile = confine.DefaultMaxFileSize
 )
 
 // manifest is what a copy holds, saved in manifest.json after each update.
@@ -228,16 +232,11 @@ func (c *Copy) updateLogs(ctx context.Context, st *Stats) error {
 	if err != nil {
 		return err
 	}
-	for _, key := range keys {
-		id, ok := confine.ParseKey(key)
-		if !ok || !filepath.IsAbs(id.Path) {
-			continue
-		}
+	return c.eachRoot(keys, func(rc *rootCopy, id confine.ID) error {
 		logs, err := sp.Logs(ctx, id)
 		if err != nil {
 			return err
 		}
-		rc := c.rootOf(key, id)
 		seen := map[int64]bool{}
 		for _, lg := range logs {
 			seen[lg.ID] = true
@@ -268,8 +267,8 @@ func (c *Copy) updateLogs(ctx context.Context, st *Stats) error {
 				c.resetLog(rc, id) // the host dropped it
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // appendLog appends a log's messages after lc.Seq to its copy.
@@ -290,9 +289,13 @@ func (c *Copy) appendLog(ctx context.Context, sp *spool.Spool, rc *rootCopy, id 
 	}
 	for ctx.Err() == nil && werr == nil {
 		n := 0
-		err := sp.CapturedSince(ctx, id, lc.Seq, batch, func(l spool.CapturedLine) error {
+		err := sp.CapturedSince(ctx, id, lc.Seq, batch, maxLine, func(l spool.CapturedLine) error {
 			n++
 			lc.Seq = l.Seq
+			if l.Data == nil {
+				st.Skipped++ // longer than any line a host keeps
+				return nil
+			}
 			var g *genCopy
 			if k := len(lc.Gens); k > 0 {
 				g = &lc.Gens[k-1]
@@ -384,16 +387,11 @@ func (c *Copy) updateFiles(ctx context.Context, st *Stats) error {
 	if err != nil {
 		return err
 	}
-	for _, key := range keys {
-		id, ok := confine.ParseKey(key)
-		if !ok || !filepath.IsAbs(id.Path) {
-			continue
-		}
+	return c.eachRoot(keys, func(rc *rootCopy, id confine.ID) error {
 		rels, err := vs.Files(ctx, id)
 		if err != nil {
 			return err
 		}
-		rc := c.rootOf(key, id)
 		keep := map[string]bool{}
 		for _, rel := range rels {
 			if !localRel(rel) {
@@ -408,6 +406,10 @@ func (c *Copy) updateFiles(ctx context.Context, st *Stats) error {
 			}
 			keep[rel] = true
 			last := list[len(list)-1]
+			if last.Size > maxFile {
+				st.Skipped++ // never read
+				continue
+			}
 			if fc := rc.Files[rel]; fc != nil && fc.N == last.N {
 				continue
 			}
@@ -432,8 +434,8 @@ func (c *Copy) updateFiles(ctx context.Context, st *Stats) error {
 				st.Files++
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // writeFile replaces a file of the copy whole.
@@ -448,6 +450,21 @@ func (c *Copy) writeFile(rel string, data []byte) error {
 	if err := c.out.Rename(tmp, rel); err != nil {
 		c.out.Remove(tmp)
 		return err
+	}
+	return nil
+}
+
+// eachRoot calls fn with the copy of each root a host's database names
+// (by key), made if new; a key that names no absolute path is left out.
+func (c *Copy) eachRoot(keys []string, fn func(rc *rootCopy, id confine.ID) error) error {
+	for _, key := range keys {
+		id, ok := confine.ParseKey(key)
+		if !ok || !filepath.IsAbs(id.Path) {
+			continue
+		}
+		if err := fn(c.rootOf(key, id), id); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -274,7 +274,8 @@ func FuzzCitations(f *testing.F) {
 // TestHostileHostStaysInItsCopy: a host's replicated state is the host's
 // to write, and a compromised host can write anything there. Names that
 // leave the copy, and a line number far past the last, are not copied:
-// nothing is written outside the copy, and the copy stays small.
+// nothing is written outside the copy, and the copy stays small; a line
+// of 20 MB is never read.
 func TestHostileHostStaysInItsCopy(t *testing.T) {
 	h := newHost(t)
 	h.write(t, "sessions/a.jsonl", msg("user", "an honest line about figs"), false)
@@ -286,6 +287,7 @@ func TestHostileHostStaysInItsCopy(t *testing.T) {
 	for _, db := range []struct{ file, q string }{
 		{spool.FileName, `UPDATE logs SET path='../../../escaped.jsonl' WHERE path='sessions/b.jsonl'`},
 		{spool.FileName, `UPDATE lines SET line=line+1000000000 WHERE log=(SELECT id FROM logs WHERE path='sessions/c.jsonl')`},
+		{spool.FileName, `INSERT INTO lines (log, seq, gen, line, hash, msg, size, time, data) SELECT log, seq+1, gen, line+1, 0, 1, 1, 0, zeroblob(20000000) FROM lines WHERE log=(SELECT id FROM logs WHERE path='sessions/a.jsonl')`},
 		{versions.FileName, `UPDATE files SET path='../../escaped.md'`},
 	} {
 		sdb, err := sql.Open("sqlite", filepath.Join(h.state, db.file))
@@ -303,8 +305,8 @@ func TestHostileHostStaysInItsCopy(t *testing.T) {
 	}
 	defer c.Close()
 	st := update(t, c)
-	if st.Lines != 1 || st.Skipped != 2 {
-		t.Errorf("copied %d lines, skipped %d; want the honest line, two skipped", st.Lines, st.Skipped)
+	if st.Lines != 1 || st.Skipped != 3 {
+		t.Errorf("copied %d lines, skipped %d; want the honest line, three skipped", st.Lines, st.Skipped)
 	}
 	var outside []string
 	filepath.Walk(filepath.Dir(h.state), func(p string, fi os.FileInfo, err error) error {
