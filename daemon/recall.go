@@ -173,12 +173,12 @@ func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 	defer root.Close()
 	lines, err := d.spool.Show(r.Context(), root, c)
 	if errors.Is(err, spool.ErrUnknownLog) {
-		if file, ok := spool.ShowFile(root, c); ok {
-			lines, err = file, nil
+		if file, ok, ferr := spool.ShowFile(r.Context(), root, c); ok {
+			lines, err = file, ferr
 		}
 	}
 	switch {
-	case errors.Is(err, spool.ErrUnknownLog):
+	case errors.Is(err, spool.ErrUnknownLog), errors.Is(err, spool.ErrNoSuchLine):
 		writeErr(w, http.StatusNotFound, err)
 	case err != nil:
 		writeErr(w, http.StatusUnprocessableEntity, err)

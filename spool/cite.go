@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -72,34 +73,93 @@ type Citation struct {
 	From, To int64
 }
 
+// A citation's numbers come from clients (the socket, MCP, a URL): they are
+// bounded before they drive any work.
+const (
+	// MaxCitedLine is the largest line or generation number a citation may
+	// name. No log has more lines (each is at least a byte: 2^40 lines is a
+	// terabyte), and numbers this size still add and subtract (the lines
+	// shown around a citation) without overflowing.
+	MaxCitedLine = 1 << 40
+	// MaxCitedLines bounds the lines one citation names.
+	MaxCitedLines = 100_000
+	// MaxShowBytes bounds the text of the lines one Show returns; the lines
+	// past it are returned without their text (Source "omitted").
+	MaxShowBytes = 16 << 20
+)
+
+// ErrNoSuchLine means a citation names lines past the end of its file (or
+// of its generation in the spool).
+var ErrNoSuchLine = errors.New("no such line")
+
 var citeRE = regexp.MustCompile(`^(.+?)(?:@(\d+))?#L(\d+)(?:-L?(\d+))?$`)
 
-// ParseCitation reads "path#L10", "path#L10-20" or "path@3#L10-20".
+// ParseCitation reads "path#L10", "path#L10-20" or "path@3#L10-20". Every
+// number is checked: one that does not fit, or is past MaxCitedLine, is an
+// error, as is a range of more than MaxCitedLines lines.
 func ParseCitation(s string) (Citation, error) {
 	m := citeRE.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
-		return Citation{}, fmt.Errorf("citation %q: want PATH#Lx, PATH#Lx-y or PATH@GEN#Lx-y", s)
+		return Citation{}, fmt.Errorf("citation %q: want PATH#Lx, PATH#Lx-y or PATH@GEN#Lx-y", clip(s))
+	}
+	num := func(what, v string) (int64, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n > MaxCitedLine {
+			return 0, fmt.Errorf("citation %q: %s %s is too large (at most %d)", clip(s), what, clip(v), int64(MaxCitedLine))
+		}
+		if n < 1 {
+			return 0, fmt.Errorf("citation %q: %s %s: they start at 1", clip(s), what, v)
+		}
+		return n, nil
 	}
 	c := Citation{Path: m[1], Gen: 1}
+	var err error
 	if m[2] != "" {
-		c.Gen, _ = strconv.ParseInt(m[2], 10, 64)
+		if c.Gen, err = num("generation", m[2]); err != nil {
+			return Citation{}, err
+		}
 	}
-	c.From, _ = strconv.ParseInt(m[3], 10, 64)
+	if c.From, err = num("line", m[3]); err != nil {
+		return Citation{}, err
+	}
 	c.To = c.From
 	if m[4] != "" {
-		c.To, _ = strconv.ParseInt(m[4], 10, 64)
+		if c.To, err = num("line", m[4]); err != nil {
+			return Citation{}, err
+		}
 	}
-	if c.Gen < 1 || c.From < 1 || c.To < c.From || c.To-c.From > 100000 {
-		return Citation{}, fmt.Errorf("citation %q: bad generation or line range", s)
+	if c.To < c.From {
+		return Citation{}, fmt.Errorf("citation %q: the range ends (L%d) before it starts (L%d)", clip(s), c.To, c.From)
+	}
+	if c.To-c.From >= MaxCitedLines {
+		return Citation{}, fmt.Errorf("citation %q: %d lines; a citation names at most %d", clip(s), c.To-c.From+1, MaxCitedLines)
 	}
 	return c, nil
+}
+
+// clip bounds the client's text an error repeats.
+func clip(s string) string {
+	const max = 200
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
+}
+
+// Widen returns the citation with n more lines on each side (the context
+// a page shows around it), within the bounds ParseCitation keeps.
+func (c Citation) Widen(n int64) Citation {
+	n = min(max(n, 0), (MaxCitedLines-1-(c.To-c.From))/2)
+	c.From = max(1, c.From-n)
+	c.To = min(c.To+n, MaxCitedLine)
+	return c
 }
 
 // Shown is one line of a citation: from the live file or the spool.
 type Shown struct {
 	Line   int64
 	Data   []byte
-	Source string // "live", "spool", "pruned" or "missing"
+	Source string // "live", "spool", "pruned", "missing", "version" or "omitted" (past MaxShowBytes)
 }
 
 // ErrUnknownLog means the spool never captured the cited log.
@@ -108,7 +168,9 @@ var ErrUnknownLog = errors.New("the spool has no such log")
 // Show returns the lines a citation names. While the cited generation is
 // the live one and the live file still holds those lines unchanged, they
 // come from the file; otherwise from the spool (which says when a line's
-// text was pruned).
+// text was pruned). Lines past the generation's end are not returned; a
+// citation that starts past it is ErrNoSuchLine. The answer is bounded
+// (MaxCitedLines lines, MaxShowBytes of text) and stops when ctx ends.
 func (s *Spool) Show(ctx context.Context, root *confine.Root, c Citation) ([]Shown, error) {
 	st, found, err := s.Find(ctx, root.ID(), c.Path)
 	if err != nil {
@@ -118,8 +180,22 @@ func (s *Spool) Show(ctx context.Context, root *confine.Root, c Citation) ([]Sho
 		return nil, fmt.Errorf("%s in %s: %w", c.Path, root.Path(), ErrUnknownLog)
 	}
 	if c.Gen > st.Gen {
-		return nil, fmt.Errorf("%s has no generation %d yet (the live one is %d)", c.Path, c.Gen, st.Gen)
+		return nil, fmt.Errorf("%s has no generation %d yet (the live one is %d): %w", c.Path, c.Gen, st.Gen, ErrNoSuchLine)
 	}
+	var last int64
+	if err := s.db.QueryRowContext(ctx, `SELECT MAX(COALESCE((SELECT MAX(line) FROM lines WHERE log=? AND gen=?), 0),
+		COALESCE((SELECT MAX(line) FROM carried WHERE log=? AND gen=?), 0))`, st.ID, c.Gen, st.ID, c.Gen).Scan(&last); err != nil {
+		return nil, fmt.Errorf("read spool: %w", err)
+	}
+	var live map[int64][]byte
+	if c.Gen == st.Gen && !st.Missing {
+		// Lines the agent wrote a moment ago may not be captured yet.
+		live, last = liveLines(ctx, root, c.Path, c.From, c.To, last, false)
+	}
+	if c.From > last {
+		return nil, fmt.Errorf("%s: L%d is past the end (%s): %w", c.Path, c.From, linesOf(last, c.Gen, st.Gen), ErrNoSuchLine)
+	}
+	c.To = min(c.To, last)
 	want := map[int64]Line{}
 	rows, err := s.db.QueryContext(ctx, `SELECT line, seq, hash, size, data FROM lines WHERE log=? AND gen=? AND line BETWEEN ? AND ?
 		UNION ALL SELECT c.line, c.seq, l.hash, l.size, l.data FROM carried c JOIN lines l ON l.log=c.log AND l.seq=c.seq WHERE c.log=? AND c.gen=? AND c.line BETWEEN ? AND ?`,
@@ -127,6 +203,7 @@ func (s *Spool) Show(ctx context.Context, root *confine.Root, c Citation) ([]Sho
 	if err != nil {
 		return nil, fmt.Errorf("read spool: %w", err)
 	}
+	budget := int64(MaxShowBytes)
 	for rows.Next() {
 		var l Line
 		var h int64
@@ -135,21 +212,32 @@ func (s *Spool) Show(ctx context.Context, root *confine.Root, c Citation) ([]Sho
 			return nil, err
 		}
 		l.Hash = uint64(h)
+		if live[l.Line] == nil {
+			// Only the text that will be shown is held.
+			if budget -= int64(len(l.Data)); budget < 0 {
+				l.Data = nil
+				l.Size = -1
+			}
+		}
 		want[l.Line] = l
 	}
 	rows.Close()
-	var live map[int64][]byte
-	if c.Gen == st.Gen && !st.Missing {
-		live = liveLines(root, c.Path, c.From, c.To)
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read spool: %w", err)
 	}
 	out := make([]Shown, 0, c.To-c.From+1)
 	for n := c.From; n <= c.To; n++ {
+		if n&1023 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		l, ok := want[n]
 		switch {
 		case !ok:
 			out = append(out, Shown{Line: n, Source: "missing"})
 		case live[n] != nil && xxhash.Sum64(live[n]) == l.Hash:
 			out = append(out, Shown{Line: n, Data: live[n], Source: "live"})
+		case l.Size < 0:
+			out = append(out, Shown{Line: n, Source: "omitted"})
 		case l.Data == nil:
 			out = append(out, Shown{Line: n, Source: "pruned"})
 		default:
@@ -159,53 +247,96 @@ func (s *Spool) Show(ctx context.Context, root *confine.Root, c Citation) ([]Sho
 	return out, nil
 }
 
-// liveLines reads lines from..to of a live file (nil when it cannot).
+// linesOf says how long a generation is, for ErrNoSuchLine.
+func linesOf(last, gen, liveGen int64) string {
+	what := "the file has"
+	if gen != liveGen {
+		what = fmt.Sprintf("generation %d had", gen)
+	}
+	return fmt.Sprintf("%s %d line(s)", what, last)
+}
+
 // ShowFile returns the lines c names of a file the spool does not keep (a
 // note: HISTORY.md, MEMORY.md, as recall cites them) as it is now; ok is
-// false when root has no such regular file.
-func ShowFile(root *confine.Root, c Citation) ([]Shown, bool) {
+// false when root has no such regular file. A citation that starts past
+// the file's end is ErrNoSuchLine; lines past it are not returned.
+func ShowFile(ctx context.Context, root *confine.Root, c Citation) ([]Shown, bool, error) {
 	if c.Gen != 1 {
-		return nil, false
+		return nil, false, nil
 	}
 	f, fi, err := root.OpenRead(c.Path)
 	if err != nil {
-		return nil, false
+		return nil, false, nil
 	}
 	f.Close()
 	if !fi.Mode().IsRegular() {
-		return nil, false
+		return nil, false, nil
 	}
-	live := liveLines(root, c.Path, c.From, c.To)
-	out := make([]Shown, 0, c.To-c.From+1)
-	for n := c.From; n <= c.To; n++ {
-		if l, ok := live[n]; ok {
+	live, last := liveLines(ctx, root, c.Path, c.From, c.To, 0, true)
+	if err := ctx.Err(); err != nil {
+		return nil, true, err
+	}
+	if c.From > last {
+		return nil, true, fmt.Errorf("%s: L%d is past the end (the file has %d line(s)): %w", c.Path, c.From, last, ErrNoSuchLine)
+	}
+	return ShownOf(live, c.From, min(c.To, last)), true, nil
+}
+
+// ShownOf lists lines from..to of lines (a map from a file read by line
+// number), "missing" where it has none.
+func ShownOf(lines map[int64][]byte, from, to int64) []Shown {
+	out := make([]Shown, 0, max(0, min(to-from+1, MaxCitedLines)))
+	for n := from; n <= to && len(out) < MaxCitedLines; n++ {
+		if l, ok := lines[n]; ok {
 			out = append(out, Shown{Line: n, Data: l, Source: "live"})
 		} else {
 			out = append(out, Shown{Line: n, Source: "missing"})
 		}
 	}
-	return out, true
+	return out
 }
 
-func liveLines(root *confine.Root, rel string, from, to int64) map[int64][]byte {
+// liveLines reads lines from..to of a live file (nil when it cannot) and
+// returns them with the file's last line number, or last when the file
+// has fewer. Reading stops past to, at MaxShowBytes of text, and when ctx
+// ends; a line cut at DefaultMaxLine is left out (the spool has it whole).
+// A last line without its newline counts when partial is set (a note
+// ends so; a log's is still being written).
+func liveLines(ctx context.Context, root *confine.Root, rel string, from, to, last int64, partial bool) (map[int64][]byte, int64) {
 	f, _, err := root.OpenRead(rel)
 	if err != nil {
-		return nil
+		return nil, last
 	}
 	defer f.Close()
 	out := map[int64][]byte{}
 	var n int64
-	scanLines(f, 0, DefaultMaxLine, func(data []byte, size int64, hash uint64, off int64) error {
-		n++
-		if n > to {
-			return errStop
-		}
-		if n >= from && int64(len(data)) == size {
+	budget := int64(MaxShowBytes)
+	keep := func(data []byte, whole bool) {
+		if n >= from && whole && budget >= int64(len(data)) {
+			budget -= int64(len(data))
 			out[n] = append([]byte(nil), data...)
 		}
+	}
+	end, err := scanLines(f, 0, DefaultMaxLine, func(data []byte, size int64, hash uint64, off int64) error {
+		n++
+		if n&1023 == 0 && ctx.Err() != nil {
+			return errStop
+		}
+		if n > to {
+			return errStop // the file goes on: its end is past the range
+		}
+		keep(data, int64(len(data)) == size)
 		return nil
 	})
-	return out
+	if err == nil && partial {
+		rest := make([]byte, DefaultMaxLine+1)
+		k, _ := io.ReadFull(io.NewSectionReader(f, end, int64(len(rest))), rest)
+		if k > 0 {
+			n++
+			keep(rest[:k], k <= DefaultMaxLine)
+		}
+	}
+	return out, max(n, last)
 }
 
 var errStop = errors.New("stop")

@@ -338,18 +338,6 @@ func TestHugeLineAndPrune(t *testing.T) {
 	}
 }
 
-func FuzzParseCitation(f *testing.F) {
-	for _, s := range []string{"s.jsonl#L1-4", "a/b.jsonl@3#L10", "x#L0", "#L1", "s@#L1-2", "s@2#L5-L7"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		c, err := ParseCitation(s)
-		if err == nil && (c.From < 1 || c.To < c.From || c.Gen < 1 || c.Path == "") {
-			t.Errorf("ParseCitation(%q) = %+v", s, c)
-		}
-	})
-}
-
 // FuzzCapture feeds arbitrary bytes as a log, then a rewrite of it, and
 // checks that every complete line is accounted for once per version seen.
 func FuzzCapture(f *testing.F) {

@@ -188,12 +188,14 @@ func (s *Server) show(r *http.Request) (view, error) {
 			}
 		}
 	}
-	wide := c
-	wide.From, wide.To = max(1, c.From-showContext), c.To+showContext
+	wide := c.Widen(showContext)
 	for _, p := range paths {
 		wide.Path = p
 		if s.cfg.Spool != nil {
 			lines, err := s.cfg.Spool.Show(ctx, root, wide)
+			if err == nil && (len(lines) == 0 || lines[len(lines)-1].Line < c.From) {
+				err = fmt.Errorf("%s: L%d is past the end: %w", c.Path, c.From, spool.ErrNoSuchLine)
+			}
 			if err == nil {
 				d.Path, d.From = p, "the live file"
 				for _, l := range lines {
@@ -206,6 +208,8 @@ func (s *Server) show(r *http.Request) (view, error) {
 						d.From = "the spool (the agent has rewritten the file since)"
 					case "pruned":
 						sl.Note = "pruned from the spool by retention"
+					case "omitted":
+						sl.Note = "not shown: the page holds at most 16 MiB of lines"
 					case "missing":
 						sl.Note = "no such line in that version of the file"
 					}
@@ -213,21 +217,27 @@ func (s *Server) show(r *http.Request) (view, error) {
 				}
 				return view{Template: "show", Title: d.Cite, Data: d}, nil
 			}
+			if errors.Is(err, spool.ErrNoSuchLine) {
+				return view{}, notFound("%v", err)
+			}
 			if !errors.Is(err, spool.ErrUnknownLog) {
 				return view{}, err
 			}
 		}
 		// A note (never captured into the spool): the live file.
-		b, err := root.ReadFile(p)
-		if err != nil {
+		lines, ok, err := spool.ShowFile(ctx, root, wide)
+		if !ok {
 			continue
 		}
+		if err != nil {
+			return view{}, notFound("%v", err)
+		}
+		if len(lines) == 0 || c.From > lines[len(lines)-1].Line {
+			return view{}, notFound("%s: L%d is past the end of the file", c.Path, c.From)
+		}
 		d.Path, d.From = p, "the live file"
-		for i, l := range splitLines(b) {
-			n := int64(i + 1)
-			if n >= wide.From && n <= wide.To {
-				d.Lines = append(d.Lines, shownLine{N: n, Cited: n >= c.From && n <= c.To, Text: lineText(l, isJSONL(p))})
-			}
+		for _, l := range lines {
+			d.Lines = append(d.Lines, shownLine{N: l.Line, Cited: l.Line >= c.From && l.Line <= c.To, Text: lineText(l.Data, isJSONL(p))})
 		}
 		return view{Template: "show", Title: d.Cite, Data: d}, nil
 	}
@@ -296,8 +306,7 @@ func (s *Server) showHost(r *http.Request, d showData, host string) (view, error
 	if err != nil {
 		return view{}, badRequest("%v", err)
 	}
-	wide := cite
-	wide.From, wide.To = max(1, cite.From-showContext), cite.To+showContext
+	wide := cite.Widen(showContext)
 	wideCite := fmt.Sprintf("%s@%d#L%d-%d", cite.Path, cite.Gen, wide.From, wide.To)
 	lines, _, _, err := mirror.Show(ctx, s.cfg.StateDir, wideCite)
 	if err != nil {

@@ -176,8 +176,8 @@ func showIn(ctx context.Context, p *policy.Policy, stateDir, dir string, c spool
 	}
 	defer sp.Close()
 	if file {
-		if lines, ok := spool.ShowFile(root, c); ok {
-			return lines, nil
+		if lines, ok, err := spool.ShowFile(ctx, root, c); ok {
+			return lines, err
 		}
 		return nil, fmt.Errorf("%s in %s: %w", c.Path, dir, spool.ErrUnknownLog)
 	}

@@ -3,6 +3,7 @@ package mirror
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,8 +59,12 @@ func Show(ctx context.Context, stateDir, cite string) (lines []spool.Shown, host
 			if id, rel, ok := under(k); ok {
 				cc := c
 				cc.Path = rel
-				if lines, err := sp.Show(ctx, confine.Detached(id), cc); err == nil {
+				lines, err := sp.Show(ctx, confine.Detached(id), cc)
+				if err == nil {
 					return lines, host, true, nil
+				}
+				if errors.Is(err, spool.ErrNoSuchLine) || ctx.Err() != nil {
+					return nil, host, true, fmt.Errorf("show %s: %w", cite, err)
 				}
 			}
 		}
@@ -80,13 +85,12 @@ func Show(ctx context.Context, stateDir, cite string) (lines []spool.Shown, host
 			if err != nil {
 				continue
 			}
-			all := bytes.Split(data, []byte{'\n'})
-			for n := c.From; n <= c.To; n++ {
-				if n <= int64(len(all)) {
-					lines = append(lines, spool.Shown{Line: n, Data: all[n-1], Source: "version"})
-				} else {
-					lines = append(lines, spool.Shown{Line: n, Source: "missing"})
-				}
+			all := bytes.Split(bytes.TrimSuffix(data, []byte{'\n'}), []byte{'\n'})
+			if c.From > int64(len(all)) {
+				return nil, host, true, fmt.Errorf("show %s: L%d is past the end (the file has %d line(s)): %w", cite, c.From, len(all), spool.ErrNoSuchLine)
+			}
+			for n := c.From; n <= min(c.To, int64(len(all))); n++ {
+				lines = append(lines, spool.Shown{Line: n, Data: all[n-1], Source: "version"})
 			}
 			return lines, host, true, nil
 		}
