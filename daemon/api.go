@@ -384,14 +384,30 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// maxJournalLimit bounds the records one journal request returns.
+const maxJournalLimit = 100_000
+
+// clip bounds the client's text an error repeats.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
 func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 	if !d.needRight(w, r, policy.RightRead) {
 		return
 	}
 	q := r.URL.Query()
-	limit, _ := strconv.Atoi(q.Get("limit"))
-	if limit <= 0 {
-		limit = 50
+	limit := 50
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxJournalLimit {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("limit must be a number from 1 to %d, not %q", maxJournalLimit, clip(s)))
+			return
+		}
+		limit = n
 	}
 	f := state.Filter{Store: q.Get("store"), Root: q.Get("root"), Target: q.Get("target"), Rule: q.Get("rule"), Outcome: q.Get("outcome"), Limit: limit}
 	caller := CallerOf(r.Context())

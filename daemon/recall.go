@@ -46,7 +46,7 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 	opts := recall.Options{Limit: recall.DefaultLimit, Explain: q.Get("explain") == "1", Sort: q.Get("sort")}
 	if s := q.Get("limit"); s != "" {
 		if opts.Limit, err = strconv.Atoi(s); err != nil || opts.Limit < 1 || opts.Limit > 100_000 {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("limit must be a number from 1 to 100000, not %q", s))
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("limit must be a number from 1 to 100000, not %q", clip(s)))
 			return
 		}
 	}

@@ -316,8 +316,8 @@ func (b *builder) addTools() {
 			if err != nil {
 				return "", nil, err
 			}
-			if in.Limit < 1 {
-				return "", nil, fmt.Errorf("limit must be at least 1, not %d", in.Limit)
+			if in.Limit < 1 || in.Limit > 1000 {
+				return "", nil, fmt.Errorf("limit must be between 1 and 1000, not %d", in.Limit)
 			}
 			return apprecords.Context(in.App, rs, in.Limit), nil, nil
 		})
@@ -326,8 +326,8 @@ func (b *builder) addTools() {
 	if cfg.Rewriter != nil {
 		add(b, &mcp.Tool{Name: "memory_changes", Description: "What memwatch changed in this memory and why, newest first: each journal record's id, time, rule, file, outcome, sizes, archive of the old content and reason."},
 			nil, setDefault("limit", 20), func(ctx context.Context, t *target, in changesInput) (string, any, error) {
-				if in.Limit < 1 {
-					return "", nil, fmt.Errorf("limit must be at least 1, not %d", in.Limit)
+				if in.Limit < 1 || in.Limit > 1000 {
+					return "", nil, fmt.Errorf("limit must be between 1 and 1000, not %d", in.Limit)
 				}
 				recs, err := cfg.Rewriter.DB.Journal(ctx, state.Filter{Root: t.path, Limit: in.Limit})
 				if err != nil {

@@ -280,11 +280,14 @@ func (s *Server) archivesOffline(ctx context.Context, store *policy.Store, roots
 		}
 		root.Close()
 	}
-	kept, err := s.cfg.DB.Journal(ctx, state.Filter{Store: store.Name, Rule: rewrite.RuleKept})
+	kept, err := s.cfg.DB.Journal(ctx, state.Filter{Store: store.Name, Rule: rewrite.RuleKept, Limit: maxKeptListed})
 	if err == nil {
 		row.Kept = len(kept)
 	}
 }
+
+// maxKeptListed bounds the kept copies a store's row counts.
+const maxKeptListed = 10_000
 
 // rootState says what memwatch is doing with a root: running or queued
 // (the daemon's queue), else what its last record says (deferred because
@@ -427,7 +430,7 @@ func (s *Server) storePage(r *http.Request) (view, error) {
 		return view{}, httpError{http.StatusForbidden, fmt.Errorf("%s reaches no root of store %s", rc.caller.Name, name)}
 	}
 	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
-	page = max(page, 1)
+	page = min(max(page, 1), max(1, (len(roots)+rootsPerPage-1)/rootsPerPage))
 	row, err := s.storeRow(ctx, store, roots, storesOf(st), st, (page-1)*rootsPerPage, rootsPerPage)
 	if err != nil {
 		return view{}, err
