@@ -241,3 +241,13 @@ func latestByID(msgs []Message) []Message {
 func prompt(m Message) bool {
 	return m.Role == "user" && !strings.HasPrefix(m.Text, "[tool result]")
 }
+
+// LogFile is the file a log of the spool comes from: the log itself, or
+// the database a conversation of a transcript database is a row of.
+func LogFile(rel string) string {
+	if spool.IsRecordLog(rel) {
+		db, _, _ := strings.Cut(rel, "#")
+		return db
+	}
+	return rel
+}

@@ -294,10 +294,15 @@ func (w *Rewriter) Undo(ctx context.Context, id int64, force bool) (Outcome, err
 		}
 		return Outcome{Status: state.Done, Archive: rec.Archive, Record: rec.ID}, nil
 	}
+	var from []string
+	if plan.Record.Archive != "" {
+		from = []string{plan.Record.Archive} // the archive kept the file's mode
+	}
 	return w.Apply(ctx, Request{
 		Root:        root,
 		Target:      plan.Record.Target,
 		AllowCreate: true,
+		From:        from,
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			if cur := Hash(old); cur != plan.Current && !(old == nil && plan.Current == RemovedSHA) && !force {
 				return nil, ErrConflict

@@ -236,6 +236,14 @@ type Request struct {
 	// Mode is a created file's mode; 0 means the root's FileMode. An
 	// existing target keeps its own.
 	Mode fs.FileMode
+	// From lists the files (root-relative) the new content is made of. A
+	// created file is never more readable than the most private of them:
+	// its group and other bits are those every one of them has (a HISTORY.md
+	// made from a 0600 session log is 0600). A file of From that cannot be
+	// stat'ed (an agent deleted its log) counts as private. With From
+	// empty, a created file is its owner's alone, unless Mode is set (a
+	// restore of a file's recorded mode).
+	From []string
 	// Compute returns the new content from the current one. It may be slow
 	// (an LLM call). It returns ErrUnchanged or a *Rejected to write nothing.
 	Compute func(ctx context.Context, old []byte) ([]byte, error)
@@ -351,6 +359,31 @@ func (w *Rewriter) Apply(ctx context.Context, req Request, rec *state.Record) (O
 		}
 		return out, err
 	}
+}
+
+// CreateMode is the mode of a file memwatch creates in root from the files
+// from (see Request.From): mode (the root's FileMode when 0), without the
+// group and other bits any of them lacks. No from: mode when it was given,
+// else the owner's bits alone.
+func CreateMode(root *confine.Root, mode fs.FileMode, from []string) fs.FileMode {
+	given := mode != 0
+	if !given {
+		mode = root.FileMode()
+	}
+	if len(from) == 0 {
+		if given {
+			return mode
+		}
+		return mode & 0o700
+	}
+	for _, rel := range from {
+		fi, err := root.Stat(rel)
+		if err != nil || !fi.Mode().IsRegular() {
+			return mode & 0o700 // unknown: as private as it gets
+		}
+		mode &= fi.Mode().Perm() | 0o700
+	}
+	return mode
 }
 
 // snapshot is what was read of the target, with the descriptor kept open:
@@ -522,7 +555,10 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 
 	// 2. ARCHIVE the pre-image unless the change only inserts bytes: then
 	// nothing is removed, and undo takes the insertion out again.
-	s := &swapper{w: w, dir: dir, name: name, snap: snap, rec: rec, mode: req.Mode}
+	s := &swapper{w: w, dir: dir, name: name, snap: snap, rec: rec}
+	if !snap.exists {
+		s.mode = CreateMode(req.Root, req.Mode, req.From)
+	}
 	rec.Archive, rec.Data = "", nil
 	if !snap.exists {
 		rec.Data = []byte(createdData) // undo removes the file again

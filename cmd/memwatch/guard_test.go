@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/state"
 )
 
 // The guard suite runs the real daemon as root beside real unprivileged
@@ -135,4 +136,79 @@ stores:
 	if p.cmd.ProcessState != nil || p.cmd.Process.Signal(syscall.Signal(0)) != nil {
 		t.Error("the daemon is gone")
 	}
+}
+
+// TestGuardPrivateOutputs: bob's project is 0755 (as most are), his
+// session log and MEMORY.md 0600. After memwatch consolidates the log and
+// compresses MEMORY.md, alice can read none of the files memwatch made
+// there, and what memwatch rewrote keeps its mode.
+func TestGuardPrivateOutputs(t *testing.T) {
+	t.Parallel() // mostly waits on the daemon: beside the other such tests
+	base, alice, bob := tenants(t)
+	os.Chmod(bob.home, 0o755)
+	proj := filepath.Join(bob.home, "ws", "billing")
+	bob.mkdir(t, filepath.Join(proj, "sessions"))
+	for d := proj; d != bob.home; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	os.Chmod(filepath.Join(proj, "sessions"), 0o755)
+	secret := secretWord("bobsecret")
+	var log strings.Builder
+	for i := range 8 {
+		fmt.Fprintf(&log, `{"role":"user","content":"step %d of the %s deploy","timestamp":"2026-11-20T10:%02d:00Z"}`+"\n", i, secret, i)
+	}
+	var mem strings.Builder
+	mem.WriteString("# Memory\n\n")
+	for i := range 300 {
+		fmt.Fprintf(&mem, "- fact %d about %s and the cluster\n", i, secret)
+	}
+	for _, f := range []struct{ path, text string }{
+		{filepath.Join(proj, "sessions", "s1.jsonl"), log.String()},
+		{filepath.Join(proj, "MEMORY.md"), mem.String()},
+	} {
+		bob.write(t, f.path, f.text)
+		os.Chmod(f.path, 0o600)
+	}
+	stateDir := filepath.Join(base, "state")
+	pol := writePolicy(t, base, fmt.Sprintf(`stores:
+  - name: mh
+    layout: memory-history
+    paths: [%q]
+    settle: 30ms
+    session_idle: 1s
+    memory_max_lines: 100
+    link_pruned: true
+`, filepath.Join(base, "*", "ws", "*")))
+	p := startBin(t, memwatchFast, "--policy", pol, "--state-dir", stateDir)
+	p.waitLog("ready", 10*time.Second)
+	waitJournal(t, stateDir, 60*time.Second, "a consolidation", func(r state.Record) bool { return r.Rule == "consolidate" && r.Outcome == state.Done })
+	waitJournal(t, stateDir, 60*time.Second, "a compression", func(r state.Record) bool { return r.Rule == "compress-memory" && r.Outcome == state.Done && r.Target == "MEMORY.md" })
+	// Let the monthly file and the rest settle.
+	waitUntil(t, 10*time.Second, func() bool {
+		m, _ := filepath.Glob(filepath.Join(proj, "HISTORY-*.md"))
+		return len(m) > 0
+	})
+	var made []string
+	filepath.WalkDir(proj, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && p != filepath.Join(proj, "sessions", "s1.jsonl") && p != filepath.Join(proj, "MEMORY.md") {
+			made = append(made, p)
+		}
+		return nil
+	})
+	if len(made) < 3 {
+		t.Fatalf("memwatch made %d files in bob's project, want HISTORY.md, its month, an archive and the moved facts: %v", len(made), made)
+	}
+	for _, f := range made {
+		fi, _ := os.Stat(f)
+		if out, err := alice.command("head", "-c", "64", f).CombinedOutput(); err == nil {
+			t.Errorf("alice reads %s (%v, made by memwatch from bob's 0600 files): %q", f, fi.Mode(), out)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != bob.uid {
+			t.Errorf("%s is owned by uid %d, not bob's %d", f, st.Uid, bob.uid)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(proj, "MEMORY.md")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("the compressed MEMORY.md is %v, want its own 0600", fi.Mode())
+	}
+	t.Logf("memwatch made %d files, none alice can read: %v", len(made), made)
 }

@@ -106,7 +106,7 @@ func runOld(ctx context.Context, env *layout.Env, root *confine.Root, rel string
 		if !strings.HasPrefix(entry, heading) {
 			entry = heading + "\n" + strings.TrimPrefix(entry, "## ")
 		}
-		if _, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: yearFile, AllowCreate: true,
+		if _, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: yearFile, AllowCreate: true, From: []string{rel},
 			Compute: func(_ context.Context, old []byte) ([]byte, error) {
 				if strings.Contains(string(old), heading+"\n") {
 					return nil, rewrite.ErrUnchanged
@@ -267,7 +267,14 @@ func runIndex(ctx context.Context, env *layout.Env, root *confine.Root, target s
 	if last, ok, _ := env.DB.LastFor(ctx, root.Path(), RuleIndex, target, state.Done); ok {
 		owned = last.AfterSHA
 	}
-	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, OwnedSHA: owned,
+	// INDEX.md is as private as the most private file it lists.
+	var from []string
+	if es, _, err := Index(root, target); err == nil {
+		for _, e := range es {
+			from = append(from, e.Path)
+		}
+	}
+	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, OwnedSHA: owned, From: from,
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			s, err := renderIndex(root, target)
 			rec.Reason = fmt.Sprintf("%s out of date: %d line(s) differ from the entries of facts/ and episodes/", target, differingLines(old, []byte(s)))
@@ -333,7 +340,7 @@ func runSplit(ctx context.Context, env *layout.Env, root *confine.Root, rel stri
 	for _, w := range order {
 		entries := byWeek[w]
 		title := fmt.Sprintf("# %s Week %s Episodes\n", month, strings.TrimSuffix(w[len(w)-6:], ".md"))
-		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: w, AllowCreate: true,
+		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: w, AllowCreate: true, From: []string{rel},
 			Compute: func(_ context.Context, old []byte) ([]byte, error) {
 				next := append([]byte{}, old...)
 				if len(next) == 0 {

@@ -215,7 +215,7 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 		rec.Tokens = 0 // count the tokens once
 		// A pure append: only the file's end is read, however long the
 		// history (rewrite.Request.Append).
-		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true,
+		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, From: []string{layout.LogFile(log.Path)},
 			Append: func(_ context.Context, end []byte) ([]byte, error) {
 				if strings.Contains(string(end), "range:"+id+" ") {
 					return nil, rewrite.ErrUnchanged // written by a release that journaled no key
@@ -233,7 +233,7 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 		limit := int64(OptionsOf(env.Store).MemoryMaxSize)
 		r := env.Record(RuleConsolidate)
 		r.Reason = rec.Reason + ": memory update"
-		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: f.memory(), AllowCreate: true,
+		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: f.memory(), AllowCreate: true, From: []string{layout.LogFile(log.Path)},
 			Archive: f.archiveFor("MEMORY", env.Now()),
 			Compute: func(_ context.Context, old []byte) ([]byte, error) {
 				next := []byte(strings.TrimSpace(memory) + "\n")

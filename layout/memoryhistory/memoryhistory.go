@@ -126,7 +126,7 @@ func reportUnparsed(ctx context.Context, env *layout.Env, root *confine.Root, en
 func runMirror(ctx context.Context, env *layout.Env, root *confine.Root, month string) (jobs.Result, error) {
 	rec := env.Record(RuleMirror)
 	f := filesOf(env.Store)
-	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: month, AllowCreate: true,
+	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: month, AllowCreate: true, From: []string{f.history()},
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			_, entries, err := historyEntries(root, f)
 			if err != nil {
@@ -384,7 +384,7 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 func keepPruned(ctx context.Context, env *layout.Env, root *confine.Root, pruned string, facts []string) error {
 	r := env.Record(RuleCompress)
 	r.Reason = "facts moved out of MEMORY.md"
-	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: pruned, AllowCreate: true,
+	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: pruned, AllowCreate: true, From: []string{filesOf(env.Store).memory()},
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			have := map[string]bool{}
 			for _, l := range factLines(old) {

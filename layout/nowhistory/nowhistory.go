@@ -381,11 +381,8 @@ func runSnapshot(ctx context.Context, env *layout.Env, root *confine.Root, targe
 	if last, ok, _ := env.DB.LastFor(ctx, root.Path(), RuleSnapshot, target, "done"); ok {
 		owned = last.AfterSHA
 	}
-	mode := root.FileMode()
-	if fi, err := root.Stat(MemoryFile); err == nil {
-		mode = fi.Mode().Perm() // the view is as readable as what it shows
-	}
-	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, OwnedSHA: owned, Mode: mode,
+	// The view is as readable as what it shows.
+	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, OwnedSHA: owned, From: []string{MemoryFile},
 		Archive: rotate.Beside(rewrite.DefaultArchiveDir, target, env.Now()),
 		Compute: func(context.Context, []byte) ([]byte, error) {
 			s, err := Snapshot(root, MemoryFile)

@@ -183,7 +183,7 @@ func summarize(ctx context.Context, env *layout.Env, root *confine.Root, log spo
 		}
 		return err
 	}
-	if _, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: name, AllowCreate: true,
+	if _, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: name, AllowCreate: true, From: []string{layout.LogFile(log.Path)},
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			if len(old) > 0 {
 				return nil, rewrite.ErrConflict // someone wrote that name meanwhile
