@@ -373,3 +373,55 @@ func (d *Dir) Replace(a, b string) error {
 	}
 	return nil
 }
+
+// DirNoLink opens an existing directory of the root one name at a time,
+// following no symbolic link on the way (Dir lets os.Root resolve one
+// inside the root): for a file an agent names, which its user may have
+// made a link to anywhere it can reach.
+func (r *Root) DirNoLink(rel string) (*Dir, error) {
+	rel, err := clean(rel)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.Dir(".")
+	if err != nil || rel == "." {
+		return d, err
+	}
+	for _, name := range strings.Split(rel, string(filepath.Separator)) {
+		var fd int
+		err := r.as(func() (err error) {
+			fd, err = unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+			return err
+		})
+		next := filepath.Join(d.rel, name)
+		d.Close()
+		switch {
+		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+			return nil, fmt.Errorf("open directory %s: %w (a symbolic link or not a directory)", next, ErrNotRegular)
+		case err != nil:
+			return nil, wrap("open directory", next, &fs.PathError{Op: "open", Path: next, Err: err})
+		}
+		d = &Dir{root: r, rel: next, f: os.NewFile(uintptr(fd), r.Join(next)), fd: fd}
+	}
+	return d, nil
+}
+
+// ReadAgentFile reads the file rel under dir that an agent keeps outside
+// any store (Crush's projects.json, which init reads), as dir's owner:
+// reached without a symbolic link, opened without blocking on a FIFO or
+// device, refused unless a regular file the owner may read, and at most
+// limit bytes (ErrTooLarge past it).
+func ReadAgentFile(dir, rel string, limit int64) ([]byte, error) {
+	root, err := Open(dir, Options{MaxFileSize: limit})
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	d, err := root.DirNoLink(filepath.Dir(rel))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	b, _, err := d.ReadFile(filepath.Base(rel))
+	return b, err
+}

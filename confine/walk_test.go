@@ -5,7 +5,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestOpenRefusesASymlinkedParent: a root whose parent (below the glob's
@@ -178,5 +180,41 @@ func TestTrustedPrefix(t *testing.T) {
 	}
 	if b, rest, _ := trustedPrefix(filepath.Join(sticky, "theirs")); b != sticky || len(rest) != 1 {
 		t.Errorf("another user's directory in a sticky one: %q %q", b, rest)
+	}
+}
+
+// An agent's own file is read by type: a regular file, reached without a
+// link, never a FIFO or a device, up to a bound.
+func TestReadAgentFile(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "a", "b"), 0o755)
+	os.WriteFile(filepath.Join(dir, "a", "b", "ok.json"), []byte(`{}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "a", "b", "big.json"), make([]byte, 2048), 0o644)
+	syscall.Mkfifo(filepath.Join(dir, "a", "b", "fifo.json"), 0o644)
+	os.Symlink("/dev/zero", filepath.Join(dir, "a", "b", "zero.json"))
+	os.Symlink("ok.json", filepath.Join(dir, "a", "b", "inside.json"))
+	os.Symlink("a", filepath.Join(dir, "link"))
+	for _, tc := range []struct {
+		rel string
+		ok  bool
+	}{
+		{"a/b/ok.json", true},
+		{"a/b/big.json", false},
+		{"a/b/fifo.json", false},
+		{"a/b/zero.json", false},
+		{"a/b/inside.json", false},
+		{"link/b/ok.json", false},
+		{"a/b/none.json", false},
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := ReadAgentFile(dir, tc.rel, 1024); done <- err }()
+		select {
+		case err := <-done:
+			if (err == nil) != tc.ok {
+				t.Errorf("ReadAgentFile(%s) = %v, want ok %v", tc.rel, err, tc.ok)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("ReadAgentFile(%s) hangs", tc.rel)
+		}
 	}
 }

@@ -212,3 +212,64 @@ func TestGuardPrivateOutputs(t *testing.T) {
 	}
 	t.Logf("memwatch made %d files, none alice can read: %v", len(made), made)
 }
+
+// TestGuardInitTypedReads: alice makes Crush's projects.json a FIFO, a
+// symbolic link to /dev/zero, and a 200 MB file. root's memwatch init
+// --home on her home finishes each within 20 s under 300 MiB, says why it
+// left the file out, and still finds her other agents.
+func TestGuardInitTypedReads(t *testing.T) {
+	t.Parallel()
+	_, alice, _ := tenants(t)
+	alice.write(t, filepath.Join(alice.home, ".claude", "projects", "-home-alice-src-app", "s1.jsonl"), `{"type":"user","message":{"role":"user","content":"hi"}}`+"\n")
+	alice.write(t, filepath.Join(alice.home, "src", "app", ".crush", "crush.db"), "x")
+	pj := filepath.Join(alice.home, ".local", "share", "crush", "projects.json")
+	for _, tc := range []struct {
+		name string
+		make func() error
+	}{
+		{"a FIFO", func() error { return syscall.Mkfifo(pj, 0o644) }},
+		{"a link to /dev/zero", func() error { return os.Symlink("/dev/zero", pj) }},
+		{"a 200 MB file", func() error {
+			if err := os.WriteFile(pj, []byte(`{"projects":[`), 0o644); err != nil {
+				return err
+			}
+			return os.Truncate(pj, 200<<20)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(pj)
+			alice.mkdir(t, filepath.Dir(pj))
+			if err := tc.make(); err != nil {
+				t.Fatal(err)
+			}
+			os.Lchown(pj, alice.uid, alice.gid)
+			cmd := exec.Command(memwatchFast, "init", "--home", alice.home)
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("init: %v\n%s", err, out.String())
+				}
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				<-done
+				t.Fatalf("init did not finish within 20 s:\n%s", out.String())
+			}
+			if rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10; rss > 300<<20 {
+				t.Errorf("init's peak RSS %d MiB, over 300", rss>>20)
+			}
+			if !strings.Contains(out.String(), "preset: claude-code") {
+				t.Errorf("init no longer finds alice's Claude Code:\n%s", out.String())
+			}
+			if !strings.Contains(out.String(), "projects.json not read") {
+				t.Errorf("init does not say it left projects.json out:\n%s", out.String())
+			}
+		})
+	}
+}

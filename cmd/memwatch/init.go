@@ -32,7 +32,7 @@ type agentFind struct {
 	sessions, memory []string
 	// listed, when set, returns roots the agent itself lists (Crush's
 	// projects), wherever they are: init names each in the policy.
-	listed func(home string) []string
+	listed func(home string) ([]string, error)
 }
 
 var agentFinds = []agentFind{
@@ -52,28 +52,44 @@ var agentFinds = []agentFind{
 	{preset: "droid", root: ".factory", sessions: []string{"sessions/*/*.jsonl"}},
 }
 
+// maxAgentFile bounds an agent's own file init reads (a projects.json has
+// no business being larger).
+const maxAgentFile = 4 << 20
+
+// maxListedRoots bounds the roots one agent's file may list.
+const maxListedRoots = 10_000
+
 // crushProjects are the data directories of the projects Crush has run in,
-// from its ~/.local/share/crush/projects.json.
-func crushProjects(home string) []string {
-	b, err := os.ReadFile(filepath.Join(home, ".local", "share", "crush", "projects.json"))
+// from its ~/.local/share/crush/projects.json: the user's file, read as
+// the user (confine.ReadAgentFile: no link followed, no FIFO or device,
+// at most maxAgentFile). No file is no projects.
+func crushProjects(home string) ([]string, error) {
+	rel := filepath.Join(".local", "share", "crush", "projects.json")
+	b, err := confine.ReadAgentFile(home, rel, maxAgentFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("%s not read: %w", filepath.Join(home, rel), err)
 	}
 	var list struct {
 		Projects []struct {
 			DataDir string `json:"data_dir"`
 		} `json:"projects"`
 	}
-	if json.Unmarshal(b, &list) != nil {
-		return nil
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("%s not read: %w", filepath.Join(home, rel), err)
 	}
 	var out []string
 	for _, p := range list.Projects {
+		if len(out) == maxListedRoots {
+			return out, fmt.Errorf("%s lists more than %d projects: the rest are left out", filepath.Join(home, rel), maxListedRoots)
+		}
 		if filepath.IsAbs(p.DataDir) {
 			out = append(out, filepath.Clean(p.DataDir))
 		}
 	}
-	return out
+	return out, nil
 }
 
 // found is one agent init found data of.
@@ -186,7 +202,11 @@ func findAgent(home string, a agentFind, stderr io.Writer) (found, bool) {
 		if fi, err := os.Stat(home); err == nil {
 			owner = int(fi.Sys().(*syscall.Stat_t).Uid)
 		}
-		for _, r := range a.listed(home) {
+		listed, err := a.listed(home)
+		if err != nil {
+			fmt.Fprintf(stderr, "left out the roots %s's own files list: %v\n", policy.Presets[a.preset].Agent, err)
+		}
+		for _, r := range listed {
 			if ok, _ := filepath.Match(f.glob, r); ok || slices.Contains(roots, r) {
 				continue
 			}

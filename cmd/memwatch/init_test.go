@@ -50,6 +50,12 @@ func TestInitNamesCrushProjects(t *testing.T) {
 		os.Symlink(other, filepath.Join(home, "link"))
 		list["projects"] = append(list["projects"], project{filepath.Join(home, "link", "p"), filepath.Join(home, "link", "p", ".crush")},
 			project{filepath.Join(other, "p"), filepath.Join(other, "p", ".crush")})
+		// The home's owner reaches it, and its projects.json is the
+		// owner's: init reads it as the owner.
+		os.Chmod(filepath.Dir(home), 0o755)
+		b, _ := json.Marshal(list)
+		os.MkdirAll(filepath.Join(home, ".local", "share", "crush"), 0o755)
+		os.WriteFile(filepath.Join(home, ".local", "share", "crush", "projects.json"), b, 0o600)
 		filepath.WalkDir(home, func(p string, _ fs.DirEntry, err error) error {
 			if err == nil {
 				os.Lchown(p, 4243, 4243)
@@ -57,9 +63,11 @@ func TestInitNamesCrushProjects(t *testing.T) {
 			return nil
 		})
 	}
-	b, _ := json.Marshal(list)
-	os.MkdirAll(filepath.Join(home, ".local", "share", "crush"), 0o755)
-	os.WriteFile(filepath.Join(home, ".local", "share", "crush", "projects.json"), b, 0o600)
+	if os.Geteuid() != 0 {
+		b, _ := json.Marshal(list)
+		os.MkdirAll(filepath.Join(home, ".local", "share", "crush"), 0o755)
+		os.WriteFile(filepath.Join(home, ".local", "share", "crush", "projects.json"), b, 0o600)
+	}
 
 	var crush agentFind
 	for _, a := range agentFinds {
