@@ -182,7 +182,9 @@ func TestGuardPrivateOutputs(t *testing.T) {
 	p := startBin(t, memwatchFast, "--policy", pol, "--state-dir", stateDir)
 	p.waitLog("ready", 10*time.Second)
 	waitJournal(t, stateDir, 60*time.Second, "a consolidation", func(r state.Record) bool { return r.Rule == "consolidate" && r.Outcome == state.Done })
-	waitJournal(t, stateDir, 60*time.Second, "a compression", func(r state.Record) bool { return r.Rule == "compress-memory" && r.Outcome == state.Done && r.Target == "MEMORY.md" })
+	waitJournal(t, stateDir, 60*time.Second, "a compression", func(r state.Record) bool {
+		return r.Rule == "compress-memory" && r.Outcome == state.Done && r.Target == "MEMORY.md"
+	})
 	// Let the monthly file and the rest settle.
 	waitUntil(t, 10*time.Second, func() bool {
 		m, _ := filepath.Glob(filepath.Join(proj, "HISTORY-*.md"))
