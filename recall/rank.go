@@ -165,7 +165,7 @@ func rankedSearch(ctx context.Context, q Query, o Options) ([]Result, Stats, err
 		r.dates = r.dates || strings.HasPrefix(t, "\x00")
 	}
 	r.da = newFilteredAnalyzer(r.terms)
-	files, err := listFiles(o, r.vs)
+	files, err := listFiles(o, r.vs, &r.stats)
 	if err != nil {
 		return nil, Stats{}, err
 	}
@@ -174,7 +174,10 @@ func rankedSearch(ctx context.Context, q Query, o Options) ([]Result, Stats, err
 			return nil, r.stats, err
 		}
 		if err := r.addFile(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, r.stats, fmt.Errorf("recall %s: %w", f.root.Root.Join(f.rel), err)
+			if ctx.Err() != nil {
+				return nil, r.stats, ctx.Err()
+			}
+			r.stats.unread(f, err)
 		}
 	}
 	if o.Held != nil {

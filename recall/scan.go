@@ -115,6 +115,19 @@ type Stats struct {
 	BytesRead    int64         // bytes read from files
 	Duration     time.Duration // wall time
 	StoppedEarly bool          // the limit was reached before every file was read
+	// Unread counts the files a search left out because they could not be
+	// read (the kernel refused the caller, a FIFO, over the size bound),
+	// and Why says why the first was: one such file never ends a search.
+	Unread int    `json:",omitempty"`
+	Why    string `json:",omitempty"`
+}
+
+// unread notes a file left out of a search.
+func (s *Stats) unread(f file, err error) {
+	s.Unread++
+	if s.Why == "" {
+		s.Why = fmt.Sprintf("%s: %v", f.root.Root.Join(f.rel), err)
+	}
 }
 
 // ErrLimit stops a search once it has its results.
@@ -193,11 +206,11 @@ func search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
 	}
 	vs := &views{}
 	defer vs.close()
-	files, err := listFiles(o, vs)
+	s := &searcher{q: q, o: o, ctx: ctx, views: vs}
+	files, err := listFiles(o, vs, &s.stats)
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	s := &searcher{q: q, o: o, ctx: ctx, views: vs}
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
 			return s.results, s.stats, err
@@ -214,7 +227,10 @@ func search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
 			break
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return s.results, s.stats, fmt.Errorf("recall %s: %w", f.root.Root.Join(f.rel), err)
+			if ctx.Err() != nil {
+				return s.results, s.stats, ctx.Err()
+			}
+			s.stats.unread(f, err)
 		}
 	}
 	if !s.stats.StoppedEarly && o.Held != nil {
@@ -276,7 +292,7 @@ func (vs *views) close() {
 }
 
 // listFiles lists what to search, in result order.
-func listFiles(o Options, vs *views) ([]file, error) {
+func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 	want := map[string]bool{}
 	for _, l := range o.Labels {
 		want[l] = true
@@ -326,7 +342,9 @@ func listFiles(o Options, vs *views) ([]file, error) {
 			}
 			ms, err := r.Root.GlobExcept(src.Glob, src.Exclude)
 			if err != nil {
-				return nil, err
+				// A root this caller cannot list is left out, not the search.
+				st.unread(file{root: r, rel: src.Glob}, err)
+				continue
 			}
 			for _, m := range ms {
 				add(src, m, 0)

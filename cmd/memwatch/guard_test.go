@@ -275,3 +275,59 @@ func TestGuardInitTypedReads(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardClientThroughOpenStateDir: the state directory existed before
+// as 0755 (its files 0600, root's). alice's recall, as alice, cannot open
+// them: it asks the daemon, and gets her own results and none of bob's;
+// bob's unreadable files never end her search.
+func TestGuardClientThroughOpenStateDir(t *testing.T) {
+	t.Parallel()
+	base, alice, bob := tenants(t)
+	aWord, bWord := secretWord("aliceokapi"), secretWord("bobokapi")
+	aRoot, bRoot := filepath.Join(alice.home, "ws", "a"), filepath.Join(bob.home, "ws", "b")
+	alice.write(t, filepath.Join(aRoot, "sessions", "s1.jsonl"), `{"role":"user","content":"shared okapi note `+aWord+`"}`+"\n")
+	bob.write(t, filepath.Join(bRoot, "sessions", "s1.jsonl"), `{"role":"user","content":"shared okapi note `+bWord+`"}`+"\n")
+	// bob's tree is open as most are, his log is not.
+	for _, d := range []string{bob.home, filepath.Dir(bRoot), bRoot, filepath.Join(bRoot, "sessions")} {
+		os.Chmod(d, 0o755)
+	}
+	os.Chmod(filepath.Join(bRoot, "sessions", "s1.jsonl"), 0o600)
+	stateDir := filepath.Join(base, "state")
+	os.Mkdir(stateDir, 0o755)
+	sock := filepath.Join(base, "run", "memwatch.sock")
+	pol := writePolicy(t, base, fmt.Sprintf(`state_dir: %s
+control:
+  socket: %s
+stores:
+  - name: mh
+    layout: memory-history
+    paths: [%q]
+    settle: 30ms
+    consolidate: false
+`, stateDir, sock, filepath.Join(base, "*", "ws", "*")))
+	os.Chmod(pol, 0o644)
+	bin := filepath.Join(base, "memwatch")
+	copyFile(t, memwatchFast, bin, 0o755)
+	p := startBin(t, memwatchFast, "--policy", pol)
+	p.waitLog("ready", 10*time.Second)
+	if fi, err := os.Stat(filepath.Join(stateDir, "memwatch.db")); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("memwatch.db: %v %v", fi, err)
+	}
+	recallAs := func(u tenant, args ...string) (string, error) {
+		out, err := u.command(bin, append([]string{"recall", "--policy", pol, "--json"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	waitUntil(t, 15*time.Second, func() bool { out, _ := recallAs(alice, "--all", aWord); return strings.Contains(out, aWord) })
+	for _, args := range [][]string{{"--all", "okapi"}, {"--all", aWord}, {"okapi"}} {
+		out, err := recallAs(alice, args...)
+		if err != nil || !strings.Contains(out, aWord) {
+			t.Errorf("alice's recall %v: %v\n%s", args, err, out)
+		}
+		if strings.Contains(out, bWord) {
+			t.Errorf("alice's recall %v found bob's line:\n%s", args, out)
+		}
+	}
+	if out, _ := recallAs(bob, "--all", "okapi"); !strings.Contains(out, bWord) || strings.Contains(out, aWord) {
+		t.Errorf("bob's recall:\n%s", out)
+	}
+}

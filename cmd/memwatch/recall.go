@@ -110,6 +110,7 @@ show takes as printed.`,
 					if explain {
 						fmt.Fprintf(g.stderr, "recall: answered by the daemon over %d root(s) of yours; %d bytes read in %v\n", res.Roots, res.Stats.BytesRead, res.Stats.Duration.Round(10_000))
 					}
+					sayUnread(g, res.Stats)
 					return printRecall(g, q, res.Results, asJSON, explain)
 				}
 			}
@@ -187,6 +188,7 @@ show takes as printed.`,
 			if err != nil {
 				return err
 			}
+			sayUnread(g, st)
 			if explain {
 				how := "the scan (no index in " + filepath.Join(stateDir, recall.IndexDir) + ")"
 				if opts.Index != "" {
@@ -351,6 +353,13 @@ func reachableRoots(p *policy.Policy) ([]recall.Root, int, error) {
 func oneShot() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
+	}
+}
+
+// sayUnread says on stderr which files a search could not read.
+func sayUnread(g *globals, st recall.Stats) {
+	if st.Unread > 0 {
+		fmt.Fprintf(g.stderr, "recall: %d file(s) left out, not readable by uid %d (%s)\n", st.Unread, os.Geteuid(), st.Why)
 	}
 }
 

@@ -226,12 +226,20 @@ func showArchive(g *globals, path string) error {
 
 // stateUnreadable reports that memwatch's state is not this user's to
 // read: its state directory is the daemon's (running as root), or, for a
-// user other than root, there is none of its own. The commands that read
-// the state then ask the daemon over its socket, which answers within
-// what the kernel says this user is (SO_PEERCRED).
+// user other than root, there is none of its own. It is decided by opening
+// the databases, not by their existence (a state directory made 0755 holds
+// files only root may open). The commands that read the state then ask the
+// daemon over its socket, which answers within what the kernel says this
+// user is (SO_PEERCRED).
 func stateUnreadable(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, state.FileName))
-	return errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) && os.Geteuid() != 0
+	for _, name := range []string{state.FileName, spool.FileName} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			return os.Geteuid() != 0 || errors.Is(err, fs.ErrPermission)
+		}
+		f.Close()
+	}
+	return false
 }
 
 // readMaybeCompressed reads a file the way show and diff do: through a
