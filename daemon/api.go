@@ -381,8 +381,12 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if !caller.IsAdmin() {
 		st.Jobs = st.Jobs.Only(func(root string) bool { return reach[root] })
 	}
+	st.Jobs = st.Jobs.Capped(maxStatusJobs)
 	writeJSON(w, http.StatusOK, st)
 }
+
+// maxStatusJobs bounds the queued jobs a status answer lists.
+const maxStatusJobs = 100
 
 // maxJournalLimit bounds the records one journal request returns.
 const maxJournalLimit = 100_000

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/session"
@@ -71,6 +72,34 @@ type background struct {
 	log    *slog.Logger
 	wg     sync.WaitGroup
 	stop   context.CancelFunc
+	// dropped lists the roots a capture was dropped for (a flood of
+	// changes filled the queue): their next evaluation looks for the logs
+	// that went meanwhile (Dropped). droppedMu guards it.
+	droppedMu sync.Mutex
+	dropped   map[string]bool
+}
+
+// drop notes a task that was not queued.
+func (b *background) drop(t task) {
+	if t.kind != "capture" {
+		return // an index or version is taken again by the evaluation
+	}
+	b.droppedMu.Lock()
+	defer b.droppedMu.Unlock()
+	if b.dropped == nil {
+		b.dropped = map[string]bool{}
+	}
+	b.dropped[t.root] = true
+}
+
+// Dropped reports (and forgets) whether a capture of root was dropped
+// since the last call.
+func (b *background) Dropped(root string) bool {
+	b.droppedMu.Lock()
+	defer b.droppedMu.Unlock()
+	was := b.dropped[root]
+	delete(b.dropped, root)
+	return was
 }
 
 func newBackground(run func(context.Context, task), log *slog.Logger) *background {
@@ -84,25 +113,25 @@ func (b *background) Start() {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		pending := map[task]bool{}
-		var order []task
+		queue := newTaskQueue()
 		// add queues t unless it waits already; past maxBackground the
 		// task is dropped (said once): the roots' evaluations capture
 		// and index what a dropped task would have, later.
 		full := false
 		add := func(t task) {
 			switch {
-			case pending[t]:
-			case len(pending) >= maxBackground:
+			case queue.Has(t):
+			case queue.Len() >= maxBackground:
+				b.drop(t)
 				if !full {
 					full = true
 					b.log.Warn("the background queue is full; what waits beyond it is captured and indexed by the roots' evaluations instead", "max", maxBackground)
 				}
 			default:
-				if full && len(pending) < maxBackground/2 {
+				if full && queue.Len() < maxBackground/2 {
 					full = false // said again if it fills again
 				}
-				pending[t], order = true, append(order, t)
+				queue.Push(t)
 			}
 		}
 		// due holds the delayed tasks, each pushed back by every write to
@@ -123,7 +152,7 @@ func (b *background) Start() {
 			reset()
 		}
 		for {
-			if len(order) == 0 {
+			if queue.Len() == 0 {
 				select {
 				case <-ctx.Done():
 					return
@@ -147,7 +176,7 @@ func (b *background) Start() {
 				}
 			}
 			ripe()
-			b.queued.Store(int64(len(order) + len(b.in)))
+			b.queued.Store(int64(queue.Len() + len(b.in)))
 			// Take everything queued meanwhile, so a burst of writes to one
 			// file is one task.
 			for drained := false; !drained; {
@@ -158,23 +187,15 @@ func (b *background) Start() {
 					drained = true
 				}
 			}
-			// Captures and versions go first, in the order they came: a
-			// log line the agent may trim, or a memory file it may save
-			// over, any moment matters more than an index, which only
-			// saves a search time.
-			next := 0
-			for i, t := range order {
-				if t.kind == "capture" || t.kind == "version" {
-					next = i
-					break
-				}
-			}
-			t := order[next]
-			order = append(order[:next], order[next+1:]...)
-			delete(pending, t)
-			b.queued.Store(int64(len(order) + len(b.in) + 1))
+			// Captures and versions go first, each root's in the order
+			// they came and the roots in turn (taskQueue): a log line the
+			// agent may trim, or a memory file it may save over, any
+			// moment matters more than an index, which only saves a
+			// search time.
+			t, _ := queue.Pop()
+			b.queued.Store(int64(queue.Len() + len(b.in) + 1))
 			b.run(ctx, t)
-			b.queued.Store(int64(len(order) + len(b.in)))
+			b.queued.Store(int64(queue.Len() + len(b.in)))
 			if ctx.Err() != nil {
 				return
 			}
@@ -195,6 +216,7 @@ func (b *background) Queue(t task) {
 	select {
 	case b.in <- t:
 	default:
+		b.drop(t)
 	}
 }
 
@@ -359,6 +381,12 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 		}
 		d.metrics.captured.Add(float64(res.Lines))
 		rt.env.CaptureBounds(root, t.rel, res)
+		if res.Why == "gone" {
+			// What the rules owe a log the agent deleted is found by an
+			// evaluation after it was marked gone (one, however many go:
+			// the engine merges them).
+			d.engine.Submit(jobs.Job{Store: t.store, Root: t.root, Rule: ruleEvaluate, Reason: "log gone"})
+		}
 		if res.Why != "same" {
 			d.log.Debug("captured", "root", t.root, "log", t.rel, "lines", res.Lines, "why", res.Why, "gen", res.Gen, "took", time.Since(t0))
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/schedule"
+	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/versions"
@@ -82,12 +83,15 @@ type storeRT struct {
 
 // Daemon is a running memwatch.
 type Daemon struct {
-	cfg   Config
-	log   *slog.Logger
-	lock  *state.Lock
-	db    *state.DB
-	rw    *rewrite.Rewriter
-	spool *spool.Spool
+	cfg Config
+	log *slog.Logger
+	// rawLog is the log under the limit, for the limit's own summaries.
+	rawLog   *slog.Logger
+	logLimit *logLimit
+	lock     *state.Lock
+	db       *state.DB
+	rw       *rewrite.Rewriter
+	spool    *spool.Spool
 	// versions keeps every version of the agents' memory files; losses
 	// are the recent deletions and large shrinks agents made (versions.go).
 	versions *versions.Store
@@ -124,9 +128,10 @@ type Daemon struct {
 	handlers              []route // added with Handle before Run
 
 	warnings layout.Warnings
-	memo     layout.Memo  // what rules parsed of files, across reloads
-	scans    layout.Scans // evaluations' places between their slices
-	quota    layout.Quota // lines of events repeated over many files
+	memo     layout.Memo    // what rules parsed of files, across reloads
+	scans    layout.Scans   // evaluations' places between their slices
+	batches  layout.Batches // targets worked off together, per root and rule
+	quota    layout.Quota   // lines of events repeated over many files
 	// refusals remembers the API refusals logged, once per client and reason.
 	refusals sync.Map
 
@@ -143,7 +148,11 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now()}
+	// Every part logs through the limit: no burst of events writes a line
+	// per file (loglimit.go).
+	raw := log
+	log, limit := newLogLimit(log)
+	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now()}
 	d.health.wake = make(chan struct{}, 1)
 	ctx := context.Background()
 	d.db, err = state.Open(ctx, cfg.StateDir)
@@ -262,7 +271,7 @@ func (d *Daemon) apply(p *policy.Policy) error {
 			StateError: func(root *confine.Root, what string, err error) bool {
 				return d.stateFailed(s.Name, root.Path(), what, err)
 			},
-			Sums: d.rw.Sums, Memo: &d.memo, Scans: &d.scans, Quota: &d.quota,
+			Sums: d.rw.Sums, Memo: &d.memo, Scans: &d.scans, Batches: &d.batches, Quota: &d.quota,
 			Log: d.log.With("store", s.Name, "layout", s.Layout)}
 		if s.Compactor == "llm" {
 			c, ok := clients[s.LLM]
@@ -451,13 +460,15 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	}
 	defer root.Close()
 	d.warnings.Clear(j.Root, RuleRootRefused)
-	if j.Rule == ruleEvaluate && j.Reason == "scan" {
+	if j.Rule == ruleEvaluate && (j.Reason == "scan" || j.Reason == "rescan" || j.Reason == "many changes" || d.bg.Dropped(j.Root)) {
 		// Logs gone while memwatch did not run (or on the host a
-		// restored state came from): their lines are held, not live.
-		if n, err := d.spool.MarkGone(ctx, root); err != nil {
-			d.log.Warn("mark the logs gone since memwatch last ran", "root", j.Root, "err", err)
+		// restored state came from), or in a flood of changes too large
+		// to follow file by file: their lines are held, not live.
+		o := spool.Options{MaxLine: int(rt.store.MaxLine), IsMessage: session.IsMessage}
+		if n, err := d.spool.MarkGone(ctx, root, o); err != nil {
+			d.log.Warn("mark the logs that went unseen as gone", "root", j.Root, "err", err)
 		} else if n > 0 {
-			d.log.Info("logs gone since memwatch last ran; their lines stay searchable from the spool", "root", j.Root, "logs", n)
+			d.log.Info("logs gone unseen (while memwatch did not run, or in a flood of changes); their lines stay searchable from the spool", "root", j.Root, "logs", n, "trigger", j.Reason)
 		}
 	}
 	if j.Rule == ruleEvaluate {
@@ -488,8 +499,18 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 				}
 				continue
 			}
+			if len(targets) > batchOver {
+				// Many files at once (a git checkout, an rsync): one job
+				// works them off, not a job per file.
+				rt.env.Batches.Add(root, r.Name, targets...)
+				targets = []string{layout.BatchTarget}
+			}
 			for _, t := range targets {
-				d.log.Info("rule has work", "store", j.Store, "root", j.Root, "rule", r.Name, "path", t, "trigger", j.Reason)
+				if t == layout.BatchTarget {
+					d.log.Info("rule has work", "store", j.Store, "root", j.Root, "rule", r.Name, "files", rt.env.Batches.Pending(root, r.Name), "trigger", j.Reason)
+				} else {
+					d.log.Info("rule has work", "store", j.Store, "root", j.Root, "rule", r.Name, "path", t, "trigger", j.Reason)
+				}
 				d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: r.Name, Target: t, Reason: j.Reason})
 			}
 		}
@@ -504,6 +525,9 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	run := d.restore
 	if r, ok := rt.rules[j.Rule]; ok {
 		run = r.Run
+		if j.Target == layout.BatchTarget && !r.Batches {
+			return d.runBatch(ctx, rt, root, j, r)
+		}
 	} else if j.Rule != rewrite.RuleRestore {
 		return jobs.Result{}, fmt.Errorf("layout %s has no rule %q", rt.layout.Name(), j.Rule)
 	}
@@ -519,6 +543,44 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	}
 	d.metrics.jobs.WithLabelValues(j.Store, j.Rule, outcome).Inc()
 	return res, err
+}
+
+// batchOver is the most targets one evaluation of a rule gives as a job
+// each; more are worked off by one job (runBatch).
+const batchOver = 8
+
+// runBatch works off the targets of rule r batched for root, one after
+// another in this one job: what a job per target would do, without a job
+// (and a log line) per file. A target that fails is journaled as its job
+// would be; one deferred is batched again.
+func (d *Daemon) runBatch(ctx context.Context, rt *storeRT, root *confine.Root, j jobs.Job, r layout.Rule) (jobs.Result, error) {
+	var res jobs.Result
+	for ctx.Err() == nil && !jobs.Stopping(ctx) {
+		ts := rt.env.Batches.Take(root, r.Name, 1)
+		if len(ts) == 0 {
+			return res, nil
+		}
+		one := j
+		one.Target = ts[0]
+		start := time.Now()
+		out, err := r.Run(ctx, rt.env, root, ts[0])
+		d.metrics.jobSeconds.WithLabelValues(j.Store, j.Rule).Observe(time.Since(start).Seconds())
+		switch {
+		case err != nil && ctx.Err() != nil:
+			rt.env.Batches.Add(root, r.Name, ts[0])
+			return res, ctx.Err()
+		case err != nil:
+			d.metrics.jobs.WithLabelValues(j.Store, j.Rule, "error").Inc()
+			d.onFail(one, err)
+		case out.RetryAfter > 0:
+			rt.env.Batches.Add(root, r.Name, ts[0])
+			res.RetryAfter = max(res.RetryAfter, out.RetryAfter)
+			return res, nil
+		default:
+			d.metrics.jobs.WithLabelValues(j.Store, j.Rule, map[bool]string{true: "changed", false: "unchanged"}[out.Changed]).Inc()
+		}
+	}
+	return res, ctx.Err()
 }
 
 // restore is the job of rewrite.RuleRestore: put back lines an agent
@@ -745,6 +807,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 			}
 		case <-flush.C:
 			d.quota.Flush()
+			d.logLimit.flush(d.rawLog)
 			if c, err := d.watch.Counts(ctx); err == nil {
 				d.metrics.watches.Set(float64(c.Watches))
 				d.metrics.roots.Set(float64(c.Roots))

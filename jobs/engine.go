@@ -129,10 +129,23 @@ type Stats struct {
 
 // Status is a snapshot of the engine.
 type Status struct {
-	Queued  []Job `json:"queued"`
-	Running []Job `json:"running"`
-	Cooling int   `json:"cooling"`
-	Stats   Stats `json:"stats"`
+	Queued []Job `json:"queued"`
+	// QueuedCount is how many jobs are queued: Queued may list only the
+	// first of them (Capped).
+	QueuedCount int   `json:"queued_count"`
+	Running     []Job `json:"running"`
+	Cooling     int   `json:"cooling"`
+	Stats       Stats `json:"stats"`
+}
+
+// Capped lists at most n of the queued jobs (QueuedCount says how many
+// there are): a status answer is bounded however long the queue.
+func (s Status) Capped(n int) Status {
+	s.QueuedCount = len(s.Queued)
+	if len(s.Queued) > n {
+		s.Queued = s.Queued[:n]
+	}
+	return s
 }
 
 // Only is the status of the jobs of the roots keep accepts: the queue and
@@ -263,6 +276,7 @@ func (e *Engine) Status(ctx context.Context) (Status, error) {
 		for _, j := range s.running {
 			st.Running = append(st.Running, *j)
 		}
+		st.QueuedCount = len(st.Queued)
 		st.Cooling = len(s.cooling)
 		st.Stats = s.stats
 		ch <- st

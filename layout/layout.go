@@ -48,6 +48,9 @@ type Env struct {
 	Memo *Memo
 	// Scans keeps evaluations' places between their slices (EachFile).
 	Scans *Scans
+	// Batches holds the targets of rules that work many off together
+	// (Batched), and where GoneLogs looked last.
+	Batches *Batches
 	// Quota bounds the lines an event repeated across many files logs.
 	Quota *Quota
 	// OnBound counts an input that hit a bound (see Bound); may be nil.
@@ -74,6 +77,10 @@ type Rule struct {
 	Targets func(ctx context.Context, env *Env, root *confine.Root) ([]string, error)
 	// Run does the rule's work for one target.
 	Run func(ctx context.Context, env *Env, root *confine.Root, target string) (jobs.Result, error)
+	// Batches says Run works off BatchTarget itself (the targets the
+	// evaluation put in Env.Batches, together); otherwise the daemon runs
+	// Run for each of them in turn in one job.
+	Batches bool
 }
 
 // Layout is one memory format.

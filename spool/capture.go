@@ -85,9 +85,12 @@ func (s *Spool) Capture(ctx context.Context, root *confine.Root, rel string, o O
 
 // MarkGone marks the logs of root whose files are gone as missing, so
 // their lines are held (searchable, consolidated) rather than expected in
-// a live file: a log deleted while memwatch was not running, or one of a
-// state restored on a new host. It returns how many it marked.
-func (s *Spool) MarkGone(ctx context.Context, root *confine.Root) (int, error) {
+// a live file: a log deleted while memwatch was not running, one of a
+// state restored on a new host, or one deleted in a flood of changes
+// whose capture was not queued. Each is captured as the write's own
+// capture would have (what was appended before it went, through the file
+// still held, is kept first). It returns how many it marked.
+func (s *Spool) MarkGone(ctx context.Context, root *confine.Root, o Options) (int, error) {
 	s.Bind(ctx, root.ID())
 	logs, err := s.Logs(ctx, root.ID())
 	if err != nil {
@@ -95,22 +98,20 @@ func (s *Spool) MarkGone(ctx context.Context, root *confine.Root) (int, error) {
 	}
 	n := 0
 	for _, l := range logs {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
 		if l.Missing || l.ino == virtualIno {
 			continue
 		}
 		if _, err := root.Lstat(l.Path); !errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		unlock := s.lock(root.ID().Key(), l.Path)
-		st, found, err := s.Find(ctx, root.ID(), l.Path)
-		if err == nil && found && !st.Missing {
-			st.Missing, st.LiveMsgs, st.LiveFrom = true, 0, st.Seq+1
-			st.Lines, st.Offset, st.dev, st.ino, st.tailOff, st.tailHash = 0, 0, 0, 0, 0, 0
-			err = s.saveLog(ctx, s.db, &st)
+		res, err := s.Capture(ctx, root, l.Path, o)
+		if res.Why == "gone" {
 			n++
 		}
-		unlock()
-		if err != nil {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return n, err
 		}
 	}

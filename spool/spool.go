@@ -233,7 +233,12 @@ func upgrade(ctx context.Context, db *sql.DB) error {
 			return err
 		}
 	}
-	return nil
+	// The logs a rule looks at besides the files it lists: those gone
+	// lately (GoneSince) and a database's conversations (RecordLogs),
+	// found without reading every log of the root.
+	_, err := db.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS logs_gone ON logs(root, missing, changed);
+		CREATE INDEX IF NOT EXISTS logs_ino ON logs(root, ino)`)
+	return err
 }
 
 // hotStatements run in capture transactions: prepared once, by Open.
@@ -366,6 +371,39 @@ func (s *Spool) Logs(ctx context.Context, root confine.ID) ([]Log, error) {
 	return out, rows.Err()
 }
 
+// GoneSince lists the logs of root marked gone (deleted or renamed away)
+// at or after since, by the spool's clock, that consumer has not read to
+// their last line, in the order they went, at most limit: what a rule
+// still owes the logs an agent deleted, at a cost of the logs gone since,
+// not of every log the root ever had.
+func (s *Spool) GoneSince(ctx context.Context, root confine.ID, consumer string, since time.Time, limit int) ([]Log, error) {
+	return s.logsWhere(ctx, `root=? AND missing=1 AND changed>=?
+		AND seq > COALESCE((SELECT p.seq FROM progress p WHERE p.consumer=? AND p.log=logs.id), 0) ORDER BY changed, id LIMIT ?`, root.Key(), since.UnixNano(), consumer, limit)
+}
+
+// RecordLogs lists the logs of root that are a database's conversations
+// (CaptureRecords), not files.
+func (s *Spool) RecordLogs(ctx context.Context, root confine.ID) ([]Log, error) {
+	return s.logsWhere(ctx, `root=? AND ino=? ORDER BY path`, root.Key(), virtualIno)
+}
+
+func (s *Spool) logsWhere(ctx context.Context, where string, args ...any) ([]Log, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+logCols+` FROM logs WHERE `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list spool logs: %w", err)
+	}
+	defer rows.Close()
+	var out []Log
+	for rows.Next() {
+		l, err := scanLog(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
 // Progress returns how far consumer has processed a log: the last sequence
 // number it is done with (0: nothing).
 func (s *Spool) Progress(ctx context.Context, consumer string, log int64) (int64, error) {
@@ -388,6 +426,30 @@ func (s *Spool) Commit(ctx context.Context, consumer string, log, seq int64) err
 	_, err := s.db.ExecContext(ctx, `INSERT INTO progress(consumer, log, seq, time) VALUES(?,?,?,?)
 		ON CONFLICT(consumer, log) DO UPDATE SET seq=max(seq, excluded.seq), time=excluded.time`, consumer, log, seq, s.Now().UnixNano())
 	if err != nil {
+		return fmt.Errorf("commit progress of %s: %w", consumer, err)
+	}
+	return nil
+}
+
+// CommitMany records, in one transaction, that consumer is done with
+// every line up to seqs[log] of each log.
+func (s *Spool) CommitMany(ctx context.Context, consumer string, seqs map[int64]int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("commit progress of %s: %w", consumer, err)
+	}
+	defer tx.Rollback()
+	now := s.Now().UnixNano()
+	for log, seq := range seqs {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO progress(consumer, log, seq, time) VALUES(?,?,?,?)
+			ON CONFLICT(consumer, log) DO UPDATE SET seq=max(seq, excluded.seq), time=excluded.time`, consumer, log, seq, now); err != nil {
+			return fmt.Errorf("commit progress of %s: %w", consumer, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit progress of %s: %w", consumer, err)
 	}
 	return nil

@@ -148,7 +148,7 @@ func printStatus(g *globals, st daemon.Status) {
 		fmt.Fprintf(w, "  %s (%s, %s): %d of %s files looked at, %.0f a second%s\n", p.Root, p.Store, p.Rule, p.Files, total, p.Rate, left)
 	}
 	fmt.Fprintf(w, "\njobs: %d queued, %d running, %d cooling; %d run, %d failed, %d retried since start\n",
-		len(st.Jobs.Queued), len(st.Jobs.Running), st.Jobs.Cooling, st.Jobs.Stats.Finished, st.Jobs.Stats.Failed, st.Jobs.Stats.Retried)
+		max(len(st.Jobs.Queued), st.Jobs.QueuedCount), len(st.Jobs.Running), st.Jobs.Cooling, st.Jobs.Stats.Finished, st.Jobs.Stats.Failed, st.Jobs.Stats.Retried)
 	for _, j := range st.Jobs.Running {
 		fmt.Fprintf(w, "  running: %s %s %s %s\n", j.Store, j.Rule, j.Root, j.Target)
 	}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode/utf8"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
@@ -15,6 +18,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 )
@@ -86,36 +90,51 @@ func consolidateTargets(ctx context.Context, env *layout.Env, root *confine.Root
 		return nil
 	})
 	if err != nil || !o.Consolidate {
-		return out, err
+		return env.Batched(root, RuleConsolidate, out), err
 	}
-	// Logs the agent deleted since: their messages are consolidated too.
-	logs, _ := env.Spool.Logs(ctx, root.ID())
-	for _, l := range logs {
-		if spool.IsRecordLog(l.Path) {
-			// A conversation of a transcript database (transcripts.go).
-			if end, _, err := plan(ctx, env, root, l); err == nil && end > 0 {
-				out = append(out, l.Path)
-			}
-			continue
-		}
-		if !l.Missing {
-			continue
-		}
-		if _, err := root.Lstat(l.Path); err == nil {
-			continue // back again: the glob above has it
-		}
-		env.CaptureLog(ctx, root, l.Path)
+	// The conversations of transcript databases (transcripts.go).
+	recs, err := env.Spool.RecordLogs(ctx, root.ID())
+	if err != nil {
+		return env.Batched(root, RuleConsolidate, out), err
+	}
+	for _, l := range recs {
 		if end, _, err := plan(ctx, env, root, l); err == nil && end > 0 {
 			out = append(out, l.Path)
 		}
 	}
-	return out, nil
+	// Logs the agent deleted since: their messages are consolidated too.
+	gone, more, err := env.GoneLogs(ctx, root, consumer)
+	if err != nil {
+		return env.Batched(root, RuleConsolidate, out), err
+	}
+	for _, l := range gone {
+		if _, err := root.Lstat(l.Path); err == nil {
+			continue // back again: the glob above has it
+		}
+		end, _, err := plan(ctx, env, root, l)
+		switch {
+		case err == nil && end > 0:
+			out = append(out, l.Path)
+		case err == nil:
+			// Gone with no message pending: nothing will come of it (it
+			// is not looked at again after a restart).
+			env.Logged(env.Spool.Commit(ctx, consumer, l.ID, l.Seq), "commit the progress of a gone log")
+		}
+	}
+	if more {
+		err = layout.ErrMore
+	}
+	return env.Batched(root, RuleConsolidate, out), err
 }
 
 // runConsolidate consolidates a session log's pending ranges until the
-// plan says wait. The spool's progress makes "nothing new" exact, so it
-// asks for no cooldown, which would only delay the idle consolidation.
+// plan says wait (or, for layout.BatchTarget, the logs of the root's
+// batch). The spool's progress makes "nothing new" exact, so it asks for
+// no cooldown, which would only delay the idle consolidation.
 func runConsolidate(ctx context.Context, env *layout.Env, root *confine.Root, rel string) (jobs.Result, error) {
+	if rel == layout.BatchTarget {
+		return runBatch(ctx, env, root)
+	}
 	for ctx.Err() == nil && !jobs.Stopping(ctx) {
 		log, err := env.CaptureLog(ctx, root, rel)
 		if err != nil {
@@ -138,36 +157,114 @@ func runConsolidate(ctx context.Context, env *layout.Env, root *confine.Root, re
 // never writes it twice, and a later range with the same line numbers is
 // never taken for it.
 func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, log spool.Log, end int64, why string) error {
-	done, err := env.Spool.Progress(ctx, consumer, log.ID)
-	if err != nil {
-		return err
+	_, err := consolidate(ctx, env, root, []*part{{log: log, end: end, why: why}})
+	return err
+}
+
+// part is one log's range in a consolidation: its messages after the
+// consumer's progress (done), up to end (the plan's); read up to next.
+type part struct {
+	log   spool.Log
+	end   int64
+	why   string
+	done  int64
+	next  int64
+	msgs  []layout.Message
+	lines []spool.Line
+}
+
+// consolidate writes one history entry (and memory update) for the ranges
+// of parts, and moves each log's progress past what it read. Several parts
+// are a batch (runBatch): the entry cites every range, and its marker's
+// identity is that of all of them. The ranges read together stay within
+// the store's max_read bytes and, with an LLM, its input tokens: parts
+// past that are left as they are, and reported in left.
+func consolidate(ctx context.Context, env *layout.Env, root *confine.Root, parts []*part) (left []*part, err error) {
+	reserve := compact.EstimateTokens(consolidateSystem) + 1000
+	room := int64(env.Store.MaxRead)
+	if room <= 0 {
+		room = int64(policy.DefaultMaxRead)
 	}
-	// The first message always goes in; an over-long one makes the call
-	// fail and the raw fallback take over, never a cut mid-message.
-	msgs, lines, next, err := env.ReadRange(ctx, log, done, end, compact.EstimateTokens(consolidateSystem)+1000)
-	if err != nil {
-		return err
+	tokens := -1
+	if env.LLM != nil {
+		tokens = env.LLM.MaxInputTokens() - reserve
 	}
-	if len(msgs) == 0 {
-		return env.Spool.Commit(ctx, consumer, log.ID, max(next, end))
+	commits := map[int64]int64{}
+	var read []*part
+	for _, p := range parts {
+		if len(read) > 0 && (room <= 0 || tokens == 0) {
+			left = append(left, p)
+			continue
+		}
+		if p.done, err = env.Spool.Progress(ctx, consumer, p.log.ID); err != nil {
+			return nil, err
+		}
+		// The first message always goes in; an over-long one makes the
+		// call fail and the raw fallback take over, never a cut mid-message.
+		if p.msgs, p.lines, p.next, err = env.ReadRange(ctx, p.log, p.done, p.end, reserve); err != nil {
+			return nil, err
+		}
+		if len(p.msgs) == 0 {
+			commits[p.log.ID] = max(p.next, p.end)
+			continue
+		}
+		var size, toks int
+		for _, m := range p.msgs {
+			size += len(m.Text)
+			toks += compact.EstimateTokens(m.Text) + 8
+		}
+		if len(read) > 0 && (int64(size) > room || tokens >= 0 && toks > tokens) {
+			left = append(left, p)
+			continue
+		}
+		room -= int64(size)
+		if tokens >= 0 {
+			tokens = max(0, tokens-toks)
+		}
+		read = append(read, p)
 	}
-	cite := spool.Cite(log.Path, lines)
-	id := spool.RangeID(log.Path, lines)
+	if len(read) == 0 {
+		return left, env.Spool.CommitMany(ctx, consumer, commits)
+	}
+	for _, p := range read {
+		commits[p.log.ID] = p.next
+	}
+	var cites, ids, whys []string
+	var msgs []layout.Message
+	for _, p := range read {
+		cites = append(cites, spool.Cite(p.log.Path, p.lines))
+		ids = append(ids, spool.RangeID(p.log.Path, p.lines))
+		whys = append(whys, p.why)
+		if len(read) > 1 {
+			// Which conversation the messages that follow are of.
+			msgs = append(msgs, layout.Message{Message: session.Message{Meta: true, Text: "session " + p.log.Path}})
+		}
+		msgs = append(msgs, p.msgs...)
+	}
+	cite, id, why := strings.Join(cites, ", "), ids[0], whys[0]
+	if len(read) > 1 {
+		id = fmt.Sprintf("%016x", xxhash.Sum64String(strings.Join(ids, ",")))
+		why = fmt.Sprintf("%d sessions together (%s, ...)", len(read), whys[0])
+	}
 	// The marker names the range: an HTML comment in markdown, its own
 	// field in a history.jsonl record.
 	tag := fmt.Sprintf("memwatch: %s range:%s ", cite, id)
 	marker := "<!-- " + tag + "-->"
 	rec := env.Record(RuleConsolidate)
-	rec.Reason = fmt.Sprintf("%s (%s)", cite, why)
+	rec.Reason = fmt.Sprintf("%s (%s)", clipCites(cites), why)
 
 	f := filesOf(env.Store)
 	format := f.format(root, OptionsOf(env.Store).HistoryFormat)
 	// The entry is dated by the conversation's own time when it has one.
 	when := env.Now()
+	var latest time.Time
 	for _, m := range msgs {
-		if !m.Time.IsZero() {
-			when = m.Time
+		if m.Time.After(latest) {
+			latest = m.Time
 		}
+	}
+	if !latest.IsZero() {
+		when = latest
 	}
 	// Where the entry goes: HISTORY.md then its monthly file, both durable
 	// before the progress moves; or the agent's own history file.
@@ -186,11 +283,19 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 	key := "range:" + id
 	written, err := env.DB.DoneKey(ctx, root.Path(), filepath.Clean(targets[0]), key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if written || strings.Contains(string(fileEnd(root, targets[0])), "range:"+id+" ") {
-		env.Log.Info("range already consolidated; committing the progress", "root", root.Path(), "range", cite)
-		return env.Spool.Commit(ctx, consumer, log.ID, next)
+		env.Log.Info("range already consolidated; committing the progress", "root", root.Path(), "range", clipCites(cites))
+		return left, env.Spool.CommitMany(ctx, consumer, commits)
+	}
+	if len(read) > 1 {
+		// A batch is decided by what the evaluation found: after a crash
+		// between its entry and its progress, the next run commits this
+		// very batch instead of writing its ranges again in another.
+		if err := saveBatch(ctx, env, root, savedBatch{Target: filepath.Clean(targets[0]), Key: key, Commits: commits}); err != nil {
+			return nil, err
+		}
 	}
 	memOld, _ := root.ReadFile(f.memory())
 	// A rewind's abandoned branch is cited (its lines are consumed) but is
@@ -203,37 +308,48 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 	fallback := entryText == ""
 	if fallback {
 		entryText = rawFallback(env, active)
+		if len(read) > 1 {
+			entryText = batchFallback(env, read)
+		}
 		if note == "" {
 			note = " (raw fallback: no llm compactor configured)"
 		}
 	}
+	var from []string
+	for _, p := range read {
+		from = append(from, layout.LogFile(p.log.Path))
+	}
 	heading := when.UTC().Format("2006-01-02T15:04:05.000Z")
 	raw := []byte("## " + heading + "\n" + strings.TrimSpace(entryText) + "\n" + marker + "\n")
+	var sessionOf string
+	if format == FormatJSONL {
+		sessionOf = sessionKey(root, read[0].log.Path)
+	}
 	for _, target := range targets {
 		r := env.Record(RuleConsolidate)
 		r.Reason, r.Tokens, r.Key = rec.Reason+note, rec.Tokens, key
 		rec.Tokens = 0 // count the tokens once
 		// A pure append: only the file's end is read, however long the
 		// history (rewrite.Request.Append).
-		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, From: []string{layout.LogFile(log.Path)},
+		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: target, AllowCreate: true, From: from,
 			Append: func(_ context.Context, end []byte) ([]byte, error) {
 				if strings.Contains(string(end), "range:"+id+" ") {
 					return nil, rewrite.ErrUnchanged // written by a release that journaled no key
 				}
 				if format == FormatJSONL {
-					return jsonlEntry(end, when, entryText, sessionKey(root, log.Path), tag)
+					return jsonlEntry(end, when, entryText, sessionOf, tag)
 				}
 				return append(blankLineAfter(end), raw...), nil
 			}}, r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if memory != "" {
 		limit := int64(OptionsOf(env.Store).MemoryMaxSize)
 		r := env.Record(RuleConsolidate)
 		r.Reason = rec.Reason + ": memory update"
-		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: f.memory(), AllowCreate: true, From: []string{layout.LogFile(log.Path)},
+		_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: f.memory(), AllowCreate: true, From: from,
 			Archive: f.archiveFor("MEMORY", env.Now()),
 			Compute: func(_ context.Context, old []byte) ([]byte, error) {
 				next := []byte(strings.TrimSpace(memory) + "\n")
@@ -243,7 +359,7 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 				return next, GuardMemory(old, next, limit, env.Store.MaxLoss)
 			}}, r)
 		if err != nil && !errors.Is(err, rewrite.ErrConflict) {
-			return err
+			return nil, err
 		}
 		if errors.Is(err, rewrite.ErrConflict) {
 			// The agent keeps editing MEMORY.md: its edits win; the history
@@ -251,8 +367,24 @@ func consolidateRange(ctx context.Context, env *layout.Env, root *confine.Root, 
 			env.Log.Warn("MEMORY.md kept changing; memory update skipped", "root", root.Path(), "range", rec.Reason)
 		}
 	}
-	env.Log.Info("consolidated session range", "root", root.Path(), "range", cite, "why", why, "messages", len(msgs), "fallback", fallback)
-	return env.Spool.Commit(ctx, consumer, log.ID, next)
+	env.Log.Info("consolidated session range", "root", root.Path(), "range", clipCites(cites), "why", why, "messages", len(active), "fallback", fallback)
+	if err := env.Spool.CommitMany(ctx, consumer, commits); err != nil {
+		return nil, err
+	}
+	if len(read) > 1 {
+		return left, saveBatch(ctx, env, root, savedBatch{})
+	}
+	return left, nil
+}
+
+// clipCites is the citations of a consolidation as a log line or journal
+// reason says them: the first few, and how many more.
+func clipCites(cites []string) string {
+	const shown = 3
+	if len(cites) <= shown {
+		return strings.Join(cites, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(cites[:shown], ", "), len(cites)-shown)
 }
 
 // fileEnd returns the last bytes of rel (rewrite.AppendContext at most).

@@ -38,7 +38,7 @@ const (
 // appends are then mirrored into the monthly files by the mirror rule.
 func (Layout) Rules() []layout.Rule {
 	return []layout.Rule{
-		{Name: RuleConsolidate, Targets: consolidateTargets, Run: runConsolidate, Every: idleTick},
+		{Name: RuleConsolidate, Targets: consolidateTargets, Run: runConsolidate, Every: idleTick, Batches: true},
 		{Name: RuleMirror, Schedule: "30 3 1 * *", Targets: mirrorTargets, Run: runMirror},
 		{Name: RuleMove, Schedule: "30 3 1 * *", Targets: moveTargets, Run: runMove},
 		{Name: RuleCompress, Targets: compressTargets, Run: runCompress},

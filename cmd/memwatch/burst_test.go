@@ -1,0 +1,153 @@
+//go:build !lean
+
+package main
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMassDeleteBatched: an agent deletes its one-message session logs all
+// at once (MEMWATCH_MASS_DELETE_FILES, default 20,000; make soak: the
+// issue's 100,000) after the daemon has caught up on them, with
+// consolidation on. Within 180 s no job is queued or running (their
+// messages are consolidated in batches, not one job per log), the daemon
+// logs at most 1,000 lines for it, another root's new line is captured
+// within 5 s throughout, and a deleted session's message is still recalled.
+func TestMassDeleteBatched(t *testing.T) {
+	t.Parallel() // mostly waits on the daemon: beside the other such tests
+	n := 20_000
+	if v, err := strconv.Atoi(os.Getenv("MEMWATCH_MASS_DELETE_FILES")); err == nil && v > 0 {
+		n = v
+	}
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big", "a", "sessions")
+	other := filepath.Join(dir, "other", "b", "sessions")
+	os.MkdirAll(big, 0o755)
+	os.MkdirAll(other, 0o755)
+	for i := range n {
+		line := fmt.Sprintf(`{"role":"user","content":"deleted session %d says okapi%d","timestamp":"2026-11-20T10:00:00Z"}`+"\n", i, i)
+		if err := os.WriteFile(filepath.Join(big, fmt.Sprintf("s%07d.jsonl", i)), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol := writePolicy(t, dir, fmt.Sprintf(`job_timeout: 2m
+stores:
+  - name: big
+    layout: memory-history
+    paths: [%q]
+    session_idle: 24h
+  - name: other
+    layout: memory-history
+    paths: [%q]
+    consolidate: false
+`, filepath.Join(dir, "big", "*"), filepath.Join(dir, "other", "*")))
+	stateDir := filepath.Join(dir, "state")
+	p := startBin(t, memwatchFast, "--policy", pol, "--state-dir", stateDir)
+	p.waitLog("ready", 60*time.Second)
+	p.waitLog("caught up: every root evaluated, its logs captured and indexed", 10*time.Minute)
+
+	spool, err := sql.Open("sqlite", "file:"+filepath.Join(stateDir, "spool.db")+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spool.Close()
+	captured := func(word string) bool {
+		var k int
+		spool.QueryRow(`SELECT COUNT(*) FROM lines WHERE instr(data, ?) > 0`, word).Scan(&k)
+		return k > 0
+	}
+	// owed counts the deleted logs whose messages are not consolidated yet.
+	owed := func() int {
+		var k int
+		spool.QueryRow(`SELECT COUNT(*) FROM logs l WHERE l.path LIKE 'sessions/s%' AND l.seq >
+			COALESCE((SELECT p.seq FROM progress p WHERE p.consumer='consolidate' AND p.log=l.id), 0)`).Scan(&k)
+		return k
+	}
+	busy := func() (queued, running int) {
+		out, err := exec.Command(memwatchFast, "status", "--policy", pol, "--state-dir", stateDir, "--json").Output()
+		if err != nil {
+			return -1, -1
+		}
+		var st struct {
+			Jobs struct {
+				Queued, Running []json.RawMessage
+				QueuedCount     int `json:"queued_count"`
+			}
+		}
+		json.Unmarshal(out, &st)
+		return max(len(st.Jobs.Queued), st.Jobs.QueuedCount), len(st.Jobs.Running)
+	}
+	before := len(strings.Split(p.text(), "\n"))
+	deleted := time.Now()
+	if err := os.RemoveAll(big); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d logs deleted in %v", n, time.Since(deleted).Round(time.Millisecond))
+	var worst time.Duration
+	log := filepath.Join(other, "x.jsonl")
+	var done time.Duration
+	for i := 0; ; i++ {
+		word := fmt.Sprintf("probeword%d", i)
+		f, _ := os.OpenFile(log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		fmt.Fprintf(f, `{"role":"user","content":"%s"}`+"\n", word)
+		f.Close()
+		wrote := time.Now()
+		for !captured(word) && time.Since(wrote) < 30*time.Second {
+			time.Sleep(20 * time.Millisecond)
+		}
+		took := time.Since(wrote)
+		worst = max(worst, took)
+		if took > 5*time.Second {
+			t.Errorf("another root's line %d captured %v after it was written", i, took.Round(time.Millisecond))
+		}
+		if q, r := busy(); q == 0 && r == 0 && owed() == 0 {
+			done = time.Since(deleted)
+			break
+		}
+		if time.Since(deleted) > 180*time.Second {
+			q, r := busy()
+			t.Fatalf("180 s after the deletion %d job(s) are queued and %d running; %d deleted logs not consolidated", q, r, owed())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	p.mu.Lock()
+	var said int
+	kinds := map[string]int{}
+	for _, l := range strings.Split(p.raw.String(), "\n")[before:] {
+		if strings.Contains(l, `"level":"INFO"`) || strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
+			said++
+			var m map[string]any
+			json.Unmarshal([]byte(l), &m)
+			kinds[fmt.Sprint(m["msg"])]++
+		}
+	}
+	p.mu.Unlock()
+	t.Logf("the deleted logs' work was done %v after the deletion; %d log lines (INFO and up): %v; another root's line captured within %v at worst",
+		done.Round(time.Second), said, kinds, worst.Round(time.Millisecond))
+	if said > 1000 {
+		t.Errorf("deleting %d logs wrote %d log lines, want at most 1,000", n, said)
+	}
+	// The deleted sessions' messages: consolidated into HISTORY.md, and
+	// still recalled from the spool.
+	for _, i := range []int{0, n / 2, n - 1} {
+		word := fmt.Sprintf("okapi%d", i)
+		out, _ := exec.Command(memwatchFast, "recall", "--policy", pol, "--state-dir", stateDir, "--dir", filepath.Dir(big), "--json", word).Output()
+		if !strings.Contains(string(out), word) {
+			t.Errorf("a deleted session's message (%s) is not recalled: %s", word, out)
+		}
+	}
+	hist, _ := os.ReadFile(filepath.Join(dir, "big", "a", "HISTORY.md"))
+	if c := strings.Count(string(hist), "\n## "); c == 0 || c > n/10 {
+		t.Errorf("HISTORY.md holds %d entries for %d deleted one-message logs: want them batched", c, n)
+	}
+	t.Logf("HISTORY.md: %d entries, %d bytes; peak RSS %d MiB", strings.Count(string(hist), "\n## "), len(hist), peakRSS(t, p.cmd.Process.Pid)>>20)
+}
