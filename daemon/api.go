@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sort"
@@ -166,12 +167,27 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("GET /metrics", d.handleMetrics)
 	mux.HandleFunc("GET /v1/recall", d.handleRecall)
 	mux.HandleFunc("GET /v1/show", d.handleShow)
+	// The Go runtime's profiles, for what the daemon's memory and time
+	// go to: the administrator's alone.
+	mux.HandleFunc("GET /debug/pprof/{profile...}", d.adminOnly(pprof.Index))
+	mux.HandleFunc("GET /debug/pprof/profile", d.adminOnly(pprof.Profile))
 	d.recordRoutes(mux)
 	d.versionRoutes(mux)
 	for _, h := range d.handlers {
 		mux.Handle(h.pattern, h.h)
 	}
 	return mux
+}
+
+// adminOnly serves h to the administrator and refuses everyone else.
+func (d *Daemon) adminOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if c := CallerOf(r.Context()); !c.IsAdmin() {
+			writeErr(w, http.StatusForbidden, fmt.Errorf("%s: the runtime's profiles are the administrator's", c.Name))
+			return
+		}
+		h(w, r)
+	}
 }
 
 // Handle adds a handler to the control API (the MCP server's /mcp); call

@@ -1,5 +1,7 @@
 package daemon
 
+import "github.com/cespare/xxhash/v2"
+
 // taskQueue is the background goroutine's pending tasks: each task once,
 // in per-root FIFOs served round-robin, captures and versions before
 // indexing. A root whose agent deleted 100,000 logs at once queues 100,000
@@ -7,25 +9,40 @@ package daemon
 // for all of them. Pushing and taking cost O(1) whatever the queue holds.
 // Only the background goroutine uses it.
 type taskQueue struct {
-	pending map[task]bool
+	// pending holds each queued task's hash (a task is some 80 bytes;
+	// 100,000 of them are kept once, in the FIFOs). Two tasks of one hash
+	// are taken for one: the second waits for the evaluation, as a task
+	// dropped from a full queue does.
+	pending map[uint64]bool
 	urgent  roundRobin // captures and versions: a line an agent may trim any moment
 	rest    roundRobin // indexing: only saves a search time
 }
 
-func newTaskQueue() *taskQueue { return &taskQueue{pending: map[task]bool{}} }
+func newTaskQueue() *taskQueue { return &taskQueue{pending: map[uint64]bool{}} }
+
+func (t task) hash() uint64 {
+	d := xxhash.New()
+	for _, s := range []string{t.kind, t.store, t.root, t.rel} {
+		d.WriteString(s)
+		d.Write([]byte{0})
+	}
+	d.Write([]byte{byte(t.src)})
+	return d.Sum64()
+}
 
 // Len is the number of tasks queued.
 func (q *taskQueue) Len() int { return len(q.pending) }
 
 // Has reports whether t is queued.
-func (q *taskQueue) Has(t task) bool { return q.pending[t] }
+func (q *taskQueue) Has(t task) bool { return q.pending[t.hash()] }
 
 // Push queues t unless it is queued already.
 func (q *taskQueue) Push(t task) {
-	if q.pending[t] {
+	h := t.hash()
+	if q.pending[h] {
 		return
 	}
-	q.pending[t] = true
+	q.pending[h] = true
 	if t.kind == "capture" || t.kind == "version" {
 		q.urgent.push(t)
 	} else {
@@ -41,7 +58,7 @@ func (q *taskQueue) Pop() (task, bool) {
 		t, ok = q.rest.pop()
 	}
 	if ok {
-		delete(q.pending, t)
+		delete(q.pending, t.hash())
 	}
 	return t, ok
 }

@@ -92,30 +92,49 @@ func (s *Spool) Capture(ctx context.Context, root *confine.Root, rel string, o O
 // still held, is kept first). It returns how many it marked.
 func (s *Spool) MarkGone(ctx context.Context, root *confine.Root, o Options) (int, error) {
 	s.Bind(ctx, root.ID())
-	logs, err := s.Logs(ctx, root.ID())
-	if err != nil {
-		return 0, err
-	}
 	n := 0
-	for _, l := range logs {
-		if err := ctx.Err(); err != nil {
-			return n, err
+	// A page of the live logs' names at a time: a root of a million logs
+	// is never held in memory whole.
+	for after := int64(0); ; {
+		var ids []int64
+		var paths []string
+		rows, err := s.db.QueryContext(ctx, `SELECT id, path FROM logs WHERE root=? AND id>? AND missing=0 AND ino!=? ORDER BY id LIMIT 1000`, root.ID().Key(), after, virtualIno)
+		if err != nil {
+			return n, fmt.Errorf("list spool logs: %w", err)
 		}
-		if l.Missing || l.ino == virtualIno {
-			continue
+		for rows.Next() {
+			var id int64
+			var p string
+			if err := rows.Scan(&id, &p); err != nil {
+				rows.Close()
+				return n, fmt.Errorf("list spool logs: %w", err)
+			}
+			ids, paths = append(ids, id), append(paths, p)
 		}
-		if _, err := root.Lstat(l.Path); !errors.Is(err, fs.ErrNotExist) {
-			continue
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return n, fmt.Errorf("list spool logs: %w", err)
 		}
-		res, err := s.Capture(ctx, root, l.Path, o)
-		if res.Why == "gone" {
-			n++
+		if len(ids) == 0 {
+			return n, nil
 		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return n, err
+		after = ids[len(ids)-1]
+		for _, p := range paths {
+			if err := ctx.Err(); err != nil {
+				return n, err
+			}
+			if _, err := root.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			res, err := s.Capture(ctx, root, p, o)
+			if res.Why == "gone" {
+				n++
+			}
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return n, err
+			}
 		}
 	}
-	return n, nil
 }
 
 func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o Options) (res Result, err error) {

@@ -150,7 +150,9 @@ type Store struct {
 }
 
 func newStore(db *sql.DB, dir string) (*Store, error) {
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	// A 2 MiB window and the encoder's lower-memory mode: a version of a
+	// large HISTORY.md otherwise keeps 16 MiB of history buffers alive.
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithWindowSize(2<<20), zstd.WithLowerEncoderMem(true))
 	if err != nil {
 		return nil, err
 	}

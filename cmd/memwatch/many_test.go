@@ -109,8 +109,8 @@ stores:
 	var logs int
 	spool.QueryRow(`SELECT COUNT(*) FROM logs`).Scan(&logs)
 	rss := peakRSS(t, p.cmd.Process.Pid)
-	t.Logf("%d logs caught up in %v; another root's line captured within %v at worst (%d probes); %d logs in the spool; peak RSS %d MiB",
-		n, time.Since(start).Round(time.Second), worst.Round(time.Millisecond), probes, logs, rss>>20)
+	t.Logf("%d logs caught up in %v; another root's line captured within %v at worst (%d probes); %d logs in the spool; %s",
+		n, time.Since(start).Round(time.Second), worst.Round(time.Millisecond), probes, logs, memBreakdown(t, p.cmd.Process.Pid, filepath.Join(stateDir, "memwatch.sock")))
 	if logs < n {
 		t.Errorf("%d logs in the spool, want %d", logs, n+1)
 	}
