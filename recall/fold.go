@@ -9,19 +9,20 @@ import (
 // Folding: one result per distinct text. The layouts that consolidate
 // write each history entry twice when history_mode is mirror (HISTORY.md,
 // which the agent reads, and the month's HISTORY-YYYY-MM.md), an agent
-// may copy a message into a note word for word, and a session can be
-// copied whole into another file: the same text found twice takes two of
-// an agent's few slots and tells it nothing more. So a result whose text
-// (a note's line, a message's text without its role) is one already
-// found in another file of the same root is folded into it (a note's line
-// into a note's line or a message, a message into a note's line; never a
-// message into a message: the same words in two conversations are two
-// things said): it is left out, its citation
-// listed in the kept result's Folded (shown by --explain), and the kept
-// result cites the file the agent reads (a name without a date stamp)
-// when one of the copies is there. Messages shorter than minFoldMessage
-// bytes ("ok", "yes") are not folded: the same short answer in two
-// conversations is two things said.
+// writes the same entry again, repeats the same tool call, copies a
+// message into a note word for word, and a session can be copied whole
+// into another file: the same text found twice takes two of an agent's
+// few slots and tells it nothing more. So a result whose text (a note's
+// line, a message's text without its role) is one already found in the
+// same root (in another file or in the same one) is folded into it: it is
+// left out, its citation listed in the kept result's Folded (the first
+// maxFolded; Copies counts them all), and the kept result cites the file
+// the agent reads (a name without a date stamp) when one of the copies is
+// there. Messages shorter than minFoldMessage bytes ("ok", "yes") are not
+// folded: the same short answer twice is two things said.
+
+// maxFolded bounds the copies a result cites.
+const maxFolded = 20
 
 // minFoldMessage is the shortest message text folded with another.
 const minFoldMessage = 24
@@ -54,29 +55,28 @@ func (s *searcher) fold(f file, text []byte, r Result) bool {
 	if key == "" {
 		return false
 	}
-	msg := f.src.Kind != Text
 	at, ok := s.folds[key]
-	if !ok || at.file == f.rel || at.msg && msg {
-		// A line repeated in its own file is said again, and the same
-		// words in two conversations are two things said: kept.
+	if !ok {
 		if s.folds == nil {
 			s.folds = map[string]foldAt{}
 		}
-		if !ok {
-			s.folds[key] = foldAt{i: len(s.results), file: f.rel, msg: msg}
-		}
+		s.folds[key] = foldAt{i: len(s.results), file: f.rel}
 		return false
 	}
 	kept := &s.results[at.i]
 	if datedName.MatchString(path.Base(citedFile(kept.Citation))) && !datedName.MatchString(path.Base(citedFile(r.Citation))) {
 		// Cite the file the agent reads, at the kept result's rank.
-		folded := append(kept.Folded, kept.Citation)
+		folded, copies := kept.Folded, kept.Copies
 		score, why := kept.Score, kept.Why
+		old := kept.Citation
 		*kept = r
-		kept.Folded, kept.Score, kept.Why = folded, score, why
-		return true
+		kept.Folded, kept.Copies, kept.Score, kept.Why = folded, copies, score, why
+		r.Citation = old
 	}
-	kept.Folded = append(kept.Folded, r.Citation)
+	kept.Copies++
+	if len(kept.Folded) < maxFolded {
+		kept.Folded = append(kept.Folded, r.Citation)
+	}
 	return true
 }
 
@@ -84,7 +84,6 @@ func (s *searcher) fold(f file, text []byte, r Result) bool {
 type foldAt struct {
 	i    int
 	file string
-	msg  bool // a message, not a note's line
 }
 
 // citedFile is the file of a citation ("HISTORY.md#L4": "HISTORY.md").

@@ -20,20 +20,20 @@ func TestParallelScanAnswersLikeOneReader(t *testing.T) {
 		name  string
 		lines func(r *rand.Rand, i int) int // length of line i
 	}{
-		{"short lines", func(r *rand.Rand, i int) int { return 45 + r.IntN(300) }},
+		{"short lines", func(r *rand.Rand, i int) int { return 55 + r.IntN(300) }},
 		// 256 bytes with the newline: every chunk's edge is a line start.
 		{"lines ending at the chunks' edges", func(r *rand.Rand, i int) int { return 255 }},
 		{"mixed lengths", func(r *rand.Rand, i int) int {
 			if r.IntN(50) == 0 {
 				return 20_000 + r.IntN(100_000)
 			}
-			return 45 + r.IntN(2000)
+			return 55 + r.IntN(2000)
 		}},
 		{"lines longer than a chunk", func(r *rand.Rand, i int) int {
 			if i%40 == 7 {
 				return scanChunk + 100_000 + r.IntN(scanChunk)
 			}
-			return 50 + r.IntN(500)
+			return 55 + r.IntN(500)
 		}},
 	}
 	for _, shape := range shapes {
@@ -47,7 +47,10 @@ func TestParallelScanAnswersLikeOneReader(t *testing.T) {
 				for i := 0; b.Len() < 3*4*scanChunk; i++ {
 					// A line of n bytes: {"role":"user","content":"..."}.
 					n := shape.lines(r, i)
-					text := strings.Repeat("x", n-29)
+					// Each line's own (identical lines would be folded),
+					// the word at its start.
+					id := fmt.Sprintf(" %d ", i)
+					text := "xxxxxxxx" + id + strings.Repeat("x", n-29-8-len(id))
 					if r.IntN(9) == 0 {
 						text = text[:len(text)-8] + " Quokka "
 						want = append(want, int64(i+1))

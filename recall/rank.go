@@ -962,7 +962,7 @@ func (r *ranker) results(rs []ranked, q Query) ([]Result, error) {
 		}
 		text, _ := searchTextID(f.f.src.Kind, raw)
 		n := len(s.results)
-		s.emit(f.f, line, text, r.firstTerm(text))
+		s.emit(f.f, line, raw, text, r.firstTerm(text))
 		if r.o.Explain && len(s.results) > n {
 			s.results[n].Score = math.Round(rk.score*1000) / 1000
 			s.results[n].Why = r.why(rk)

@@ -41,6 +41,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/memwatch/memwatch/confine"
 
@@ -100,9 +101,18 @@ type Result struct {
 	Root       string `json:"root,omitempty"`    // with several roots: the root
 	Store      string `json:"store,omitempty"`   // with several roots: its store
 	Host       string `json:"host,omitempty"`    // on a central node: the host the root is on
+	// Project is the short name of the root the result is in (the
+	// project an agent's root stands for: "billing" for Claude Code's
+	// ~/.claude/projects/-home-alice-src-billing).
+	Project string `json:"project,omitempty"`
+	// Time is when it was said: the message's own timestamp, else the
+	// time of the file's version it was found in.
+	Time time.Time `json:"time,omitzero"`
 	// Folded cites the copies of this text left out of the results (a
-	// mirror's line, the same message in another file).
+	// mirror's line, the same message said again), the first maxFolded of
+	// them; Copies counts them all.
 	Folded []string `json:"folded,omitempty"`
+	Copies int      `json:"copies,omitempty"`
 	// Score and Why say how a ranked result ranked (Options.Explain).
 	Score float64 `json:"score,omitempty"`
 	Why   string  `json:"why,omitempty"`
@@ -167,15 +177,36 @@ func format(q Query, results []Result, explain bool) string {
 		} else {
 			fmt.Fprintf(&b, "    Line: %d\n", r.LineNumber)
 		}
+		if !r.Time.IsZero() {
+			fmt.Fprintf(&b, "    Date: %s\n", Date(r.Time))
+		}
+		if r.Project != "" {
+			fmt.Fprintf(&b, "    Project: %s\n", r.Project)
+		}
 		fmt.Fprintf(&b, "    Content: %s\n    Citation: %s\n", r.Text, r.Citation)
+		if r.Copies > 0 {
+			fmt.Fprintf(&b, "    Copies: %s\n", Copies(r))
+		}
 		if explain && r.Why != "" {
 			fmt.Fprintf(&b, "    Score: %.3f: %s\n", r.Score, r.Why)
 		}
-		if explain && len(r.Folded) > 0 {
-			fmt.Fprintf(&b, "    Folded: the same text at %s\n", strings.Join(r.Folded, ", "))
-		}
 	}
 	return b.String()
+}
+
+// Date is how results give their time: in UTC, to the minute.
+func Date(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+
+// Copies says how many times more a result's text was found, and where.
+func Copies(r Result) string {
+	s := fmt.Sprintf("%d more of the same text", r.Copies)
+	if len(r.Folded) > 0 {
+		s += ": " + strings.Join(r.Folded, ", ")
+		if r.Copies > len(r.Folded) {
+			s += fmt.Sprintf(", and %d more", r.Copies-len(r.Folded))
+		}
+	}
+	return s
 }
 
 // IndexDir is the directory of the daemon's recall index in its state

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/session"
 )
 
 // Root is one root to search, with the sources its layout makes searchable.
@@ -48,6 +49,9 @@ type Root struct {
 	// line is the host's generation and line); ok is false for a
 	// citation that is not this root's.
 	Recite func(citation string) (cite string, line int64, ok bool)
+	// Project is the root's short name in results (Result.Project); ""
+	// gives ProjectName of its path.
+	Project string
 }
 
 // Listed is one file of a Root's listing: relative to the root, searched
@@ -56,6 +60,40 @@ type Listed struct {
 	Rel    string
 	Source int
 	Gen    int64
+}
+
+// project is the root's short name, as results give it.
+func (r Root) project() string {
+	if r.Project != "" {
+		return r.Project
+	}
+	return ProjectName(r.shown())
+}
+
+// ProjectName is the short name results give a root: its directory's name,
+// without the home directory an agent encodes into it (Claude Code's
+// -home-alice-src-billing is src-billing) or a leading dot (.codex is
+// codex); a session's directory named by an id (seed 003's
+// --<cwd>--/<id>) is named by its project's.
+func ProjectName(root string) string {
+	base := filepath.Base(root)
+	if parent := filepath.Base(filepath.Dir(root)); strings.HasPrefix(parent, "--") && strings.HasSuffix(parent, "--") && len(parent) > 4 {
+		base = strings.Trim(parent, "-")
+	}
+	if enc, ok := strings.CutPrefix(base, "-"); ok && enc != "" {
+		parts := strings.Split(enc, "-")
+		switch {
+		case (parts[0] == "home" || parts[0] == "Users") && len(parts) > 2:
+			parts = parts[2:]
+		case parts[0] == "root" && len(parts) > 1:
+			parts = parts[1:]
+		}
+		return strings.Join(parts, "-")
+	}
+	if name := strings.TrimPrefix(base, "."); name != "" {
+		return name
+	}
+	return base
 }
 
 // shown is the root's path as results show it.
@@ -396,9 +434,15 @@ func (s *searcher) sample(f file, data []byte) {
 }
 
 // emit adds a matching line; it returns errLimit once the search is done.
-func (s *searcher) emit(f file, line int64, text []byte, at int) error {
+func (s *searcher) emit(f file, line int64, raw, text []byte, at int) error {
 	cite := f.src.cite(f.rel)
-	r := Result{Source: f.src.Label, LineNumber: line, Text: snippet(text, at)}
+	r := Result{Source: f.src.Label, LineNumber: line, Text: snippet(text, at), Project: f.root.project()}
+	if f.src.Kind != Text {
+		r.Time = session.Decode(raw).Time
+	}
+	if r.Time.IsZero() && f.mtime > 0 {
+		r.Time = time.Unix(0, f.mtime)
+	}
 	at2 := ""
 	if f.src.Kind == Log && f.gen > 1 {
 		at2 = "@" + strconv.FormatInt(f.gen, 10)
@@ -481,7 +525,7 @@ func (s *searcher) forward(f file, r region, line int64) error {
 		}
 		line += int64(bytes.Count(data[pos:ls], []byte{'\n'}))
 		if text, at, ok := s.check(f, data[ls:le]); ok {
-			if err := s.emit(f, line, text, at); err != nil {
+			if err := s.emit(f, line, data[ls:le], text, at); err != nil {
 				return err
 			}
 		}
@@ -541,7 +585,7 @@ func (s *searcher) checkBackward(f file, data []byte, cands []cand, lineAt func(
 	for k := len(cands) - 1; k >= 0; k-- {
 		c := cands[k]
 		if text, at, ok := s.check(f, data[c.ls:c.le]); ok {
-			if err := s.emit(f, lineAt(c.nl), text, at); err != nil {
+			if err := s.emit(f, lineAt(c.nl), data[c.ls:c.le], text, at); err != nil {
 				return err
 			}
 		}
@@ -665,18 +709,15 @@ const scanChunk = 256 << 10
 func (s *searcher) scanBackward(f file, fh *os.File, size int64) error {
 	end := size
 	var nlAfter int64 // newlines at or after end
-	var pending []pendingResult
 	var stopErr error
 	// take searches one region, the one just before end.
 	take := func(r region, regionNL int64, cands []cand) error {
 		base := nlAfter + regionNL // newlines from the region's start to the file's end
 		// A result's line number is 1 + newlines before it in the file =
 		// 1 + N - (newlines from its start to the end); N comes later.
-		before := len(s.results)
-		err := s.checkBackward(f, r.data, cands, func(nl int64) int64 { return -(base - nl) })
-		for i := before; i < len(s.results); i++ {
-			pending = append(pending, pendingResult{i, s.results[i].LineNumber})
-		}
+		// Until then it is held as -1 - (newlines from its start to the
+		// end), below zero whatever the line.
+		err := s.checkBackward(f, r.data, cands, func(nl int64) int64 { return -1 - (base - nl) })
 		nlAfter = base
 		end = r.start
 		return err
@@ -719,9 +760,19 @@ func (s *searcher) scanBackward(f file, fh *os.File, size int64) error {
 		}
 		total += n
 	}
-	for _, p := range pending {
-		s.results[p.i].LineNumber = 1 + total + p.neg
-		s.results[p.i].Citation = fixCitation(s.results[p.i].Citation, s.results[p.i].LineNumber)
+	// This file's results, and the copies folded into any result, carry
+	// their line counted from the end (negative) until now.
+	for i := range s.results {
+		r := &s.results[i]
+		if r.LineNumber < 0 {
+			r.LineNumber = 2 + total + r.LineNumber
+			r.Citation = fixCitation(r.Citation, r.LineNumber)
+		}
+		for k, c := range r.Folded {
+			if neg, ok := citedLine(c); ok && neg < 0 {
+				r.Folded[k] = fixCitation(c, 2+total+neg)
+			}
+		}
 	}
 	return stopErr
 }
@@ -869,12 +920,17 @@ func (s *searcher) parallel(fh *os.File, end int64, take func(r region, regionNL
 	return nil
 }
 
-type pendingResult struct {
-	i   int
-	neg int64 // minus the newlines from the line's start to the end
+// fixCitation replaces the line number at the end of a citation.
+// citedLine is the line a citation names (the number after its last #L).
+func citedLine(c string) (int64, bool) {
+	i := strings.LastIndex(c, "#L")
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(c[i+2:], 10, 64)
+	return n, err == nil
 }
 
-// fixCitation replaces the line number at the end of a citation.
 func fixCitation(c string, line int64) string {
 	if i := bytes.LastIndex([]byte(c), []byte("#L")); i >= 0 {
 		return c[:i] + "#L" + strconv.FormatInt(line, 10)
@@ -1059,7 +1115,7 @@ func (s *searcher) searchHeld() error {
 			f := file{root: r, rel: rel, src: Source{Kind: Log, Label: srcs[i].Label, Strip: srcs[i].Strip}, gen: gen}
 			s.stats.BytesRead += int64(len(raw))
 			if text, at, ok := s.check(f, raw); ok {
-				return s.emit(f, line, text, at)
+				return s.emit(f, line, raw, text, at)
 			}
 			return nil
 		})
