@@ -177,7 +177,7 @@ func rankedSearch(ctx context.Context, q Query, o Options) ([]Result, Stats, err
 			if ctx.Err() != nil {
 				return nil, r.stats, ctx.Err()
 			}
-			r.stats.unread(f, err)
+			unread(&r.stats, f, err)
 		}
 	}
 	if o.Held != nil {

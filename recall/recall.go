@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 
 	"github.com/memwatch/memwatch/session"
 )
@@ -90,33 +91,11 @@ func (s Source) cite(rel string) string {
 	return strings.TrimPrefix(rel, s.Strip)
 }
 
-// Result is one recall hit, with seed 003's SearchResult fields.
-type Result struct {
-	Source     string `json:"source"`              // detail | messages | ...
-	FilePath   string `json:"file_path,omitempty"` // the file, as cited
-	LineNumber int64  `json:"line_number"`
-	Text       string `json:"text"`
-	Citation   string `json:"citation"`
-	Session    string `json:"session,omitempty"` // with several roots: the root's name
-	Root       string `json:"root,omitempty"`    // with several roots: the root
-	Store      string `json:"store,omitempty"`   // with several roots: its store
-	Host       string `json:"host,omitempty"`    // on a central node: the host the root is on
-	// Project is the short name of the root the result is in (the
-	// project an agent's root stands for: "billing" for Claude Code's
-	// ~/.claude/projects/-home-alice-src-billing).
-	Project string `json:"project,omitempty"`
-	// Time is when it was said: the message's own timestamp, else the
-	// time of the file's version it was found in.
-	Time time.Time `json:"time,omitzero"`
-	// Folded cites the copies of this text left out of the results (a
-	// mirror's line, the same message said again), the first maxFolded of
-	// them; Copies counts them all.
-	Folded []string `json:"folded,omitempty"`
-	Copies int      `json:"copies,omitempty"`
-	// Score and Why say how a ranked result ranked (Options.Explain).
-	Score float64 `json:"score,omitempty"`
-	Why   string  `json:"why,omitempty"`
-}
+// Result is one recall hit (control.Result: what the daemon answers).
+type Result = control.Result
+
+// Turn is a message or line around a result.
+type Turn = control.Turn
 
 // searchText is the text of a raw line that queries match: the line for
 // text files, the decoded message (role first) for logs.

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/session"
 )
 
@@ -145,23 +146,10 @@ type Options struct {
 }
 
 // Stats says how a search was answered (memwatch recall --explain).
-type Stats struct {
-	Files        int           // files searched
-	Indexed      int           // of which through the index
-	Blocks       int           // index blocks in those files
-	BlocksRead   int           // index blocks read (could match)
-	BytesRead    int64         // bytes read from files
-	Duration     time.Duration // wall time
-	StoppedEarly bool          // the limit was reached before every file was read
-	// Unread counts the files a search left out because they could not be
-	// read (the kernel refused the caller, a FIFO, over the size bound),
-	// and Why says why the first was: one such file never ends a search.
-	Unread int    `json:",omitempty"`
-	Why    string `json:",omitempty"`
-}
+type Stats = control.Stats
 
 // unread notes a file left out of a search.
-func (s *Stats) unread(f file, err error) {
+func unread(s *Stats, f file, err error) {
 	s.Unread++
 	if s.Why == "" {
 		s.Why = fmt.Sprintf("%s: %v", f.root.Root.Join(f.rel), err)
@@ -268,7 +256,7 @@ func search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
 			if ctx.Err() != nil {
 				return s.results, s.stats, ctx.Err()
 			}
-			s.stats.unread(f, err)
+			unread(&s.stats, f, err)
 		}
 	}
 	if !s.stats.StoppedEarly && o.Held != nil {
@@ -381,7 +369,7 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 			ms, err := r.Root.GlobExcept(src.Glob, src.Exclude)
 			if err != nil {
 				// A root this caller cannot list is left out, not the search.
-				st.unread(file{root: r, rel: src.Glob}, err)
+				unread(st, file{root: r, rel: src.Glob}, err)
 				continue
 			}
 			for _, m := range ms {

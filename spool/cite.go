@@ -15,6 +15,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 )
 
 // Cite renders the citation of lines of the log path: path#Lx-y for lines
@@ -156,11 +157,7 @@ func (c Citation) Widen(n int64) Citation {
 }
 
 // Shown is one line of a citation: from the live file or the spool.
-type Shown struct {
-	Line   int64
-	Data   []byte
-	Source string // "live", "spool", "pruned", "missing", "version" or "omitted" (past MaxShowBytes)
-}
+type Shown = control.Shown
 
 // ErrUnknownLog means the spool never captured the cited log.
 var ErrUnknownLog = errors.New("the spool has no such log")

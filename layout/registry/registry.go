@@ -66,3 +66,23 @@ func SearchSources(s *policy.Store) ([]recall.Source, bool) {
 	}
 	return sl.Sources(s), true
 }
+
+// LogGlobs are the globs of a store's session logs, relative to a root
+// (none when its layout reads no logs).
+func LogGlobs(s *policy.Store) []string {
+	l, ok := For(s.Layout)
+	if !ok {
+		return nil
+	}
+	sl, ok := l.(layout.SessionLogs)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, src := range sl.Logs(s) {
+		if src.Glob != "" {
+			out = append(out, src.Glob)
+		}
+	}
+	return out
+}

@@ -1,0 +1,286 @@
+// Package scope decides which of a policy's roots a request from a
+// directory means, so that recall, show and the MCP tools work where
+// people and agents stand, with no path to type:
+//
+//   - a directory inside a root (or the root itself): that root;
+//   - an agent project's working directory (where Claude Code, Codex and
+//     the others start, and start their MCP servers): that project's roots
+//     and files, found the way each agent files them (Claude Code's
+//     ~/.claude/projects/<the directory, / as ->, Pi's
+//     sessions/--<directory>--/, Gemini CLI's tmp/<sha256 of it>/, Codex's
+//     rollouts whose session_meta names it as their cwd, a project's own
+//     .crush, ...);
+//   - anywhere else: every root (the caller then keeps those it reaches).
+//
+// It reads only names, and for Codex the first line of each rollout, of
+// roots it is given, opened by the caller as the roots' owner.
+package scope
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/layout/registry"
+	"github.com/memwatch/memwatch/policy"
+)
+
+// Candidate is a root of the policy, as its store knows it.
+type Candidate struct {
+	Store *policy.Store
+	ID    confine.ID
+}
+
+// Root is a root a request covers.
+type Root struct {
+	Candidate
+	// Files, when not nil, are the root's only files that are the
+	// project's (relative to the root): the root holds several projects'
+	// sessions (Codex's ~/.codex, Gemini CLI's ~/.gemini).
+	Files []string
+	// Why says how it belongs to the project ("" for a root the directory
+	// is in, or every root).
+	Why string
+}
+
+// Kinds of scope.
+const (
+	InRoot  = "root"    // the directory is in a root
+	Project = "project" // the directory is an agent project's working directory
+	All     = "all"     // neither: every root
+)
+
+// Scope is what a request from Dir covers.
+type Scope struct {
+	Kind  string
+	Dir   string
+	Roots []Root
+}
+
+// String says what a scope covers, for a line on stderr.
+func (s Scope) String() string {
+	switch s.Kind {
+	case InRoot:
+		return fmt.Sprintf("the root %s (store %s)", s.Roots[0].ID.Path, s.Roots[0].Store.Name)
+	case Project:
+		var parts []string
+		for _, r := range s.Roots {
+			p := r.ID.Path
+			if r.Files != nil {
+				p = fmt.Sprintf("%d file(s) of %s", len(r.Files), r.ID.Path)
+			}
+			parts = append(parts, fmt.Sprintf("%s (%s)", p, r.Store.Name))
+		}
+		return fmt.Sprintf("the memory of project %s: %s", s.Dir, strings.Join(parts, ", "))
+	}
+	return fmt.Sprintf("every root (%s is in no root and is no agent project's directory)", s.Dir)
+}
+
+// Opener opens a candidate root as its owner, to read the names (and
+// Codex's first lines) that tell which of its files are a project's.
+type Opener func(Candidate) (*confine.Root, error)
+
+// maxProjectFiles bounds the files of a shared root looked at to find a
+// project's.
+const maxProjectFiles = 100_000
+
+// Of is the scope of a request from dir (absolute, clean) over cands.
+func Of(cands []Candidate, dir string, open Opener, cache *Cache) Scope {
+	dir = filepath.Clean(dir)
+	// The root dir is in: the deepest.
+	var in *Candidate
+	for i, c := range cands {
+		if confine.Within(c.ID.Path, dir) && (in == nil || len(c.ID.Path) > len(in.ID.Path)) {
+			in = &cands[i]
+		}
+	}
+	if in != nil {
+		return Scope{Kind: InRoot, Dir: dir, Roots: []Root{{Candidate: *in}}}
+	}
+	s := Scope{Kind: Project, Dir: dir}
+	enc := Encodings(dir)
+	for _, c := range cands {
+		base := filepath.Base(c.ID.Path)
+		switch {
+		case filepath.Dir(c.ID.Path) == dir && inProjects(c.Store):
+			// The project's own agent directory (dir/.crush).
+			s.Roots = append(s.Roots, Root{Candidate: c, Why: "inside the project"})
+		case enc[base] != "":
+			s.Roots = append(s.Roots, Root{Candidate: c, Why: enc[base]})
+		default:
+			if files, why := cache.projectFiles(c, dir, enc, open); len(files) > 0 {
+				s.Roots = append(s.Roots, Root{Candidate: c, Files: files, Why: why})
+			}
+		}
+	}
+	if len(s.Roots) > 0 {
+		return s
+	}
+	s = Scope{Kind: All, Dir: dir}
+	for _, c := range cands {
+		s.Roots = append(s.Roots, Root{Candidate: c})
+	}
+	return s
+}
+
+// inProjects reports whether a store's roots are directories inside
+// projects: a glob whose last name is fixed under a wildcard (Crush's
+// ~/*/.crush), so a root's parent is a project.
+func inProjects(s *policy.Store) bool {
+	for _, g := range s.Paths {
+		if !strings.ContainsAny(filepath.Base(g), "*?[") && strings.ContainsAny(filepath.Base(filepath.Dir(g)), "*?[") {
+			return true
+		}
+	}
+	return false
+}
+
+// nonAlnum is what Claude Code writes as - in a project's directory name.
+var nonAlnum = regexp.MustCompile(`[^A-Za-z0-9]`)
+
+// Encodings are the names agents give a directory named after project
+// dir, each with the agent that names it so.
+func Encodings(dir string) map[string]string {
+	dash := nonAlnum.ReplaceAllString(dir, "-")
+	sum := sha256.Sum256([]byte(dir))
+	return map[string]string{
+		dash: "named after the project (Claude Code, Qwen Code)",
+		"--" + strings.Trim(strings.ReplaceAll(dir, "/", "-"), "-") + "--": "named after the project (Pi, seed 003)",
+		hex.EncodeToString(sum[:]): "named by the project's hash (Gemini CLI)",
+	}
+}
+
+// projectFiles lists the session files of a shared root that are project
+// dir's: those under a directory named after it (one of enc), or, for a
+// log that names its working directory in its first line (Codex's
+// session_meta, Claude Code's cwd), those that name dir.
+func (cache *Cache) projectFiles(c Candidate, dir string, enc map[string]string, open Opener) ([]string, string) {
+	var globs []string
+	for _, g := range registry.LogGlobs(c.Store) {
+		// A root of one project's logs (Claude Code's *.jsonl) is matched
+		// by its name; only roots that keep many projects' sessions in
+		// directories are looked into.
+		if strings.Contains(g, "/") {
+			globs = append(globs, g)
+		}
+	}
+	if len(globs) == 0 || open == nil {
+		return nil, ""
+	}
+	root, err := open(c)
+	if err != nil {
+		return nil, ""
+	}
+	defer root.Close()
+	var files []string
+	why := ""
+	seen := 0
+	for _, glob := range globs {
+		sc, err := root.GlobScan(glob, "")
+		if err != nil {
+			continue
+		}
+		for seen < maxProjectFiles {
+			rels, done := sc.Next(256)
+			seen += len(rels)
+			for _, rel := range rels {
+				if w := underNamed(rel, enc); w != "" {
+					files, why = append(files, rel), w
+					continue
+				}
+				if cache.cwdOf(root, rel) == dir {
+					files, why = append(files, rel), "sessions that ran in the project"
+				}
+			}
+			if done {
+				break
+			}
+		}
+		sc.Close()
+	}
+	sort.Strings(files)
+	return files, why
+}
+
+// underNamed says why rel is under a directory named after the project
+// ("": it is not).
+func underNamed(rel string, enc map[string]string) string {
+	for d := path.Dir(filepath.ToSlash(rel)); d != "." && d != "/"; d = path.Dir(d) {
+		if w := enc[path.Base(d)]; w != "" {
+			return w
+		}
+	}
+	return ""
+}
+
+// cwdRE finds the working directory a log's first line names: Codex's
+// session_meta payload.cwd, a cwd field of Claude Code's and others'
+// lines. A regular expression over the line's first bytes, not a JSON
+// decode: the line goes on with the agent's instructions, kilobytes long.
+var cwdRE = regexp.MustCompile(`"cwd"\s*:\s*"((?:[^"\\]|\\.)*)"`)
+
+// cwdOf is the working directory a log's first line names, "" when none.
+func (c *Cache) cwdOf(root *confine.Root, rel string) string {
+	key := root.ID().Key() + "\x00" + rel
+	if cwd, ok := c.get(key); ok {
+		return cwd
+	}
+	cwd := ""
+	if f, _, err := root.OpenRead(rel); err == nil {
+		head := make([]byte, 4<<10)
+		n, _ := io.ReadFull(f, head)
+		f.Close()
+		line, _, _ := bytes.Cut(head[:n], []byte{'\n'})
+		if m := cwdRE.FindSubmatch(line); m != nil {
+			var s string
+			if json.Unmarshal(append(append([]byte{'"'}, m[1]...), '"'), &s) == nil && filepath.IsAbs(s) {
+				cwd = filepath.Clean(s)
+			}
+		}
+	}
+	c.put(key, cwd)
+	return cwd
+}
+
+// Cache remembers the working directory each log names (its first line
+// does not change), so a daemon asked many times reads each once. Safe
+// for concurrent use; a nil Cache remembers nothing.
+type Cache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// maxCached bounds the logs a Cache remembers.
+const maxCached = 200_000
+
+func (c *Cache) get(key string) (string, bool) {
+	if c == nil {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[key]
+	return v, ok
+}
+
+func (c *Cache) put(key, cwd string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCached {
+		c.m = map[string]string{}
+	}
+	c.m[key] = cwd
+}
