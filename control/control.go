@@ -80,6 +80,8 @@ type RecallResponse struct {
 	// Searched says what was searched, when the request did not name it
 	// (the root or project of the caller's directory, or every root).
 	Searched string `json:"searched,omitempty"`
+	// Daemon is set by the client when the daemon answered.
+	Daemon bool `json:"-"`
 }
 
 // Shown is one line of a citation: from the live file or the spool.

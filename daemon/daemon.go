@@ -33,6 +33,7 @@ import (
 	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/schedule"
+	"github.com/memwatch/memwatch/scope"
 	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
@@ -131,6 +132,7 @@ type Daemon struct {
 	memo     layout.Memo    // what rules parsed of files, across reloads
 	scans    layout.Scans   // evaluations' places between their slices
 	batches  layout.Batches // targets worked off together, per root and rule
+	scopes   scope.Cache    // what recall's scopes read of the roots
 	quota    layout.Quota   // lines of events repeated over many files
 	// refusals remembers the API refusals logged, once per client and reason.
 	refusals sync.Map

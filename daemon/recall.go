@@ -1,18 +1,18 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/scope"
 	"github.com/memwatch/memwatch/spool"
 )
 
@@ -31,123 +31,80 @@ const MaxRecallRoots = 1000
 // RecallResponse is the body of GET /v1/recall.
 type RecallResponse = control.RecallResponse
 
-// handleRecall answers GET /v1/recall?q=QUERY[&root=PATH][&store=NAME]
-// [&limit=N][&scope=LABELS][&sort=relevance|newest][&explain=1].
+// handleRecall answers GET /v1/recall (control.RecallRequest: q, and dir
+// or cwd, store, all, host, scope, limit, sort, context, explain).
 func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 	if !d.needRight(w, r, policy.RightRead) {
 		return
 	}
-	q := r.URL.Query()
-	query, err := recall.ParseQuery(q.Get("q"))
+	req, err := control.ParseRecallRequest(r.URL.Query())
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, err)
 		return
 	}
-	opts := recall.Options{Limit: recall.DefaultLimit, Explain: q.Get("explain") == "1", Sort: q.Get("sort")}
-	if s := q.Get("limit"); s != "" {
-		if opts.Limit, err = strconv.Atoi(s); err != nil || opts.Limit < 1 || opts.Limit > 100_000 {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("limit must be a number from 1 to 100000, not %q", clip(s)))
-			return
-		}
-	}
-	switch opts.Sort {
-	case "", recall.SortRelevance, recall.SortNewest:
-	default:
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("sort must be relevance or newest, not %q", opts.Sort))
+	caller := CallerOf(r.Context())
+	x, err := d.recaller(r.Context(), caller)
+	if err != nil {
+		writeErr(w, http.StatusServiceUnavailable, err)
 		return
 	}
-	if s := q.Get("scope"); s != "" && s != "all" {
-		opts.Labels = strings.Split(s, ",")
-	}
-	caller := CallerOf(r.Context())
-	var res RecallResponse
-	if root := q.Get("root"); root != "" {
-		s, opened, ok := d.needRoot(w, r, root, policy.RightRead)
-		if !ok {
-			return
-		}
-		defer opened.Close()
-		srcs, ok := SearchSources(s)
-		if !ok {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("%s is a root of store %s, whose layout (%s) has nothing to search", root, s.Name, s.Layout))
-			return
-		}
-		opts.Roots = []recall.Root{{Root: opened, Sources: srcs}}
-	} else {
-		opts.NameRoots = true
-		ids, err := d.watch.RootIDs(r.Context())
-		if err != nil {
-			writeErr(w, http.StatusServiceUnavailable, err)
-			return
-		}
-		var stores []*policy.Store
-		for _, s := range d.Policy().Stores {
-			if _, ok := SearchSources(s); ok && (q.Get("store") == "" || s.Name == q.Get("store")) && caller.ReachesStore(s) {
-				stores = append(stores, s)
-			}
-		}
-		if q.Get("store") != "" && len(stores) == 0 {
-			writeErr(w, http.StatusNotFound, fmt.Errorf("no searchable store named %q that %s reaches", q.Get("store"), caller.Name))
-			return
-		}
-		for _, s := range stores {
-			srcs, _ := SearchSources(s)
-			for _, id := range ids[s.Name] {
-				if !caller.Reaches(s, id) {
-					continue
-				}
-				if len(opts.Roots) >= MaxRecallRoots {
-					res.Skipped++
-					continue
-				}
-				root, err := d.openRoot(s, id.Path)
-				if err != nil {
-					continue // refused: the watcher reports it
-				}
-				if !caller.Reaches(s, root.ID()) {
-					root.Close() // not the directory discovery found: not the caller's
-					continue
-				}
-				defer root.Close()
-				name := filepath.Base(id.Path)
-				if len(stores) > 1 {
-					name = s.Name + "/" + name
-				}
-				opts.Roots = append(opts.Roots, recall.Root{Root: root, Sources: srcs, Name: name, Store: s.Name})
-			}
-		}
-	}
+	roots, res, done, err := x.Resolve(r.Context(), req)
+	defer done()
 	// A central node: the hosts' copies the caller reaches, with its own
 	// roots (or one host's alone: host=).
-	if host := q.Get("host"); d.fleet != nil && q.Get("root") == "" && q.Get("store") == "" && caller.ReachesFleet() {
+	if host := req.Host; d.fleet != nil && req.Dir == "" && req.Store == "" && (req.All || host != "" || len(x.Roots) == 0) && caller.ReachesFleet() {
 		if host != "" {
-			opts.Roots = nil
+			roots, err = nil, nil
 		}
-		fr, done := FleetRoots(d.cfg.StateDir, caller, host)
-		defer done()
-		if room := MaxRecallRoots - len(opts.Roots); len(fr) > room {
+		fr, fdone := FleetRoots(d.cfg.StateDir, caller, host)
+		defer fdone()
+		if room := MaxRecallRoots - len(roots); len(fr) > room {
 			res.Skipped += len(fr) - room
 			fr = fr[:room]
 		}
-		opts.Roots = append(opts.Roots, fr...)
+		roots = append(roots, fr...)
 	} else if host != "" {
 		writeErr(w, http.StatusNotFound, fmt.Errorf("no host %q that %s reaches is followed here", host, caller.Name))
 		return
 	}
-	opts.Index = filepath.Join(d.cfg.StateDir, IndexDir)
-	opts.Generation = func(root *confine.Root, rel string) int64 { return d.spool.LiveGen(r.Context(), root.ID(), rel) }
-	opts.Held = d.spool.SearchHeld
-	res.Roots = len(opts.Roots)
-	results, stats, err := recall.Search(r.Context(), query, opts)
-	if err != nil {
+	if err == nil {
+		res, err = x.Search(r.Context(), req, roots, res)
+	}
+	switch {
+	case errors.Is(err, control.ErrUsage):
+		writeErr(w, http.StatusBadRequest, err)
+	case err != nil:
 		writeErr(w, http.StatusUnprocessableEntity, err)
-		return
+	default:
+		writeJSON(w, http.StatusOK, res)
 	}
-	if results == nil {
-		results = []recall.Result{}
+}
+
+// recaller is the Recaller of the roots caller reaches: the roots the
+// watcher found, opened as every job opens them.
+func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error) {
+	ids, err := d.watch.RootIDs(ctx)
+	if err != nil {
+		return nil, err
 	}
-	res.Results, res.Stats = results, stats
-	writeJSON(w, http.StatusOK, res)
+	p := d.Policy()
+	x := &Recaller{Policy: p, Cache: &d.scopes,
+		Open:    func(s *policy.Store, path string) (*confine.Root, error) { return d.openRoot(s, path) },
+		Reaches: caller.Reaches,
+		Options: func(o *recall.Options) {
+			o.Index = filepath.Join(d.cfg.StateDir, IndexDir)
+			o.Generation = func(root *confine.Root, rel string) int64 { return d.spool.LiveGen(ctx, root.ID(), rel) }
+			o.Held = d.spool.SearchHeld
+		}}
+	for _, s := range p.Stores {
+		if _, ok := SearchSources(s); !ok || !caller.ReachesStore(s) {
+			continue
+		}
+		for _, id := range ids[s.Name] {
+			x.Roots = append(x.Roots, scope.Candidate{Store: s, ID: id})
+		}
+	}
+	return x, nil
 }
 
 // ShowResponse is the body of GET /v1/show.

@@ -75,13 +75,35 @@ func (c *controlClient) do(ctx context.Context, method, path string, body io.Rea
 		if e.Error == "" {
 			e.Error = resp.Status
 		}
-		return errors.New(e.Error)
+		return &remoteError{status: resp.StatusCode, msg: e.Error}
 	}
 	if out == nil {
 		return nil
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
+
+// remoteError is the daemon's answer to a request it refused: a 400 is
+// the request's mistake (exit 2), a 404 something that is not there.
+type remoteError struct {
+	status int
+	msg    string
+}
+
+func (e *remoteError) Error() string { return e.msg }
+
+func (e *remoteError) Unwrap() error {
+	switch e.status {
+	case http.StatusBadRequest:
+		return control.ErrUsage
+	case http.StatusNotFound:
+		return errRemoteNotFound
+	}
+	return nil
+}
+
+// errRemoteNotFound is the daemon's 404.
+var errRemoteNotFound = errors.New("not found")
 
 // fileRoot opens the directory of a file named on the command line as a
 // root, and returns the file's name in it.

@@ -67,14 +67,19 @@ func delegate(args []string) (code int, done bool) {
 		}
 		return 0, false
 	}
+	return runFull(args), true
+}
+
+// runFull becomes memwatchd with args; it returns only when it cannot.
+func runFull(args []string) int {
 	path, err := findFull()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "memwatch:", err)
-		return exitFailure, true
+		return exitFailure
 	}
 	err = syscall.Exec(path, append([]string{path}, args...), os.Environ())
 	fmt.Fprintf(os.Stderr, "memwatch: run %s: %v\n", path, err)
-	return exitFailure, true
+	return exitFailure
 }
 
 // findFull finds memwatchd beside this binary, and only there: the service

@@ -53,10 +53,13 @@ type globals struct {
 	logLevel  string
 	stderr    io.Writer
 	stdout    io.Writer
+	// rawOut is stdout as given: what prints agents' text itself makes it
+	// inert (print.go) before it adds colour.
+	rawOut io.Writer
 }
 
 func execute(args []string, stdout, stderr io.Writer) int {
-	g := &globals{stdout: terminalOut(stdout), stderr: stderr}
+	g := &globals{stdout: terminalOut(stdout), rawOut: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:   "memwatch",
 		Short: "Keep AI agents' on-disk memory bounded, organized and searchable",
@@ -86,13 +89,29 @@ Start with:  memwatch validate --policy FILE   then   memwatch run --policy FILE
 	if err == nil {
 		return exitOK
 	}
+	var q quietExit
+	if errors.As(err, &q) {
+		return q.code
+	}
+	if errors.Is(err, errDelegate) {
+		return runFull(args)
+	}
 	fmt.Fprintln(stderr, "memwatch:", err)
 	var ue usageError
 	var pe policy.Errors
-	if errors.As(err, &ue) || errors.As(err, &pe) || strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "arg(s)") {
+	if errors.As(err, &ue) || errors.As(err, &pe) || errors.Is(err, control.ErrUsage) || strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "arg(s)") || strings.HasPrefix(err.Error(), "unknown flag") || strings.HasPrefix(err.Error(), "unknown shorthand flag") {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// errDelegate asks memwatchd, the full binary, to run the command instead
+// (the lean memwatch, when no daemon answers what it asked).
+var errDelegate = errors.New("this command is memwatchd's")
+
+// warnf says something on stderr.
+func (g *globals) warnf(format string, args ...any) {
+	fmt.Fprintf(g.stderr, format+"\n", args...)
 }
 
 // loadPolicy loads --policy; errors are usage errors (exit 2).

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memwatch/memwatch/recall"
 )
 
 // mcpTree is a root of three layouts and the policy that names them.
@@ -135,11 +137,22 @@ func TestMCPOverStdioAnswersLikeTheCLI(t *testing.T) {
 		{now, "memory_status", nil, []string{"status", memFile}},
 		{now, "memory_snapshot", nil, []string{"snapshot", memFile}},
 		{now, "memory_snapshot", map[string]any{"variant": "structure"}, []string{"snapshot", "--variant", "structure", memFile}},
-		{sess, "recall_memory", map[string]any{"query": "authentication"}, []string{"recall", "--policy", m.policy, "--dir", m.sess, "authentication"}},
-		{sess, "recall_memory", map[string]any{"query": "jwt", "scope": "detail", "limit": 1}, []string{"recall", "--policy", m.policy, "--dir", m.sess, "--scope", "detail", "--limit", "1", "jwt"}},
+		{sess, "recall_memory", map[string]any{"query": "authentication"}, []string{"recall", "--policy", m.policy, "--dir", m.sess, "--json", "authentication"}},
+		{sess, "recall_memory", map[string]any{"query": "jwt", "scope": "detail", "limit": 1}, []string{"recall", "--policy", m.policy, "--dir", m.sess, "--scope", "detail", "--limit", "1", "--json", "jwt"}},
 	} {
 		got, isErr := callText(t, tt.cs, tt.tool, tt.args)
-		if want := m.cli(t, tt.cli...); isErr || got != want {
+		want := m.cli(t, tt.cli...)
+		if tt.tool == "recall_memory" {
+			// The tool gives seed 003's format of the results the CLI
+			// finds (which prints them for a person, or as JSON).
+			var rs []recall.Result
+			if err := json.Unmarshal([]byte(want), &rs); err != nil {
+				t.Fatalf("recall --json: %v\n%s", err, want)
+			}
+			q, _ := recall.ParseQuery(tt.args["query"].(string))
+			want = recall.Format(q, rs)
+		}
+		if isErr || got != want {
 			t.Errorf("%s %v (error %v):\ngot  %q\nwant %q (memwatch %s)", tt.tool, tt.args, isErr, got, want, strings.Join(tt.cli, " "))
 		}
 	}

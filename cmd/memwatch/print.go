@@ -1,0 +1,185 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/mattn/go-isatty"
+
+	"github.com/memwatch/memwatch/control"
+)
+
+// What recall and show print for a person, the same whether the daemon
+// answered or this process searched: rg's way, a header line per hit
+// (project, date, citation) and the text under it, the query's words in
+// colour on a terminal. Agents' text is made inert before any colour is
+// added (see terminal.go): colour codes are memwatch's, never an agent's.
+
+// SGR sequences, as rg colours its output.
+const (
+	sgrReset   = "\x1b[0m"
+	sgrPath    = "\x1b[35m"   // magenta, as rg's paths
+	sgrLine    = "\x1b[32m"   // green, as rg's line numbers
+	sgrMatch   = "\x1b[1;31m" // bold red, as rg's matches
+	sgrProject = "\x1b[1m"
+	sgrDim     = "\x1b[2m"
+)
+
+// paint colours text, or leaves it when colour is off.
+type paint bool
+
+func (p paint) wrap(sgr, s string) string {
+	if !p || s == "" {
+		return s
+	}
+	return sgr + s + sgrReset
+}
+
+// useColor decides --color: always, never, or auto (a terminal, and
+// NO_COLOR not set).
+func useColor(mode string, w io.Writer) (bool, error) {
+	switch mode {
+	case "always":
+		return true, nil
+	case "never":
+		return false, nil
+	case "auto", "":
+		if os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
+			return false, nil
+		}
+		f, ok := w.(*os.File)
+		return ok && isatty.IsTerminal(f.Fd()), nil
+	}
+	return false, usageError{fmt.Errorf("--color must be auto, always or never, not %q", mode)}
+}
+
+// inertText is an agent's text made safe for a terminal: control
+// characters other than tab as visible escapes, invalid UTF-8 as \xNN.
+func inertText(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\t':
+			b.WriteByte(' ')
+		case r == '\n':
+			b.WriteString(" ")
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r >= 0x80 && r <= 0x9f:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// highlighter marks a query's words in text: each word of three letters
+// or more, and the words it starts (deploy: deployed, deploys),
+// case-insensitively.
+type highlighter struct{ re *regexp.Regexp }
+
+func newHighlighter(query string) highlighter {
+	var words []string
+	seen := map[string]bool{}
+	for _, w := range strings.FieldsFunc(strings.ToLower(query), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '_' }) {
+		w = strings.Trim(w, "-_")
+		if utf8.RuneCountInString(w) < 3 || highlightStop[w] || seen[w] {
+			continue
+		}
+		seen[w] = true
+		words = append(words, regexp.QuoteMeta(w))
+	}
+	if len(words) == 0 {
+		return highlighter{}
+	}
+	return highlighter{regexp.MustCompile(`(?i)\b(?:` + strings.Join(words, "|") + `)[\pL\pN]*`)}
+}
+
+// highlightStop are question words not worth a colour.
+var highlightStop = map[string]bool{"the": true, "and": true, "what": true, "which": true, "who": true, "how": true, "does": true, "did": true,
+	"was": true, "were": true, "are": true, "for": true, "with": true, "that": true, "this": true, "when": true, "where": true, "why": true, "about": true, "from": true, "have": true, "has": true}
+
+func (h highlighter) apply(p paint, s string) string {
+	if h.re == nil || !p {
+		return s
+	}
+	return h.re.ReplaceAllStringFunc(s, func(m string) string { return p.wrap(sgrMatch, m) })
+}
+
+// printResults prints recall's results for a person.
+func printResults(w io.Writer, query string, res control.RecallResponse, p paint, explain bool) {
+	h := newHighlighter(query)
+	for i, r := range res.Results {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		var head []string
+		if r.Host != "" {
+			head = append(head, p.wrap(sgrProject, inertText(r.Host)))
+		}
+		if r.Project != "" {
+			head = append(head, p.wrap(sgrProject, inertText(r.Project)))
+		}
+		if !r.Time.IsZero() {
+			head = append(head, p.wrap(sgrDim, r.Time.UTC().Format("2006-01-02 15:04")))
+		}
+		cite := inertText(r.Citation)
+		if k := strings.LastIndex(cite, "#L"); k >= 0 {
+			cite = p.wrap(sgrPath, cite[:k]) + p.wrap(sgrLine, cite[k:])
+		} else {
+			cite = p.wrap(sgrPath, cite)
+		}
+		head = append(head, cite)
+		if r.Moved != "" {
+			head = append(head, p.wrap(sgrDim, "("+r.Moved+")"))
+		}
+		fmt.Fprintln(w, strings.Join(head, "  "))
+		for _, t := range r.Before {
+			printTurn(w, p, t)
+		}
+		fmt.Fprintf(w, "  %s\n", h.apply(p, inertText(r.Text)))
+		for _, t := range r.After {
+			printTurn(w, p, t)
+		}
+		if r.Copies > 0 {
+			fmt.Fprintf(w, "  %s\n", p.wrap(sgrDim, inertText(fmt.Sprintf("(+%s)", copiesText(r)))))
+		}
+		if explain && r.Why != "" {
+			fmt.Fprintf(w, "  %s\n", p.wrap(sgrDim, inertText(fmt.Sprintf("score %.3f: %s", r.Score, r.Why))))
+		}
+	}
+}
+
+// printTurn prints a turn around a result, dimmed, with its line.
+func printTurn(w io.Writer, p paint, t control.Turn) {
+	text := t.Text
+	if t.Role != "" {
+		text = t.Role + ": " + text
+	}
+	fmt.Fprintf(w, "  %s\n", p.wrap(sgrDim, fmt.Sprintf("L%d %s", t.Line, inertText(text))))
+}
+
+// copiesText says how often more a result's text was found, and where.
+func copiesText(r control.Result) string {
+	s := fmt.Sprintf("%d more of the same text", r.Copies)
+	if r.Copies == 1 {
+		s = "1 more of the same text"
+	}
+	if len(r.Folded) > 0 {
+		s += ": " + strings.Join(r.Folded, ", ")
+		if r.Copies > len(r.Folded) {
+			s += fmt.Sprintf(", and %d more", r.Copies-len(r.Folded))
+		}
+	}
+	return s
+}
