@@ -107,6 +107,23 @@ func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error
 	return x, nil
 }
 
+// ShowIn returns the lines citation c names in root: a log's from the
+// spool (sp; nil: none readable) or its live file, a note's from the file
+// as it is (a compressed archive decompressed).
+func ShowIn(ctx context.Context, sp *spool.Spool, root *confine.Root, c spool.Citation) ([]spool.Shown, error) {
+	err := fmt.Errorf("%s in %s: %w", c.Path, root.Path(), spool.ErrUnknownLog)
+	var lines []spool.Shown
+	if sp != nil {
+		lines, err = sp.Show(ctx, root, c)
+	}
+	if errors.Is(err, spool.ErrUnknownLog) {
+		if file, ok, ferr := spool.ShowFile(ctx, root, c); ok {
+			return file, ferr
+		}
+	}
+	return lines, err
+}
+
 // ShowResponse is the body of GET /v1/show.
 type ShowResponse = control.ShowResponse
 
@@ -128,12 +145,7 @@ func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer root.Close()
-	lines, err := d.spool.Show(r.Context(), root, c)
-	if errors.Is(err, spool.ErrUnknownLog) {
-		if file, ok, ferr := spool.ShowFile(r.Context(), root, c); ok {
-			lines, err = file, ferr
-		}
-	}
+	lines, err := ShowIn(r.Context(), d.spool, root, c)
 	switch {
 	case errors.Is(err, spool.ErrUnknownLog), errors.Is(err, spool.ErrNoSuchLine):
 		writeErr(w, http.StatusNotFound, err)

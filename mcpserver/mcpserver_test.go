@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,6 +102,14 @@ func newTree(t testing.TB, extra string) *tree {
 		t.Fatal(err)
 	}
 	tr.policy = p
+	// The files' time is what results date a note by: the same each run.
+	fixed := time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			os.Chtimes(p, fixed, fixed)
+		}
+		return nil
+	})
 	tr.db, err = state.Open(context.Background(), tr.state)
 	if err != nil {
 		t.Fatal(err)
@@ -176,9 +185,9 @@ func TestToolsPerLayout(t *testing.T) {
 		root string
 		want []string
 	}{
-		{tr.now, []string{"memory_changes", "memory_snapshot", "memory_stamp", "memory_status"}},
-		{tr.facts, []string{"memory_append", "memory_changes", "memory_list", "memory_patch", "memory_read", "memory_write"}},
-		{tr.mh, []string{"history_search", "memory_changes", "memory_read"}},
+		{tr.now, []string{"memory_changes", "memory_snapshot", "memory_stamp", "memory_status", "recall_memory"}},
+		{tr.facts, []string{"memory_append", "memory_changes", "memory_list", "memory_patch", "memory_read", "memory_write", "recall_memory"}},
+		{tr.mh, []string{"history_search", "memory_changes", "memory_read", "recall_memory"}},
 		{tr.sd, []string{"memory_changes", "recall_memory"}},
 		{tr.recDB, []string{"memory_changes", "records_context", "records_list"}},
 		{"", []string{"history_search", "memory_append", "memory_changes", "memory_list", "memory_patch", "memory_read", "memory_roots",
@@ -225,21 +234,24 @@ func TestSchemas(t *testing.T) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatal(err)
 	}
-	// seed 003, 5.1: query required; scope all|detail|messages default all; limit default 5.
+	// seed 003, 5.1: query required; scope all|detail|messages (and the
+	// other layouts' sources) default all; limit default 5.
 	if !slices.Equal(s.Required, []string{"query"}) {
 		t.Errorf("required: got %v, want [query]", s.Required)
 	}
-	if got := fmt.Sprintf("%v %v %v", s.Properties["scope"].Enum, s.Properties["scope"].Default, s.Properties["limit"].Default); got != "[all detail messages] all 5" {
-		t.Errorf("scope enum, scope default, limit default: got %s, want [all detail messages] all 5", got)
+	enum := fmt.Sprint(s.Properties["scope"].Enum)
+	if got := fmt.Sprintf("%v %v", s.Properties["scope"].Default, s.Properties["limit"].Default); got != "all 5" || !strings.HasPrefix(enum, "[all ") || !strings.Contains(enum, " detail ") || !strings.Contains(enum, " messages") {
+		t.Errorf("scope enum, scope default, limit default: got %s %s, want all, detail and messages among them, all 5", enum, got)
 	}
-	// Unbound, every tool takes the root first.
+	// Unbound, every tool takes the root first; recall_memory searches
+	// every root the client reaches without one.
 	res, err = tr.connect(t, "").ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tl := range res.Tools {
 		b, _ := json.Marshal(tl.InputSchema)
-		if tl.Name != "memory_roots" && !strings.Contains(string(b), `"required":["root"`) {
+		if tl.Name != "memory_roots" && tl.Name != "recall_memory" && !strings.Contains(string(b), `"required":["root"`) {
 			t.Errorf("%s: unbound schema %s does not require root", tl.Name, b)
 		}
 	}

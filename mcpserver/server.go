@@ -43,6 +43,8 @@ import (
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/scope"
+	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -81,6 +83,13 @@ type Config struct {
 	// hosts' copies are: recall_memory searches the hosts the client
 	// reaches (fleet.go). "": no such tool.
 	StateDir string
+	// Cwd, with no Root, is the directory the server was started in (an
+	// agent starts its MCP servers in its project's directory): a session
+	// binds to the root it is in, or to that project's memory (scope).
+	Cwd string
+	// Show returns the lines a citation names of a root (the spool's,
+	// else the file's): recall_show. Nil: no such tool.
+	Show func(ctx context.Context, root *confine.Root, c spool.Citation) ([]spool.Shown, error)
 }
 
 // Server builds MCP servers over a policy's roots.
@@ -91,6 +100,8 @@ type Server struct {
 	// events keeps what /mcp's streams sent, bounded, so a client that
 	// lost a stream resumes it with Last-Event-ID (spec 2025-11-25).
 	events *mcp.MemoryEventStore
+	// scopes remembers what finding a project's files read.
+	scopes scope.Cache
 }
 
 // access is what one session's client may do: the roots it reaches and
@@ -162,13 +173,34 @@ func (s *Server) mcpFor(root string, a access) (*mcp.Server, error) {
 			return nil, err
 		}
 		b.bound = &binding{store: st, path: filepath.Clean(root), id: id}
+	} else if s.cfg.Cwd != "" {
+		// Started in a project's directory: the root it is in, or the
+		// project's one root, is the session's.
+		var cands []scope.Candidate
+		for _, st := range p.Stores {
+			for _, id := range st.RootIDs() {
+				if a.reaches(st, id) {
+					cands = append(cands, scope.Candidate{Store: st, ID: id})
+				}
+			}
+		}
+		sc := scope.Of(cands, s.cfg.Cwd, func(c scope.Candidate) (*confine.Root, error) { return b.openRoot(c.Store, c.ID.Path, nil) }, &s.scopes)
+		if sc.Kind != scope.All && len(sc.Roots) == 1 {
+			r := sc.Roots[0]
+			b.bound = &binding{store: r.Store, path: r.ID.Path, id: r.ID, fromCwd: true}
+		}
+		b.project = sc
 	}
 	instructions := "memwatch maintains this agent's memory files and journals every change. "
-	if b.bound != nil {
+	switch {
+	case b.bound != nil:
 		instructions += fmt.Sprintf("These tools work on %s (a %s root).", b.bound.path, b.bound.store.Layout)
-	} else {
-		instructions += "Every tool takes a root argument: one of the roots memory_roots lists."
+	case b.project.Kind == scope.Project:
+		instructions += fmt.Sprintf("recall_memory searches %s; the other tools take a root argument: one of the roots memory_roots lists.", b.project)
+	default:
+		instructions += "recall_memory searches every memory root you reach; the other tools take a root argument: one of the roots memory_roots lists."
 	}
+	instructions += " Call recall_memory before answering a question about earlier work."
 	srv := mcp.NewServer(&mcp.Implementation{Name: "memwatch", Version: s.cfg.Version},
 		&mcp.ServerOptions{Instructions: instructions, Capabilities: &mcp.ServerCapabilities{}})
 	b.srv = srv
@@ -339,6 +371,10 @@ type binding struct {
 	store *policy.Store
 	path  string
 	id    confine.ID
+	// fromCwd: the root was found from the directory the server started
+	// in, not named (recall searches the project's memory, which may be
+	// some of the root's files).
+	fromCwd bool
 }
 
 // find returns the store of a root of the policy, and the root's ID as
@@ -397,7 +433,10 @@ type builder struct {
 	policy *policy.Policy
 	access access
 	bound  *binding
-	srv    *mcp.Server
+	// project is the scope of the directory the server started in (Kind
+	// "" when it was given none).
+	project scope.Scope
+	srv     *mcp.Server
 }
 
 // serves says whether a tool for these layouts belongs on this server: the

@@ -67,11 +67,6 @@ type (
 		Path    string      `json:"path" jsonschema:"the file, relative to the memory root, e.g. facts/user.md"`
 		Patches []patchItem `json:"patches" jsonschema:"the replacements; nothing is written unless every one applies"`
 	}
-	recallInput struct {
-		Query string `json:"query" jsonschema:"Search query"`
-		Scope string `json:"scope,omitempty" jsonschema:"Which sources to search"`
-		Limit int    `json:"limit,omitempty" jsonschema:"Maximum results"`
-	}
 	historyInput struct {
 		Query string `json:"query" jsonschema:"words to find (all of them, case-insensitive); a query in double quotes is an exact phrase"`
 		Limit int    `json:"limit,omitempty" jsonschema:"Maximum results"`
@@ -283,21 +278,7 @@ func (b *builder) addTools() {
 		[]string{memoryHistory}, setDefault("limit", recall.DefaultLimit), func(ctx context.Context, t *target, in historyInput) (string, any, error) {
 			return b.search(ctx, t, in.Query, in.Limit, []string{"history"}, recall.SortNewest)
 		})
-	add(b, &mcp.Tool{Name: "recall_memory", Description: "Search external memory for relevant information.\n\nSearches:\n- detail/: Summaries and notes you've written\n- messages.jsonl: Raw conversation history\n\nA question in plain words is answered by relevance: the top entries, best first (not every word has to appear). One word, an identifier or a \"quoted phrase\" returns every line holding it exactly.\n\nReturns: Matching entries with citations."},
-		[]string{sessionDetail}, func(s *jsonschema.Schema) {
-			setDefault("scope", "all", "all", "detail", "messages")(s)
-			setDefault("limit", recall.DefaultLimit)(s)
-		}, func(ctx context.Context, t *target, in recallInput) (string, any, error) {
-			var labels []string
-			switch in.Scope {
-			case "", "all":
-			case "detail", "messages":
-				labels = []string{in.Scope}
-			default:
-				return "", nil, fmt.Errorf("scope %q: want all, detail or messages", clip(in.Scope))
-			}
-			return b.search(ctx, t, in.Query, in.Limit, labels, recall.SortRelevance)
-		})
+	b.addRecall()
 
 	// app-records (seed 004)
 	add(b, &mcp.Tool{Name: "records_list", Description: "List an app's memory records as JSON ({\"memories\": [...]}), as the app's memory API returns them."},

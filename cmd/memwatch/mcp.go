@@ -65,10 +65,13 @@ Add it to Claude Code with
 			if p == nil {
 				return usageError{errors.New("--policy is required: the policy whose roots the tools work on")}
 			}
+			var cwd string
 			if root != "" {
 				if root, err = filepath.Abs(root); err != nil {
 					return usageError{err}
 				}
+			} else if cwd, err = os.Getwd(); err != nil {
+				cwd = ""
 			}
 			dir := g.resolveStateDir(p)
 			db, err := state.Open(context.Background(), dir)
@@ -78,7 +81,7 @@ Add it to Claude Code with
 			defer db.Close()
 			rw := rewrite.New(db, log)
 			rw.OpenRoot = daemon.RootOpener(func() *policy.Policy { return p })
-			cfg := mcpserver.Config{Policy: func() *policy.Policy { return p }, Root: root, Version: version, Rewriter: rw, StateDir: fleetState(p, dir)}
+			cfg := mcpserver.Config{Policy: func() *policy.Policy { return p }, Root: root, Cwd: cwd, Version: version, Rewriter: rw, StateDir: fleetState(p, dir)}
 			cfg.Undo = func(ctx context.Context, id int64, force, dryRun bool) (daemon.UndoResult, error) {
 				var res daemon.UndoResult
 				err := newControl(socketPath(p, dir)).do(ctx, "POST", fmt.Sprintf("/v1/undo/%d?force=%t&dry_run=%t", id, force, dryRun), nil, &res)
@@ -96,6 +99,13 @@ Add it to Claude Code with
 					return sp.LiveGen(ctx, root.ID(), rel)
 				}
 				cfg.Held = sp.SearchHeld
+				cfg.Show = func(ctx context.Context, root *confine.Root, c spool.Citation) ([]spool.Shown, error) {
+					return daemon.ShowIn(ctx, sp, root, c)
+				}
+			} else {
+				cfg.Show = func(ctx context.Context, root *confine.Root, c spool.Citation) ([]spool.Shown, error) {
+					return daemon.ShowIn(ctx, nil, root, c)
+				}
 			}
 			srv, err := mcpserver.New(cfg, log)
 			if err != nil {

@@ -120,7 +120,7 @@ func listTools(t *testing.T, cs *mcp.ClientSession) []string {
 func TestMCPOverStdioAnswersLikeTheCLI(t *testing.T) {
 	m := newMCPTree(t, "")
 	facts := m.stdio(t, "--root", m.facts)
-	if got, want := listTools(t, facts), []string{"memory_append", "memory_changes", "memory_list", "memory_patch", "memory_read", "memory_write"}; !slices.Equal(got, want) {
+	if got, want := listTools(t, facts), []string{"memory_append", "memory_changes", "memory_list", "memory_patch", "memory_read", "memory_write", "recall_memory", "recall_show"}; !slices.Equal(got, want) {
 		t.Errorf("facts tools: got %v, want %v", got, want)
 	}
 	now := m.stdio(t, "--root", m.now)
@@ -225,7 +225,7 @@ func TestMCPOnTheDaemonSocket(t *testing.T) {
 		return cs
 	}
 	facts := connect(m.facts)
-	if got := listTools(t, facts); !slices.Contains(got, "memory_undo") || !slices.Contains(got, "memory_write") || slices.Contains(got, "recall_memory") {
+	if got := listTools(t, facts); !slices.Contains(got, "memory_undo") || !slices.Contains(got, "memory_write") || !slices.Contains(got, "recall_memory") || slices.Contains(got, "history_search") {
 		t.Errorf("tools of a facts root with allow_undo: %v", got)
 	}
 	got, isErr := callText(t, facts, "memory_write", map[string]any{"path": "facts/project.md", "content": "# Project\n\n> Summary: project name\n\n- name: memwatch\n"})

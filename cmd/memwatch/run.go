@@ -18,9 +18,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/mcpserver"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/ui"
 )
 
@@ -63,7 +65,10 @@ failure, 2 usage or policy error.`,
 				return err
 			}
 			tools, err := mcpserver.New(mcpserver.Config{Policy: d.Policy, Version: version, Rewriter: d.Rewriter(), Undo: d.Undo,
-				Index: filepath.Join(stateDir, daemon.IndexDir), Generation: d.Generation, Held: d.Held, Versions: d.Versions, VersionContent: d.VersionContent, StateDir: fleetState(p, stateDir)}, log)
+				Index: filepath.Join(stateDir, daemon.IndexDir), Generation: d.Generation, Held: d.Held, Versions: d.Versions, VersionContent: d.VersionContent, StateDir: fleetState(p, stateDir),
+				Show: func(ctx context.Context, root *confine.Root, c spool.Citation) ([]spool.Shown, error) {
+					return daemon.ShowIn(ctx, d.Spool(), root, c)
+				}}, log)
 			if err != nil {
 				d.Close()
 				return err

@@ -62,10 +62,10 @@ const s = await connect(sess);
 await check("session-detail root lists recall_memory", async () => {
   const { tools } = await s.listTools();
   const names = tools.map((t) => t.name).sort();
-  assert.deepEqual(names, ["memory_changes", "recall_memory"]);
+  assert.deepEqual(names, ["memory_changes", "recall_memory", "recall_show"]);
   const recall = tools.find((t) => t.name === "recall_memory");
   assert.deepEqual(recall.inputSchema.required, ["query"]);
-  assert.deepEqual(recall.inputSchema.properties.scope.enum, ["all", "detail", "messages"]);
+  for (const scope of ["all", "detail", "messages"]) assert.ok(recall.inputSchema.properties.scope.enum.includes(scope), scope);
 });
 await check("recall_memory finds a word inside a tool call, with citations", async () => {
   const res = await s.callTool({ name: "recall_memory", arguments: { query: "authentication" } });
@@ -78,6 +78,12 @@ await check("recall_memory finds a word inside a tool call, with citations", asy
 await check("recall_memory scope detail", async () => {
   const res = await s.callTool({ name: "recall_memory", arguments: { query: "JWT", scope: "detail", limit: 1 } });
   assert.match(text(res), /Citation: detail\/auth-design\.md#L3/);
+});
+await check("recall_show reads around a citation, a message as role: text", async () => {
+  const res = await s.callTool({ name: "recall_show", arguments: { citation: "messages.jsonl#L2", context: 1 } });
+  assert.equal(res.isError ?? false, false, text(res));
+  assert.match(text(res), /> L2: assistant: /);
+  assert.match(text(res), /  L1: user: /);
 });
 await check("recall_memory with a bad scope is an error result", async () => {
   const res = await s.callTool({ name: "recall_memory", arguments: { query: "x", scope: "everything" } });
