@@ -212,7 +212,7 @@ func (x *Recaller) Resolve(ctx context.Context, req control.RecallRequest) (root
 			refused++
 			continue
 		}
-		r := recall.Root{Root: root, Sources: srcs, Name: recall.ProjectName(w.ID.Path), Store: w.Store.Name}
+		r := recall.Root{Root: root, Sources: srcs, Name: recall.ProjectName(w.ID.Path), Store: w.Store.Name, Project: scope.Name(w.ID.Path)}
 		if w.Files != nil {
 			r.Listed = listed(w.Files, srcs)
 		}

@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -33,6 +34,7 @@ import (
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
 )
 
 // Candidate is a root of the policy, as its store knows it.
@@ -283,4 +285,46 @@ func (c *Cache) put(key, cwd string) {
 		c.m = map[string]string{}
 	}
 	c.m[key] = cwd
+}
+
+// Name is the short name a root goes by in results: the name of the
+// project directory a Claude Code-style root is named after, found by
+// reading back the directories its name encodes (-home-alice-src-my-app is
+// /home/alice/src/my-app when that exists: my-app), else
+// recall.ProjectName's.
+func Name(root string) string {
+	base := filepath.Base(root)
+	if enc, ok := strings.CutPrefix(base, "-"); ok && enc != "" {
+		if dir := decode(strings.Split(enc, "-")); dir != "" {
+			return filepath.Base(dir)
+		}
+	}
+	return recall.ProjectName(root)
+}
+
+// decode finds the directory whose path, / as -, is the tokens: at each
+// level the longest run of tokens that names a directory there.
+func decode(tokens []string) string {
+	dir := "/"
+	for i := 0; i < len(tokens); {
+		j := len(tokens)
+		for ; j > i; j-- {
+			name := strings.Join(tokens[i:j], "-")
+			if tokens[i] == "" {
+				if j == i+1 {
+					continue
+				}
+				name = "." + strings.Join(tokens[i+1:j], "-") // /.config is "--config"
+			}
+			if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.IsDir() {
+				dir = filepath.Join(dir, name)
+				break
+			}
+		}
+		if j == i {
+			return ""
+		}
+		i = j
+	}
+	return dir
 }

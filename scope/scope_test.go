@@ -88,3 +88,22 @@ func TestOf(t *testing.T) {
 }
 
 func nonAlnumSlash(p string) string { return strings.ReplaceAll(p, "/", "-") }
+
+func TestName(t *testing.T) {
+	home := t.TempDir()
+	for _, d := range []string{"src/my-app", "src/web", ".config/agent"} {
+		os.MkdirAll(filepath.Join(home, d), 0o755)
+	}
+	enc := func(p string) string { return "/x/" + nonAlnum.ReplaceAllString(p, "-") }
+	for _, tc := range []struct{ root, want string }{
+		{enc(filepath.Join(home, "src", "my-app")), "my-app"},
+		{enc(filepath.Join(home, "src", "web")), "web"},
+		{enc(filepath.Join(home, ".config", "agent")), "agent"},
+		{"/x/-home-nobody-src-gone", "src-gone"},
+		{"/home/a/.codex", "codex"},
+	} {
+		if got := Name(tc.root); got != tc.want {
+			t.Errorf("Name(%s) = %q, want %q", tc.root, got, tc.want)
+		}
+	}
+}
