@@ -89,6 +89,9 @@ type Shown struct {
 	Line   int64
 	Data   []byte
 	Source string // "live", "spool", "pruned", "missing", "version" or "omitted" (past the bound of one answer)
+	// Text is the line as a person reads it: a log's message as
+	// "role: text", a note's line as written ("" with no Data).
+	Text string `json:",omitempty"`
 }
 
 // ShowResponse answers GET /v1/show.
@@ -96,4 +99,26 @@ type ShowResponse struct {
 	Root  string  `json:"root"`
 	Path  string  `json:"path"`
 	Lines []Shown `json:"lines"`
+}
+
+// From says where shown lines came from.
+func From(lines []Shown) string {
+	var live, spool bool
+	for _, l := range lines {
+		switch l.Source {
+		case "live":
+			live = true
+		case "spool", "pruned":
+			spool = true
+		case "version":
+			return "the newest version replicated"
+		}
+	}
+	switch {
+	case live && spool:
+		return "the live file and the spool: the agent has rewritten the file since"
+	case spool:
+		return "the spool: the agent has rewritten the file since"
+	}
+	return "the live file"
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -479,6 +480,9 @@ func (d *Daemon) indexRoot(ctx context.Context, root *confine.Root, rt *storeRT,
 }
 
 func (d *Daemon) indexFile(root *confine.Root, rt *storeRT, rel string, kind recall.Kind) {
+	if strings.HasSuffix(rel, ".gz") {
+		return // searched decompressed, never through the index
+	}
 	// The first time in a run, an index is checked whole: a corrupt one
 	// is built anew (searches meanwhile trust only its structure).
 	key := root.Path() + "\x00" + rel

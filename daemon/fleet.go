@@ -96,5 +96,6 @@ func (d *Daemon) handleHostShow(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ShowResponse{Path: cite, Lines: lines})
+	_, path, _ := mirror.SplitHostPath(mirror.CitedPath(cite))
+	writeJSON(w, http.StatusOK, ShowResponse{Path: cite, Lines: Decode(lines, path)})
 }

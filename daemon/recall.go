@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
@@ -13,6 +14,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/scope"
+	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
 )
 
@@ -107,6 +109,32 @@ func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error
 	return x, nil
 }
 
+// Decode gives each shown line its text as a person reads it: a log's
+// message as "role: text" (a line of a .jsonl file), a note's as it is.
+func Decode(lines []spool.Shown, rel string) []spool.Shown {
+	jsonl := strings.HasSuffix(rel, ".jsonl") || spool.IsRecordLog(rel)
+	for i := range lines {
+		l := &lines[i]
+		if l.Data == nil {
+			continue
+		}
+		if !jsonl {
+			l.Text = strings.ToValidUTF8(string(l.Data), "\uFFFD")
+			continue
+		}
+		m := session.Decode(l.Data)
+		switch {
+		case m.Raw:
+			l.Text = strings.ToValidUTF8(string(l.Data), "\uFFFD")
+		case m.Meta:
+			l.Text = "meta: " + strings.ToValidUTF8(string(l.Data), "\uFFFD")
+		default:
+			l.Text = m.Role + ": " + m.Text
+		}
+	}
+	return lines
+}
+
 // ShowIn returns the lines citation c names in root: a log's from the
 // spool (sp; nil: none readable) or its live file, a note's from the file
 // as it is (a compressed archive decompressed).
@@ -140,7 +168,29 @@ func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, err)
 		return
 	}
-	_, root, ok := d.needRoot(w, r, q.Get("root"), policy.RightRead)
+	rootPath := q.Get("root")
+	if rootPath == "" && filepath.IsAbs(c.Path) {
+		// A citation with a whole path (recall over several roots): the
+		// deepest root holding it, of those the watcher found.
+		ids, err := d.watch.RootIDs(r.Context())
+		if err != nil {
+			writeErr(w, http.StatusServiceUnavailable, err)
+			return
+		}
+		for _, list := range ids {
+			for _, id := range list {
+				if confine.Within(id.Path, c.Path) && id.Path != c.Path && len(id.Path) > len(rootPath) {
+					rootPath = id.Path
+				}
+			}
+		}
+		if rootPath == "" {
+			writeErr(w, http.StatusNotFound, fmt.Errorf("%s is in no root of the policy: %w", c.Path, spool.ErrUnknownLog))
+			return
+		}
+		c.Path, _ = filepath.Rel(rootPath, c.Path)
+	}
+	_, root, ok := d.needRoot(w, r, rootPath, policy.RightRead)
 	if !ok {
 		return
 	}
@@ -152,6 +202,6 @@ func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeErr(w, http.StatusUnprocessableEntity, err)
 	default:
-		writeJSON(w, http.StatusOK, ShowResponse{Root: root.Path(), Path: c.Path, Lines: lines})
+		writeJSON(w, http.StatusOK, ShowResponse{Root: root.Path(), Path: c.Path, Lines: Decode(lines, c.Path)})
 	}
 }

@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -19,7 +18,6 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/scope"
-	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
 )
 
@@ -229,13 +227,12 @@ func (b *builder) show(ctx context.Context, a showArgs) (string, error) {
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s (%s)\n", filepath.Join(path, cited.Path), fmt.Sprintf("lines %d to %d; the cited ones marked >", cited.From, cited.To))
-	jsonl := strings.HasSuffix(cited.Path, ".jsonl")
-	for _, l := range lines {
+	for _, l := range daemon.Decode(lines, cited.Path) {
 		mark := " "
 		if l.Line >= cited.From && l.Line <= cited.To {
 			mark = ">"
 		}
-		fmt.Fprintf(&sb, "%s L%d: %s\n", mark, l.Line, ShownText(l, jsonl))
+		fmt.Fprintf(&sb, "%s L%d: %s\n", mark, l.Line, ShownText(l))
 	}
 	return sb.String(), nil
 }
@@ -255,10 +252,9 @@ func candidatesOf(st *policy.Store, p string) []string {
 	return out
 }
 
-// ShownText is a shown line as a person or an agent reads it: a log's
-// message as "role: text", a note's line as written, and why a line has
-// no text.
-func ShownText(l spool.Shown, jsonl bool) string {
+// ShownText is a shown line as a person or an agent reads it (its Text,
+// daemon.Decode's), or why it has none.
+func ShownText(l spool.Shown) string {
 	switch l.Source {
 	case "pruned":
 		return "[pruned from the spool by retention]"
@@ -267,18 +263,5 @@ func ShownText(l spool.Shown, jsonl bool) string {
 	case "omitted":
 		return "[not shown: past the bound of one answer]"
 	}
-	if !jsonl {
-		return strings.ToValidUTF8(string(l.Data), "\uFFFD")
-	}
-	m := session.Decode(l.Data)
-	role := m.Role
-	switch {
-	case m.Raw:
-		return strings.ToValidUTF8(string(l.Data), "\uFFFD")
-	case m.Meta:
-		role = "meta"
-	}
-	return role + ": " + m.Text
+	return l.Text
 }
-
-var _ = json.Marshal

@@ -64,7 +64,7 @@ func (s *searcher) fold(f file, text []byte, r Result) bool {
 		return false
 	}
 	kept := &s.results[at.i]
-	if datedName.MatchString(path.Base(citedFile(kept.Citation))) && !datedName.MatchString(path.Base(citedFile(r.Citation))) {
+	if prefer(r, *kept) {
 		// Cite the file the agent reads, at the kept result's rank.
 		folded, copies := kept.Folded, kept.Copies
 		score, why := kept.Score, kept.Why
@@ -78,6 +78,26 @@ func (s *searcher) fold(f file, text []byte, r Result) bool {
 		kept.Folded = append(kept.Folded, r.Citation)
 	}
 	return true
+}
+
+// prefer reports whether a copy r should be the result rather than kept:
+// the file the agent loads before a file memwatch moved memory into,
+// before an archive; among those, a name without a date stamp (HISTORY.md
+// before HISTORY-2026-11.md).
+func prefer(r, kept Result) bool {
+	rank := func(x Result) int {
+		switch x.Moved {
+		case "":
+			return 0
+		case "moved":
+			return 1
+		}
+		return 2
+	}
+	if a, b := rank(r), rank(kept); a != b {
+		return a < b
+	}
+	return datedName.MatchString(path.Base(citedFile(kept.Citation))) && !datedName.MatchString(path.Base(citedFile(r.Citation)))
 }
 
 // foldAt is the result a text was first found as, and its file.

@@ -386,7 +386,7 @@ func (idx *fileIndex) current(f *os.File, fi fs.FileInfo) bool {
 // the file once opened is for current to say.
 func (s *searcher) index(f file) (idx *fileIndex, unchanged bool) {
 	dir := f.root.index(s.o)
-	if dir == "" {
+	if dir == "" || f.gz() {
 		return nil, false
 	}
 	if s.indexes[dir] == nil {

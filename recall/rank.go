@@ -305,7 +305,7 @@ func (r *ranker) segBuilder(ord uint64, off int64) *segBuilder {
 // describe it as it is: a run of them from its first document.
 func (r *ranker) indexSegments(f file, fh *os.File, fi fs.FileInfo) []*segment {
 	dir := f.root.index(r.o)
-	if dir == "" {
+	if dir == "" || f.gz() {
 		return nil
 	}
 	if !r.segListed[dir] {

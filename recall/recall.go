@@ -76,6 +76,11 @@ type Source struct {
 	// Strip is a prefix of the path left out of citations (seed 003 cites
 	// working-memory/detail/auth.md as detail/auth.md).
 	Strip string
+	// Moved marks files memwatch moved memory into (Result.Moved: "moved"
+	// for facts a compression took out of the file the agent loads,
+	// "archived" for an earlier version kept aside). A name ending .gz is
+	// read decompressed (retention compresses old archives).
+	Moved string
 }
 
 // holds reports whether a log (or a database's conversation, DB#ID) the

@@ -308,7 +308,12 @@ func (vs *views) open(f file) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return v.OpenRead(filepath.Base(f.rel))
+	fh, fi, err := v.OpenRead(filepath.Base(f.rel))
+	if err != nil || !f.gz() {
+		return fh, fi, err
+	}
+	defer fh.Close()
+	return gunzipped(fh, fi, f.root.Root.MaxFileSize())
 }
 
 func (vs *views) close() {
@@ -424,7 +429,7 @@ func (s *searcher) sample(f file, data []byte) {
 // emit adds a matching line; it returns errLimit once the search is done.
 func (s *searcher) emit(f file, line int64, raw, text []byte, at int) error {
 	cite := f.src.cite(f.rel)
-	r := Result{Source: f.src.Label, LineNumber: line, Text: snippet(text, at), Project: f.root.project()}
+	r := Result{Source: f.src.Label, LineNumber: line, Text: snippet(text, at), Project: f.root.project(), Moved: f.src.Moved}
 	if f.src.Kind != Text {
 		r.Time = session.Decode(raw).Time
 	}

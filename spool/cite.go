@@ -1,6 +1,8 @@
 package spool
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -269,7 +271,21 @@ func ShowFile(ctx context.Context, root *confine.Root, c Citation) ([]Shown, boo
 	if !fi.Mode().IsRegular() {
 		return nil, false, nil
 	}
-	live, last := liveLines(ctx, root, c.Path, c.From, c.To, 0, true)
+	var live map[int64][]byte
+	var last int64
+	if strings.HasSuffix(c.Path, ".gz") {
+		// A compressed archive: the lines it holds.
+		b, err := root.ReadFile(c.Path)
+		if err == nil {
+			b, err = gunzip(b, root.MaxFileSize())
+		}
+		if err != nil {
+			return nil, true, err
+		}
+		live, last = splitRange(b, c.From, c.To)
+	} else {
+		live, last = liveLines(ctx, root, c.Path, c.From, c.To, 0, true)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, true, err
 	}
@@ -277,6 +293,37 @@ func ShowFile(ctx context.Context, root *confine.Root, c Citation) ([]Shown, boo
 		return nil, true, fmt.Errorf("%s: L%d is past the end (the file has %d line(s)): %w", c.Path, c.From, last, ErrNoSuchLine)
 	}
 	return ShownOf(live, c.From, min(c.To, last)), true, nil
+}
+
+// gunzip decompresses an archive retention compressed, at most limit bytes.
+func gunzip(b []byte, limit int64) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, limit+1))
+	if err == nil && int64(len(out)) > limit {
+		err = fmt.Errorf("over %d bytes decompressed", limit)
+	}
+	return out, err
+}
+
+// splitRange returns lines from..to of b (at most MaxShowBytes of them)
+// and how many lines b has, the last without a newline included.
+func splitRange(b []byte, from, to int64) (map[int64][]byte, int64) {
+	out := map[int64][]byte{}
+	budget := int64(MaxShowBytes)
+	var n int64
+	for len(b) > 0 {
+		line, rest, _ := bytes.Cut(b, []byte{'\n'})
+		n++
+		if n >= from && n <= to && budget >= int64(len(line)) {
+			budget -= int64(len(line))
+			out[n] = line
+		}
+		b = rest
+	}
+	return out, n
 }
 
 // ShownOf lists lines from..to of lines (a map from a file read by line

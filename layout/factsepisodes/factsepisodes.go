@@ -460,6 +460,8 @@ func (Layout) Sources(*policy.Store) []recall.Source {
 		{Glob: FactsDir + "/*.md", Kind: recall.Text, Label: "facts"},
 		{Glob: FactsDir + "/*/*.md", Kind: recall.Text, Label: "facts"},
 		{Glob: EpisodesDir + "/*.md", Kind: recall.Text, Label: "episodes"},
+		// Months summarized into the year's file, moved aside whole.
+		{Glob: EpisodesDir + "/" + ArchiveDirName + "/*.md{,.gz}", Kind: recall.Text, Label: "episodes", Moved: "archived"},
 		{Glob: "*.md", Kind: recall.Text, Label: "memory"},
 	}
 }

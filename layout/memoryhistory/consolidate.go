@@ -531,6 +531,12 @@ func (Layout) Sources(s *policy.Store) []recall.Source {
 		{Glob: filepath.Join(f.dir, "HISTORY*.md"), Kind: recall.Text, Label: "history"},
 		{Glob: f.memory(), Kind: recall.Text, Label: "memory"},
 		{Glob: OptionsOf(s).Sessions, Exclude: OptionsOf(s).SessionsExclude, Kind: recall.Log, Label: "messages"},
+		// What compression moved out of MEMORY.md (beside it, linked, or in
+		// the archive directory), and the earlier versions of MEMORY.md and
+		// HISTORY.md kept there, compressed ones included.
+		{Glob: filepath.Join(f.dir, "memory-older-*.md"), Kind: recall.Text, Label: "moved", Moved: "moved"},
+		{Glob: filepath.Join(f.archive, "MEMORY-pruned-*.md{,.gz}"), Kind: recall.Text, Label: "moved", Moved: "moved"},
+		{Glob: filepath.Join(f.archive, "{MEMORY,HISTORY}-[0-9]*.md{,.gz}"), Kind: recall.Text, Label: "archive", Moved: "archived"},
 	}
 	for _, g := range []string{OptionsOf(s).TranscriptsDB, OptionsOf(s).TranscriptsJSON} {
 		if g != "" {

@@ -399,6 +399,6 @@ func (Layout) Sources(*policy.Store) []recall.Source {
 	return []recall.Source{
 		{Glob: MemoryFile, Kind: recall.Text, Label: "memory"},
 		{Glob: RunDir + "/*.md", Kind: recall.Text, Label: "runs"},
-		{Glob: ArchiveDir + "/*.md", Kind: recall.Text, Label: "archive"},
+		{Glob: ArchiveDir + "/*.md{,.gz}", Kind: recall.Text, Label: "archive", Moved: "archived"},
 	}
 }

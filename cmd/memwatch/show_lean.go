@@ -1,0 +1,48 @@
+//go:build lean
+
+package main
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/memwatch/memwatch/control"
+)
+
+// showCitation asks the daemon for the lines a citation names; when none
+// answers (or it does not know them), memwatchd shows them instead
+// (errDelegate).
+func (g *globals) showCitation(ctx context.Context, arg, dir string) ([]control.Shown, string, error) {
+	p, err := g.policyIfGiven()
+	if err != nil {
+		return nil, "", err
+	}
+	if dir == "" {
+		if dir, err = os.Getwd(); err != nil {
+			return nil, "", errDelegate
+		}
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, "", errDelegate
+	}
+	v := url.Values{"cite": {arg}}
+	if path, _, _ := strings.Cut(arg, "#"); !filepath.IsAbs(path) {
+		v.Set("root", dir)
+	}
+	var res control.ShowResponse
+	err = newControl(socketPath(p, g.resolveStateDir(p))).do(ctx, "GET", "/v1/show?"+v.Encode(), nil, &res)
+	switch {
+	case err == nil:
+		return res.Lines, control.From(res.Lines), nil
+	case errors.Is(err, control.ErrUsage):
+		return nil, "", err
+	}
+	return nil, "", errDelegate
+}
+
+// showArchive is memwatchd's.
+func (g *globals) showArchive(string) error { return errDelegate }
