@@ -3,14 +3,17 @@ package ui
 import (
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
@@ -34,6 +37,19 @@ type resultView struct {
 	recall.Result
 	Store, Root string
 	Link        string
+	// Marked is the text with the query's words in <mark>; Date when it
+	// was said; Before and After the turns around it.
+	Marked        template.HTML
+	Date          string
+	Before, After []turnView
+	CopyLinks     []string
+}
+
+// turnView is a turn around a result, as the page shows it.
+type turnView struct {
+	Line int64
+	Role string
+	Text template.HTML
 }
 
 type searchData struct {
@@ -121,12 +137,30 @@ func (s *Server) search(r *http.Request) (view, error) {
 	if err != nil {
 		d.Err = err.Error()
 	}
+	// The turn before and after each hit, as the agent said them.
+	recall.AddContext(ctx, opts, results, 1)
 	d.Took = stats.Duration
+	mark := control.MarkWords(d.Q)
+	for i, res := range results {
+		results[i].Text = visible(res.Text)
+	}
+	decorate := func(v *resultView) {
+		v.Marked = marked(mark, v.Text)
+		if !v.Time.IsZero() {
+			v.Date = v.Time.UTC().Format("2006-01-02 15:04")
+		}
+		for _, t := range v.Result.Before {
+			v.Before = append(v.Before, turnView{Line: t.Line, Role: t.Role, Text: marked(mark, visible(t.Text))})
+		}
+		for _, t := range v.Result.After {
+			v.After = append(v.After, turnView{Line: t.Line, Role: t.Role, Text: marked(mark, visible(t.Text))})
+		}
+	}
 	for _, res := range results {
 		if res.Host != "" {
 			v := resultView{Result: res, Root: res.Host + ":" + res.Root, Store: "host " + res.Host}
-			v.Text = visible(v.Text)
 			v.Link = s.cfg.Prefix + "show?" + url.Values{"cite": {res.Citation}}.Encode()
+			decorate(&v)
 			d.Results = append(d.Results, v)
 			continue
 		}
@@ -136,11 +170,28 @@ func (s *Server) search(r *http.Request) (view, error) {
 		}
 		cite := strings.TrimPrefix(res.Citation, filepath.ToSlash(res.Root)+"/")
 		v := resultView{Result: res, Root: root, Store: names[root].Store}
-		v.Text = visible(v.Text)
 		v.Link = s.cfg.Prefix + "show?" + url.Values{"root": {root}, "cite": {cite}}.Encode()
+		decorate(&v)
 		d.Results = append(d.Results, v)
 	}
 	return view{Template: "search", Title: "search: " + d.Q, Data: d}, nil
+}
+
+// marked is text (already visible) HTML-escaped, with re's matches in
+// <mark>.
+func marked(re *regexp.Regexp, text string) template.HTML {
+	if re == nil {
+		return template.HTML(template.HTMLEscapeString(text))
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range re.FindAllStringIndex(text, -1) {
+		b.WriteString(template.HTMLEscapeString(text[last:m[0]]))
+		b.WriteString("<mark>" + template.HTMLEscapeString(text[m[0]:m[1]]) + "</mark>")
+		last = m[1]
+	}
+	b.WriteString(template.HTMLEscapeString(text[last:]))
+	return template.HTML(b.String())
 }
 
 type shownLine struct {

@@ -383,6 +383,7 @@ func (s *Server) funcs() template.FuncMap {
 		"dur": func(d time.Duration) string {
 			return d.Round(time.Microsecond * 10).String()
 		},
+		"sub": func(a, b int) int { return a - b },
 	}
 }
 

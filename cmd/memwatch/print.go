@@ -6,7 +6,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
@@ -83,31 +82,10 @@ func inertText(s string) string {
 	return b.String()
 }
 
-// highlighter marks a query's words in text: each word of three letters
-// or more, and the words it starts (deploy: deployed, deploys),
-// case-insensitively.
+// highlighter marks a query's words in text (control.MarkWords).
 type highlighter struct{ re *regexp.Regexp }
 
-func newHighlighter(query string) highlighter {
-	var words []string
-	seen := map[string]bool{}
-	for _, w := range strings.FieldsFunc(strings.ToLower(query), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '_' }) {
-		w = strings.Trim(w, "-_")
-		if utf8.RuneCountInString(w) < 3 || highlightStop[w] || seen[w] {
-			continue
-		}
-		seen[w] = true
-		words = append(words, regexp.QuoteMeta(w))
-	}
-	if len(words) == 0 {
-		return highlighter{}
-	}
-	return highlighter{regexp.MustCompile(`(?i)\b(?:` + strings.Join(words, "|") + `)[\pL\pN]*`)}
-}
-
-// highlightStop are question words not worth a colour.
-var highlightStop = map[string]bool{"the": true, "and": true, "what": true, "which": true, "who": true, "how": true, "does": true, "did": true,
-	"was": true, "were": true, "are": true, "for": true, "with": true, "that": true, "this": true, "when": true, "where": true, "why": true, "about": true, "from": true, "have": true, "has": true}
+func newHighlighter(query string) highlighter { return highlighter{control.MarkWords(query)} }
 
 func (h highlighter) apply(p paint, s string) string {
 	if h.re == nil || !p {

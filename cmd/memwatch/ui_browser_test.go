@@ -6,9 +6,11 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -331,4 +333,97 @@ func TestReviewPageWeight(t *testing.T) {
 		t.Errorf("the overview transferred %.0f bytes, want at most 200 KiB", m.Transfer)
 	}
 	screenshot(t, ctx, "overview-50-stores")
+}
+
+// TestReviewSearchAtAGlance: the review page's search, in a real
+// Chromium: the answer with the query's words in <mark>, its date, the
+// turn before it, and an entry written three times shown once, with its
+// two copies counted.
+func TestReviewSearchAtAGlance(t *testing.T) {
+	ctx := browser(t)
+	dir := t.TempDir()
+	root := filepath.Join(dir, "ws", "billing")
+	os.MkdirAll(filepath.Join(root, "sessions"), 0o755)
+	os.WriteFile(filepath.Join(root, "sessions", "s1.jsonl"), []byte(
+		`{"role":"user","content":"which cluster does billing deploy to?","timestamp":"2026-11-20T10:00:00Z"}`+"\n"+
+			`{"role":"assistant","content":"Billing deploys to the eu-west-2 cluster.","timestamp":"2026-11-20T10:01:00Z"}`+"\n"), 0o644)
+	entry := "- [2026-11-20] the wombat-queue carries billing events\n"
+	os.WriteFile(filepath.Join(root, "NOTES.md"), []byte(strings.Repeat(entry, 3)), 0o644)
+	token := "ui-admin-" + strings.Repeat("s", 32)
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte(token), 0o600)
+	addr := freeAddr(t)
+	pol := writePolicy(t, dir, fmt.Sprintf(`control:
+  tcp: %s
+  token_file: %s
+ui:
+  enabled: true
+stores:
+  - name: talk
+    layout: session-detail
+    paths: [%q]
+    settle: 30ms
+`, addr, tokenFile, filepath.Join(dir, "ws", "*")))
+	// session-detail searches messages.jsonl and detail/: the log and the
+	// note go where it looks.
+	os.Rename(filepath.Join(root, "sessions", "s1.jsonl"), filepath.Join(root, "messages.jsonl"))
+	os.MkdirAll(filepath.Join(root, "working-memory", "detail"), 0o755)
+	os.Rename(filepath.Join(root, "NOTES.md"), filepath.Join(root, "working-memory", "detail", "notes.md"))
+	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "state"))
+	p.waitLog("ready", 20*time.Second)
+	base := "http://" + addr + "/ui/"
+	do(t, ctx, "sign in",
+		chromedp.Navigate(base),
+		chromedp.WaitVisible(`input[name=token]`),
+		chromedp.SendKeys(`input[name=token]`, token),
+		chromedp.Submit(`input[name=token]`),
+		chromedp.WaitVisible(`//h1[contains(., "What memwatch did")]`),
+	)
+	do(t, ctx, "search a question",
+		chromedp.Navigate(base+"search?q="+url.QueryEscape("which cluster does billing deploy to?")),
+		chromedp.WaitVisible(`.result`),
+	)
+	type hit struct {
+		Marks  []string `json:"marks"`
+		Date   string   `json:"date"`
+		Before string   `json:"before"`
+		Text   string   `json:"text"`
+	}
+	hits, err := chromedp.Run(ctx, chromedp.Evaluate[[]hit](`[...document.querySelectorAll(".result")].map(r => ({
+		marks: [...r.querySelectorAll(".hit mark")].map(m => m.textContent),
+		date: (r.querySelector(".date") || {}).textContent || "",
+		before: [...r.querySelectorAll(".turn.before")].map(t => t.textContent).join("\n"),
+		text: r.querySelector(".hit").textContent}))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, h := range hits {
+		if strings.Contains(h.Text, "eu-west-2 cluster") {
+			found = true
+			if !slices.Contains(h.Marks, "cluster") || !slices.Contains(h.Marks, "Billing") || !slices.Contains(h.Marks, "deploys") {
+				t.Errorf("the answer's marks: %q", h.Marks)
+			}
+			if h.Date != "2026-11-20 10:01" {
+				t.Errorf("the answer's date: %q", h.Date)
+			}
+			if !strings.Contains(h.Before, "user:") || !strings.Contains(h.Before, "which cluster does billing deploy to?") {
+				t.Errorf("the turn before the answer: %q", h.Before)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("the answer is not among the results: %+v", hits)
+	}
+	screenshot(t, ctx, "search-question")
+	do(t, ctx, "search a word said three times",
+		chromedp.Navigate(base+"search?q=wombat-queue"),
+		chromedp.WaitVisible(`.result`),
+	)
+	n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(".result").length`))
+	copies, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector(".result .copies summary") || {}).textContent || ""`))
+	if n != 1 || !strings.Contains(copies, "2 more copies") {
+		t.Errorf("an entry written three times: %d result(s), copies %q; want one, with its 2 copies", n, copies)
+	}
+	screenshot(t, ctx, "search-copies")
 }
