@@ -549,7 +549,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 
 // batchOver is the most targets one evaluation of a rule gives as a job
 // each; more are worked off by one job (runBatch).
-const batchOver = 8
+const batchOver = layout.BatchOver
 
 // runBatch works off the targets of rule r batched for root, one after
 // another in this one job: what a job per target would do, without a job

@@ -96,11 +96,15 @@ func (b *Batches) Take(root *confine.Root, rule string, n int) []string {
 	return out
 }
 
+// BatchOver is the most targets an evaluation gives as a job each: more
+// are a burst, worked off by one job.
+const BatchOver = 8
+
 // Batched returns targets as an evaluation's answer: the targets
-// themselves when there is at most one and no batch waits, else the
-// one BatchTarget, the rest queued for it.
+// themselves when there are at most BatchOver and no batch waits, else
+// the one BatchTarget, the rest queued for it.
 func (e *Env) Batched(root *confine.Root, rule string, targets []string) []string {
-	if e.Batches == nil || len(targets) <= 1 && e.Batches.Pending(root, rule) == 0 {
+	if e.Batches == nil || len(targets) <= BatchOver && e.Batches.Pending(root, rule) == 0 {
 		return targets
 	}
 	if len(targets) > 0 {

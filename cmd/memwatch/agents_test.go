@@ -199,6 +199,9 @@ func TestAgentPresets(t *testing.T) {
 		cmd := exec.Command(memwatchFast, "recall", "--policy", pol, "--all", "--limit", "20", "--scope", "messages", "--json", tt.query)
 		cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+state)
 		out, err := cmd.Output()
+		if exitCode(err) == 1 {
+			err = nil // nothing found, as grep says it
+		}
 		var res []struct {
 			Text, Citation string
 		}
@@ -262,6 +265,9 @@ func TestPresetsLeaveSelfConsolidationAlone(t *testing.T) {
 	cmd = exec.Command(memwatchFast, "recall", "--policy", pol, "--all", "--json", "dentist")
 	cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+state)
 	out, err := cmd.Output()
+	if exitCode(err) == 1 {
+		err = nil // nothing found, as grep says it
+	}
 	var res []struct{ Citation string }
 	var cites []string
 	if err == nil && json.Unmarshal(out, &res) == nil {

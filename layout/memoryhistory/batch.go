@@ -53,6 +53,19 @@ func runBatch(ctx context.Context, env *layout.Env, root *confine.Root) (jobs.Re
 				parts = append(parts, &part{log: log, end: end, why: why})
 			}
 		}
+		if len(parts) <= layout.BatchOver {
+			// A few logs: an entry each, as their own jobs would write.
+			for i, p := range parts {
+				if err := consolidateRange(ctx, env, root, p.log, p.end, p.why); err != nil {
+					for _, q := range parts[i:] {
+						env.Batches.Add(root, RuleConsolidate, q.log.Path)
+					}
+					return jobs.Result{}, layout.Retryable(err)
+				}
+				env.Batches.Add(root, RuleConsolidate, p.log.Path) // planned again: a long session's next range
+			}
+			continue
+		}
 		left, err := consolidate(ctx, env, root, parts)
 		if err != nil {
 			env.Batches.Add(root, RuleConsolidate, rels...)
