@@ -69,3 +69,22 @@ func Discover() (Discovery, bool) {
 	}
 	return d, true
 }
+
+// PolicyHeader names the policy a daemon runs on every answer it gives,
+// so a client talks to the daemon of its own policy, never to another.
+const PolicyHeader = "Memwatch-Policy"
+
+// PolicyID is how a policy path is compared: absolute, with its links
+// resolved when it exists.
+func PolicyID(p string) string {
+	if p == "" {
+		return ""
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		p = a
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	return filepath.Clean(p)
+}

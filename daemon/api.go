@@ -17,6 +17,7 @@ import (
 
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/fleet"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
@@ -176,7 +177,15 @@ func (d *Daemon) api() http.Handler {
 	for _, h := range d.handlers {
 		mux.Handle(h.pattern, h.h)
 	}
-	return mux
+	// Every answer names the policy this daemon runs: a client of another
+	// policy knows it is not its daemon (control.PolicyHeader).
+	policyID := control.PolicyID(d.cfg.PolicyPath)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if policyID != "" {
+			w.Header().Set(control.PolicyHeader, policyID)
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // adminOnly serves h to the administrator and refuses everyone else.

@@ -9,11 +9,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
-	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
 )
 
@@ -27,6 +25,9 @@ var errNotDaemon = errors.New("refusing the control socket")
 type controlClient struct {
 	socket string
 	http   *http.Client
+	// policy, when set, is the policy (control.PolicyID) the daemon must
+	// run: an answer naming another is not this command's daemon's.
+	policy string
 }
 
 func newControl(socket string) *controlClient {
@@ -67,6 +68,9 @@ func (c *controlClient) do(ctx context.Context, method, path string, body io.Rea
 		return fmt.Errorf("control socket %s: %w", c.socket, err)
 	}
 	defer resp.Body.Close()
+	if got := resp.Header.Get(control.PolicyHeader); c.policy != "" && got != "" && got != c.policy {
+		return fmt.Errorf("%w: the daemon on %s runs the policy %s, not %s (give --policy, or start memwatch with this one)", errNoDaemon, c.socket, got, c.policy)
+	}
 	if resp.StatusCode >= 300 {
 		var e struct {
 			Error string `json:"error"`
@@ -104,17 +108,3 @@ func (e *remoteError) Unwrap() error {
 
 // errRemoteNotFound is the daemon's 404.
 var errRemoteNotFound = errors.New("not found")
-
-// fileRoot opens the directory of a file named on the command line as a
-// root, and returns the file's name in it.
-func fileRoot(path string) (*confine.Root, string, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, "", err
-	}
-	root, err := confine.Open(filepath.Dir(abs), confine.Options{})
-	if err != nil {
-		return nil, "", err
-	}
-	return root, filepath.Base(abs), nil
-}

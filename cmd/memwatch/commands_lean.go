@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/control"
 )
 
 // The lean memwatch: the commands an agent or a person runs to read
@@ -95,4 +98,30 @@ func findFull() (string, error) {
 		return "", fmt.Errorf("this command is memwatchd's, the full binary, and there is none beside this one (%s): install memwatch whole (memwatch and memwatchd together), or run memwatchd directly", p)
 	}
 	return p, nil
+}
+
+// commandContext: the lean commands journal nothing.
+func commandContext() context.Context { return context.Background() }
+
+// isPolicyError: the lean memwatch loads no policy.
+func isPolicyError(error) bool { return false }
+
+// leanControl is the daemon of the command's policy, as it announced
+// itself; ok is false when none is known (memwatchd then runs the
+// command, finding the daemon through the policy itself, or doing the
+// work).
+func (g *globals) leanControl() (*controlClient, bool) {
+	if g.stateDir != "" || os.Getenv("MEMWATCH_STATE_DIR") != "" {
+		return nil, false // a state directory named: memwatchd resolves it
+	}
+	path, _, exists := g.policyRule()
+	socket, ok := announcedSocket(path)
+	if !ok {
+		return nil, false
+	}
+	c := newControl(socket)
+	if exists {
+		c.policy = control.PolicyID(path)
+	}
+	return c, true
 }

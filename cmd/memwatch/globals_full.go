@@ -10,6 +10,7 @@ import (
 
 	"github.com/lmittmann/tint"
 	"github.com/mattn/go-isatty"
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
@@ -20,12 +21,12 @@ import (
 
 // controlFor finds the socket from the flags and the policy, if any.
 func (g *globals) controlFor() (*controlClient, *policy.Policy, string, error) {
-	p, err := g.policyIfGiven()
+	p, err := g.readPolicy()
 	if err != nil {
 		return nil, nil, "", err
 	}
 	dir := g.resolveStateDir(p)
-	return newControl(socketPath(p, dir)), p, dir, nil
+	return g.control(p, dir), p, dir, nil
 }
 
 func matchGlob(glob, p string) (bool, error) { return filepath.Match(glob, p) }
@@ -63,4 +64,18 @@ func (g *globals) rewriter(db *state.DB) *rewrite.Rewriter {
 func (g *globals) daemonStateDir(p *policy.Policy) string {
 	dir, _ := g.namedStateDir(p)
 	return dir
+}
+
+// fileRoot opens the directory of a file named on the command line as a
+// root, and returns the file's name in it.
+func fileRoot(path string) (*confine.Root, string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, "", err
+	}
+	root, err := confine.Open(filepath.Dir(abs), confine.Options{})
+	if err != nil {
+		return nil, "", err
+	}
+	return root, filepath.Base(abs), nil
 }

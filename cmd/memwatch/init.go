@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 )
@@ -105,7 +106,7 @@ func initCmd(g *globals) *cobra.Command {
 	var home, write string
 	var force bool
 	cmd := &cobra.Command{
-		Use:   "init [--home DIR] [--write FILE]",
+		Use:   "init [--home DIR] [--write [FILE]]",
 		Short: "Find the agents you run and print the policy that maintains their memory",
 		Long: `Look under the home directory for the data of the agents memwatch knows
 (Claude Code, Codex, Gemini CLI, Qwen Code, nanobot, OpenClaw, opencode,
@@ -113,16 +114,25 @@ Kilo Code CLI, GitHub Copilot CLI, Continue CLI, Pi, Cline CLI, Factory Droid,
 Crush: the projects Crush lists in ~/.local/share/crush/projects.json) and
 print a policy with one store
 per agent found, using its preset, with how many sessions and memory files
-each has. --write FILE writes the policy there (refusing to overwrite one
-unless --force); then
+each has. --write writes the policy where every command looks for it
+(~/.config/memwatch/policy.yaml, or as root /etc/memwatch/policy.d/memwatch.yaml;
+--write FILE elsewhere), refusing to overwrite one unless --force; then
 
-  memwatch install --user --policy FILE
+  memwatch run            (or memwatch install --user, as a service)
 
-runs memwatch as your service, and memwatch recall (or the MCP server)
-searches all of your past sessions. memwatch validate --expand --policy FILE
-shows every key a preset stands for.`,
-		Args: cobra.NoArgs,
+keeps that memory, and memwatch recall (or memwatch mcp) searches all of
+your past sessions. memwatch validate --expand shows every key a preset
+stands for.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case write == defaultWrite && len(args) == 1:
+				write = args[0] // --write FILE
+			case len(args) == 1:
+				return usageError{fmt.Errorf("unexpected argument %q (the file goes with --write)", args[0])}
+			case write == defaultWrite:
+				write = initPolicyPath()
+			}
 			if home == "" {
 				h, err := os.UserHomeDir()
 				if err != nil {
@@ -164,15 +174,26 @@ shows every key a preset stands for.`,
 			if err := os.WriteFile(write, []byte(text), 0o644); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "wrote %s; next: memwatch install --user --policy %s\n", write, write)
+			next := "memwatch run (in the foreground), or memwatch install --user (as your service)"
+			if os.Geteuid() == 0 {
+				next = "memwatch run (in the foreground), or memwatch install (as the system service)"
+			}
+			if p, _, _ := g.policyRule(); control.PolicyID(p) != control.PolicyID(write) {
+				next = fmt.Sprintf("memwatch run --policy %s (every command takes --policy %s, or set MEMWATCH_POLICY)", write, write)
+			}
+			fmt.Fprintf(g.stdout, "wrote %s; next: %s\n", write, next)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&home, "home", "", "the home directory to look in (default: yours)")
-	cmd.Flags().StringVar(&write, "write", "", "write the policy to FILE instead of printing it")
+	cmd.Flags().StringVar(&write, "write", "", "write the policy where memwatch looks for it (or to FILE) instead of printing it")
+	cmd.Flags().Lookup("write").NoOptDefVal = defaultWrite
 	cmd.Flags().BoolVar(&force, "force", false, "with --write, replace an existing file")
 	return cmd
 }
+
+// defaultWrite is --write given with no file.
+const defaultWrite = "\x00default"
 
 func knownAgents() string {
 	var names []string

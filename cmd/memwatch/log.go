@@ -33,7 +33,7 @@ id (for memwatch undo), the time, store, root, rule, target, outcome
 sizes and LLM tokens.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.policyIfGiven()
+			p, err := g.readPolicy()
 			if err != nil {
 				return err
 			}
@@ -54,7 +54,7 @@ sizes and LLM tokens.`,
 					}
 				}
 				var recs []state.Record
-				if err := newControl(socketPath(p, dir)).do(cmd.Context(), "GET", "/v1/journal?"+v.Encode(), nil, &recs); err != nil {
+				if err := g.control(p, dir).do(cmd.Context(), "GET", "/v1/journal?"+v.Encode(), nil, &recs); err != nil {
 					return fmt.Errorf("no journal in %s you can read, and the daemon did not answer: %w", dir, err)
 				}
 				return printJournal(g, recs, f, asJSON)

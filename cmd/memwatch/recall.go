@@ -161,11 +161,11 @@ func oneShot() {
 	}
 }
 
-// askRecall asks the daemon of socket to answer req; ok is false when no
-// daemon answers there.
-func askRecall(ctx context.Context, socket string, req control.RecallRequest) (control.RecallResponse, bool, error) {
+// askRecall asks the daemon to answer req; ok is false when none (of the
+// command's policy) answers.
+func askRecall(ctx context.Context, ctl *controlClient, req control.RecallRequest) (control.RecallResponse, bool, error) {
 	var res control.RecallResponse
-	err := newControl(socket).do(ctx, "GET", "/v1/recall?"+req.Values().Encode(), nil, &res)
+	err := ctl.do(ctx, "GET", "/v1/recall?"+req.Values().Encode(), nil, &res)
 	switch {
 	case errors.Is(err, errNoDaemon):
 		return res, false, nil

@@ -20,12 +20,12 @@ import (
 // warm index, within what this user may read), else searches here, as
 // this user: the same daemon.Recaller either way.
 func (g *globals) answerRecall(ctx context.Context, req control.RecallRequest) (control.RecallResponse, error) {
-	p, err := g.policyIfGiven()
+	p, err := g.readPolicy()
 	if err != nil {
 		return control.RecallResponse{}, err
 	}
 	stateDir := g.resolveStateDir(p)
-	if res, ok, err := askRecall(ctx, socketPath(p, stateDir), req); ok {
+	if res, ok, err := askRecall(ctx, g.control(p, stateDir), req); ok {
 		return res, err
 	}
 	x := &daemon.Recaller{Policy: p, Plain: true, Cache: &scope.Cache{}}

@@ -28,7 +28,7 @@ import (
 // from: a host's on a central node, else through the daemon when it
 // answers, else from the state here.
 func (g *globals) showCitation(ctx context.Context, arg, dir string) ([]control.Shown, string, error) {
-	p, err := g.policyIfGiven()
+	p, err := g.readPolicy()
 	if err != nil {
 		return nil, "", err
 	}
@@ -40,7 +40,7 @@ func (g *globals) showCitation(ctx context.Context, arg, dir string) ([]control.
 	if err != nil {
 		return nil, "", control.Usagef("%v", err)
 	}
-	lines, err := showLocal(ctx, p, stateDir, dir, c, arg)
+	lines, err := g.showLocal(ctx, p, stateDir, dir, c, arg)
 	return lines, control.From(lines), err
 }
 
@@ -48,7 +48,7 @@ func (g *globals) showCitation(ctx context.Context, arg, dir string) ([]control.
 // or, for a whole path, the policy's root holding it or the nearest
 // directory above it the spool knows the file from) and shows its lines:
 // through the daemon when it answers, else from the state here.
-func showLocal(ctx context.Context, p *policy.Policy, stateDir, dir string, c spool.Citation, arg string) ([]spool.Shown, error) {
+func (g *globals) showLocal(ctx context.Context, p *policy.Policy, stateDir, dir string, c spool.Citation, arg string) ([]spool.Shown, error) {
 	var dirs []string
 	suffix := strings.TrimPrefix(strings.TrimSpace(arg), c.Path)
 	abs := filepath.IsAbs(filepath.FromSlash(c.Path))
@@ -79,7 +79,7 @@ func showLocal(ctx context.Context, p *policy.Policy, stateDir, dir string, c sp
 				}
 				cc.Path = filepath.ToSlash(rel)
 			}
-			lines, err := showIn(ctx, p, stateDir, d, cc, cc.Path+suffix, pass == 1)
+			lines, err := g.showIn(ctx, p, stateDir, d, cc, cc.Path+suffix, pass == 1)
 			if err == nil {
 				return daemon.Decode(lines, cc.Path), nil
 			}
@@ -103,10 +103,10 @@ func showLocal(ctx context.Context, p *policy.Policy, stateDir, dir string, c sp
 // showIn returns the lines of citation c of root dir: from the daemon
 // when it answers (it shows what this user's roots hold), else from
 // memwatch's spool here, or, for a note (file), the file as it is.
-func showIn(ctx context.Context, p *policy.Policy, stateDir, dir string, c spool.Citation, cite string, file bool) ([]spool.Shown, error) {
+func (g *globals) showIn(ctx context.Context, p *policy.Policy, stateDir, dir string, c spool.Citation, cite string, file bool) ([]spool.Shown, error) {
 	if !file {
 		var res control.ShowResponse
-		err := newControl(socketPath(p, stateDir)).do(ctx, "GET", "/v1/show?"+url.Values{"root": {dir}, "cite": {cite}}.Encode(), nil, &res)
+		err := g.control(p, stateDir).do(ctx, "GET", "/v1/show?"+url.Values{"root": {dir}, "cite": {cite}}.Encode(), nil, &res)
 		switch {
 		case err == nil:
 			return res.Lines, nil

@@ -17,10 +17,11 @@ import (
 // answers (or it does not know them), memwatchd shows them instead
 // (errDelegate).
 func (g *globals) showCitation(ctx context.Context, arg, dir string) ([]control.Shown, string, error) {
-	p, err := g.policyIfGiven()
-	if err != nil {
-		return nil, "", err
+	ctl, ok := g.leanControl()
+	if !ok {
+		return nil, "", errDelegate
 	}
+	var err error
 	if dir == "" {
 		if dir, err = os.Getwd(); err != nil {
 			return nil, "", errDelegate
@@ -34,7 +35,7 @@ func (g *globals) showCitation(ctx context.Context, arg, dir string) ([]control.
 		v.Set("root", dir)
 	}
 	var res control.ShowResponse
-	err = newControl(socketPath(p, g.resolveStateDir(p))).do(ctx, "GET", "/v1/show?"+v.Encode(), nil, &res)
+	err = ctl.do(ctx, "GET", "/v1/show?"+v.Encode(), nil, &res)
 	switch {
 	case err == nil:
 		return res.Lines, control.From(res.Lines), nil

@@ -69,7 +69,7 @@ no content (what the memory_status tool returns).`,
 // when a policy is at hand, else the layout's default.
 func (g *globals) maxSizeFor(dir string) int64 {
 	limit := int64(100 << 10) // now-history's default max_size
-	p, err := g.policyIfGiven()
+	p, err := g.readPolicy()
 	if err != nil || p == nil {
 		return limit
 	}

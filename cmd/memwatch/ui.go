@@ -83,7 +83,7 @@ policy sets ui: {enabled: true}.`,
 				defer sp.Close()
 				cfg.Spool = sp
 			}
-			ctl := newControl(socketPath(p, dir))
+			ctl := g.control(p, dir)
 			cfg.API = func(ctx context.Context, method, path string, out any) error {
 				err := ctl.do(ctx, method, path, nil, out)
 				if errors.Is(err, errNoDaemon) {
