@@ -46,6 +46,8 @@ type Status struct {
 	// Losses are the recent deletions and large shrinks agents made to
 	// their memory files, newest first (memwatch restore brings them back).
 	Losses []Loss `json:"agent_losses"`
+	// Holds are the files whose rule an undo holds off (memwatch redo).
+	Holds []state.Hold `json:"holds,omitempty"`
 	// Disk held in the state directory (journal, spool, recall index).
 	Disk Disk `json:"disk"`
 	// CatchUp is the start-up's progress while it lasts (see README,
@@ -163,6 +165,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("GET /v1/status", d.handleStatus)
 	mux.HandleFunc("GET /v1/journal", d.handleJournal)
 	mux.HandleFunc("POST /v1/undo/{id}", d.handleUndo)
+	mux.HandleFunc("POST /v1/redo/{id}", d.handleRedo)
 	mux.HandleFunc("POST /v1/trigger", d.handleTrigger)
 	mux.HandleFunc("POST /v1/compact", d.handleCompact)
 	mux.HandleFunc("GET /metrics", d.handleMetrics)
@@ -394,6 +397,13 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		st.Warnings = []string{}
 	}
 	st.Losses = d.losses.listFor(func(dir confine.ID) bool { return caller.IsAdmin() || reachDir[dir] })
+	if holds, err := d.db.Holds(ctx); err == nil {
+		for _, h := range holds {
+			if caller.IsAdmin() || reach[h.Root] {
+				st.Holds = append(st.Holds, h)
+			}
+		}
+	}
 	for _, p := range d.scans.Progress() {
 		if caller.IsAdmin() || reach[p.Root] {
 			st.Progress = append(st.Progress, p)
@@ -754,4 +764,50 @@ func dirBytes(dir string) int64 {
 		}
 	}
 	return n
+}
+
+// ErrNoHold means a record's file is not held by an undo.
+var ErrNoHold = errors.New("no undo holds its rule off the file")
+
+// Redo ends the hold an undo of record id (or the undo, id) put on its
+// file's rule.
+func Redo(ctx context.Context, db *state.DB, id int64) (state.Hold, error) {
+	rec, err := db.GetRecord(ctx, id)
+	if err != nil {
+		return state.Hold{}, err
+	}
+	h, ok, err := db.GetHold(ctx, rec.Root, rec.Target)
+	if err != nil {
+		return h, err
+	}
+	if !ok || h.Record != id && h.Undo != id {
+		return h, fmt.Errorf("%s: %w (memwatch status lists the holds)", filepath.Join(rec.Root, rec.Target), ErrNoHold)
+	}
+	return h, db.DropHold(ctx, rec.Root, rec.Target)
+}
+
+// handleRedo answers POST /v1/redo/{id}: the hold ends, and the file's
+// root is evaluated at once.
+func (d *Daemon) handleRedo(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("redo: bad id %q", clip(r.PathValue("id"))))
+		return
+	}
+	if !d.mayUndo(w, r, id) {
+		return
+	}
+	h, err := Redo(r.Context(), d.db, id)
+	switch {
+	case errors.Is(err, state.ErrNoRecord), errors.Is(err, ErrNoHold):
+		writeErr(w, http.StatusNotFound, err)
+		return
+	case err != nil:
+		writeErr(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	rec, _ := d.db.GetRecord(r.Context(), id)
+	d.engine.Submit(jobs.Job{Store: rec.Store, Root: h.Root, Rule: ruleEvaluate, Reason: "redo"})
+	d.log.Info("undo no longer holds the rule off the file", "root", h.Root, "path", h.Target, "rule", h.Rule, "record", h.Record)
+	writeJSON(w, http.StatusOK, h)
 }

@@ -33,6 +33,10 @@ type jobKey struct{ store, root, rule, target string }
 func (j *Job) key() key       { return key{j.Store, j.Root} }
 func (j *Job) jobKey() jobKey { return jobKey{j.Store, j.Root, j.Rule, j.Target} }
 
+// Asked reports whether a job's reason is a person's request (memwatch
+// trigger, memwatch redo), which no cooldown delays.
+func Asked(reason string) bool { return reason == "trigger" || reason == "redo" }
+
 // Result is what a runner reports about a finished job.
 type Result struct {
 	// Changed is true when the job rewrote something; the rule then cools down.
@@ -359,6 +363,14 @@ func (e *Engine) submit(s *loopState, j *Job) {
 		return
 	}
 	jk := j.jobKey()
+	if Asked(j.Reason) {
+		// A person asked for it (memwatch trigger, redo): no cooldown holds
+		// it back; a cooling job waiting for its end runs now instead.
+		if t, ok := s.deferred[jk]; ok && t.Stop() {
+			delete(s.deferred, jk)
+		}
+		delete(s.cooling, jk)
+	}
 	if _, ok := s.deferred[jk]; ok {
 		s.stats.Merged++ // the deferred evaluation will see this change too
 		return

@@ -5,6 +5,7 @@
 package layout
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -327,4 +328,23 @@ func (w *Warnings) List() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Held reports whether a person's undo holds rule off target (state.Hold):
+// after the undo of one of its changes the rule waits until the file (data,
+// as it is now) has grown by grow bytes, or growLines lines, past what it
+// was at the undo; memwatch redo ends the hold sooner. A hold outgrown is
+// dropped, and the log says the rule goes on.
+func (e *Env) Held(ctx context.Context, root *confine.Root, rule, target string, data []byte, grow int64, growLines int) bool {
+	h, ok, err := e.DB.GetHold(ctx, root.Path(), target)
+	if err != nil || !ok || h.Rule != rule {
+		return false
+	}
+	lines := bytes.Count(data, []byte{'\n'})
+	if int64(len(data)) < h.Size+grow && (growLines <= 0 || lines < h.Lines+growLines) {
+		return true
+	}
+	e.Logged(e.DB.DropHold(ctx, root.Path(), target), "drop a hold")
+	e.Log.Info("the file grew past what an undo held the rule off; it applies again", "root", root.Path(), "path", target, "rule", rule, "undone", h.Record)
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strconv"
 	"strings"
 
 	"github.com/memwatch/memwatch/confine"
@@ -178,6 +179,9 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		current = RemovedSHA
 	}
+	if u, ok, err := w.DB.ByKey(ctx, rec.Root, rec.Target, UndoKey(id)); err == nil && ok {
+		return nil, fmt.Errorf("undo %d: %w by #%d (%s)", id, ErrAlreadyUndone, u.ID, u.Time.Local().Format("2006-01-02 15:04:05"))
+	}
 	plan := &UndoPlan{Record: rec, Current: current, Changed: current != rec.AfterSHA}
 	switch {
 	case rec.Archive != "":
@@ -269,10 +273,73 @@ func (w *Rewriter) pruned(ctx context.Context, rec state.Record) (string, error)
 	return fmt.Sprintf("journal record %d, %s", recs[0].ID, recs[0].Reason), nil
 }
 
-// Undo restores the target of journal record id to its pre-image. It refuses
-// when the target changed since, unless force; either way the current content
-// is archived before it is replaced.
+// ErrAlreadyUndone means a change was undone before.
+var ErrAlreadyUndone = errors.New("already undone")
+
+// UndoKey is the journal key of the undo of record id.
+func UndoKey(id int64) string { return fmt.Sprintf("undo:%d", id) }
+
+// WithKey is the journal key that ties a change to the others it is one
+// action with (a compression's facts moved out of MEMORY.md, and MEMORY.md
+// itself): undoing one undoes them all.
+func WithKey(ids ...int64) string {
+	var parts []string
+	for _, id := range ids {
+		parts = append(parts, strconv.FormatInt(id, 10))
+	}
+	return "with:" + strings.Join(parts, ",")
+}
+
+// Undo restores the target of journal record id to its pre-image, and the
+// other changes of the same action (WithKey) with it. It refuses when the
+// target changed since, unless force; either way the current content is
+// archived before it is replaced. The rule that made the change is held
+// off the file (state.Hold) until it grows past its threshold again.
 func (w *Rewriter) Undo(ctx context.Context, id int64, force bool) (Outcome, error) {
+	return w.undoAll(ctx, id, force, map[int64]bool{})
+}
+
+func (w *Rewriter) undoAll(ctx context.Context, id int64, force bool, seen map[int64]bool) (Outcome, error) {
+	seen[id] = true
+	out, err := w.undoOne(ctx, id, force)
+	if err != nil {
+		return out, err
+	}
+	rec, err := w.DB.GetRecord(ctx, id)
+	if err != nil {
+		return out, nil
+	}
+	for _, other := range w.sameAction(ctx, rec) {
+		if seen[other] {
+			continue
+		}
+		if _, err := w.undoAll(ctx, other, force, seen); err != nil && !errors.Is(err, ErrAlreadyUndone) {
+			return out, fmt.Errorf("undo %d: done, but #%d, part of the same change, was not: %w", id, other, err)
+		}
+	}
+	return out, nil
+}
+
+// sameAction lists the records that are one action with rec.
+func (w *Rewriter) sameAction(ctx context.Context, rec state.Record) []int64 {
+	var out []int64
+	if ids, ok := strings.CutPrefix(rec.Key, "with:"); ok {
+		for _, s := range strings.Split(ids, ",") {
+			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	if recs, err := w.DB.WithKey(ctx, rec.Root, WithKey(rec.ID)); err == nil {
+		for _, r := range recs {
+			out = append(out, r.ID)
+		}
+	}
+	return out
+}
+
+// undoOne undoes record id alone.
+func (w *Rewriter) undoOne(ctx context.Context, id int64, force bool) (Outcome, error) {
 	plan, err := w.PlanUndo(ctx, id)
 	if err != nil {
 		return Outcome{}, err
@@ -285,7 +352,12 @@ func (w *Rewriter) Undo(ctx context.Context, id int64, force bool) (Outcome, err
 		return Outcome{}, fmt.Errorf("undo %d: %w", id, err)
 	}
 	defer root.Close()
-	rec := &state.Record{Store: plan.Record.Store, Rule: "undo", Reason: fmt.Sprintf("undo of #%d", id)}
+	rec := &state.Record{Store: plan.Record.Store, Rule: "undo", Reason: fmt.Sprintf("undo of #%d", id), Key: UndoKey(id)}
+	defer func() {
+		if rec.Outcome == state.Done {
+			w.hold(ctx, plan, rec.ID)
+		}
+	}()
 	if plan.Remove {
 		// The action created the file: it goes into the archive, as the
 		// current content of any undone file does.
@@ -310,4 +382,20 @@ func (w *Rewriter) Undo(ctx context.Context, id int64, force bool) (Outcome, err
 			return plan.Restore, nil
 		},
 	}, rec)
+}
+
+// hold records that the rule of an undone change is held off its file.
+func (w *Rewriter) hold(ctx context.Context, plan *UndoPlan, undo int64) {
+	if plan.Record.Rule == "undo" || plan.Record.Rule == RuleRestore {
+		return
+	}
+	lines := bytes.Count(plan.Restore, []byte{'\n'})
+	if len(plan.Restore) > 0 && plan.Restore[len(plan.Restore)-1] != '\n' {
+		lines++
+	}
+	h := state.Hold{Root: plan.Record.Root, Target: plan.Record.Target, Rule: plan.Record.Rule, Record: plan.Record.ID, Undo: undo,
+		Size: int64(len(plan.Restore)), Lines: lines, Time: w.Now()}
+	if err := w.DB.PutHold(ctx, h); err != nil {
+		w.Log.Warn("record that an undone change stays undone", "root", h.Root, "path", h.Target, "err", err)
+	}
 }

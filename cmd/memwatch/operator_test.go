@@ -3,13 +3,17 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/memwatch/memwatch/state"
 )
 
 // TestOperatorOnePolicyRule: an ordinary user (a real one, useradd) runs
@@ -101,3 +105,89 @@ func TestOperatorOnePolicyRule(t *testing.T) {
 		t.Errorf("validate as root with no flags: %v\n%s", err, out)
 	}
 }
+
+// TestOperatorUndoSticks: MEMORY.md (300 lines, memory_max_lines 100,
+// link_pruned) is compressed; memwatch undo brings it back byte for byte
+// and takes the facts it moved out of memory-older-*.md again (no fact in
+// both); the agent's next line sets off no new compression (status says
+// the undo holds it); a second undo says it was already undone, and by
+// which record; memwatch redo lets the rule apply again.
+func TestOperatorUndoSticks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "ws", "p")
+	os.MkdirAll(root, 0o755)
+	var mem strings.Builder
+	mem.WriteString("# Memory\n\n")
+	for i := range 298 {
+		mem.WriteString("- fact " + strings.Repeat("x", i%7) + " number " + itoa(i) + "\n")
+	}
+	orig := mem.String()
+	os.WriteFile(filepath.Join(root, "MEMORY.md"), []byte(orig), 0o644)
+	stateDir := filepath.Join(dir, "state")
+	pol := writePolicy(t, dir, `stores:
+  - name: mh
+    layout: memory-history
+    paths: [`+filepath.Join(dir, "ws", "*")+`]
+    settle: 30ms
+    consolidate: false
+    memory_max_lines: 100
+    link_pruned: true
+`)
+	p := start(t, "--policy", pol, "--state-dir", stateDir)
+	p.waitLog("ready", 10*time.Second)
+	recs := waitJournal(t, stateDir, 30*time.Second, "the compression", func(r state.Record) bool {
+		return r.Rule == "compress-memory" && r.Outcome == state.Done && r.Target == "MEMORY.md"
+	})
+	id := recs[0].ID
+	run := func(args ...string) (string, int) {
+		out, err := exec.Command(memwatchFast, append(args, "--policy", pol, "--state-dir", stateDir)...).CombinedOutput()
+		return string(out), exitCode(err)
+	}
+	if out, code := run("undo", itoa(int(id))); code != 0 {
+		t.Fatalf("undo %d: exit %d\n%s", id, code, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "MEMORY.md")); string(b) != orig {
+		t.Errorf("MEMORY.md after the undo is not back byte for byte (%d bytes, want %d)", len(b), len(orig))
+	}
+	older, _ := filepath.Glob(filepath.Join(root, "memory-older-*.md"))
+	for _, f := range older {
+		b, _ := os.ReadFile(f)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "- fact") && strings.Contains(orig, l+"\n") {
+				t.Errorf("%q is in both MEMORY.md and %s after the undo", l, filepath.Base(f))
+				break
+			}
+		}
+	}
+	// The agent's next line: no new compression.
+	f, _ := os.OpenFile(filepath.Join(root, "MEMORY.md"), os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString("- one more fact from the agent\n")
+	f.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		out, _ := run("log", "--json", "--limit", "100")
+		var all []state.Record
+		json.Unmarshal([]byte(out), &all)
+		for _, r := range all {
+			if r.Rule == "compress-memory" && r.Outcome == state.Done && r.Target == "MEMORY.md" && r.ID > id {
+				t.Fatalf("one appended line set off compression #%d after the undo", r.ID)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if out, code := run("status"); code != 0 || !strings.Contains(out, "held by an undo") || !strings.Contains(out, "memwatch redo "+itoa(int(id))) {
+		t.Errorf("status does not show the hold: exit %d\n%s", code, out)
+	}
+	if out, code := run("undo", itoa(int(id))); code == 0 || !strings.Contains(out, "already undone by #") {
+		t.Errorf("a second undo: exit %d\n%s", code, out)
+	}
+	if out, code := run("redo", itoa(int(id))); code != 0 {
+		t.Fatalf("redo: exit %d\n%s", code, out)
+	}
+	waitJournal(t, stateDir, 30*time.Second, "the compression after redo", func(r state.Record) bool {
+		return r.Rule == "compress-memory" && r.Outcome == state.Done && r.Target == "MEMORY.md" && r.ID > id
+	})
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -119,6 +119,13 @@ func printStatus(g *globals, st daemon.Status) {
 			fmt.Fprintf(w, "  %s\n", fleetLine(h))
 		}
 	}
+	if len(st.Holds) > 0 {
+		fmt.Fprintf(w, "\nheld by an undo (the rule applies again when the file grows past its threshold again, or at once with memwatch redo ID):\n")
+		for _, h := range st.Holds {
+			fmt.Fprintf(w, "  %s: %s held since the undo of #%d (%s, %s, %d lines then): memwatch redo %d\n", filepath.Join(h.Root, h.Target), h.Rule, h.Record,
+				h.Time.Local().Format(time.DateTime), policy.Size(h.Size), h.Lines, h.Record)
+		}
+	}
 	if len(st.Losses) > 0 {
 		fmt.Fprintf(w, "\nagents deleted or cut memory files (their versions are kept; memwatch versions PATH lists them):\n")
 		for _, l := range st.Losses {

@@ -96,3 +96,49 @@ func undoOffline(dir string, p *policy.Policy, id int64, force, dryRun bool) (da
 	}
 	return res, err
 }
+
+func redoCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "redo ID",
+		Short: "Let the rule of a change you undid apply again to its file",
+		Long: `An undo is a decision: after memwatch undo ID, the rule that made that change
+does not make it again on that file until the file has grown past the
+rule's threshold again with the agent's own new content (memwatch status
+lists such holds). memwatch redo ID ends the hold at once: the rule
+applies again at the next evaluation, which it asks for.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id < 1 {
+				return usageError{fmt.Errorf("redo: ID must be a journal record number, not %q", args[0])}
+			}
+			ctl, _, dir, err := g.controlFor()
+			if err != nil {
+				return err
+			}
+			var h state.Hold
+			err = ctl.do(context.Background(), "POST", fmt.Sprintf("/v1/redo/%d", id), nil, &h)
+			if errors.Is(err, errNoDaemon) {
+				h, err = redoOffline(dir, id)
+			}
+			if errors.Is(err, errRemoteNotFound) || errors.Is(err, state.ErrNoRecord) {
+				return fmt.Errorf("redo %d: %w", id, err)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "%s: rule %s applies again (the undo of #%d, journal record %d, no longer holds it)\n", filepath.Join(h.Root, h.Target), h.Rule, h.Record, h.Undo)
+			return nil
+		},
+	}
+}
+
+// redoOffline ends a hold with no daemon: the next start evaluates.
+func redoOffline(dir string, id int64) (state.Hold, error) {
+	db, err := state.Open(context.Background(), dir)
+	if err != nil {
+		return state.Hold{}, err
+	}
+	defer db.Close()
+	return daemon.Redo(context.Background(), db, id)
+}

@@ -228,6 +228,10 @@ func compressTargets(ctx context.Context, env *layout.Env, root *confine.Root) (
 	if env.Seen(ctx, root.Path(), RuleCompress, mem, rewrite.Hash(b)) {
 		return nil, nil
 	}
+	o := OptionsOf(env.Store)
+	if env.Held(ctx, root, RuleCompress, mem, b, o.regrow(), o.MemoryMaxLines/4) {
+		return nil, nil
+	}
 	return []string{mem}, nil
 }
 
@@ -358,8 +362,13 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 			if len(gone) == 0 || layout.IsDryRun(ctx) {
 				return next, nil
 			}
-			if err := keepPruned(ctx, env, root, pruned, gone); err != nil {
+			moved, err := keepPruned(ctx, env, root, pruned, gone)
+			if err != nil {
 				return nil, err
+			}
+			if moved > 0 {
+				// One action: undoing either change undoes both.
+				rec.Key = rewrite.WithKey(moved)
 			}
 			have, err := root.ReadFile(pruned)
 			if err != nil {
@@ -381,10 +390,10 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 
 // keepPruned appends to the pruned-facts file the facts it lacks, under a
 // dated heading: an append, journaled like every write.
-func keepPruned(ctx context.Context, env *layout.Env, root *confine.Root, pruned string, facts []string) error {
+func keepPruned(ctx context.Context, env *layout.Env, root *confine.Root, pruned string, facts []string) (int64, error) {
 	r := env.Record(RuleCompress)
 	r.Reason = "facts moved out of MEMORY.md"
-	_, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: pruned, AllowCreate: true, From: []string{filesOf(env.Store).memory()},
+	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: pruned, AllowCreate: true, From: []string{filesOf(env.Store).memory()},
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
 			have := map[string]bool{}
 			for _, l := range factLines(old) {
@@ -413,7 +422,7 @@ func keepPruned(ctx context.Context, env *layout.Env, root *confine.Root, pruned
 			}
 			return next, nil
 		}}, r)
-	return err
+	return out.Record, err
 }
 
 // removedFacts are the fact lines of old that next no longer has.

@@ -116,3 +116,12 @@ func (o *Options) Warnings(*policy.Store) []string {
 // keep is the messages a consolidation leaves pending: Keep, under the
 // window (a keep of window or more would never consolidate before idle).
 func (o *Options) keep() int { return max(0, min(o.Keep, o.Window-1)) }
+
+// regrow is how much MEMORY.md grows before a compression is tried again
+// (Regrow, else a quarter of memory_max_size).
+func (o *Options) regrow() int64 {
+	if o.Regrow > 0 {
+		return int64(o.Regrow)
+	}
+	return int64(o.MemoryMaxSize) / 4
+}

@@ -87,6 +87,13 @@ func compactTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([
 		return nil, nil
 	}
 	env.Accepted(root, MemoryFile)
+	regrow := int64(OptionsOf(env.Store).Regrow)
+	if regrow <= 0 {
+		regrow = maxSize / 4
+	}
+	if env.Held(ctx, root, RuleCompact, MemoryFile, data, regrow, 0) {
+		return nil, nil
+	}
 	if env.Seen(ctx, root.Path(), RuleCompact, MemoryFile, rewrite.Hash(data)) {
 		return nil, nil // we already compacted (or gave up on) exactly this content
 	}
