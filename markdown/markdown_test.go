@@ -1,6 +1,7 @@
 package markdown
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -61,5 +62,17 @@ func BenchmarkParse100KiB(b *testing.B) {
 	b.SetBytes(int64(len(src)))
 	for b.Loop() {
 		Parse(src)
+	}
+}
+
+func TestPinned(t *testing.T) {
+	src := "# Memory\n\n## Pinned rules\n- never on Fridays\n\n### More pinned? no: a subsection\n- still pinned\n\n## Facts\n- a fact\n- keep me <!-- pin -->\n- keep me too <!--PIN-->  \n```\n# not a heading\n```\n"
+	got := Pinned([]byte(src))
+	want := []string{"## Pinned rules", "- never on Fridays", "### More pinned? no: a subsection", "- still pinned", "- keep me <!-- pin -->", "- keep me too <!--PIN-->"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("Pinned:\n got %q\nwant %q", got, want)
+	}
+	if m := MissingPinned([]byte(src), []byte("- never on Fridays\n")); m != "## Pinned rules" {
+		t.Errorf("MissingPinned = %q", m)
 	}
 }

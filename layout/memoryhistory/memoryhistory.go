@@ -238,6 +238,7 @@ func compressTargets(ctx context.Context, env *layout.Env, root *confine.Root) (
 const compressSystem = `You maintain an AI agent's long-term memory file (MEMORY.md): user preferences, project context, relationships, technical decisions.
 It is over its size limit of %d bytes. Return only the new MEMORY.md as markdown, no commentary and no code fences:
 prune stale and low-value facts, merge duplicates, keep the structure and every fact that is still useful, and stay under %d bytes.
+Keep every pinned line exactly as it is: a line ending with <!-- pin -->, and every line of a section whose heading contains "pinned". Prefer dropping dated or episodic entries to the file's rules.
 ` + compact.DataNotice
 
 func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, target string) (jobs.Result, error) {
@@ -263,6 +264,22 @@ func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, targe
 			fmt.Sprintf("MEMORY.md is %d bytes and %d lines, over memory_max_size %d or memory_max_lines %d, and nothing could be moved out of it", len(b), lineCount(b), limit, o.MemoryMaxLines)), "Note")
 	}
 	return jobs.Result{CoolDown: true}, nil
+}
+
+// overLimits says which limits MEMORY.md is over, as the journal's reason:
+// "MEMORY.md has 247 lines, over memory_max_lines 200".
+func overLimits(b []byte, limit int64, maxLines int) string {
+	var over []string
+	if limit > 0 && int64(len(b)) > limit {
+		over = append(over, fmt.Sprintf("is %s, over memory_max_size %s", policy.Human(int64(len(b))), policy.Human(limit)))
+	}
+	if n := lineCount(b); maxLines > 0 && n > maxLines {
+		over = append(over, fmt.Sprintf("has %d lines, over memory_max_lines %d", n, maxLines))
+	}
+	if len(over) == 0 {
+		return fmt.Sprintf("MEMORY.md is %s and %d lines, within its limits", policy.Human(int64(len(b))), lineCount(b))
+	}
+	return "MEMORY.md " + strings.Join(over, " and ")
 }
 
 // fits reports whether MEMORY.md is within its limits.
@@ -294,7 +311,7 @@ func withLink(next []byte, name string, limit int64, maxLines int) []byte {
 	if lines > 0 {
 		lines = max(lines-2, 1) // the link and the blank line before it
 	}
-	next = PruneOldest(next, limit-int64(len(link))-1, lines)
+	next, _ = Prune(next, limit-int64(len(link))-1, lines)
 	return append(withBlankLine(next), link...)
 }
 
@@ -317,10 +334,7 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 	}
 	return rewrite.Request{Root: root, Target: f.memory(), Archive: f.archiveFor("MEMORY", env.Now()),
 		Compute: func(ctx context.Context, old []byte) ([]byte, error) {
-			rec.Reason = fmt.Sprintf("MEMORY.md %s (%d lines) over memory_max_size %s", policy.Human(int64(len(old))), strings.Count(string(old), "\n"), policy.Human(limit))
-			if maxLines > 0 {
-				rec.Reason += fmt.Sprintf(" or memory_max_lines %d", maxLines)
-			}
+			rec.Reason = overLimits(old, limit, maxLines)
 			if force && fits(old, o) {
 				rec.Reason = "memwatch compact"
 			}
@@ -334,7 +348,11 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 				switch {
 				case err == nil:
 					next = []byte(strings.TrimSpace(reply.Text) + "\n")
-					if gerr := guardCompressed(old, next, limit); gerr != nil {
+					gerr := guardCompressed(old, next, limit)
+					if gerr == nil {
+						gerr = guardPinned(old, next)
+					}
+					if gerr != nil {
 						if force {
 							return next, gerr // memwatch compact reports the rejection
 						}
@@ -347,10 +365,16 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 					rec.Reason += fmt.Sprintf("; llm unavailable (%v), heuristic compressor used", err)
 				}
 			}
+			var rep pruneReport
 			if next == nil {
-				next = PruneOldest(CompressHeuristic(old), limit, maxLines)
+				next, rep = Prune(CompressHeuristic(old), limit, maxLines)
+				rec.Reason += "; " + rep.String()
 			} else if !fits(next, o) {
-				next = PruneOldest(next, limit, maxLines)
+				next, rep = Prune(next, limit, maxLines)
+				rec.Reason += "; then " + rep.String()
+			}
+			if rep.pinnedOver {
+				env.Log.Warn("MEMORY.md's pinned lines alone are over its limits: memwatch leaves them", "root", root.Path(), "pinned", rep.pinned, "memory_max_size", limit, "memory_max_lines", maxLines)
 			}
 			if o.LinkPruned && len(removedFacts(old, next)) > 0 {
 				next = withLink(next, filepath.Base(pruned), limit, maxLines)
@@ -458,32 +482,6 @@ func guardCompressed(old, next []byte, limit int64) error {
 	return nil
 }
 
-// PruneOldest moves the oldest facts out of a MEMORY.md over limit bytes
-// or maxLines lines (0: no line limit): fact lines are dropped from the top
-// of the file (memory files grow at the end) until it fits; headings stay,
-// and sections left empty go.
-func PruneOldest(src []byte, limit int64, maxLines int) []byte {
-	over := func(size int64, n int) bool { return limit > 0 && size > limit || maxLines > 0 && n > maxLines }
-	if !over(int64(len(src)), lineCount(src)) {
-		return src
-	}
-	lines := strings.SplitAfter(string(src), "\n")
-	size, n := int64(len(src)), lineCount(src)
-	for i, l := range lines {
-		if !over(size, n) {
-			break
-		}
-		t := strings.TrimSpace(l)
-		if t == "" || strings.HasPrefix(t, "#") {
-			continue
-		}
-		size -= int64(len(l))
-		n--
-		lines[i] = ""
-	}
-	return CompressHeuristic([]byte(strings.Join(lines, "")))
-}
-
 func clip(s string) string {
 	if len(s) > 80 {
 		return strings.ToValidUTF8(s[:80], "") + "…"
@@ -545,6 +543,9 @@ func GuardMemory(old, next []byte, limit int64, maxLoss float64) error {
 		return &rewrite.Rejected{Reason: "memory update is empty"}
 	}
 	if err := compact.CheckLoss("MEMORY.md fact lines", factLines(old), factLines(next), maxLoss); err != nil {
+		return err
+	}
+	if err := guardPinned(old, next); err != nil {
 		return err
 	}
 	if limit > 0 && int64(len(next)) > limit && len(next) >= len(old) {

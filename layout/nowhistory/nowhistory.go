@@ -202,6 +202,16 @@ func CompactHeuristic(src []byte, keep int) ([]byte, bool) {
 		return nil, false
 	}
 	kept := newestEntries(d, kids, keep)
+	// An entry holding a pinned line (or headed "pinned") stays, whatever
+	// its age.
+	for _, k := range kids {
+		if len(markdown.Pinned(d.Section(k))) > 0 || markdown.PinnedHeading(d.Headings[k].Text) {
+			kept[k] = true
+		}
+	}
+	if len(kept) >= len(kids) {
+		return nil, false
+	}
 	out := append([]byte{}, src[:d.Headings[kids[0]].Start]...)
 	for _, k := range kids {
 		if kept[k] {
@@ -235,6 +245,7 @@ Rules:
 - Keep the "# now" structure: "## State" first, every entity section, "## Patterns", "## Errors". Keep the section names exactly.
 - Distill "# now" fields to their current, essential values; merge duplicate patterns and errors.
 - Keep the newest %d "# History" entries exactly as they are; drop older entries (they are kept in memory/run/ and in the archive).
+- Keep every pinned line exactly as it is, wherever it is: a line ending with <!-- pin -->, and every line of a section whose heading contains "pinned".
 - The result must be under %d bytes.
 ` + compact.DataNotice
 
@@ -264,6 +275,9 @@ func compactLLM(ctx context.Context, env *layout.Env, old []byte, keep int, maxS
 func Guard(old, out []byte, keep int, maxSize int64, maxLoss float64) error {
 	if err := compact.CheckText(out); err != nil {
 		return err
+	}
+	if p := markdown.MissingPinned(old, out); p != "" {
+		return &rewrite.Rejected{Reason: fmt.Sprintf("the pinned line %q is missing or changed", p)}
 	}
 	od, nd := markdown.Parse(old), markdown.Parse(out)
 	if len(nd.Headings) == 0 || nd.Headings[0].Level != 1 || !strings.EqualFold(nd.Headings[0].Text, "now") || !bytes.HasPrefix(bytes.TrimLeft(out, " \n"), []byte("# now")) {
