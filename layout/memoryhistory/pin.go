@@ -121,7 +121,7 @@ func guardPinned(old, next []byte) error {
 // pruned says what a compression moved out, for its record.
 type pruneReport struct {
 	dated, facts, rules, pinned int
-	pinnedOver              bool // the pinned lines alone are over the limits
+	pinnedOver                  bool // the pinned lines alone are over the limits
 }
 
 func (p pruneReport) String() string {
