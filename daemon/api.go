@@ -66,11 +66,6 @@ type Status struct {
 	StateProblem *StateProblem `json:"state_problem,omitempty"`
 }
 
-// CatchUp is how far the start-up's first evaluation of every root is.
-type CatchUp struct {
-	Done  int64 `json:"done"`
-	Total int64 `json:"total"`
-}
 
 // Disk is what memwatch holds on disk in its state directory.
 type Disk struct {
@@ -388,9 +383,14 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		st.Disk = d.disk()
 		st.Warnings = d.warnings.List()
 		if total := d.catchTotal.Load(); total > 0 {
-			st.CatchUp = &CatchUp{Done: d.catchDone.Load(), Total: total}
+			d.catch.waitCounted(ctx, 2*time.Second)
+			st.CatchUp = d.catch.status(time.Now(), d.catchDone.Load(), total, nil)
 		}
 	} else {
+		if total := d.catchTotal.Load(); total > 0 {
+			d.catch.waitCounted(ctx, 2*time.Second)
+			st.CatchUp = d.catch.status(time.Now(), d.catchDone.Load(), total, func(root string) bool { return reach[root] })
+		}
 		st.Warnings = d.warnings.ListFor(func(root string) bool { return reach[root] })
 	}
 	if st.Warnings == nil {

@@ -458,6 +458,9 @@ func (d *Daemon) indexRoot(ctx context.Context, root *confine.Root, rt *storeRT,
 		rels, done := st.scan.Next(32)
 		for _, m := range rels {
 			d.indexFile(root, rt, m, src.Kind)
+			if fi, err := root.Stat(m); err == nil {
+				d.catch.read(t.store, t.root, fi.Size())
+			}
 			if d.versionable(ctx, rt, t.root, m) {
 				d.captureVersion(ctx, root, rt, m)
 			}

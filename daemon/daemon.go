@@ -126,6 +126,7 @@ type Daemon struct {
 	// catchUp is the start-up's progress: roots whose first evaluation
 	// is done, of those found at start (both 0 once caught up).
 	catchDone, catchTotal atomic.Int64
+	catch                 catchUp // files and bytes of the catch-up (catchup.go)
 	handlers              []route // added with Handle before Run
 
 	warnings layout.Warnings
@@ -639,6 +640,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	defer d.announce()()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	d.catch.start(time.Now()) // before the first index task reads a file
 	d.bg.Start()
 	defer d.bg.Stop()
 	engineCtx, stopEngine := context.WithCancel(context.Background())
@@ -749,6 +751,13 @@ func (d *Daemon) serve(ctx context.Context) error {
 	defer catchUp.Stop()
 	catchStart, cpuStart := time.Now(), cpuSeconds()
 	d.catchTotal.Store(int64(counts.Roots))
+	lastSaid := catchStart
+	if ids, err := d.watch.RootIDs(ctx); err == nil {
+		countCtx, stopCount := context.WithCancel(ctx)
+		defer stopCount()
+		wg.Add(1)
+		go func() { defer wg.Done(); d.countCatchUp(countCtx, ids) }()
+	}
 	d.log.Info("catching up: evaluating every root found, capturing and indexing its logs", "roots", counts.Roots)
 	// The state directory's probe runs only while it cannot be written.
 	var probe *time.Ticker
@@ -799,8 +808,15 @@ func (d *Daemon) serve(ctx context.Context) error {
 			}
 			total := d.catchTotal.Load()
 			d.catchDone.Store(max(0, total-int64(n)))
+			if now := time.Now(); now.Sub(lastSaid) >= catchUpEvery && (n > 0 || d.bg.queued.Load() > 0) {
+				lastSaid = now
+				if st := d.catch.status(now, d.catchDone.Load(), total, nil); st != nil {
+					d.log.Info("catching up: "+st.String(), "files", st.Files, "files_total", st.FilesTotal, "bytes", st.Bytes, "bytes_total", st.BytesTotal, "left", st.Left.String())
+				}
+			}
 			if n == 0 && d.bg.queued.Load() == 0 {
 				catchUp.Stop()
+				d.catch.finish()
 				d.catchDone.Store(0)
 				d.catchTotal.Store(0)
 				d.log.Info("caught up: every root evaluated, its logs captured and indexed", "roots", total,

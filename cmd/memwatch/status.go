@@ -142,7 +142,10 @@ func printStatus(g *globals, st daemon.Status) {
 		}
 	}
 	if c := st.CatchUp; c != nil {
-		fmt.Fprintf(w, "\ncatching up: %d of %d roots evaluated since start (their logs captured and indexed)\n", c.Done, c.Total)
+		fmt.Fprintf(w, "\ncatching up since start: %s\n", c)
+		for _, r := range c.Roots {
+			fmt.Fprintf(w, "  %s (%s): %d of %d files, %s of %s\n", r.Root, r.Store, r.Files, r.FilesTotal, policy.Size(r.Bytes), policy.Size(r.BytesTotal))
+		}
 	}
 	for _, p := range st.Progress {
 		total, left := "?", ""
