@@ -449,6 +449,27 @@ func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	f := state.Filter{Store: q.Get("store"), Root: q.Get("root"), Target: q.Get("target"), Rule: q.Get("rule"), Outcome: q.Get("outcome"), Limit: limit}
+	for _, t := range []struct {
+		key string
+		to  *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if s := q.Get(t.key); s != "" {
+			v, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				writeErr(w, http.StatusBadRequest, fmt.Errorf("%s must be a time as RFC 3339 (2026-11-27T14:00:00Z), not %q", t.key, clip(s)))
+				return
+			}
+			*t.to = v
+		}
+	}
+	if s := q.Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("after must be a record id, not %q", clip(s)))
+			return
+		}
+		f.AfterID = n
+	}
 	caller := CallerOf(r.Context())
 	if f.Root != "" && !caller.IsAdmin() {
 		_, root, ok := d.needRoot(w, r, f.Root, policy.RightRead)
@@ -645,13 +666,21 @@ func (d *Daemon) handleTrigger(w http.ResponseWriter, r *http.Request) {
 	}
 	var n int
 	var err error
+	// An unknown name is the request's mistake (exit 2, as log --store
+	// nope), said with the names there are.
+	s := d.Policy().StoreByName(req.Store)
+	if s == nil {
+		var known []string
+		for _, st := range d.Policy().Stores {
+			if caller.IsAdmin() || caller.ReachesStore(st) {
+				known = append(known, st.Name)
+			}
+		}
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("trigger %s: no such store (known: %s)", req.Store, strings.Join(known, ", ")))
+		return
+	}
 	if req.Root == "" && !caller.IsAdmin() {
 		// Every root of the store the caller reaches.
-		s := d.Policy().StoreByName(req.Store)
-		if s == nil {
-			writeErr(w, http.StatusNotFound, fmt.Errorf("no store named %q", req.Store))
-			return
-		}
 		for _, id := range s.RootIDs() {
 			if caller.Reaches(s, id) {
 				m, terr := d.trigger(r.Context(), req.Store, id.Path, "trigger")
@@ -661,8 +690,12 @@ func (d *Daemon) handleTrigger(w http.ResponseWriter, r *http.Request) {
 	} else {
 		n, err = d.trigger(r.Context(), req.Store, req.Root, "trigger")
 	}
+	if errors.Is(err, errNoSuchRoot) {
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
 	if err != nil {
-		writeErr(w, http.StatusNotFound, err)
+		writeErr(w, http.StatusInternalServerError, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"queued": n})

@@ -271,7 +271,8 @@ func (d *Daemon) needRoot(w http.ResponseWriter, r *http.Request, path, right st
 	path = filepath.Clean(path)
 	s := d.storeOf(path)
 	if s == nil {
-		writeErr(w, http.StatusNotFound, fmt.Errorf("%s is not a root of any store of the policy", path))
+		// A name that names nothing is the request's mistake (exit 2).
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("%s is not a root of any store of the policy (memwatch status lists them)", path))
 		return nil, nil, false
 	}
 	root, err := d.openRoot(s, path)
@@ -279,7 +280,7 @@ func (d *Daemon) needRoot(w http.ResponseWriter, r *http.Request, path, right st
 		if layout.IsRefusal(err) {
 			d.forbid(w, r, fmt.Sprintf("%s is not served: %v", path, err))
 		} else {
-			writeErr(w, http.StatusNotFound, fmt.Errorf("%s (store %s): %w", path, s.Name, err))
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("%s (store %s): %w", path, s.Name, err))
 		}
 		return nil, nil, false
 	}

@@ -972,6 +972,9 @@ func (d *Daemon) stopScheduler() {
 	}
 }
 
+// errNoSuchRoot: a trigger named a root its store does not have.
+var errNoSuchRoot = errors.New("no such root in the store (memwatch status lists them)")
+
 // trigger queues an evaluation of one root, or of every root of a store.
 func (d *Daemon) trigger(ctx context.Context, store, root, reason string) (int, error) {
 	roots, err := d.watch.Roots(ctx)
@@ -989,7 +992,7 @@ func (d *Daemon) trigger(ctx context.Context, store, root, reason string) (int, 
 		}
 	}
 	if root != "" && n == 0 {
-		return 0, fmt.Errorf("store %q has no root %s", store, root)
+		return 0, fmt.Errorf("trigger %s %s: %w", store, root, errNoSuchRoot)
 	}
 	return n, nil
 }

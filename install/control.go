@@ -18,6 +18,9 @@ func Control(cfg Config, action string) (string, error) {
 	if err := CheckPrivileges(cfg.User); err != nil {
 		return "", err
 	}
+	if err := supported(cfg); err != nil {
+		return "", fmt.Errorf("%s service: %w", action, err)
+	}
 	s, err := New(cfg)
 	if err != nil {
 		return "", fmt.Errorf("%s service: %w", action, err)
@@ -60,6 +63,61 @@ func Control(cfg Config, action string) (string, error) {
 		return "", fmt.Errorf("%s service: %w", action, err)
 	}
 	return fmt.Sprintf("memwatch service: %s done", action), nil
+}
+
+// supported says, before anything is written, when this machine cannot
+// run the service asked for, and what to do instead.
+func supported(cfg Config) error {
+	sys := service.ChosenSystem()
+	name := "none"
+	if sys != nil {
+		name = sys.String()
+	}
+	switch {
+	case runtime.GOOS == "darwin":
+		return nil
+	case name == "linux-systemd" && !cfg.User:
+		return nil
+	case name == "linux-systemd":
+		// A user service needs the user's systemd manager, which a login
+		// over ssh without lingering, or a container, may not have.
+		if out, err := exec.Command("systemctl", "--user", "show-environment").CombinedOutput(); err != nil {
+			return fmt.Errorf("this session has no systemd user manager (systemctl --user: %s).\n%s",
+				strings.TrimSpace(firstLine(string(out))), instead(cfg))
+		}
+		return nil
+	}
+	what := "user services"
+	if !cfg.User {
+		what = "services"
+	}
+	return fmt.Errorf("memwatch installs %s through systemd or launchd, and this machine runs %s.\n%s", what, name, instead(cfg))
+}
+
+// instead names the ways to run memwatch where its service cannot be
+// installed.
+func instead(cfg Config) string {
+	policy := ""
+	if cfg.Policy != "" {
+		policy = " --policy " + cfg.Policy
+	}
+	steps := []string{
+		"  - in the foreground (in tmux or screen to keep it after you log out): memwatch run" + policy,
+		"  - from your login: add to ~/.profile: (memwatch run" + policy + " >>\"${XDG_STATE_HOME:-$HOME/.local/state}/memwatch.log\" 2>&1 &)",
+	}
+	if cfg.User {
+		steps = append(steps, "  - as the system's service, for every user (root; systemd): sudo memwatch install",
+			"  - with a user manager that outlives your sessions: sudo loginctl enable-linger $USER, log in again, then memwatch install --user")
+	}
+	return "Run it instead:\n" + strings.Join(steps, "\n")
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	if line == "" {
+		return "failed"
+	}
+	return line
 }
 
 func userFlag(cfg Config) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/memwatch/memwatch/policy"
 	"strconv"
 	"sync"
 	"time"
@@ -113,8 +114,9 @@ func (e *Env) Regrown(ctx context.Context, root *confine.Root, rule, target stri
 		rec := e.Record(rule)
 		rec.Root, rec.Target, rec.Outcome = root.Path(), target, state.Skipped
 		rec.BeforeSize, rec.AfterSize = size, size
-		rec.Reason = fmt.Sprintf("waiting: the last compaction (journal %d) left %d bytes, over the limit of %d; the next runs once the file reaches %d bytes (regrow %d)",
-			last.ID, last.AfterSize, limit, last.AfterSize+regrow, regrow)
+		left, lim := policy.HumanApart(last.AfterSize, limit)
+		rec.Reason = fmt.Sprintf("waiting: the last compaction (journal %d) left %s, over the limit of %s; the next runs once the file reaches %s (regrow %s)",
+			last.ID, left, lim, policy.Human(last.AfterSize+regrow), policy.Human(regrow))
 		if _, jerr := e.DB.Append(ctx, rec); jerr != nil {
 			e.Log.Error("journal a wait", "err", jerr)
 		}

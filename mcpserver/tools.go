@@ -19,6 +19,7 @@ import (
 	"github.com/memwatch/memwatch/layout/factsepisodes"
 	"github.com/memwatch/memwatch/layout/nowhistory"
 	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 )
@@ -314,7 +315,7 @@ func (b *builder) addTools() {
 				if err != nil {
 					return "", nil, err
 				}
-				return state.FormatJournal(recs, true), nil, nil
+				return state.FormatJournal(recs, state.Format{Filtered: true, Size: policy.Human}), nil, nil
 			})
 	}
 	// Undo writes: a read-only binding, or a client without the undo

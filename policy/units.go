@@ -52,6 +52,17 @@ func Human(n int64) string {
 	return fmt.Sprintf("%.1f %s", v, units[u])
 }
 
+// HumanApart renders two sizes to compare ("15 KiB, over 25 KiB" must
+// never read "8.0 KiB, over 8.0 KiB"): as Human, or as exact bytes when
+// Human says the same of both.
+func HumanApart(a, b int64) (string, string) {
+	ha, hb := Human(a), Human(b)
+	if ha == hb && a != b {
+		return fmt.Sprintf("%d B", a), fmt.Sprintf("%d B", b)
+	}
+	return ha, hb
+}
+
 // ParseDuration parses a Go duration ("1.5h", "500ms") or a Prometheus one,
 // which adds days, weeks and years ("90d", "1d12h", "2w").
 func ParseDuration(s string) (time.Duration, error) {

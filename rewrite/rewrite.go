@@ -581,10 +581,20 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 	}
 
 	s.newData = newData
+	// A whole rewrite (an archived pre-image, a new file, a file memwatch
+	// owns) keeps what it wrote with its record, so the record shows its
+	// diff whatever the file becomes (an insertion's diff is its versions').
+	keep := rec.Archive != "" || !snap.exists || rec.Data == nil
 	final, err := s.run(ctx)
 	// Appends carried in the last check are in the pre-image too.
 	rec.BeforeSHA, rec.BeforeSize = Hash(snap.data), int64(len(snap.data))
-	return w.finish(ctx, req, rec, snap.data, final, err, start)
+	out, err := w.finish(ctx, req, rec, snap.data, final, err, start)
+	if err == nil && keep && w.DB != nil {
+		if kerr := w.DB.KeepWritten(context.WithoutCancel(ctx), rec.ID, final); kerr != nil {
+			w.Log.Warn("keep what a rewrite wrote (its diff will show while the file or a version has it)", "path", rec.Target, "journal", rec.ID, "err", kerr)
+		}
+	}
+	return out, err
 }
 
 // appendOnly writes a pure append after checking that the file still

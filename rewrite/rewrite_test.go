@@ -92,6 +92,10 @@ func TestApplyArchivesAndJournals(t *testing.T) {
 	if r.Outcome != state.Done || r.Archive != "memory/2026-01-15-1430.md" || r.BeforeSHA != Hash([]byte("old content\n")) || r.AfterSHA != Hash([]byte("new\n")) || r.Target != "memory.md" {
 		t.Errorf("record = %+v", r)
 	}
+	// What it wrote is kept with the record (its diff outlives the file).
+	if got, ok, err := w.DB.Written(context.Background(), r.ID); err != nil || !ok || string(got) != "new\n" {
+		t.Errorf("kept with record %d: %q, %t, %v; want what it wrote", r.ID, got, ok, err)
+	}
 	// A second rewrite in the same minute must not overwrite the first archive.
 	if _, err := w.Apply(context.Background(), Request{Root: open(t, root), Target: "memory.md", Archive: "memory/2026-01-15-1430.md", Compute: constant("other\n")}, &state.Record{Store: "s", Rule: "compact"}); err != nil {
 		t.Fatal(err)
@@ -291,6 +295,9 @@ func TestInsertionNeedsNoArchiveAndUndoes(t *testing.T) {
 	out, err := w.Apply(ctx, Request{Root: open(t, root), Target: "memory.md", Compute: constant("# now\n# History\n## 2026-01-15-1430\n## old\n")}, &state.Record{Rule: "stamp"})
 	if err != nil || out.Archive != "" {
 		t.Fatalf("insertion: %+v, %v; want no archive", out, err)
+	}
+	if _, ok, _ := w.DB.Written(ctx, out.Record); ok {
+		t.Errorf("an insertion kept the whole file it wrote into (its cost would grow with the file)")
 	}
 	if _, err := w.Undo(ctx, out.Record, false); err != nil {
 		t.Fatal(err)

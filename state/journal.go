@@ -94,6 +94,12 @@ type Filter struct {
 	WithArchive bool
 	// BeforeID selects records older than this one (a page after it).
 	BeforeID int64
+	// AfterID selects records newer than this one (what a follow has not
+	// printed yet).
+	AfterID int64
+	// Since and Until bound the records' time (zero: unbounded; Until is
+	// exclusive).
+	Since, Until time.Time
 	Limit    int
 	// Dir, when set, keeps only the records made in that very directory
 	// (its device and inode), and those that name none (a failure, a
@@ -119,6 +125,18 @@ func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
 	if f.BeforeID > 0 {
 		where = append(where, "id < ?")
 		args = append(args, f.BeforeID)
+	}
+	if f.AfterID > 0 {
+		where = append(where, "id > ?")
+		args = append(args, f.AfterID)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "time >= ?")
+		args = append(args, f.Since.UnixNano())
+	}
+	if !f.Until.IsZero() {
+		where = append(where, "time < ?")
+		args = append(args, f.Until.UnixNano())
 	}
 	if f.Dir != nil {
 		where = append(where, "(root_ino = 0 OR root_dev = ? AND root_ino = ?)")
@@ -285,9 +303,9 @@ const rowOverhead = 96
 
 // Entries lists every journal record, oldest first.
 func (d *DB) Entries(ctx context.Context) ([]Entry, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT id, time, root, rule, target, archive, outcome,
-		length(store)+2*length(root)+2*length(rule)+2*length(target)+length(archive)+length(before_sha)+length(after_sha)+length(reason)+ifnull(length(data),0)
-		FROM journal ORDER BY id`)
+	rows, err := d.db.QueryContext(ctx, `SELECT j.id, time, root, rule, target, archive, outcome,
+		length(store)+2*length(root)+2*length(rule)+2*length(target)+length(archive)+length(before_sha)+length(after_sha)+length(reason)+ifnull(length(j.data),0)+ifnull(length(w.data),0)
+		FROM journal j LEFT JOIN written w ON w.id = j.id ORDER BY j.id`)
 	if err != nil {
 		return nil, fmt.Errorf("list journal: %w", err)
 	}
@@ -326,9 +344,17 @@ func (d *DB) DeleteRecords(ctx context.Context, ids []int64) error {
 		return fmt.Errorf("prune journal: %w", err)
 	}
 	defer stmt.Close()
+	kept, err := tx.PrepareContext(ctx, `DELETE FROM written WHERE id=?`)
+	if err != nil {
+		return fmt.Errorf("prune journal: %w", err)
+	}
+	defer kept.Close()
 	high := int64(0)
 	for _, id := range ids {
 		if _, err := stmt.ExecContext(ctx, id); err != nil {
+			return fmt.Errorf("prune journal record %d: %w", id, err)
+		}
+		if _, err := kept.ExecContext(ctx, id); err != nil {
 			return fmt.Errorf("prune journal record %d: %w", id, err)
 		}
 		high = max(high, id)

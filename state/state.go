@@ -25,8 +25,9 @@ const FileName = "memwatch.db"
 
 // DB is the state database.
 type DB struct {
-	db   *sql.DB
-	Path string
+	db     *sql.DB
+	Path   string
+	codecs codecs // written.go
 }
 
 const schema = `
@@ -62,6 +63,10 @@ CREATE TABLE IF NOT EXISTS tokens (
 	used     INTEGER NOT NULL,
 	PRIMARY KEY (endpoint, day)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS written (
+	id   INTEGER PRIMARY KEY,              -- the journal record that wrote it
+	data BLOB NOT NULL                     -- what it wrote, zstd-compressed
+);
 CREATE TABLE IF NOT EXISTS disk (
 	day   TEXT NOT NULL,                   -- YYYY-MM-DD, local time
 	store TEXT NOT NULL,                   -- '' for memwatch's own files
@@ -121,7 +126,10 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 }
 
 // Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error {
+	d.codecs.close()
+	return d.db.Close()
+}
 
 // Private makes a database of the state directory readable by its owner
 // alone (0600), whatever existed before: it is created so when missing,

@@ -612,6 +612,11 @@ func (s *Server) record(r *http.Request) (view, error) {
 			after, haveAfter, d.After = b, true, "the version memwatch kept"
 		}
 	}
+	if !haveAfter && rec.AfterSHA != "" {
+		if b, ok, err := s.cfg.DB.Written(ctx, rec.ID); err == nil && ok && versions.Hash(b) == rec.AfterSHA {
+			after, haveAfter, d.After = b, true, "what memwatch wrote, kept with this record"
+		}
+	}
 	if !haveAfter && rec.AfterSHA != "" && root != nil {
 		if b, err := root.ReadFile(rec.Target); err == nil && versions.Hash(b) == rec.AfterSHA {
 			after, haveAfter, d.After = b, true, "the file as it is now"
@@ -625,7 +630,7 @@ func (s *Server) record(r *http.Request) (view, error) {
 	case !haveBefore:
 		d.NoDiff = "the content before the change is no longer kept (its archive was pruned by retention)"
 	case !haveAfter:
-		d.NoDiff = "the content the change wrote is no longer kept (the file changed since, and no version of it was kept)"
+		d.NoDiff = "the content the change wrote is not kept (an insertion into a large file whose versions are off or pruned, and the file changed since)"
 	default:
 		v := unified(before, after, isJSONL(rec.Target), d.Page)
 		d.Diff = &v

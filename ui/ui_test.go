@@ -243,3 +243,32 @@ func TestVisible(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordDiffOutlivesTheFile: a compaction record shows its diff after
+// the agent wrote the file again (no version kept), from what memwatch
+// wrote, kept with the record; and not once the journal let it go.
+func TestRecordDiffOutlivesTheFile(t *testing.T) {
+	f := newFixture(t, true)
+	f.signIn(t)
+	after, err := os.ReadFile(filepath.Join(f.root, "memory.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(f.root, "memory.md"), append(after, "- the agent wrote on\n"...), 0o644)
+	if _, body := f.get(t, "/record/1"); strings.Contains(body, `<tr class="del">`) {
+		t.Fatalf("record page: a diff with nothing of the after side kept:\n%s", body)
+	}
+	if err := f.db.KeepWritten(context.Background(), f.rec.ID, after); err != nil {
+		t.Fatal(err)
+	}
+	_, body := f.get(t, "/record/1")
+	if !strings.Contains(body, `<tr class="del">`) || !strings.Contains(body, "old entry one") || !strings.Contains(body, "kept with this record") {
+		t.Errorf("record page after the file changed: want the diff from what memwatch wrote:\n%s", body)
+	}
+	if err := f.db.DeleteRecords(context.Background(), []int64{f.rec.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := f.db.Written(context.Background(), f.rec.ID); ok || err != nil {
+		t.Errorf("what record %d wrote outlived the record (ok %t, err %v)", f.rec.ID, ok, err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -51,9 +52,13 @@ func run(bin, dir string, dur time.Duration) error {
 		}
 	}
 	// Old run files, so retention has something to do.
+	var oldRuns []string
 	for i := 1; i <= 3; i++ {
-		old := time.Now().AddDate(0, 0, -100-i).Format("2006-01-02-1504")
-		os.WriteFile(filepath.Join(app, "memory", "run", old+"-run.md"), []byte("trigger: schedule\noutcome: ok\n"), 0o644)
+		at := time.Now().AddDate(0, 0, -100-i)
+		old := filepath.Join(app, "memory", "run", at.Format("2006-01-02-1504")+"-run.md")
+		os.WriteFile(old, []byte("trigger: schedule\noutcome: ok\n"), 0o644)
+		os.Chtimes(old, at, at) // written then: a file written now is never old, whatever its name says
+		oldRuns = append(oldRuns, old)
 	}
 	policyPath := filepath.Join(dir, "policy.yaml")
 	policy := fmt.Sprintf(`version: 1
@@ -117,6 +122,13 @@ stores:
 		return fmt.Errorf("start memwatch: %w", err)
 	}
 	pw.Close()
+	stopped := false
+	defer func() {
+		if !stopped { // an error on the way: leave no daemon behind
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}()
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt, syscall.SIGTERM)
 	ready := make(chan struct{})
@@ -182,13 +194,22 @@ stores:
 	fmt.Println("   (waiting 8 s so the chat session goes idle and is consolidated to its end)")
 	time.Sleep(8 * time.Second)
 	cmd.Process.Signal(syscall.SIGTERM)
+	stopped = true
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("memwatch exited: %w (see %s)", err, logPath)
 	}
+	var quiet []string
 	for _, rule := range []string{"compact", "run-retention", "snapshot", "consolidate", "compress-memory", "summarize", "overview-guard", "summary-line", "index", "record-delete"} {
-		fmt.Printf("\n==> what memwatch did: memwatch log --rule %s\n", rule)
-		out, _ := exec.Command(bin, "log", "--policy", policyPath, "--rule", rule, "--limit", "8").CombinedOutput()
+		out, err := exec.Command(bin, "log", "--policy", policyPath, "--rule", rule, "-n", "4", "--color", "never").CombinedOutput()
+		if err != nil { // exit 1: the rule had nothing to do in this run
+			quiet = append(quiet, rule)
+			continue
+		}
+		fmt.Printf("\n==> what memwatch did: memwatch log --rule %s -n 4\n", rule)
 		fmt.Print(indent(string(out)))
+	}
+	if len(quiet) > 0 {
+		fmt.Printf("\n==> rules with nothing to do in this run: %s\n", strings.Join(quiet, ", "))
 	}
 	if hist, err := os.ReadFile(filepath.Join(ws, "HISTORY.md")); err == nil {
 		entries := strings.Split(string(hist), "\n## ")
@@ -206,12 +227,18 @@ stores:
 	fmt.Print(indent(string(out)))
 	archives, _ := filepath.Glob(filepath.Join(app, "memory", "*.md"))
 	runs, _ := filepath.Glob(filepath.Join(app, "memory", "run", "*.md"))
+	expired := 0
+	for _, old := range oldRuns {
+		if _, err := os.Stat(old); os.IsNotExist(err) {
+			expired++
+		}
+	}
 	fi, _ := os.Stat(filepath.Join(app, "memory.md"))
 	fmt.Printf(`
 ==> where to look
    %s/memory.md            the agent's memory, kept under max_size (%d bytes now)
    %s/memory/*.md          %d compaction archive(s): every byte memwatch removed
-   %s/memory/run/          %d run file(s): those older than run_retention were removed
+   %s/memory/run/          %d run file(s); %d of the %d older than run_retention (90d) removed
    %s/memory.snapshot.md   the injection-ready view, kept current
    %s                       the daemon's log
    %s/HISTORY.md           the assistant's history: consolidated session ranges, each citing its lines
@@ -221,22 +248,32 @@ stores:
    %s/INDEX.md             the facts-and-episodes index; summary lines in facts/ and episodes/
    %s                          the app's SQLite memories, held at limit_per_app
    %s log --policy %s      the journal again; %s undo ID restores any change
-`, rel(app), fi.Size(), rel(app), len(archives), rel(app), len(runs), rel(app), rel(logPath), rel(ws), rel(ws), rel(ws), rel(sess), rel(mem), rel(appDB), rel(bin), rel(policyPath), rel(bin))
+`, rel(app), fi.Size(), rel(app), len(archives), rel(app), len(runs), expired, len(oldRuns), rel(app), rel(logPath), rel(ws), rel(ws), rel(ws), rel(sess), rel(mem), rel(appDB), rel(bin), rel(policyPath), rel(bin))
 	return reviewPage(bin, dir, policyPath)
 }
 
-// reviewPage starts memwatch ui on the demo's state, in the background
-// (it outlives the demo), and prints the address to open.
+// reviewPage serves the review page on the demo's state in the
+// foreground until Ctrl-C, when a person is watching (a terminal); else
+// it says how to open it. Either way no process outlives the demo.
 func reviewPage(bin, dir, policyPath string) error {
+	if fi, err := os.Stdout.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		fmt.Printf("\n==> the review page: %s ui --policy %s   (each change with its diff and an Undo button, a search with citations)\n", rel(bin), rel(policyPath))
+		return nil
+	}
 	logf, err := os.Create(filepath.Join(dir, "ui.log"))
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
+	interrupt := make(chan os.Signal, 1)
+	signal.Notify(interrupt, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(interrupt)
 	for _, listen := range []string{"127.0.0.1:7878", "127.0.0.1:0"} {
 		cmd := exec.Command(bin, "ui", "--policy", policyPath, "--listen", listen)
 		cmd.Stderr = logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // not stopped with make
+		// Its own process group: the terminal's Ctrl-C reaches the demo,
+		// which stops the page and waits for it.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			return err
@@ -246,8 +283,15 @@ func reviewPage(bin, dir, policyPath string) error {
 		}
 		line, err := bufio.NewReader(out).ReadString('\n')
 		if _, url, ok := strings.Cut(strings.TrimSpace(line), "open "); err == nil && ok {
-			fmt.Printf("\n==> the review page: %s\n   everything above, in a browser: each change with its diff and an Undo button, a search with citations\n   (memwatch ui, pid %d, runs on after the demo: kill %d to stop it)\n", url, cmd.Process.Pid, cmd.Process.Pid)
-			cmd.Process.Release()
+			fmt.Printf("\n==> the review page: %s\n   everything above, in a browser: each change with its diff and an Undo button, a search with citations\n   (press Ctrl-C to stop it; memwatch ui --policy %s serves it again)\n", url, rel(policyPath))
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-interrupt:
+				cmd.Process.Signal(syscall.SIGTERM)
+				<-done
+			case <-done:
+			}
 			return nil
 		}
 		cmd.Process.Kill()
@@ -308,7 +352,7 @@ func (a *agent) run(n int) error {
 		return err
 	}
 	runFile := filepath.Join(a.app, "memory", "run", stamp+"-run.md")
-	fmt.Printf("   agent: run %d at %s: %s (memory.md %d bytes)\n", n, stamp, summary, len(s))
+	fmt.Printf("   agent: run %d (simulated time %s, a run an hour): %s (memory.md %d bytes)\n", n, at.Format("2006-01-02 15:04"), summary, len(s))
 	return os.WriteFile(runFile, []byte(fmt.Sprintf("trigger: schedule\noutcome: %s\nduration: 12s\ntokens: 3400\n", summary)), 0o644)
 }
 
@@ -451,14 +495,52 @@ func indent(s string) string {
 	return "   " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n   ") + "\n"
 }
 
+// shorten says a daemon log line in a few words: its message, the store,
+// rule and file (the whole line is in memwatch.log).
 func shorten(line string) string {
-	if i := strings.Index(line, "msg="); i >= 0 {
-		line = line[i:]
+	f := logfmt(line)
+	var b strings.Builder
+	b.WriteString(f["msg"])
+	for _, k := range []string{"store", "rule", "target", "path", "reason"} {
+		if v := f[k]; v != "" {
+			if k == "path" || k == "target" {
+				v = rel(v)
+			}
+			fmt.Fprintf(&b, " %s=%s", k, v)
+		}
 	}
-	if len(line) > 200 {
-		line = line[:200] + "…"
+	return b.String()
+}
+
+// logfmt reads the key=value pairs of a slog text line (values quoted
+// when they hold spaces).
+func logfmt(line string) map[string]string {
+	out := map[string]string{}
+	for line != "" {
+		line = strings.TrimLeft(line, " ")
+		k, rest, ok := strings.Cut(line, "=")
+		if !ok {
+			break
+		}
+		var v string
+		if strings.HasPrefix(rest, `"`) {
+			end := 1
+			for end < len(rest) && (rest[end] != '"' || rest[end-1] == '\\') {
+				end++
+			}
+			if uq, err := strconv.Unquote(rest[:min(end+1, len(rest))]); err == nil {
+				v = uq
+			} else {
+				v = rest[1:min(end, len(rest))]
+			}
+			rest = rest[min(end+1, len(rest)):]
+		} else {
+			v, rest, _ = strings.Cut(rest, " ")
+		}
+		out[k] = v
+		line = rest
 	}
-	return line
+	return out
 }
 
 func rel(p string) string {

@@ -79,7 +79,7 @@ compaction goes through it so it cannot race a job.`,
 			if res.Diff != "" {
 				fmt.Fprint(w, res.Diff)
 			}
-			fmt.Fprintf(w, "store %s, root %s, %s: %d -> %d bytes with the %s compactor\n", res.Store, res.Root, res.Target, res.BeforeSize, res.AfterSize, res.Compactor)
+			fmt.Fprintf(w, "store %s, root %s, %s: %s -> %s with the %s compactor\n", res.Store, res.Root, res.Target, g.size(int64(res.BeforeSize)), g.size(int64(res.AfterSize)), res.Compactor)
 			fmt.Fprintf(w, "guards: %s\n", res.Verdict)
 			if res.FallbackReason != "" {
 				fmt.Fprintf(w, "note: %s\n", res.FallbackReason)

@@ -580,7 +580,7 @@ func TestEveryRecordSaysWhy(t *testing.T) {
 		if r.Reason == "" || r.Trigger == "" {
 			t.Errorf("record %d (%s %s %s) has no why: reason %q, trigger %q", r.ID, r.Rule, r.Target, r.Outcome, r.Reason, r.Trigger)
 		}
-		if r.Rule == "compact" && r.Outcome == state.Done && !strings.Contains(r.Reason, "memory.md 18 KiB > max_size 2.0 KiB") {
+		if r.Rule == "compact" && r.Outcome == state.Done && !strings.Contains(r.Reason, "memory.md is 18 KiB, over max_size 2.0 KiB") {
 			t.Errorf("compaction record %d: reason %q, want the size over max_size", r.ID, r.Reason)
 		}
 	}

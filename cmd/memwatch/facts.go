@@ -127,7 +127,7 @@ journaled, so "memwatch undo ID" restores it.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(g.stdout, "wrote %d bytes to %s%s\n", len(content), args[1], mcpserver.JournalNote(out))
+				fmt.Fprintf(g.stdout, "wrote %s to %s%s\n", g.size(int64(len(content))), args[1], mcpserver.JournalNote(out))
 				return nil
 			})
 		},
@@ -163,7 +163,7 @@ A summary given here is kept by the daemon until the file's entries change.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(g.stdout, "appended %d bytes to %s%s\n", len(entry), args[1], mcpserver.JournalNote(out))
+				fmt.Fprintf(g.stdout, "appended %s to %s%s\n", g.size(int64(len(entry))), args[1], mcpserver.JournalNote(out))
 				return nil
 			})
 		},

@@ -156,7 +156,7 @@ stands for.`,
 			}
 			for _, f := range finds {
 				fmt.Fprintf(g.stderr, "found %s: %d root(s), %d session log(s) (%s), %d memory file(s) (%s)\n",
-					policy.Presets[f.preset].Agent, f.roots, f.logs, policy.Size(f.logBytes), f.memFiles, policy.Size(f.memoryBytes))
+					policy.Presets[f.preset].Agent, f.roots, f.logs, g.size(int64(f.logBytes)), f.memFiles, g.size(int64(f.memoryBytes)))
 			}
 			if len(finds) == 0 {
 				fmt.Fprintf(g.stderr, "found no agent data under %s (looked for %s)\n", home, knownAgents())
@@ -315,7 +315,7 @@ func initPolicy(home string, finds []found) string {
 	b.WriteString("stores:\n")
 	for _, f := range finds {
 		p := policy.Presets[f.preset]
-		fmt.Fprintf(&b, "  # %s: %d root(s), %d session log(s), %s; %d memory file(s).\n", p.Agent, f.roots, f.logs, policy.Size(f.logBytes), f.memFiles)
+		fmt.Fprintf(&b, "  # %s: %d root(s), %d session log(s), %s; %d memory file(s).\n", p.Agent, f.roots, f.logs, policy.Human(f.logBytes), f.memFiles)
 		fmt.Fprintf(&b, "  # %s.\n", p.About)
 		var paths []string
 		for _, p := range f.paths {

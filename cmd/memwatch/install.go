@@ -3,7 +3,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,13 +33,16 @@ func (f *serviceFlags) config(g *globals, needPolicy bool) (install.Config, erro
 	if f.packaged {
 		cfg.Executable = "/usr/bin/memwatch"
 	}
-	if g.policy == "" {
-		if needPolicy {
-			return cfg, usageError{errors.New("--policy is required: the service runs memwatch run --policy PATH")}
+	path, _, exists := g.policyRule()
+	if !exists {
+		if needPolicy && !f.packaged {
+			return cfg, usageError{fmt.Errorf("no policy at %s: the service runs memwatch run with one (memwatch init --write makes it, or give --policy FILE)", path)}
 		}
-		return cfg, nil
+		if g.policy == "" {
+			return cfg, nil
+		}
 	}
-	cfg.Policy, _ = filepath.Abs(g.policy)
+	cfg.Policy, _ = filepath.Abs(path)
 	p := policy.Default()
 	if !f.packaged {
 		if p, err = g.loadPolicy(); err != nil {
@@ -53,15 +55,17 @@ func (f *serviceFlags) config(g *globals, needPolicy bool) (install.Config, erro
 func installCmd(g *globals) *cobra.Command {
 	f := &serviceFlags{}
 	cmd := &cobra.Command{
-		Use:   "install --policy PATH [--user]",
+		Use:   "install [--user] [--policy PATH]",
 		Short: "Install memwatch as a service (systemd or launchd) that starts at boot or login",
 		Long: `Install memwatch as a system service (root; systemd unit in
 /etc/systemd/system or a LaunchDaemon) or, with --user, as a service of the
 current user (systemd --user unit wanted by default.target, or a
-LaunchAgent). The unit runs "memwatch run --policy PATH", validates the
-policy before starting and on reload, restarts on failure, and may only
-write to the store roots the policy names. --print shows the unit instead
-of installing it.`,
+LaunchAgent). The unit runs "memwatch run --policy PATH" with the policy
+every command finds (--policy, $MEMWATCH_POLICY, ~/.config/memwatch/policy.yaml,
+/etc/memwatch/policy.d as root), validates it before starting and on
+reload, restarts on failure, and may only write to the store roots the
+policy names. --print shows the unit instead of installing it. Where there
+is no systemd or launchd, it says how to run memwatch instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := f.config(g, true)

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,19 +26,47 @@ import (
 
 func logCmd(g *globals) *cobra.Command {
 	var f state.Filter
-	var asJSON, kept bool
+	var asJSON, kept, follow, noPager bool
+	var since, until, color string
 	cmd := &cobra.Command{
-		Use:   "log [--policy P | --state-dir DIR]",
+		Use:   "log [-n N] [--since WHEN] [--until WHEN] [-f] [--store S] [--rule R]",
 		Short: "Print the action journal: what memwatch did, newest first",
-		Long: `Print the action journal, whether or not the daemon runs. Each record has an
-id (for memwatch undo), the time, store, root, rule, target, outcome
-(done, skipped, rejected, failed) and why, the archive of the pre-image,
-sizes and LLM tokens.`,
+		Long: `Print the action journal, whether or not the daemon runs, newest first as
+git log does. Each record is a line (id for memwatch undo, time, outcome:
+done, skipped, rejected or failed, rule, file, sizes, what started it),
+with its reason and the archive of the pre-image below it, wrapped to the
+terminal; on a terminal a long journal goes through a pager ($PAGER, else
+less), as git log and journalctl do.
+
+--since and --until take a date (2026-11-27), a date and time
+(2026-11-27 14:00), today, yesterday, or a time ago (90m, 2h, 3d).
+-f follows: the last records oldest first, then each new one as it is
+journaled, until Ctrl-C.
+
+Exit status: 0 when records are printed (or the journal is empty), 1 when
+none matches what --store, --root, --rule, --since or --until asked for,
+2 on a usage error (an unknown --store or --rule, a bad time).`,
+		Example: `  memwatch log                     the last 50 records
+  memwatch log -n 5 --since 2h     at most 5, of the last two hours
+  memwatch log --rule compress -f  follow the compressions`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.readPolicy()
-			if err != nil {
-				return err
+			if f.Limit < 1 || f.Limit > 100_000 {
+				return usageError{fmt.Errorf("-n %d: give a number from 1 to 100000", f.Limit)}
+			}
+			now := time.Now()
+			for _, t := range []struct {
+				flag, v string
+				to      *time.Time
+			}{{"--since", since, &f.Since}, {"--until", until, &f.Until}} {
+				if t.v == "" {
+					continue
+				}
+				v, err := parseWhen(t.v, now)
+				if err != nil {
+					return usageError{fmt.Errorf("%s: %w", t.flag, err)}
+				}
+				*t.to = v
 			}
 			if kept {
 				if f.Rule != "" && f.Rule != rewrite.RuleKept {
@@ -43,60 +74,234 @@ sizes and LLM tokens.`,
 				}
 				f.Rule = rewrite.RuleKept
 			}
-			dir := g.resolveStateDir(p)
-			if stateUnreadable(dir) {
-				// The journal is memwatch's: the daemon gives this user the
-				// records of its own roots.
-				v := url.Values{"limit": {strconv.Itoa(f.Limit)}}
-				for k, val := range map[string]string{"store": f.Store, "root": f.Root, "rule": f.Rule} {
-					if val != "" {
-						v.Set(k, val)
-					}
-				}
-				var recs []state.Record
-				if err := g.control(p, dir).do(cmd.Context(), "GET", "/v1/journal?"+v.Encode(), nil, &recs); err != nil {
-					return fmt.Errorf("no journal in %s you can read, and the daemon did not answer: %w", dir, err)
-				}
-				return printJournal(g, recs, f, asJSON)
-			}
-			if _, err := os.Stat(filepath.Join(dir, state.FileName)); err != nil {
-				return fmt.Errorf("no journal in %s (is --state-dir or --policy right?): %w", dir, err)
-			}
-			db, err := state.Open(context.Background(), dir)
+			colored, err := useColor(color, g.rawOut)
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			recs, err := db.Journal(context.Background(), f)
+			p, err := g.readPolicy()
 			if err != nil {
 				return err
 			}
-			if len(recs) == 0 && (f.Store != "" || f.Rule != "") {
-				if err := checkNames(context.Background(), db, p, f); err != nil {
+			j, err := g.openJournal(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			defer j.close()
+			if follow {
+				return g.followJournal(cmd.Context(), j, f, paint(colored))
+			}
+			recs, err := j.read(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			if len(recs) == 0 {
+				if err := j.checkNames(cmd.Context(), p, f); err != nil {
 					return err
 				}
 			}
+			filtered := f.Store != "" || f.Root != "" || f.Rule != "" || !f.Since.IsZero() || !f.Until.IsZero()
 			if asJSON {
-				return printJournal(g, recs, f, true)
-			}
-			printJournal(g, recs, f, false)
-			if f.Rule != rewrite.RuleKept {
-				// Kept copies are backups the agent never reads: say there are some.
-				all, err := db.Journal(context.Background(), state.Filter{Store: f.Store, Root: f.Root, Rule: rewrite.RuleKept})
-				if err == nil && len(all) > 0 {
-					fmt.Fprintf(g.stdout, "\n%d kept copies (an agent's version met during a rewrite, kept as a backup; its lines are in the live file): memwatch log --kept\n", len(all))
+				if err := printJournal(g, recs); err != nil {
+					return err
 				}
+			} else {
+				text := state.FormatJournal(g.inertRecords(recs), g.journalFormat(filtered, paint(colored)))
+				if n := j.kept(cmd.Context(), f); n > 0 {
+					// Kept copies are backups the agent never reads: say there are some.
+					text += fmt.Sprintf("\n%d kept copies (an agent's version met during a rewrite, kept as a backup; its lines are in the live file): memwatch log --kept\n", n)
+				}
+				g.page(text, noPager)
+			}
+			if len(recs) == 0 && filtered {
+				return errNotFound // asked for something that is not there, as grep
 			}
 			return nil
 		},
 	}
+	cmd.Flags().IntVarP(&f.Limit, "limit", "n", 50, "at most this many records")
+	cmd.Flags().StringVar(&since, "since", "", "only records from this time on (2026-11-27, '2026-11-27 14:00', today, yesterday, 2h)")
+	cmd.Flags().StringVar(&until, "until", "", "only records before this time (as --since)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "print new records as they are journaled, until Ctrl-C")
 	cmd.Flags().StringVar(&f.Store, "store", "", "only this store")
 	cmd.Flags().StringVar(&f.Root, "root", "", "only this root")
 	cmd.Flags().StringVar(&f.Rule, "rule", "", "only this rule (e.g. compact)")
-	cmd.Flags().IntVar(&f.Limit, "limit", 50, "at most this many records")
 	cmd.Flags().BoolVar(&kept, "kept", false, "only the kept copies (backups of an agent's version met during a rewrite); memwatch show prints one")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&noPager, "no-pager", false, "never page the output")
+	cmd.Flags().StringVar(&color, "color", "auto", "colour the output: auto (on a terminal), always or never")
 	return cmd
+}
+
+// journalFormat is how log prints records here: sizes as --bytes says,
+// wrapped to the terminal, coloured as git log colours its commits.
+func (g *globals) journalFormat(filtered bool, p paint) state.Format {
+	return state.Format{
+		Filtered: filtered,
+		Width:    terminalWidth(g.rawOut),
+		Size:     g.size,
+		Mark: func(part, s string) string {
+			switch part {
+			case "id":
+				return p.wrap(sgrID, s)
+			case "done":
+				return p.wrap(sgrLine, s)
+			case "failed", "rejected":
+				return p.wrap(sgrMatch, s)
+			case "skipped", "dim":
+				return p.wrap(sgrDim, s)
+			}
+			return s
+		},
+	}
+}
+
+// inertRecords makes what an agent could have named (files, roots,
+// reasons quoting them) inert on a terminal before colour is added: the
+// text then goes to the terminal or pager as it is.
+func (g *globals) inertRecords(recs []state.Record) []state.Record {
+	if g.stdout == g.rawOut {
+		return recs
+	}
+	out := make([]state.Record, len(recs))
+	for i, r := range recs {
+		r.Root, r.Target, r.Store, r.Rule = inertText(r.Root), inertText(r.Target), inertText(r.Store), inertText(r.Rule)
+		r.Archive, r.Reason, r.Outcome, r.Trigger = inertText(r.Archive), inertText(r.Reason), inertText(r.Outcome), inertText(r.Trigger)
+		out[i] = r
+	}
+	return out
+}
+
+// journal is where log reads records: the state's database when this
+// user can open it, else the daemon (which gives the records of the
+// caller's own roots).
+type journal struct {
+	db  *state.DB
+	ctl *controlClient
+}
+
+func (g *globals) openJournal(ctx context.Context, p *policy.Policy) (*journal, error) {
+	dir := g.resolveStateDir(p)
+	if stateUnreadable(dir) {
+		return &journal{ctl: g.control(p, dir)}, nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, state.FileName)); err != nil {
+		return nil, fmt.Errorf("no journal in %s (is --state-dir or --policy right?): %w", dir, err)
+	}
+	db, err := state.Open(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &journal{db: db}, nil
+}
+
+func (j *journal) close() {
+	if j.db != nil {
+		j.db.Close()
+	}
+}
+
+func (j *journal) read(ctx context.Context, f state.Filter) ([]state.Record, error) {
+	if j.db != nil {
+		return j.db.Journal(ctx, f)
+	}
+	v := url.Values{"limit": {strconv.Itoa(min(f.Limit, 100_000))}}
+	for k, val := range map[string]string{"store": f.Store, "root": f.Root, "rule": f.Rule} {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	if !f.Since.IsZero() {
+		v.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.Until.IsZero() {
+		v.Set("until", f.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if f.AfterID > 0 {
+		v.Set("after", strconv.FormatInt(f.AfterID, 10))
+	}
+	var recs []state.Record
+	if err := j.ctl.do(ctx, "GET", "/v1/journal?"+v.Encode(), nil, &recs); err != nil {
+		return nil, fmt.Errorf("no journal you can read here, and the daemon did not answer: %w", err)
+	}
+	return recs, nil
+}
+
+// checkNames: an empty answer to a --store or --rule that names nothing
+// is a usage error (the daemon says so itself).
+func (j *journal) checkNames(ctx context.Context, p *policy.Policy, f state.Filter) error {
+	if j.db == nil || (f.Store == "" && f.Rule == "") {
+		return nil
+	}
+	return checkNames(ctx, j.db, p, f)
+}
+
+// kept counts the kept copies of what f selects (0 when f lists them).
+func (j *journal) kept(ctx context.Context, f state.Filter) int {
+	if j.db == nil || f.Rule == rewrite.RuleKept {
+		return 0
+	}
+	all, err := j.db.Journal(ctx, state.Filter{Store: f.Store, Root: f.Root, Rule: rewrite.RuleKept, Limit: 100_000})
+	if err != nil {
+		return 0
+	}
+	return len(all)
+}
+
+// followJournal prints the last records oldest first, then each new one
+// as it is journaled (a look every second), until Ctrl-C.
+func (g *globals) followJournal(ctx context.Context, j *journal, f state.Filter, p paint) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	format := g.journalFormat(true, p)
+	recs, err := j.read(ctx, f)
+	if err != nil {
+		return err
+	}
+	f.Limit = 1000
+	for {
+		if len(recs) > 0 {
+			slices.Reverse(recs)
+			fmt.Fprint(g.rawOut, state.FormatJournal(g.inertRecords(recs), format))
+			f.AfterID = recs[len(recs)-1].ID
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+		if recs, err = j.read(ctx, f); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// parseWhen reads a time as log's --since and --until take it.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	t := strings.TrimSpace(s)
+	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.Local)
+	switch strings.ToLower(t) {
+	case "now":
+		return now, nil
+	case "today":
+		return day, nil
+	case "yesterday":
+		return day.AddDate(0, 0, -1), nil
+	case "tomorrow":
+		return day.AddDate(0, 0, 1), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, time.DateTime, "2006-01-02 15:04", "2006-01-02T15:04:05", "2006-01-02T15:04", time.DateOnly} {
+		if v, err := time.ParseInLocation(layout, t, time.Local); err == nil {
+			return v, nil
+		}
+	}
+	ago := strings.TrimSuffix(strings.TrimPrefix(t, "-"), " ago")
+	if d, err := policy.ParseDuration(ago); err == nil && ago != "" {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("unknown time %q: give 2026-11-27, '2026-11-27 14:00', today, yesterday or a time ago (90m, 2h, 3d)", s)
 }
 
 // checkNames refuses a --store or --rule that names nothing: neither a
@@ -142,16 +347,12 @@ func checkNames(ctx context.Context, db *state.DB, p *policy.Policy, f state.Fil
 	return nil
 }
 
-// printJournal prints journal records as memwatch log does.
-func printJournal(g *globals, recs []state.Record, f state.Filter, asJSON bool) error {
-	if asJSON {
-		if recs == nil {
-			recs = []state.Record{}
-		}
-		enc := json.NewEncoder(g.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(recs)
+// printJournal prints journal records as JSON.
+func printJournal(g *globals, recs []state.Record) error {
+	if recs == nil {
+		recs = []state.Record{}
 	}
-	fmt.Fprint(g.stdout, state.FormatJournal(recs, f.Store != "" || f.Root != "" || f.Rule != ""))
-	return nil
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(recs)
 }

@@ -50,6 +50,31 @@ type globals struct {
 	rawOut io.Writer
 	// warned: a policy that does not load was said already.
 	warned bool
+	// rawBytes: sizes printed as a count of bytes (--bytes), for scripts.
+	rawBytes bool
+}
+
+// size prints a size as a person reads it ("149 KiB"), or with --bytes as
+// the count of bytes.
+func (g *globals) size(n int64) string {
+	if g.rawBytes {
+		return fmt.Sprintf("%d", n)
+	}
+	return humanSize(n)
+}
+
+// humanSize is policy.Human without importing policy into the lean client.
+func humanSize(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	v, u := float64(n), 0
+	for (v >= 1024 || v <= -1024) && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	if u == 0 || v >= 10 || v <= -10 {
+		return fmt.Sprintf("%.0f %s", v, units[u])
+	}
+	return fmt.Sprintf("%.1f %s", v, units[u])
 }
 
 func execute(args []string, stdout, stderr io.Writer) int {
@@ -76,6 +101,7 @@ or /etc/memwatch/policy.d as root; --policy FILE or $MEMWATCH_POLICY names anoth
 	pf.StringVar(&g.stateDir, "state-dir", "", "state directory (default: policy state_dir, $STATE_DIRECTORY, /var/lib/memwatch as root, else $XDG_STATE_HOME/memwatch)")
 	pf.StringVar(&g.logFormat, "log-format", "auto", "log format: auto (colour on a terminal, JSON otherwise), text or json")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	pf.BoolVar(&g.rawBytes, "bytes", false, "print sizes as a count of bytes instead of KiB, MiB, GiB")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	addCommands(root, g)
 	// What a command does is journaled as manual; the daemon marks each of

@@ -3,12 +3,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -255,4 +258,110 @@ func TestOperatorCatchUpProgress(t *testing.T) {
 	if reads == 0 {
 		t.Log("the catch-up ended before the first status read")
 	}
+}
+
+// TestOperatorConventions: the everyday commands follow what people know.
+// Sizes read as a person reads them (--bytes for scripts); an unknown name
+// is a usage error (2) and nothing found is 1, in every command; log
+// takes -n, --since, --until and follows; its lines fit the terminal; a
+// compaction's journal reason reads right.
+func TestOperatorConventions(t *testing.T) {
+	dir := t.TempDir()
+	app := filepath.Join(dir, "apps", "a")
+	os.MkdirAll(app, 0o755)
+	stateDir := filepath.Join(dir, "state")
+	pol := writePolicy(t, dir, "stores:\n  - name: apps\n    layout: now-history\n    paths: ["+strconv.Quote(filepath.Join(dir, "apps", "*"))+"]\n    settle: 100ms\n    cooldown: 100ms\n    max_size: 4KiB\n    keep_history: 3\n")
+	p := start(t, "--policy", pol, "--state-dir", stateDir)
+	p.waitLog("ready", 10*time.Second)
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command(memwatchFast, append(args, "--policy", pol, "--state-dir", stateDir)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), exitCode(err)
+	}
+	mem := filepath.Join(app, "memory.md")
+	compactions := func() int {
+		out, _ := run("log", "--json", "--rule", "compact")
+		var recs []state.Record
+		json.Unmarshal([]byte(out), &recs)
+		return len(recs)
+	}
+	os.WriteFile(mem, bigMemory(40, "first"), 0o644)
+	waitUntil(t, 10*time.Second, func() bool { return compactions() == 1 })
+
+	// Sizes.
+	out, code := run("status")
+	if code != 0 || !regexp.MustCompile(`journal \d+(\.\d)? (B|KiB|MiB)`).MatchString(out) || regexp.MustCompile(`\d+B\b`).MatchString(out) {
+		t.Errorf("status: want sizes as 12 KiB, never 12345B (exit %d)\n%s", code, out)
+	}
+	if out, _ := run("status", "--bytes"); !regexp.MustCompile(`journal \d+,`).MatchString(out) {
+		t.Errorf("status --bytes: want the journal's size as a count of bytes\n%s", out)
+	}
+	// The journal's reason reads right, and log's lines fit the terminal.
+	out, code = run("log", "-n", "1", "--rule", "compact")
+	if code != 0 || !regexp.MustCompile(`memory\.md is \d+(\.\d)? KiB, over max_size 4\.0 KiB`).MatchString(out) {
+		t.Errorf("log -n 1 --rule compact: exit %d, want the reason 'memory.md is N KiB, over max_size 4.0 KiB'\n%s", code, out)
+	}
+	if n := strings.Count(out, "\n  "); strings.Count(out, "done  compact") != 1 {
+		t.Errorf("log -n 1: want one record, got\n%s (%d detail lines)", out, n)
+	}
+	// Exit codes: 2 for what names nothing, 1 for nothing found.
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"log", "--since", "1h"}, 0, "compact"},
+		{[]string{"log", "--since", "yesterday", "--until", "tomorrow", "-n", "5"}, 0, "compact"},
+		{[]string{"log", "--since", "tomorrow"}, 1, "no journal record matches"},
+		{[]string{"log", "--since", "last tuesday"}, 2, "--since"},
+		{[]string{"log", "--store", "nope"}, 2, "no such store"},
+		{[]string{"log", "-n", "0"}, 2, "-n"},
+		{[]string{"trigger", "nope"}, 2, "no such store (known: apps)"},
+		{[]string{"trigger", "apps", filepath.Join(dir, "apps", "zzz")}, 2, "no such file or directory"},
+		{[]string{"trigger", "apps", dir}, 2, "not a root of any store"},
+		{[]string{"trigger", "apps"}, 0, "queued"},
+		{[]string{"show", mem + "#L99999"}, 1, "no such line"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+	} {
+		out, code := run(c.args...)
+		if code != c.code || !strings.Contains(out, c.says) {
+			t.Errorf("%v: exit %d, want %d saying %q\n%s", c.args, code, c.code, c.says, out)
+		}
+	}
+
+	// log -f prints the records to come, until interrupted.
+	follow := exec.Command(memwatchFast, "log", "-f", "-n", "1", "--rule", "compact", "--policy", pol, "--state-dir", stateDir)
+	var got syncBuffer
+	follow.Stdout, follow.Stderr = &got, &got
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, func() bool { return strings.Count(got.String(), "done  compact") == 1 })
+	os.WriteFile(mem, bigMemory(40, "second"), 0o644)
+	waitUntil(t, 15*time.Second, func() bool { return strings.Count(got.String(), "done  compact") == 2 })
+	if n := strings.Count(got.String(), "done  compact"); n != 2 {
+		t.Errorf("log -f: %d compactions printed, want the first and the new one\n%s", n, got.String())
+	}
+	follow.Process.Signal(os.Interrupt)
+	if err := follow.Wait(); err != nil {
+		t.Errorf("log -f after Ctrl-C: %v, want exit 0", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer a child process writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

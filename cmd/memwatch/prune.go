@@ -76,7 +76,7 @@ With --dry-run nothing changes. Without retention keys everything is kept.`,
 			for _, r := range reps {
 				for _, a := range r.Actions {
 					op := map[string]string{"archive-prune": "remove", "archive-compress": "compress"}[a.Op]
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", op, r.Store, a.Archive.Path, policy.Size(a.Archive.Size), a.Reason)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", op, r.Store, a.Archive.Path, g.size(int64(a.Archive.Size)), a.Reason)
 				}
 				freed += r.Result.Freed
 				if r.Error != "" {
@@ -89,13 +89,13 @@ With --dry-run nothing changes. Without retention keys everything is kept.`,
 				verb = "would free"
 			}
 			if jres != nil {
-				fmt.Fprintf(g.stdout, "journal: %d record(s), about %s, %s; %d kept (about %s)\n", jres.Records, policy.Size(jres.Freed),
-					map[bool]string{true: "would go", false: "removed"}[dryRun], jres.Kept, policy.Size(jres.Held))
+				fmt.Fprintf(g.stdout, "journal: %d record(s), about %s, %s; %d kept (about %s)\n", jres.Records, g.size(int64(jres.Freed)),
+					map[bool]string{true: "would go", false: "removed"}[dryRun], jres.Kept, g.size(int64(jres.Held)))
 			}
 			if len(reps) == 0 {
 				fmt.Fprintln(g.stdout, "no archive to prune: every archive is within its store's retention (or no store sets one)")
 			} else {
-				fmt.Fprintf(g.stdout, "%s %s\n", verb, policy.Size(freed))
+				fmt.Fprintf(g.stdout, "%s %s\n", verb, g.size(int64(freed)))
 			}
 			return failed
 		},

@@ -109,8 +109,8 @@ is cited HOST:/path#L5, which memwatch show takes as printed.`,
 				if res.Stats.Indexed > 0 {
 					how = fmt.Sprintf("by the index for %d of %d files (%d of %d blocks read), the scan for the rest", res.Stats.Indexed, res.Stats.Files, res.Stats.BlocksRead, res.Stats.Blocks)
 				}
-				fmt.Fprintf(g.stderr, "recall: answered %s %s over %d root(s); %d bytes read in %v%s\n", map[bool]string{true: "by the daemon", false: "here"}[res.Daemon], how,
-					res.Roots, res.Stats.BytesRead, res.Stats.Duration.Round(10_000), map[bool]string{true: "; stopped at the limit", false: ""}[res.Stats.StoppedEarly])
+				fmt.Fprintf(g.stderr, "recall: answered %s %s over %d root(s); %s read in %v%s\n", map[bool]string{true: "by the daemon", false: "here"}[res.Daemon], how,
+					res.Roots, g.size(res.Stats.BytesRead), res.Stats.Duration.Round(10_000), map[bool]string{true: "; stopped at the limit", false: ""}[res.Stats.StoppedEarly])
 			}
 			if asJSON {
 				if err := printJSON(g, res.Results); err != nil {

@@ -81,7 +81,7 @@ its databases) and a running daemon's.`,
 					continue
 				}
 				found++
-				fmt.Fprintf(g.stdout, "%s: restored, %s\n", r.Name, policy.Size(r.Bytes))
+				fmt.Fprintf(g.stdout, "%s: restored, %s\n", r.Name, g.size(int64(r.Bytes)))
 			}
 			if found == 0 {
 				return fmt.Errorf("%s holds no state of memwatch's: check replicate.url and the credentials", p.Replicate.URL)

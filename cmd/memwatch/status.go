@@ -15,7 +15,6 @@ import (
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/fleet"
 	"github.com/memwatch/memwatch/layout/nowhistory"
-	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/replica"
 )
 
@@ -94,7 +93,7 @@ func printStatus(g *globals, st daemon.Status) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STORE\tLAYOUT\tCOMPACTOR\tROOTS\tARCHIVES\tKEPT")
 	for _, s := range st.Stores {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d (%s)\t%d\n", s.Name, s.Layout, s.Compactor, len(s.Roots), s.Archives, policy.Size(s.ArchiveBytes), s.Kept)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d (%s)\t%d\n", s.Name, s.Layout, s.Compactor, len(s.Roots), s.Archives, g.size(int64(s.ArchiveBytes)), s.Kept)
 	}
 	tw.Flush()
 	for _, s := range st.Stores {
@@ -103,27 +102,27 @@ func printStatus(g *globals, st daemon.Status) {
 		}
 		fmt.Fprintf(w, "\n%s: %d kept copies (backups of an agent's version met during a rewrite; its lines are in the live file). Read one with memwatch show, compare with memwatch diff:\n", s.Name, s.Kept)
 		for _, k := range s.KeptCopies {
-			fmt.Fprintf(w, "  %s  %s  (journal %d, %s): %s\n", k.Time.Local().Format(time.DateTime), filepath.Join(k.Root, k.Path), k.Record, policy.Size(k.Size), k.Reason)
+			fmt.Fprintf(w, "  %s  %s  (journal %d, %s): %s\n", k.Time.Local().Format(time.DateTime), filepath.Join(k.Root, k.Path), k.Record, g.size(int64(k.Size)), k.Reason)
 		}
 		if s.Kept > len(s.KeptCopies) {
 			fmt.Fprintf(w, "  ... and %d older: memwatch log --store %s --rule kept\n", s.Kept-len(s.KeptCopies), s.Name)
 		}
 	}
-	fmt.Fprintf(w, "\nstate directory holds: journal %s, spool %s, recall index %s, versions %s\n", policy.Size(st.Disk.Journal), policy.Size(st.Disk.Spool), policy.Size(st.Disk.Index), policy.Size(st.Disk.Versions))
+	fmt.Fprintf(w, "\nstate directory holds: journal %s, spool %s, recall index %s, versions %s\n", g.size(int64(st.Disk.Journal)), g.size(int64(st.Disk.Spool)), g.size(int64(st.Disk.Index)), g.size(int64(st.Disk.Versions)))
 	if r := st.Replica; r != nil {
-		fmt.Fprintf(w, "replica: %s\n", replicaLine(*r))
+		fmt.Fprintf(w, "replica: %s\n", g.replicaLine(*r))
 	}
 	if len(st.Fleet) > 0 {
 		fmt.Fprintf(w, "\nfleet: %d host(s) followed\n", len(st.Fleet))
 		for _, h := range st.Fleet {
-			fmt.Fprintf(w, "  %s\n", fleetLine(h))
+			fmt.Fprintf(w, "  %s\n", g.fleetLine(h))
 		}
 	}
 	if len(st.Holds) > 0 {
 		fmt.Fprintf(w, "\nheld by an undo (the rule applies again when the file grows past its threshold again, or at once with memwatch redo ID):\n")
 		for _, h := range st.Holds {
 			fmt.Fprintf(w, "  %s: %s held since the undo of #%d (%s, %s, %d lines then): memwatch redo %d\n", filepath.Join(h.Root, h.Target), h.Rule, h.Record,
-				h.Time.Local().Format(time.DateTime), policy.Size(h.Size), h.Lines, h.Record)
+				h.Time.Local().Format(time.DateTime), g.size(int64(h.Size)), h.Lines, h.Record)
 		}
 	}
 	if len(st.Losses) > 0 {
@@ -144,7 +143,7 @@ func printStatus(g *globals, st daemon.Status) {
 	if c := st.CatchUp; c != nil {
 		fmt.Fprintf(w, "\ncatching up since start: %s\n", c)
 		for _, r := range c.Roots {
-			fmt.Fprintf(w, "  %s (%s): %d of %d files, %s of %s\n", r.Root, r.Store, r.Files, r.FilesTotal, policy.Size(r.Bytes), policy.Size(r.BytesTotal))
+			fmt.Fprintf(w, "  %s (%s): %d of %d files, %s of %s\n", r.Root, r.Store, r.Files, r.FilesTotal, g.size(int64(r.Bytes)), g.size(int64(r.BytesTotal)))
 		}
 	}
 	for _, p := range st.Progress {
@@ -171,7 +170,7 @@ func printStatus(g *globals, st daemon.Status) {
 }
 
 // replicaLine says in one line how the replication of the state is doing.
-func replicaLine(r replica.Status) string {
+func (g *globals) replicaLine(r replica.Status) string {
 	switch {
 	case r.Refused != "":
 		return fmt.Sprintf("%s: not replicating: %s", r.URL, r.Refused)
@@ -180,7 +179,7 @@ func replicaLine(r replica.Status) string {
 	}
 	bytes := "not counted yet"
 	if r.Bytes >= 0 {
-		bytes = policy.Size(r.Bytes).String()
+		bytes = g.size(int64(r.Bytes))
 	}
 	lag := "in sync"
 	if r.Pending {
@@ -191,9 +190,9 @@ func replicaLine(r replica.Status) string {
 
 // fleetLine says where a central node is with one host: what it holds of
 // it, how far behind the bucket, whether the host still replicates.
-func fleetLine(h fleet.HostStatus) string {
+func (g *globals) fleetLine(h fleet.HostStatus) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s restored", h.Host, policy.Size(h.Bytes))
+	fmt.Fprintf(&b, "%s: %s restored", h.Host, g.size(int64(h.Bytes)))
 	if !h.LastChange.IsZero() {
 		fmt.Fprintf(&b, ", last change %s (%s ago)", h.LastChange.Local().Format(time.DateTime), time.Since(h.LastChange).Round(time.Second))
 	}

@@ -111,7 +111,7 @@ func printVersions(g *globals, path string, vs []versions.Version, asJSON bool) 
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERSION\tTIME\tSIZE\tLINES\tCHANGE\tWRITER")
 	for _, v := range vs {
-		size, change := policy.Size(v.Size).String(), fmt.Sprintf("+%d -%d", v.Added, v.Removed)
+		size, change := g.size(int64(v.Size)), fmt.Sprintf("+%d -%d", v.Added, v.Removed)
 		if v.Deleted() {
 			size, change = "-", "deleted"
 		}
@@ -189,7 +189,7 @@ the daemon running it goes through it; otherwise it runs here, as undo does.`,
 
 func printRestore(g *globals, r daemon.RestoreResult) {
 	if r.Outcome == state.Done {
-		fmt.Fprintf(g.stdout, "restored %s to version %d (%d bytes, journal %d; memwatch undo %d takes it back)\n", filepath.Join(r.Root, r.Path), r.Version, r.Bytes, r.Journal, r.Journal)
+		fmt.Fprintf(g.stdout, "restored %s to version %d (%s, journal %d; memwatch undo %d takes it back)\n", filepath.Join(r.Root, r.Path), r.Version, g.size(int64(r.Bytes)), r.Journal, r.Journal)
 		return
 	}
 	fmt.Fprintf(g.stdout, "%s already holds version %d: nothing to do\n", filepath.Join(r.Root, r.Path), r.Version)

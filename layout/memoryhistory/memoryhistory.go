@@ -271,7 +271,8 @@ func runCompress(ctx context.Context, env *layout.Env, root *confine.Root, targe
 func overLimits(b []byte, limit int64, maxLines int) string {
 	var over []string
 	if limit > 0 && int64(len(b)) > limit {
-		over = append(over, fmt.Sprintf("is %s, over memory_max_size %s", policy.Human(int64(len(b))), policy.Human(limit)))
+		size, max := policy.HumanApart(int64(len(b)), limit)
+		over = append(over, fmt.Sprintf("is %s, over memory_max_size %s", size, max))
 	}
 	if n := lineCount(b); maxLines > 0 && n > maxLines {
 		over = append(over, fmt.Sprintf("has %d lines, over memory_max_lines %d", n, maxLines))

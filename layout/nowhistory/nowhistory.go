@@ -110,9 +110,10 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 	keep := OptionsOf(env.Store).KeepHistory
 	rec := env.Record(RuleCompact)
 	compute := func(ctx context.Context, old []byte) ([]byte, error) {
-		rec.Reason = fmt.Sprintf("memory.md %s > max_size %s", policy.Human(int64(len(old))), policy.Human(maxSize)) // a restarted attempt starts afresh
+		size, limit := policy.HumanApart(int64(len(old)), maxSize)
+		rec.Reason = fmt.Sprintf("memory.md is %s, over max_size %s", size, limit) // a restarted attempt starts afresh
 		if force && int64(len(old)) <= maxSize {
-			rec.Reason = fmt.Sprintf("memwatch compact (memory.md %s, max_size %s)", policy.Human(int64(len(old))), policy.Human(maxSize))
+			rec.Reason = fmt.Sprintf("memwatch compact (memory.md is %s, max_size %s)", size, limit)
 		}
 		if !force && int64(len(old)) <= maxSize {
 			return nil, rewrite.ErrUnchanged // shrank on its own meanwhile

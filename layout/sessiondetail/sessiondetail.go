@@ -395,7 +395,7 @@ func overviewTargets(ctx context.Context, env *layout.Env, root *confine.Root) (
 	if env.Refused(root, RuleOverview, OverviewFile, err) || err != nil {
 		return nil, nil
 	}
-	env.Warnings.Set(root.Path(), RuleOverview, fmt.Sprintf("%s is %d bytes, over overview_max_size %d (memwatch does not rewrite the agent's overview)", root.Join(OverviewFile), len(b), limit))
+	env.Warnings.Set(root.Path(), RuleOverview, overviewOver(root.Join(OverviewFile), int64(len(b)), int64(limit), "memwatch does not rewrite the agent's overview"))
 	if env.Seen(ctx, root.Path(), RuleOverview, OverviewFile, rewrite.Hash(b)) {
 		return nil, nil
 	}
@@ -410,7 +410,7 @@ func runOverview(ctx context.Context, env *layout.Env, root *confine.Root, targe
 	}
 	limit := OptionsOf(env.Store).OverviewMaxSize
 	return jobs.Result{CoolDown: true}, env.Note(ctx, root.Path(), RuleOverview, OverviewFile, rewrite.Hash(b), int64(len(b)),
-		fmt.Sprintf("overview.md is %d bytes, over overview_max_size %d; the agent owns it, so memwatch only warns", len(b), limit))
+		overviewOver(OverviewFile, int64(len(b)), int64(limit), "the agent owns it, so memwatch only warns"))
 }
 
 // Logs implements layout.SessionLogs.
@@ -424,4 +424,10 @@ func (Layout) Sources(*policy.Store) []recall.Source { return Sources }
 var Sources = []recall.Source{
 	{Glob: DetailDir + "/*.md", Kind: recall.Text, Label: "detail", Strip: "working-memory/"},
 	{Glob: MessagesFile, Kind: recall.Log, Label: "messages"},
+}
+
+// overviewOver says overview.md is over its limit, and what memwatch does.
+func overviewOver(name string, size, limit int64, does string) string {
+	s, l := policy.HumanApart(size, limit)
+	return fmt.Sprintf("%s is %s, over overview_max_size %s (%s)", name, s, l, does)
 }

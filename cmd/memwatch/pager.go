@@ -1,0 +1,81 @@
+//go:build !lean
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/mattn/go-isatty"
+	"golang.org/x/sys/unix"
+)
+
+// sgrID colours a journal record's id as git log colours a commit's.
+const sgrID = "\x1b[33m"
+
+// terminalSize is the size of the terminal w writes to ($COLUMNS and
+// $LINES first, as shells set them); ok is false when w is no terminal.
+func terminalSize(w io.Writer) (cols, rows int, ok bool) {
+	f, isFile := w.(*os.File)
+	if !isFile || !isatty.IsTerminal(f.Fd()) {
+		return 0, 0, false
+	}
+	if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil {
+		cols, rows = int(ws.Col), int(ws.Row)
+	}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		cols = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("LINES")); err == nil && n > 0 {
+		rows = n
+	}
+	return cols, rows, true
+}
+
+// terminalWidth is the width to wrap to: the terminal's, 0 (no wrapping)
+// for a pipe or a file.
+func terminalWidth(w io.Writer) int {
+	cols, _, _ := terminalSize(w)
+	return cols
+}
+
+// page prints text (made inert already: it may hold colour), through a pager when it is longer than the terminal
+// is high, as git log does: $MEMWATCH_PAGER, else $PAGER, else less (with
+// LESS=FRX unless set: quit if it fits, keep colours, leave the screen).
+// A pipe, --no-pager, or a pager that does not start gets the text as is.
+func (g *globals) page(text string, noPager bool) {
+	_, rows, tty := terminalSize(g.rawOut)
+	if noPager || !tty || rows == 0 || strings.Count(text, "\n") < rows {
+		fmt.Fprint(g.rawOut, text)
+		return
+	}
+	pager := os.Getenv("MEMWATCH_PAGER")
+	if pager == "" {
+		pager = os.Getenv("PAGER")
+	}
+	if pager == "" {
+		pager = "less"
+	}
+	if pager == "cat" {
+		fmt.Fprint(g.rawOut, text)
+		return
+	}
+	cmd := exec.Command("/bin/sh", "-c", pager)
+	cmd.Stdin = strings.NewReader(text)
+	cmd.Stdout, cmd.Stderr = g.rawOut, g.stderr
+	cmd.Env = os.Environ()
+	if os.Getenv("LESS") == "" {
+		cmd.Env = append(cmd.Env, "LESS=FRX")
+	}
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() == 127) {
+		// No pager to run (a person quitting one is not this).
+		fmt.Fprint(g.rawOut, text)
+	}
+}
