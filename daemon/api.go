@@ -66,7 +66,6 @@ type Status struct {
 	StateProblem *StateProblem `json:"state_problem,omitempty"`
 }
 
-
 // Disk is what memwatch holds on disk in its state directory.
 type Disk struct {
 	Journal  int64 `json:"journal_bytes"`

@@ -100,7 +100,7 @@ type Filter struct {
 	// Since and Until bound the records' time (zero: unbounded; Until is
 	// exclusive).
 	Since, Until time.Time
-	Limit    int
+	Limit        int
 	// Dir, when set, keeps only the records made in that very directory
 	// (its device and inode), and those that name none (a failure, a
 	// refusal): what an owner of the root now may read of its history.
