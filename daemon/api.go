@@ -50,7 +50,7 @@ type Status struct {
 	Holds []state.Hold `json:"holds,omitempty"`
 	// Disk held in the state directory (journal, spool, recall index).
 	Disk Disk `json:"disk"`
-	// CatchUp is the start-up's progress while it lasts (see README,
+	// CatchUp is the start-up's progress while it lasts (see docs/service.md,
 	// "Running it as a service": what ready means).
 	CatchUp *CatchUp `json:"catching_up,omitempty"`
 	// Replica is the replication of the state to a bucket, when the

@@ -16,8 +16,8 @@ for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
 	# the rest by running memwatchd beside it.
 	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$out/memwatchd" ./cmd/memwatch
 	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -tags lean -o "$out/memwatch" ./cmd/memwatch
-	cp README.md LICENSE packaging/policy.d/example.yaml "$out/"
-	tar -C "$out" -czf "$DIST/memwatch_${VERSION}_${os}_${arch}.tar.gz" memwatch memwatchd README.md LICENSE example.yaml
+	cp -r README.md LICENSE docs packaging/policy.d/example.yaml "$out/"
+	tar -C "$out" -czf "$DIST/memwatch_${VERSION}_${os}_${arch}.tar.gz" memwatch memwatchd README.md LICENSE docs example.yaml
 done
 # Man pages and shell completions, generated from the commands themselves
 # (gen-docs is built in only with -tags gendocs: see cmd/memwatch/gendocs.go).

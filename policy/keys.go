@@ -36,11 +36,21 @@ func declKey(f reflect.StructField) string {
 	return k
 }
 
-// declFields lists the key fields of a struct type, in order.
+// declFields lists the key fields of a struct type, in order; those of
+// a struct embedded inline (yaml:",inline", as S3) are its own, their
+// Index the path to them.
 func declFields(t reflect.Type) []reflect.StructField {
 	var out []reflect.StructField
 	for i := range t.NumField() {
-		if f := t.Field(i); declKey(f) != "" {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("yaml") == ",inline" {
+			for _, sub := range declFields(f.Type) {
+				sub.Index = append([]int{i}, sub.Index...)
+				out = append(out, sub)
+			}
+			continue
+		}
+		if declKey(f) != "" {
 			out = append(out, f)
 		}
 	}
@@ -539,7 +549,7 @@ func bucketSection(d *decoder, n ast.Node, byKey map[string]*ast.MappingValueNod
 
 // Reference is the policy reference in Markdown, from the declarations:
 // a table of keys per section, then each layout's options (their
-// defaults are the layout's). The README holds it between markers, and a
+// defaults are the layout's). docs/policy.md holds it between markers, and a
 // test fails when it differs.
 func Reference(layouts []LayoutSpec) string {
 	var b strings.Builder

@@ -29,7 +29,7 @@ const Version = 1
 // path (home: ~ expands; abs, local, glob, anyglob, globs), check (a named
 // check of the value), required (what to say when it is missing), hint
 // (the why after a bound's error) and doc (one line for the reference).
-// The decoder, memwatch validate --expand and the README's policy
+// The decoder, memwatch validate --expand and docs/policy.md's
 // reference all follow from them.
 type Policy struct {
 	Version         int           "yaml:\"version\" required:\": add `version: 1` at the top\" check:\"version\" doc:\"the policy format; this memwatch reads 1\""
@@ -136,10 +136,10 @@ type MCP struct {
 	SessionIdle time.Duration `yaml:"session_idle" default:"10m" min:"1s" doc:"a session no request used for this long ends"`
 }
 
-// Replicate is where the state databases are replicated: an S3 bucket
-// and prefix, on AWS or any S3-compatible server.
-type Replicate struct {
-	URL            string `yaml:"url" required:": s3://BUCKET/PREFIX" check:"s3url" doc:"s3://BUCKET/PREFIX: where the state goes"`
+// S3 is a connection to a bucket of S3-compatible storage, declared once
+// for the sections that name one (replicate, fleet).
+type S3 struct {
+	URL            string `yaml:"url" required:": s3://BUCKET/PREFIX" check:"s3url" doc:"s3://BUCKET/PREFIX: the bucket, and where in it (replicate: this host's state; fleet: each host's under PREFIX/<host>)"`
 	Bucket, Prefix string // from URL
 	Endpoint       string `yaml:"endpoint" check:"s3endpoint" doc:"an S3-compatible server's URL; none for AWS"`
 	Region         string `yaml:"region" default:"us-east-1" doc:"the bucket's region"`
@@ -150,6 +150,12 @@ type Replicate struct {
 	AccessKeyFile  string `yaml:"access_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
 	SecretKeyFile  string `yaml:"secret_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
 	ForcePathStyle bool   `yaml:"force_path_style" doc:"bucket in the path, not the host name (most S3-compatible servers want it)"`
+}
+
+// Replicate is where the state databases are replicated: an S3 bucket
+// and prefix, on AWS or any S3-compatible server.
+type Replicate struct {
+	S3 `yaml:",inline"`
 	// Retention is how long snapshots and WAL segments stay in the bucket.
 	Retention time.Duration `yaml:"retention" default:"72h" min:"1h" hint:"snapshots older than it are deleted from the bucket" doc:"how long snapshots and WAL segments stay in the bucket"`
 	// SyncInterval is how often changes are sent: the lag, at most.
@@ -162,15 +168,7 @@ type Replicate struct {
 // state to URL/<host> (its replicate.url), and the central node follows
 // every one it finds there, read-only.
 type Fleet struct {
-	URL            string `yaml:"url" required:": s3://BUCKET/PREFIX" check:"s3url" doc:"s3://BUCKET/PREFIX: each host's state is under PREFIX/<host>"`
-	Bucket, Prefix string // from URL
-	Endpoint       string `yaml:"endpoint" check:"s3endpoint" doc:"an S3-compatible server's URL; none for AWS"`
-	Region         string `yaml:"region" default:"us-east-1" doc:"the bucket's region"`
-	AccessKeyEnv   string `yaml:"access_key_env" doc:"the environment variable holding the access key id"`
-	SecretKeyEnv   string `yaml:"secret_key_env" doc:"the environment variable holding the secret key"`
-	AccessKeyFile  string `yaml:"access_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
-	SecretKeyFile  string `yaml:"secret_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
-	ForcePathStyle bool   `yaml:"force_path_style" doc:"bucket in the path, not the host name (most S3-compatible servers want it)"`
+	S3 `yaml:",inline"`
 	// Interval is how often each host's databases are checked for changes:
 	// a listing of the bucket per database, the central node's cost when
 	// idle, and about how far behind it is.
@@ -187,9 +185,9 @@ type Fleet struct {
 // Host is the replicate section of one host of the fleet: where its
 // state is, with the fleet's endpoint and credentials.
 func (f *Fleet) Host(name string) *Replicate {
-	return &Replicate{URL: strings.TrimSuffix(f.URL, "/") + "/" + name, Bucket: f.Bucket, Prefix: strings.Trim(f.Prefix+"/"+name, "/"),
-		Endpoint: f.Endpoint, Region: f.Region, AccessKeyEnv: f.AccessKeyEnv, SecretKeyEnv: f.SecretKeyEnv,
-		AccessKeyFile: f.AccessKeyFile, SecretKeyFile: f.SecretKeyFile, ForcePathStyle: f.ForcePathStyle, Pos: f.Pos}
+	s3 := f.S3
+	s3.URL, s3.Prefix = strings.TrimSuffix(f.URL, "/")+"/"+name, strings.Trim(f.Prefix+"/"+name, "/")
+	return &Replicate{S3: s3, Pos: f.Pos}
 }
 
 // Endpoint is a named OpenAI-compatible LLM endpoint.

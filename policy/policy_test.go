@@ -336,13 +336,13 @@ func TestLayoutOptionsAreTheLayouts(t *testing.T) {
 	}
 }
 
-var update = flag.Bool("update", false, "rewrite the README's policy reference")
+var update = flag.Bool("update", false, "rewrite the policy reference in docs/policy.md")
 
-// TestReadmeReference: the README's policy reference is what the
+// TestReadmeReference: the policy reference (docs/policy.md) is what the
 // declarations say (go test ./policy -update rewrites it).
 func TestReadmeReference(t *testing.T) {
 	const begin, end = "<!-- policy-reference:begin (go test ./policy -update writes it) -->\n", "<!-- policy-reference:end -->"
-	path := filepath.Join("..", "README.md")
+	path := filepath.Join("..", "docs", "policy.md")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -350,7 +350,7 @@ func TestReadmeReference(t *testing.T) {
 	s := string(b)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no policy reference between %q and %q", begin, end)
+		t.Fatalf("docs/policy.md has no policy reference between %q and %q", begin, end)
 	}
 	want := policy.Reference(registry.Specs())
 	if got := s[i+len(begin) : j]; got != want {
@@ -358,21 +358,21 @@ func TestReadmeReference(t *testing.T) {
 			os.WriteFile(path, []byte(s[:i+len(begin)]+want+s[j:]), 0o644)
 			return
 		}
-		t.Errorf("README.md's policy reference is stale: go test ./policy -update rewrites it")
+		t.Errorf("docs/policy.md's policy reference is stale: go test ./policy -update rewrites it")
 	}
 }
 
-// TestReadmeExample: the README's example policy decodes through the
-// declarations, every key of it.
+// TestReadmeExample: the example policy (docs/policy.md) decodes through
+// the declarations, every key of it.
 func TestReadmeExample(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	i := strings.Index(s, "```yaml\nversion: 1\nstate_dir:")
 	if i < 0 {
-		t.Fatal("README.md has no example policy")
+		t.Fatal("docs/policy.md has no example policy")
 	}
 	ex := s[i+len("```yaml\n"):]
 	ex = ex[:strings.Index(ex, "```")]
@@ -384,7 +384,7 @@ func TestReadmeExample(t *testing.T) {
 	}
 	src := strings.Join(lines, "\n")
 	src = strings.ReplaceAll(src, "658d7e3c...", strings.Repeat("ab", 32))
-	_, err = policy.Parse("README.md", []byte(src), registry.Specs())
+	_, err = policy.Parse("docs/policy.md", []byte(src), registry.Specs())
 	var pe policy.Errors
 	if errors.As(err, &pe) {
 		for _, e := range pe {

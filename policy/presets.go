@@ -76,7 +76,7 @@ var Presets = map[string]Preset{
 		Paths: []string{"~/.openclaw"},
 		Options: map[string]any{
 			// agents/<agent>/sessions/<session id>.jsonl up to 2026.7.1;
-			// later versions keep transcripts in SQLite (see the README).
+			// later versions keep transcripts in SQLite (see docs/agents.md).
 			"sessions":         "agents/*/sessions/*.jsonl",
 			"sessions_exclude": "*.trajectory.jsonl", // run traces beside each transcript, 70-90 times its size
 			// 2026.7.2 on: transcript_events rows of each agent's database.

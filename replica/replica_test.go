@@ -15,8 +15,8 @@ import (
 )
 
 func cfg(endpoint string) *policy.Replicate {
-	return &policy.Replicate{URL: "s3://b/p", Bucket: "b", Prefix: "p", Endpoint: endpoint, Region: "us-east-1",
-		ForcePathStyle: true, Retention: 72 * time.Hour, SyncInterval: time.Second}
+	return &policy.Replicate{S3: policy.S3{URL: "s3://b/p", Bucket: "b", Prefix: "p", Endpoint: endpoint, Region: "us-east-1", ForcePathStyle: true},
+		Retention: 72 * time.Hour, SyncInterval: time.Second}
 }
 
 // TestRedirectingEndpointIsRefused: requests signed for one host must not
@@ -60,10 +60,10 @@ func TestCredentials(t *testing.T) {
 		c               policy.Replicate
 		wantAK, wantErr string
 	}{
-		{"env", policy.Replicate{AccessKeyEnv: "MW_TEST_KEY", SecretKeyEnv: "MW_TEST_SECRET"}, "AKIA-env", ""},
-		{"file", policy.Replicate{AccessKeyFile: good, SecretKeyEnv: "MW_TEST_SECRET"}, "AKIA123", ""},
-		{"unset variable", policy.Replicate{AccessKeyEnv: "MW_TEST_UNSET", SecretKeyEnv: "MW_TEST_SECRET"}, "", "MW_TEST_UNSET, which is not set"},
-		{"readable file", policy.Replicate{AccessKeyFile: open, SecretKeyEnv: "MW_TEST_SECRET"}, "", "readable by group or others"},
+		{"env", policy.Replicate{S3: policy.S3{AccessKeyEnv: "MW_TEST_KEY", SecretKeyEnv: "MW_TEST_SECRET"}}, "AKIA-env", ""},
+		{"file", policy.Replicate{S3: policy.S3{AccessKeyFile: good, SecretKeyEnv: "MW_TEST_SECRET"}}, "AKIA123", ""},
+		{"unset variable", policy.Replicate{S3: policy.S3{AccessKeyEnv: "MW_TEST_UNSET", SecretKeyEnv: "MW_TEST_SECRET"}}, "", "MW_TEST_UNSET, which is not set"},
+		{"readable file", policy.Replicate{S3: policy.S3{AccessKeyFile: open, SecretKeyEnv: "MW_TEST_SECRET"}}, "", "readable by group or others"},
 		{"none: the default chain", policy.Replicate{}, "", ""},
 	}
 	for _, tt := range tests {

@@ -92,7 +92,7 @@ func Open(ctx context.Context, path string) (*sql.DB, error) {
 	// (a WAL index that needs rebuilding is built in memory). SQLite
 	// cannot open a -shm that is not there that way (a -wal left without
 	// one, a writer in exclusive locking mode): then it opens as before,
-	// read-only, and may create the -shm, as the owner (README: security).
+	// read-only, and may create the -shm, as the owner (docs/security.md).
 	db, err := open(ctx, path, "mode=ro&readonly_shm=1&_pragma=busy_timeout(100)&_pragma=query_only(1)")
 	if err != nil {
 		db, err = open(ctx, path, "mode=ro&_pragma=busy_timeout(100)&_pragma=query_only(1)")

@@ -29,7 +29,7 @@ func compactCmd(g *globals) *cobra.Command {
 	var req daemon.CompactRequest
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "compact PATH --policy P",
+		Use:   "compact PATH [--dry-run] [--compactor heuristic|llm]",
 		Short: "Compact the root (or file) at PATH now",
 		Long: `Run the layout's compaction for the store root containing PATH now, even
 under its size threshold. The pre-image is archived and the change journaled

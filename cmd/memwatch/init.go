@@ -309,7 +309,7 @@ func initPolicy(home string, finds []found) string {
 	fmt.Fprintf(&b, "# memwatch policy written by memwatch init for %s.\n", home)
 	b.WriteString("# memwatch validate --expand --policy FILE shows every key a preset stands for;\n# any of them can be set here to override it.\nversion: 1\n")
 	if len(finds) == 0 {
-		b.WriteString("# No agent data was found; add a store (see the README) and reload.\nstores: []\n")
+		b.WriteString("# No agent data was found; add a store (see docs/policy.md) and reload.\nstores: []\n")
 		return b.String()
 	}
 	b.WriteString("stores:\n")

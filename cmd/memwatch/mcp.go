@@ -26,7 +26,7 @@ import (
 func mcpCmd(g *globals) *cobra.Command {
 	var root string
 	cmd := &cobra.Command{
-		Use:   "mcp --policy P [--root DIR]",
+		Use:   "mcp [--root DIR]",
 		Short: "Serve the memory tools to an agent over MCP (stdio)",
 		Long: `Serve memwatch's memory tools over the Model Context Protocol on standard
 input and output, for an MCP client to start: an agent gets the tools of
@@ -58,12 +58,9 @@ Add it to Claude Code with
 			if err != nil {
 				return err
 			}
-			p, err := g.policyIfGiven()
+			p, err := g.loadPolicy()
 			if err != nil {
 				return err
-			}
-			if p == nil {
-				return usageError{errors.New("--policy is required: the policy whose roots the tools work on")}
 			}
 			var cwd string
 			if root != "" {

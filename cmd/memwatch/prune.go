@@ -21,7 +21,7 @@ func pruneCmd(g *globals) *cobra.Command {
 	var dryRun, asJSON bool
 	var store string
 	cmd := &cobra.Command{
-		Use:   "prune --policy P [--dry-run] [--store S]",
+		Use:   "prune [--dry-run] [--store S]",
 		Short: "Apply retention now: remove or compress old archives and journal records, and say what it frees",
 		Long: `Apply each store's archive retention (archive_keep, archive_max_age,
 archive_max_bytes, compress_after) to every root now, as the daemon does
@@ -37,12 +37,9 @@ removed record says it was pruned.
 With --dry-run nothing changes. Without retention keys everything is kept.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.policyIfGiven()
+			p, err := g.loadPolicy()
 			if err != nil {
 				return err
-			}
-			if p == nil {
-				return usageError{errors.New("--policy is required: retention is set per store in the policy")}
 			}
 			if store != "" && !hasStore(p, store) {
 				return usageError{fmt.Errorf("--store %s: no such store in the policy", store)}

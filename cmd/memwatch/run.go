@@ -31,7 +31,7 @@ const defaultMemoryLimit = 192 << 20
 
 func runCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "run --policy PATH",
+		Use:   "run [--policy PATH]",
 		Short: "Run the daemon in the foreground",
 		Long: `Run memwatch in the foreground until SIGTERM or SIGINT.
 

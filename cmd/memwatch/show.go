@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,8 +17,9 @@ import (
 func showCmd(g *globals) *cobra.Command {
 	var dir, color string
 	var raw bool
+	var around int
 	cmd := &cobra.Command{
-		Use:   "show [--dir ROOT] [--raw] CITATION|ARCHIVE",
+		Use:   "show [--dir ROOT] [-C N] [--raw] CITATION|ARCHIVE",
 		Short: "Print the lines a citation names (even after the agent rewrote its log), or an archive",
 		Long: `Print the log lines a citation names, as memwatch writes them in history
 entries, summaries and recall results: PATH#L10-20 (lines of the log as it
@@ -26,7 +29,8 @@ PATH is relative to ROOT (default: the current directory); a citation with
 a whole path, as recall prints for several roots, finds its root. While
 those lines are still in the live file they come from there; once the agent
 has trimmed, cleared or rewritten it, they come from memwatch's spool, which
-keeps every line it captured.
+keeps every line it captured. -C N shows N lines before and after (the
+turns around a message).
 
 Given a file instead (an archive such as memory/2026-01-15-1430.md, one
 retention compressed, memory/2026-01-15-1430.md.gz, or a kept copy such as
@@ -46,7 +50,16 @@ Exit status: 0 when the lines are shown, 1 when there are no such lines
 					return g.showArchive(args[0])
 				}
 			}
-			lines, where, err := g.showCitation(cmd.Context(), args[0], dir)
+			cite := args[0]
+			if around < 0 || around > 1000 {
+				return usageError{fmt.Errorf("-C %d: give a number from 0 to 1000", around)}
+			}
+			if around > 0 {
+				if cite, err = widenCitation(cite, around); err != nil {
+					return usageError{err}
+				}
+			}
+			lines, where, err := g.showCitation(cmd.Context(), cite, dir)
 			if err != nil {
 				return notFoundError(err)
 			}
@@ -59,14 +72,35 @@ Exit status: 0 when the lines are shown, 1 when there are no such lines
 			if shown == 0 {
 				return notFoundError(fmt.Errorf("show %s: no such line", args[0]))
 			}
-			printShown(g, args[0], where, lines, raw, paint(colored))
+			printShown(g, cite, where, lines, raw, paint(colored))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "the root the citation's path is relative to (default: the current directory; a citation with a whole path, as recall prints for several roots, finds its root)")
+	cmd.Flags().IntVarP(&around, "context", "C", 0, "show N lines before and after the cited ones")
 	cmd.Flags().BoolVar(&raw, "raw", false, "print each line as stored (a log's JSON), not decoded")
 	cmd.Flags().StringVar(&color, "color", "auto", "colour the output: auto (on a terminal), always or never")
 	return cmd
+}
+
+// widenCitation widens a citation's lines (PATH#L10 or PATH#L10-20) by n
+// on each side; the first line is at least 1, and lines past the file's
+// end are not shown. A citation without lines is a usage error.
+func widenCitation(cite string, n int) (string, error) {
+	i := strings.LastIndex(cite, "#L")
+	if i < 0 {
+		return "", fmt.Errorf("-C needs a citation with lines (PATH#L10), not %q", cite)
+	}
+	from, to, ok := strings.Cut(cite[i+2:], "-")
+	if !ok {
+		to = from
+	}
+	a, err1 := strconv.ParseInt(from, 10, 64)
+	b, err2 := strconv.ParseInt(to, 10, 64)
+	if err1 != nil || err2 != nil || a < 1 || b < a {
+		return "", fmt.Errorf("%q: want lines as #L10 or #L10-20", cite)
+	}
+	return fmt.Sprintf("%s#L%d-%d", cite[:i], max(1, a-int64(n)), b+int64(min(int64(n), math.MaxInt64-b))), nil
 }
 
 // notFoundError is a show that found nothing: said, exit 1.

@@ -33,7 +33,7 @@ func stateCmd(g *globals) *cobra.Command {
 func stateRestoreCmd(g *globals) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
-		Use:   "restore --policy P [--state-dir D] [--force]",
+		Use:   "restore [--state-dir D] [--force]",
 		Short: "Rebuild the state directory from the bucket the policy replicates to",
 		Long: `Rebuild memwatch's state on a new host from the replica the policy's
 replicate: names: the journal, the spool (every session line captured) and

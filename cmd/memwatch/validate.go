@@ -16,7 +16,7 @@ import (
 func validateCmd(g *globals) *cobra.Command {
 	var strict, expand bool
 	cmd := &cobra.Command{
-		Use:   "validate --policy PATH [--strict]",
+		Use:   "validate [--policy PATH] [--strict] [--expand]",
 		Short: "Check a policy and show what it would maintain",
 		Long: `Check a policy file or directory. Exit 0 with a summary of the stores and
 how many roots each glob matches now, or exit 2 listing every error as
@@ -31,7 +31,7 @@ sections, what each preset (` + strings.Join(policy.PresetNames(), ", ") + `)
 stands for, and every default, ready to copy and edit (a key with no value
 as a comment saying what it is for).
 
-The keys (README.md, "Every key", says what each means, its default and
+The keys (docs/policy.md, "Every key", says what each means, its default and
 bounds):
 
 ` + policy.KeySummary(registry.Specs()),

@@ -303,17 +303,17 @@ func prunedLink(name string) string {
 
 // withLink ends next with the link to the topic file (if it lacks it),
 // moving more of the oldest facts out for room.
-func withLink(next []byte, name string, limit int64, maxLines int) []byte {
+func withLink(next []byte, name string, limit int64, maxLines int) ([]byte, pruneReport) {
 	if bytes.Contains(next, []byte("]("+name+")")) {
-		return next
+		return next, pruneReport{}
 	}
 	link := prunedLink(name)
 	lines := maxLines
 	if lines > 0 {
 		lines = max(lines-2, 1) // the link and the blank line before it
 	}
-	next, _ = Prune(next, limit-int64(len(link))-1, lines)
-	return append(withBlankLine(next), link...)
+	next, rep := Prune(next, limit-int64(len(link))-1, lines)
+	return append(withBlankLine(next), link...), rep
 }
 
 // CompactRequest implements layout.Compactable: the rewrite that brings
@@ -378,7 +378,11 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 				env.Log.Warn("MEMORY.md's pinned lines alone are over its limits: memwatch leaves them", "root", root.Path(), "pinned", rep.pinned, "memory_max_size", limit, "memory_max_lines", maxLines)
 			}
 			if o.LinkPruned && len(removedFacts(old, next)) > 0 {
-				next = withLink(next, filepath.Base(pruned), limit, maxLines)
+				var more pruneReport
+				next, more = withLink(next, filepath.Base(pruned), limit, maxLines)
+				if n := more.dated + more.facts + more.rules; n > 0 {
+					rec.Reason += fmt.Sprintf("; %d more for the line linking them", n)
+				}
 			}
 			if bytes.Equal(next, old) {
 				return nil, rewrite.ErrUnchanged
