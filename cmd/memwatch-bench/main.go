@@ -53,7 +53,7 @@ func main() {
 	relevanceData := flag.String("relevance-data", "../shared/recall/locomo10.zip", "the long-conversation QA set of the relevance benchmark: LoCoMo's zip, or a directory of JSON files in its format")
 	fleetHosts := flag.Int("fleet-hosts", 20, "hosts of the fleet benchmark")
 	fleetMiB := flag.Int("fleet-mib", 50, "session MiB of each host of the fleet benchmark")
-	only := flag.String("only", "capture,recall,prose,daemon,window,relevance,replica,fleet", "the benchmarks to run (comma-separated)")
+	only := flag.String("only", "client,capture,recall,prose,daemon,window,relevance,replica,fleet", "the benchmarks to run (comma-separated)")
 	keep := flag.Bool("keep", false, "keep the generated files (the directory is printed)")
 	buildIndex := flag.Bool("build-index", false, "index the session directory ARG1 into ARG2 and print the bytes indexed (used by the recall benchmarks)")
 	flag.Parse()
@@ -75,6 +75,9 @@ func main() {
 		run[strings.TrimSpace(b)] = true
 	}
 	var rows []row
+	if run["client"] {
+		rows = append(rows, clientBench(*bin, dir)...)
+	}
 	if run["capture"] {
 		rows = append(rows, captureBench(dir, *sizeMiB)...)
 	}
@@ -99,11 +102,22 @@ func main() {
 	if run["relevance"] {
 		rows = append(rows, relevanceBench(*bin, dir, *relevanceData)...)
 	}
-	fmt.Printf("\nmemwatch bench (%s, %d CPUs)\n", time.Now().Format(time.DateOnly), numCPU())
+	fmt.Printf("\nmemwatch bench (%s, %d CPUs, %s)\n", time.Now().Format(time.DateOnly), numCPU(), cpuModel())
 	fmt.Printf("%-58s %-22s %-14s %s\n", "metric", "value", "target", "")
 	for _, r := range rows {
 		fmt.Printf("%-58s %-22s %-14s %s\n", r.metric, r.value, r.target, r.verdict)
 	}
+}
+
+// cpuModel names the machine's processor, for the figures' reader.
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown processor"
 }
 
 func fail(err error) {
@@ -275,6 +289,11 @@ func recallBench(bin, dir string, mib int, keep bool, shape string) []row {
 	if shape == "prose" {
 		rows = append(rows, questionBench(bin, sess, indexEnv, timeIt, hasRG == nil)...)
 	}
+	question := ""
+	if shape == "prose" {
+		question = "what did the agent decide about the zanzibar-quokka deploy?"
+	}
+	rows = append(rows, daemonRecallBench(bin, dir, sess, queries, question)...)
 	if hasRG != nil {
 		rows = append(rows, row{"  rg is not installed: compared with grep (apt-get install ripgrep)", "", "", ""})
 	}

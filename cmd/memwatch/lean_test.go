@@ -3,11 +3,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLeanBinary: memwatch built with -tags lean runs recall, show and
@@ -15,9 +17,18 @@ import (
 // every other command through memwatchd beside it (arguments, exit code
 // and output as memwatchd's); without a memwatchd it says what is missing.
 func TestLeanBinary(t *testing.T) {
-	out, err := exec.Command("go", "list", "-tags", "lean", "-deps", ".").Output()
+	list := exec.Command("go", "list", "-tags", "lean", "-deps", ".")
+	list.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build builds it
+	out, err := list.Output()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A client links what a client needs: of memwatch, the wire types
+	// alone; no C (the dynamic loader costs each start more than the rest).
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/memwatch/memwatch/") && dep != "github.com/memwatch/memwatch/control" && dep != "github.com/memwatch/memwatch/cmd/memwatch" || dep == "runtime/cgo" {
+			t.Errorf("the lean binary links %s", dep)
+		}
 	}
 	for _, heavy := range []string{"github.com/benbjohnson/litestream", "github.com/prometheus/client_golang/prometheus", "github.com/aws/aws-sdk-go-v2/service/s3", "github.com/modelcontextprotocol/go-sdk/mcp", "github.com/kardianos/service", "github.com/memwatch/memwatch/daemon", "google.golang.org/protobuf/proto"} {
 		for _, dep := range strings.Fields(string(out)) {
@@ -64,5 +75,78 @@ func TestLeanBinary(t *testing.T) {
 	os.WriteFile(alone, b, 0o755)
 	if out, code := run(alone, "validate", "--policy", bad); code != 1 || !strings.Contains(out, "memwatchd") {
 		t.Errorf("lean alone, validate: exit %d, %s; want exit 1 naming memwatchd", code, out)
+	}
+}
+
+// TestClientSameEitherWay: the thin client prints the same and exits the
+// same whether the daemon answers (its warm index) or not (memwatchd does
+// the work beside it): recall of a question, a word, a phrase, with turns
+// around, as JSON, nothing found, a bad scope; show of a citation, with
+// lines around, raw, a line that is not there.
+func TestClientSameEitherWay(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	lean := filepath.Join(bin, "memwatch")
+	build := exec.Command("go", "build", "-tags", "lean", "-o", lean, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the lean memwatch: %v\n%s", err, out)
+	}
+	copyFile(t, memwatchFast, filepath.Join(bin, "memwatchd"), 0o755)
+	root := filepath.Join(dir, "agents", "a1")
+	os.MkdirAll(filepath.Join(root, "sessions"), 0o755)
+	var log strings.Builder
+	for i, m := range []string{"where does billing deploy?", "Billing deploys to the eu-west-2 cluster, behind the flag.", "and the rollback plan?", "Roll back with the previous image tag; the zanzibar runbook says how.", "thanks"} {
+		role := map[bool]string{true: "user", false: "assistant"}[i%2 == 0]
+		fmt.Fprintf(&log, `{"role":%q,"content":%q,"timestamp":"2026-11-2%dT10:0%d:00Z"}`+"\n", role, m, i, i)
+	}
+	os.WriteFile(filepath.Join(root, "sessions", "s1.jsonl"), []byte(log.String()), 0o644)
+	os.WriteFile(filepath.Join(root, "MEMORY.md"), []byte("# Memory\n- billing deploys go through staging first\n- the zanzibar runbook lives in ops/\n"), 0o644)
+	stateDir := filepath.Join(dir, "state")
+	pol := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstate_dir: %s\nstores:\n  - name: agents\n    layout: memory-history\n    paths: [%q]\n    consolidate: false\n", stateDir, filepath.Join(dir, "agents", "*"))), 0o644)
+	env := append(os.Environ(), "MEMWATCH_POLICY="+pol, "MEMWATCH_STATE_DIR=")
+	cite := filepath.Join(root, "sessions", "s1.jsonl") + "#L2"
+	cases := [][]string{
+		{"recall", "--color", "never", "which cluster does billing deploy to?"},
+		{"recall", "--color", "never", "zanzibar"},
+		{"recall", "--color", "never", `"previous image tag"`},
+		{"recall", "--color", "never", "-C", "1", "eu-west-2"},
+		{"recall", "--json", "rollback"},
+		{"recall", "--color", "never", "zxqvbnmlkj"},
+		{"recall", "--scope", "bogus", "deploy"},
+		{"show", "--color", "never", cite},
+		{"show", "--color", "never", "-C", "1", cite},
+		{"show", "--color", "never", "--raw", cite},
+		{"show", "--color", "never", filepath.Join(root, "sessions", "s1.jsonl") + "#L99"},
+		{"version"},
+	}
+	runAll := func() (outs []string, codes []int) {
+		for _, args := range cases {
+			cmd := exec.Command(lean, args...)
+			cmd.Dir, cmd.Env = root, env
+			out, err := cmd.Output()
+			outs, codes = append(outs, string(out)), append(codes, exitCode(err))
+		}
+		return outs, codes
+	}
+	// The daemon's catch-up first fills the spool and the index; without
+	// it, memwatchd reads the same state.
+	p := startBin(t, filepath.Join(bin, "memwatchd"), "--policy", pol)
+	p.waitLog("caught up: every root evaluated, its logs captured and indexed", 60*time.Second)
+	withOuts, withCodes := runAll()
+	if err := p.stop(20 * time.Second); err != nil {
+		t.Fatalf("stop the daemon: %v", err)
+	}
+	withoutOuts, withoutCodes := runAll()
+	for i, args := range cases {
+		if withCodes[i] != withoutCodes[i] || withOuts[i] != withoutOuts[i] {
+			t.Errorf("memwatch %q: with the daemon exit %d:\n%s\nwithout it exit %d:\n%s", args, withCodes[i], withOuts[i], withoutCodes[i], withoutOuts[i])
+		}
+	}
+	for i, want := range []int{0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 1, 0} {
+		if withCodes[i] != want {
+			t.Errorf("memwatch %q: exit %d, want %d\n%s", cases[i], withCodes[i], want, withOuts[i])
+		}
 	}
 }

@@ -262,6 +262,7 @@ func (g *globals) followJournal(ctx context.Context, j *journal, f state.Filter,
 		if len(recs) > 0 {
 			slices.Reverse(recs)
 			fmt.Fprint(g.rawOut, state.FormatJournal(g.inertRecords(recs), format))
+			g.flush() // a pipe (log -f | grep) sees each record as it comes
 			f.AfterID = recs[len(recs)-1].ID
 		}
 		select {

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,6 +79,14 @@ func humanSize(n int64) string {
 }
 
 func execute(args []string, stdout, stderr io.Writer) int {
+	// A pipe or a file gets the output in large writes, as rg and grep
+	// write it (a search's results are dozens of small prints); a
+	// terminal sees each line as it is printed.
+	if !isTerminal(stdout) {
+		buf := bufio.NewWriterSize(stdout, 64<<10)
+		defer buf.Flush()
+		stdout = buf
+	}
 	g := &globals{stdout: terminalOut(stdout), rawOut: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:   "memwatch",
@@ -115,6 +124,7 @@ or /etc/memwatch/policy.d as root; --policy FILE or $MEMWATCH_POLICY names anoth
 		return q.code
 	}
 	if errors.Is(err, errDelegate) {
+		g.flush()
 		return runFull(args)
 	}
 	fmt.Fprintln(stderr, "memwatch:", err)
@@ -128,6 +138,14 @@ or /etc/memwatch/policy.d as root; --policy FILE or $MEMWATCH_POLICY names anoth
 // errDelegate asks memwatchd, the full binary, to run the command instead
 // (the lean memwatch, when no daemon answers what it asked).
 var errDelegate = errors.New("this command is memwatchd's")
+
+// flush writes out what the output holds (a pipe's is buffered): before
+// memwatchd takes over the process, and as a follow prints.
+func (g *globals) flush() {
+	if f, ok := g.rawOut.(interface{ Flush() error }); ok {
+		f.Flush()
+	}
+}
 
 // warnf says something on stderr.
 func (g *globals) warnf(format string, args ...any) {

@@ -19,10 +19,16 @@ import (
 
 // terminalOut wraps w with inert when it is a terminal.
 func terminalOut(w io.Writer) io.Writer {
-	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+	if isTerminal(w) {
 		return inert{w}
 	}
 	return w
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
 }
 
 // inert writes its input with control characters made visible: C0 and DEL

@@ -122,6 +122,7 @@ policy sets ui: {enabled: true}.`,
 				}
 			}()
 			fmt.Fprintf(g.stdout, "memwatch ui: open http://%s/?key=%s\n", l.Addr(), cfg.Key)
+			g.flush() // whoever started it reads the address now
 			select {
 			case <-ctx.Done():
 			case err = <-errs:
