@@ -355,20 +355,7 @@ func (s *Spool) LiveGen(ctx context.Context, root confine.ID, rel string) int64 
 
 // Logs lists the logs of a root.
 func (s *Spool) Logs(ctx context.Context, root confine.ID) ([]Log, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+logCols+` FROM logs WHERE root=? ORDER BY path`, root.Key())
-	if err != nil {
-		return nil, fmt.Errorf("list spool logs: %w", err)
-	}
-	defer rows.Close()
-	var out []Log
-	for rows.Next() {
-		l, err := scanLog(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
+	return s.logsWhere(ctx, `root=? ORDER BY path`, root.Key())
 }
 
 // GoneSince lists the logs of root marked gone (deleted or renamed away)

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -40,32 +39,8 @@ func TestMassDeleteBatched(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pol := writePolicy(t, dir, fmt.Sprintf(`job_timeout: 2m
-stores:
-  - name: big
-    layout: memory-history
-    paths: [%q]
-    session_idle: 24h
-  - name: other
-    layout: memory-history
-    paths: [%q]
-    consolidate: false
-`, filepath.Join(dir, "big", "*"), filepath.Join(dir, "other", "*")))
-	stateDir := filepath.Join(dir, "state")
-	p := startBin(t, memwatchFast, "--policy", pol, "--state-dir", stateDir)
-	p.waitLog("ready", 60*time.Second)
+	p, pol, stateDir, spool, captured := bigAndOther(t, dir, "2m", "session_idle: 24h")
 	p.waitLog("caught up: every root evaluated, its logs captured and indexed", 10*time.Minute)
-
-	spool, err := sql.Open("sqlite", "file:"+filepath.Join(stateDir, "spool.db")+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer spool.Close()
-	captured := func(word string) bool {
-		var k int
-		spool.QueryRow(`SELECT COUNT(*) FROM lines WHERE instr(data, ?) > 0`, word).Scan(&k)
-		return k > 0
-	}
 	// owed counts the deleted logs whose messages are not consolidated yet.
 	owed := func() int {
 		var k int
@@ -97,15 +72,7 @@ stores:
 	log := filepath.Join(other, "x.jsonl")
 	var done time.Duration
 	for i := 0; ; i++ {
-		word := fmt.Sprintf("probeword%d", i)
-		f, _ := os.OpenFile(log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		fmt.Fprintf(f, `{"role":"user","content":"%s"}`+"\n", word)
-		f.Close()
-		wrote := time.Now()
-		for !captured(word) && time.Since(wrote) < 30*time.Second {
-			time.Sleep(20 * time.Millisecond)
-		}
-		took := time.Since(wrote)
+		took := probeCapture(log, fmt.Sprintf("probeword%d", i), captured)
 		worst = max(worst, took)
 		if took > 5*time.Second {
 			t.Errorf("another root's line %d captured %v after it was written", i, took.Round(time.Millisecond))

@@ -491,11 +491,22 @@ func TestMetricsListener(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	code, body := get("/metrics")
-	if code != 200 {
-		t.Fatalf("/metrics: %d", code)
-	}
-	for _, want := range []string{`memwatch_build_info{goversion="go`, `memwatch_job_duration_seconds_bucket{rule="compact",store="apps"`, `memwatch_jobs_total{outcome="changed",rule="compact",store="apps"}`} {
+	wants := []string{`memwatch_build_info{goversion="go`, `memwatch_job_duration_seconds_bucket{rule="compact",store="apps"`, `memwatch_jobs_total{outcome="changed",rule="compact",store="apps"}`}
+	// The job is counted when it ends, a moment after its rewrite is logged.
+	var body string
+	waitUntil(t, 10*time.Second, func() bool {
+		var code int
+		if code, body = get("/metrics"); code != 200 {
+			t.Fatalf("/metrics: %d", code)
+		}
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, want := range wants {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -56,26 +56,10 @@ func TestGuardHugeLineNumbers(t *testing.T) {
 	}
 	alice.write(t, filepath.Join(aRoot, "sessions", "s1.jsonl"), log.String())
 	alice.write(t, filepath.Join(aRoot, "MEMORY.md"), "# Memory\n- one fact\n- "+word+"\n")
-	sock := filepath.Join(base, "run", "memwatch.sock")
 	stateDir := filepath.Join(base, "state")
-	pol := writePolicy(t, base, fmt.Sprintf(`control:
-  socket: %s
-ui:
-  enabled: true
-stores:
-  - name: mh
-    layout: memory-history
-    paths: [%q]
-    settle: 30ms
-    consolidate: false
-`, sock, filepath.Join(base, "*", "ws", "*")))
-	os.Chmod(pol, 0o644)
-	bin := filepath.Join(base, "memwatch")
-	copyFile(t, memwatchFast, bin, 0o755)
+	pol, sock, bin, p := wsDaemon(t, base, "ui:\n  enabled: true\n", "--state-dir", stateDir)
 	helper := filepath.Join(base, "helper")
 	copyFile(t, os.Args[0], helper, 0o755)
-	p := startBin(t, memwatchFast, "--policy", pol, "--state-dir", stateDir)
-	p.waitLog("ready", 10*time.Second)
 	show := func(cite string) (int, time.Duration, string) {
 		return getAs(t, helper, alice, sock, "/v1/show?"+url.Values{"root": {aRoot}, "cite": {cite}}.Encode())
 	}
@@ -307,22 +291,7 @@ func TestGuardClientThroughOpenStateDir(t *testing.T) {
 	os.Chmod(filepath.Join(bRoot, "sessions", "s1.jsonl"), 0o600)
 	stateDir := filepath.Join(base, "state")
 	os.Mkdir(stateDir, 0o755)
-	sock := filepath.Join(base, "run", "memwatch.sock")
-	pol := writePolicy(t, base, fmt.Sprintf(`state_dir: %s
-control:
-  socket: %s
-stores:
-  - name: mh
-    layout: memory-history
-    paths: [%q]
-    settle: 30ms
-    consolidate: false
-`, stateDir, sock, filepath.Join(base, "*", "ws", "*")))
-	os.Chmod(pol, 0o644)
-	bin := filepath.Join(base, "memwatch")
-	copyFile(t, memwatchFast, bin, 0o755)
-	p := startBin(t, memwatchFast, "--policy", pol)
-	p.waitLog("ready", 10*time.Second)
+	pol, _, bin, _ := wsDaemon(t, base, "state_dir: "+stateDir+"\n")
 	if fi, err := os.Stat(filepath.Join(stateDir, "memwatch.db")); err != nil || fi.Mode().Perm()&0o077 != 0 {
 		t.Fatalf("memwatch.db: %v %v", fi, err)
 	}

@@ -301,22 +301,8 @@ func TestIdentityOwnRecall(t *testing.T) {
 	aRoot, bRoot := filepath.Join(alice.home, "ws", "a"), filepath.Join(bob.home, "ws", "b")
 	alice.write(t, filepath.Join(aRoot, "sessions", "s1.jsonl"), `{"role":"user","content":"note `+aWord+` for later"}`+"\n")
 	bob.write(t, filepath.Join(bRoot, "sessions", "s1.jsonl"), `{"role":"user","content":"note `+bWord+` for later"}`+"\n")
-	sock := filepath.Join(base, "run", "memwatch.sock")
 	stateDir := filepath.Join(base, "state")
-	pol := writePolicy(t, base, fmt.Sprintf(`control:
-  socket: %s
-stores:
-  - name: mh
-    layout: memory-history
-    paths: [%q]
-    settle: 30ms
-    consolidate: false
-`, sock, filepath.Join(base, "*", "ws", "*")))
-	os.Chmod(pol, 0o644)
-	bin := filepath.Join(base, "memwatch")
-	copyFile(t, memwatchFast, bin, 0o755)
-	p := startBin(t, memwatchFast, "--policy", pol, "--state-dir", stateDir)
-	p.waitLog("ready", 10*time.Second)
+	pol, _, bin, p := wsDaemon(t, base, "", "--state-dir", stateDir)
 	recallAs := func(u tenant, word string) string {
 		out, _ := u.command(bin, "recall", "--policy", pol, "--all", "--json", word).CombinedOutput()
 		return string(out)
@@ -397,4 +383,21 @@ func TestIdentitySocketDirectory(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, "memwatch.sock")); err == nil {
 		t.Error("a socket was made in alice's directory")
 	}
+}
+
+// wsDaemon runs the daemon, as root, over every user's ~/ws/* (a
+// memory-history store, no consolidation) with a socket the users share
+// (base/run), top added to the policy's top level; bin is a copy of
+// memwatch the users may run.
+func wsDaemon(t *testing.T, base, top string, args ...string) (pol, sock, bin string, p *proc) {
+	t.Helper()
+	sock = filepath.Join(base, "run", "memwatch.sock")
+	pol = writePolicy(t, base, fmt.Sprintf("%scontrol:\n  socket: %s\nstores:\n  - name: mh\n    layout: memory-history\n    paths: [%q]\n    settle: 30ms\n    consolidate: false\n",
+		top, sock, filepath.Join(base, "*", "ws", "*")))
+	os.Chmod(pol, 0o644)
+	bin = filepath.Join(base, "memwatch")
+	copyFile(t, memwatchFast, bin, 0o755)
+	p = startBin(t, memwatchFast, append([]string{"--policy", pol}, args...)...)
+	p.waitLog("ready", 10*time.Second)
+	return pol, sock, bin, p
 }

@@ -40,31 +40,7 @@ func TestManyFilesCaughtUpAlone(t *testing.T) {
 		}
 	}
 	t.Logf("%d session logs written in %v", n, time.Since(start).Round(time.Millisecond))
-	pol := writePolicy(t, dir, fmt.Sprintf(`job_timeout: 1m
-stores:
-  - name: big
-    layout: memory-history
-    paths: [%q]
-    consolidate: false
-  - name: other
-    layout: memory-history
-    paths: [%q]
-    consolidate: false
-`, filepath.Join(dir, "big", "*"), filepath.Join(dir, "other", "*")))
-	stateDir := filepath.Join(dir, "state")
-	p := startBin(t, memwatchFast, "--policy", pol, "--state-dir", stateDir)
-	p.waitLog("ready", 60*time.Second)
-
-	spool, err := sql.Open("sqlite", "file:"+filepath.Join(stateDir, "spool.db")+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer spool.Close()
-	captured := func(word string) bool {
-		var k int
-		spool.QueryRow(`SELECT COUNT(*) FROM lines WHERE instr(data, ?) > 0`, word).Scan(&k)
-		return k > 0
-	}
+	p, pol, stateDir, spool, captured := bigAndOther(t, dir, "1m", "consolidate: false")
 	caughtUp := func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -79,15 +55,7 @@ stores:
 	var worst time.Duration
 	probes := 0
 	for i := 0; !caughtUp() || probes < 3; i++ {
-		word := fmt.Sprintf("probeword%d", i)
-		f, _ := os.OpenFile(log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		fmt.Fprintf(f, `{"role":"user","content":"%s"}`+"\n", word)
-		f.Close()
-		wrote := time.Now()
-		for !captured(word) && time.Since(wrote) < 30*time.Second {
-			time.Sleep(20 * time.Millisecond)
-		}
-		took := time.Since(wrote)
+		took := probeCapture(log, fmt.Sprintf("probeword%d", i), captured)
 		worst = max(worst, took)
 		probes++
 		if took > 5*time.Second {
@@ -172,4 +140,41 @@ func quietFor(p *proc, d time.Duration) bool {
 	}
 	at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(p.lines[len(p.lines)-1]["time"]))
 	return err == nil && time.Since(at) >= d
+}
+
+// bigAndOther runs the daemon over dir/big/* (a memory-history store with
+// bigOpts, e.g. "consolidate: false") and dir/other/* (no consolidation),
+// waits for it to be ready, and opens its spool read-only: captured says
+// whether a line holding word is in it.
+func bigAndOther(t *testing.T, dir, jobTimeout, bigOpts string) (p *proc, pol, stateDir string, spool *sql.DB, captured func(word string) bool) {
+	t.Helper()
+	pol = writePolicy(t, dir, fmt.Sprintf("job_timeout: %s\nstores:\n  - name: big\n    layout: memory-history\n    paths: [%q]\n    %s\n  - name: other\n    layout: memory-history\n    paths: [%q]\n    consolidate: false\n",
+		jobTimeout, filepath.Join(dir, "big", "*"), bigOpts, filepath.Join(dir, "other", "*")))
+	stateDir = filepath.Join(dir, "state")
+	p = startBin(t, memwatchFast, "--policy", pol, "--state-dir", stateDir)
+	p.waitLog("ready", 60*time.Second)
+	spool, err := sql.Open("sqlite", "file:"+filepath.Join(stateDir, "spool.db")+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { spool.Close() })
+	captured = func(word string) bool {
+		var k int
+		spool.QueryRow(`SELECT COUNT(*) FROM lines WHERE instr(data, ?) > 0`, word).Scan(&k)
+		return k > 0
+	}
+	return p, pol, stateDir, spool, captured
+}
+
+// probeCapture appends a line holding word to log and waits (30 s at
+// most) until it is captured: how long another root waits behind a burst.
+func probeCapture(log, word string, captured func(string) bool) time.Duration {
+	f, _ := os.OpenFile(log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	fmt.Fprintf(f, `{"role":"user","content":"%s"}`+"\n", word)
+	f.Close()
+	wrote := time.Now()
+	for !captured(word) && time.Since(wrote) < 30*time.Second {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(wrote)
 }

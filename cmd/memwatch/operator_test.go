@@ -61,7 +61,7 @@ func TestOperatorOnePolicyRule(t *testing.T) {
 	daemon := alice.command(bin, "run", "--log-format", "json")
 	daemon.Env = append(daemon.Env, "XDG_RUNTIME_DIR="+runtime)
 	daemon.Dir = alice.home
-	var log strings.Builder
+	var log syncBuffer // the daemon writes it while the test reads
 	daemon.Stderr = &log
 	if err := daemon.Start(); err != nil {
 		t.Fatal(err)

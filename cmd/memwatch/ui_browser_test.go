@@ -132,17 +132,7 @@ func TestReviewPagesInABrowser(t *testing.T) {
 	os.WriteFile(filepath.Join(notesA, "memory.md"), []byte(big), 0o644)
 	os.WriteFile(filepath.Join(notesB, "memory.md"), []byte("# now\n\n## State\n- small\n\n# History\n"), 0o644)
 	os.WriteFile(filepath.Join(facts, "facts", "deploys.md"), []byte("> Summary: how we deploy\n\nThe ledger service deploys on Fridays through the quokka pipeline.\n"), 0o644)
-	token := "ui-admin-" + strings.Repeat("t", 32)
-	tokenFile := filepath.Join(dir, "token")
-	os.WriteFile(tokenFile, []byte(token), 0o600)
-	addr := freeAddr(t)
-	pol := writePolicy(t, dir, fmt.Sprintf(`control:
-  tcp: %s
-  token_file: %s
-ui:
-  enabled: true
-stores:
-  - name: notes
+	token, addr, pol := uiPolicy(t, dir, fmt.Sprintf(`  - name: notes
     layout: now-history
     paths: [%q]
     settle: 30ms
@@ -151,20 +141,14 @@ stores:
     layout: facts-episodes
     paths: [%q]
     settle: 30ms
-`, addr, tokenFile, filepath.Join(dir, "notes", "*"), facts))
+`, filepath.Join(dir, "notes", "*"), facts))
 	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "state"))
 	p.waitLog("ready", 20*time.Second)
 	p.waitLogWith("rewrote file", map[string]any{"store": "notes", "rule": "compact"}, 20*time.Second)
 	base := "http://" + addr + "/ui/"
 
 	// Sign in: the pages ask for a token, then show both stores.
-	do(t, ctx, "sign in",
-		chromedp.Navigate(base),
-		chromedp.WaitVisible(`input[name=token]`),
-		chromedp.SendKeys(`input[name=token]`, token),
-		chromedp.Submit(`input[name=token]`),
-		chromedp.WaitVisible(`//h1[contains(., "What memwatch did")]`),
-	)
+	do(t, ctx, "sign in", uiSignIn(base, token)...)
 	text := pageText(t, ctx)
 	for _, want := range []string{"notes", "facts", notesA, facts} {
 		if !strings.Contains(text, want) {
@@ -284,10 +268,6 @@ stores:
 func TestReviewPageWeight(t *testing.T) {
 	ctx := browser(t)
 	dir := t.TempDir()
-	token := "ui-admin-" + strings.Repeat("w", 32)
-	tokenFile := filepath.Join(dir, "token")
-	os.WriteFile(tokenFile, []byte(token), 0o600)
-	addr := freeAddr(t)
 	var stores strings.Builder
 	for i := range 50 {
 		root := filepath.Join(dir, fmt.Sprintf("s%02d", i), "a")
@@ -295,17 +275,13 @@ func TestReviewPageWeight(t *testing.T) {
 		os.WriteFile(filepath.Join(root, "memory.md"), bigMemory(40, fmt.Sprint("s", i)), 0o644)
 		fmt.Fprintf(&stores, "  - name: store-%02d\n    layout: now-history\n    paths: [%q]\n    settle: 30ms\n    max_size: 2KiB\n", i, filepath.Dir(root)+"/*")
 	}
-	pol := writePolicy(t, dir, fmt.Sprintf("control:\n  tcp: %s\n  token_file: %s\nui:\n  enabled: true\nstores:\n%s", addr, tokenFile, stores.String()))
+	token, addr, pol := uiPolicy(t, dir, stores.String())
 	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "state"))
 	p.waitLog("ready", 30*time.Second)
 	p.waitLog("caught up: every root evaluated, its logs captured and indexed", 60*time.Second)
 	base := "http://" + addr + "/ui/"
-	do(t, ctx, "sign in and open the overview",
-		chromedp.Navigate(base),
-		chromedp.WaitVisible(`input[name=token]`),
-		chromedp.SendKeys(`input[name=token]`, token),
-		chromedp.Submit(`input[name=token]`),
-		chromedp.WaitVisible(`//h1[contains(., "What memwatch did")]`),
+	do(t, ctx, "sign in", uiSignIn(base, token)...)
+	do(t, ctx, "open the overview",
 		chromedp.Navigate(base),
 		chromedp.WaitVisible(`//h1[contains(., "What memwatch did")]`),
 	)
@@ -349,21 +325,7 @@ func TestReviewSearchAtAGlance(t *testing.T) {
 			`{"role":"assistant","content":"Billing deploys to the eu-west-2 cluster.","timestamp":"2026-11-20T10:01:00Z"}`+"\n"), 0o644)
 	entry := "- [2026-11-20] the wombat-queue carries billing events\n"
 	os.WriteFile(filepath.Join(root, "NOTES.md"), []byte(strings.Repeat(entry, 3)), 0o644)
-	token := "ui-admin-" + strings.Repeat("s", 32)
-	tokenFile := filepath.Join(dir, "token")
-	os.WriteFile(tokenFile, []byte(token), 0o600)
-	addr := freeAddr(t)
-	pol := writePolicy(t, dir, fmt.Sprintf(`control:
-  tcp: %s
-  token_file: %s
-ui:
-  enabled: true
-stores:
-  - name: talk
-    layout: session-detail
-    paths: [%q]
-    settle: 30ms
-`, addr, tokenFile, filepath.Join(dir, "ws", "*")))
+	token, addr, pol := uiPolicy(t, dir, fmt.Sprintf("  - name: talk\n    layout: session-detail\n    paths: [%q]\n    settle: 30ms\n", filepath.Join(dir, "ws", "*")))
 	// session-detail searches messages.jsonl and detail/: the log and the
 	// note go where it looks.
 	os.Rename(filepath.Join(root, "sessions", "s1.jsonl"), filepath.Join(root, "messages.jsonl"))
@@ -372,13 +334,7 @@ stores:
 	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "state"))
 	p.waitLog("ready", 20*time.Second)
 	base := "http://" + addr + "/ui/"
-	do(t, ctx, "sign in",
-		chromedp.Navigate(base),
-		chromedp.WaitVisible(`input[name=token]`),
-		chromedp.SendKeys(`input[name=token]`, token),
-		chromedp.Submit(`input[name=token]`),
-		chromedp.WaitVisible(`//h1[contains(., "What memwatch did")]`),
-	)
+	do(t, ctx, "sign in", uiSignIn(base, token)...)
 	do(t, ctx, "search a question",
 		chromedp.Navigate(base+"search?q="+url.QueryEscape("which cluster does billing deploy to?")),
 		chromedp.WaitVisible(`.result`),
@@ -426,4 +382,28 @@ stores:
 		t.Errorf("an entry written three times: %d result(s), copies %q; want one, with its 2 copies", n, copies)
 	}
 	screenshot(t, ctx, "search-copies")
+}
+
+// uiPolicy writes a policy with the review pages on a loopback listener
+// guarded by an administrator's token, and the stores given (YAML list
+// items): the token, the listener's address and the policy's path.
+func uiPolicy(t *testing.T, dir, stores string) (token, addr, pol string) {
+	t.Helper()
+	token = "ui-admin-" + strings.Repeat("t", 32)
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte(token), 0o600)
+	addr = freeAddr(t)
+	pol = writePolicy(t, dir, fmt.Sprintf("control:\n  tcp: %s\n  token_file: %s\nui:\n  enabled: true\nstores:\n%s", addr, tokenFile, stores))
+	return token, addr, pol
+}
+
+// uiSignIn signs in to the review pages at base with the token.
+func uiSignIn(base, token string) []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{
+		chromedp.Navigate(base),
+		chromedp.WaitVisible(`input[name=token]`),
+		chromedp.SendKeys(`input[name=token]`, token),
+		chromedp.Submit(`input[name=token]`),
+		chromedp.WaitVisible(`//h1[contains(., "What memwatch did")]`),
+	}
 }
