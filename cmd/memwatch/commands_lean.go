@@ -100,6 +100,9 @@ func findFull() (string, error) {
 	return p, nil
 }
 
+// fullState: the lean memwatch keeps nothing beside the flags.
+type fullState struct{}
+
 // commandContext: the lean commands journal nothing.
 func commandContext() context.Context { return context.Background() }
 

@@ -19,6 +19,25 @@ import (
 // What only memwatchd's commands need (the lean memwatch runs recall,
 // show and version: commands_lean.go).
 
+// fullState is what memwatchd's commands keep beside the flags.
+type fullState struct {
+	// warned: a policy that does not load was said already.
+	warned bool
+}
+
+// warnf says something on stderr.
+func (g *globals) warnf(format string, args ...any) {
+	fmt.Fprintf(g.stderr, format+"\n", args...)
+}
+
+// initPolicyPath is where memwatch init --write writes with no file.
+func initPolicyPath() string {
+	if os.Geteuid() == 0 {
+		return filepath.Join(SystemPolicy, "memwatch.yaml")
+	}
+	return userPolicy()
+}
+
 // controlFor finds the socket from the flags and the policy, if any.
 func (g *globals) controlFor() (*controlClient, *policy.Policy, string, error) {
 	p, err := g.readPolicy()

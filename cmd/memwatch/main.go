@@ -49,8 +49,10 @@ type globals struct {
 	// rawOut is stdout as given: what prints agents' text itself makes it
 	// inert (print.go) before it adds colour.
 	rawOut io.Writer
-	// warned: a policy that does not load was said already.
-	warned bool
+	// full is what memwatchd's commands keep (globals_full.go; empty in
+	// the lean build).
+	//lint:ignore U1000 the lean build's fullState is empty and unread
+	full fullState
 	// rawBytes: sizes printed as a count of bytes (--bytes), for scripts.
 	rawBytes bool
 }
@@ -145,11 +147,6 @@ func (g *globals) flush() {
 	if f, ok := g.rawOut.(interface{ Flush() error }); ok {
 		f.Flush()
 	}
-}
-
-// warnf says something on stderr.
-func (g *globals) warnf(format string, args ...any) {
-	fmt.Fprintf(g.stderr, format+"\n", args...)
 }
 
 func printJSON(g *globals, v any) error {

@@ -83,8 +83,8 @@ func (g *globals) readPolicy() (*policy.Policy, error) {
 	if err == nil || !isPolicyError(err) {
 		return p, err
 	}
-	if !g.warned {
-		g.warned = true
+	if !g.full.warned {
+		g.full.warned = true
 		fmt.Fprintf(g.stderr, "memwatch: warning: the policy does not load; asking the daemon, which runs its last good version (memwatch validate names every error):\n%v\n", err)
 	}
 	return nil, nil

@@ -52,14 +52,6 @@ func (g *globals) policyRule() (path string, named, exists bool) {
 	return path, named, fileExists(path)
 }
 
-// initPolicyPath is where memwatch init --write writes with no file.
-func initPolicyPath() string {
-	if os.Geteuid() == 0 {
-		return filepath.Join(SystemPolicy, "memwatch.yaml")
-	}
-	return userPolicy()
-}
-
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
