@@ -134,7 +134,10 @@ type Daemon struct {
 	scans    layout.Scans   // evaluations' places between their slices
 	batches  layout.Batches // targets worked off together, per root and rule
 	scopes   scope.Cache    // what recall's scopes read of the roots
-	quota    layout.Quota   // lines of events repeated over many files
+	// indexes keeps the large recall indexes parsed between searches
+	// (recall.IndexCache: at most indexCacheBytes).
+	indexes *recall.IndexCache
+	quota   layout.Quota // lines of events repeated over many files
 	// refusals remembers the API refusals logged, once per client and reason.
 	refusals sync.Map
 
@@ -155,7 +158,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	// per file (loglimit.go).
 	raw := log
 	log, limit := newLogLimit(log)
-	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now()}
+	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), indexes: recall.NewIndexCache(indexCacheBytes)}
 	d.health.wake = make(chan struct{}, 1)
 	ctx := context.Background()
 	d.db, err = state.Open(ctx, cfg.StateDir)

@@ -82,6 +82,11 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// indexCacheBytes bounds the recall indexes the daemon keeps parsed
+// between searches: the block filters of 4 GiB of logs, at about 20 KiB
+// per MiB.
+const indexCacheBytes = 32 << 20
+
 // recaller is the Recaller of the roots caller reaches: the roots the
 // watcher found, opened as every job opens them.
 func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error) {
@@ -97,6 +102,7 @@ func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error
 			o.Index = filepath.Join(d.cfg.StateDir, IndexDir)
 			o.Generation = func(root *confine.Root, rel string) int64 { return d.spool.LiveGen(ctx, root.ID(), rel) }
 			o.Held = d.spool.SearchHeld
+			o.Indexes = d.indexes
 		}}
 	for _, s := range p.Stores {
 		if _, ok := SearchSources(s); !ok || !caller.ReachesStore(s) {

@@ -117,6 +117,7 @@ type fileIndex struct {
 	blocks     []block
 	data       []byte // the index file, when blocks were loaded
 	mapped     bool   // data is mapped (a large index), not read
+	kept       bool   // an IndexCache holds it: shared, read-only, never closed
 	// partial is the encoded size of the last block when it holds the
 	// lines after the last full block (the next pass replaces it): a
 	// note that stopped growing is covered to its end.
@@ -152,7 +153,7 @@ const mapAbove = 1 << 20
 
 // close unmaps the index file.
 func (idx *fileIndex) close() {
-	if idx != nil && idx.data != nil {
+	if idx != nil && !idx.kept && idx.data != nil {
 		if idx.mapped {
 			syscall.Munmap(idx.data)
 		}
@@ -214,6 +215,13 @@ func readIndex(path string, blocks, verify bool, scratch []byte) (*fileIndex, er
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer syscall.Close(fd)
+	return readIndexFD(fd, path, blocks, verify, scratch, true)
+}
+
+// readIndexFD is readIndex on an open index file; mapOK lets it map a
+// large one (a copy the daemon keeps is read instead: a mapping of a file
+// the indexer truncates would fault).
+func readIndexFD(fd int, path string, blocks, verify bool, scratch []byte, mapOK bool) (*fileIndex, error) {
 	first := headerSize
 	if blocks {
 		first = smallIndex
@@ -239,7 +247,7 @@ func readIndex(path string, blocks, verify bool, scratch []byte) (*fileIndex, er
 	switch {
 	case idx.blocksEnd <= int64(n):
 		idx.data = buf[:idx.blocksEnd]
-	case idx.blocksEnd < mapAbove:
+	case idx.blocksEnd < mapAbove || !mapOK:
 		idx.data = make([]byte, idx.blocksEnd)
 		copy(idx.data, buf[:n])
 		m, err := pread(fd, idx.data[n:], int64(n))
@@ -407,7 +415,7 @@ func (s *searcher) index(f file) (idx *fileIndex, unchanged bool) {
 	if s.idxBuf == nil {
 		s.idxBuf = make([]byte, smallIndex)
 	}
-	idx, err := readIndex(path, true, false, s.idxBuf)
+	idx, err := s.o.Indexes.read(path, s.idxBuf)
 	if err != nil {
 		return nil, false
 	}

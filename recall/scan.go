@@ -143,6 +143,9 @@ type Options struct {
 	// kept in a database), newest first: they are searched after the
 	// files, as messages, cited where they were captured.
 	Held func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error
+	// Indexes keeps large indexes parsed between searches (the daemon's;
+	// nil: each is read).
+	Indexes *IndexCache
 }
 
 // Stats says how a search was answered (memwatch recall --explain).

@@ -1,0 +1,133 @@
+package recall
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// waitSettled waits until path's change time is old enough that a later
+// write must change it.
+func waitSettled(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		if settledCtime(&st, time.Now()) != 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: change time never settled", path)
+		}
+	}
+}
+
+// TestIndexCacheFollowsTheIndex: a kept index answers as a fresh read
+// does, is used again while its file is unchanged, and is read anew once
+// the indexer has rewritten the file in place (a grown note); the cache
+// keeps no more than its bound.
+func TestIndexCacheFollowsTheIndex(t *testing.T) {
+	dir := t.TempDir()
+	rel := "working-memory/detail/n.md"
+	note := filepath.Join(dir, rel)
+	os.MkdirAll(filepath.Dir(note), 0o755)
+	var b strings.Builder
+	for i := range 6000 {
+		fmt.Fprintf(&b, "line %05d of the notes about the deploy to cluster %d\n", i, i%97)
+	}
+	if err := os.WriteFile(note, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, note)
+	root := openRoot(t, dir)
+	idxDir := filepath.Join(dir, "idx")
+	build := func() {
+		t.Helper()
+		if _, err := IndexFile(idxDir, root, rel, Text, IndexOptions{BlockSize: 1024}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build()
+	path := indexPath(idxDir, root.Path(), rel)
+	if fi, err := os.Stat(path); err != nil || fi.Size() <= keepAbove {
+		t.Fatalf("the index is too small to keep (%v): grow the note", err)
+	}
+	waitSettled(t, path)
+	cache := NewIndexCache(1 << 20)
+	search := func(word string, c *IndexCache) []Result {
+		t.Helper()
+		q, _ := ParseQuery(word)
+		rs, _, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: sessionSources}}, Limit: 10, Index: idxDir, Indexes: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	if got, want := len(search("01234", cache)), len(search("01234", nil)); got != want || got != 1 {
+		t.Errorf("a word the note holds: %d results with the cache, %d without; want 1", got, want)
+	}
+	first := cache.entries[path]
+	if first == nil {
+		t.Fatal("the settled index was not kept")
+	}
+	search("cluster", cache)
+	if cache.entries[path] != first {
+		t.Error("an unchanged index was read again")
+	}
+
+	// The note grows; the indexer rewrites its last block and header in place.
+	f, err := os.OpenFile(note, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		fmt.Fprintf(f, "zebrafinch %d said later\n", i)
+	}
+	f.Close()
+	waitSettled(t, note)
+	build()
+	idx, err := cache.read(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(note)
+	if idx.end != fi.Size() {
+		t.Errorf("after the index was rewritten: the cache gives an index to byte %d, want %d (the new one)", idx.end, fi.Size())
+	}
+	if rs := search("zebrafinch", cache); len(rs) != 10 {
+		t.Errorf("the grown note: %d results, want 10", len(rs))
+	}
+
+	// A bound smaller than the index keeps nothing.
+	small := NewIndexCache(keepAbove)
+	search("01234", small)
+	if len(small.entries) != 0 || small.size != 0 {
+		t.Errorf("a cache of %d bytes keeps %d entries (%d bytes)", keepAbove, len(small.entries), small.size)
+	}
+}
+
+// TestIndexCacheDropsLeastRecentlyUsed: past its bound the cache drops
+// the index used longest ago.
+func TestIndexCacheDropsLeastRecentlyUsed(t *testing.T) {
+	c := NewIndexCache(300)
+	for _, p := range []string{"a", "b", "c"} {
+		c.keep(p, &keptIndex{idx: &fileIndex{}, size: 100})
+	}
+	c.entries["a"].used = c.tick + 1 // a used since b and c were kept
+	c.tick++
+	c.keep("d", &keptIndex{idx: &fileIndex{}, size: 100})
+	if _, ok := c.entries["b"]; ok || len(c.entries) != 3 || c.size != 300 {
+		t.Errorf("after a fourth: %d entries of %d bytes, b kept %v; want 3 of 300, b dropped", len(c.entries), c.size, ok)
+	}
+	c.keep("a", &keptIndex{idx: &fileIndex{}, size: 200})
+	if c.size > 300 {
+		t.Errorf("replacing an entry: %d bytes kept, over the bound 300", c.size)
+	}
+}
