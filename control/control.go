@@ -1,9 +1,10 @@
 // Package control is what the client commands share with the daemon
 // without linking it: where a running daemon announces itself
 // (Discover), who answers on its socket (PeerUID), and the requests and
-// answers a client exchanges with it (recall, show). The daemon package
-// implements the socket; memwatch's lean binary talks to it with this
-// alone, so it imports nothing of memwatch but this package.
+// answers a client exchanges with it (recall, show, the journal, and
+// how memwatch log prints it). The daemon package implements the
+// socket; memwatch's lean binary talks to it with this alone, so it
+// imports nothing of memwatch but this package.
 package control
 
 import "time"

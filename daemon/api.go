@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/layout/apprecords"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/rewrite"
@@ -158,6 +160,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /v1/status", d.handleStatus)
 	mux.HandleFunc("GET /v1/journal", d.handleJournal)
+	mux.HandleFunc("GET /v1/journal/count", d.handleJournalCount)
 	mux.HandleFunc("POST /v1/undo/{id}", d.handleUndo)
 	mux.HandleFunc("POST /v1/redo/{id}", d.handleRedo)
 	mux.HandleFunc("POST /v1/trigger", d.handleTrigger)
@@ -434,8 +437,51 @@ func clip(s string) string {
 }
 
 func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
-	if !d.needRight(w, r, policy.RightRead) {
+	f, ok := d.journalFilter(w, r)
+	if !ok {
 		return
+	}
+	out, err := d.journalOf(r.Context(), CallerOf(r.Context()), f)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	if len(out) == 0 && (f.Store != "" || f.Rule != "") {
+		// Nothing from a name that names nothing: the request's mistake.
+		if err := CheckJournalNames(r.Context(), d.db, d.Policy(), f.Store, f.Rule); err != nil {
+			writeErr(w, http.StatusBadRequest, err)
+			return
+		}
+	}
+	if out == nil {
+		out = []state.Record{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleJournalCount counts the records a journal request selects (up to
+// maxJournalLimit): log says how many kept copies there are beside what
+// it prints.
+func (d *Daemon) handleJournalCount(w http.ResponseWriter, r *http.Request) {
+	f, ok := d.journalFilter(w, r)
+	if !ok {
+		return
+	}
+	f.Limit = maxJournalLimit
+	out, err := d.journalOf(r.Context(), CallerOf(r.Context()), f)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, control.JournalCount{Count: len(out)})
+}
+
+// journalFilter reads a journal request's filter, each number and time
+// checked; a root not given whole is the one the caller reaches now.
+// Otherwise it answers (400, 403, 404).
+func (d *Daemon) journalFilter(w http.ResponseWriter, r *http.Request) (state.Filter, bool) {
+	if !d.needRight(w, r, policy.RightRead) {
+		return state.Filter{}, false
 	}
 	q := r.URL.Query()
 	limit := 50
@@ -443,7 +489,7 @@ func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxJournalLimit {
 			writeErr(w, http.StatusBadRequest, fmt.Errorf("limit must be a number from 1 to %d, not %q", maxJournalLimit, clip(s)))
-			return
+			return state.Filter{}, false
 		}
 		limit = n
 	}
@@ -456,7 +502,7 @@ func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 			v, err := time.Parse(time.RFC3339Nano, s)
 			if err != nil {
 				writeErr(w, http.StatusBadRequest, fmt.Errorf("%s must be a time as RFC 3339 (2026-11-27T14:00:00Z), not %q", t.key, clip(s)))
-				return
+				return state.Filter{}, false
 			}
 			*t.to = v
 		}
@@ -465,60 +511,96 @@ func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
 			writeErr(w, http.StatusBadRequest, fmt.Errorf("after must be a record id, not %q", clip(s)))
-			return
+			return state.Filter{}, false
 		}
 		f.AfterID = n
 	}
-	caller := CallerOf(r.Context())
-	if f.Root != "" && !caller.IsAdmin() {
+	if f.Root != "" && !CallerOf(r.Context()).IsAdmin() {
 		_, root, ok := d.needRoot(w, r, f.Root, policy.RightRead)
 		if !ok {
-			return
+			return state.Filter{}, false
 		}
 		// Only what was done in the directory the caller reaches now.
 		id := root.ID()
 		f.Root, f.Dir = id.Path, &id
 		root.Close()
 	}
-	var out []state.Record
+	return f, true
+}
+
+// journalOf is the records f selects that caller may read, newest first:
+// all of them for an administrator, else of each root the caller
+// reaches, what was done in the directory it reaches.
+func (d *Daemon) journalOf(ctx context.Context, caller *Caller, f state.Filter) ([]state.Record, error) {
 	if caller.IsAdmin() || f.Root != "" {
-		recs, err := d.db.Journal(r.Context(), f)
-		if err != nil {
-			writeErr(w, http.StatusInternalServerError, err)
-			return
+		return d.db.Journal(ctx, f)
+	}
+	reach := map[string]confine.ID{}
+	for _, s := range d.Policy().Stores {
+		if f.Store != "" && s.Name != f.Store {
+			continue
 		}
-		out = recs
-	} else {
-		// The records of the roots the caller reaches, newest first: of
-		// each, what was done in the directory it reaches.
-		reach := map[string]confine.ID{}
-		for _, s := range d.Policy().Stores {
-			if f.Store != "" && s.Name != f.Store {
-				continue
+		for _, id := range s.RootIDs() {
+			if caller.Reaches(s, id) {
+				reach[id.Path] = id
 			}
-			for _, id := range s.RootIDs() {
-				if caller.Reaches(s, id) {
-					reach[id.Path] = id
+		}
+	}
+	var out []state.Record
+	for _, id := range reach {
+		g := f
+		g.Root, g.Dir = id.Path, &id
+		recs, err := d.db.Journal(ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	return out[:min(len(out), f.Limit)], nil
+}
+
+// CheckJournalNames refuses a store or rule that names nothing: neither a
+// store of the policy (p, when one is loaded) nor a store or rule the
+// journal has ever recorded, nor a rule of the safe rewrite or of a
+// layout in use (valid before it ever acted).
+func CheckJournalNames(ctx context.Context, db *state.DB, p *policy.Policy, store, rule string) error {
+	stores, rules, err := db.JournalNames(ctx)
+	if err != nil {
+		return err
+	}
+	layouts := registry.Names()
+	if p != nil {
+		layouts = nil
+		for _, s := range p.Stores {
+			if !slices.Contains(stores, s.Name) {
+				stores = append(stores, s.Name)
+			}
+			layouts = append(layouts, s.Layout)
+		}
+	}
+	for _, r := range []string{rewrite.RuleKept, rewrite.RuleRestore, "undo"} {
+		if !slices.Contains(rules, r) {
+			rules = append(rules, r)
+		}
+	}
+	for _, name := range layouts {
+		if l, ok := registry.For(name); ok {
+			for _, r := range l.Rules() {
+				if !slices.Contains(rules, r.Name) {
+					rules = append(rules, r.Name)
 				}
 			}
 		}
-		for _, id := range reach {
-			g := f
-			g.Root, g.Dir = id.Path, &id
-			recs, err := d.db.Journal(r.Context(), g)
-			if err != nil {
-				writeErr(w, http.StatusInternalServerError, err)
-				return
-			}
-			out = append(out, recs...)
-		}
-		sort.SliceStable(out, func(i, j int) bool { return out[i].ID > out[j].ID })
-		out = out[:min(len(out), limit)]
 	}
-	if out == nil {
-		out = []state.Record{}
+	slices.Sort(rules)
+	if store != "" && !slices.Contains(stores, store) {
+		return fmt.Errorf("store %s: no such store (known: %s)", clip(store), strings.Join(stores, ", "))
 	}
-	writeJSON(w, http.StatusOK, out)
+	if rule != "" && !slices.Contains(rules, rule) {
+		return fmt.Errorf("rule %s: no such rule (known: %s)", clip(rule), strings.Join(rules, ", "))
+	}
+	return nil
 }
 
 func (d *Daemon) handleUndo(w http.ResponseWriter, r *http.Request) {

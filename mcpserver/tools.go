@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/layout/factsepisodes"
@@ -315,7 +316,7 @@ func (b *builder) addTools() {
 				if err != nil {
 					return "", nil, err
 				}
-				return state.FormatJournal(recs, state.Format{Filtered: true, Size: policy.Human}), nil, nil
+				return control.FormatJournal(recs, control.Format{Filtered: true, Size: policy.Human}), nil, nil
 			})
 	}
 	// Undo writes: a read-only binding, or a client without the undo

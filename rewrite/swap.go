@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -564,8 +565,8 @@ func (w *Rewriter) keepJournaled(dir *confine.Dir, name string, rec *state.Recor
 }
 
 // RuleKept journals a file memwatch found and moved into the archive
-// directory instead of deleting it.
-const RuleKept = "kept"
+// directory instead of deleting it (memwatch log --kept lists them).
+const RuleKept = control.RuleKept
 
 // keepFile moves dir/name into the target's archive directory under a new
 // name and returns its root-relative path.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 )
 
 // Outcomes of a journal record.
@@ -20,37 +21,9 @@ const (
 	Failed   = "failed"
 )
 
-// Record is one action memwatch took, or decided not to take.
-type Record struct {
-	ID         int64         `json:"id"`
-	Time       time.Time     `json:"time"`
-	Store      string        `json:"store"`
-	Root       string        `json:"root"`
-	Rule       string        `json:"rule"`
-	Target     string        `json:"target"`
-	Archive    string        `json:"archive,omitempty"`
-	BeforeSHA  string        `json:"before_sha256,omitempty"`
-	BeforeSize int64         `json:"before_size"`
-	AfterSHA   string        `json:"after_sha256,omitempty"`
-	AfterSize  int64         `json:"after_size"`
-	Tokens     int64         `json:"tokens"`
-	Duration   time.Duration `json:"duration_ns"`
-	Outcome    string        `json:"outcome"`
-	Reason     string        `json:"reason,omitempty"`
-	Data       []byte        `json:"data,omitempty"`
-	// RootDev and RootIno identify the root directory the action was made
-	// in: undo and recovery act only on that directory (0: not recorded).
-	RootDev int64 `json:"root_dev,omitempty"`
-	RootIno int64 `json:"root_ino,omitempty"`
-	// Trigger is what started the action: change (an agent wrote), poll,
-	// schedule, tick (the session-idle check), sweep, manual (a command or
-	// the API), restore_deleted, retry.
-	Trigger string `json:"trigger,omitempty"`
-	// Key identifies the change for the rule that made it (a consolidated
-	// range), so the rule can ask whether it was made (DoneKey) without
-	// reading the file it went into.
-	Key string `json:"key,omitempty"`
-}
+// Record is one action memwatch took, or decided not to take (the
+// type a client reads the journal as).
+type Record = control.Record
 
 // Append writes a record and returns its id.
 func (d *DB) Append(ctx context.Context, r *Record) (int64, error) {

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memwatch/memwatch/state"
 )
 
-// TestLeanBinary: memwatch built with -tags lean runs recall, show and
+// TestLeanBinary: memwatch built with -tags lean runs recall, show, log and
 // version itself, links none of the daemon's heavy packages, and runs
 // every other command through memwatchd beside it (arguments, exit code
 // and output as memwatchd's); without a memwatchd it says what is missing.
@@ -104,7 +106,16 @@ func TestClientSameEitherWay(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "MEMORY.md"), []byte("# Memory\n- billing deploys go through staging first\n- the zanzibar runbook lives in ops/\n"), 0o644)
 	stateDir := filepath.Join(dir, "state")
 	pol := filepath.Join(dir, "policy.yaml")
-	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstate_dir: %s\nstores:\n  - name: agents\n    layout: memory-history\n    paths: [%q]\n    consolidate: false\n", stateDir, filepath.Join(dir, "agents", "*"))), 0o644)
+	// Another agent's MEMORY.md over its limit: the journal has a compression.
+	other := filepath.Join(dir, "other", "o1")
+	os.MkdirAll(other, 0o755)
+	var mem strings.Builder
+	mem.WriteString("# Memory\n")
+	for i := range 30 {
+		fmt.Fprintf(&mem, "- 2026-11-%02d: fact %d about the queue\n", i%28+1, i)
+	}
+	os.WriteFile(filepath.Join(other, "MEMORY.md"), []byte(mem.String()), 0o644)
+	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstate_dir: %s\nstores:\n  - name: agents\n    layout: memory-history\n    paths: [%q]\n    consolidate: false\n  - name: other\n    layout: memory-history\n    paths: [%q]\n    consolidate: false\n    memory_max_lines: 10\n", stateDir, filepath.Join(dir, "agents", "*"), filepath.Join(dir, "other", "*"))), 0o644)
 	env := append(os.Environ(), "MEMWATCH_POLICY="+pol, "MEMWATCH_STATE_DIR=")
 	cite := filepath.Join(root, "sessions", "s1.jsonl") + "#L2"
 	cases := [][]string{
@@ -119,6 +130,13 @@ func TestClientSameEitherWay(t *testing.T) {
 		{"show", "--color", "never", "-C", "1", cite},
 		{"show", "--color", "never", "--raw", cite},
 		{"show", "--color", "never", filepath.Join(root, "sessions", "s1.jsonl") + "#L99"},
+		{"log", "--color", "never"},
+		{"log", "--color", "never", "-n", "1", "--store", "other"},
+		{"log", "--json"},
+		{"log", "--store", "nope"},
+		{"log", "--rule", "nope"},
+		{"log", "--since", "tomorrow"},
+		{"log", "--kept"},
 		{"version"},
 	}
 	runAll := func() (outs []string, codes []int) {
@@ -134,6 +152,7 @@ func TestClientSameEitherWay(t *testing.T) {
 	// it, memwatchd reads the same state.
 	p := startBin(t, filepath.Join(bin, "memwatchd"), "--policy", pol)
 	p.waitLog("caught up: every root evaluated, its logs captured and indexed", 60*time.Second)
+	waitJournal(t, stateDir, 30*time.Second, "the compression", func(r state.Record) bool { return r.Rule == "compress-memory" && r.Outcome == state.Done })
 	withOuts, withCodes := runAll()
 	if err := p.stop(20 * time.Second); err != nil {
 		t.Fatalf("stop the daemon: %v", err)
@@ -144,7 +163,7 @@ func TestClientSameEitherWay(t *testing.T) {
 			t.Errorf("memwatch %q: with the daemon exit %d:\n%s\nwithout it exit %d:\n%s", args, withCodes[i], withOuts[i], withoutCodes[i], withoutOuts[i])
 		}
 	}
-	for i, want := range []int{0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 1, 0} {
+	for i, want := range []int{0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 1, 0, 0, 0, 2, 2, 1, 1, 0} {
 		if withCodes[i] != want {
 			t.Errorf("memwatch %q: exit %d, want %d\n%s", cases[i], withCodes[i], want, withOuts[i])
 		}

@@ -1,31 +1,23 @@
-//go:build !lean
-
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/memwatch/memwatch/layout/registry"
-	"github.com/memwatch/memwatch/policy"
-	"github.com/memwatch/memwatch/rewrite"
-	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/control"
 )
 
 func logCmd(g *globals) *cobra.Command {
-	var f state.Filter
+	var f control.JournalQuery
 	var asJSON, kept, follow, noPager bool
 	var since, until, color string
 	cmd := &cobra.Command{
@@ -69,20 +61,16 @@ none matches what --store, --root, --rule, --since or --until asked for,
 				*t.to = v
 			}
 			if kept {
-				if f.Rule != "" && f.Rule != rewrite.RuleKept {
+				if f.Rule != "" && f.Rule != control.RuleKept {
 					return usageError{fmt.Errorf("--kept lists the kept copies; it cannot be combined with --rule %s", f.Rule)}
 				}
-				f.Rule = rewrite.RuleKept
+				f.Rule = control.RuleKept
 			}
 			colored, err := useColor(color, g.rawOut)
 			if err != nil {
 				return err
 			}
-			p, err := g.readPolicy()
-			if err != nil {
-				return err
-			}
-			j, err := g.openJournal(cmd.Context(), p)
+			j, err := g.openJournal(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -95,7 +83,7 @@ none matches what --store, --root, --rule, --since or --until asked for,
 				return err
 			}
 			if len(recs) == 0 {
-				if err := j.checkNames(cmd.Context(), p, f); err != nil {
+				if err := j.checkNames(cmd.Context(), f); err != nil {
 					return err
 				}
 			}
@@ -105,7 +93,7 @@ none matches what --store, --root, --rule, --since or --until asked for,
 					return err
 				}
 			} else {
-				text := state.FormatJournal(g.inertRecords(recs), g.journalFormat(filtered, paint(colored)))
+				text := control.FormatJournal(g.inertRecords(recs), g.journalFormat(filtered, paint(colored)))
 				if n := j.kept(cmd.Context(), f); n > 0 {
 					// Kept copies are backups the agent never reads: say there are some.
 					text += fmt.Sprintf("\n%d kept copies (an agent's version met during a rewrite, kept as a backup; its lines are in the live file): memwatch log --kept\n", n)
@@ -134,8 +122,8 @@ none matches what --store, --root, --rule, --since or --until asked for,
 
 // journalFormat is how log prints records here: sizes as --bytes says,
 // wrapped to the terminal, coloured as git log colours its commits.
-func (g *globals) journalFormat(filtered bool, p paint) state.Format {
-	return state.Format{
+func (g *globals) journalFormat(filtered bool, p paint) control.Format {
+	return control.Format{
 		Filtered: filtered,
 		Width:    terminalWidth(g.rawOut),
 		Size:     g.size,
@@ -158,11 +146,11 @@ func (g *globals) journalFormat(filtered bool, p paint) state.Format {
 // inertRecords makes what an agent could have named (files, roots,
 // reasons quoting them) inert on a terminal before colour is added: the
 // text then goes to the terminal or pager as it is.
-func (g *globals) inertRecords(recs []state.Record) []state.Record {
+func (g *globals) inertRecords(recs []control.Record) []control.Record {
 	if g.stdout == g.rawOut {
 		return recs
 	}
-	out := make([]state.Record, len(recs))
+	out := make([]control.Record, len(recs))
 	for i, r := range recs {
 		r.Root, r.Target, r.Store, r.Rule = inertText(r.Root), inertText(r.Target), inertText(r.Store), inertText(r.Rule)
 		r.Archive, r.Reason, r.Outcome, r.Trigger = inertText(r.Archive), inertText(r.Reason), inertText(r.Outcome), inertText(r.Trigger)
@@ -171,85 +159,33 @@ func (g *globals) inertRecords(recs []state.Record) []state.Record {
 	return out
 }
 
-// journal is where log reads records: the state's database when this
-// user can open it, else the daemon (which gives the records of the
-// caller's own roots).
-type journal struct {
-	db  *state.DB
-	ctl *controlClient
-}
-
-func (g *globals) openJournal(ctx context.Context, p *policy.Policy) (*journal, error) {
-	dir := g.resolveStateDir(p)
-	if stateUnreadable(dir) {
-		return &journal{ctl: g.control(p, dir)}, nil
-	}
-	if _, err := os.Stat(filepath.Join(dir, state.FileName)); err != nil {
-		return nil, fmt.Errorf("no journal in %s (is --state-dir or --policy right?): %w", dir, err)
-	}
-	db, err := state.Open(ctx, dir)
-	if err != nil {
+// readDaemon asks the daemon for the records f selects.
+func readDaemon(ctx context.Context, ctl *controlClient, f control.JournalQuery) ([]control.Record, error) {
+	f.Limit = min(f.Limit, 100_000)
+	var recs []control.Record
+	if err := ctl.do(ctx, "GET", "/v1/journal?"+f.Values().Encode(), nil, &recs); err != nil {
 		return nil, err
-	}
-	return &journal{db: db}, nil
-}
-
-func (j *journal) close() {
-	if j.db != nil {
-		j.db.Close()
-	}
-}
-
-func (j *journal) read(ctx context.Context, f state.Filter) ([]state.Record, error) {
-	if j.db != nil {
-		return j.db.Journal(ctx, f)
-	}
-	v := url.Values{"limit": {strconv.Itoa(min(f.Limit, 100_000))}}
-	for k, val := range map[string]string{"store": f.Store, "root": f.Root, "rule": f.Rule} {
-		if val != "" {
-			v.Set(k, val)
-		}
-	}
-	if !f.Since.IsZero() {
-		v.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
-	}
-	if !f.Until.IsZero() {
-		v.Set("until", f.Until.UTC().Format(time.RFC3339Nano))
-	}
-	if f.AfterID > 0 {
-		v.Set("after", strconv.FormatInt(f.AfterID, 10))
-	}
-	var recs []state.Record
-	if err := j.ctl.do(ctx, "GET", "/v1/journal?"+v.Encode(), nil, &recs); err != nil {
-		return nil, fmt.Errorf("no journal you can read here, and the daemon did not answer: %w", err)
 	}
 	return recs, nil
 }
 
-// checkNames: an empty answer to a --store or --rule that names nothing
-// is a usage error (the daemon says so itself).
-func (j *journal) checkNames(ctx context.Context, p *policy.Policy, f state.Filter) error {
-	if j.db == nil || (f.Store == "" && f.Rule == "") {
-		return nil
-	}
-	return checkNames(ctx, j.db, p, f)
-}
-
-// kept counts the kept copies of what f selects (0 when f lists them).
-func (j *journal) kept(ctx context.Context, f state.Filter) int {
-	if j.db == nil || f.Rule == rewrite.RuleKept {
+// keptDaemon asks the daemon how many kept copies f's store and root
+// have (0 when f lists them, or on any error: it is a hint).
+func keptDaemon(ctx context.Context, ctl *controlClient, f control.JournalQuery) int {
+	if f.Rule == control.RuleKept {
 		return 0
 	}
-	all, err := j.db.Journal(ctx, state.Filter{Store: f.Store, Root: f.Root, Rule: rewrite.RuleKept, Limit: 100_000})
-	if err != nil {
+	q := control.JournalQuery{Store: f.Store, Root: f.Root, Rule: control.RuleKept}
+	var n control.JournalCount
+	if err := ctl.do(ctx, "GET", "/v1/journal/count?"+q.Values().Encode(), nil, &n); err != nil {
 		return 0
 	}
-	return len(all)
+	return n.Count
 }
 
 // followJournal prints the last records oldest first, then each new one
 // as it is journaled (a look every second), until Ctrl-C.
-func (g *globals) followJournal(ctx context.Context, j *journal, f state.Filter, p paint) error {
+func (g *globals) followJournal(ctx context.Context, j *journal, f control.JournalQuery, p paint) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	format := g.journalFormat(true, p)
@@ -261,7 +197,7 @@ func (g *globals) followJournal(ctx context.Context, j *journal, f state.Filter,
 	for {
 		if len(recs) > 0 {
 			slices.Reverse(recs)
-			fmt.Fprint(g.rawOut, state.FormatJournal(g.inertRecords(recs), format))
+			fmt.Fprint(g.rawOut, control.FormatJournal(g.inertRecords(recs), format))
 			g.flush() // a pipe (log -f | grep) sees each record as it comes
 			f.AfterID = recs[len(recs)-1].ID
 		}
@@ -299,59 +235,16 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		}
 	}
 	ago := strings.TrimSuffix(strings.TrimPrefix(t, "-"), " ago")
-	if d, err := policy.ParseDuration(ago); err == nil && ago != "" {
+	if d, err := control.ParseDuration(ago); err == nil && ago != "" {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("unknown time %q: give 2026-11-27, '2026-11-27 14:00', today, yesterday or a time ago (90m, 2h, 3d)", s)
 }
 
-// checkNames refuses a --store or --rule that names nothing: neither a
-// store of the policy nor a store or rule the journal has ever recorded.
-func checkNames(ctx context.Context, db *state.DB, p *policy.Policy, f state.Filter) error {
-	stores, rules, err := db.JournalNames(ctx)
-	if err != nil {
-		return err
-	}
-	layouts := registry.Names()
-	if p != nil {
-		layouts = nil
-		for _, s := range p.Stores {
-			if !slices.Contains(stores, s.Name) {
-				stores = append(stores, s.Name)
-			}
-			layouts = append(layouts, s.Layout)
-		}
-	}
-	// The rules of the safe rewrite and of the layouts in use are valid
-	// even before they acted.
-	for _, r := range []string{rewrite.RuleKept, rewrite.RuleRestore, "undo"} {
-		if !slices.Contains(rules, r) {
-			rules = append(rules, r)
-		}
-	}
-	for _, name := range layouts {
-		if l, ok := registry.For(name); ok {
-			for _, r := range l.Rules() {
-				if !slices.Contains(rules, r.Name) {
-					rules = append(rules, r.Name)
-				}
-			}
-		}
-	}
-	slices.Sort(rules)
-	if f.Store != "" && !slices.Contains(stores, f.Store) {
-		return usageError{fmt.Errorf("--store %s: no such store (known: %s)", f.Store, strings.Join(stores, ", "))}
-	}
-	if f.Rule != "" && !slices.Contains(rules, f.Rule) {
-		return usageError{fmt.Errorf("--rule %s: no such rule (known: %s)", f.Rule, strings.Join(rules, ", "))}
-	}
-	return nil
-}
-
 // printJournal prints journal records as JSON.
-func printJournal(g *globals, recs []state.Record) error {
+func printJournal(g *globals, recs []control.Record) error {
 	if recs == nil {
-		recs = []state.Record{}
+		recs = []control.Record{}
 	}
 	enc := json.NewEncoder(g.stdout)
 	enc.SetIndent("", "  ")

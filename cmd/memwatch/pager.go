@@ -1,5 +1,3 @@
-//go:build !lean
-
 package main
 
 import (
