@@ -83,8 +83,8 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 }
 
 // indexCacheBytes bounds the recall indexes the daemon keeps parsed
-// between searches: the block filters of 4 GiB of logs, at about 20 KiB
-// per MiB.
+// between searches: the block filters of about 1.6 GiB of logs (20 KiB
+// per MiB).
 const indexCacheBytes = 32 << 20
 
 // recaller is the Recaller of the roots caller reaches: the roots the
