@@ -44,6 +44,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/filesum"
 	"github.com/memwatch/memwatch/state"
 )
@@ -94,31 +95,12 @@ CREATE INDEX IF NOT EXISTS objects_base ON objects(base);
 
 // Writers of a version.
 const (
-	ByAgent    = "agent"
-	ByMemwatch = "memwatch"
+	ByAgent    = control.ByAgent
+	ByMemwatch = control.ByMemwatch
 )
 
-// Version is one version of a file.
-type Version struct {
-	Root    string    `json:"root"`
-	Path    string    `json:"path"`
-	N       int64     `json:"n"`
-	Time    time.Time `json:"time"`
-	SHA     string    `json:"sha,omitempty"`
-	Size    int64     `json:"size"` // -1: the file was deleted
-	Lines   int64     `json:"lines"`
-	Added   int64     `json:"added"`
-	Removed int64     `json:"removed"`
-	Writer  string    `json:"writer"`
-	Record  int64     `json:"record,omitempty"`
-	// Mode is the file's permission bits when it was captured (0: not
-	// recorded, a version older than this field); a restore gives the
-	// file back this mode.
-	Mode fs.FileMode `json:"mode,omitempty"`
-}
-
-// Deleted reports whether the version is a deletion.
-func (v Version) Deleted() bool { return v.Size < 0 }
+// Version is one version of a file (the type a client reads it as).
+type Version = control.Version
 
 // ErrNoVersion is returned when a file has no such version.
 var ErrNoVersion = errors.New("no such version")

@@ -16,7 +16,7 @@ import (
 )
 
 // The lean memwatch: the commands an agent or a person runs to read
-// memory (recall, show, log) start in a few milliseconds, as they do not link
+// memory (recall, show, log, versions) start in a few milliseconds, as they do not link
 // the daemon (Litestream, the AWS SDK, Prometheus, the MCP SDK: some 200
 // package initializers and 1,100 page faults, about 10 ms a process).
 // Every other command is memwatchd's, the full binary installed beside
@@ -24,7 +24,7 @@ import (
 // standard files and signals).
 
 // leanCommands are the commands this binary runs itself.
-var leanCommands = map[string]bool{"recall": true, "show": true, "log": true, "version": true}
+var leanCommands = map[string]bool{"recall": true, "show": true, "log": true, "versions": true, "version": true}
 
 // leanMemoryLimit is the heap at which a lean command's first garbage
 // collection runs.
@@ -34,7 +34,7 @@ const leanMemoryLimit = 64 << 20
 const fullBinary = "memwatchd"
 
 func addCommands(root *cobra.Command, g *globals) {
-	root.AddCommand(recallCmd(g), showCmd(g), logCmd(g), versionCmd(g))
+	root.AddCommand(recallCmd(g), showCmd(g), logCmd(g), versionsCmd(g), versionCmd(g))
 }
 
 // valueFlags are the global flags that take their value as the next

@@ -14,10 +14,11 @@ import (
 	"github.com/memwatch/memwatch/state"
 )
 
-// TestLeanBinary: memwatch built with -tags lean runs recall, show, log and
-// version itself, links none of the daemon's heavy packages, and runs
-// every other command through memwatchd beside it (arguments, exit code
-// and output as memwatchd's); without a memwatchd it says what is missing.
+// TestLeanBinary: memwatch built with -tags lean runs recall, show, log,
+// versions and version itself, links none of the daemon's heavy
+// packages, and runs every other command through memwatchd beside it
+// (arguments, exit code and output as memwatchd's); without a memwatchd
+// it says what is missing.
 func TestLeanBinary(t *testing.T) {
 	list := exec.Command("go", "list", "-tags", "lean", "-deps", ".")
 	list.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build builds it
@@ -137,6 +138,10 @@ func TestClientSameEitherWay(t *testing.T) {
 		{"log", "--rule", "nope"},
 		{"log", "--since", "tomorrow"},
 		{"log", "--kept"},
+		{"versions", filepath.Join(other, "MEMORY.md")},
+		{"versions", "--json", filepath.Join(other, "MEMORY.md")},
+		{"versions", other},
+		{"versions", filepath.Join(root, "nothing.md")},
 		{"version"},
 	}
 	runAll := func() (outs []string, codes []int) {
@@ -163,7 +168,7 @@ func TestClientSameEitherWay(t *testing.T) {
 			t.Errorf("memwatch %q: with the daemon exit %d:\n%s\nwithout it exit %d:\n%s", args, withCodes[i], withOuts[i], withoutCodes[i], withoutOuts[i])
 		}
 	}
-	for i, want := range []int{0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 1, 0, 0, 0, 2, 2, 1, 1, 0} {
+	for i, want := range []int{0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 1, 0, 0, 0, 2, 2, 1, 1, 0, 0, 0, 1, 0} {
 		if withCodes[i] != want {
 			t.Errorf("memwatch %q: exit %d, want %d\n%s", cases[i], withCodes[i], want, withOuts[i])
 		}

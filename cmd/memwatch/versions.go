@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,61 +27,36 @@ import (
 	"github.com/memwatch/memwatch/versions"
 )
 
-func versionsCmd(g *globals) *cobra.Command {
-	var asJSON bool
-	var host string
-	cmd := &cobra.Command{
-		Use:   "versions PATH",
-		Short: "List every version of a memory file memwatch kept (the agent's writes and its own)",
-		Long: `List the versions of a memory file: when each was written, its size,
-the lines it added and removed, and who wrote it (the agent, or memwatch
-with its journal record). A deleted file lists its deletion last.
-
-  memwatch versions ~/.claude/projects/p/memory/MEMORY.md
-  memwatch diff MEMORY.md@3 MEMORY.md@5      # what changed between two
-  memwatch restore MEMORY.md@3               # put version 3 back
-
-With a root directory instead of a file it lists the files that have versions.
-On a central node (fleet:), HOST:PATH is a file (or root) of a host it
-follows, as recall cites it, read from what the host replicated:
-
-  memwatch versions box-1:/home/ana/.claude/projects/p/memory/MEMORY.md
-  memwatch versions --host box-1 /home/ana/notes/MEMORY.md
-  memwatch diff box-1:/home/ana/notes/MEMORY.md@2 box-1:/home/ana/notes/MEMORY.md@3`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := onHost(host, args[0])
-			if err != nil {
-				return err
-			}
-			src, err := g.versionSource()
-			if err != nil {
-				return err
-			}
-			defer src.close()
-			if _, _, ok := mirror.SplitHostPath(path); ok {
-				return src.hostVersions(cmd.Context(), g, path, asJSON)
-			}
-			if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-				files, err := src.files(cmd.Context(), path)
-				if err != nil {
-					return err
-				}
-				for _, f := range files {
-					fmt.Fprintln(g.stdout, f)
-				}
-				return nil
-			}
-			vs, err := src.list(cmd.Context(), path)
-			if err != nil {
-				return err
-			}
-			return printVersions(g, path, vs, asJSON)
-		},
+// versions lists the versions of arg (a file, a root, or a host's),
+// through the daemon or from the state directory.
+func (g *globals) versions(ctx context.Context, host, arg string, asJSON bool) error {
+	path, err := onHost(host, arg)
+	if err != nil {
+		return err
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the versions as JSON")
-	cmd.Flags().StringVar(&host, "host", "", "on a central node (fleet:), PATH is this host's (as HOST:PATH)")
-	return cmd
+	src, err := g.versionSource()
+	if err != nil {
+		return err
+	}
+	defer src.close()
+	if _, _, ok := mirror.SplitHostPath(path); ok {
+		return src.hostVersions(ctx, g, path, asJSON)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		files, err := src.files(ctx, path)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			fmt.Fprintln(g.stdout, f)
+		}
+		return nil
+	}
+	vs, err := src.list(ctx, path)
+	if err != nil {
+		return err
+	}
+	return printVersions(g, path, vs, asJSON)
 }
 
 // onHost is path as a host's (HOST:PATH) when host is given, else
@@ -98,30 +72,6 @@ func onHost(host, path string) (string, error) {
 		return "", usageError{fmt.Errorf("--host %s: give the file's whole path on that host (as recall cites it), not %q", host, path)}
 	}
 	return host + ":" + filepath.Clean(path), nil
-}
-
-// printVersions prints a file's versions as a table (or JSON).
-func printVersions(g *globals, path string, vs []versions.Version, asJSON bool) error {
-	if asJSON {
-		return writeJSONOut(g, vs)
-	}
-	if len(vs) == 0 {
-		return fmt.Errorf("no versions of %s: it is not a memory file of a store with versions, or memwatch has not seen it written", path)
-	}
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tTIME\tSIZE\tLINES\tCHANGE\tWRITER")
-	for _, v := range vs {
-		size, change := g.size(int64(v.Size)), fmt.Sprintf("+%d -%d", v.Added, v.Removed)
-		if v.Deleted() {
-			size, change = "-", "deleted"
-		}
-		who := v.Writer
-		if v.Record > 0 {
-			who = fmt.Sprintf("%s (journal %d)", v.Writer, v.Record)
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", v.N, v.Time.Local().Format(time.DateTime), size, v.Lines, change, who)
-	}
-	return tw.Flush()
 }
 
 func restoreCmd(g *globals) *cobra.Command {
@@ -503,10 +453,4 @@ func noRoot(p *policy.Policy, path string) error {
 func jsonBody(v any) *bytes.Reader {
 	b, _ := json.Marshal(v)
 	return bytes.NewReader(b)
-}
-
-func writeJSONOut(g *globals, v any) error {
-	enc := json.NewEncoder(g.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

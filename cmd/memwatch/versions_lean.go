@@ -1,0 +1,56 @@
+//go:build lean
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/memwatch/memwatch/control"
+)
+
+// versions asks the daemon of the policy for the versions of a file (or
+// the files with versions of a root); a host's file (on a central node),
+// or no daemon answering, is memwatchd's (errDelegate).
+func (g *globals) versions(ctx context.Context, host, arg string, asJSON bool) error {
+	if host != "" || strings.Contains(arg, ":") {
+		return errDelegate
+	}
+	ctl, ok := g.leanControl()
+	if !ok {
+		return errDelegate
+	}
+	path, err := filepath.Abs(arg)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		var files []string
+		if err := ctl.do(ctx, "GET", "/v1/versions?root="+url.QueryEscape(path), nil, &files); err != nil {
+			return delegateUnanswered(err)
+		}
+		for _, f := range files {
+			fmt.Fprintln(g.stdout, f)
+		}
+		return nil
+	}
+	var vs []control.Version
+	if err := ctl.do(ctx, "GET", "/v1/versions?path="+url.QueryEscape(path), nil, &vs); err != nil {
+		return delegateUnanswered(err)
+	}
+	return printVersions(g, path, vs, asJSON)
+}
+
+// delegateUnanswered hands the command to memwatchd when no daemon
+// answered; the daemon's own answer (a refusal) is the command's.
+func delegateUnanswered(err error) error {
+	if errors.Is(err, errNoDaemon) {
+		return errDelegate
+	}
+	return err
+}
