@@ -19,101 +19,30 @@ import (
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
-	"github.com/memwatch/memwatch/fleet"
 	"github.com/memwatch/memwatch/jobs"
-	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
-	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/versions"
-	"github.com/memwatch/memwatch/watcher"
 )
 
 // Status is the body of GET /v1/status.
-type Status struct {
-	Version  string         `json:"version"`
-	PID      int            `json:"pid"`
-	Started  time.Time      `json:"started"`
-	StateDir string         `json:"state_dir"`
-	Policy   string         `json:"policy"`
-	Watcher  watcher.Counts `json:"watcher"`
-	Stores   []StoreStatus  `json:"stores"`
-	Jobs     jobs.Status    `json:"jobs"`
-	LLM      []LLMStatus    `json:"llm"`
-	Warnings []string       `json:"warnings"`
-	// Losses are the recent deletions and large shrinks agents made to
-	// their memory files, newest first (memwatch restore brings them back).
-	Losses []Loss `json:"agent_losses"`
-	// Holds are the files whose rule an undo holds off (memwatch redo).
-	Holds []state.Hold `json:"holds,omitempty"`
-	// Disk held in the state directory (journal, spool, recall index).
-	Disk Disk `json:"disk"`
-	// CatchUp is the start-up's progress while it lasts (see docs/service.md,
-	// "Running it as a service": what ready means).
-	CatchUp *CatchUp `json:"catching_up,omitempty"`
-	// Replica is the replication of the state to a bucket, when the
-	// policy has one.
-	Replica *replica.Status `json:"replica,omitempty"`
-	// Fleet are the hosts a central node follows (policy fleet:).
-	Fleet []fleet.HostStatus `json:"fleet,omitempty"`
-	// Progress says how far each pass through a large root's files is
-	// (an evaluation in slices: see layout.EachFile).
-	Progress []layout.Progress `json:"in_progress,omitempty"`
-	// StateProblem is set while memwatch cannot write its state directory
-	// (a full disk): what it could not record; it catches up on its own.
-	StateProblem *StateProblem `json:"state_problem,omitempty"`
-}
+type Status = control.Status
 
 // Disk is what memwatch holds on disk in its state directory.
-type Disk struct {
-	Journal  int64 `json:"journal_bytes"`
-	Spool    int64 `json:"spool_bytes"`
-	Index    int64 `json:"index_bytes"`
-	Versions int64 `json:"versions_bytes"`
-}
+type Disk = control.Disk
 
 // StoreStatus is one store in Status.
-type StoreStatus struct {
-	Name      string   `json:"name"`
-	Layout    string   `json:"layout"`
-	Compactor string   `json:"compactor"`
-	Roots     []string `json:"roots"`
-	// Archives and ArchiveBytes are what the store's roots hold in
-	// archives (rotate: retention keys bound them).
-	Archives     int   `json:"archives"`
-	ArchiveBytes int64 `json:"archive_bytes"`
-	// Kept counts the kept copies among the archives: versions of an
-	// agent's file memwatch met during a rewrite and kept instead of
-	// deleting (their lines are in the live file; these are backups).
-	// KeptCopies lists the newest of them.
-	Kept       int        `json:"kept"`
-	KeptCopies []KeptCopy `json:"kept_copies,omitempty"`
-	// NextRun is the next scheduled evaluation of its roots (a rule's
-	// schedule, or the sweep); absent when none is scheduled.
-	NextRun *time.Time `json:"next_run,omitempty"`
-}
+type StoreStatus = control.StoreStatus
 
 // KeptCopy is one kept copy: memwatch show ROOT/PATH prints it.
-type KeptCopy struct {
-	Root   string    `json:"root"`
-	Path   string    `json:"path"`
-	Target string    `json:"target"`
-	Time   time.Time `json:"time"`
-	Record int64     `json:"journal"`
-	Size   int64     `json:"size"`
-	Reason string    `json:"reason"`
-}
+type KeptCopy = control.KeptCopy
 
 // LLMStatus is one endpoint's budget use today.
-type LLMStatus struct {
-	Endpoint string `json:"endpoint"`
-	Used     int64  `json:"used_tokens"`
-	Budget   int64  `json:"daily_token_budget"`
-}
+type LLMStatus = control.LLMStatus
 
 // UndoResult is the body of POST /v1/undo/{id}.
 type UndoResult struct {
@@ -411,15 +340,28 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 			st.Progress = append(st.Progress, p)
 		}
 	}
-	if st.Jobs, err = d.engine.Status(ctx); err != nil {
+	js, err := d.engine.Status(ctx)
+	if err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)
 		return
 	}
 	if !caller.IsAdmin() {
-		st.Jobs = st.Jobs.Only(func(root string) bool { return reach[root] })
+		js = js.Only(func(root string) bool { return reach[root] })
 	}
-	st.Jobs = st.Jobs.Capped(maxStatusJobs)
+	st.Jobs = jobsStatus(js.Capped(maxStatusJobs))
 	writeJSON(w, http.StatusOK, st)
+}
+
+// jobsStatus is the engine's status as the status answer gives it.
+func jobsStatus(s jobs.Status) control.JobsStatus {
+	list := func(js []jobs.Job) []control.Job {
+		out := make([]control.Job, len(js))
+		for i, j := range js {
+			out[i] = control.Job{Store: j.Store, Root: j.Root, Rule: j.Rule, Target: j.Target, Reason: j.Reason}
+		}
+		return out
+	}
+	return control.JobsStatus{Queued: list(s.Queued), QueuedCount: s.QueuedCount, Running: list(s.Running), Cooling: s.Cooling, Stats: s.Stats}
 }
 
 // maxStatusJobs bounds the queued jobs a status answer lists.

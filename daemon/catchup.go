@@ -2,14 +2,13 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/layout"
-	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 )
 
@@ -33,39 +32,17 @@ type catchUp struct {
 	started time.Time
 	counted bool          // the totals are known
 	countCh chan struct{} // closed when they are
-	roots   map[string]*rootProgress
+	roots   map[string]*control.RootProgress
 	done    bool
 }
 
-// rootProgress is one root's part of the catch-up.
-type rootProgress struct {
-	Root       string `json:"root"`
-	Store      string `json:"store"`
-	Files      int64  `json:"files"`
-	FilesTotal int64  `json:"files_total"`
-	Bytes      int64  `json:"bytes"`
-	BytesTotal int64  `json:"bytes_total"`
-}
-
-// CatchUp is how far the start-up is: the roots evaluated, and the files
-// and bytes read of the total, with the rate and the time left.
-type CatchUp struct {
-	Done       int64         `json:"done"`  // roots evaluated
-	Total      int64         `json:"total"` // roots found at start
-	Files      int64         `json:"files"`
-	FilesTotal int64         `json:"files_total"`
-	Bytes      int64         `json:"bytes"`
-	BytesTotal int64         `json:"bytes_total"`
-	Rate       float64       `json:"bytes_per_second"`
-	Left       time.Duration `json:"left"`
-	// Roots are the roots still catching up, most left first.
-	Roots []rootProgress `json:"roots,omitempty"`
-}
+// CatchUp is how far the start-up is (the status answer's type).
+type CatchUp = control.CatchUp
 
 func (c *catchUp) start(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.started, c.roots, c.done, c.counted = now, map[string]*rootProgress{}, false, false
+	c.started, c.roots, c.done, c.counted = now, map[string]*control.RootProgress{}, false, false
 	c.countCh = make(chan struct{})
 }
 
@@ -107,10 +84,10 @@ func (c *catchUp) counted1() {
 	c.counted = true
 }
 
-func (c *catchUp) root(store, root string) *rootProgress {
+func (c *catchUp) root(store, root string) *control.RootProgress {
 	p := c.roots[root]
 	if p == nil {
-		p = &rootProgress{Root: root, Store: store}
+		p = &control.RootProgress{Root: root, Store: store}
 		c.roots[root] = p
 	}
 	return p
@@ -176,18 +153,6 @@ func (c *catchUp) status(now time.Time, evaluated, total int64, reach func(strin
 		st.Roots = st.Roots[:maxCatchUpRoots]
 	}
 	return st
-}
-
-// String says how far the catch-up is, as the log and status say it.
-func (c CatchUp) String() string {
-	s := fmt.Sprintf("%d of %d roots evaluated; %d of %d files, %s of %s read", c.Done, c.Total, c.Files, c.FilesTotal, policy.Human(c.Bytes), policy.Human(c.BytesTotal))
-	if c.Rate > 0 {
-		s += fmt.Sprintf(" (%s/s)", policy.Human(int64(c.Rate)))
-	}
-	if c.Left > 0 {
-		s += fmt.Sprintf(", about %s left", c.Left)
-	}
-	return s
 }
 
 // countCatchUp walks each root's searchable files (names and sizes) for

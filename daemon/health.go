@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/jobs"
 )
 
@@ -79,13 +80,7 @@ const maxMissed = 10
 const maxDegradedRoots = 100_000
 
 // StateProblem is the state directory's trouble in memwatch status.
-type StateProblem struct {
-	Dir    string    `json:"dir"`
-	Since  time.Time `json:"since"`
-	Error  string    `json:"error"`
-	Missed []string  `json:"not_recorded"`
-	Roots  int       `json:"roots_to_catch_up"`
-}
+type StateProblem = control.StateProblem
 
 // stateFailed notes a failed write of memwatch's state: what (for the
 // message) in root of store ("" when no root). It returns whether err

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
@@ -37,18 +38,12 @@ import (
 const RuleRestoreVersion = "restore-version"
 
 // Loss is a deletion or a large shrink an agent made to a memory file.
-type Loss struct {
-	Root        string    `json:"root"`
-	Path        string    `json:"path"`
-	Kind        string    `json:"kind"` // "deleted" or "shrunk"
-	Time        time.Time `json:"time"`
-	Version     int64     `json:"version"`        // the version that lost the lines
-	Before      int64     `json:"before_version"` // the version to restore
-	LinesBefore int64     `json:"lines_before"`
-	LinesAfter  int64     `json:"lines_after"`
-	Restored    bool      `json:"restored,omitempty"` // put back at once (restore_deleted)
-	// dir is the directory the loss was seen in: only who reaches it
-	// sees the loss.
+type Loss = control.Loss
+
+// seenLoss is a loss with the directory it was seen in: only who reaches
+// it sees the loss.
+type seenLoss struct {
+	Loss
 	dir confine.ID
 }
 
@@ -58,10 +53,10 @@ const maxLosses = 200
 // losses is the recent losses, newest last. Safe for concurrent use.
 type losses struct {
 	mu   sync.Mutex
-	list []Loss
+	list []seenLoss
 }
 
-func (l *losses) add(x Loss) {
+func (l *losses) add(x seenLoss) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.list = append(l.list, x)
@@ -78,7 +73,7 @@ func (l *losses) listFor(keep func(dir confine.ID) bool) []Loss {
 	out := []Loss{}
 	for i := len(l.list) - 1; i >= 0; i-- {
 		if keep(l.list[i].dir) {
-			out = append(out, l.list[i])
+			out = append(out, l.list[i].Loss)
 		}
 	}
 	return out
@@ -184,7 +179,7 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 	if v.Writer != versions.ByAgent || prev.N == 0 || prev.Deleted() {
 		return
 	}
-	loss := Loss{Root: root.Path(), Path: rel, Time: v.Time, Version: v.N, Before: prev.N, LinesBefore: prev.Lines, LinesAfter: v.Lines, dir: root.ID()}
+	loss := seenLoss{Loss: Loss{Root: root.Path(), Path: rel, Time: v.Time, Version: v.N, Before: prev.N, LinesBefore: prev.Lines, LinesAfter: v.Lines}, dir: root.ID()}
 	switch {
 	case v.Deleted():
 		loss.Kind, loss.LinesAfter = "deleted", 0

@@ -33,6 +33,7 @@ import (
 	"github.com/benbjohnson/litestream"
 	"github.com/superfly/ltx"
 
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/replica"
@@ -48,19 +49,9 @@ const Dir = mirror.HostsDir
 // before it is tried again.
 const retryAfter = 10 * time.Second
 
-// HostStatus is what the central node knows of one host.
-type HostStatus struct {
-	Host       string    `json:"host"`
-	Dir        string    `json:"dir"`                     // its state, restored here
-	Bytes      int64     `json:"bytes"`                   // of its restored databases
-	LastChange time.Time `json:"last_change,omitzero"`    // the newest change applied here
-	Lag        float64   `json:"lag_seconds"`             // how long the oldest change in the bucket not applied here has waited
-	Stopped    bool      `json:"stopped"`                 // no change in the bucket for fleet.stopped_after
-	Databases  []string  `json:"databases"`               // the databases followed
-	Error      string    `json:"error,omitempty"`         // why a database of it is not followed now (tried again)
-	Checked    time.Time `json:"bucket_checked,omitzero"` // when Lag and Stopped were measured
-	Copied     time.Time `json:"copied,omitzero"`         // when its searchable copy last took in its changes
-}
+// HostStatus is where a central node is with one host (the status
+// answer's type).
+type HostStatus = control.HostStatus
 
 // Follower follows every host of the fleet.
 type Follower struct {

@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/memwatch/memwatch/control"
 )
 
 // Job is one unit of work: a rule of a store applied to one target of a root.
@@ -121,15 +123,8 @@ type loopState struct {
 	stats    Stats
 }
 
-// Stats counts what the engine did since start.
-type Stats struct {
-	Started  int64 `json:"started"`
-	Finished int64 `json:"finished"`
-	Failed   int64 `json:"failed"`
-	Retried  int64 `json:"retried"`
-	Merged   int64 `json:"merged"`
-	Deferred int64 `json:"deferred"`
-}
+// Stats counts the engine's jobs since start (the status answer's type).
+type Stats = control.JobStats
 
 // Status is a snapshot of the engine.
 type Status struct {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/jobs"
 )
 
@@ -36,19 +37,9 @@ type Scans struct {
 	at map[string]*Progress
 }
 
-// Progress is how far a rule's pass through a root's files is: what
-// memwatch status shows while a large root is caught up.
-type Progress struct {
-	Store string    `json:"store"`
-	Root  string    `json:"root"`
-	Rule  string    `json:"rule"`
-	Files int64     `json:"files"`           // looked at so far in this pass
-	Total int64     `json:"total,omitempty"` // in the root (0: not counted yet)
-	Since time.Time `json:"since"`
-	// Rate is files a second so far; Left an estimate of the time left.
-	Rate float64       `json:"rate"`
-	Left time.Duration `json:"left,omitempty"`
-}
+// Progress is how far a pass through a large root's files is (the
+// status answer's type).
+type Progress = control.Progress
 
 // Progress lists the passes under way, oldest first.
 func (s *Scans) Progress() []Progress {

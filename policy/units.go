@@ -39,18 +39,7 @@ func (s Size) String() string {
 
 // Human renders a size as a person reads it: "149 KiB", "2.5 MiB", "812 B"
 // (a whole number from 10 of a unit up, one decimal under).
-func Human(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	v, u := float64(n), 0
-	for v >= 1024 && u < len(units)-1 {
-		v /= 1024
-		u++
-	}
-	if u == 0 || v >= 10 {
-		return fmt.Sprintf("%.0f %s", v, units[u])
-	}
-	return fmt.Sprintf("%.1f %s", v, units[u])
-}
+func Human(n int64) string { return control.Human(n) }
 
 // HumanApart renders two sizes to compare ("15 KiB, over 25 KiB" must
 // never read "8.0 KiB, over 8.0 KiB"): as Human, or as exact bytes when

@@ -29,6 +29,7 @@ import (
 	"github.com/benbjohnson/litestream"
 	"github.com/benbjohnson/litestream/s3"
 
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/policy"
 )
 
@@ -36,22 +37,8 @@ import (
 // directory (state.Open, spool.Open, versions.Open).
 var Databases = []string{"memwatch.db", "spool.db", "versions.db"}
 
-// Status is what the replication is doing, for status, metrics and the
-// review page.
-type Status struct {
-	URL      string    `json:"url"`
-	Endpoint string    `json:"endpoint,omitempty"`
-	Lag      float64   `json:"lag_seconds"`            // how long the oldest change not in the bucket has waited
-	LastSync time.Time `json:"last_sync,omitzero"`     // when the bucket last held every change
-	Bytes    int64     `json:"bucket_bytes"`           // what the bucket holds for this state (-1: not counted yet)
-	Failures int64     `json:"failures"`               // failed syncs since start
-	Outage   string    `json:"outage,omitempty"`       // the cause, while the bucket cannot be reached
-	Since    time.Time `json:"outage_since,omitzero"`  // when the outage began
-	Refused  string    `json:"refused,omitempty"`      // why replication does not run at all
-	Pending  bool      `json:"pending_changes"`        // changes wait to be sent
-	Behind   []string  `json:"behind,omitempty"`       // the databases behind
-	Counted  time.Time `json:"bytes_counted,omitzero"` // when Bytes was counted
-}
+// Status is how the replication is doing (the status answer's type).
+type Status = control.ReplicaStatus
 
 // Replicator replicates the state databases of one state directory.
 type Replicator struct {

@@ -6,7 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
+
+	"github.com/memwatch/memwatch/control"
 )
 
 // A person's undo is a decision: the rule that made the undone change
@@ -14,17 +15,8 @@ import (
 // rule's threshold again by the agent's own new content, or the person
 // asks for it (memwatch redo). Holds remembers each such decision.
 
-// Hold is a rule held off a file by an undo.
-type Hold struct {
-	Root   string    `json:"root"`
-	Target string    `json:"target"`
-	Rule   string    `json:"rule"`
-	Record int64     `json:"record"` // the change undone
-	Undo   int64     `json:"undo"`   // the undo's record
-	Size   int64     `json:"size"`   // the file's size and lines after the undo
-	Lines  int       `json:"lines"`
-	Time   time.Time `json:"time"`
-}
+// Hold is a rule held off a file by an undo (the status answer's type).
+type Hold = control.Hold
 
 const holdNS = "hold"
 

@@ -22,6 +22,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/policy"
 )
 
@@ -150,13 +151,8 @@ func New(cfg Config, log *slog.Logger) (*Watcher, error) {
 // Ready is closed when every root has been scanned once and is watched.
 func (w *Watcher) Ready() <-chan struct{} { return w.ready }
 
-// Counts reports stores, roots and watched directories.
-type Counts struct {
-	Stores  int `json:"stores"`
-	Roots   int `json:"roots"`
-	Watches int `json:"watches"`
-	Polled  int `json:"polled"`
-}
+// Counts is what the watcher watches (the status answer's type).
+type Counts = control.WatchCounts
 
 // do runs f on the Run goroutine and waits for it.
 func (w *Watcher) do(ctx context.Context, f func()) error {

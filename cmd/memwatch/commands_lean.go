@@ -16,15 +16,16 @@ import (
 )
 
 // The lean memwatch: the commands an agent or a person runs to read
-// memory (recall, show, log, versions) start in a few milliseconds, as they do not link
-// the daemon (Litestream, the AWS SDK, Prometheus, the MCP SDK: some 200
-// package initializers and 1,100 page faults, about 10 ms a process).
+// memory (recall, show, log, versions, status) start in a few
+// milliseconds, as they do not link the daemon (Litestream, the AWS SDK,
+// Prometheus, the MCP SDK: some 200 package initializers and 1,100 page
+// faults, about 10 ms a process).
 // Every other command is memwatchd's, the full binary installed beside
 // it, which this one becomes (exec: the same process, its arguments, its
 // standard files and signals).
 
 // leanCommands are the commands this binary runs itself.
-var leanCommands = map[string]bool{"recall": true, "show": true, "log": true, "versions": true, "version": true}
+var leanCommands = map[string]bool{"recall": true, "show": true, "log": true, "versions": true, "status": true, "version": true}
 
 // leanMemoryLimit is the heap at which a lean command's first garbage
 // collection runs.
@@ -34,7 +35,7 @@ const leanMemoryLimit = 64 << 20
 const fullBinary = "memwatchd"
 
 func addCommands(root *cobra.Command, g *globals) {
-	root.AddCommand(recallCmd(g), showCmd(g), logCmd(g), versionsCmd(g), versionCmd(g))
+	root.AddCommand(recallCmd(g), showCmd(g), logCmd(g), versionsCmd(g), statusCmd(g), versionCmd(g))
 }
 
 // valueFlags are the global flags that take their value as the next

@@ -17,7 +17,7 @@ import (
 )
 
 // What only memwatchd's commands need (the lean memwatch runs recall,
-// show, log, versions and version: commands_lean.go).
+// show, log, versions, status and version: commands_lean.go).
 
 // fullState is what memwatchd's commands keep beside the flags.
 type fullState struct {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 )
 
 // TestLeanBinary: memwatch built with -tags lean runs recall, show, log,
-// versions and version itself, links none of the daemon's heavy
+// versions, status and version itself, links none of the daemon's heavy
 // packages, and runs every other command through memwatchd beside it
 // (arguments, exit code and output as memwatchd's); without a memwatchd
 // it says what is missing.
@@ -159,6 +160,23 @@ func TestClientSameEitherWay(t *testing.T) {
 	p.waitLog("caught up: every root evaluated, its logs captured and indexed", 60*time.Second)
 	waitJournal(t, stateDir, 30*time.Second, "the compression", func(r state.Record) bool { return r.Rule == "compress-memory" && r.Outcome == state.Done })
 	withOuts, withCodes := runAll()
+	// status is the client's too: as memwatchd prints it (but the uptime).
+	uptime := regexp.MustCompile(`up [0-9hms.]+`)
+	for _, args := range [][]string{{"status"}, {"status", "--bytes"}} {
+		var outs [2]string
+		for i, b := range []string{lean, filepath.Join(bin, "memwatchd")} {
+			cmd := exec.Command(b, args...)
+			cmd.Dir, cmd.Env = root, env
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%s %q: %v\n%s", b, args, err, out)
+			}
+			outs[i] = uptime.ReplaceAllString(string(out), "up T")
+		}
+		if outs[0] != outs[1] || !strings.Contains(outs[0], "other   memory-history") {
+			t.Errorf("memwatch %q printed:\n%s\nmemwatchd %q:\n%s", args, outs[0], args, outs[1])
+		}
+	}
 	if err := p.stop(20 * time.Second); err != nil {
 		t.Fatalf("stop the daemon: %v", err)
 	}

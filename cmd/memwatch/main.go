@@ -63,21 +63,7 @@ func (g *globals) size(n int64) string {
 	if g.rawBytes {
 		return fmt.Sprintf("%d", n)
 	}
-	return humanSize(n)
-}
-
-// humanSize is policy.Human without importing policy into the lean client.
-func humanSize(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	v, u := float64(n), 0
-	for (v >= 1024 || v <= -1024) && u < len(units)-1 {
-		v /= 1024
-		u++
-	}
-	if u == 0 || v >= 10 || v <= -10 {
-		return fmt.Sprintf("%.0f %s", v, units[u])
-	}
-	return fmt.Sprintf("%.1f %s", v, units[u])
+	return control.Human(n)
 }
 
 func execute(args []string, stdout, stderr io.Writer) int {

@@ -1,9 +1,6 @@
-//go:build !lean
-
 package main
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,10 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/memwatch/memwatch/daemon"
-	"github.com/memwatch/memwatch/fleet"
-	"github.com/memwatch/memwatch/layout/nowhistory"
-	"github.com/memwatch/memwatch/replica"
+	"github.com/memwatch/memwatch/control"
 )
 
 func statusCmd(g *globals) *cobra.Command {
@@ -30,27 +24,10 @@ no content (what the memory_status tool returns).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				root, file, err := fileRoot(args[0])
-				if err != nil {
-					return err
-				}
-				defer root.Close()
-				st, err := nowhistory.Status(root, file, g.maxSizeFor(root.Path()))
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return printJSON(g, st)
-				}
-				fmt.Fprint(g.stdout, nowhistory.FormatStatus(st))
-				return nil
+				return g.fileStatus(args[0], asJSON)
 			}
-			ctl, _, _, err := g.controlFor()
+			st, err := g.daemonStatus(cmd.Context())
 			if err != nil {
-				return err
-			}
-			var st daemon.Status
-			if err := ctl.do(context.Background(), "GET", "/v1/status", nil, &st); err != nil {
 				return err
 			}
 			if asJSON {
@@ -64,23 +41,8 @@ no content (what the memory_status tool returns).`,
 	return cmd
 }
 
-// maxSizeFor is the max_size of the now-history store whose root dir is,
-// when a policy is at hand, else the layout's default.
-func (g *globals) maxSizeFor(dir string) int64 {
-	limit := int64(100 << 10) // now-history's default max_size
-	p, err := g.readPolicy()
-	if err != nil || p == nil {
-		return limit
-	}
-	for _, s := range p.Stores {
-		if s.Layout == "now-history" && s.MatchesRoot(dir) {
-			return int64(nowhistory.OptionsOf(s).MaxSize)
-		}
-	}
-	return limit
-}
-
-func printStatus(g *globals, st daemon.Status) {
+// printStatus prints the daemon's status as a person reads it.
+func printStatus(g *globals, st control.Status) {
 	w := g.stdout
 	fmt.Fprintf(w, "memwatch %s, pid %d, up %s\n", st.Version, st.PID, time.Since(st.Started).Round(time.Second))
 	fmt.Fprintf(w, "state %s, policy %s\n", st.StateDir, st.Policy)
@@ -170,7 +132,7 @@ func printStatus(g *globals, st daemon.Status) {
 }
 
 // replicaLine says in one line how the replication of the state is doing.
-func (g *globals) replicaLine(r replica.Status) string {
+func (g *globals) replicaLine(r control.ReplicaStatus) string {
 	switch {
 	case r.Refused != "":
 		return fmt.Sprintf("%s: not replicating: %s", r.URL, r.Refused)
@@ -190,7 +152,7 @@ func (g *globals) replicaLine(r replica.Status) string {
 
 // fleetLine says where a central node is with one host: what it holds of
 // it, how far behind the bucket, whether the host still replicates.
-func (g *globals) fleetLine(h fleet.HostStatus) string {
+func (g *globals) fleetLine(h control.HostStatus) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s restored", h.Host, g.size(int64(h.Bytes)))
 	if !h.LastChange.IsZero() {

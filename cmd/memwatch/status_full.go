@@ -1,0 +1,56 @@
+//go:build !lean
+
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/layout/nowhistory"
+)
+
+// fileStatus prints the structure of a now-history memory file.
+func (g *globals) fileStatus(arg string, asJSON bool) error {
+	root, file, err := fileRoot(arg)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	st, err := nowhistory.Status(root, file, g.maxSizeFor(root.Path()))
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(g, st)
+	}
+	fmt.Fprint(g.stdout, nowhistory.FormatStatus(st))
+	return nil
+}
+
+// daemonStatus asks the daemon of the policy how it is.
+func (g *globals) daemonStatus(ctx context.Context) (control.Status, error) {
+	var st control.Status
+	ctl, _, _, err := g.controlFor()
+	if err != nil {
+		return st, err
+	}
+	err = ctl.do(ctx, "GET", "/v1/status", nil, &st)
+	return st, err
+}
+
+// maxSizeFor is the max_size of the now-history store whose root dir is,
+// when a policy is at hand, else the layout's default.
+func (g *globals) maxSizeFor(dir string) int64 {
+	limit := int64(100 << 10) // now-history's default max_size
+	p, err := g.readPolicy()
+	if err != nil || p == nil {
+		return limit
+	}
+	for _, s := range p.Stores {
+		if s.Layout == "now-history" && s.MatchesRoot(dir) {
+			return int64(nowhistory.OptionsOf(s).MaxSize)
+		}
+	}
+	return limit
+}
