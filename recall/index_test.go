@@ -9,9 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // TestSparseHas checks the interpolation search against a set, on sorted
@@ -70,18 +68,7 @@ func TestIndexTrustsOnlyAnUnchangedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the change time is old enough to vouch for the content.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var st syscall.Stat_t
-		if err := syscall.Stat(note, &st); err != nil {
-			t.Fatal(err)
-		}
-		if settledCtime(&st, time.Now()) != 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the note's change time never settled")
-		}
-	}
+	waitSettled(t, note)
 	root := openRoot(t, dir)
 	idxDir := filepath.Join(dir, "idx")
 	build := func() {
