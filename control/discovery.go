@@ -3,8 +3,10 @@ package control
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -87,4 +89,47 @@ func PolicyID(p string) string {
 		p = r
 	}
 	return filepath.Clean(p)
+}
+
+// PolicyStampHeader gives, on every answer, the stamp of the policy files
+// as the daemon last loaded them (PolicyStamp): a client whose files
+// differ (edited since, perhaps broken) lets memwatchd load them and say
+// what is wrong before it asks.
+const PolicyStampHeader = "Memwatch-Policy-Stamp"
+
+// PolicyStamp identifies the policy files at path as they are now: each
+// file's name, inode, size and modification time (for a directory, of
+// its *.yaml and *.yml files), hashed. Any edit, rename or new file
+// changes it; "" when there is nothing there.
+func PolicyStamp(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	h := fnv.New64a()
+	add := func(name string, fi os.FileInfo) {
+		var ino uint64
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = uint64(st.Ino)
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\n", name, ino, fi.Size(), fi.ModTime().UnixNano())
+	}
+	if !fi.IsDir() {
+		add(path, fi)
+		return fmt.Sprintf("%016x", h.Sum64())
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return ""
+	}
+	for _, e := range ents { // in name order
+		n := e.Name()
+		if e.IsDir() || strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".yaml") && !strings.HasSuffix(n, ".yml") {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(path, n)); err == nil {
+			add(n, fi)
+		}
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
 }

@@ -113,6 +113,9 @@ func (d *Daemon) api() http.Handler {
 		if policyID != "" {
 			w.Header().Set(control.PolicyHeader, policyID)
 		}
+		if stamp := d.policyStamp(); stamp != "" {
+			w.Header().Set(control.PolicyStampHeader, stamp)
+		}
 		mux.ServeHTTP(w, r)
 	})
 }
@@ -165,6 +168,14 @@ func (d *Daemon) Policy() *policy.Policy {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.policy
+}
+
+// policyStamp is the stamp of the policy files the running policy was
+// loaded from (control.PolicyStampHeader).
+func (d *Daemon) policyStamp() string {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.stamp
 }
 
 // Generation is a log's live generation in the spool (0: unknown), for

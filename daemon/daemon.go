@@ -22,6 +22,7 @@ import (
 
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/filesum"
 	"github.com/memwatch/memwatch/fleet"
 	"github.com/memwatch/memwatch/jobs"
@@ -49,9 +50,12 @@ const ruleEvaluate = "evaluate"
 type Config struct {
 	Policy     *policy.Policy
 	PolicyPath string // reloaded on SIGHUP
-	StateDir   string
-	Socket     string // control socket path
-	Version    string
+	// PolicyStamp is control.PolicyStamp of PolicyPath taken before
+	// Policy was loaded from it ("": not known).
+	PolicyStamp string
+	StateDir    string
+	Socket      string // control socket path
+	Version     string
 	// Notify sends a systemd notification (READY=1, RELOADING=1, ...); may be nil.
 	Notify func(string)
 	// Watchdog is systemd's WatchdogSec (from WATCHDOG_USEC); 0 when off.
@@ -141,8 +145,9 @@ type Daemon struct {
 	// refusals remembers the API refusals logged, once per client and reason.
 	refusals sync.Map
 
-	mu      sync.RWMutex // guards policy, stores and clients (replaced on reload)
+	mu      sync.RWMutex // guards policy, stamp, stores and clients (replaced on reload)
 	policy  *policy.Policy
+	stamp   string // control.PolicyStamp of the files policy was loaded from
 	stores  map[string]*storeRT
 	clients map[string]*compact.Client
 	sched   *schedule.Scheduler
@@ -203,6 +208,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	d.stamp = cfg.PolicyStamp
 	if err := d.apply(cfg.Policy); err != nil {
 		d.closeState()
 		return nil, err
@@ -1005,6 +1011,7 @@ func (d *Daemon) trigger(ctx context.Context, store, root, reason string) (int, 
 func (d *Daemon) Reload(ctx context.Context) error {
 	d.notify("RELOADING=1")
 	defer d.notify("READY=1")
+	stamp := control.PolicyStamp(d.cfg.PolicyPath) // before the files are read
 	p, err := policy.Load(d.cfg.PolicyPath, registry.Specs())
 	if err != nil {
 		var perrs policy.Errors
@@ -1021,6 +1028,9 @@ func (d *Daemon) Reload(ctx context.Context) error {
 		d.log.Error("policy reload failed; keeping the running policy", "err", err)
 		return err
 	}
+	d.mu.Lock()
+	d.stamp = stamp
+	d.mu.Unlock()
 	if err := d.watch.SetStores(ctx, watchStores(p)); err != nil {
 		return err
 	}

@@ -28,6 +28,11 @@ type controlClient struct {
 	// policy, when set, is the policy (control.PolicyID) the daemon must
 	// run: an answer naming another is not this command's daemon's.
 	policy string
+	// stamp, when set, is the policy files' control.PolicyStamp: the lean
+	// memwatch hands the command to memwatchd when the daemon runs them
+	// as they were before (edited since, perhaps broken: memwatchd loads
+	// them and says so).
+	stamp string
 }
 
 func newControl(socket string) *controlClient {
@@ -70,6 +75,9 @@ func (c *controlClient) do(ctx context.Context, method, path string, body io.Rea
 	defer resp.Body.Close()
 	if got := resp.Header.Get(control.PolicyHeader); c.policy != "" && got != "" && got != c.policy {
 		return fmt.Errorf("%w: the daemon on %s runs the policy %s, not %s (give --policy, or start memwatch with this one)", errNoDaemon, c.socket, got, c.policy)
+	}
+	if got := resp.Header.Get(control.PolicyStampHeader); c.stamp != "" && got != "" && got != c.stamp {
+		return fmt.Errorf("%w: the policy files changed since the daemon loaded them", errNoDaemon)
 	}
 	if resp.StatusCode >= 300 {
 		var e struct {

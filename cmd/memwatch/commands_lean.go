@@ -125,7 +125,7 @@ func (g *globals) leanControl() (*controlClient, bool) {
 	}
 	c := newControl(socket)
 	if exists {
-		c.policy = control.PolicyID(path)
+		c.policy, c.stamp = control.PolicyID(path), control.PolicyStamp(path)
 	}
 	return c, true
 }

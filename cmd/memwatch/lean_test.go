@@ -118,7 +118,8 @@ func TestClientSameEitherWay(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(other, "MEMORY.md"), []byte(mem.String()), 0o644)
 	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstate_dir: %s\nstores:\n  - name: agents\n    layout: memory-history\n    paths: [%q]\n    consolidate: false\n  - name: other\n    layout: memory-history\n    paths: [%q]\n    consolidate: false\n    memory_max_lines: 10\n", stateDir, filepath.Join(dir, "agents", "*"), filepath.Join(dir, "other", "*"))), 0o644)
-	env := append(os.Environ(), "MEMWATCH_POLICY="+pol, "MEMWATCH_STATE_DIR=")
+	// As in a person's shell: no state directory named but the policy's.
+	env := append(os.Environ(), "MEMWATCH_POLICY="+pol, "MEMWATCH_STATE_DIR=", "STATE_DIRECTORY=")
 	cite := filepath.Join(root, "sessions", "s1.jsonl") + "#L2"
 	cases := [][]string{
 		{"recall", "--color", "never", "which cluster does billing deploy to?"},
@@ -159,9 +160,20 @@ func TestClientSameEitherWay(t *testing.T) {
 	p := startBin(t, filepath.Join(bin, "memwatchd"), "--policy", pol)
 	p.waitLog("caught up: every root evaluated, its logs captured and indexed", 60*time.Second)
 	waitJournal(t, stateDir, 30*time.Second, "the compression", func(r state.Record) bool { return r.Rule == "compress-memory" && r.Outcome == state.Done })
+	// and its files' versions kept (after the change settles): the daemon
+	// has nothing left to do.
+	waitUntil(t, 30*time.Second, func() bool {
+		cmd := exec.Command(filepath.Join(bin, "memwatchd"), "versions", other)
+		cmd.Env = env
+		out, _ := cmd.Output()
+		cmd = exec.Command(filepath.Join(bin, "memwatchd"), "versions", filepath.Join(other, "MEMORY.md"))
+		cmd.Env = env
+		mem, _ := cmd.Output()
+		return strings.Contains(string(out), "MEMORY-pruned") && strings.Contains(string(mem), "memwatch (journal")
+	})
 	withOuts, withCodes := runAll()
 	// status is the client's too: as memwatchd prints it (but the uptime).
-	uptime := regexp.MustCompile(`up [0-9hms.]+`)
+	uptime := regexp.MustCompile(`up [0-9hms.]+|state directory holds: .*`)
 	for _, args := range [][]string{{"status"}, {"status", "--bytes"}} {
 		var outs [2]string
 		for i, b := range []string{lean, filepath.Join(bin, "memwatchd")} {
@@ -177,6 +189,20 @@ func TestClientSameEitherWay(t *testing.T) {
 			t.Errorf("memwatch %q printed:\n%s\nmemwatchd %q:\n%s", args, outs[0], args, outs[1])
 		}
 	}
+	// A typo saved in the policy: the daemon runs the last good version,
+	// and every command says so and goes on with it.
+	good, _ := os.ReadFile(pol)
+	os.WriteFile(pol, []byte(strings.Replace(string(good), "consolidate: false", "consolidate: false\n    layuot: x", 1)), 0o644)
+	for _, args := range [][]string{{"status"}, {"log", "-n", "1"}, {"recall", "zanzibar"}, {"versions", filepath.Join(other, "MEMORY.md")}} {
+		cmd := exec.Command(lean, args...)
+		cmd.Dir, cmd.Env = root, env
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if out, err := cmd.Output(); err != nil || !strings.Contains(stderr.String(), "layuot") || len(out) == 0 {
+			t.Errorf("memwatch %q with a typo in the policy: %v, stderr:\n%s\nstdout:\n%s", args, err, stderr.String(), out)
+		}
+	}
+	os.WriteFile(pol, good, 0o644)
 	if err := p.stop(20 * time.Second); err != nil {
 		t.Fatalf("stop the daemon: %v", err)
 	}

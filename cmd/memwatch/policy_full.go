@@ -99,11 +99,11 @@ func (g *globals) resolveStateDir(p *policy.Policy) string {
 		return dir
 	}
 	// A daemon started with its own --state-dir announces it: use it when
-	// no daemon answers in the default directory.
-	if d, ok := control.Discover(); ok && d.StateDir != dir && !answers(filepath.Join(dir, "memwatch.sock")) {
-		if p == nil || control.PolicyID(d.Policy) == control.PolicyID(g.policy) {
-			return d.StateDir
-		}
+	// it runs this command's policy (loaded or not) and no daemon answers
+	// in the default directory.
+	path, _, _ := g.policyRule()
+	if d, ok := control.Discover(); ok && d.StateDir != dir && control.PolicyID(d.Policy) == control.PolicyID(path) && !answers(filepath.Join(dir, "memwatch.sock")) {
+		return d.StateDir
 	}
 	return dir
 }

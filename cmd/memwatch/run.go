@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/mcpserver"
 	"github.com/memwatch/memwatch/policy"
@@ -45,6 +46,11 @@ failure, 2 usage or policy error.`,
 			if err != nil {
 				return err
 			}
+			// The files' stamp before they are read: a client that finds
+			// them changed since lets memwatchd load them and say what
+			// is wrong (control.PolicyStampHeader).
+			path, _, _ := g.policyRule()
+			stamp := control.PolicyStamp(path)
 			p, err := g.loadPolicy()
 			if err != nil {
 				return err
@@ -59,7 +65,7 @@ failure, 2 usage or policy error.`,
 			for _, w := range p.Warnings(stateDir) {
 				log.Warn("policy warning (memwatch validate --strict refuses it)", "warning", w.Error())
 			}
-			d, err := daemon.New(daemon.Config{Policy: p, PolicyPath: g.policy, StateDir: stateDir,
+			d, err := daemon.New(daemon.Config{Policy: p, PolicyPath: g.policy, PolicyStamp: stamp, StateDir: stateDir,
 				Socket: listenSocket(p, stateDir), Version: version, Notify: sdNotify, Watchdog: watchdogInterval()}, log)
 			if err != nil {
 				return err
