@@ -115,7 +115,7 @@ func PolicyStamp(path string) string {
 		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\n", name, ino, fi.Size(), fi.ModTime().UnixNano())
 	}
 	if !fi.IsDir() {
-		add(path, fi)
+		add(filepath.Base(path), fi) // however the path was spelled
 		return fmt.Sprintf("%016x", h.Sum64())
 	}
 	ents, err := os.ReadDir(path)

@@ -2,6 +2,7 @@ package recall
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -103,6 +104,20 @@ func TestIndexCacheFollowsTheIndex(t *testing.T) {
 	}
 	if rs := search("zebrafinch", cache); len(rs) != 10 {
 		t.Errorf("the grown note: %d results, want 10", len(rs))
+	}
+
+	// A header that claims more than the file holds is refused before
+	// anything that size is allocated.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint64(data[52:], 1<<40)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewIndexCache(1<<20).read(path, nil); err == nil {
+		t.Error("an index whose header claims 1 TiB of blocks was read")
 	}
 
 	// A bound smaller than the index keeps nothing.

@@ -244,26 +244,41 @@ func readIndexFD(fd int, path string, blocks, verify bool, scratch []byte, mapOK
 	if int64(idx.count) > (idx.blocksEnd-headerSize)/blockHeader {
 		return nil, errors.New("corrupt index: shorter than its header says")
 	}
-	switch {
-	case idx.blocksEnd <= int64(n):
-		idx.data = buf[:idx.blocksEnd]
-	case idx.blocksEnd < mapAbove || !mapOK:
+	// readAll reads the blocks into memory (what the first pread did not).
+	readAll := func() error {
 		idx.data = make([]byte, idx.blocksEnd)
 		copy(idx.data, buf[:n])
 		m, err := pread(fd, idx.data[n:], int64(n))
 		if err != nil {
-			return nil, fmt.Errorf("read index: %w", err)
+			return fmt.Errorf("read index: %w", err)
 		}
 		if n+m < len(idx.data) {
-			return nil, errors.New("corrupt index: shorter than its header says")
+			return errors.New("corrupt index: shorter than its header says")
+		}
+		return nil
+	}
+	switch {
+	case idx.blocksEnd <= int64(n):
+		idx.data = buf[:idx.blocksEnd]
+	case idx.blocksEnd < mapAbove:
+		if err := readAll(); err != nil {
+			return nil, err
 		}
 	default:
+		// A large index: its header's size is checked against the file's
+		// before anything that size is mapped or allocated.
 		var st syscall.Stat_t
 		if err := syscall.Fstat(fd, &st); err != nil {
 			return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
 		}
 		if st.Size < idx.blocksEnd {
 			return nil, errors.New("corrupt index: shorter than its header says")
+		}
+		if !mapOK {
+			if err := readAll(); err != nil {
+				return nil, err
+			}
+			break
 		}
 		data, err := syscall.Mmap(fd, 0, int(idx.blocksEnd), syscall.PROT_READ, mmapFlags)
 		if err != nil {
