@@ -81,6 +81,10 @@ type RecallResponse struct {
 	// Searched says what was searched, when the request did not name it
 	// (the root or project of the caller's directory, or every root).
 	Searched string `json:"searched,omitempty"`
+	// Next, when more results may follow this answer (it holds the
+	// request's limit, or was cut at MaxAnswer bytes), is the offset that
+	// asks for them; 0: there are no more.
+	Next int `json:"next,omitempty"`
 	// Daemon is set by the client when the daemon answered.
 	Daemon bool `json:"-"`
 }

@@ -179,10 +179,15 @@ type JournalQuery struct {
 	Store, Root, Rule string
 	// Since and Until bound the records' times (zero: unbounded).
 	Since, Until time.Time
-	// AfterID: only records journaled after this one (log -f).
-	AfterID int64
-	Limit   int
+	// AfterID: only records journaled after this one (log -f); BeforeID:
+	// only those before it (the next page of a long answer).
+	AfterID, BeforeID int64
+	Limit             int
 }
+
+// MaxJournalPage bounds the records of one journal answer; a client asks
+// for more a page at a time (BeforeID: the last record it has).
+const MaxJournalPage = 1000
 
 // Values is the query as the daemon reads it.
 func (q JournalQuery) Values() url.Values {
@@ -204,11 +209,14 @@ func (q JournalQuery) Values() url.Values {
 	if q.AfterID > 0 {
 		v.Set("after", strconv.FormatInt(q.AfterID, 10))
 	}
+	if q.BeforeID > 0 {
+		v.Set("before", strconv.FormatInt(q.BeforeID, 10))
+	}
 	return v
 }
 
 // JournalCount answers GET /v1/journal/count: how many records the query
-// selects (at most 100,000).
+// selects.
 type JournalCount struct {
 	Count int `json:"count"`
 }

@@ -24,12 +24,18 @@ func Usagef(format string, args ...any) error {
 	return &UsageError{Msg: fmt.Sprintf(format, args...)}
 }
 
-// Recall's bounds: what a request may ask.
+// Recall's bounds: what a request may ask. One answer holds at most
+// MaxLimit results in at most MaxAnswer bytes; a client pages past them
+// (Offset, RecallResponse.Next) up to MaxResults deep. What one request
+// costs the daemon is then bounded whatever it asks: a search ranks at most
+// MaxResults candidates and decodes only the page it returns.
 const (
 	DefaultLimit = 5 // seed 003's
-	MaxLimit     = 100_000
+	MaxLimit     = 1000
+	MaxResults   = 10_000
 	MaxContext   = 50 // turns around each result
 	MaxQuery     = 4 << 10
+	MaxAnswer    = 4 << 20
 )
 
 // Sorts of a recall.
@@ -52,8 +58,11 @@ type RecallRequest struct {
 	Host     string
 	// Scope lists the sources to search (detail, messages, history, ...);
 	// none: all.
-	Scope   []string
-	Limit   int
+	Scope []string
+	Limit int
+	// Offset skips the first Offset results (the next page: the previous
+	// answer's Next); Offset+Limit is at most MaxResults.
+	Offset  int
 	Sort    string
 	Context int // turns before and after each result
 	Explain bool
@@ -80,6 +89,9 @@ func (r RecallRequest) Values() url.Values {
 	}
 	if r.Limit > 0 {
 		v.Set("limit", strconv.Itoa(r.Limit))
+	}
+	if r.Offset > 0 {
+		v.Set("offset", strconv.Itoa(r.Offset))
 	}
 	if r.Context > 0 {
 		v.Set("context", strconv.Itoa(r.Context))
@@ -123,6 +135,12 @@ func ParseRecallRequest(v url.Values) (RecallRequest, error) {
 		return nil
 	}
 	if err := num("limit", 1, MaxLimit, &r.Limit); err != nil {
+		if n, perr := strconv.Atoi(v.Get("limit")); perr == nil && n > MaxLimit && n <= MaxResults {
+			return r, Usagef("limit must be a number from 1 to %d, not %d: one answer holds at most %d results; ask for the next with offset (memwatch recall --limit pages itself)", MaxLimit, n, MaxLimit)
+		}
+		return r, err
+	}
+	if err := num("offset", 0, MaxResults-r.Limit, &r.Offset); err != nil {
 		return r, err
 	}
 	if err := num("context", 0, MaxContext, &r.Context); err != nil {

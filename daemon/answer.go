@@ -105,7 +105,8 @@ func (x *Recaller) Search(ctx context.Context, req control.RecallRequest, roots 
 	if err != nil {
 		return res, control.Usagef("%v", err)
 	}
-	opts := recall.Options{Roots: roots, Labels: req.Scope, Limit: req.Limit, Sort: req.Sort, Explain: req.Explain}
+	limit := max(req.Limit, 1)
+	opts := recall.Options{Roots: roots, Labels: req.Scope, Limit: req.Offset + limit, Sort: req.Sort, Explain: req.Explain}
 	opts.NameRoots = len(roots) > 1 || req.All || req.Store != "" || req.Dir == "" && res.Searched != "" && !strings.HasPrefix(res.Searched, "the root ")
 	if x.Options != nil {
 		x.Options(&opts)
@@ -115,6 +116,11 @@ func (x *Recaller) Search(ctx context.Context, req control.RecallRequest, roots 
 	if err != nil {
 		return res, err
 	}
+	// A page: the results after Offset (a full page says more may follow).
+	if len(results) >= req.Offset+limit && req.Offset+limit < control.MaxResults {
+		res.Next = req.Offset + limit
+	}
+	results = results[min(req.Offset, len(results)):]
 	recall.AddContext(ctx, opts, results, req.Context)
 	if results == nil {
 		results = []recall.Result{}

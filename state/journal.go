@@ -84,6 +84,35 @@ const recordCols = `id,time,store,root,rule,target,archive,before_sha,before_siz
 
 // Journal returns records newest first.
 func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
+	where, args := f.where()
+	q := `SELECT ` + recordCols + ` FROM journal`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id DESC"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	return d.records(ctx, q, args...)
+}
+
+// JournalCount counts the records f selects (its Limit aside), without
+// reading them.
+func (d *DB) JournalCount(ctx context.Context, f Filter) (int, error) {
+	where, args := f.where()
+	q := `SELECT COUNT(*) FROM journal`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	var n int
+	if err := d.db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count journal records: %w", err)
+	}
+	return n, nil
+}
+
+// where is the filter as SQL conditions and their arguments.
+func (f Filter) where() ([]string, []any) {
 	var where []string
 	var args []any
 	for _, c := range []struct{ col, v string }{{"store", f.Store}, {"root", f.Root}, {"target", f.Target}, {"rule", f.Rule}, {"outcome", f.Outcome}, {"archive", f.Archive}} {
@@ -115,15 +144,7 @@ func (d *DB) Journal(ctx context.Context, f Filter) ([]Record, error) {
 		where = append(where, "(root_ino = 0 OR root_dev = ? AND root_ino = ?)")
 		args = append(args, int64(f.Dir.Dev), int64(f.Dir.Ino))
 	}
-	q := `SELECT ` + recordCols + ` FROM journal`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY id DESC"
-	if f.Limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", f.Limit)
-	}
-	return d.records(ctx, q, args...)
+	return where, args
 }
 
 // Latest returns the newest record of each root of store.

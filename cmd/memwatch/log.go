@@ -159,12 +159,25 @@ func (g *globals) inertRecords(recs []control.Record) []control.Record {
 	return out
 }
 
-// readDaemon asks the daemon for the records f selects.
+// readDaemon asks the daemon for the records f selects, newest first, a
+// page at a time (one answer holds at most control.MaxJournalPage).
 func readDaemon(ctx context.Context, ctl *controlClient, f control.JournalQuery) ([]control.Record, error) {
-	f.Limit = min(f.Limit, 100_000)
+	want := min(f.Limit, 100_000)
 	var recs []control.Record
-	if err := ctl.do(ctx, "GET", "/v1/journal?"+f.Values().Encode(), nil, &recs); err != nil {
-		return nil, err
+	for len(recs) < want {
+		page := f
+		page.Limit = min(want-len(recs), control.MaxJournalPage)
+		if len(recs) > 0 {
+			page.BeforeID = recs[len(recs)-1].ID
+		}
+		var got []control.Record
+		if err := ctl.do(ctx, "GET", "/v1/journal?"+page.Values().Encode(), nil, &got); err != nil {
+			return nil, err
+		}
+		recs = append(recs, got...)
+		if len(got) == 0 {
+			break
+		}
 	}
 	return recs, nil
 }

@@ -59,8 +59,8 @@ is cited HOST:/path#L5, which memwatch show takes as printed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			oneShot()
 			req := control.RecallRequest{Query: strings.Join(args, " "), Store: store, All: all, Host: host, Limit: limit, Sort: sortBy, Context: around, Explain: explain}
-			if limit < 1 || limit > control.MaxLimit {
-				return usageError{fmt.Errorf("--limit must be from 1 to %d, not %d", control.MaxLimit, limit)}
+			if limit < 1 || limit > control.MaxResults {
+				return usageError{fmt.Errorf("--limit must be from 1 to %d, not %d", control.MaxResults, limit)}
 			}
 			if around < 0 || around > control.MaxContext {
 				return usageError{fmt.Errorf("-C must be from 0 to %d, not %d", control.MaxContext, around)}
@@ -85,7 +85,9 @@ is cited HOST:/path#L5, which memwatch show takes as printed.`,
 			if req.Cwd, err = os.Getwd(); err != nil {
 				req.Cwd = "/"
 			}
-			if _, err := control.ParseRecallRequest(req.Values()); err != nil {
+			page := req
+			page.Limit = min(limit, control.MaxLimit)
+			if _, err := control.ParseRecallRequest(page.Values()); err != nil {
 				return usageError{err}
 			}
 			res, err := g.answerRecall(cmd.Context(), req)
@@ -162,15 +164,28 @@ func oneShot() {
 }
 
 // askRecall asks the daemon to answer req; ok is false when none (of the
-// command's policy) answers.
+// command's policy) answers. A limit past one answer's (control.MaxLimit
+// results, MaxAnswer bytes) is asked a page at a time.
 func askRecall(ctx context.Context, ctl *controlClient, req control.RecallRequest) (control.RecallResponse, bool, error) {
+	want := req.Limit
 	var res control.RecallResponse
-	err := ctl.do(ctx, "GET", "/v1/recall?"+req.Values().Encode(), nil, &res)
-	switch {
-	case errors.Is(err, errNoDaemon):
-		return res, false, nil
-	case err != nil:
-		return res, true, err
+	for first := true; ; first = false {
+		page := req
+		page.Limit = min(want-len(res.Results), control.MaxLimit)
+		var got control.RecallResponse
+		err := ctl.do(ctx, "GET", "/v1/recall?"+page.Values().Encode(), nil, &got)
+		switch {
+		case errors.Is(err, errNoDaemon) && first:
+			return res, false, nil
+		case err != nil:
+			return res, true, err
+		}
+		got.Results = append(res.Results, got.Results...)
+		res = got
+		if res.Next <= req.Offset || len(res.Results) >= want {
+			break
+		}
+		req.Offset = res.Next
 	}
 	res.Daemon = true
 	return res, true, nil
