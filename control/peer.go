@@ -6,6 +6,14 @@ import "net"
 // connection, as the kernel says it (-1 when it cannot tell): the CLI asks
 // it of the daemon it reached, the daemon of each client.
 func PeerUID(c net.Conn) int {
+	// A connection a listener wrapped (the daemon's bounds on them).
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return -1

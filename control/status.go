@@ -35,6 +35,13 @@ type Status struct {
 	Replica *ReplicaStatus `json:"replica,omitempty"`
 	// Fleet are the hosts a central node follows (policy fleet:).
 	Fleet []HostStatus `json:"fleet,omitempty"`
+	// Background counts the captures, versions and index updates waiting
+	// (the administrator's status only).
+	Background int64 `json:"background_tasks,omitempty"`
+	// Uncaptured lists the roots with logs not captured yet: a flood of
+	// writes went past the background queue, and the pass through the
+	// root that captures them has not ended yet.
+	Uncaptured []string `json:"not_captured_yet,omitempty"`
 	// Progress says how far each pass through a large root's files is
 	// (an evaluation in slices: see layout.EachFile).
 	Progress []Progress `json:"in_progress,omitempty"`

@@ -202,6 +202,23 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
+// fitAnswer is how many of items fit, encoded as writeJSON encodes them,
+// in maxBytes: an answer's list is cut there and the client asks for the
+// rest (at least one item fits, so a client paging always moves on).
+func fitAnswer[T any](items []T, maxBytes int) int {
+	n := 0
+	for i := range items {
+		b, err := json.MarshalIndent(items[i], "    ", "  ")
+		if err != nil {
+			return i
+		}
+		if n += len(b) + 6; n > maxBytes && i > 0 {
+			return i
+		}
+	}
+	return len(items)
+}
+
 func writeErr(w http.ResponseWriter, code int, err error) {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
@@ -320,7 +337,13 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		d.metrics.archiveBytes.WithLabelValues(st.Stores[i].Name).Set(float64(v.bytes))
 		d.metrics.kept.WithLabelValues(st.Stores[i].Name).Set(float64(len(v.kept)))
 	}
+	for _, root := range d.passes.uncaptured() {
+		if caller.IsAdmin() || reach[root] {
+			st.Uncaptured = append(st.Uncaptured, root)
+		}
+	}
 	if caller.IsAdmin() {
+		st.Background = d.bg.queued.Load()
 		st.StateProblem = d.stateProblem()
 		st.Disk = d.disk()
 		st.Warnings = d.warnings.List()
@@ -378,8 +401,9 @@ func jobsStatus(s jobs.Status) control.JobsStatus {
 // maxStatusJobs bounds the queued jobs a status answer lists.
 const maxStatusJobs = 100
 
-// maxJournalLimit bounds the records one journal request returns.
-const maxJournalLimit = 100_000
+// maxJournalLimit bounds the records one journal answer holds; a client
+// pages past it (before=).
+const maxJournalLimit = control.MaxJournalPage
 
 // clip bounds the client's text an error repeats.
 func clip(s string) string {
@@ -409,24 +433,28 @@ func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 	if out == nil {
 		out = []state.Record{}
 	}
+	// The rest, past MaxAnswer bytes, is the next page's (before=).
+	out = out[:fitAnswer(out, control.MaxAnswer)]
 	writeJSON(w, http.StatusOK, out)
 }
 
-// handleJournalCount counts the records a journal request selects (up to
-// maxJournalLimit): log says how many kept copies there are beside what
-// it prints.
+// handleJournalCount counts the records a journal request selects: log
+// says how many kept copies there are beside what it prints.
 func (d *Daemon) handleJournalCount(w http.ResponseWriter, r *http.Request) {
 	f, ok := d.journalFilter(w, r)
 	if !ok {
 		return
 	}
-	f.Limit = maxJournalLimit
-	out, err := d.journalOf(r.Context(), CallerOf(r.Context()), f)
-	if err != nil {
-		writeErr(w, http.StatusInternalServerError, err)
-		return
+	n := 0
+	for _, g := range d.journalFilters(CallerOf(r.Context()), f) {
+		m, err := d.db.JournalCount(r.Context(), g)
+		if err != nil {
+			writeErr(w, http.StatusInternalServerError, err)
+			return
+		}
+		n += m
 	}
-	writeJSON(w, http.StatusOK, control.JournalCount{Count: len(out)})
+	writeJSON(w, http.StatusOK, control.JournalCount{Count: n})
 }
 
 // journalFilter reads a journal request's filter, each number and time
@@ -460,13 +488,18 @@ func (d *Daemon) journalFilter(w http.ResponseWriter, r *http.Request) (state.Fi
 			*t.to = v
 		}
 	}
-	if s := q.Get("after"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("after must be a record id, not %q", clip(s)))
-			return state.Filter{}, false
+	for _, t := range []struct {
+		key string
+		to  *int64
+	}{{"after", &f.AfterID}, {"before", &f.BeforeID}} {
+		if s := q.Get(t.key); s != "" {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 0 {
+				writeErr(w, http.StatusBadRequest, fmt.Errorf("%s must be a record id, not %q", t.key, clip(s)))
+				return state.Filter{}, false
+			}
+			*t.to = n
 		}
-		f.AfterID = n
 	}
 	if f.Root != "" && !CallerOf(r.Context()).IsAdmin() {
 		_, root, ok := d.needRoot(w, r, f.Root, policy.RightRead)
@@ -485,24 +518,8 @@ func (d *Daemon) journalFilter(w http.ResponseWriter, r *http.Request) (state.Fi
 // all of them for an administrator, else of each root the caller
 // reaches, what was done in the directory it reaches.
 func (d *Daemon) journalOf(ctx context.Context, caller *Caller, f state.Filter) ([]state.Record, error) {
-	if caller.IsAdmin() || f.Root != "" {
-		return d.db.Journal(ctx, f)
-	}
-	reach := map[string]confine.ID{}
-	for _, s := range d.Policy().Stores {
-		if f.Store != "" && s.Name != f.Store {
-			continue
-		}
-		for _, id := range s.RootIDs() {
-			if caller.Reaches(s, id) {
-				reach[id.Path] = id
-			}
-		}
-	}
 	var out []state.Record
-	for _, id := range reach {
-		g := f
-		g.Root, g.Dir = id.Path, &id
+	for _, g := range d.journalFilters(caller, f) {
 		recs, err := d.db.Journal(ctx, g)
 		if err != nil {
 			return nil, err
@@ -511,6 +528,31 @@ func (d *Daemon) journalOf(ctx context.Context, caller *Caller, f state.Filter) 
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].ID > out[j].ID })
 	return out[:min(len(out), f.Limit)], nil
+}
+
+// journalFilters is f as the filters of what caller may read: f itself
+// for an administrator or a root given whole, else f for each root the
+// caller reaches, in the directory it reaches.
+func (d *Daemon) journalFilters(caller *Caller, f state.Filter) []state.Filter {
+	if caller.IsAdmin() || f.Root != "" {
+		return []state.Filter{f}
+	}
+	var out []state.Filter
+	seen := map[string]bool{}
+	for _, s := range d.Policy().Stores {
+		if f.Store != "" && s.Name != f.Store {
+			continue
+		}
+		for _, id := range s.RootIDs() {
+			if caller.Reaches(s, id) && !seen[id.Path] {
+				seen[id.Path] = true
+				g := f
+				g.Root, g.Dir = id.Path, &id
+				out = append(out, g)
+			}
+		}
+	}
+	return out
 }
 
 // CheckJournalNames refuses a store or rule that names nothing: neither a

@@ -225,17 +225,15 @@ func (d *Daemon) authenticate(tcp bool, adminToken string, h http.Handler) http.
 		} else {
 			c = socketCaller(r)
 		}
-		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))
+		d.share(c, w, r.WithContext(WithCaller(r.Context(), c)), h)
 	})
 }
 
-// forbid answers 403 with why, logging it once per client and reason.
+// forbid answers 403 with why, logging it once per client per minute.
 func (d *Daemon) forbid(w http.ResponseWriter, r *http.Request, why string) {
 	c := CallerOf(r.Context())
 	msg := fmt.Sprintf("forbidden for %s: %s", c.Name, why)
-	if _, seen := d.refusals.LoadOrStore(c.Name+"\x00"+why, true); !seen {
-		d.log.Warn("control API request refused", "client", c.Name, "method", r.Method, "path", r.URL.Path, "why", why)
-	}
+	d.shares.refused.say(c.Name, "control API request refused", "client", c.Name, "method", r.Method, "path", r.URL.Path, "why", why)
 	writeErr(w, http.StatusForbidden, fmt.Errorf("%s", msg))
 }
 
@@ -275,6 +273,12 @@ func (d *Daemon) needRoot(w http.ResponseWriter, r *http.Request, path, right st
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("%s is not a root of any store of the policy (memwatch status lists them)", path))
 		return nil, nil, false
 	}
+	if c := CallerOf(r.Context()); !c.IsAdmin() && !c.stores[s.Name] && !d.foundFor(r.Context(), c, s, path) {
+		// Said the same whether the directory exists or not, is another
+		// user's or no root at all: no caller learns of what it may not read.
+		d.forbid(w, r, fmt.Sprintf("it does not reach %s: no root of store %s it owns is there (memwatch status lists them)", path, s.Name))
+		return nil, nil, false
+	}
 	root, err := d.openRoot(s, path)
 	if err != nil {
 		if layout.IsRefusal(err) {
@@ -290,6 +294,21 @@ func (d *Daemon) needRoot(w http.ResponseWriter, r *http.Request, path, right st
 		return nil, nil, false
 	}
 	return s, root, true
+}
+
+// foundFor reports whether path is a root of store s the watcher found
+// that c reaches (by the directory found there: its owner).
+func (d *Daemon) foundFor(ctx context.Context, c *Caller, s *policy.Store, path string) bool {
+	ids, err := d.watch.RootIDs(ctx)
+	if err != nil {
+		return false
+	}
+	for _, id := range ids[s.Name] {
+		if id.Path == path && c.Reaches(s, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // handleMetrics serves /metrics: everything to the administrator; to

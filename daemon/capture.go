@@ -78,12 +78,18 @@ type background struct {
 	// that went meanwhile (Dropped). droppedMu guards it.
 	droppedMu sync.Mutex
 	dropped   map[string]bool
+	// onDrop, when set, hears of each capture dropped (the daemon's
+	// passes: the root's evaluation goes through its files again).
+	onDrop func(root string)
 }
 
 // drop notes a task that was not queued.
 func (b *background) drop(t task) {
 	if t.kind != "capture" {
 		return // an index or version is taken again by the evaluation
+	}
+	if b.onDrop != nil {
+		b.onDrop(t.root)
 	}
 	b.droppedMu.Lock()
 	defer b.droppedMu.Unlock()

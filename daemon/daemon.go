@@ -109,6 +109,9 @@ type Daemon struct {
 	// health says whether the state directory can be written (health.go).
 	health health
 	bg     *background // capture and indexing as files are written
+	// passes follows each root's changes against its evaluation's pass
+	// (passes.go): nothing changed meanwhile is left to a later one.
+	passes *passes
 	// verified lists the index files checked whole in this run, and
 	// indexing the index-root tasks' places between their slices; only
 	// the background goroutine uses them.
@@ -142,8 +145,9 @@ type Daemon struct {
 	// (recall.IndexCache: at most indexCacheBytes).
 	indexes *recall.IndexCache
 	quota   layout.Quota // lines of events repeated over many files
-	// refusals remembers the API refusals logged, once per client and reason.
-	refusals sync.Map
+	// shares bounds what each client of the control API holds at once
+	// (share.go).
+	shares *shares
 
 	mu      sync.RWMutex // guards policy, stamp, stores and clients (replaced on reload)
 	policy  *policy.Policy
@@ -163,7 +167,8 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	// per file (loglimit.go).
 	raw := log
 	log, limit := newLogLimit(log)
-	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), indexes: recall.NewIndexCache(indexCacheBytes)}
+	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), indexes: recall.NewIndexCache(indexCacheBytes),
+		shares: newShares(DefaultClientRequests, DefaultTotalRequests, DefaultShareWait, raw)}
 	d.health.wake = make(chan struct{}, 1)
 	ctx := context.Background()
 	d.db, err = state.Open(ctx, cfg.StateDir)
@@ -220,7 +225,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		Cooldown:        d.cooldown,
 		OnFail:          d.onFail,
 	}, d.runJob, log)
+	d.passes = newPasses()
 	d.bg = newBackground(d.runTask, log)
+	d.bg.onDrop = func(root string) { d.passes.changed(root, true) }
 	d.verified = map[string]bool{}
 	d.indexing = map[string]*indexScan{}
 	d.archive = map[string]bool{}
@@ -444,6 +451,7 @@ func RootOpener(policy func() *policy.Policy) func(path string) (*confine.Root, 
 
 // onChange runs on the watcher goroutine: it only queues work.
 func (d *Daemon) onChange(c watcher.Change) {
+	d.passes.changed(c.Root, false)
 	d.log.Debug("change", "store", c.Store, "root", c.Root, "reason", c.Reason, "paths", len(c.Paths), "first", c.Paths[:min(len(c.Paths), 2)])
 	if len(c.Paths) == 0 {
 		// A whole root (found, rescanned): bring its index up to date.
@@ -484,6 +492,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 		}
 	}
 	if j.Rule == ruleEvaluate {
+		d.passes.begin(j.Root)
 		// Lines an agent wrote that a conflict left out of its live file
 		// come first, whatever the layout (see rewrite.Restore).
 		for _, t := range d.rw.RiskTargets(ctx, j.Root) {
@@ -528,6 +537,11 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 		}
 		if more {
 			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: ruleEvaluate, Reason: "next slice"})
+		}
+		if d.passes.end(j.Root, more || again != nil) {
+			// Changed (or captures dropped) since this pass began: a new
+			// pass at once, not at the next change (passes.go).
+			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: ruleEvaluate, Reason: "changed during the pass"})
 		}
 		return jobs.Result{}, again
 	}
@@ -678,16 +692,18 @@ func (d *Daemon) serve(ctx context.Context) error {
 	apiCtx, stopAPI := context.WithCancel(context.Background())
 	defer stopAPI()
 	base := func(net.Listener) context.Context { return apiCtx }
-	srv := &http.Server{Handler: d.authenticate(false, "", d.api()), ReadHeaderTimeout: 5 * time.Second, BaseContext: base, ConnContext: peerContext}
+	// Every connection, request and answer bounded (share.go).
+	srv := &http.Server{Handler: d.authenticate(false, "", d.api()), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleTimeout, BaseContext: base, ConnContext: peerContext}
 	srv.RegisterOnShutdown(stopAPI)
 	go func() {
 		defer wg.Done()
-		if err := srv.Serve(d.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		l := newConnLimit(d.listener, DefaultClientConns, socketClient(os.Geteuid()), &d.shares.refused)
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs <- fmt.Errorf("control API: %w", err)
 		}
 	}()
 	// The metrics-only listener: no token, nothing but /metrics.
-	metricsSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, BaseContext: base}
+	metricsSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: requestReadTimeout, WriteTimeout: requestWriteTimeout, IdleTimeout: idleTimeout, BaseContext: base}
 	if ml := d.metricsL; ml != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
@@ -695,19 +711,19 @@ func (d *Daemon) serve(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := metricsSrv.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := metricsSrv.Serve(newConnLimit(ml, DefaultClientConns, addrClient, &d.shares.refused)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errs <- fmt.Errorf("metrics listener: %w", err)
 			}
 		}()
 		d.log.Info("serving metrics", "listen", ml.Addr().String())
 	}
-	tcpSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, BaseContext: base}
+	tcpSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleTimeout, BaseContext: base}
 	if al, ok := d.tcp.(*authListener); ok {
 		tcpSrv.Handler = d.authenticate(true, al.token, d.api())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := tcpSrv.Serve(al.Listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := tcpSrv.Serve(newConnLimit(al.Listener, DefaultClientConns, addrClient, &d.shares.refused)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errs <- fmt.Errorf("control API (tcp): %w", err)
 			}
 		}()
@@ -823,7 +839,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 					d.log.Info("catching up: "+st.String(), "files", st.Files, "files_total", st.FilesTotal, "bytes", st.Bytes, "bytes_total", st.BytesTotal, "left", st.Left.String())
 				}
 			}
-			if n == 0 && d.bg.queued.Load() == 0 {
+			if n == 0 && d.bg.queued.Load() == 0 && len(d.passes.uncaptured()) == 0 {
 				catchUp.Stop()
 				d.catch.finish()
 				d.catchDone.Store(0)

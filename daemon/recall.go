@@ -78,6 +78,11 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeErr(w, http.StatusUnprocessableEntity, err)
 	default:
+		if n := fitAnswer(res.Results, control.MaxAnswer); n < len(res.Results) {
+			// The rest is the next page's: an answer never holds more
+			// than MaxAnswer bytes, whatever its results' context.
+			res.Results, res.Next = res.Results[:n], req.Offset+n
+		}
 		writeJSON(w, http.StatusOK, res)
 	}
 }
@@ -104,12 +109,17 @@ func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error
 			o.Held = d.spool.SearchHeld
 			o.Indexes = d.indexes
 		}}
+	// Only the roots the caller reaches, before anything is resolved: a
+	// root of another user is never named, counted or opened for it, in
+	// an answer, an error or a scope (which of them a directory means).
 	for _, s := range p.Stores {
 		if _, ok := SearchSources(s); !ok || !caller.ReachesStore(s) {
 			continue
 		}
 		for _, id := range ids[s.Name] {
-			x.Roots = append(x.Roots, scope.Candidate{Store: s, ID: id})
+			if caller.Reaches(s, id) {
+				x.Roots = append(x.Roots, scope.Candidate{Store: s, ID: id})
+			}
 		}
 	}
 	return x, nil
@@ -183,15 +193,20 @@ func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, http.StatusServiceUnavailable, err)
 			return
 		}
-		for _, list := range ids {
+		// Of the caller's roots only: a path in another user's root is
+		// answered as one in no root.
+		caller := CallerOf(r.Context())
+		p := d.Policy()
+		for name, list := range ids {
+			s := p.StoreByName(name)
 			for _, id := range list {
-				if confine.Within(id.Path, c.Path) && id.Path != c.Path && len(id.Path) > len(rootPath) {
+				if s != nil && caller.Reaches(s, id) && confine.Within(id.Path, c.Path) && id.Path != c.Path && len(id.Path) > len(rootPath) {
 					rootPath = id.Path
 				}
 			}
 		}
 		if rootPath == "" {
-			writeErr(w, http.StatusNotFound, fmt.Errorf("%s is in no root of the policy: %w", c.Path, spool.ErrUnknownLog))
+			writeErr(w, http.StatusNotFound, fmt.Errorf("%s is in no root of yours: %w", c.Path, spool.ErrUnknownLog))
 			return
 		}
 		c.Path, _ = filepath.Rel(rootPath, c.Path)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/memwatch/memwatch/control"
@@ -71,10 +72,12 @@ func Retry(err error) error {
 	return retryable{err}
 }
 
-// IsRetryable reports whether err was marked with Retry.
+// IsRetryable reports whether err was marked with Retry, or is the
+// process's want of a descriptor (EMFILE, ENFILE): a moment later there
+// is one again.
 func IsRetryable(err error) bool {
 	var r retryable
-	return errors.As(err, &r)
+	return errors.As(err, &r) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 // Config tunes the engine.

@@ -108,6 +108,12 @@ func printStatus(g *globals, st control.Status) {
 			fmt.Fprintf(w, "  %s (%s): %d of %d files, %s of %s\n", r.Root, r.Store, r.Files, r.FilesTotal, g.size(int64(r.Bytes)), g.size(int64(r.BytesTotal)))
 		}
 	}
+	if len(st.Uncaptured) > 0 {
+		fmt.Fprintf(w, "\nfiles not captured yet (a flood of writes; a pass through the root captures them):\n")
+		for _, r := range st.Uncaptured {
+			fmt.Fprintf(w, "  %s\n", r)
+		}
+	}
 	for _, p := range st.Progress {
 		total, left := "?", ""
 		if p.Total > 0 {
@@ -120,6 +126,9 @@ func printStatus(g *globals, st control.Status) {
 	}
 	fmt.Fprintf(w, "\njobs: %d queued, %d running, %d cooling; %d run, %d failed, %d retried since start\n",
 		max(len(st.Jobs.Queued), st.Jobs.QueuedCount), len(st.Jobs.Running), st.Jobs.Cooling, st.Jobs.Stats.Finished, st.Jobs.Stats.Failed, st.Jobs.Stats.Retried)
+	if st.Background > 0 {
+		fmt.Fprintf(w, "background: %d capture(s), version(s) and index update(s) waiting\n", st.Background)
+	}
 	for _, j := range st.Jobs.Running {
 		fmt.Fprintf(w, "  running: %s %s %s %s\n", j.Store, j.Rule, j.Root, j.Target)
 	}
