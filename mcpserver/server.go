@@ -33,7 +33,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -157,14 +156,19 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 // configured root when root is ""), with the tools the policy's layouts
 // offer.
 func (s *Server) MCP(root string) (*mcp.Server, error) {
-	return s.mcpFor(root, everything)
+	return s.mcpFor(root, "", everything)
 }
 
-// mcpFor builds a session's server within what a client may do.
-func (s *Server) mcpFor(root string, a access) (*mcp.Server, error) {
+// mcpFor builds a session's server within what a client may do: bound to
+// root, or with none, to what the directory cwd (the client's, or the
+// one the server started in) is in.
+func (s *Server) mcpFor(root, cwd string, a access) (*mcp.Server, error) {
 	p := s.cfg.Policy()
 	if root == "" {
 		root = s.cfg.Root
+	}
+	if cwd == "" {
+		cwd = s.cfg.Cwd
 	}
 	b := &builder{s: s, policy: p, access: a}
 	if root != "" {
@@ -173,7 +177,7 @@ func (s *Server) mcpFor(root string, a access) (*mcp.Server, error) {
 			return nil, err
 		}
 		b.bound = &binding{store: st, path: filepath.Clean(root), id: id}
-	} else if s.cfg.Cwd != "" {
+	} else if cwd != "" {
 		// Started in a project's directory: the root it is in, or the
 		// project's one root, is the session's.
 		var cands []scope.Candidate
@@ -184,7 +188,7 @@ func (s *Server) mcpFor(root string, a access) (*mcp.Server, error) {
 				}
 			}
 		}
-		sc := scope.Of(cands, s.cfg.Cwd, func(c scope.Candidate) (*confine.Root, error) { return b.openRoot(c.Store, c.ID.Path, nil) }, &s.scopes)
+		sc := scope.Of(cands, filepath.Clean(cwd), func(c scope.Candidate) (*confine.Root, error) { return b.openRoot(c.Store, c.ID.Path, nil) }, &s.scopes)
 		if sc.Kind != scope.All && len(sc.Roots) == 1 {
 			r := sc.Roots[0]
 			b.bound = &binding{store: r.Store, path: r.ID.Path, id: r.ID, fromCwd: true}
@@ -232,15 +236,26 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 // past it is refused with 503); a session idle for mcp.session_idle ends.
 func (s *Server) Handler() http.Handler {
 	p := s.cfg.Policy()
-	s.sessions.max = p.MCP.MaxSessions
+	s.sessions.max, s.sessions.perClient = p.MCP.MaxSessions, p.MCP.MaxSessionsPerClient
+	probe := mcp.NewServer(&mcp.Implementation{Name: "memwatch", Version: s.cfg.Version}, nil)
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		srv, err := s.mcpFor(r.URL.Query().Get("root"), accessOf(daemon.CallerOf(r.Context())))
+		ns, ok := r.Context().Value(newSessionKey{}).(*newSession)
+		if !ok {
+			return probe // a request of a session open already
+		}
+		if ns.srv != nil || ns.err != nil {
+			return ns.srv
+		}
+		c := daemon.CallerOf(r.Context())
+		q := r.URL.Query()
+		srv, err := s.mcpFor(q.Get("root"), q.Get("cwd"), accessOf(c))
 		if err != nil {
-			s.log.Warn("mcp: refused a session", "client", daemon.CallerOf(r.Context()).Name, "err", err)
+			ns.err = err
+			s.log.Warn("mcp: refused a session", "client", c.Name, "err", err)
 			return nil // 400
 		}
 		addReconnectionTest(srv)
-		s.sessions.add(srv)
+		ns.srv, ns.t = srv, s.sessions.add(c.Name, srv)
 		return srv
 	}, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxRequest, SessionTimeout: p.MCP.SessionIdle, EventStore: s.events})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -249,16 +264,29 @@ func (s *Server) Handler() http.Handler {
 			http.Error(w, fmt.Sprintf(`{"error":"forbidden for %s: it has no read right"}`, c.Name), http.StatusForbidden)
 			return
 		}
-		if r.Header.Get("Mcp-Session-Id") == "" && r.Method == http.MethodPost && !s.sessions.admit() {
-			s.log.Warn("mcp: session refused: the bound of open sessions is reached (mcp.max_sessions)", "client", c.Name, "max_sessions", s.sessions.max)
-			http.Error(w, fmt.Sprintf(`{"error":"memwatch serves at most %d MCP sessions at once (mcp.max_sessions); close one, or wait for an idle one to end"}`, s.sessions.max), http.StatusServiceUnavailable)
+		if cwd := r.URL.Query().Get("cwd"); cwd != "" && (!filepath.IsAbs(cwd) || strings.ContainsRune(cwd, 0) || len(cwd) > 4096) {
+			http.Error(w, `{"error":"cwd must be an absolute path"}`, http.StatusBadRequest)
 			return
+		}
+		if r.Header.Get("Mcp-Session-Id") == "" && r.Method == http.MethodPost {
+			if ok, why := s.sessions.admit(c.Name); !ok {
+				s.sessions.refused(s.log, c.Name, why)
+				http.Error(w, fmt.Sprintf(`{"error":%q}`, why), http.StatusServiceUnavailable)
+				return
+			}
+			ns := &newSession{}
+			r = r.WithContext(context.WithValue(r.Context(), newSessionKey{}, ns))
+			defer func() {
+				if ns.t != nil {
+					s.sessions.made(ns.t)
+				}
+			}()
 		}
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
 			// The version the session negotiated decides how its streams
 			// behave (resumable, with a priming event, from 2025-11-25),
 			// whatever older version a request's header names.
-			if v := s.sessions.version(sid); v != "" && v < "2026-07-28" && r.Header.Get("Mcp-Protocol-Version") < v {
+			if v := s.sessions.touch(sid); v != "" && v < "2026-07-28" && r.Header.Get("Mcp-Protocol-Version") < v {
 				r.Header.Set("Mcp-Protocol-Version", v)
 			}
 		}
@@ -299,66 +327,6 @@ func addReconnectionTest(srv *mcp.Server) {
 
 // retryAfter is the reconnection delay a closed stream asks for.
 const retryAfter = 500 * time.Millisecond
-
-// version is the protocol version the session sid negotiated ("": not
-// found).
-func (ss *sessions) version(sid string) string {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	for _, t := range ss.servers {
-		for sess := range t.srv.Sessions() {
-			if sess.ID() == sid {
-				if ip := sess.InitializeParams(); ip != nil {
-					return ip.ProtocolVersion
-				}
-				return ""
-			}
-		}
-	}
-	return ""
-}
-
-// sessions counts the /mcp sessions open now: each has its own server,
-// which holds its one session while it is open. Safe for concurrent use.
-type sessions struct {
-	mu      sync.Mutex
-	max     int
-	servers []tracked
-}
-
-type tracked struct {
-	srv *mcp.Server
-	at  time.Time
-}
-
-// sessionGrace is how long a new server counts before its session shows.
-const sessionGrace = 10 * time.Second
-
-// admit reports whether a new session may open, forgetting the servers
-// whose session ended.
-func (ss *sessions) admit() bool {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	live := ss.servers[:0]
-	for _, t := range ss.servers {
-		open := time.Since(t.at) < sessionGrace
-		for range t.srv.Sessions() {
-			open = true
-			break
-		}
-		if open {
-			live = append(live, t)
-		}
-	}
-	ss.servers = live
-	return ss.max <= 0 || len(ss.servers) < ss.max
-}
-
-func (ss *sessions) add(srv *mcp.Server) {
-	ss.mu.Lock()
-	ss.servers = append(ss.servers, tracked{srv: srv, at: time.Now()})
-	ss.mu.Unlock()
-}
 
 // maxRequest bounds one MCP request over HTTP; over stdio the SDK bounds a
 // frame the same way.

@@ -129,11 +129,16 @@ type MCP struct {
 	// ReadOnly leaves out the tools that write (memory_write,
 	// memory_append, memory_patch, memory_stamp).
 	ReadOnly bool `yaml:"read_only" doc:"leave out the tools that write"`
-	// MaxSessions bounds the MCP sessions open at once on /mcp; past it a
-	// new session is refused (503). SessionIdle ends a session no request
-	// used for that long.
-	MaxSessions int           `yaml:"max_sessions" default:"64" min:"1" doc:"MCP sessions open at once on /mcp; past it a new one is refused"`
-	SessionIdle time.Duration `yaml:"session_idle" default:"10m" min:"1s" doc:"a session no request used for this long ends"`
+	// MaxSessions bounds the MCP sessions open at once on /mcp, and
+	// MaxSessionsPerClient those of one client (a uid on the socket, a
+	// token): a client's new session past its share ends its session
+	// used least recently; past MaxSessions, the client holding the most
+	// gives up its least recently used, and when no client holds more
+	// than its share the new one is refused (503). SessionIdle ends a
+	// session no request used for that long.
+	MaxSessions          int           `yaml:"max_sessions" default:"64" min:"1" doc:"MCP sessions open at once on /mcp; past it the client holding the most gives one up, or a new one is refused"`
+	MaxSessionsPerClient int           `yaml:"max_sessions_per_client" default:"16" min:"1" doc:"MCP sessions one client (a user, a token) holds at once on /mcp; its new one past it ends its least recently used"`
+	SessionIdle          time.Duration `yaml:"session_idle" default:"10m" min:"1s" doc:"a session no request used for this long ends"`
 }
 
 // S3 is a connection to a bucket of S3-compatible storage, declared once

@@ -613,9 +613,11 @@ stores:
 	p.waitLog("ready", 30*time.Second)
 	t.Logf("ready (peak RSS so far %d MiB)", peakRSS(t, p.cmd.Process.Pid)>>20)
 
-	// 3,000 MCP sessions on the socket: those past max_sessions are refused.
+	// 3,000 MCP sessions on the socket: past the client's share
+	// (mcp.max_sessions_per_client), each new one ends its oldest.
 	hc := socketClient(filepath.Join(stateDir, "memwatch.sock"))
 	refused := 0
+	var sids []string
 	for i := range 3000 {
 		req, _ := http.NewRequest("POST", "http://localhost/mcp", strings.NewReader(
 			fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c%d","version":"1"}}}`, i)))
@@ -630,10 +632,28 @@ stores:
 		if resp.StatusCode == http.StatusServiceUnavailable {
 			refused++
 		}
+		sids = append(sids, resp.Header.Get("Mcp-Session-Id"))
 	}
-	t.Logf("3000 MCP sessions: %d refused past mcp.max_sessions 64 (peak RSS so far %d MiB)", refused, peakRSS(t, p.cmd.Process.Pid)>>20)
-	if refused < 3000-64 {
-		t.Errorf("%d of 3000 sessions refused, want at least %d", refused, 3000-64)
+	open := 0
+	for _, sid := range sids[len(sids)-100:] {
+		req, _ := http.NewRequest("POST", "http://localhost/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			open++
+		}
+	}
+	t.Logf("3000 MCP sessions: %d refused, %d of the last 100 still open (peak RSS so far %d MiB)", refused, open, peakRSS(t, p.cmd.Process.Pid)>>20)
+	if open == 0 || open > 16 {
+		t.Errorf("%d of the last 100 sessions open, want 1 to 16 (mcp.max_sessions_per_client)", open)
 	}
 
 	// Many directories in alice's busy root; then bob writes.
