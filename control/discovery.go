@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,45 +26,57 @@ type Discovery struct {
 }
 
 // DiscoveryPath is where the daemon of this user announces itself:
-// $XDG_RUNTIME_DIR/memwatch/daemon.json, /run/memwatch/daemon.json as
-// root, else a per-user file in the temporary directory.
+// /run/memwatch/daemon.json as root (whatever the environment says: root's
+// environment may be a user's, with su or sudo -E),
+// $XDG_RUNTIME_DIR/memwatch/daemon.json, else a per-user file in the
+// temporary directory.
 func DiscoveryPath() string {
-	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
-		return filepath.Join(x, "memwatch", "daemon.json")
-	}
 	if os.Geteuid() == 0 {
 		return "/run/memwatch/daemon.json"
+	}
+	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
+		return filepath.Join(x, "memwatch", "daemon.json")
 	}
 	return filepath.Join(os.TempDir(), fmt.Sprintf("memwatch-%d", os.Geteuid()), "daemon.json")
 }
 
 // trusted reports whether the announcement's directory can be believed:
-// /run and $XDG_RUNTIME_DIR are the user's own, but in the shared temporary
-// directory another user could have made it first (and point clients at
-// their own socket), so there it must be ours, a real directory, 0700.
+// a real directory that belongs to this user or root and that no one else
+// may write (CheckOwned); in the shared temporary directory, where another
+// user could have made it first, it must be this user's and 0700.
 func trusted(dir string) bool {
-	if os.Getenv("XDG_RUNTIME_DIR") != "" || os.Geteuid() == 0 {
-		return true
-	}
 	fi, err := os.Lstat(dir)
-	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
+	if err != nil || !fi.IsDir() || CheckOwned(dir) != nil {
 		return false
 	}
+	if os.Geteuid() == 0 || os.Getenv("XDG_RUNTIME_DIR") != "" {
+		return true
+	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Geteuid()
+	return ok && int(st.Uid) == os.Geteuid() && fi.Mode().Perm()&0o077 == 0
 }
 
-// Discover reads the announcement of a daemon that is still running.
+// Discover reads the announcement of a daemon that is still running, when
+// it and the state directory it names can be believed (trusted,
+// CheckOwned).
 func Discover() (Discovery, bool) {
-	if !trusted(filepath.Dir(DiscoveryPath())) {
+	path := DiscoveryPath()
+	if !trusted(filepath.Dir(path)) {
 		return Discovery{}, false
 	}
-	b, err := os.ReadFile(DiscoveryPath())
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Discovery{}, false
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 64<<10 || ownedBy(path, fi, os.Geteuid(), true) != nil {
+		return Discovery{}, false
+	}
+	b := make([]byte, fi.Size())
+	n, _ := io.ReadFull(f, b)
 	var d Discovery
-	if json.Unmarshal(b, &d) != nil || d.PID <= 0 || d.StateDir == "" {
+	if json.Unmarshal(b[:n], &d) != nil || d.PID <= 0 || d.StateDir == "" || CheckOwned(d.StateDir) != nil {
 		return Discovery{}, false
 	}
 	if err := syscall.Kill(d.PID, 0); err != nil && err != syscall.EPERM {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/memwatch/memwatch/control"
 )
 
 // Load reads a policy file, or every *.yaml and *.yml file in a directory,
@@ -137,6 +139,12 @@ func policyFiles(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open policy: %w", err)
 	}
+	// A policy says what memwatch touches, as root too: only one no other
+	// user could have written (an environment's MEMWATCH_POLICY may be
+	// a user's, handed to root by sudo -E).
+	if err := control.CheckOwned(path); err != nil {
+		return nil, fmt.Errorf("refusing the policy: %w", err)
+	}
 	if !fi.IsDir() {
 		return []string{path}, nil
 	}
@@ -151,7 +159,11 @@ func policyFiles(path string) ([]string, error) {
 			continue
 		}
 		if strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml") {
-			files = append(files, filepath.Join(path, n))
+			f := filepath.Join(path, n)
+			if err := control.CheckOwned(f); err != nil {
+				return nil, fmt.Errorf("refusing the policy: %w", err)
+			}
+			files = append(files, f)
 		}
 	}
 	sort.Strings(files)

@@ -177,6 +177,9 @@ func (s *Spool) prepared(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, 
 
 // Open opens (creating if needed) the spool in the state directory dir.
 func Open(ctx context.Context, dir string) (*Spool, error) {
+	if err := state.Trusted(dir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
@@ -252,6 +255,9 @@ const (
 // OpenReadOnly opens an existing spool for reading (memwatch show while the
 // daemon runs).
 func OpenReadOnly(ctx context.Context, dir string) (*Spool, error) {
+	if err := state.Trusted(dir); err != nil {
+		return nil, err
+	}
 	path := filepath.Join(dir, FileName)
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("no spool in %s: %w", dir, err)

@@ -18,6 +18,8 @@ import (
 	"syscall"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/memwatch/memwatch/control"
 )
 
 // FileName is the database file inside the state directory.
@@ -78,6 +80,9 @@ CREATE TABLE IF NOT EXISTS disk (
 
 // Open opens (creating if needed) the state database in dir.
 func Open(ctx context.Context, dir string) (*DB, error) {
+	if err := Trusted(dir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
@@ -129,6 +134,16 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 func (d *DB) Close() error {
 	d.codecs.close()
 	return d.db.Close()
+}
+
+// Trusted refuses a state directory another user could have made or
+// changed (control.CheckOwned): what memwatch reads from it, as root, it
+// would show, restore into an agent's file, or act on.
+func Trusted(dir string) error {
+	if err := control.CheckOwned(dir); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	return nil
 }
 
 // Private makes a database of the state directory readable by its owner
@@ -318,6 +333,9 @@ type Lock struct{ f *os.File }
 
 // TryLock takes the state directory's lock without waiting.
 func TryLock(dir string) (*Lock, error) {
+	if err := Trusted(dir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}

@@ -147,6 +147,9 @@ func newStore(db *sql.DB, dir string) (*Store, error) {
 
 // Open opens (creating) the versions database in the state directory dir.
 func Open(ctx context.Context, dir string) (*Store, error) {
+	if err := state.Trusted(dir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
@@ -177,6 +180,9 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 
 // OpenReadOnly opens an existing versions database for reading.
 func OpenReadOnly(ctx context.Context, dir string) (*Store, error) {
+	if err := state.Trusted(dir); err != nil {
+		return nil, err
+	}
 	path := filepath.Join(dir, FileName)
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("no versions in %s: %w", dir, err)
