@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -71,7 +73,15 @@ Add it to Claude Code with
 				cwd = ""
 			}
 			dir := g.resolveStateDir(p)
+			if stateIsOthers(dir) {
+				// The system service's state: its daemon serves this user
+				// the tools (mcp_proxy.go).
+				return g.serveMCPProxy(p, dir, root, cwd, log)
+			}
 			db, err := state.Open(context.Background(), dir)
+			if errors.Is(err, fs.ErrPermission) {
+				return g.serveMCPProxy(p, dir, root, cwd, log)
+			}
 			if err != nil {
 				return err
 			}
@@ -115,4 +125,28 @@ Add it to Claude Code with
 	}
 	cmd.Flags().StringVar(&root, "root", "", "serve this root of the policy only (default: every root; tools take a root argument)")
 	return cmd
+}
+
+// serveMCPProxy serves the daemon's tools on stdio (mcp_proxy.go): what
+// memwatch mcp does for a user whose state is the daemon's.
+func (g *globals) serveMCPProxy(p *policy.Policy, dir, root, cwd string, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	px, err := newMCPProxy(ctx, g.control(p, dir), root, cwd, log)
+	if err != nil {
+		if errors.Is(err, errNoDaemon) {
+			return fmt.Errorf("memwatch mcp: the state in %s is memwatch's service's, and the service does not answer: %w", dir, err)
+		}
+		return err
+	}
+	defer px.Close()
+	srv, err := px.server(ctx)
+	if err != nil {
+		return err
+	}
+	err = srv.Run(ctx, &mcp.StdioTransport{})
+	if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) {
+		return nil
+	}
+	return err
 }
