@@ -292,10 +292,20 @@ func (c *Cache) put(key, cwd string) {
 // reading back the directories its name encodes (-home-alice-src-my-app is
 // /home/alice/src/my-app when that exists: my-app), else
 // recall.ProjectName's.
+//
+// The directories are looked up as the root's owner (confine.AsOwnerOf):
+// a root named after a path only another user may see gets its raw name,
+// as one named after a path that does not exist, so a label never tells
+// its owner what is in a directory they cannot read.
 func Name(root string) string {
 	base := filepath.Base(root)
 	if enc, ok := strings.CutPrefix(base, "-"); ok && enc != "" {
-		if dir := decode(strings.Split(enc, "-")); dir != "" {
+		var dir string
+		_ = confine.AsOwnerOf(root, nil, func() error {
+			dir = decode(strings.Split(enc, "-"))
+			return nil
+		})
+		if dir != "" {
 			return filepath.Base(dir)
 		}
 	}

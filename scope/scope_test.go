@@ -94,14 +94,34 @@ func TestName(t *testing.T) {
 	for _, d := range []string{"src/my-app", "src/web", ".config/agent"} {
 		os.MkdirAll(filepath.Join(home, d), 0o755)
 	}
-	enc := func(p string) string { return "/x/" + nonAlnum.ReplaceAllString(p, "-") }
-	for _, tc := range []struct{ root, want string }{
+	projects := t.TempDir()
+	enc := func(p string) string {
+		root := filepath.Join(projects, nonAlnum.ReplaceAllString(p, "-"))
+		os.MkdirAll(root, 0o755)
+		return root
+	}
+	cases := []struct{ root, want string }{
 		{enc(filepath.Join(home, "src", "my-app")), "my-app"},
 		{enc(filepath.Join(home, "src", "web")), "web"},
 		{enc(filepath.Join(home, ".config", "agent")), "agent"},
 		{"/x/-home-nobody-src-gone", "src-gone"},
 		{"/home/a/.codex", "codex"},
-	} {
+	}
+	if os.Geteuid() == 0 {
+		// A root of nobody's named after a directory only root may see:
+		// its raw name, as for one that does not exist (the label never
+		// tells its owner what it cannot read).
+		hidden := filepath.Join(home, "hidden")
+		os.MkdirAll(filepath.Join(hidden, "merger-plans"), 0o755)
+		os.Chmod(hidden, 0o700)
+		os.Chmod(home, 0o755)
+		for _, d := range []string{"merger-plans", "no-such-plans"} {
+			root := enc(filepath.Join(hidden, d))
+			os.Chown(root, 65534, 65534)
+			cases = append(cases, struct{ root, want string }{root, strings.TrimPrefix(filepath.Base(root), "-")})
+		}
+	}
+	for _, tc := range cases {
 		if got := Name(tc.root); got != tc.want {
 			t.Errorf("Name(%s) = %q, want %q", tc.root, got, tc.want)
 		}
