@@ -26,15 +26,17 @@ type Discovery struct {
 }
 
 // DiscoveryPath is where the daemon of this user announces itself:
-// /run/memwatch/daemon.json as root (whatever the environment says: root's
-// environment may be a user's, with su or sudo -E),
-// $XDG_RUNTIME_DIR/memwatch/daemon.json, else a per-user file in the
-// temporary directory.
+// $XDG_RUNTIME_DIR/memwatch/daemon.json, else /run/memwatch/daemon.json as
+// root, else a per-user file in the temporary directory. Root takes its
+// $XDG_RUNTIME_DIR only when only root can change it (CheckOwned): root's
+// environment may be a user's (su without -, sudo -E), whose runtime
+// directory is hers; root then looks in /run/memwatch alone.
 func DiscoveryPath() string {
-	if os.Geteuid() == 0 {
+	x := os.Getenv("XDG_RUNTIME_DIR")
+	if os.Geteuid() == 0 && (x == "" || CheckOwned(x) != nil) {
 		return "/run/memwatch/daemon.json"
 	}
-	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
+	if x != "" {
 		return filepath.Join(x, "memwatch", "daemon.json")
 	}
 	return filepath.Join(os.TempDir(), fmt.Sprintf("memwatch-%d", os.Geteuid()), "daemon.json")

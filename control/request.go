@@ -3,6 +3,7 @@ package control
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -134,12 +135,12 @@ func ParseRecallRequest(v url.Values) (RecallRequest, error) {
 		*out = n
 		return nil
 	}
-	if err := num("limit", 1, MaxLimit, &r.Limit); err != nil {
-		if n, perr := strconv.Atoi(v.Get("limit")); perr == nil && n > MaxLimit && n <= MaxResults {
-			return r, Usagef("limit must be a number from 1 to %d, not %d: one answer holds at most %d results; ask for the next with offset (memwatch recall --limit pages itself)", MaxLimit, n, MaxLimit)
-		}
+	// A limit past one answer's is served a page at a time: this one, and
+	// next says where the rest starts.
+	if err := num("limit", 1, math.MaxInt32, &r.Limit); err != nil {
 		return r, err
 	}
+	r.Limit = min(r.Limit, MaxLimit)
 	if err := num("offset", 0, MaxResults-r.Limit, &r.Offset); err != nil {
 		return r, err
 	}

@@ -26,22 +26,24 @@ import (
 var ErrNotOwned = errors.New("another user could have made or changed it")
 
 // CheckOwned reports why path (a file or a directory) is not one this
-// process may believe (see above); nil when it is, or when it does not
-// exist (nothing to believe yet: what creates it makes it this user's).
+// process may believe (see above); nil when it is. A path that does not
+// exist is nothing to believe yet: what creates it checks again after.
 func CheckOwned(path string) error {
 	me := os.Geteuid()
 	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	missing := errors.Is(err, fs.ErrNotExist)
+	switch {
+	case missing && me != 0:
 		return nil
-	}
-	if err != nil {
+	case err != nil && !missing:
 		return err
-	}
-	if err := ownedBy(path, fi, me, me == 0); err != nil {
-		return err
-	}
-	if me != 0 {
-		return nil
+	case !missing:
+		if err := ownedBy(path, fi, me, me == 0); err != nil {
+			return err
+		}
+		if me != 0 {
+			return nil
+		}
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -50,7 +52,11 @@ func CheckOwned(path string) error {
 	if r, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = r
 	}
+	// As root, the directories above it (above where it would be made).
 	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && p != filepath.Dir(p) {
+			continue
+		}
 		fi, err := os.Stat(p)
 		if err != nil {
 			return err

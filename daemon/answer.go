@@ -105,7 +105,8 @@ func (x *Recaller) Search(ctx context.Context, req control.RecallRequest, roots 
 	if err != nil {
 		return res, control.Usagef("%v", err)
 	}
-	limit := max(req.Limit, 1)
+	// At most MaxResults deep, whoever asks: a search's cost grows with it.
+	limit := max(min(req.Limit, control.MaxResults-req.Offset), 1)
 	opts := recall.Options{Roots: roots, Labels: req.Scope, Limit: req.Offset + limit, Sort: req.Sort, Explain: req.Explain}
 	opts.NameRoots = len(roots) > 1 || req.All || req.Store != "" || req.Dir == "" && res.Searched != "" && !strings.HasPrefix(res.Searched, "the root ")
 	if x.Options != nil {

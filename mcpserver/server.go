@@ -236,7 +236,7 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 // past it is refused with 503); a session idle for mcp.session_idle ends.
 func (s *Server) Handler() http.Handler {
 	p := s.cfg.Policy()
-	s.sessions.max, s.sessions.perClient = p.MCP.MaxSessions, p.MCP.MaxSessionsPerClient
+	s.sessions.max, s.sessions.perClient, s.sessions.log = p.MCP.MaxSessions, p.MCP.MaxSessionsPerClient, s.log
 	probe := mcp.NewServer(&mcp.Implementation{Name: "memwatch", Version: s.cfg.Version}, nil)
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		ns, ok := r.Context().Value(newSessionKey{}).(*newSession)
@@ -270,7 +270,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		if r.Header.Get("Mcp-Session-Id") == "" && r.Method == http.MethodPost {
 			if ok, why := s.sessions.admit(c.Name); !ok {
-				s.sessions.refused(s.log, c.Name, why)
+				s.sessions.refused(c.Name, why)
 				http.Error(w, fmt.Sprintf(`{"error":%q}`, why), http.StatusServiceUnavailable)
 				return
 			}

@@ -21,8 +21,11 @@ type sessions struct {
 	mu             sync.Mutex
 	max, perClient int
 	servers        []*tracked
-	// said is when each client's refusal was last logged: once a minute.
-	said map[string]time.Time
+	// said is when each client's refusal or eviction was last logged
+	// (once a minute), count how many came since.
+	said  map[string]time.Time
+	count map[string]int
+	log   *slog.Logger
 }
 
 type tracked struct {
@@ -107,6 +110,7 @@ func (ss *sessions) evict(client string) {
 	ss.servers = append(ss.servers[:k], ss.servers[k+1:]...)
 	t.evicted = true
 	t.close()
+	ss.say(client, "mcp: a session ended to make room: the client holds its share of sessions, or the most of them", "share", ss.perClient, "max_sessions", ss.max)
 }
 
 // add counts a new session's server as client's.
@@ -161,18 +165,27 @@ func (ss *sessions) touch(sid string) string {
 }
 
 // refused logs a refused session, once a minute per client.
-func (ss *sessions) refused(log *slog.Logger, client, why string) {
+func (ss *sessions) refused(client, why string) {
 	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.say(client, "mcp: session refused", "why", why)
+}
+
+// say logs msg about client once a minute per client and message, with
+// how many times it happened since. Called with mu held.
+func (ss *sessions) say(client, msg string, args ...any) {
 	if ss.said == nil || len(ss.said) > 10_000 {
-		ss.said = map[string]time.Time{}
+		ss.said, ss.count = map[string]time.Time{}, map[string]int{}
 	}
-	last := ss.said[client]
+	key := client + "\x00" + msg
+	ss.count[key]++
 	now := time.Now()
-	if now.Sub(last) < time.Minute {
-		ss.mu.Unlock()
+	if now.Sub(ss.said[key]) < time.Minute {
 		return
 	}
-	ss.said[client] = now
-	ss.mu.Unlock()
-	log.Warn("mcp: session refused", "client", client, "why", why, "said_once_per", time.Minute)
+	n := ss.count[key]
+	ss.said[key], ss.count[key] = now, 0
+	if ss.log != nil {
+		ss.log.Warn(msg, append([]any{"client", client, "times", n, "said_once_per", time.Minute}, args...)...)
+	}
 }

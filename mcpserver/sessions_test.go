@@ -102,6 +102,9 @@ func TestSessionsShare(t *testing.T) {
 	if code := ping("bob", bobSID); code != 200 {
 		t.Errorf("bob's session after alice's flood: %d, want 200", code)
 	}
+	if n := strings.Count(logBuf.String(), "client=alice"); n != 1 {
+		t.Errorf("alice's 47 evictions were logged in %d lines, want 1:\n%s", n, logBuf.String())
+	}
 	// The whole bound: alice 3, bob, carol 3; dave gets room (carol and
 	// alice hold more than an even share, so one of theirs goes).
 	for i := range 3 {

@@ -708,6 +708,9 @@ func (s *searcher) scanBackward(f file, fh *os.File, size int64) error {
 	var stopErr error
 	// take searches one region, the one just before end.
 	take := func(r region, regionNL int64, cands []cand) error {
+		if err := s.ctx.Err(); err != nil {
+			return err // the client left: a chunk at a time, the work stops
+		}
 		base := nlAfter + regionNL // newlines from the region's start to the file's end
 		// A result's line number is 1 + newlines before it in the file =
 		// 1 + N - (newlines from its start to the end); N comes later.

@@ -125,23 +125,39 @@ type HeldLine struct {
 // not in their live files, newest first, while fn returns nil. Pruned
 // lines are not held any more.
 func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) error) error {
-	logs, err := s.Logs(ctx, root)
+	// The logs gone whole (or a database's conversations): every message,
+	// in one query however many logs went (an agent deleting 200,000 of
+	// them costs one pass over their lines, not a query each).
+	rows, err := s.db.QueryContext(ctx, `SELECT l.path, n.gen, n.line, n.data FROM logs l JOIN lines n ON n.log = l.id
+		WHERE l.root=? AND (l.missing=1 OR l.ino=?) AND n.msg=1 AND n.data IS NOT NULL ORDER BY l.path, n.seq DESC`, root.Key(), virtualIno)
+	if err != nil {
+		return fmt.Errorf("read held lines: %w", err)
+	}
+	for rows.Next() {
+		var h HeldLine
+		if err := rows.Scan(&h.Path, &h.Gen, &h.Line, &h.Data); err != nil {
+			rows.Close()
+			return err
+		}
+		if err := fn(h); err != nil {
+			rows.Close()
+			return err
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// Live logs the agent rewrote: the generations before the live one,
+	// less what was carried into it (only such logs have any).
+	logs, err := s.logsWhere(ctx, `root=? AND missing=0 AND ino!=? AND gen>1 ORDER BY path`, root.Key(), virtualIno)
 	if err != nil {
 		return err
 	}
 	for _, st := range logs {
-		var q string
-		args := []any{st.ID}
-		switch {
-		case st.ino == virtualIno || st.Missing:
-			q = `SELECT gen, line, data FROM lines WHERE log=? AND msg=1 AND data IS NOT NULL ORDER BY seq DESC`
-		default:
-			// Generations before the live one, less what was carried into it.
-			q = `SELECT gen, line, data FROM lines l WHERE log=? AND msg=1 AND data IS NOT NULL AND gen<?
-				AND NOT EXISTS (SELECT 1 FROM carried c WHERE c.log=l.log AND c.gen=? AND c.seq=l.seq) ORDER BY seq DESC`
-			args = append(args, st.Gen, st.Gen)
-		}
-		if err := s.eachHeld(ctx, st.Path, q, args, fn); err != nil {
+		q := `SELECT gen, line, data FROM lines l WHERE log=? AND msg=1 AND data IS NOT NULL AND gen<?
+			AND NOT EXISTS (SELECT 1 FROM carried c WHERE c.log=l.log AND c.gen=? AND c.seq=l.seq) ORDER BY seq DESC`
+		if err := s.eachHeld(ctx, st.Path, q, []any{st.ID, st.Gen, st.Gen}, fn); err != nil {
 			return err
 		}
 	}

@@ -177,11 +177,11 @@ func (s *Spool) prepared(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, 
 
 // Open opens (creating if needed) the spool in the state directory dir.
 func Open(ctx context.Context, dir string) (*Spool, error) {
-	if err := state.Trusted(dir); err != nil {
-		return nil, err
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	if err := state.Trusted(dir); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, FileName)
 	if err := state.Private(path); err != nil {

@@ -80,11 +80,11 @@ CREATE TABLE IF NOT EXISTS disk (
 
 // Open opens (creating if needed) the state database in dir.
 func Open(ctx context.Context, dir string) (*DB, error) {
-	if err := Trusted(dir); err != nil {
-		return nil, err
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	if err := Trusted(dir); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, FileName)
 	if err := Private(path); err != nil {
@@ -333,11 +333,11 @@ type Lock struct{ f *os.File }
 
 // TryLock takes the state directory's lock without waiting.
 func TryLock(dir string) (*Lock, error) {
-	if err := Trusted(dir); err != nil {
-		return nil, err
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	if err := Trusted(dir); err != nil {
+		return nil, err
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {

@@ -147,11 +147,11 @@ func newStore(db *sql.DB, dir string) (*Store, error) {
 
 // Open opens (creating) the versions database in the state directory dir.
 func Open(ctx context.Context, dir string) (*Store, error) {
-	if err := state.Trusted(dir); err != nil {
-		return nil, err
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	if err := state.Trusted(dir); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, FileName)
 	if err := state.Private(path); err != nil {

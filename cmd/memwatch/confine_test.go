@@ -11,11 +11,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -93,6 +96,78 @@ func agentHelperMain() {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		fmt.Printf("%d %d\n%s", resp.StatusCode, time.Since(start).Milliseconds(), body)
+	case "flood": // args: socket, URL path, parallel, rounds: GETs at once as this user
+		n, _ := strconv.Atoi(args[2])
+		rounds, _ := strconv.Atoi(args[3])
+		c := socketClient(args[0])
+		c.Timeout = 2 * time.Minute
+		var mu sync.Mutex
+		codes := map[int]int{}
+		var worst time.Duration
+		var bytes int64
+		for range rounds {
+			var wg sync.WaitGroup
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					start := time.Now()
+					code := 0
+					var got int64
+					if resp, err := c.Get("http://memwatch" + args[1]); err == nil {
+						got, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						code = resp.StatusCode
+					}
+					mu.Lock()
+					codes[code]++
+					worst, bytes = max(worst, time.Since(start)), max(bytes, got)
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+		}
+		fmt.Printf("%v %d %d\n", codes, worst.Milliseconds(), bytes)
+	case "hold": // args: socket, count: connections held open (idle, kept alive, a POST with no body)
+		n, _ := strconv.Atoi(args[1])
+		var held []net.Conn
+		for i := 0; i < n && time.Now().Before(until); i++ {
+			c, err := net.Dial("unix", args[0])
+			if err != nil {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			switch i % 3 {
+			case 1:
+				fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: memwatch\r\n\r\n")
+			case 2:
+				fmt.Fprintf(c, "POST /v1/trigger HTTP/1.1\r\nHost: memwatch\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+			}
+			held = append(held, c)
+		}
+		fmt.Printf("held %d\n", len(held))
+		os.Stdout.Sync()
+		time.Sleep(time.Until(until))
+		for _, c := range held {
+			c.Close()
+		}
+	case "mcpinit": // args: socket, count: MCP sessions opened one after another
+		n, _ := strconv.Atoi(args[1])
+		c := socketClient(args[0])
+		codes := map[int]int{}
+		for i := range n {
+			req, _ := http.NewRequest("POST", "http://memwatch/mcp", strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c%d","version":"1"}}}`, i)))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			code := 0
+			if resp, err := c.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				code = resp.StatusCode
+			}
+			codes[code]++
+		}
+		fmt.Printf("%v\n", codes)
 	case "records": // args: database
 		db, err := sql.Open("sqlite", "file:"+args[0]+"?_pragma=busy_timeout(5000)")
 		if err != nil {

@@ -59,8 +59,8 @@ is cited HOST:/path#L5, which memwatch show takes as printed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			oneShot()
 			req := control.RecallRequest{Query: strings.Join(args, " "), Store: store, All: all, Host: host, Limit: limit, Sort: sortBy, Context: around, Explain: explain}
-			if limit < 1 || limit > control.MaxResults {
-				return usageError{fmt.Errorf("--limit must be from 1 to %d, not %d", control.MaxResults, limit)}
+			if limit < 1 {
+				return usageError{fmt.Errorf("--limit must be 1 or more, not %d", limit)}
 			}
 			if around < 0 || around > control.MaxContext {
 				return usageError{fmt.Errorf("-C must be from 0 to %d, not %d", control.MaxContext, around)}
@@ -99,6 +99,9 @@ is cited HOST:/path#L5, which memwatch show takes as printed.`,
 			}
 			if res.Searched != "" {
 				fmt.Fprintf(g.stderr, "recall: searching %s\n", res.Searched)
+			}
+			if len(res.Results) < limit && len(res.Results) >= control.MaxResults {
+				fmt.Fprintf(g.stderr, "recall: the first %d results: a search goes %d deep (a rarer word, --dir or --scope narrows it)\n", len(res.Results), control.MaxResults)
 			}
 			if res.Skipped > 0 {
 				fmt.Fprintf(g.stderr, "recall: searched %d of your roots; %d more were left out (name one with --dir or a store with --store)\n", res.Roots, res.Skipped)
