@@ -377,7 +377,7 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 			if rep.pinnedOver {
 				env.Log.Warn("MEMORY.md's pinned lines alone are over its limits: memwatch leaves them", "root", root.Path(), "pinned", rep.pinned, "memory_max_size", limit, "memory_max_lines", maxLines)
 			}
-			if o.LinkPruned && len(removedFacts(old, next)) > 0 {
+			if o.LinkPruned && len(movedUnits(old, next)) > 0 {
 				var more pruneReport
 				next, more = withLink(next, filepath.Base(pruned), limit, maxLines)
 				if n := more.dated + more.facts + more.rules; n > 0 {
@@ -387,88 +387,98 @@ func (Layout) CompactRequest(env *layout.Env, root *confine.Root, force bool) (r
 			if bytes.Equal(next, old) {
 				return nil, rewrite.ErrUnchanged
 			}
-			gone := removedFacts(old, next)
-			if len(gone) == 0 || layout.IsDryRun(ctx) {
+			// What goes, goes whole to the topic file: checked before
+			// anything is written, so a refused compression leaves both
+			// files as they were.
+			moved := movedUnits(old, next)
+			add := movedText(moved)
+			if err := guardMoved(old, next, add); err != nil {
+				return nil, err
+			}
+			if len(moved) == 0 || layout.IsDryRun(ctx) {
 				return next, nil
 			}
-			moved, err := keepPruned(ctx, env, root, pruned, gone)
+			rec2, err := keepPruned(ctx, env, root, pruned, add)
 			if err != nil {
 				return nil, err
 			}
-			if moved > 0 {
+			if rec2 > 0 {
 				// One action: undoing either change undoes both.
-				rec.Key = rewrite.WithKey(moved)
+				rec.Key = rewrite.WithKey(rec2)
 			}
 			have, err := root.ReadFile(pruned)
 			if err != nil {
 				return nil, err
 			}
-			kept := map[string]bool{}
-			for _, l := range factLines(have) {
-				kept[l] = true
-			}
-			for _, g := range gone {
-				if !kept[g] {
-					return nil, &rewrite.Rejected{Reason: fmt.Sprintf("fact %q would leave MEMORY.md without being in %s", clip(g), pruned)}
+			for _, u := range moved {
+				if !bytes.Contains(have, []byte(strings.TrimRight(u.text, "\n"))) {
+					return nil, &rewrite.Rejected{Reason: fmt.Sprintf("%q would leave MEMORY.md without being in %s", clip(strings.TrimSpace(u.text)), pruned)}
 				}
 			}
-			rec.Reason = fmt.Sprintf("%s; %d fact(s) moved to %s", rec.Reason, len(gone), pruned)
+			rec.Reason = fmt.Sprintf("%s; %d unit(s) (items, paragraphs, code blocks, tables) moved whole to %s", rec.Reason, countContent(moved), pruned)
 			return next, nil
 		}}, rec
 }
 
-// keepPruned appends to the pruned-facts file the facts it lacks, under a
+// countContent counts the units that are not headings.
+func countContent(us []unit) int {
+	n := 0
+	for _, u := range us {
+		if u.Content() {
+			n++
+		}
+	}
+	return n
+}
+
+// guardMoved checks a compression before anything is written: every line
+// of old is in next or in what the topic file gets (add), and no file is
+// left with a code block that does not close (unless old had one).
+func guardMoved(old, next []byte, add string) error {
+	have := map[string]bool{}
+	for _, src := range [][]byte{next, []byte(add)} {
+		for _, l := range markdown.Lines(src) {
+			have[strings.TrimRight(l, "\r\n")] = true
+		}
+	}
+	for _, l := range markdown.Lines(old) {
+		if k := strings.TrimRight(l, "\r\n"); strings.TrimSpace(k) != "" && !have[k] {
+			return &rewrite.Rejected{Reason: fmt.Sprintf("the line %q would be in neither MEMORY.md nor the file of moved facts", clip(strings.TrimSpace(k)))}
+		}
+	}
+	if markdown.FencesBalance(old) && !markdown.FencesBalance(next) {
+		return &rewrite.Rejected{Reason: "a code block's fences would not balance in MEMORY.md"}
+	}
+	if !markdown.FencesBalance([]byte(add)) {
+		return &rewrite.Rejected{Reason: "a code block's fences would not balance in the file of moved facts"}
+	}
+	return nil
+}
+
+// keepPruned appends what a compression moved (add: whole units under
+// their sections' headings, movedText) to the pruned-facts file, under a
 // dated heading: an append, journaled like every write.
-func keepPruned(ctx context.Context, env *layout.Env, root *confine.Root, pruned string, facts []string) (int64, error) {
+func keepPruned(ctx context.Context, env *layout.Env, root *confine.Root, pruned, add string) (int64, error) {
 	r := env.Record(RuleCompress)
 	r.Reason = "facts moved out of MEMORY.md"
 	out, err := env.Rewriter.Apply(ctx, rewrite.Request{Root: root, Target: pruned, AllowCreate: true, From: []string{filesOf(env.Store).memory()},
 		Compute: func(_ context.Context, old []byte) ([]byte, error) {
-			have := map[string]bool{}
-			for _, l := range factLines(old) {
-				have[l] = true
-			}
-			var add []string
-			for _, f := range facts {
-				if !have[f] {
-					add = append(add, f)
-				}
-			}
-			if len(add) == 0 {
+			if strings.TrimSpace(add) == "" {
 				return nil, rewrite.ErrUnchanged
 			}
 			next := append([]byte{}, old...)
 			if len(next) == 0 {
 				next = append(next, "# Facts pruned from MEMORY.md\n\nmemwatch moves here what it takes out of MEMORY.md to keep it under its size limit.\n"...)
 			}
-			next = withBlankLine(next)
-			next = append(next, "## "+env.Now().Format("2006-01-02 15:04")+"\n"...)
-			for _, f := range add {
-				if !strings.HasPrefix(f, "-") && !strings.HasPrefix(f, "*") {
-					f = "- " + f
-				}
-				next = append(next, f+"\n"...)
+			if !markdown.FencesBalance(next) {
+				next = append(withBlankLine(next), "```\n"...) // a block an agent left open ends before what comes
 			}
+			next = withBlankLine(next)
+			next = append(next, "## "+env.Now().Format("2006-01-02 15:04")+"\n\n"...)
+			next = append(next, add...)
 			return next, nil
 		}}, r)
 	return out.Record, err
-}
-
-// removedFacts are the fact lines of old that next no longer has.
-func removedFacts(old, next []byte) []string {
-	have := map[string]bool{}
-	for _, l := range factLines(next) {
-		have[l] = true
-	}
-	var out []string
-	seen := map[string]bool{}
-	for _, l := range factLines(old) {
-		if !have[l] && !seen[l] {
-			out = append(out, l)
-			seen[l] = true
-		}
-	}
-	return out
 }
 
 // guardCompressed checks an LLM's compressed MEMORY.md: clean text, not
@@ -494,35 +504,25 @@ func clip(s string) string {
 	return s
 }
 
-// CompressHeuristic removes exact duplicate lines (the first stays) and
-// sections whose heading has nothing under it.
+// CompressHeuristic drops items and paragraphs that repeat one before
+// them word for word (the first stays; a code block or a table is never
+// touched: a line repeated inside one is code).
 func CompressHeuristic(src []byte) []byte {
-	lines := strings.SplitAfter(string(src), "\n")
+	lines := markdown.Lines(src)
 	seen := map[string]bool{}
-	var kept []string
-	for _, l := range lines {
-		k := strings.TrimRight(l, "\r\n")
-		if strings.TrimSpace(k) != "" && !strings.HasPrefix(strings.TrimSpace(k), "#") {
+	var b strings.Builder
+	for _, u := range markdown.Blocks(lines) {
+		text := u.Lines(lines)
+		if u.Kind == markdown.BlockItem || u.Kind == markdown.BlockParagraph {
+			k := strings.TrimSpace(text)
 			if seen[k] {
 				continue
 			}
 			seen[k] = true
 		}
-		kept = append(kept, l)
+		b.WriteString(text)
 	}
-	out := []byte(strings.Join(kept, ""))
-	d := markdown.Parse(out)
-	var b []byte
-	last := 0
-	for i, h := range d.Headings {
-		body := out[h.Start:h.End]
-		if nl := bytes.IndexByte(body, '\n'); nl >= 0 && strings.TrimSpace(string(body[nl+1:])) == "" && (i+1 == len(d.Headings) || d.Headings[i+1].Level <= h.Level) {
-			b = append(b, out[last:h.Start]...)
-			last = h.End
-		}
-	}
-	b = append(b, out[last:]...)
-	return b
+	return []byte(b.String())
 }
 
 // factLines are the lines a memory update must not lose too many of.

@@ -3,6 +3,7 @@ package memoryhistory
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/memwatch/memwatch/markdown"
@@ -37,76 +38,81 @@ var (
 	ruleLine       = regexp.MustCompile(`(?i)^[-*]?\s*(\*\*)?(never|always|do not|don't|must|must not)\b`)
 )
 
-// heading returns a markdown heading's level and text (0 for no heading).
-func heading(line string) (int, string) {
-	t := strings.TrimSpace(line)
-	n := 0
-	for n < len(t) && t[n] == '#' {
-		n++
-	}
-	if n == 0 || n > 6 || n < len(t) && t[n] != ' ' {
-		return 0, ""
-	}
-	return n, strings.TrimSpace(t[n:])
-}
-
-// lineKind is what a MEMORY.md line is to a compression.
+// lineKind is what a block of MEMORY.md is to a compression.
 type lineKind int
 
 const (
-	kindStructure lineKind = iota // a heading or a blank line
+	kindStructure lineKind = iota // a heading, a blank line, a code block never closed
 	kindPinned
 	kindDated // moved out first
 	kindFact
 	kindRule // moved out last
 )
 
-// classify gives each line of src (split after "\n") its kind.
-func classify(lines []string) []lineKind {
-	kinds := make([]lineKind, len(lines))
+// unit is a block of MEMORY.md (markdown.Blocks: a code block, a table, a
+// list item with what is nested under it, a paragraph, a heading, a blank
+// line) with what a compression makes of it: it goes or stays whole.
+type unit struct {
+	markdown.Block
+	kind lineKind
+	// path are the heading lines of the sections it is in, outermost first.
+	path []string
+	// text is the unit's lines (movedUnits fills it in).
+	text string
+}
+
+// units splits lines (markdown.Lines) into units and gives each its kind.
+func units(lines []string) []unit {
+	pinned := markdown.PinnedLines(lines)
 	type section struct {
-		level                  int
-		pinned, episodic, rule bool
+		level          int
+		line           string
+		episodic, rule bool
 	}
 	var stack []section
-	for i, l := range lines {
-		if lvl, text := heading(l); lvl > 0 {
-			for len(stack) > 0 && stack[len(stack)-1].level >= lvl {
+	var out []unit
+	for _, b := range markdown.Blocks(lines) {
+		if b.Kind == markdown.BlockHeading {
+			for len(stack) > 0 && stack[len(stack)-1].level >= b.Level {
 				stack = stack[:len(stack)-1]
 			}
-			s := section{level: lvl, pinned: markdown.PinnedHeading(text), episodic: episodicHeader.MatchString(text), rule: rulesHeader.MatchString(text)}
+			s := section{level: b.Level, line: strings.TrimRight(lines[b.Start], "\r\n"), episodic: episodicHeader.MatchString(b.Text), rule: rulesHeader.MatchString(b.Text)}
 			if len(stack) > 0 {
 				p := stack[len(stack)-1]
-				s.pinned = s.pinned || p.pinned
 				s.episodic = s.episodic || p.episodic && !s.rule
 				s.rule = s.rule || p.rule && !s.episodic
 			}
 			stack = append(stack, s)
-			kinds[i] = kindStructure
-			if s.pinned {
-				kinds[i] = kindPinned
-			}
-			continue
 		}
-		t := strings.TrimSpace(l)
+		u := unit{Block: b}
+		for _, s := range stack {
+			u.path = append(u.path, s.line)
+		}
+		if b.Kind == markdown.BlockHeading {
+			u.path = u.path[:len(u.path)-1] // a heading is in its parents' sections
+		}
 		var in section
 		if len(stack) > 0 {
 			in = stack[len(stack)-1]
 		}
+		first := strings.TrimSpace(lines[b.Start])
 		switch {
-		case t == "":
-			kinds[i] = kindStructure
-		case in.pinned || markdown.PinMarked(t):
-			kinds[i] = kindPinned
-		case in.rule || ruleLine.MatchString(t):
-			kinds[i] = kindRule
-		case in.episodic || datedLine.MatchString(t):
-			kinds[i] = kindDated
+		case pinned[b.Start] || b.Content() && slices.Contains(pinned[b.Start:b.End], true):
+			u.kind = kindPinned
+		case !b.Content():
+			u.kind = kindStructure
+		case b.Kind == markdown.BlockFence && !markdown.FencesBalance([]byte(b.Lines(lines))):
+			u.kind = kindStructure // a code block never closed: moving it would open one elsewhere
+		case in.rule || b.Kind != markdown.BlockFence && ruleLine.MatchString(first):
+			u.kind = kindRule
+		case in.episodic || (b.Kind == markdown.BlockItem || b.Kind == markdown.BlockParagraph) && datedLine.MatchString(first):
+			u.kind = kindDated
 		default:
-			kinds[i] = kindFact
+			u.kind = kindFact
 		}
+		out = append(out, u)
 	}
-	return kinds
+	return out
 }
 
 // guardPinned rejects a new MEMORY.md that lacks a pinned line of old,
@@ -148,30 +154,34 @@ func (p pruneReport) String() string {
 }
 
 // Prune moves facts out of a MEMORY.md over limit bytes or maxLines lines
-// (0: no line limit), in the order above, never a pinned line; headings
-// stay, and sections left empty go.
+// (0: no line limit), in the order above, a whole unit at a time (a code
+// block, a table, a list item with its nested items, a paragraph), never
+// a pinned one; a heading goes only when everything under it went.
+// Duplicate items and paragraphs (the same text again) are dropped first.
 func Prune(src []byte, limit int64, maxLines int) ([]byte, pruneReport) {
 	var rep pruneReport
 	over := func(size int64, n int) bool { return limit > 0 && size > limit || maxLines > 0 && n > maxLines }
-	lines := strings.SplitAfter(string(src), "\n")
-	kinds := classify(lines)
-	for _, k := range kinds {
-		if k == kindPinned {
-			rep.pinned++
+	src = CompressHeuristic(src)
+	lines := markdown.Lines(src)
+	us := units(lines)
+	gone := make([]bool, len(us))
+	for _, u := range us {
+		if u.kind == kindPinned {
+			rep.pinned += u.End - u.Start
 		}
 	}
 	size, n := int64(len(src)), lineCount(src)
 	for _, want := range []lineKind{kindDated, kindFact, kindRule} {
-		for i, l := range lines {
+		for i, u := range us {
 			if !over(size, n) {
 				break
 			}
-			if kinds[i] != want || lines[i] == "" {
+			if u.kind != want || gone[i] {
 				continue
 			}
-			size -= int64(len(l))
-			n--
-			lines[i] = ""
+			gone[i] = true
+			size -= int64(len(u.Lines(lines)))
+			n -= u.End - u.Start
 			switch want {
 			case kindDated:
 				rep.dated++
@@ -182,7 +192,114 @@ func Prune(src []byte, limit int64, maxLines int) ([]byte, pruneReport) {
 			}
 		}
 	}
-	out := CompressHeuristic([]byte(strings.Join(lines, "")))
+	out := assemble(lines, us, gone)
 	rep.pinnedOver = over(int64(len(out)), lineCount(out))
 	return out, rep
+}
+
+// assemble is the document of the units not gone: a heading whose
+// section held something and now holds nothing goes too, and the blank
+// lines around what went do not pile up.
+func assemble(lines []string, us []unit, gone []bool) []byte {
+	// A heading stays while a unit under it (before the next heading of
+	// its level or above) stays, or when nothing under it ever went.
+	keep := make([]bool, len(us))
+	for i, u := range us {
+		keep[i] = !gone[i]
+		if u.Kind != markdown.BlockHeading {
+			continue
+		}
+		left, went := false, false
+		for j := i + 1; j < len(us); j++ {
+			if us[j].Kind == markdown.BlockHeading && us[j].Level <= u.Level {
+				break
+			}
+			if us[j].Content() {
+				left = left || !gone[j]
+				went = went || gone[j]
+			}
+		}
+		keep[i] = left || !went
+	}
+	var b strings.Builder
+	lastBlank := true
+	for i, u := range us {
+		if !keep[i] {
+			continue
+		}
+		if u.Kind == markdown.BlockBlank {
+			if lastBlank {
+				continue
+			}
+			lastBlank = true
+		} else {
+			lastBlank = false
+		}
+		b.WriteString(u.Lines(lines))
+	}
+	return []byte(b.String())
+}
+
+// moved are the units of old with a line next lacks (what a compression,
+// offline or by an LLM, took out), each whole, with its sections'
+// headings: what goes to the topic file, so that no line of old is in
+// neither file.
+func movedUnits(old, next []byte) []unit {
+	have := map[string]bool{}
+	for _, l := range markdown.Lines(next) {
+		have[strings.TrimRight(l, "\r\n")] = true
+	}
+	lines := markdown.Lines(old)
+	var out []unit
+	for _, u := range units(lines) {
+		if u.Kind == markdown.BlockBlank {
+			continue
+		}
+		for _, l := range lines[u.Start:u.End] {
+			if k := strings.TrimRight(l, "\r\n"); strings.TrimSpace(k) != "" && !have[k] {
+				out = append(out, u)
+				break
+			}
+		}
+	}
+	for i := range out {
+		out[i].text = out[i].Lines(lines)
+	}
+	return out
+}
+
+// movedText is what the topic file gets of moved units: each unit whole,
+// under the headings of its sections (each said once while it stays the
+// same), a blank line between units that are not items of one list.
+func movedText(moved []unit) string {
+	var b strings.Builder
+	var path []string
+	prev := markdown.BlockBlank
+	for _, u := range moved {
+		heads := u.path
+		if u.Kind == markdown.BlockHeading {
+			heads = append(append([]string{}, u.path...), strings.TrimRight(u.text, "\r\n"))
+		}
+		common := 0
+		for common < len(path) && common < len(heads) && path[common] == heads[common] {
+			common++
+		}
+		for _, h := range heads[common:] {
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString(h + "\n")
+			prev = markdown.BlockHeading
+		}
+		path = heads
+		if u.Kind == markdown.BlockHeading {
+			continue
+		}
+		if prev != markdown.BlockHeading && !(prev == markdown.BlockItem && u.Kind == markdown.BlockItem) {
+			b.WriteString("\n")
+		}
+		b.WriteString(strings.TrimRight(u.text, "\n") + "\n")
+		prev = u.Kind
+	}
+	return b.String()
 }
