@@ -64,7 +64,7 @@ func decodeCopilot(line []byte, l *lineShape, unmarshal func([]byte, any) error)
 		if e.Data.Success != nil && !*e.Data.Success {
 			text = joinText(text, "error: "+errorText(e.Data.Error, unmarshal))
 		}
-		m.Text = "[tool result] " + strings.TrimSpace(text)
+		m.Text = toolResult(strings.TrimSpace(text))
 	default:
 		m.Text, m.Tools = contentText(e.Data.Content, unmarshal)
 		for _, r := range e.Data.ToolRequests {

@@ -171,6 +171,9 @@ const maxToolInput = 4000
 // toolCall renders a tool call with its input, so what a tool was asked
 // to do (the command run, the pattern searched) is part of the text.
 func toolCall(name string, input []byte) string {
+	if OwnTool(name) {
+		return ownMark // memwatch's own traffic: own.go
+	}
 	s := "[tool: " + name + "]"
 	in := strings.TrimSpace(string(input))
 	if in == "" || in == "null" || in == "{}" {
@@ -189,7 +192,7 @@ func toolCall(name string, input []byte) string {
 // Decode decodes one JSONL line. It never fails: a line it cannot
 // decode comes back as a Raw message holding the text (made valid UTF-8), so
 // nothing an agent wrote is dropped.
-func Decode(line []byte) Message { return decode(line, gojson.Unmarshal) }
+func Decode(line []byte) Message { return withoutOwn(decode(line, gojson.Unmarshal)) }
 
 // decode decodes with unmarshal: github.com/goccy/go-json, three times as
 // fast as encoding/json on these lines (capture and indexing decode every
@@ -268,7 +271,7 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 		case l.Type == "tool_result" || results:
 			m.Role = "tool"
 			if text != "" {
-				text = "[tool result] " + text
+				text = toolResult(text)
 			}
 		case m.Role == "model":
 			m.Role = "assistant"
@@ -281,8 +284,8 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 	if inner.Name != "" && inner != &l && l.Type == "response_item" && m.Role == "assistant" {
 		tools = append(tools, inner.Name)
 	}
-	if m.Role == "tool" && text != "" && !strings.HasPrefix(text, "[tool result]") && inner.Role != "bashExecution" {
-		text = "[tool result] " + text
+	if m.Role == "tool" && text != "" && !strings.HasPrefix(text, "[tool result]") && text != ownMark && inner.Role != "bashExecution" {
+		text = toolResult(text)
 	}
 	m.Tools = append(tools, inner.ToolsUsed...)
 	m.Text = text
@@ -359,7 +362,7 @@ func codexItem(p *lineShape) *lineShape {
 		if json.Unmarshal([]byte(text), &o) == nil && o.Output != "" {
 			text = o.Output // {"output": ..., "metadata": ...}
 		}
-		out.Content, _ = json.Marshal("[tool result] " + text)
+		out.Content, _ = json.Marshal(toolResult(text))
 	}
 	return out
 }
@@ -438,7 +441,7 @@ func contentText(raw json.RawMessage, unmarshal func([]byte, any) error) (string
 			text = joinText(text, toolCall(p.Name, in))
 		case "tool_result":
 			inner, _ := contentText(p.Content, unmarshal)
-			text = joinText(text, "[tool result] "+inner)
+			text = joinText(text, toolResult(inner))
 		case "thinking", "reasoning":
 			// The model's private reasoning is not conversation content.
 		default:
@@ -474,7 +477,7 @@ func IsMessage(line []byte, cut bool) bool {
 		}
 		return false
 	}
-	if msg, sure := classify(line); sure && json.Valid(line) {
+	if msg, sure := classify(line); sure && !mayBeOwn(line) && json.Valid(line) {
 		return msg
 	}
 	m := Decode(line)

@@ -49,7 +49,7 @@ func decodeGemini(line []byte, l *lineShape, unmarshal func([]byte, any) error) 
 	text, tools, results := geminiParts(l.Content, unmarshal)
 	if results && m.Role == "user" {
 		// Function responses sent back to the model: tool results.
-		m.Role, text = "tool", "[tool result] "+text
+		m.Role, text = "tool", toolResult(text)
 	}
 	var r geminiRecord
 	_ = unmarshal(line, &r)

@@ -1,0 +1,85 @@
+package session
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+)
+
+// memwatch's own traffic is not memory. Once an agent calls memwatch's
+// MCP tools, its log holds the call (the query) and the result (the
+// answer quoted back): captured and searched like the rest, they would
+// rank first for the very question they answered, and more copies come
+// with every use. So a call of one of memwatch's tools and what its
+// recall tools return are left out of a message's text, as the agents
+// spell them: Claude Code's mcp__memwatch__recall_memory, Codex's and
+// others' memwatch__recall_memory or memwatch_recall_memory, or the bare
+// recall_memory and recall_show. A message made of nothing else is meta:
+// not searched, not consolidated.
+
+// ownMark stands for a part of a message that was memwatch's own traffic
+// until Decode takes it out.
+const ownMark = "\x00memwatch\x00"
+
+// ownTools are memwatch's MCP tools (mcpserver).
+var ownTools = []string{"recall_memory", "recall_show", "memory_status", "memory_snapshot", "memory_stamp", "memory_list", "memory_read",
+	"memory_write", "memory_append", "memory_patch", "history_search", "records_list", "records_context", "memory_changes",
+	"memory_undo", "memory_versions", "memory_roots"}
+
+// OwnTool reports whether a tool name is one of memwatch's MCP tools as an
+// agent names it.
+func OwnTool(name string) bool {
+	n := strings.ToLower(name)
+	for _, t := range ownTools {
+		if n == t && (t == "recall_memory" || t == "recall_show") {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(n, t); ok && strings.Contains(prefix, "memwatch") {
+			return true
+		}
+	}
+	return false
+}
+
+// ownResult matches what memwatch's recall tools return: recall_memory's
+// and history_search's "Found N result(s) for: ..." with its citations,
+// recall_show's "PATH (lines A to B; the cited ones marked >)".
+var ownResult = regexp.MustCompile(`^(Found \d+ result\(s\) for: [^\n]*(\n|$)|[^\n]* \(lines \d+ to \d+; the cited ones marked >\)\n)`)
+
+// OwnResult reports whether a tool's result is what memwatch's recall
+// tools return.
+func OwnResult(text string) bool { return ownResult.MatchString(strings.TrimSpace(text)) }
+
+// toolResult renders a tool's result in a message's text.
+func toolResult(text string) string {
+	if OwnResult(text) {
+		return ownMark
+	}
+	return "[tool result] " + text
+}
+
+// withoutOwn takes memwatch's own traffic out of m's text; a message
+// that held nothing else becomes meta.
+func withoutOwn(m Message) Message {
+	if !strings.Contains(m.Text, ownMark) {
+		return m
+	}
+	var keep []string
+	for _, part := range strings.Split(m.Text, "\n") {
+		if p := strings.ReplaceAll(part, ownMark, ""); p != "" || part == "" {
+			keep = append(keep, p)
+		}
+	}
+	m.Text = strings.TrimSpace(strings.Join(keep, "\n"))
+	if m.Text == "" {
+		m.Meta, m.Role = true, ""
+	}
+	return m
+}
+
+// mayBeOwn reports whether a raw line could hold memwatch's own traffic
+// (IsMessage then decodes it rather than trusting its shape).
+func mayBeOwn(line []byte) bool {
+	return bytes.Contains(line, []byte("recall_memory")) || bytes.Contains(line, []byte("recall_show")) || bytes.Contains(line, []byte("memwatch")) ||
+		bytes.Contains(line, []byte("result(s) for: ")) || bytes.Contains(line, []byte("the cited ones marked >"))
+}

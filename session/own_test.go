@@ -1,0 +1,40 @@
+package session
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestOwnTrafficIsNotMemory: an agent's calls of memwatch's tools and
+// what its recall tools return are not messages, in every spelling the
+// agents use; a message that says something besides keeps that.
+func TestOwnTrafficIsNotMemory(t *testing.T) {
+	result := `Found 2 result(s) for: \"where do we deploy billing\"\n\n[1] Source: messages\n    Line: 2\n    Content: assistant: We deploy billing to staging first.\n    Citation: s1.jsonl#L2\n`
+	show := `/home/a/.claude/projects/-home-a-src-billing/s1.jsonl (lines 2 to 2; the cited ones marked >)\n> L2: assistant: We deploy billing to staging first.\n`
+	for _, tc := range []struct {
+		name, line string
+		want       string // "" when the line is no message
+	}{
+		{"claude code call", `{"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"mcp__memwatch__recall_memory","input":{"query":"where do we deploy billing"}}]}}`, ""},
+		{"claude code result", `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"` + result + `"}]}]}}`, ""},
+		{"claude code show result", `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","content":"` + show + `"}]}}`, ""},
+		{"claude code call with words", `{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"Let me look that up."},{"type":"tool_use","id":"toolu_3","name":"mcp__memwatch__recall_show","input":{"citation":"s1.jsonl#L2"}}]}}`, "Let me look that up."},
+		{"codex call", `{"timestamp":"2026-11-20T10:00:00Z","type":"response_item","payload":{"type":"function_call","name":"memwatch__recall_memory","arguments":"{\"query\":\"deploy billing\"}","call_id":"c1"}}`, ""},
+		{"codex result", `{"timestamp":"2026-11-20T10:00:01Z","type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"` + result + `"}}`, ""},
+		{"openai tool_calls", `{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"recall_memory","arguments":"{\"query\":\"x\"}"}}]}`, ""},
+		{"another tool stays", `{"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Bash","input":{"command":"make deploy"}}]}}`, `[tool: Bash] {"command":"make deploy"}`},
+		{"another memory server stays", `{"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"mcp__notes__memory_read","input":{}}]}}`, `[tool: mcp__notes__memory_read]`},
+	} {
+		m := Decode([]byte(tc.line))
+		msg := IsMessage([]byte(tc.line), false)
+		if tc.want == "" {
+			if msg || !m.Meta || strings.Contains(m.Text, "deploy") {
+				t.Errorf("%s: a message (IsMessage %v, meta %v): %q", tc.name, msg, m.Meta, m.Text)
+			}
+			continue
+		}
+		if !msg || m.Text != tc.want {
+			t.Errorf("%s: IsMessage %v, text %q, want %q", tc.name, msg, m.Text, tc.want)
+		}
+	}
+}
