@@ -68,6 +68,10 @@ type Stats struct {
 	// and Why says why the first was: one such file never ends a search.
 	Unread int    `json:",omitempty"`
 	Why    string `json:",omitempty"`
+	// More counts the lines holding a word or phrase that the limit left
+	// out (at most Options.More of them: MoreCapped says there are more).
+	More       int  `json:",omitempty"`
+	MoreCapped bool `json:",omitempty"`
 }
 
 // RecallResponse answers GET /v1/recall.

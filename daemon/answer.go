@@ -107,7 +107,7 @@ func (x *Recaller) Search(ctx context.Context, req control.RecallRequest, roots 
 	}
 	// At most MaxResults deep, whoever asks: a search's cost grows with it.
 	limit := max(min(req.Limit, control.MaxResults-req.Offset), 1)
-	opts := recall.Options{Roots: roots, Labels: req.Scope, Limit: req.Offset + limit, Sort: req.Sort, Explain: req.Explain}
+	opts := recall.Options{Roots: roots, Labels: req.Scope, Limit: req.Offset + limit, Sort: req.Sort, Explain: req.Explain, More: countMore}
 	opts.NameRoots = len(roots) > 1 || req.All || req.Store != "" || req.Dir == "" && res.Searched != "" && !strings.HasPrefix(res.Searched, "the root ")
 	if x.Options != nil {
 		x.Options(&opts)
@@ -129,6 +129,10 @@ func (x *Recaller) Search(ctx context.Context, req control.RecallRequest, roots 
 	res.Results, res.Stats = results, st
 	return res, nil
 }
+
+// countMore is how many matching lines past the limit a search counts,
+// so that what the limit left out is said, not cut silently.
+const countMore = 1000
 
 // Resolve opens the roots req covers that the caller reaches, and says
 // what they are (res.Searched) when the request did not name them; done
@@ -162,21 +166,34 @@ func (x *Recaller) Resolve(ctx context.Context, req control.RecallRequest) (root
 		maxRoots = MaxRecallRoots
 	}
 	var want []scope.Root
+	under := ""
+	open := func(c scope.Candidate) (*confine.Root, error) { return x.Open(c.Store, c.ID.Path) }
 	switch {
 	case req.Dir != "":
-		sc := scope.Of(x.Roots, filepath.Clean(req.Dir), nil, nil)
-		if sc.Kind == scope.InRoot && sc.Roots[0].ID.Path == filepath.Clean(req.Dir) {
+		// A root, a folder in one (only the files under it), or an agent
+		// project's directory (at any depth): what the directory means
+		// when recall runs in it, and the same with or without a daemon.
+		dir := filepath.Clean(req.Dir)
+		sc := scope.Of(x.Roots, dir, open, x.Cache)
+		switch sc.Kind {
+		case scope.InRoot:
 			want = sc.Roots
-			break
+			if rel, err := filepath.Rel(sc.Roots[0].ID.Path, dir); err == nil && rel != "." {
+				under = rel
+			}
+		case scope.Project:
+			want = sc.Roots
+			res.Searched = sc.String()
+		default:
+			if !x.Plain {
+				return nil, res, done, control.Usagef("%s is in no root you reach and is no agent project's directory (memwatch status lists the roots)", req.Dir)
+			}
+			root, err := confine.Open(req.Dir, confine.Options{})
+			if err != nil {
+				return nil, res, done, recallDirError(req.Dir, err)
+			}
+			return []recall.Root{{Root: root, Sources: DefaultSources}}, res, done, nil
 		}
-		if !x.Plain {
-			return nil, res, done, control.Usagef("%s is not a root of any store of the daemon's policy", req.Dir)
-		}
-		root, err := confine.Open(req.Dir, confine.Options{})
-		if err != nil {
-			return nil, res, done, recallDirError(req.Dir, err)
-		}
-		return []recall.Root{{Root: root, Sources: DefaultSources}}, res, done, nil
 	case req.All || req.Store != "":
 		for _, c := range x.Roots {
 			if req.Store == "" || c.Store.Name == req.Store {
@@ -188,7 +205,7 @@ func (x *Recaller) Resolve(ctx context.Context, req control.RecallRequest) (root
 		if cwd == "" {
 			cwd = "/"
 		}
-		sc := scope.Of(x.Roots, filepath.Clean(cwd), func(c scope.Candidate) (*confine.Root, error) { return x.Open(c.Store, c.ID.Path) }, x.Cache)
+		sc := scope.Of(x.Roots, filepath.Clean(cwd), open, x.Cache)
 		want = sc.Roots
 		res.Searched = sc.String()
 		if sc.Kind == scope.All {
@@ -219,7 +236,7 @@ func (x *Recaller) Resolve(ctx context.Context, req control.RecallRequest) (root
 			refused++
 			continue
 		}
-		r := recall.Root{Root: root, Sources: srcs, Name: recall.ProjectName(w.ID.Path), Store: w.Store.Name, Project: scope.Name(w.ID.Path)}
+		r := recall.Root{Root: root, Sources: srcs, Name: recall.ProjectName(w.ID.Path), Store: w.Store.Name, Project: scope.Name(w.ID.Path), Under: under}
 		if w.Files != nil {
 			r.Listed = listed(w.Files, srcs)
 		}

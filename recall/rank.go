@@ -369,7 +369,7 @@ func (r *ranker) addHeld() error {
 					break
 				}
 			}
-			if i < 0 {
+			if i < 0 || !root.holds(name) {
 				return nil
 			}
 			key := rel + "\x00" + strconv.FormatInt(gen, 10)

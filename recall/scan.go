@@ -53,6 +53,14 @@ type Root struct {
 	// Project is the root's short name in results (Result.Project); ""
 	// gives ProjectName of its path.
 	Project string
+	// Under, when set, keeps the search to the files under this directory
+	// of the root (recall --dir ROOT/sessions/2026/11), held lines too.
+	Under string
+}
+
+// holds reports whether rel is one of the files r is searched for.
+func (r Root) holds(rel string) bool {
+	return r.Under == "" || strings.HasPrefix(filepath.ToSlash(rel), strings.TrimSuffix(filepath.ToSlash(r.Under), "/")+"/")
 }
 
 // Listed is one file of a Root's listing: relative to the root, searched
@@ -146,6 +154,10 @@ type Options struct {
 	// Indexes keeps large indexes parsed between searches (the daemon's;
 	// nil: each is read).
 	Indexes *IndexCache
+	// More, for a word or phrase (every line holding it), counts the
+	// matching lines past Limit, up to this many (Stats.More): what a
+	// person is told was left out. 0: the search stops at the limit.
+	More int
 }
 
 // Stats says how a search was answered (memwatch recall --explain).
@@ -337,7 +349,7 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 		// add lists rel, searched as src, unless listed already.
 		add := func(src Source, rel string, gen int64) {
 			key := r.Root.Path() + "\x00" + rel
-			if seen[key] {
+			if seen[key] || !r.holds(rel) {
 				return
 			}
 			fi, err := vs.stat(r.Root, rel)
@@ -430,7 +442,16 @@ func (s *searcher) sample(f file, data []byte) {
 }
 
 // emit adds a matching line; it returns errLimit once the search is done.
+// Past the limit it only counts matches, up to Options.More.
 func (s *searcher) emit(f file, line int64, raw, text []byte, at int) error {
+	if len(s.results) >= s.o.Limit {
+		s.stats.More++
+		if s.stats.More >= s.o.More {
+			s.stats.MoreCapped = true
+			return errLimit
+		}
+		return nil
+	}
 	cite := f.src.cite(f.rel)
 	r := Result{Source: f.src.Label, LineNumber: line, Text: snippet(text, at), Project: f.root.project(), Moved: f.src.Moved}
 	if f.src.Kind != Text {
@@ -461,7 +482,7 @@ func (s *searcher) emit(f file, line int64, raw, text []byte, at int) error {
 		return nil
 	}
 	s.results = append(s.results, r)
-	if len(s.results) >= s.o.Limit {
+	if len(s.results) >= s.o.Limit && s.o.More <= 0 {
 		return errLimit
 	}
 	return nil
@@ -1108,7 +1129,7 @@ func (s *searcher) searchHeld() error {
 		err := s.o.Held(s.ctx, r.Root, func(rel string, gen, line int64, raw []byte) error {
 			name, _, _ := strings.Cut(rel, "#") // a database's conversation: DB#ID
 			i := slices.IndexFunc(srcs, func(src Source) bool { return src.holds(name) })
-			if i < 0 {
+			if i < 0 || !r.holds(name) {
 				return nil
 			}
 			f := file{root: r, rel: rel, src: Source{Kind: Log, Label: srcs[i].Label, Strip: srcs[i].Strip}, gen: gen}

@@ -109,26 +109,48 @@ func Of(cands []Candidate, dir string, open Opener, cache *Cache) Scope {
 	if in != nil {
 		return Scope{Kind: InRoot, Dir: dir, Roots: []Root{{Candidate: *in}}}
 	}
-	s := Scope{Kind: Project, Dir: dir}
-	enc := Encodings(dir)
+	// The project dir is in, at any depth, as git finds its repository:
+	// the deepest of dir and the directories above it that an agent's
+	// project is named after (or ran in).
+	var anc []string
+	encs := map[string]string{} // an encoded name: the directory it names
+	whys := map[string]string{}
+	for d := dir; ; d = filepath.Dir(d) {
+		anc = append(anc, d)
+		for name, why := range Encodings(d) {
+			if _, ok := encs[name]; !ok {
+				encs[name], whys[name] = d, why
+			}
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	depth := map[string]int{}
+	for i, d := range anc {
+		depth[d] = i
+	}
+	found := map[string][]Root{}
 	for _, c := range cands {
 		base := filepath.Base(c.ID.Path)
-		switch {
-		case filepath.Dir(c.ID.Path) == dir && inProjects(c.Store):
+		switch parent := filepath.Dir(c.ID.Path); {
+		case inProjects(c.Store) && depth[parent] > 0 || inProjects(c.Store) && parent == dir:
 			// The project's own agent directory (dir/.crush).
-			s.Roots = append(s.Roots, Root{Candidate: c, Why: "inside the project"})
-		case enc[base] != "":
-			s.Roots = append(s.Roots, Root{Candidate: c, Why: enc[base]})
+			found[parent] = append(found[parent], Root{Candidate: c, Why: "inside the project"})
+		case encs[base] != "":
+			found[encs[base]] = append(found[encs[base]], Root{Candidate: c, Why: whys[base]})
 		default:
-			if files, why := cache.projectFiles(c, dir, enc, open); len(files) > 0 {
-				s.Roots = append(s.Roots, Root{Candidate: c, Files: files, Why: why})
+			for d, r := range cache.projectFiles(c, anc, open) {
+				found[d] = append(found[d], r)
 			}
 		}
 	}
-	if len(s.Roots) > 0 {
-		return s
+	for _, d := range anc {
+		if len(found[d]) > 0 {
+			return Scope{Kind: Project, Dir: d, Roots: found[d]}
+		}
 	}
-	s = Scope{Kind: All, Dir: dir}
+	s := Scope{Kind: All, Dir: dir}
 	for _, c := range cands {
 		s.Roots = append(s.Roots, Root{Candidate: c})
 	}
@@ -162,11 +184,13 @@ func Encodings(dir string) map[string]string {
 	}
 }
 
-// projectFiles lists the session files of a shared root that are project
-// dir's: those under a directory named after it (one of enc), or, for a
-// log that names its working directory in its first line (Codex's
-// session_meta, Claude Code's cwd), those that name dir.
-func (cache *Cache) projectFiles(c Candidate, dir string, enc map[string]string, open Opener) ([]string, string) {
+// projectFiles lists the session files of a shared root that are the
+// project of one of dirs (dir and the directories above it, deepest
+// first), by the directory whose project they are: those under a
+// directory named after it, or, for a log that names its working
+// directory in its first line (Codex's session_meta, Claude Code's cwd),
+// those that name it.
+func (cache *Cache) projectFiles(c Candidate, dirs []string, open Opener) map[string]Root {
 	var globs []string
 	for _, g := range registry.LogGlobs(c.Store) {
 		// A root of one project's logs (Claude Code's *.jsonl) is matched
@@ -177,15 +201,29 @@ func (cache *Cache) projectFiles(c Candidate, dir string, enc map[string]string,
 		}
 	}
 	if len(globs) == 0 || open == nil {
-		return nil, ""
+		return nil
 	}
 	root, err := open(c)
 	if err != nil {
-		return nil, ""
+		return nil
 	}
 	defer root.Close()
-	var files []string
-	why := ""
+	encs := map[string]string{}
+	whys := map[string]string{}
+	isDir := map[string]bool{}
+	for i := len(dirs) - 1; i >= 0; i-- { // the deeper's names win
+		for name, why := range Encodings(dirs[i]) {
+			encs[name], whys[name] = dirs[i], why
+		}
+		isDir[dirs[i]] = true
+	}
+	out := map[string]Root{}
+	add := func(d, rel, why string) {
+		r := out[d]
+		r.Candidate, r.Why = c, why
+		r.Files = append(r.Files, rel)
+		out[d] = r
+	}
 	seen := 0
 	for _, glob := range globs {
 		sc, err := root.GlobScan(glob, "")
@@ -196,12 +234,12 @@ func (cache *Cache) projectFiles(c Candidate, dir string, enc map[string]string,
 			rels, done := sc.Next(256)
 			seen += len(rels)
 			for _, rel := range rels {
-				if w := underNamed(rel, enc); w != "" {
-					files, why = append(files, rel), w
+				if d, why := underNamed(rel, encs, whys); d != "" {
+					add(d, rel, why)
 					continue
 				}
-				if cache.cwdOf(root, rel) == dir {
-					files, why = append(files, rel), "sessions that ran in the project"
+				if cwd := cache.cwdOf(root, rel); isDir[cwd] {
+					add(cwd, rel, "sessions that ran in the project")
 				}
 			}
 			if done {
@@ -210,19 +248,22 @@ func (cache *Cache) projectFiles(c Candidate, dir string, enc map[string]string,
 		}
 		sc.Close()
 	}
-	sort.Strings(files)
-	return files, why
+	for d, r := range out {
+		sort.Strings(r.Files)
+		out[d] = r
+	}
+	return out
 }
 
-// underNamed says why rel is under a directory named after the project
-// ("": it is not).
-func underNamed(rel string, enc map[string]string) string {
+// underNamed is the directory rel is filed under by name (encs: an
+// encoded name to the directory it names), and why ("": none).
+func underNamed(rel string, encs, whys map[string]string) (string, string) {
 	for d := path.Dir(filepath.ToSlash(rel)); d != "." && d != "/"; d = path.Dir(d) {
-		if w := enc[path.Base(d)]; w != "" {
-			return w
+		if dir := encs[path.Base(d)]; dir != "" {
+			return dir, whys[path.Base(d)]
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // cwdRE finds the working directory a log's first line names: Codex's

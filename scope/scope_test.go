@@ -67,7 +67,8 @@ func TestOf(t *testing.T) {
 		{claude, InRoot, []string{claude + "|"}},
 		{filepath.Join(codex, "sessions"), InRoot, []string{codex + "|"}},
 		{home, All, nil},
-		{filepath.Join(proj, "deep"), All, nil},
+		// Deeper in the project, as git finds its repository: the project.
+		{filepath.Join(proj, "render", "pdf"), Project, []string{claude + "|", codex + "|" + filepath.Join("sessions", "2026", "11", "20", "rollout-1.jsonl"), crush + "|", pi + "|" + filepath.Join("sessions", "--"+nonAlnumSlash(proj[1:])+"--", "1.jsonl")}},
 	} {
 		s := Of(cands, tc.dir, open, &Cache{})
 		if s.Kind != tc.kind {

@@ -124,6 +124,14 @@ is cited HOST:/path#L5, which memwatch show takes as printed.`,
 			} else {
 				printResults(g.rawOut, req.Query, res, paint(colored), explain)
 			}
+			// What the limit left out is said, as journalctl -n says it.
+			switch more := res.Stats.More; {
+			case more == 0 || len(res.Results) == 0:
+			case res.Stats.MoreCapped:
+				fmt.Fprintf(g.stderr, "recall: over %d more lines hold it, not shown (--limit %d shows more; a rarer word, --dir or --scope narrows it)\n", more, len(res.Results)+more)
+			default:
+				fmt.Fprintf(g.stderr, "recall: %d more not shown (--limit %d shows them all)\n", more, len(res.Results)+more)
+			}
 			if len(res.Results) == 0 {
 				if !asJSON {
 					fmt.Fprintf(g.stderr, "recall: nothing found for %q\n", req.Query)
