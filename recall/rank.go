@@ -659,9 +659,10 @@ func (r *ranker) maxScore(ref segRef, pl *pool, seen map[docRef]bool) {
 
 // ownInfo is a document's own score and the query terms it holds.
 type ownInfo struct {
-	score float64
-	has   uint64 // bit i: term i (the first 64 terms)
-	tfs   []int
+	score  float64
+	has    uint64 // bit i: term i (the first 64 terms)
+	tfs    []int
+	length int // the document's terms, the query's and others
 }
 
 // own computes documents' own scores by lookups, per file.
@@ -693,6 +694,7 @@ func (r *ranker) own(refs map[docRef]*ownInfo) {
 			_, _, length := seg.doc(d)
 			info := refs[docRef{file: f, ord: ord}]
 			info.tfs = make([]int, len(r.terms))
+			info.length = int(length)
 			for i, c := range cs {
 				if c == nil {
 					continue
@@ -718,7 +720,9 @@ type ranked struct {
 	cover      float64 // the share of the query's weight around it
 	file       float64 // its file's score, over the best file's
 	speaker    bool    // said by someone the question names
+	echo       bool    // a question asking nothing but what the query asks
 	tfs        []int
+	length     int
 }
 
 // final scores the top documents' neighbourhoods and returns the best.
@@ -747,7 +751,7 @@ func (r *ranker) final(top []scored) []ranked {
 		if info == nil || info.tfs == nil {
 			continue // past the file's end
 		}
-		rk := ranked{ref: c, own: info.score, tfs: info.tfs}
+		rk := ranked{ref: c, own: info.score, tfs: info.tfs, length: info.length}
 		var has uint64
 		for d := -window; d <= window; d++ {
 			o := int64(c.ord) + int64(d)
@@ -840,6 +844,31 @@ func (r *ranker) fileScore(f *rfile) float64 {
 		}
 	}
 	return r.fileScores[f]
+}
+
+// echoWeight multiplies the score of a question that asks nothing but
+// what the query asks (echoes): asked again, in this session or another,
+// it is the question, never its answer, and it holds every word of the
+// query in few others, so plain BM25 puts it above the answer.
+const echoWeight = 0.5
+
+// echoes reports a document that is a question (its text ends with "?")
+// whose terms are all the query's: its length in terms, less its role
+// (a message's text starts "role: "), is what the query's terms make of
+// it.
+func echoes(k Kind, text []byte, rk ranked) bool {
+	if !bytes.HasSuffix(bytes.TrimSpace(text), []byte("?")) {
+		return false
+	}
+	held := 0
+	for _, tf := range rk.tfs {
+		held += tf
+	}
+	role := 0
+	if k != Text {
+		role = 1
+	}
+	return held > 0 && rk.length-role <= held
 }
 
 // speakerBoost multiplies the score of a message said by someone the
@@ -938,14 +967,20 @@ func (r *ranker) results(rs []ranked, q Query) ([]Result, error) {
 			continue // gone since
 		}
 		c := cand{rk: rk, line: line, raw: raw}
-		if text, id := searchTextID(f.f.src.Kind, raw); id != "" {
+		text, id := searchTextID(f.f.src.Kind, raw)
+		if id != "" {
 			c.key = f.f.root.Root.Path() + "\x00" + f.f.rel + "\x00" + id
 			if v, ok := latest[c.key]; !ok || line > v.line {
 				latest[c.key] = version{line: line, raw: raw, text: text}
 			}
 		}
+		if echoes(f.f.src.Kind, text, rk) {
+			c.rk.echo = true
+			c.rk.score *= echoWeight
+		}
 		cands = append(cands, c)
 	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].rk.score > cands[j].rk.score })
 	emitted := map[string]bool{}
 	for _, c := range cands {
 		if len(s.results) >= r.o.Limit {
@@ -995,6 +1030,9 @@ func (r *ranker) why(rk ranked) string {
 		own = "BM25 " + strconv.FormatFloat(rk.own, 'f', 2, 64) + " for " + strings.Join(ts, ", ")
 	}
 	why := fmt.Sprintf("%s; +%.2f from the messages around it; x%.2f: the five around it hold %.0f%% of the question's weight; x%.2f: its file's share of the question (%.0f%% of the best file's)", own, rk.ctx, rk.cover, 100*rk.cover, 1+fileWeight*rk.file, 100*rk.file)
+	if rk.echo {
+		why += fmt.Sprintf("; x%.1f: a question asking nothing but what this one asks", echoWeight)
+	}
 	if rk.speaker {
 		why += fmt.Sprintf("; x%d: said by someone the question names", speakerBoost)
 	}
