@@ -183,7 +183,9 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 	switch {
 	case v.Deleted():
 		loss.Kind, loss.LinesAfter = "deleted", 0
-	case prev.Lines >= 4 && float64(v.Removed) > rt.store.ShrinkWarn*float64(prev.Lines):
+	case prev.Lines >= 4 && v.Lines < prev.Lines && float64(v.Removed) > rt.store.ShrinkWarn*float64(prev.Lines):
+		// Cut: fewer lines, most of the old gone. A rewrite that grew the
+		// file is no loss to warn of (its versions are kept all the same).
 		loss.Kind = "shrunk"
 	default:
 		return

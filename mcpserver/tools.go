@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/layout/factsepisodes"
+	"github.com/memwatch/memwatch/layout/memoryhistory"
 	"github.com/memwatch/memwatch/layout/nowhistory"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
@@ -212,12 +214,18 @@ func (b *builder) addTools() {
 			}
 			return factsepisodes.FormatIndex(es), listOutput{Files: es}, err
 		})
-	add(b, &mcp.Tool{Name: "memory_read", Description: "Read a memory file (e.g. facts/user.md, or MEMORY.md and HISTORY-YYYY-MM.md). Paths are relative to the memory root and cannot leave it."},
+	add(b, &mcp.Tool{Name: "memory_read", Description: "Read a memory file (e.g. facts/user.md, or MEMORY.md and HISTORY-YYYY-MM.md, wherever the agent keeps them in its root). Paths are relative to the memory root and cannot leave it."},
 		[]string{factsEpisodes, memoryHistory}, nil, func(ctx context.Context, t *target, in pathInput) (string, any, error) {
 			if err := bounded("path", in.Path, maxPath); err != nil {
 				return "", nil, err
 			}
 			data, err := factsepisodes.Read(t.root, in.Path)
+			if errors.Is(err, fs.ErrNotExist) && t.store.Layout == memoryHistory {
+				// MEMORY.md where the agent keeps it (Claude Code's memory/).
+				if dir := memoryhistory.OptionsOf(t.store).MemoryDir; dir != "" && dir != "." {
+					data, err = factsepisodes.Read(t.root, filepath.Join(dir, in.Path))
+				}
+			}
 			if err != nil {
 				return "", nil, err
 			}
@@ -276,10 +284,12 @@ func (b *builder) addTools() {
 	}
 
 	// memory-history (seed 002) and session-detail (seed 003): recall.
-	add(b, &mcp.Tool{Name: "history_search", Description: "Search the history (HISTORY*.md) for entries: every word must occur (case-insensitive); a query in double quotes is an exact phrase. Returns matching lines with citations."},
-		[]string{memoryHistory}, setDefault("limit", recall.DefaultLimit), func(ctx context.Context, t *target, in historyInput) (string, any, error) {
-			return b.search(ctx, t, in.Query, in.Limit, []string{"history"}, recall.SortNewest)
-		})
+	if b.consolidates() {
+		add(b, &mcp.Tool{Name: "history_search", Description: "Search the history (HISTORY*.md) for entries: every word must occur (case-insensitive); a query in double quotes is an exact phrase. Returns matching lines with citations."},
+			[]string{memoryHistory}, setDefault("limit", recall.DefaultLimit), func(ctx context.Context, t *target, in historyInput) (string, any, error) {
+				return b.search(ctx, t, in.Query, in.Limit, []string{"history"}, recall.SortNewest)
+			})
+	}
 	b.addRecall()
 
 	// app-records (seed 004)
@@ -446,4 +456,18 @@ func anys(ss []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+// consolidates reports whether a root the session serves may have a
+// HISTORY.md: a memory-history store that consolidates.
+func (b *builder) consolidates() bool {
+	if b.bound != nil {
+		return b.bound.store.Layout != memoryHistory || memoryhistory.OptionsOf(b.bound.store).Consolidate
+	}
+	for _, st := range b.policy.Stores {
+		if st.Layout == memoryHistory && memoryhistory.OptionsOf(st).Consolidate {
+			return true
+		}
+	}
+	return false
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/scope"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 )
@@ -118,7 +119,9 @@ func (s *Server) search(r *http.Request) (view, error) {
 		defer root.Close()
 		srcs, _ := daemon.SearchSources(t.store)
 		name := t.store.Name + "/" + filepath.Base(t.path)
-		opts.Roots = append(opts.Roots, recall.Root{Root: root, Sources: srcs, Name: name, Store: t.store.Name})
+		// Labelled as the CLI labels it: the project a folder is named
+		// after (billing, not home-alice-src-billing).
+		opts.Roots = append(opts.Roots, recall.Root{Root: root, Sources: srcs, Name: name, Store: t.store.Name, Project: scope.Name(t.path)})
 		names[t.path] = rootOption{Store: t.store.Name, Path: t.path}
 	}
 	if fleet {
