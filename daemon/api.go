@@ -178,10 +178,10 @@ func (d *Daemon) policyStamp() string {
 	return d.stamp
 }
 
-// Generation is a log's live generation in the spool (0: unknown), for
-// recall's citations.
-func (d *Daemon) Generation(ctx context.Context, root *confine.Root, rel string) int64 {
-	return d.spool.LiveGen(ctx, root.ID(), rel)
+// Generation gives, for one search, a log's live generation in the spool
+// (0: unknown), for recall's citations: a root's in one query.
+func (d *Daemon) Generation(ctx context.Context) func(root *confine.Root, rel string) int64 {
+	return d.spool.Gens(ctx).Of
 }
 
 // Held is the spool's held messages for recall (recall.Options.Held).

@@ -105,7 +105,7 @@ func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error
 		Reaches: caller.Reaches,
 		Options: func(o *recall.Options) {
 			o.Index = filepath.Join(d.cfg.StateDir, IndexDir)
-			o.Generation = func(root *confine.Root, rel string) int64 { return d.spool.LiveGen(ctx, root.ID(), rel) }
+			o.Generation = d.spool.Gens(ctx).Of
 			o.Held = d.spool.SearchHeld
 			o.Indexes = d.indexes
 		}}

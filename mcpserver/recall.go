@@ -111,7 +111,7 @@ func (b *builder) recaller(ctx context.Context) *daemon.Recaller {
 		Options: func(o *recall.Options) {
 			o.Index = cfg.Index
 			if gen := cfg.Generation; gen != nil {
-				o.Generation = func(root *confine.Root, rel string) int64 { return gen(ctx, root, rel) }
+				o.Generation = gen(ctx)
 			}
 			o.Held = cfg.Held
 		}}

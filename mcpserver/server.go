@@ -67,7 +67,7 @@ type Config struct {
 	Index string
 	// Generation gives a session log's live generation (from the spool), so
 	// recall cites a log the agent has rewritten as path@N#Lx; may be nil.
-	Generation func(ctx context.Context, root *confine.Root, rel string) int64
+	Generation func(ctx context.Context) func(root *confine.Root, rel string) int64
 	// Held gives the messages the spool holds beyond the live files
 	// (recall.Options.Held); may be nil.
 	Held func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error

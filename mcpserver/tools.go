@@ -14,7 +14,6 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/layout/apprecords"
@@ -420,7 +419,7 @@ func (b *builder) search(ctx context.Context, t *target, query string, limit int
 	}
 	opts := recall.Options{Roots: []recall.Root{{Root: t.root, Sources: srcs}}, Labels: labels, Limit: limit, Index: b.s.cfg.Index, MaxLine: int(t.store.MaxLine), Sort: sortBy}
 	if gen := b.s.cfg.Generation; gen != nil {
-		opts.Generation = func(root *confine.Root, rel string) int64 { return gen(ctx, root, rel) }
+		opts.Generation = gen(ctx)
 	}
 	opts.Held = b.s.cfg.Held
 	results, _, err := recall.Search(ctx, q, opts)

@@ -596,23 +596,18 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 	idx, err := readIndex(path, o.Verify, o.Verify, nil)
 	idx.close() // only the header is used from here
 	if err != nil || !idx.current(src, fi) {
-		if fi.Size() < target {
-			// Too small to index: every search reads it whole.
-			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return 0, err
-			}
-			return 0, nil
-		}
+		// Every file gets an index, however small: a home is thousands of
+		// ordinary sessions, and a search that read each whole would read
+		// them all for a rare word.
 		st := fi.Sys().(*syscall.Stat_t)
 		idx = &fileIndex{dev: uint64(st.Dev), ino: uint64(st.Ino), blocksEnd: headerSize}
 		if err := writeNew(path, idx); err != nil {
 			return 0, err
 		}
 	}
-	if fi.Size() == idx.end || idx.partial == 0 && fi.Size()-idx.end < 4096 {
-		// Nothing new, or too little to be worth a block: read by every
-		// search. A file indexed too soon after a write to vouch for it
-		// by its change time can be now.
+	if fi.Size() == idx.end {
+		// Nothing new. A file indexed too soon after a write to vouch for
+		// it by its change time can be now.
 		if fi.Size() == idx.end && ctime != 0 && idx.ctime != ctime && idx.count > 0 {
 			idx.ctime = ctime
 			return 0, rewriteHeader(path, idx)

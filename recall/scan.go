@@ -674,13 +674,22 @@ func (s *searcher) readForward(f file, fh *os.File, end, line int64) error {
 // searchLog reads a log from its end backwards (through the index when it
 // covers it).
 func (s *searcher) searchLog(f file) error {
+	idx, unchanged := s.index(f)
+	if idx != nil && unchanged && f.size == idx.end && !idx.mayHoldAny(s.q.grams) {
+		// Indexed whole and unchanged since: no block can hold the query,
+		// and the file is not even opened (a home of thousands of logs
+		// costs an index read each for a rare word).
+		s.counted(idx)
+		idx.close()
+		return nil
+	}
 	fh, fi, err := s.views.open(f)
 	if err != nil {
+		idx.close()
 		return err
 	}
 	defer fh.Close()
 	size := fi.Size()
-	idx, _ := s.index(f)
 	idx = s.usable(idx, fh, fi)
 	defer idx.close()
 	if idx != nil {

@@ -128,8 +128,11 @@ func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) err
 	// The logs gone whole (or a database's conversations): every message,
 	// in one query however many logs went (an agent deleting 200,000 of
 	// them costs one pass over their lines, not a query each).
-	rows, err := s.db.QueryContext(ctx, `SELECT l.path, n.gen, n.line, n.data FROM logs l JOIN lines n ON n.log = l.id
-		WHERE l.root=? AND (l.missing=1 OR l.ino=?) AND n.msg=1 AND n.data IS NOT NULL ORDER BY l.path, n.seq DESC`, root.Key(), virtualIno)
+	st, err := s.prepared(ctx, nil, heldGone)
+	if err != nil {
+		return fmt.Errorf("read held lines: %w", err)
+	}
+	rows, err := st.QueryContext(ctx, root.Key(), virtualIno)
 	if err != nil {
 		return fmt.Errorf("read held lines: %w", err)
 	}
@@ -150,19 +153,46 @@ func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) err
 	}
 	// Live logs the agent rewrote: the generations before the live one,
 	// less what was carried into it (only such logs have any).
-	logs, err := s.logsWhere(ctx, `root=? AND missing=0 AND ino!=? AND gen>1 ORDER BY path`, root.Key(), virtualIno)
+	type rewritten struct {
+		id, gen int64
+		path    string
+	}
+	var logs []rewritten
+	if st, err = s.prepared(ctx, nil, heldRewritten); err != nil {
+		return fmt.Errorf("read held lines: %w", err)
+	}
+	rows, err = st.QueryContext(ctx, root.Key(), virtualIno)
 	if err != nil {
+		return fmt.Errorf("read held lines: %w", err)
+	}
+	for rows.Next() {
+		var l rewritten
+		if err := rows.Scan(&l.id, &l.path, &l.gen); err != nil {
+			rows.Close()
+			return err
+		}
+		logs = append(logs, l)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return err
 	}
-	for _, st := range logs {
+	for _, l := range logs {
 		q := `SELECT gen, line, data FROM lines l WHERE log=? AND msg=1 AND data IS NOT NULL AND gen<?
 			AND NOT EXISTS (SELECT 1 FROM carried c WHERE c.log=l.log AND c.gen=? AND c.seq=l.seq) ORDER BY seq DESC`
-		if err := s.eachHeld(ctx, st.Path, q, []any{st.ID, st.Gen, st.Gen}, fn); err != nil {
+		if err := s.eachHeld(ctx, l.path, q, []any{l.id, l.gen, l.gen}, fn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// The queries of Held, prepared once.
+const (
+	heldGone = `SELECT l.path, n.gen, n.line, n.data FROM logs l JOIN lines n ON n.log = l.id
+		WHERE l.root=? AND (l.missing=1 OR l.ino=?) AND n.msg=1 AND n.data IS NOT NULL ORDER BY l.path, n.seq DESC`
+	heldRewritten = `SELECT id, path, gen FROM logs WHERE root=? AND missing=0 AND ino!=? AND gen>1 ORDER BY path`
+)
 
 func (s *Spool) eachHeld(ctx context.Context, path, q string, args []any, fn func(HeldLine) error) error {
 	rows, err := s.db.QueryContext(ctx, q, args...)

@@ -359,6 +359,58 @@ func (s *Spool) LiveGen(ctx context.Context, root confine.ID, rel string) int64 
 	return l.Gen
 }
 
+// Gens is the live generations of the logs of the roots one search
+// reads, each root's in one query when it is first asked (a root of
+// thousands of logs costs one query, not one per log). Safe for
+// concurrent use.
+type Gens struct {
+	s   *Spool
+	ctx context.Context
+	mu  sync.Mutex
+	m   map[string]map[string]int64 // by root key, then path: logs rewritten since (generation > 1)
+}
+
+// Gens returns the generations for one search.
+func (s *Spool) Gens(ctx context.Context) *Gens { return &Gens{s: s, ctx: ctx, m: map[string]map[string]int64{}} }
+
+// Of is LiveGen of rel in root (1 for a log never rewritten, 0 for one
+// the spool does not know: the search's default is the same).
+func (g *Gens) Of(root *confine.Root, rel string) int64 {
+	key := root.ID().Key()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m, ok := g.m[key]
+	if !ok {
+		g.s.Bind(g.ctx, root.ID())
+		m = g.load(key)
+		g.m[key] = m
+	}
+	return m[filepath.Clean(rel)]
+}
+
+// load reads the generations of a root's rewritten logs (none when the
+// spool cannot say: the search then cites generation 1, its default).
+func (g *Gens) load(key string) map[string]int64 {
+	m := map[string]int64{}
+	st, err := g.s.prepared(g.ctx, nil, `SELECT path, gen FROM logs WHERE root=? AND missing=0 AND gen>1`)
+	if err != nil {
+		return m
+	}
+	rows, err := st.QueryContext(g.ctx, key)
+	if err != nil {
+		return m
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p string
+		var gen int64
+		if rows.Scan(&p, &gen) == nil {
+			m[p] = gen
+		}
+	}
+	return m
+}
+
 // Logs lists the logs of a root.
 func (s *Spool) Logs(ctx context.Context, root confine.ID) ([]Log, error) {
 	return s.logsWhere(ctx, `root=? ORDER BY path`, root.Key())

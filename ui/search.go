@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/fleet/mirror"
@@ -133,7 +132,7 @@ func (s *Server) search(r *http.Request) (view, error) {
 	d.Searched = len(opts.Roots)
 	opts.Index = daemon.ReadableIndex(s.cfg.StateDir)
 	if sp := s.cfg.Spool; sp != nil {
-		opts.Generation = func(root *confine.Root, rel string) int64 { return sp.LiveGen(ctx, root.ID(), rel) }
+		opts.Generation = sp.Gens(ctx).Of
 		opts.Held = sp.SearchHeld
 	}
 	results, stats, err := recall.Search(ctx, query, opts)

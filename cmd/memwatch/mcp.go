@@ -102,9 +102,7 @@ Add it to Claude Code with
 			}
 			if sp, err := spool.OpenReadOnly(context.Background(), dir); err == nil {
 				defer sp.Close()
-				cfg.Generation = func(ctx context.Context, root *confine.Root, rel string) int64 {
-					return sp.LiveGen(ctx, root.ID(), rel)
-				}
+				cfg.Generation = func(ctx context.Context) func(*confine.Root, string) int64 { return sp.Gens(ctx).Of }
 				cfg.Held = sp.SearchHeld
 				cfg.Show = func(ctx context.Context, root *confine.Root, c spool.Citation) ([]spool.Shown, error) {
 					return daemon.ShowIn(ctx, sp, root, c)

@@ -55,7 +55,7 @@ func (g *globals) answerRecall(ctx context.Context, req control.RecallRequest) (
 	x.Options = func(o *recall.Options) {
 		o.Index = idx
 		if sp != nil {
-			o.Generation = func(root *confine.Root, rel string) int64 { return sp.LiveGen(ctx, root.ID(), rel) }
+			o.Generation = sp.Gens(ctx).Of
 			o.Held = sp.SearchHeld
 		}
 	}
