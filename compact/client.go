@@ -20,6 +20,7 @@ import (
 
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/secrets"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -89,6 +90,9 @@ type Prompt struct {
 	System string
 	User   string
 	JSON   bool // ask for response_format json_object
+	// Told, when set, holds the credentials masked in what the prompt was
+	// made from: the same values are masked in the answer too.
+	Told *secrets.Values
 }
 
 // Reply is the model's answer.
@@ -123,8 +127,20 @@ func (c *Client) Budget() int64 { return c.ep.DailyTokenBudget }
 //
 // A failure is logged at WARN with its cause when it starts a burst (then
 // counted, see failures.go), and passed to OnFail.
+//
+// No credential goes to the endpoint, and none comes back: the prompt's
+// are masked before it is sent ([REDACTED:kind]), and so are any in the
+// answer, found by the rules or as one of the values masked in the prompt
+// (a model that repeats what it was told, a password without its URL),
+// so what memwatch writes from it never holds one.
 func (c *Client) Complete(ctx context.Context, p Prompt) (Reply, error) {
+	told := p.Told
+	if told == nil {
+		told = &secrets.Values{}
+	}
+	p.System, p.User = told.Mask(p.System), told.Mask(p.User)
 	r, err := c.complete(ctx, p)
+	r.Text = told.Mask(r.Text)
 	switch {
 	case err == nil:
 		c.fails.answered(c.log, c.ep.Name)

@@ -36,8 +36,10 @@ import (
 
 // Caller is who sent a request and what it may do.
 type Caller struct {
-	Name   string // for messages: "root", "uid 1001", "token alice-agent"
-	admin  bool
+	Name  string // for messages: "root", "uid 1001", "token alice-agent"
+	admin bool
+	// peer: the kernel says who it is (a socket peer), not a token.
+	peer   bool
 	uids   map[int]bool    // owners whose roots it reaches
 	stores map[string]bool // stores it reaches whole
 	rights map[string]bool
@@ -48,6 +50,11 @@ type Caller struct {
 
 // Admin is the administrator: every store, every right.
 func Admin(name string) *Caller { return &Caller{Name: name, admin: true} }
+
+// Owner reports whether c may see the credentials its roots hold (show
+// --reveal): a user the kernel names on the socket, or root; a token
+// never (the page, an agent over HTTP).
+func (c *Caller) Owner() bool { return c.peer }
 
 // IsAdmin reports whether c has every right on every store.
 func (c *Caller) IsAdmin() bool { return c.admin }
@@ -122,9 +129,11 @@ func socketCaller(r *http.Request) *Caller {
 		return &Caller{Name: "unknown peer"} // reaches nothing
 	}
 	if uid == 0 || uid == os.Geteuid() {
-		return Admin(fmt.Sprintf("uid %d", uid))
+		c := Admin(fmt.Sprintf("uid %d", uid))
+		c.peer = true
+		return c
 	}
-	return &Caller{Name: fmt.Sprintf("uid %d", uid), uids: map[int]bool{uid: true},
+	return &Caller{Name: fmt.Sprintf("uid %d", uid), peer: true, uids: map[int]bool{uid: true},
 		rights: map[string]bool{policy.RightRead: true, policy.RightWrite: true, policy.RightUndo: true}}
 }
 

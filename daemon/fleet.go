@@ -97,5 +97,5 @@ func (d *Daemon) handleHostShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, path, _ := mirror.SplitHostPath(mirror.CitedPath(cite))
-	writeJSON(w, http.StatusOK, ShowResponse{Path: cite, Lines: Decode(lines, path)})
+	writeJSON(w, http.StatusOK, ShowResponse{Path: cite, Lines: Decode(lines, path, false)})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/scope"
+	"github.com/memwatch/memwatch/secrets"
 	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
 )
@@ -126,29 +127,41 @@ func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error
 }
 
 // Decode gives each shown line its text as a person reads it: a log's
-// message as "role: text" (a line of a .jsonl file), a note's as it is.
-func Decode(lines []spool.Shown, rel string) []spool.Shown {
+// message as "role: text" (a line of a .jsonl file), a note's as it is;
+// its credentials masked in both its text and its data, unless reveal
+// (the owner asked for them: show --reveal).
+func Decode(lines []spool.Shown, rel string, reveal bool) []spool.Shown {
 	jsonl := strings.HasSuffix(rel, ".jsonl") || spool.IsRecordLog(rel)
 	for i := range lines {
 		l := &lines[i]
 		if l.Data == nil {
 			continue
 		}
-		if !jsonl {
-			l.Text = strings.ToValidUTF8(string(l.Data), "\uFFFD")
-			continue
-		}
-		m := session.Decode(l.Data)
-		switch {
-		case m.Raw:
-			l.Text = strings.ToValidUTF8(string(l.Data), "\uFFFD")
-		case m.Meta:
-			l.Text = "meta: " + strings.ToValidUTF8(string(l.Data), "\uFFFD")
-		default:
-			l.Text = m.Role + ": " + m.Text
+		l.Text = textOf(l.Data, jsonl)
+		if !reveal {
+			l.Text = secrets.Masked(l.Text)
+			if m, n := secrets.Default().Mask(string(l.Data)); n > 0 {
+				l.Data = []byte(m)
+			}
 		}
 	}
 	return lines
+}
+
+// textOf is a shown line's text: a log's message as "role: text", a
+// note's line as it is.
+func textOf(data []byte, jsonl bool) string {
+	if !jsonl {
+		return strings.ToValidUTF8(string(data), "\uFFFD")
+	}
+	m := session.Decode(data)
+	switch {
+	case m.Raw:
+		return strings.ToValidUTF8(string(data), "\uFFFD")
+	case m.Meta:
+		return "meta: " + strings.ToValidUTF8(string(data), "\uFFFD")
+	}
+	return m.Role + ": " + m.Text
 }
 
 // ShowIn returns the lines citation c names in root: a log's from the
@@ -223,6 +236,9 @@ func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeErr(w, http.StatusUnprocessableEntity, err)
 	default:
-		writeJSON(w, http.StatusOK, ShowResponse{Root: root.Path(), Path: c.Path, Lines: Decode(lines, c.Path)})
+		// The values themselves only to their owner, asking (show --reveal):
+		// a user on the socket, or root; never a token, the page or MCP.
+		reveal := q.Get("reveal") == "1" && CallerOf(r.Context()).Owner()
+		writeJSON(w, http.StatusOK, ShowResponse{Root: root.Path(), Path: c.Path, Lines: Decode(lines, c.Path, reveal)})
 	}
 }

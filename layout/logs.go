@@ -12,6 +12,7 @@ import (
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/secrets"
 	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
 )
@@ -102,7 +103,16 @@ var errStop = errors.New("stop")
 // lines (a 400 MiB session consolidated without an LLM is read a part at a
 // time, each part its own range): what is past the bound is the next
 // range's.
-func (e *Env) ReadRange(ctx context.Context, log spool.Log, after, upto int64, reserve int) ([]Message, []spool.Line, int64, error) {
+//
+// The messages come masked (secrets): what rules make of a conversation
+// (history entries, summaries, facts, a prompt to an LLM) never holds a
+// credential a tool printed into it. told, when not nil, learns the
+// values masked, so that the same value repeated bare (a password
+// without its URL, by a model) is masked in what is made of them.
+func (e *Env) ReadRange(ctx context.Context, log spool.Log, after, upto int64, reserve int, told *secrets.Values) ([]Message, []spool.Line, int64, error) {
+	if told == nil {
+		told = &secrets.Values{}
+	}
 	budget := -1
 	if e.LLM != nil {
 		budget = e.LLM.MaxInputTokens() - reserve
@@ -130,6 +140,7 @@ func (e *Env) ReadRange(ctx context.Context, log spool.Log, after, upto int64, r
 			return errStop
 		}
 		m := DecodeLine(l)
+		m.Text = told.Mask(m.Text)
 		if budget >= 0 && len(msgs) > 0 {
 			if budget -= compact.EstimateTokens(m.Text) + 8; budget < 0 {
 				return errStop

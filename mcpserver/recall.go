@@ -227,7 +227,7 @@ func (b *builder) show(ctx context.Context, a showArgs) (string, error) {
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s (%s)\n", filepath.Join(path, cited.Path), fmt.Sprintf("lines %d to %d; the cited ones marked >", cited.From, cited.To))
-	for _, l := range daemon.Decode(lines, cited.Path) {
+	for _, l := range daemon.Decode(lines, cited.Path, false) {
 		mark := " "
 		if l.Line >= cited.From && l.Line <= cited.To {
 			mark = ">"

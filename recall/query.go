@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/memwatch/memwatch/secrets"
 )
 
 // Query is a parsed recall query: every term must appear in a line,
@@ -319,8 +321,11 @@ func equalFoldASCII(a, lower []byte) bool {
 // snippetLen is seed 003's snippet size.
 const snippetLen = 300
 
-// snippet cuts text to snippetLen characters around byte offset at, on one line.
+// snippet cuts text to snippetLen characters around byte offset at, on one
+// line, its credentials masked (secrets): what recall gives of a line is
+// never a value an agent's tool printed.
 func snippet(text []byte, at int) string {
+	text, at = masked(text, at)
 	s := strings.ToValidUTF8(string(text), "\uFFFD")
 	s = strings.Join(strings.Fields(s), " ")
 	r := []rune(s)
@@ -338,4 +343,32 @@ func snippet(text []byte, at int) string {
 	}
 	start := max(0, min(pos-snippetLen/2, len(r)-snippetLen))
 	return string(r[start : start+snippetLen])
+}
+
+// masked is text with its credentials masked, whole (before it is cut,
+// so no part of a value is left at a snippet's edge), and where byte
+// offset at lands in it.
+func masked(text []byte, at int) ([]byte, int) {
+	fs := secrets.Default().Find(string(text))
+	if len(fs) == 0 {
+		return text, at
+	}
+	out := make([]byte, 0, len(text))
+	last, newAt := 0, -1
+	for _, f := range fs {
+		if newAt < 0 && at < f.Start {
+			newAt = len(out) + at - last
+		}
+		out = append(out, text[last:f.Start]...)
+		if newAt < 0 && at < f.End {
+			newAt = len(out)
+		}
+		out = append(out, secrets.MaskOf(f.Rule)...)
+		last = f.End
+	}
+	if newAt < 0 {
+		newAt = len(out) + at - last
+	}
+	out = append(out, text[last:]...)
+	return out, newAt
 }

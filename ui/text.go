@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/memwatch/memwatch/secrets"
 	"github.com/memwatch/memwatch/session"
 )
 
@@ -13,7 +14,11 @@ import (
 // carriage return that would hide what precedes it, a bell) become their
 // visible Control Pictures symbols (␛, ␍, ␇), tabs stay. html/template
 // escapes the rest when the page is written.
+//
+// And no credential an agent's tool printed is shown: it is masked
+// ([REDACTED:kind]), whatever the page (a line, a search result, a diff).
 func visible(s string) string {
+	s = secrets.Masked(s)
 	if !strings.ContainsFunc(s, func(r rune) bool {
 		return r < 0x20 && r != '\t' || r == 0x7f || r == utf8.RuneError || r >= 0x80 && r < 0xa0
 	}) {
@@ -59,6 +64,7 @@ func lineText(line []byte, jsonl bool) string {
 }
 
 func cut(s string) string {
+	s = secrets.Masked(s) // whole, before it is cut: no part of a value left at the cut
 	if len(s) > maxLineShown {
 		s = strings.ToValidUTF8(s[:maxLineShown], "") + " …[cut]"
 	}

@@ -55,6 +55,9 @@ type globals struct {
 	full fullState
 	// rawBytes: sizes printed as a count of bytes (--bytes), for scripts.
 	rawBytes bool
+	// reveal: show prints credentials as they are, for their owner
+	// (show --reveal); masked otherwise.
+	reveal bool
 }
 
 // size prints a size as a person reads it ("149 KiB"), or with --bytes as

@@ -25,6 +25,8 @@ func showCmd(g *globals) *cobra.Command {
 entries, summaries and recall results: PATH#L10-20 (lines of the log as it
 first was) or PATH@3#L10-20 (its third version, after the agent rewrote it).
 A message is printed as role: text; --raw prints the line as stored.
+A credential in it (a key, a token, a password: gitleaks' rules) is
+masked as [REDACTED:kind]; --reveal prints it, for the file's owner.
 PATH is relative to ROOT (default: the current directory); a citation with
 a whole path, as recall prints for several roots, finds its root. While
 those lines are still in the live file they come from there; once the agent
@@ -79,6 +81,7 @@ Exit status: 0 when the lines are shown, 1 when there are no such lines
 	cmd.Flags().StringVar(&dir, "dir", "", "the root the citation's path is relative to (default: the current directory; a citation with a whole path, as recall prints for several roots, finds its root)")
 	cmd.Flags().IntVarP(&around, "context", "C", 0, "show N lines before and after the cited ones")
 	cmd.Flags().BoolVar(&raw, "raw", false, "print each line as stored (a log's JSON), not decoded")
+	cmd.Flags().BoolVar(&g.reveal, "reveal", false, "print credentials as they are (they are masked, [REDACTED:kind]): yours only, through the daemon")
 	cmd.Flags().StringVar(&color, "color", "auto", "colour the output: auto (on a terminal), always or never")
 	return cmd
 }

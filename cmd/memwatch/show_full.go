@@ -81,7 +81,7 @@ func (g *globals) showLocal(ctx context.Context, p *policy.Policy, stateDir, dir
 			}
 			lines, err := g.showIn(ctx, p, stateDir, d, cc, cc.Path+suffix, pass == 1)
 			if err == nil {
-				return daemon.Decode(lines, cc.Path), nil
+				return daemon.Decode(lines, cc.Path, g.reveal), nil
 			}
 			if errors.Is(err, spool.ErrNoSuchLine) {
 				return nil, fmt.Errorf("show %s: %w", arg, err)
@@ -106,7 +106,11 @@ func (g *globals) showLocal(ctx context.Context, p *policy.Policy, stateDir, dir
 func (g *globals) showIn(ctx context.Context, p *policy.Policy, stateDir, dir string, c spool.Citation, cite string, file bool) ([]spool.Shown, error) {
 	if !file {
 		var res control.ShowResponse
-		err := g.control(p, stateDir).do(ctx, "GET", "/v1/show?"+url.Values{"root": {dir}, "cite": {cite}}.Encode(), nil, &res)
+		v := url.Values{"root": {dir}, "cite": {cite}}
+		if g.reveal {
+			v.Set("reveal", "1")
+		}
+		err := g.control(p, stateDir).do(ctx, "GET", "/v1/show?"+v.Encode(), nil, &res)
 		switch {
 		case err == nil:
 			return res.Lines, nil
@@ -144,7 +148,7 @@ func showHost(ctx context.Context, p *policy.Policy, stateDir, cite string) (hos
 	lines, host, ok, err = mirror.Show(ctx, stateDir, cite)
 	if ok && err == nil {
 		_, path, _ := mirror.SplitHostPath(mirror.CitedPath(cite))
-		lines = daemon.Decode(lines, path)
+		lines = daemon.Decode(lines, path, false) // a host's copy: never revealed off the host
 	}
 	return host, lines, ok, err
 }

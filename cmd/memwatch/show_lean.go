@@ -31,6 +31,9 @@ func (g *globals) showCitation(ctx context.Context, arg, dir string) ([]control.
 		return nil, "", errDelegate
 	}
 	v := url.Values{"cite": {arg}}
+	if g.reveal {
+		v.Set("reveal", "1")
+	}
 	if path, _, _ := strings.Cut(arg, "#"); !filepath.IsAbs(path) {
 		v.Set("root", dir)
 	}

@@ -485,7 +485,7 @@ func runCreate(ctx context.Context, env *layout.Env, root *confine.Root, path st
 	if err != nil {
 		return jobs.Result{}, err
 	}
-	msgs, _, _, err := env.ReadRange(ctx, log, 0, log.Seq, 600)
+	msgs, _, _, err := env.ReadRange(ctx, log, 0, log.Seq, 600, nil)
 	if err != nil {
 		return jobs.Result{}, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/secrets"
 	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
@@ -180,6 +181,9 @@ type part struct {
 // the store's max_read bytes and, with an LLM, its input tokens: parts
 // past that are left as they are, and reported in left.
 func consolidate(ctx context.Context, env *layout.Env, root *confine.Root, parts []*part) (left []*part, err error) {
+	// The credentials masked in the conversation, masked in what is made
+	// of it too, however it says them again.
+	var told secrets.Values
 	reserve := compact.EstimateTokens(consolidateSystem) + 1000
 	room := int64(env.Store.MaxRead)
 	if room <= 0 {
@@ -201,7 +205,7 @@ func consolidate(ctx context.Context, env *layout.Env, root *confine.Root, parts
 		}
 		// The first message always goes in; an over-long one makes the
 		// call fail and the raw fallback take over, never a cut mid-message.
-		if p.msgs, p.lines, p.next, err = env.ReadRange(ctx, p.log, p.done, p.end, reserve); err != nil {
+		if p.msgs, p.lines, p.next, err = env.ReadRange(ctx, p.log, p.done, p.end, reserve, &told); err != nil {
 			return nil, err
 		}
 		if len(p.msgs) == 0 {
@@ -304,7 +308,7 @@ func consolidate(ctx context.Context, env *layout.Env, root *confine.Root, parts
 	if abandoned > 0 {
 		rec.Reason += fmt.Sprintf("; %d message(s) of a branch abandoned by a rewind left out", abandoned)
 	}
-	entryText, memory, note := consolidateLLM(ctx, env, rec, memOld, active)
+	entryText, memory, note := consolidateLLM(ctx, env, rec, memOld, active, &told)
 	fallback := entryText == ""
 	if fallback {
 		entryText = rawFallback(env, active)
@@ -319,6 +323,9 @@ func consolidate(ctx context.Context, env *layout.Env, root *confine.Root, parts
 	for _, p := range read {
 		from = append(from, layout.LogFile(p.log.Path))
 	}
+	// What memwatch writes into memory never holds a credential a tool
+	// printed into the conversation (the LLM's answer is masked already).
+	entryText = told.Mask(entryText)
 	heading := when.UTC().Format("2006-01-02T15:04:05.000Z")
 	raw := []byte("## " + heading + "\n" + strings.TrimSpace(entryText) + "\n" + marker + "\n")
 	var sessionOf string
@@ -408,7 +415,7 @@ Keep every still-valid fact of the current memory; add durable facts from the co
 // consolidateLLM asks the endpoint for the history entry and memory update.
 // It returns an empty entry (and a note) when the raw fallback must be used:
 // heuristic compactor, timeout, error, spent budget or unparseable output.
-func consolidateLLM(ctx context.Context, env *layout.Env, rec *state.Record, memory []byte, msgs []layout.Message) (entry, mem, note string) {
+func consolidateLLM(ctx context.Context, env *layout.Env, rec *state.Record, memory []byte, msgs []layout.Message, told *secrets.Values) (entry, mem, note string) {
 	if env.LLM == nil {
 		return "", "", ""
 	}
@@ -427,7 +434,7 @@ func consolidateLLM(ctx context.Context, env *layout.Env, rec *state.Record, mem
 	// The seed's consolidation timeout bounds the whole call, retries included.
 	cctx, cancel := context.WithTimeout(ctx, env.LLM.Timeout())
 	defer cancel()
-	reply, err := env.LLM.Complete(cctx, compact.Prompt{System: consolidateSystem, User: user, JSON: true})
+	reply, err := env.LLM.Complete(cctx, compact.Prompt{System: consolidateSystem, User: user, JSON: true, Told: told})
 	rec.Tokens += reply.Tokens
 	if err != nil {
 		return "", "", fmt.Sprintf(" (raw fallback: %v)", err)

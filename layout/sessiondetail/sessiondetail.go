@@ -139,7 +139,7 @@ func summarize(ctx context.Context, env *layout.Env, root *confine.Root, log spo
 	if err != nil {
 		return err
 	}
-	msgs, lines, next, err := env.ReadRange(ctx, log, done, end, compact.EstimateTokens(summarySystem)+800)
+	msgs, lines, next, err := env.ReadRange(ctx, log, done, end, compact.EstimateTokens(summarySystem)+800, nil)
 	if err != nil {
 		return err
 	}

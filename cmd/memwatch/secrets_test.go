@@ -1,0 +1,145 @@
+//go:build !lean
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memwatch/memwatch/compact/llmtest"
+)
+
+// credentials are values of many kinds, made up in their real shapes (as
+// the secrets package's tests hold them).
+var credentials = []struct{ kind, line, value string }{
+	{"aws-access-token", "AWS_ACCESS_KEY_ID=AKIAQYLPMN5HFIQR7XQZ", "AKIAQYLPMN5HFIQR7XQZ"},
+	{"github-pat", "export GITHUB_TOKEN=ghp_R3vQy8NcLkZt0WmPb2XsJd7HfAe5Ug9KiOqY", "ghp_R3vQy8NcLkZt0WmPb2XsJd7HfAe5Ug9KiOqY"},
+	{"gitlab-pat", "token: glpat-Xk3Rv9QmZ2Tn8Wb5Yc4J", "glpat-Xk3Rv9QmZ2Tn8Wb5Yc4J"},
+	{"slack-bot-token", "SLACK_BOT_TOKEN=xoxb-2839471625-4820193847562-Qx7RmZk2Vt9NbWc4Lp8Jd3Hs", "xoxb-2839471625-4820193847562-Qx7RmZk2Vt9NbWc4Lp8Jd3Hs"},
+	{"stripe-access-token", "stripe.api_key = sk_live_51Hx9QmZ2Tn8Wb5Yc4JvR7kLpQ", "sk_live_51Hx9QmZ2Tn8Wb5Yc4JvR7kLpQ"},
+	{"gcp-api-key", "key=AIzaSyD3kQ8vRm2Tn9WxB4Lp7Zc5Yh1Jf6Gs0Qe", "AIzaSyD3kQ8vRm2Tn9WxB4Lp7Zc5Yh1Jf6Gs0Qe"},
+	{"npm-access-token", "//registry.npmjs.org/:_authToken=npm_Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxZ2Tn8Wb5", "npm_Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxZ2Tn8Wb5"},
+	{"sendgrid-api-token", "SENDGRID_API_KEY=SG.Xk3Rv9QmZ2Tn8Wb5Yc4JvR.7kLpQxZ2Tn8Wb5Yc4JvR7kLpQxZ2Tn8Wb5Yc4JvR7kL", "SG.Xk3Rv9QmZ2Tn8Wb5Yc4JvR.7kLpQxZ2Tn8Wb5Yc4JvR7kLpQxZ2Tn8Wb5Yc4JvR7kL"},
+	{"huggingface-access-token", "HF_TOKEN=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", "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"},
+	{"database-url-password", "DATABASE_URL=postgres://billing:Tr0ub4dor-3x@db.internal:5432/billing", "Tr0ub4dor-3x"},
+	{"twilio-api-key", "TWILIO_KEY=SK3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d", "SK3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d"},
+	{"digitalocean-pat", "DO_TOKEN=dop_v1_3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d", "dop_v1_3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d"},
+}
+
+// TestSecretsNeverLeave: a session's tool output holds credentials of 12
+// kinds, the assistant repeats two, and the fake LLM endpoint's answer
+// repeats three. None of the values goes to the endpoint or into
+// HISTORY.md or MEMORY.md, the log or the journal, recall, show or MCP
+// recall_memory; the agent's own file is as it wrote it; show --reveal
+// gives its owner a value; the masks name the kinds.
+func TestSecretsNeverLeave(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "ws", "a")
+	os.MkdirAll(filepath.Join(root, "sessions"), 0o755)
+	var env strings.Builder
+	for _, c := range credentials {
+		env.WriteString(c.line + "\n")
+	}
+	line := func(role string, content any) string {
+		b, _ := json.Marshal(map[string]any{"role": role, "content": content, "timestamp": "2026-11-20T10:00:00Z"})
+		return string(b) + "\n"
+	}
+	session := line("user", "why does the okapi deploy fail?") +
+		line("assistant", "Let me read the env file for the okapi deploy.") +
+		line("tool", "cat .env\n"+env.String()) +
+		line("assistant", fmt.Sprintf("The okapi deploy uses %s and %s; the database password is wrong.", credentials[0].value, credentials[1].value))
+	logPath := filepath.Join(root, "sessions", "s1.jsonl")
+	os.WriteFile(logPath, []byte(session), 0o600)
+	answer, _ := json.Marshal(map[string]string{
+		"history_entry": fmt.Sprintf("[2026-11-20 10:00] Debugged the okapi deploy; keys %s %s %s.", credentials[2].value, credentials[3].value, credentials[9].value),
+		"memory_update": fmt.Sprintf("# Memory\n- the okapi deploy key is %s\n", credentials[5].value),
+	})
+	srv := llmtest.New(t, llmtest.Step{Content: string(answer), Tokens: 200})
+	stateDir := filepath.Join(dir, "state")
+	pol := writePolicy(t, dir, fmt.Sprintf(`llm:
+  default:
+    base_url: %s
+    model: fake
+    timeout: 5s
+stores:
+  - name: ws
+    layout: memory-history
+    paths: [%q]
+    compactor: llm
+    settle: 30ms
+    session_idle: 1s
+`, srv.BaseURL(), filepath.Join(dir, "ws", "*")))
+	p := start(t, "--policy", pol, "--state-dir", stateDir)
+	waitUntil(t, 30*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(root, "HISTORY.md"))
+		return strings.Contains(string(b), "okapi deploy")
+	})
+	leaks := func(what, s string) {
+		t.Helper()
+		for _, c := range credentials {
+			if strings.Contains(s, c.value) {
+				t.Errorf("%s holds the %s value:\n%s", what, c.kind, s[:min(len(s), 2000)])
+			}
+		}
+	}
+	for i, r := range srv.Requests() {
+		b, _ := json.Marshal(r)
+		leaks(fmt.Sprintf("LLM request %d", i), string(b))
+	}
+	if srv.Calls() == 0 {
+		t.Fatal("the LLM was never asked")
+	}
+	for _, name := range []string{"HISTORY.md", "MEMORY.md"} {
+		b, _ := os.ReadFile(filepath.Join(root, name))
+		leaks(name, string(b))
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "HISTORY.md")); !strings.Contains(string(b), "[REDACTED:gitlab-pat]") {
+		t.Errorf("HISTORY.md does not name the kind it masked:\n%s", b)
+	}
+	if got, _ := os.ReadFile(logPath); string(got) != session {
+		t.Errorf("the agent's session file changed")
+	}
+	run := func(args ...string) string {
+		out, _ := exec.Command(memwatchFast, args...).CombinedOutput()
+		return string(out)
+	}
+	out := run("recall", "--policy", pol, "--state-dir", stateDir, "--dir", root, "--limit", "20", "-C", "2", "okapi")
+	leaks("recall", out)
+	if !strings.Contains(out, "[REDACTED:aws-access-token]") {
+		t.Errorf("recall does not name the kind it masked:\n%s", out)
+	}
+	leaks("recall of a value", run("recall", "--policy", pol, "--state-dir", stateDir, "--dir", root, credentials[4].value))
+	leaks("show", run("show", "--policy", pol, "--state-dir", stateDir, "--dir", root, "sessions/s1.jsonl#L1-4"))
+	leaks("show --raw", run("show", "--policy", pol, "--state-dir", stateDir, "--dir", root, "--raw", "sessions/s1.jsonl#L3"))
+	if out := run("show", "--policy", pol, "--state-dir", stateDir, "--dir", root, "--reveal", "sessions/s1.jsonl#L3"); !strings.Contains(out, credentials[0].value) {
+		t.Errorf("show --reveal does not give the owner the value:\n%s", out)
+	}
+	leaks("the journal", run("log", "--policy", pol, "--state-dir", stateDir, "--json", "-n", "1000"))
+	cmd := exec.Command(memwatchBin, "mcp", "--policy", pol, "--state-dir", stateDir, "--root", root)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, tool := range []struct {
+		name string
+		args map[string]any
+	}{{"recall_memory", map[string]any{"query": "okapi deploy env", "limit": 20}}, {"recall_show", map[string]any{"citation": "sessions/s1.jsonl#L3"}}} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool.name, Arguments: tool.args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(res)
+		leaks("MCP "+tool.name, string(b))
+	}
+	leaks("the log", p.text())
+}

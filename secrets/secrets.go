@@ -1,0 +1,523 @@
+// Package secrets finds the credentials in agents' text and masks them.
+//
+// Agents' transcripts are full of credentials no one typed: a cat of a
+// .env, a failed deploy printing its connection string, a CLI echoing a
+// token. memwatch keeps the agent's own files and its spool byte for
+// byte; what it derives from them or serves (recall and show, the MCP
+// tools, the review page, what it sends an LLM and what it writes into
+// memory) carries a mask instead of a value: [REDACTED:aws-access-token].
+//
+// What a credential is, is decided by gitleaks' default rules (its
+// config/gitleaks.toml, MIT: LICENSE.gitleaks, vendored as data, the
+// revision in gitleaksRevision): each rule's keywords, its regular
+// expression and secret group, its minimum entropy and its allowlists,
+// and the global allowlist (placeholders, example keys). The rule ids are
+// the kinds memwatch names.
+//
+// The cost. Most text holds no keyword of any rule: one pass of an
+// Aho-Corasick automaton over the lowercased text (lowercased only when a
+// byte is upper case) says so, and nothing else runs. Only the rules whose
+// keywords occur run their expression, over that text alone.
+package secrets
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	ahocorasick "github.com/BobuSumisu/aho-corasick"
+	"github.com/BurntSushi/toml"
+)
+
+//go:embed gitleaks.toml
+var gitleaksConfig []byte
+
+// memwatchConfig holds memwatch's own rules, in the same format.
+//
+//go:embed memwatch.toml
+var memwatchConfig []byte
+
+// gitleaksRevision is the revision of gitleaks whose config/gitleaks.toml
+// this is.
+const gitleaksRevision = "b58d3f102cf3a2c84cb7f923d05c25c9b1aed84b (2026-07-22)"
+
+// Finding is a credential in a text: the rule that found it and where its
+// value is (byte offsets).
+type Finding struct {
+	Rule       string
+	Start, End int
+}
+
+// Detector finds credentials. Safe for concurrent use (it is immutable).
+type Detector struct {
+	rules  []rule
+	trie   *ahocorasick.Trie
+	byWord map[string][]int // a keyword: the rules it triggers
+	global []allowlist
+}
+
+type rule struct {
+	id          string
+	re          *regexp.Regexp
+	entropy     float64
+	secretGroup int
+	allow       []allowlist
+	// near: the rule matches a name and the value that follows it
+	// (gitleaks' rules built on [\w.-]{0,50}?(?:name)...), so it runs
+	// only on the text around each keyword, not on the whole text: a
+	// line of code holding "key" or "token" costs a window, not a pass.
+	near bool
+}
+
+type allowlist struct {
+	target    string // "" (the secret), "match" or "line"
+	and       bool
+	regexes   []*regexp.Regexp
+	stopwords []string
+}
+
+// The config's shape (the fields memwatch uses).
+type tomlConfig struct {
+	Allowlist tomlAllowlist `toml:"allowlist"`
+	Rules     []struct {
+		ID          string          `toml:"id"`
+		Regex       string          `toml:"regex"`
+		Path        string          `toml:"path"`
+		Entropy     float64         `toml:"entropy"`
+		SecretGroup int             `toml:"secretGroup"`
+		Keywords    []string        `toml:"keywords"`
+		Allowlists  []tomlAllowlist `toml:"allowlists"`
+	} `toml:"rules"`
+}
+
+type tomlAllowlist struct {
+	Regexes     []string `toml:"regexes"`
+	StopWords   []string `toml:"stopwords"`
+	RegexTarget string   `toml:"regexTarget"`
+	Condition   string   `toml:"condition"`
+	Paths       []string `toml:"paths"`
+}
+
+// Default is the detector of gitleaks' default rules, compiled once.
+var Default = sync.OnceValue(func() *Detector {
+	d, err := New(gitleaksConfig, memwatchConfig)
+	if err != nil {
+		panic(fmt.Sprintf("secrets: the vendored gitleaks config does not load: %v", err)) // caught by every test
+	}
+	return d
+})
+
+// New compiles a detector from gitleaks configs (TOML): their rules and
+// global allowlists together.
+func New(configs ...[]byte) (*Detector, error) {
+	var c tomlConfig
+	d := &Detector{byWord: map[string][]int{}}
+	for _, config := range configs {
+		var one tomlConfig
+		if err := toml.Unmarshal(config, &one); err != nil {
+			return nil, fmt.Errorf("read gitleaks config: %w", err)
+		}
+		if len(one.Allowlist.Regexes)+len(one.Allowlist.StopWords) > 0 {
+			g, err := compileAllowlist(one.Allowlist)
+			if err != nil {
+				return nil, fmt.Errorf("global allowlist: %w", err)
+			}
+			d.global = append(d.global, g)
+		}
+		c.Rules = append(c.Rules, one.Rules...)
+	}
+	var words []string
+	for _, r := range c.Rules {
+		if r.Regex == "" || r.Path != "" {
+			continue // a rule of file names alone, or of some files only: not text's
+		}
+		re, err := regexp.Compile(r.Regex)
+		if err != nil {
+			return nil, fmt.Errorf("rule %s: %w", r.ID, err)
+		}
+		ru := rule{id: r.ID, re: re, entropy: r.Entropy, secretGroup: r.SecretGroup, near: strings.Contains(r.Regex, `[\w.-]{0,50}?(?:`)}
+		for _, a := range r.Allowlists {
+			al, err := compileAllowlist(a)
+			if err != nil {
+				return nil, fmt.Errorf("rule %s: %w", r.ID, err)
+			}
+			ru.allow = append(ru.allow, al)
+		}
+		d.rules = append(d.rules, ru)
+		if len(r.Keywords) == 0 {
+			return nil, fmt.Errorf("rule %s has no keyword: every text would run it", r.ID)
+		}
+		for _, k := range r.Keywords {
+			k = strings.ToLower(k)
+			if _, ok := d.byWord[k]; !ok {
+				words = append(words, k)
+			}
+			d.byWord[k] = append(d.byWord[k], len(d.rules)-1)
+		}
+	}
+	d.trie = ahocorasick.NewTrieBuilder().AddStrings(words).Build()
+	return d, nil
+}
+
+func compileAllowlist(t tomlAllowlist) (allowlist, error) {
+	a := allowlist{target: t.RegexTarget, and: strings.EqualFold(t.Condition, "AND")}
+	for _, r := range t.Regexes {
+		re, err := regexp.Compile(r)
+		if err != nil {
+			return a, err
+		}
+		a.regexes = append(a.regexes, re)
+	}
+	for _, w := range t.StopWords {
+		a.stopwords = append(a.stopwords, strings.ToLower(w))
+	}
+	if len(t.Paths) > 0 && a.and {
+		// An allowlist of some files AND of some text: it never applies to
+		// text of no file.
+		a.regexes, a.stopwords = nil, nil
+	}
+	return a, nil
+}
+
+// lower is text lowercased (ASCII), without a copy when it has no upper
+// case letter.
+func lower(text string) string {
+	for i := 0; i < len(text); i++ {
+		if c := text[i]; 'A' <= c && c <= 'Z' {
+			return strings.ToLower(text)
+		}
+	}
+	return text
+}
+
+// Find returns the credentials in text, in order, not overlapping.
+func (d *Detector) Find(text string) []Finding {
+	if len(text) < 8 {
+		return nil
+	}
+	lt := lower(text)
+	matches := d.trie.MatchString(lt)
+	if len(matches) == 0 {
+		return nil
+	}
+	run := map[int]bool{}
+	windows := map[int][][2]int{} // a near rule: the text around its keywords
+	for _, m := range matches {
+		for _, r := range d.byWord[m.MatchString()] {
+			run[r] = true
+			if d.rules[r].near {
+				start := int(m.Pos())
+				end := start + len(m.MatchString())
+				if !assigned(text, end) {
+					continue // a name with no value given after it: "the token", "a key"
+				}
+				windows[r] = append(windows[r], window(text, start, end))
+			}
+		}
+	}
+	var out []Finding
+	for ri := range run {
+		r := &d.rules[ri]
+		if r.near && len(windows[ri]) == 0 {
+			continue
+		}
+		if !r.near {
+			out = append(out, r.find(text, 0, d.global)...)
+			continue
+		}
+		last := -1
+		for _, w := range merge(windows[ri]) {
+			for _, f := range r.find(text[w[0]:w[1]], w[0], d.global) {
+				if f.Start >= last {
+					out = append(out, f)
+					last = f.End
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	// A specific rule names the kind better than gitleaks' catch-all
+	// (generic-api-key, from a name like token= and a value's entropy).
+	if len(out) > 1 {
+		kept := out[:0]
+		for i, f := range out {
+			if f.Rule == genericRule && overlapsOther(out, i) {
+				continue
+			}
+			kept = append(kept, f)
+		}
+		out = kept
+	}
+	// In order; of overlapping findings, the first (the longest at a tie).
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Start != out[j].Start {
+			return out[i].Start < out[j].Start
+		}
+		if out[i].End != out[j].End {
+			return out[i].End > out[j].End
+		}
+		return out[i].Rule < out[j].Rule
+	})
+	kept := out[:1]
+	for _, f := range out[1:] {
+		if f.Start >= kept[len(kept)-1].End {
+			kept = append(kept, f)
+		}
+	}
+	return kept
+}
+
+// genericRule is gitleaks' catch-all rule.
+const genericRule = "generic-api-key"
+
+// overlapsOther reports whether finding i overlaps another of another rule.
+func overlapsOther(fs []Finding, i int) bool {
+	for j, g := range fs {
+		if j != i && g.Rule != fs[i].Rule && g.Start < fs[i].End && fs[i].Start < g.End {
+			return true
+		}
+	}
+	return false
+}
+
+// window is the text a near rule reads around a keyword at [start, end):
+// 64 bytes before it (the rules allow 50 of a name before the keyword),
+// 256 after, and on to the end of a value that goes on (a long base64).
+func window(text string, start, end int) [2]int {
+	a := max(0, start-64)
+	b := min(len(text), end+256)
+	for b < len(text) && valueByte(text[b]) {
+		b++
+	}
+	return [2]int{a, b}
+}
+
+// assigned reports whether a value is given after a name ending at end:
+// an operator of the near rules (=, :, >, ||, ?=, ",") within the 24
+// bytes they allow between the name and it.
+//
+// And the value is long enough to be one (every near rule wants 8 bytes
+// and more): x := f(y) gives no credential. A quick look, not a match:
+// the rule's expression decides.
+func assigned(text string, end int) bool {
+	i, lim := end, min(len(text), end+24)
+	for i < lim && (valueByte(text[i]) || text[i] == ' ' || text[i] == '\t') && !strings.ContainsRune("=", rune(text[i])) {
+		i++
+	}
+	for k := 0; k < 3 && i < len(text) && strings.IndexByte(" \t'\"", text[i]) >= 0; k++ {
+		i++
+	}
+	op := i
+	for i < len(text) && i < op+3 && strings.IndexByte("=:>|?,", text[i]) >= 0 {
+		i++
+	}
+	if i == op {
+		return false
+	}
+	for k := 0; k < 5 && i < len(text) && strings.IndexByte("`'\" \t=", text[i]) >= 0; k++ {
+		i++
+	}
+	n := 0
+	for i < len(text) && valueByte(text[i]) {
+		i++
+		n++
+	}
+	return n >= 8
+}
+
+// valueByte reports a byte a credential's value may hold.
+func valueByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.=+/-", c) >= 0
+}
+
+// merge joins overlapping windows, in order.
+func merge(ws [][2]int) [][2]int {
+	sort.Slice(ws, func(i, j int) bool { return ws[i][0] < ws[j][0] })
+	var out [][2]int
+	for _, w := range ws {
+		if n := len(out); n > 0 && w[0] <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], w[1])
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// find runs one rule over text, which starts at byte off of the whole.
+func (r *rule) find(text string, off int, global []allowlist) []Finding {
+	var out []Finding
+	for _, m := range r.re.FindAllStringSubmatchIndex(text, -1) {
+		start, end := m[0], m[1]
+		// The secret: the secret group, else the first group that matched,
+		// else the whole match (as gitleaks takes it).
+		if r.secretGroup > 0 && 2*r.secretGroup+1 < len(m) && m[2*r.secretGroup] >= 0 {
+			start, end = m[2*r.secretGroup], m[2*r.secretGroup+1]
+		} else if r.secretGroup == 0 {
+			for g := 1; 2*g+1 < len(m); g++ {
+				if m[2*g] >= 0 && m[2*g+1] > m[2*g] {
+					start, end = m[2*g], m[2*g+1]
+					break
+				}
+			}
+		}
+		secret := strings.Trim(text[start:end], "\n")
+		if secret == "" {
+			continue
+		}
+		if r.entropy != 0 && entropy(secret) <= r.entropy {
+			continue
+		}
+		match := text[m[0]:m[1]]
+		line := lineOf(text, m[0], m[1])
+		if allowed(global, secret, match, line) || allowed(r.allow, secret, match, line) {
+			continue
+		}
+		lead := len(text[start:end]) - len(strings.TrimLeft(text[start:end], "\n"))
+		out = append(out, Finding{Rule: r.id, Start: off + start + lead, End: off + start + lead + len(secret)})
+	}
+	return out
+}
+
+// lineOf is the line of text holding [start, end).
+func lineOf(text string, start, end int) string {
+	a := strings.LastIndexByte(text[:start], '\n') + 1
+	b := strings.IndexByte(text[end:], '\n')
+	if b < 0 {
+		return text[a:]
+	}
+	return text[a : end+b]
+}
+
+// allowed reports whether one of the allowlists lets a finding be.
+func allowed(lists []allowlist, secret, match, line string) bool {
+	for _, a := range lists {
+		target := secret
+		switch a.target {
+		case "match":
+			target = match
+		case "line":
+			target = line
+		}
+		re := false
+		for _, r := range a.regexes {
+			if r.MatchString(target) {
+				re = true
+				break
+			}
+		}
+		sw := false
+		if len(a.stopwords) > 0 {
+			ls := strings.ToLower(secret)
+			for _, w := range a.stopwords {
+				if strings.Contains(ls, w) {
+					sw = true
+					break
+				}
+			}
+		}
+		switch {
+		case a.and:
+			ok := len(a.regexes) > 0 || len(a.stopwords) > 0
+			if len(a.regexes) > 0 {
+				ok = ok && re
+			}
+			if len(a.stopwords) > 0 {
+				ok = ok && sw
+			}
+			if ok {
+				return true
+			}
+		case re || sw:
+			return true
+		}
+	}
+	return false
+}
+
+// entropy is the Shannon entropy of s, in bits per byte.
+func entropy(s string) float64 {
+	var counts [256]int
+	for i := 0; i < len(s); i++ {
+		counts[s[i]]++
+	}
+	var h float64
+	n := float64(len(s))
+	for _, c := range counts {
+		if c > 0 {
+			p := float64(c) / n
+			h -= p * math.Log2(p)
+		}
+	}
+	return h
+}
+
+// MaskOf is what a credential of rule is replaced with.
+func MaskOf(rule string) string { return "[REDACTED:" + rule + "]" }
+
+// Mask returns text with each credential replaced by its mask, and how
+// many it replaced.
+func (d *Detector) Mask(text string) (string, int) {
+	fs := d.Find(text)
+	if len(fs) == 0 {
+		return text, 0
+	}
+	var b strings.Builder
+	last := 0
+	for _, f := range fs {
+		b.WriteString(text[last:f.Start])
+		b.WriteString(MaskOf(f.Rule))
+		last = f.End
+	}
+	b.WriteString(text[last:])
+	return b.String(), len(fs)
+}
+
+// Masked is Default's Mask of text, the text alone.
+func Masked(text string) string {
+	s, _ := Default().Mask(text)
+	return s
+}
+
+// Rules lists the kinds the detector names, sorted.
+func (d *Detector) Rules() []string {
+	var out []string
+	for _, r := range d.rules {
+		out = append(out, r.id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Values masks texts and remembers the values it masked, so that one
+// given again without what made it recognizable (a password without its
+// URL, repeated by a model) is masked too. The zero value is ready; not
+// safe for concurrent use.
+type Values struct {
+	seen map[string]string // a value: its rule
+}
+
+// Mask masks text's credentials (Default's rules), and every value masked
+// before by v.
+func (v *Values) Mask(text string) string {
+	fs := Default().Find(text)
+	for _, f := range fs {
+		if v.seen == nil {
+			v.seen = map[string]string{}
+		}
+		v.seen[text[f.Start:f.End]] = f.Rule
+	}
+	out, _ := Default().Mask(text)
+	for value, rule := range v.seen {
+		if len(value) >= 6 && strings.Contains(out, value) {
+			out = strings.ReplaceAll(out, value, MaskOf(rule))
+		}
+	}
+	return out
+}
