@@ -38,12 +38,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	// Daemons announce themselves in $XDG_RUNTIME_DIR/memwatch: the
-	// tests' daemons in the tests' own directory.
-	os.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
-	// A command a test runs without --state-dir keeps its state there too,
-	// not in the machine's default (/var/lib/memwatch as root).
-	os.Setenv("STATE_DIRECTORY", filepath.Join(dir, "default-state"))
+	hermetic(dir)
 	memwatchBin = filepath.Join(dir, "memwatch")
 	memwatchFast = memwatchBin
 	args := []string{"build", "-o", memwatchBin}
@@ -64,6 +59,53 @@ func TestMain(m *testing.M) {
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// hermetic gives the tests an environment of their own under dir, so
+// that nothing of the developer's (a policy in ~/.config/memwatch, their
+// agents' ~/.claude, a daemon of theirs announced in their runtime
+// directory, a MEMWATCH_POLICY) is read or changed, as root or not. The
+// Go toolchain keeps its caches (tests build binaries).
+func hermetic(dir string) {
+	if os.Getenv(testCacheEnv) == "" {
+		// What tests build once and keep (versitygw), in the developer's
+		// cache, not the tests' own home.
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		os.Setenv(testCacheEnv, filepath.Join(cache, "memwatch-test"))
+	}
+	for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+		if os.Getenv(k) == "" {
+			if out, err := exec.Command("go", "env", k).Output(); err == nil {
+				os.Setenv(k, strings.TrimSpace(string(out)))
+			}
+		}
+	}
+	home := filepath.Join(dir, "home")
+	os.MkdirAll(home, 0o755)
+	for k, v := range map[string]string{
+		"HOME":            home,
+		"XDG_CONFIG_HOME": filepath.Join(home, ".config"),
+		"XDG_STATE_HOME":  filepath.Join(home, ".local", "state"),
+		"XDG_DATA_HOME":   filepath.Join(home, ".local", "share"),
+		"XDG_CACHE_HOME":  filepath.Join(home, ".cache"),
+		// Daemons announce themselves in $XDG_RUNTIME_DIR/memwatch: the
+		// tests' daemons in the tests' own directory.
+		"XDG_RUNTIME_DIR": filepath.Join(dir, "run"),
+		// A command a test runs without --state-dir keeps its state here,
+		// not in the machine's default (/var/lib/memwatch as root).
+		"STATE_DIRECTORY": filepath.Join(dir, "default-state"),
+	} {
+		os.Setenv(k, v)
+	}
+	for _, k := range []string{"MEMWATCH_POLICY", "MEMWATCH_STATE_DIR", "RUNTIME_DIRECTORY", "MEMWATCH_PAGER", "PAGER"} {
+		os.Unsetenv(k)
+	}
+}
+
+// testCacheEnv names the directory where tests keep what they build once.
+const testCacheEnv = "MEMWATCH_TEST_CACHE"
 
 // proc is a running memwatch whose JSON log lines are collected.
 type proc struct {
@@ -306,7 +348,7 @@ func TestCompactsReloadsAndUndoes(t *testing.T) {
 	waitFile(t, memB, post3, 3*time.Second)
 
 	// Undo through the running daemon: find the first compaction.
-	out, err := exec.Command(memwatchBin, "log", "--state-dir", stateDir, "--rule", "compact", "--json").Output()
+	out, err := exec.Command(memwatchBin, "log", "--policy", pol, "--state-dir", stateDir, "--rule", "compact", "--json").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +364,7 @@ func TestCompactsReloadsAndUndoes(t *testing.T) {
 		t.Fatalf("no journal record for the first compaction in %s", out)
 	}
 	// The agent has changed memory.md since (second compaction): refused.
-	cmd := exec.Command(memwatchBin, "undo", fmt.Sprint(first.ID), "--state-dir", stateDir)
+	cmd := exec.Command(memwatchBin, "undo", fmt.Sprint(first.ID), "--policy", pol, "--state-dir", stateDir)
 	out, _ = cmd.CombinedOutput()
 	if cmd.ProcessState.ExitCode() == 0 || !strings.Contains(string(out), "target changed since this action") {
 		t.Errorf("undo after an agent edit: exit %d, %s", cmd.ProcessState.ExitCode(), out)
@@ -333,7 +375,7 @@ func TestCompactsReloadsAndUndoes(t *testing.T) {
 			last = r
 		}
 	}
-	out, err = exec.Command(memwatchBin, "undo", fmt.Sprint(last.ID), "--state-dir", stateDir).CombinedOutput()
+	out, err = exec.Command(memwatchBin, "undo", fmt.Sprint(last.ID), "--policy", pol, "--state-dir", stateDir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("undo: %v: %s", err, out)
 	}
@@ -404,9 +446,13 @@ func TestClientsFindTheDaemon(t *testing.T) {
 	}
 	p.stop(10 * time.Second)
 	// Stopped, it is no longer announced: the message says where it looked.
+	// (In a state directory of the test's: as root the default is the
+	// machine's /var/lib/memwatch, which a test never touches.)
+	empty := filepath.Join(dir, "no-state")
 	cmd := exec.Command(memwatchFast, "undo", "1")
+	cmd.Env = append(os.Environ(), "STATE_DIRECTORY="+empty)
 	out, _ := cmd.CombinedOutput()
-	if !strings.Contains(string(out), "journal") {
+	if !strings.Contains(string(out), "no journal in "+empty) {
 		t.Errorf("undo with no daemon: %s", out)
 	}
 }

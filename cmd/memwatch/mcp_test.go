@@ -62,7 +62,7 @@ func newMCPTree(t *testing.T, extra string) *mcpTree {
 // cli runs the memwatch command line with the tree's state directory.
 func (m *mcpTree) cli(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(memwatchFast, args...)
+	cmd := exec.Command(memwatchFast, append(args, "--policy", m.policy)...)
 	cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+m.state)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -43,21 +43,27 @@ func versitygw(t *testing.T) string {
 		t.Fatal(err)
 	}
 	h := sha256.Sum256(sum)
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	bin := filepath.Join(cache, "memwatch-test", "versitygw-"+hex.EncodeToString(h[:6]))
+	bin := filepath.Join(os.Getenv(testCacheEnv), "versitygw-"+hex.EncodeToString(h[:6]))
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
-	cmd := exec.Command("go", "build", "-o", bin+".tmp", "github.com/versity/versitygw/cmd/versitygw")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Built to a name of its own: two tests may build it at once.
+	tmp, err := os.CreateTemp(filepath.Dir(bin), "versitygw-*.tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	cmd := exec.Command("go", "build", "-o", tmp.Name(), "github.com/versity/versitygw/cmd/versitygw")
 	cmd.Dir = filepath.Join("..", "..", "test", "s3server")
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build versitygw (test/s3server): %v\n%s", err, out)
 	}
-	if err := os.Rename(bin+".tmp", bin); err != nil {
+	if err := os.Rename(tmp.Name(), bin); err != nil {
 		t.Fatal(err)
 	}
 	return bin
