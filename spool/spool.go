@@ -371,7 +371,9 @@ type Gens struct {
 }
 
 // Gens returns the generations for one search.
-func (s *Spool) Gens(ctx context.Context) *Gens { return &Gens{s: s, ctx: ctx, m: map[string]map[string]int64{}} }
+func (s *Spool) Gens(ctx context.Context) *Gens {
+	return &Gens{s: s, ctx: ctx, m: map[string]map[string]int64{}}
+}
 
 // Of is LiveGen of rel in root (1 for a log never rewritten, 0 for one
 // the spool does not know: the search's default is the same).
