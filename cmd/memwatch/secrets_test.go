@@ -143,3 +143,44 @@ stores:
 	}
 	leaks("the log", p.text())
 }
+
+// TestSecretsCommand: a Claude Code home (the policy init writes) whose
+// transcript's tool output holds credentials of 12 kinds: memwatch
+// secrets names each kind with its file and line, prints no value, exits
+// 1; a home of plain conversations: no finding, exit 0.
+func TestSecretsCommand(t *testing.T) {
+	home, _, root := claudeHome(t)
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	secretsOf := func() (string, int) {
+		cmd := exec.Command(memwatchFast, "secrets", "--policy", pol, "--state-dir", filepath.Join(home, "state"))
+		out, err := cmd.CombinedOutput()
+		return string(out), exitCode(err)
+	}
+	if out, code := secretsOf(); code != 0 || !strings.Contains(out, "no credential found") {
+		t.Errorf("a home of plain conversations: exit %d\n%s", code, out)
+	}
+	var env strings.Builder
+	for _, c := range credentials {
+		env.WriteString(c.line + "\n")
+	}
+	tool, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "t1", "content": "cat .env\n" + env.String()}}}})
+	os.WriteFile(filepath.Join(root, "7d3a-env.jsonl"), append(tool, '\n'), 0o644)
+	out, code := secretsOf()
+	if code != 1 {
+		t.Errorf("credentials found: exit %d, want 1\n%s", code, out)
+	}
+	for _, c := range credentials {
+		if !strings.Contains(out, c.kind) {
+			t.Errorf("%s is not named:\n%s", c.kind, out)
+		}
+		if strings.Contains(out, c.value) {
+			t.Errorf("the %s value is printed:\n%s", c.kind, out)
+		}
+	}
+	if !strings.Contains(out, "7d3a-env.jsonl#L1") {
+		t.Errorf("no file and line:\n%s", out)
+	}
+}

@@ -1,0 +1,239 @@
+//go:build !lean
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/secrets"
+	"github.com/memwatch/memwatch/spool"
+)
+
+// finding is one credential where an agent's memory holds it (its value
+// never kept or printed).
+type secretFinding struct {
+	Kind  string    `json:"kind"`
+	Root  string    `json:"root"`
+	File  string    `json:"file"`
+	Line  int64     `json:"line"`
+	Cite  string    `json:"citation"`
+	Live  bool      `json:"live"` // the agent's file holds it now (else only memwatch's spool)
+	Since time.Time `json:"modified,omitzero"`
+}
+
+func secretsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "secrets [--dir DIR] [--json]",
+		Short: "List the credentials the agents' memory holds, so you know what to rotate",
+		Long: `List where credentials sit in the agents' memory, as gitleaks detect lists
+them in a repository: the kind (gitleaks' rule id: aws-access-token,
+github-pat, private-key, ...), the file and line, when the file last
+changed, and whether the agent's own file still holds it or only
+memwatch's spool does (a log the agent deleted or rewrote since). Values
+are never printed: memwatch show --reveal CITATION prints one for you.
+
+It reads the files of every root you can read (or --dir's), and the spool
+where you can read memwatch's state. memwatch never changes them; to stop
+a credential leaking, rotate it.
+
+Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
+2 on a usage error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := g.readPolicy()
+			if err != nil {
+				return err
+			}
+			if p == nil {
+				p = &policy.Policy{}
+			}
+			stateDir := g.resolveStateDir(p)
+			var sp *spool.Spool
+			spoolNote := fmt.Sprintf("memwatch's spool in %s is not readable by you", stateDir)
+			if !stateUnreadable(stateDir) {
+				if s, err := spool.OpenReadOnly(cmd.Context(), stateDir); err == nil {
+					sp = s
+					defer sp.Close()
+				} else {
+					spoolNote = fmt.Sprintf("there is no spool in %s (give the daemon's --state-dir or --policy)", stateDir)
+				}
+			}
+			found, err := findSecrets(cmd.Context(), p, dir, sp)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if found == nil {
+					found = []secretFinding{}
+				}
+				if err := printJSON(g, found); err != nil {
+					return err
+				}
+			} else {
+				for _, f := range found {
+					where := "the agent's file"
+					if !f.Live {
+						where = "the spool (gone from the agent's file)"
+					}
+					fmt.Fprintf(g.rawOut, "%-28s %s  %s  in %s\n", f.Kind, inertText(f.Cite), f.Since.Local().Format("2006-01-02 15:04"), where)
+				}
+			}
+			if sp == nil {
+				fmt.Fprintf(g.stderr, "secrets: %s; the agents' files alone were read\n", spoolNote)
+			}
+			if len(found) == 0 {
+				if !asJSON {
+					fmt.Fprintln(g.stderr, "secrets: no credential found")
+				}
+				return nil
+			}
+			kinds := map[string]bool{}
+			for _, f := range found {
+				kinds[f.Kind] = true
+			}
+			if !asJSON {
+				fmt.Fprintf(g.stderr, "secrets: %d credential(s) of %d kind(s); rotate them (memwatch show --reveal CITATION prints one)\n", len(found), len(kinds))
+			}
+			return errNotFound // exit 1: found, as gitleaks
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "read this root (or directory) only")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: kind, root, file, line, citation, live, modified")
+	return cmd
+}
+
+// maxSecretLine bounds a line read for credentials.
+const maxSecretLine = 4 << 20
+
+// findSecrets reads the searchable files of the policy's roots (or dir)
+// and the spool's held lines for credentials, newest first.
+func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Spool) ([]secretFinding, error) {
+	type target struct {
+		root *confine.Root
+		srcs []recall.Source
+	}
+	var targets []target
+	if dir != "" {
+		root, err := confine.Open(dir, confine.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("secrets --dir %s: %w", dir, err)
+		}
+		srcs := daemon.DefaultSources
+		for _, s := range p.Stores {
+			if s.MatchesRoot(root.Path()) {
+				if ss, ok := daemon.SearchSources(s); ok {
+					srcs = ss
+				}
+			}
+		}
+		targets = append(targets, target{root, srcs})
+	} else {
+		for _, s := range p.Stores {
+			srcs, ok := daemon.SearchSources(s)
+			if !ok {
+				continue
+			}
+			for _, id := range s.RootIDs() {
+				root, err := confine.Open(id.Path, confine.Options{Within: s.Within()})
+				if err != nil {
+					continue // not this user's to read
+				}
+				targets = append(targets, target{root, srcs})
+			}
+		}
+	}
+	d := secrets.Default()
+	var out []secretFinding
+	for _, t := range targets {
+		seen := map[string]bool{}
+		for _, src := range t.srcs {
+			if src.Kind == recall.Records {
+				continue
+			}
+			files, err := t.root.GlobExcept(src.Glob, src.Exclude)
+			if err != nil {
+				continue
+			}
+			for _, rel := range files {
+				if seen[rel] || strings.HasSuffix(rel, ".gz") {
+					continue
+				}
+				seen[rel] = true
+				out = append(out, secretsInFile(ctx, d, t.root, rel)...)
+			}
+		}
+		if sp != nil {
+			err := sp.SearchHeld(ctx, t.root, func(rel string, gen, line int64, raw []byte) error {
+				for _, f := range d.Find(string(raw)) {
+					cite := fmt.Sprintf("%s/%s@%d#L%d", t.root.Path(), rel, gen, line)
+					out = append(out, secretFinding{Kind: f.Rule, Root: t.root.Path(), File: rel, Line: line, Cite: cite})
+				}
+				return ctx.Err()
+			})
+			if err != nil && ctx.Err() != nil {
+				return nil, err
+			}
+		}
+		t.root.Close()
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Since.After(out[j].Since) })
+	return out, nil
+}
+
+// secretsInFile reads one file line by line for credentials.
+func secretsInFile(ctx context.Context, d *secrets.Detector, root *confine.Root, rel string) []secretFinding {
+	f, fi, err := root.OpenRead(rel)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []secretFinding
+	rd := bufio.NewReaderSize(f, 64<<10)
+	var no int64
+	for ctx.Err() == nil {
+		line, err := readBounded(rd, maxSecretLine)
+		if len(line) > 0 {
+			no++
+			for _, fd := range d.Find(string(line)) {
+				out = append(out, secretFinding{Kind: fd.Rule, Root: root.Path(), File: rel, Line: no, Cite: fmt.Sprintf("%s/%s#L%d", root.Path(), rel, no), Live: true, Since: fi.ModTime()})
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	return out
+}
+
+// readBounded reads a line, its first max bytes kept (the rest skipped).
+func readBounded(rd *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := rd.ReadSlice('\n')
+		if len(line) < max {
+			line = append(line, chunk[:min(len(chunk), max-len(line))]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err == io.EOF && len(line) > 0 {
+			return line, nil
+		}
+		return line, err
+	}
+}
