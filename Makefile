@@ -9,7 +9,7 @@ FUZZTIME ?= 30s
 # the tests still run, without it, and say so.
 RACE := $(shell command -v "$$($(GO) env CC)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: fixtures build test demo bench bench-relevance lint fuzz soak stress package e2e mcp-e2e browser clean
+.PHONY: fixtures build install test demo bench bench-relevance lint fuzz soak stress package e2e mcp-e2e browser clean
 
 # Two binaries of one package: memwatchd, every command (the daemon, MCP,
 # install, ...), and memwatch, built with -tags lean: recall, show and
@@ -21,6 +21,24 @@ RACE := $(shell command -v "$$($(GO) env CC)" >/dev/null 2>&1 && echo -race)
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)d ./cmd/memwatch
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -tags lean -o $(BIN) ./cmd/memwatch
+
+# make install [PREFIX=DIR]: memwatch and memwatchd in PREFIX/bin, a man
+# page per command in PREFIX/share/man/man1, and bash, zsh and fish
+# completion where those shells look under PREFIX. PREFIX is /usr/local
+# as root, else ~/.local (put ~/.local/bin on PATH).
+PREFIX ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
+install: build
+	@docs=$$(mktemp -d) && trap 'rm -rf "$$docs"' EXIT && \
+	$(GO) run -tags gendocs -ldflags "-X main.version=$(VERSION)" ./cmd/memwatch gen-docs "$$docs" >/dev/null && \
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/share/man/man1" "$(DESTDIR)$(PREFIX)/share/bash-completion/completions" \
+		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d" && \
+	install -m 0755 $(BIN) $(BIN)d "$(DESTDIR)$(PREFIX)/bin/" && \
+	install -m 0644 "$$docs"/man1/*.1 "$(DESTDIR)$(PREFIX)/share/man/man1/" && \
+	install -m 0644 "$$docs"/completions/memwatch.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/memwatch" && \
+	install -m 0644 "$$docs"/completions/_memwatch "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_memwatch" && \
+	install -m 0644 "$$docs"/completions/memwatch.fish "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/memwatch.fish" && \
+	echo "installed memwatch and memwatchd in $(DESTDIR)$(PREFIX)/bin, man pages (man memwatch-recall) and completion under $(DESTDIR)$(PREFIX)/share"
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) echo "note: $(PREFIX)/bin is not on your PATH: add it (export PATH=\"$(PREFIX)/bin:\$$PATH\")";; esac
 
 test:
 	$(GO) vet ./...

@@ -15,9 +15,10 @@ import (
 
 func triggerCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "trigger STORE [ROOT]",
-		Short: "Ask the running daemon to evaluate a store's rules now",
-		Args:  cobra.RangeArgs(1, 2),
+		Use:               "trigger STORE [ROOT]",
+		ValidArgsFunction: completeStores(g),
+		Short:             "Ask the running daemon to evaluate a store's rules now",
+		Args:              cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctl, _, _, err := g.controlFor()
 			if err != nil {

@@ -22,8 +22,9 @@ import (
 func undoCmd(g *globals) *cobra.Command {
 	var dryRun, force bool
 	cmd := &cobra.Command{
-		Use:   "undo ID",
-		Short: "Restore a file to what it was before journal record ID",
+		Use:               "undo ID",
+		ValidArgsFunction: completeRecords(g),
+		Short:             "Restore a file to what it was before journal record ID",
 		Long: `Restore the target of a journal record from its archive. It refuses when
 the agent changed the file since, unless --force, which archives the
 current content first. When the daemon runs, the undo goes through it so
@@ -99,8 +100,9 @@ func undoOffline(dir string, p *policy.Policy, id int64, force, dryRun bool) (da
 
 func redoCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "redo ID",
-		Short: "Let the rule of a change you undid apply again to its file",
+		Use:               "redo ID",
+		ValidArgsFunction: completeRecords(g),
+		Short:             "Let the rule of a change you undid apply again to its file",
 		Long: `An undo is a decision: after memwatch undo ID, the rule that made that change
 does not make it again on that file until the file has grown past the
 rule's threshold again with the agent's own new content (memwatch status
