@@ -31,7 +31,8 @@ terminal; on a terminal a long journal goes through a pager ($PAGER, else
 less), as git log and journalctl do.
 
 --since and --until take a date (2026-11-27), a date and time
-(2026-11-27 14:00), today, yesterday, or a time ago (90m, 2h, 3d).
+(2026-11-27 14:00), a time of day (14:00, today's), today, yesterday, or a
+time ago (90m, 2h, 3d).
 -f follows: the last records oldest first, then each new one as it is
 journaled, until Ctrl-C.
 
@@ -40,7 +41,8 @@ none matches what --store, --root, --rule, --since or --until asked for,
 2 on a usage error (an unknown --store or --rule, a bad time).`,
 		Example: `  memwatch log                     the last 50 records
   memwatch log -n 5 --since 2h     at most 5, of the last two hours
-  memwatch log --rule compress -f  follow the compressions`,
+  memwatch log --rule compress-memory -f   follow MEMORY.md's compressions
+  memwatch log --since 14:00       what happened since two o'clock`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.Limit < 1 || f.Limit > 100_000 {
@@ -247,11 +249,17 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 			return v, nil
 		}
 	}
+	// A time of day, as journalctl takes it: today's.
+	for _, layout := range []string{"15:04", "15:04:05"} {
+		if v, err := time.ParseInLocation(layout, t, time.Local); err == nil {
+			return time.Date(day.Year(), day.Month(), day.Day(), v.Hour(), v.Minute(), v.Second(), 0, time.Local), nil
+		}
+	}
 	ago := strings.TrimSuffix(strings.TrimPrefix(t, "-"), " ago")
 	if d, err := control.ParseDuration(ago); err == nil && ago != "" {
 		return now.Add(-d), nil
 	}
-	return time.Time{}, fmt.Errorf("unknown time %q: give 2026-11-27, '2026-11-27 14:00', today, yesterday or a time ago (90m, 2h, 3d)", s)
+	return time.Time{}, fmt.Errorf("unknown time %q: give 2026-11-27, '2026-11-27 14:00', 14:00 (today), today, yesterday or a time ago (90m, 2h, 3d)", s)
 }
 
 // printJournal prints journal records as JSON.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -102,7 +103,7 @@ or /etc/memwatch/policy.d as root; --policy FILE or $MEMWATCH_POLICY names anoth
 	pf.StringVar(&g.logFormat, "log-format", "auto", "log format: auto (colour on a terminal, JSON otherwise), text or json")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	pf.BoolVar(&g.rawBytes, "bytes", false, "print sizes as a count of bytes instead of KiB, MiB, GiB")
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{flagError(c, err)} })
 	addCommands(root, g)
 	// What a command does is journaled as manual; the daemon marks each of
 	// its jobs with what started it.
@@ -124,6 +125,37 @@ or /etc/memwatch/policy.d as root; --policy FILE or $MEMWATCH_POLICY names anoth
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// badValue is pflag's message for a value that does not parse.
+var badValue = regexp.MustCompile(`^invalid argument "(.*)" for "(.*)" flag: (strconv\.\w+: parsing ".*": )?(.*)$`)
+
+// flagError says what is wrong with a flag in words, with the command's
+// usage line: "-C, --context: abc is not a number" rather than strconv's.
+func flagError(c *cobra.Command, err error) error {
+	msg := err.Error()
+	if m := badValue.FindStringSubmatch(msg); m != nil {
+		why := m[4]
+		if m[3] != "" {
+			why = "not a number"
+			if strings.Contains(m[4], "out of range") {
+				why = "out of range"
+			}
+		}
+		msg = fmt.Sprintf("%s: %q is %s", m[2], m[1], why)
+	}
+	return fmt.Errorf("%s\nusage: %s", msg, c.UseLine())
+}
+
+// needArgs is cobra.MinimumNArgs(n) saying what is missing, with the
+// usage line.
+func needArgs(n int, what string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usageError{fmt.Errorf("%s: give %s\nusage: %s", c.Name(), what, c.UseLine())}
+		}
+		return nil
+	}
 }
 
 // errDelegate asks memwatchd, the full binary, to run the command instead

@@ -55,7 +55,7 @@ search went and, for a question, why each result ranked where it did.
 On a central node (a policy with fleet:), --all searches its copy of every
 host it follows, --host NAME one of them; each result names its host and
 is cited HOST:/path#L5, which memwatch show takes as printed.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: needArgs(1, "what to search for: a question in plain words, a word, or \"a phrase\""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			oneShot()
 			req := control.RecallRequest{Query: strings.Join(args, " "), Store: store, All: all, Host: host, Limit: limit, Sort: sortBy, Context: around, Explain: explain}
@@ -143,7 +143,7 @@ is cited HOST:/path#L5, which memwatch show takes as printed.`,
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "search this directory (a root, or any directory of notes and logs)")
 	cmd.Flags().StringVar(&scope, "scope", "all", "all, or the sources to search, e.g. detail, messages, history, memory, moved (comma-separated)")
-	cmd.Flags().IntVar(&limit, "limit", control.DefaultLimit, "at most this many results")
+	cmd.Flags().IntVarP(&limit, "limit", "n", control.DefaultLimit, "at most this many results (-n, as log's)")
 	cmd.Flags().IntVarP(&around, "context", "C", 0, "show N turns before and after each result")
 	cmd.Flags().BoolVar(&all, "all", false, "search every root of every store of the policy")
 	cmd.Flags().StringVar(&store, "store", "", "search every root of this store of the policy")
