@@ -49,7 +49,7 @@ Exit status: 0 when the lines are shown, 1 when there are no such lines
 			}
 			if !strings.Contains(args[0], "#L") {
 				if fi, err := os.Stat(args[0]); err == nil && fi.Mode().IsRegular() {
-					return g.showArchive(args[0])
+					return g.showArchive(args[0], raw, paint(colored))
 				}
 			}
 			cite := args[0]

@@ -18,8 +18,10 @@ import (
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/fleet/mirror"
+	"github.com/memwatch/memwatch/markdown"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/secrets"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 )
@@ -184,13 +186,30 @@ func citationRoots(p *policy.Policy, file string) []string {
 }
 
 // showArchive prints an archive, decompressing one retention compressed.
-func (g *globals) showArchive(path string) error {
+//
+// A JSONL file (a session log, a copy of one) is printed as show prints
+// cited lines (Lnn: role: text, --raw: as stored); a note as it is. Its
+// credentials are masked unless --reveal (it is a file the caller reads
+// itself: its own).
+func (g *globals) showArchive(path string, raw bool, p paint) error {
 	b, err := readMaybeCompressed(path)
 	if err != nil {
 		return err
 	}
-	_, err = g.stdout.Write(b)
-	return err
+	rel := strings.TrimSuffix(path, ".gz")
+	if !strings.HasSuffix(rel, ".jsonl") {
+		if !g.reveal {
+			b = []byte(secrets.Masked(string(b)))
+		}
+		_, err = g.stdout.Write(b)
+		return err
+	}
+	var lines []spool.Shown
+	for i, l := range markdown.Lines(b) {
+		lines = append(lines, spool.Shown{Line: int64(i + 1), Data: []byte(strings.TrimRight(l, "\r\n")), Source: "live"})
+	}
+	printShown(g, path, "the file", daemon.Decode(lines, rel, g.reveal), raw, p)
+	return nil
 }
 
 // stateUnreadable reports that memwatch's state is not this user's to

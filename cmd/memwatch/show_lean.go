@@ -49,4 +49,4 @@ func (g *globals) showCitation(ctx context.Context, arg, dir string) ([]control.
 }
 
 // showArchive is memwatchd's.
-func (g *globals) showArchive(string) error { return errDelegate }
+func (g *globals) showArchive(string, bool, paint) error { return errDelegate }
