@@ -43,6 +43,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/scope"
+	"github.com/memwatch/memwatch/secrets"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/versions"
 )
@@ -500,7 +501,8 @@ func add[In, Out any](b *builder, t *mcp.Tool, layouts []string, schema func(*js
 		if err != nil {
 			return nil, out, err
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+		// No tool hands an agent (and its model provider) a credential.
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: secrets.Masked(text)}}}, out, nil
 	})
 }
 
