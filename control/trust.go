@@ -53,20 +53,40 @@ func CheckOwned(path string) error {
 		abs = r
 	}
 	// As root, the directories above it (above where it would be made).
+	if p, uid, mode, ok := parentNotOwned(abs, 0); !ok {
+		return fmt.Errorf("%s: %w: %s above it belongs to uid %d (mode %v), who could rename it; as root memwatch uses only what root alone can change", path, ErrNotOwned, p, uid, mode)
+	}
+	return nil
+}
+
+// ParentNotOwned finds the first directory above path (absolute) that a
+// user other than root or owners could rename entries of: one another
+// user owns, or writable by others without the sticky bit (as /tmp has);
+// ok when there is none. Directories that do not exist yet are skipped:
+// what makes them makes them its own.
+func ParentNotOwned(path string, owners ...int) (dir string, uid uint32, mode fs.FileMode, ok bool) {
+	return parentNotOwned(path, owners...)
+}
+
+func parentNotOwned(abs string, owners ...int) (string, uint32, fs.FileMode, bool) {
 	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
 		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && p != filepath.Dir(p) {
 			continue
 		}
 		fi, err := os.Stat(p)
 		if err != nil {
-			return err
+			return p, 0, 0, false
 		}
 		st := fi.Sys().(*syscall.Stat_t)
-		if st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
-			return fmt.Errorf("%s: %w: %s above it belongs to uid %d (mode %v), who could rename it; as root memwatch uses only what root alone can change", path, ErrNotOwned, p, st.Uid, fi.Mode().Perm())
+		owned := st.Uid == 0
+		for _, o := range owners {
+			owned = owned || int(st.Uid) == o
+		}
+		if !owned || fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+			return p, st.Uid, fi.Mode().Perm(), false
 		}
 		if p == filepath.Dir(p) {
-			return nil
+			return "", 0, 0, true
 		}
 	}
 }

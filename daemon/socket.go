@@ -43,20 +43,14 @@ func checkSocketDir(dir string) error {
 	case fi.Mode().Perm()&0o022 != 0:
 		return fmt.Errorf("control socket directory %s is writable by others (mode %v): %w (chmod go-w %s, or set control.socket elsewhere)", dir, fi.Mode().Perm(), ErrUnsafeSocketDir, dir)
 	}
-	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return err
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		sticky := fi.Mode()&fs.ModeSticky != 0
-		if int(st.Uid) != me && st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 && !sticky {
-			return fmt.Errorf("control socket directory %s: %s above it belongs to uid %d (mode %v), who could rename it: %w (set control.socket to a directory under one only root or memwatch can change)", dir, p, st.Uid, fi.Mode().Perm(), ErrUnsafeSocketDir)
-		}
-		if p == filepath.Dir(p) {
-			return nil
-		}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
 	}
+	if p, uid, mode, ok := control.ParentNotOwned(abs, me); !ok {
+		return fmt.Errorf("control socket directory %s: %s above it belongs to uid %d (mode %v), who could rename it: %w (set control.socket to a directory under one only root or memwatch can change)", dir, p, uid, mode, ErrUnsafeSocketDir)
+	}
+	return nil
 }
 
 // listenUnix listens on the socket sock with mode, in a directory checked

@@ -315,13 +315,17 @@ func TestGuardClientThroughOpenStateDir(t *testing.T) {
 }
 
 // vmHWM is a live process's peak RSS (0 once it is gone).
-func vmHWM(pid int) int64 {
+func vmHWM(pid int) int64 { return procStatus(pid, "VmHWM:") }
+
+// procStatus is a size field of a live process's /proc status, in bytes
+// (0 once it is gone).
+func procStatus(pid int, field string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(l, field); ok {
 			var kb int64
 			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
 			return kb << 10

@@ -71,20 +71,7 @@ func (w *rssWatch) Peak() int64 {
 func (w *rssWatch) Stop() { close(w.stop); <-w.done }
 
 // vmRSS is a live process's resident memory now (0 once it is gone).
-func vmRSS(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			var kb int64
-			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
-			return kb << 10
-		}
-	}
-	return 0
-}
+func vmRSS(pid int) int64 { return procStatus(pid, "VmRSS:") }
 
 // helperAs starts this test binary as u in one of its helper modes
 // (agentHelperMain) and returns the command, its stdout read line by line.
