@@ -219,13 +219,19 @@ func (g *globals) showArchive(path string, raw bool, p paint) error {
 // files only root may open). The commands that read the state then ask the
 // daemon over its socket, which answers within what the kernel says this
 // user is (SO_PEERCRED).
+//
+// A journal with no spool beside it (memwatch mcp wrote it; no daemon
+// captured anything there yet) is this user's to read.
 func stateUnreadable(dir string) bool {
-	for _, name := range []string{state.FileName, spool.FileName} {
-		f, err := os.Open(filepath.Join(dir, name))
-		if err != nil {
-			return os.Geteuid() != 0 || errors.Is(err, fs.ErrPermission)
-		}
+	f, err := os.Open(filepath.Join(dir, state.FileName))
+	if err != nil {
+		return os.Geteuid() != 0 || errors.Is(err, fs.ErrPermission)
+	}
+	f.Close()
+	if f, err := os.Open(filepath.Join(dir, spool.FileName)); err == nil {
 		f.Close()
+	} else if errors.Is(err, fs.ErrPermission) {
+		return true
 	}
 	return false
 }
