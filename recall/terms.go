@@ -659,11 +659,15 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		return 0, err
 	}
 	defer src.Close()
-	paths := termSegmentFiles(dir, root.Path(), rel)
 	if fi.Size() < minTermFile {
-		removeTermSegments(paths)
+		// No segments for a small file: a search analyzes it. Segments
+		// of a larger one it was before are not looked for (a listing of
+		// the index directory, which holds every file's, per file): they
+		// describe another file and no search trusts them (termChain),
+		// and they go when it grows past minTermFile again.
 		return 0, nil
 	}
+	paths := termSegmentFiles(dir, root.Path(), rel)
 	chain := termChain(paths, src, fi)
 	var ord uint64
 	var off int64
