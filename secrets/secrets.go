@@ -485,6 +485,9 @@ func Masked(text string) string {
 	return s
 }
 
+// Revision is the revision of gitleaks whose rules Default holds.
+func Revision() string { return gitleaksRevision }
+
 // Rules lists the kinds the detector names, sorted.
 func (d *Detector) Rules() []string {
 	var out []string

@@ -67,10 +67,6 @@ func completeRecords(g *globals) cobra.CompletionFunc {
 func completeScope(g *globals) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		p, _ := g.readPolicy()
-		out := []cobra.Completion{"all"}
-		for _, l := range daemon.Labels(p) {
-			out = append(out, l)
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
+		return append([]cobra.Completion{"all"}, daemon.Labels(p)...), cobra.ShellCompDirectiveNoFileComp
 	}
 }

@@ -41,8 +41,9 @@ func secretsCmd(g *globals) *cobra.Command {
 		Use:   "secrets [--dir DIR] [--json]",
 		Short: "List the credentials the agents' memory holds, so you know what to rotate",
 		Long: `List where credentials sit in the agents' memory, as gitleaks detect lists
-them in a repository: the kind (gitleaks' rule id: aws-access-token,
-github-pat, private-key, ...), the file and line, when the file last
+them in a repository: the kind (the id of one of gitleaks' rules, revision
+` + secrets.Revision() + `: aws-access-token, github-pat,
+private-key, ...), the file and line, when the file last
 changed, and whether the agent's own file still holds it or only
 memwatch's spool does (a log the agent deleted or rewrote since). Values
 are never printed: memwatch show --reveal CITATION prints one for you.
