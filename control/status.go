@@ -152,6 +152,13 @@ type Hold struct {
 	Time   time.Time `json:"time"`
 }
 
+// RedoResult is the body of POST /v1/redo/{id}: the hold that ended on the
+// record's file, and those of the other files of the same action.
+type RedoResult struct {
+	Hold
+	Also []Hold `json:"also,omitempty"`
+}
+
 // Disk is what memwatch holds on disk in its state directory.
 type Disk struct {
 	Journal  int64 `json:"journal_bytes"`

@@ -55,9 +55,25 @@ type UndoResult struct {
 	Outcome string `json:"outcome,omitempty"`
 	Archive string `json:"archived_current_to,omitempty"`
 	Journal int64  `json:"journal,omitempty"`
+	// Removed says the undone change had created the file: the undo
+	// moved it into the archive.
+	Removed bool `json:"removed,omitempty"`
+	// Also are the other files of the same action (a compression's topic
+	// file beside MEMORY.md), undone with it.
+	Also []UndoPart `json:"also,omitempty"`
 }
 
-// String is what memwatch undo prints.
+// UndoPart is one more file an undo restored or removed.
+type UndoPart struct {
+	Record  int64  `json:"record"` // the undone change of this file
+	Target  string `json:"target"`
+	Outcome string `json:"outcome,omitempty"`
+	Archive string `json:"archived_current_to,omitempty"`
+	Journal int64  `json:"journal,omitempty"`
+	Removed bool   `json:"removed,omitempty"`
+}
+
+// String is what memwatch undo prints: a line per file.
 func (r UndoResult) String() string {
 	var b strings.Builder
 	switch {
@@ -66,14 +82,32 @@ func (r UndoResult) String() string {
 		if r.Changed {
 			b.WriteString("; the file changed since, so this needs --force")
 		}
+		b.WriteByte('\n')
+		for _, a := range r.Also {
+			fmt.Fprintf(&b, "and with it %s (#%d, part of the same change)\n", a.Target, a.Record)
+		}
+		return b.String()
 	default:
-		fmt.Fprintf(&b, "restored %s in %s (journal record %d)", r.Target, r.Root, r.Journal)
-		if r.Archive != "" {
-			fmt.Fprintf(&b, "; the content it replaced is in %s", r.Archive)
+		undone(&b, r.Target, r.Root, r.Journal, r.Archive, r.Removed)
+		for _, a := range r.Also {
+			undone(&b, a.Target, r.Root, a.Journal, a.Archive, a.Removed)
 		}
 	}
-	b.WriteByte('\n')
 	return b.String()
+}
+
+// undone says what an undo did to one file.
+func undone(b *strings.Builder, target, root string, journal int64, archive string, removed bool) {
+	switch {
+	case removed:
+		fmt.Fprintf(b, "removed %s from %s, which the undone change had created (journal record %d); its content is in %s\n", target, root, journal, archive)
+	default:
+		fmt.Fprintf(b, "restored %s in %s (journal record %d)", target, root, journal)
+		if archive != "" {
+			fmt.Fprintf(b, "; the content it replaced is in %s", archive)
+		}
+		b.WriteByte('\n')
+	}
 }
 
 // MaxRequestBody bounds what the control API reads of a request body when
@@ -677,13 +711,25 @@ func Undo(ctx context.Context, rw *rewrite.Rewriter, eng *jobs.Engine, id int64,
 	if err != nil {
 		return UndoResult{}, err
 	}
-	res := UndoResult{ID: id, Target: plan.Record.Target, Root: plan.Record.Root, DryRun: dryRun, Changed: plan.Changed, Bytes: len(plan.Restore)}
+	res := UndoResult{ID: id, Target: plan.Record.Target, Root: plan.Record.Root, DryRun: dryRun, Changed: plan.Changed, Bytes: len(plan.Restore), Removed: plan.Remove}
 	if dryRun {
+		for _, other := range rewrite.SameAction(ctx, rw.DB, plan.Record) {
+			if r, err := rw.DB.GetRecord(ctx, other); err == nil {
+				res.Also = append(res.Also, UndoPart{Record: r.ID, Target: r.Target})
+			}
+		}
 		return res, nil
 	}
 	do := func(ctx context.Context) error {
 		out, err := rw.Undo(ctx, id, force)
-		res.Outcome, res.Archive, res.Journal = out.Status, out.Archive, out.Record
+		res.Outcome, res.Archive, res.Journal, res.Removed = out.Status, out.Archive, out.Record, out.Removed
+		for _, a := range out.Also {
+			part := UndoPart{Target: a.Target, Outcome: a.Status, Archive: a.Archive, Journal: a.Record, Removed: a.Removed}
+			if r, err := rw.DB.GetRecord(ctx, a.Record); err == nil {
+				part.Record, _ = rewrite.UndoneBy(r.Key)
+			}
+			res.Also = append(res.Also, part)
+		}
 		return err
 	}
 	if eng == nil {
@@ -879,20 +925,51 @@ func dirBytes(dir string) int64 {
 var ErrNoHold = errors.New("no undo holds its rule off the file")
 
 // Redo ends the hold an undo of record id (or the undo, id) put on its
-// file's rule.
-func Redo(ctx context.Context, db *state.DB, id int64) (state.Hold, error) {
+// file's rule, and the holds of the other changes of the same action (a
+// compression's topic file beside MEMORY.md): the action may run again
+// whole. It returns the holds it ended, the one of id's own file first.
+func Redo(ctx context.Context, db *state.DB, id int64) ([]state.Hold, error) {
 	rec, err := db.GetRecord(ctx, id)
 	if err != nil {
-		return state.Hold{}, err
+		return nil, err
 	}
-	h, ok, err := db.GetHold(ctx, rec.Root, rec.Target)
-	if err != nil {
-		return h, err
+	undone := rec
+	if n, ok := rewrite.UndoneBy(rec.Key); ok && rec.Rule == "undo" {
+		if undone, err = db.GetRecord(ctx, n); err != nil {
+			return nil, err
+		}
 	}
-	if !ok || h.Record != id && h.Undo != id {
-		return h, fmt.Errorf("%s: %w (memwatch status lists the holds)", filepath.Join(rec.Root, rec.Target), ErrNoHold)
+	var ended []state.Hold
+	for i, r := range append([]int64{undone.ID}, rewrite.SameAction(ctx, db, undone)...) {
+		part := undone
+		if i > 0 {
+			if part, err = db.GetRecord(ctx, r); err != nil {
+				continue
+			}
+		}
+		h, ok, err := db.GetHold(ctx, part.Root, part.Target)
+		if err != nil {
+			return ended, err
+		}
+		if !ok || h.Record != part.ID {
+			continue
+		}
+		if err := db.DropHold(ctx, part.Root, part.Target); err != nil {
+			return ended, err
+		}
+		// Journaled: the undone content is no longer what the rule must
+		// leave alone (layout.Env.Seen), and the log says who decided.
+		redo := &state.Record{Store: part.Store, Root: part.Root, Target: part.Target, Rule: rewrite.RuleRedo, Outcome: state.Done,
+			Key: fmt.Sprintf("redo:%d", h.Undo), Reason: fmt.Sprintf("redo: rule %s applies again (the undo #%d of #%d no longer holds it)", h.Rule, h.Undo, h.Record)}
+		if _, err := db.Append(ctx, redo); err != nil {
+			return ended, err
+		}
+		ended = append(ended, h)
 	}
-	return h, db.DropHold(ctx, rec.Root, rec.Target)
+	if len(ended) == 0 {
+		return nil, fmt.Errorf("%s: %w (memwatch status lists the holds)", filepath.Join(rec.Root, rec.Target), ErrNoHold)
+	}
+	return ended, nil
 }
 
 // handleRedo answers POST /v1/redo/{id}: the hold ends, and the file's
@@ -906,7 +983,7 @@ func (d *Daemon) handleRedo(w http.ResponseWriter, r *http.Request) {
 	if !d.mayUndo(w, r, id) {
 		return
 	}
-	h, err := Redo(r.Context(), d.db, id)
+	holds, err := Redo(r.Context(), d.db, id)
 	switch {
 	case errors.Is(err, state.ErrNoRecord), errors.Is(err, ErrNoHold):
 		writeErr(w, http.StatusNotFound, err)
@@ -916,7 +993,9 @@ func (d *Daemon) handleRedo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec, _ := d.db.GetRecord(r.Context(), id)
-	d.engine.Submit(jobs.Job{Store: rec.Store, Root: h.Root, Rule: ruleEvaluate, Reason: "redo"})
-	d.log.Info("undo no longer holds the rule off the file", "root", h.Root, "path", h.Target, "rule", h.Rule, "record", h.Record)
-	writeJSON(w, http.StatusOK, h)
+	d.engine.Submit(jobs.Job{Store: rec.Store, Root: holds[0].Root, Rule: ruleEvaluate, Reason: "redo"})
+	for _, h := range holds {
+		d.log.Info("undo no longer holds the rule off the file", "root", h.Root, "path", h.Target, "rule", h.Rule, "record", h.Record)
+	}
+	writeJSON(w, http.StatusOK, control.RedoResult{Hold: holds[0], Also: holds[1:]})
 }

@@ -148,8 +148,11 @@ func (e *Env) Record(rule string) *state.Record {
 func (e *Env) Seen(ctx context.Context, root, rule, target, sha string) bool {
 	// Content a user restored with undo stays as it is until it changes:
 	// redoing the undone action would defeat the undo.
+	// Until a person says redo.
 	if u, ok, err := e.DB.LastFor(ctx, root, "undo", target, state.Done); err == nil && ok && u.AfterSHA == sha {
-		return true
+		if r, ok, err := e.DB.LastFor(ctx, root, rewrite.RuleRedo, target, state.Done); err != nil || !ok || r.ID < u.ID {
+			return true
+		}
 	}
 	r, ok, err := e.DB.LastFor(ctx, root, rule, target)
 	if err != nil || !ok {

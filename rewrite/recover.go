@@ -276,8 +276,22 @@ func (w *Rewriter) pruned(ctx context.Context, rec state.Record) (string, error)
 // ErrAlreadyUndone means a change was undone before.
 var ErrAlreadyUndone = errors.New("already undone")
 
+// RuleRedo names the journal records of memwatch redo: a person let the
+// rule of an undone change apply again (its hold ended; no file changed).
+const RuleRedo = "redo"
+
 // UndoKey is the journal key of the undo of record id.
 func UndoKey(id int64) string { return fmt.Sprintf("undo:%d", id) }
+
+// UndoneBy returns the record an undo's journal key (UndoKey) names.
+func UndoneBy(key string) (int64, bool) {
+	n, ok := strings.CutPrefix(key, "undo:")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(n, 10, 64)
+	return id, err == nil
+}
 
 // WithKey is the journal key that ties a change to the others it is one
 // action with (a compression's facts moved out of MEMORY.md, and MEMORY.md
@@ -309,19 +323,28 @@ func (w *Rewriter) undoAll(ctx context.Context, id int64, force bool, seen map[i
 	if err != nil {
 		return out, nil
 	}
-	for _, other := range w.sameAction(ctx, rec) {
+	for _, other := range SameAction(ctx, w.DB, rec) {
 		if seen[other] {
 			continue
 		}
-		if _, err := w.undoAll(ctx, other, force, seen); err != nil && !errors.Is(err, ErrAlreadyUndone) {
+		o, err := w.undoAll(ctx, other, force, seen)
+		if err != nil && !errors.Is(err, ErrAlreadyUndone) {
 			return out, fmt.Errorf("undo %d: done, but #%d, part of the same change, was not: %w", id, other, err)
+		}
+		if err == nil {
+			// Flat: every file of the action is said once, in order.
+			also := o.Also
+			o.Also = nil
+			out.Also = append(append(out.Also, o), also...)
 		}
 	}
 	return out, nil
 }
 
-// sameAction lists the records that are one action with rec.
-func (w *Rewriter) sameAction(ctx context.Context, rec state.Record) []int64 {
+// SameAction lists the records that are one action with rec (a
+// compression's MEMORY.md and the topic file its facts moved to): undo and
+// redo take them together.
+func SameAction(ctx context.Context, db *state.DB, rec state.Record) []int64 {
 	var out []int64
 	if ids, ok := strings.CutPrefix(rec.Key, "with:"); ok {
 		for _, s := range strings.Split(ids, ",") {
@@ -330,7 +353,7 @@ func (w *Rewriter) sameAction(ctx context.Context, rec state.Record) []int64 {
 			}
 		}
 	}
-	if recs, err := w.DB.WithKey(ctx, rec.Root, WithKey(rec.ID)); err == nil {
+	if recs, err := db.WithKey(ctx, rec.Root, WithKey(rec.ID)); err == nil {
 		for _, r := range recs {
 			out = append(out, r.ID)
 		}
@@ -364,13 +387,13 @@ func (w *Rewriter) undoOne(ctx context.Context, id int64, force bool) (Outcome, 
 		if err := w.Remove(ctx, root, plan.Record.Target, "", rec); err != nil {
 			return Outcome{}, err
 		}
-		return Outcome{Status: state.Done, Archive: rec.Archive, Record: rec.ID}, nil
+		return Outcome{Status: state.Done, Archive: rec.Archive, Record: rec.ID, Target: plan.Record.Target, Removed: true}, nil
 	}
 	var from []string
 	if plan.Record.Archive != "" {
 		from = []string{plan.Record.Archive} // the archive kept the file's mode
 	}
-	return w.Apply(ctx, Request{
+	out, err := w.Apply(ctx, Request{
 		Root:        root,
 		Target:      plan.Record.Target,
 		AllowCreate: true,
@@ -382,6 +405,8 @@ func (w *Rewriter) undoOne(ctx context.Context, id int64, force bool) (Outcome, 
 			return plan.Restore, nil
 		},
 	}, rec)
+	out.Target = plan.Record.Target
+	return out, err
 }
 
 // hold records that the rule of an undone change is held off its file.

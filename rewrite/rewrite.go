@@ -267,6 +267,12 @@ type Outcome struct {
 	Reason  string
 	Archive string // archive path relative to root, "" when nothing was archived
 	Record  int64  // journal id, 0 when nothing was journaled
+	// Target and Also are an undo's: the file it restored (or removed,
+	// when the undone change created it) and the other changes of the same
+	// action it undid with it.
+	Target  string
+	Removed bool
+	Also    []Outcome
 }
 
 // Rewriter applies rewrites and journals them.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
@@ -118,10 +119,10 @@ applies again at the next evaluation, which it asks for.`,
 			if err != nil {
 				return err
 			}
-			var h state.Hold
-			err = ctl.do(context.Background(), "POST", fmt.Sprintf("/v1/redo/%d", id), nil, &h)
+			var res control.RedoResult
+			err = ctl.do(context.Background(), "POST", fmt.Sprintf("/v1/redo/%d", id), nil, &res)
 			if errors.Is(err, errNoDaemon) {
-				h, err = redoOffline(dir, id)
+				res, err = redoOffline(dir, id)
 			}
 			if errors.Is(err, errRemoteNotFound) || errors.Is(err, state.ErrNoRecord) {
 				return fmt.Errorf("redo %d: %w", id, err)
@@ -129,18 +130,24 @@ applies again at the next evaluation, which it asks for.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "%s: rule %s applies again (the undo of #%d, journal record %d, no longer holds it)\n", filepath.Join(h.Root, h.Target), h.Rule, h.Record, h.Undo)
+			for _, h := range append([]state.Hold{res.Hold}, res.Also...) {
+				fmt.Fprintf(g.stdout, "%s: rule %s applies again (the undo of #%d, journal record %d, no longer holds it)\n", filepath.Join(h.Root, h.Target), h.Rule, h.Record, h.Undo)
+			}
 			return nil
 		},
 	}
 }
 
 // redoOffline ends a hold with no daemon: the next start evaluates.
-func redoOffline(dir string, id int64) (state.Hold, error) {
+func redoOffline(dir string, id int64) (control.RedoResult, error) {
 	db, err := state.Open(context.Background(), dir)
 	if err != nil {
-		return state.Hold{}, err
+		return control.RedoResult{}, err
 	}
 	defer db.Close()
-	return daemon.Redo(context.Background(), db, id)
+	holds, err := daemon.Redo(context.Background(), db, id)
+	if err != nil {
+		return control.RedoResult{}, err
+	}
+	return control.RedoResult{Hold: holds[0], Also: holds[1:]}, nil
 }
