@@ -24,6 +24,12 @@ func (d *Daemon) announce() func() {
 		d.log.Debug("announce the daemon: no private directory for it", "path", path, "err", err)
 		return func() {}
 	}
+	// Another daemon that runs (the machine's service, as root) keeps its
+	// announcement: this one is found by its state directory.
+	if cur, ok := control.Discover(); ok && cur.PID != os.Getpid() && cur.StateDir != abs(d.cfg.StateDir) {
+		d.log.Info("another memwatch daemon is announced here; clients find this one with --state-dir", "announcement", path, "pid", cur.PID, "its_state_dir", cur.StateDir, "state_dir", abs(d.cfg.StateDir))
+		return func() {}
+	}
 	tmp := path + fmt.Sprintf(".%d", os.Getpid())
 	if err := os.WriteFile(tmp, b, 0o600); err != nil || os.Rename(tmp, path) != nil {
 		os.Remove(tmp)

@@ -234,7 +234,7 @@ func TestMCPOnTheDaemonSocket(t *testing.T) {
 	}
 	var id int64
 	fmt.Sscanf(got[strings.Index(got, "journal record ")+len("journal record "):], "%d", &id)
-	if got, isErr := callText(t, facts, "memory_undo", map[string]any{"id": id}); isErr || !strings.Contains(got, "restored facts/project.md") {
+	if got, isErr := callText(t, facts, "memory_undo", map[string]any{"id": id}); isErr || !strings.Contains(got, "removed facts/project.md") {
 		t.Errorf("memory_undo %d: %q (error %v)", id, got, isErr)
 	}
 	if _, err := os.Stat(filepath.Join(m.facts, "facts", "project.md")); err == nil {
