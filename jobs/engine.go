@@ -118,7 +118,7 @@ type loopState struct {
 	queues   map[key][]*Job
 	order    []key // roots with queued work, oldest first
 	running  map[key]*Job
-	rerun    map[jobKey]bool
+	rerun    map[jobKey]string // the reason of the run after the running one
 	cooling  map[jobKey]time.Time
 	deferred map[jobKey]*time.Timer
 	retries  map[*time.Timer]bool
@@ -296,7 +296,7 @@ func (e *Engine) Status(ctx context.Context) (Status, error) {
 // Run processes jobs until ctx ends, then lets running jobs finish for up to
 // ShutdownTimeout, cancels the rest and waits for every worker.
 func (e *Engine) Run(ctx context.Context) error {
-	s := &loopState{queues: map[key][]*Job{}, running: map[key]*Job{}, rerun: map[jobKey]bool{},
+	s := &loopState{queues: map[key][]*Job{}, running: map[key]*Job{}, rerun: map[jobKey]string{},
 		cooling: map[jobKey]time.Time{}, deferred: map[jobKey]*time.Timer{}, retries: map[*time.Timer]bool{}}
 	close(e.started)
 	defer close(e.stopped)
@@ -390,12 +390,19 @@ func (e *Engine) submit(s *loopState, j *Job) {
 		delete(s.cooling, jk)
 	}
 	if r, ok := s.running[j.key()]; ok && r.jobKey() == jk {
-		s.rerun[jk] = true
+		// A person's request merged into a run keeps its reason, so the
+		// run after is theirs too (no cooldown holds it back).
+		if Asked(j.Reason) || s.rerun[jk] == "" {
+			s.rerun[jk] = j.Reason
+		}
 		s.stats.Merged++
 		return
 	}
 	for _, q := range s.queues[j.key()] {
 		if q.fn == nil && q.jobKey() == jk {
+			if Asked(j.Reason) {
+				q.Reason = j.Reason
+			}
 			s.stats.Merged++
 			return
 		}
@@ -520,9 +527,13 @@ func (e *Engine) finish(s *loopState, j *Job, res Result, err error) {
 		})
 		s.retries[t] = true
 	}
-	if s.rerun[jk] {
+	if why, ok := s.rerun[jk]; ok {
 		delete(s.rerun, jk)
-		e.submit(s, j.fresh())
+		jj := j.fresh()
+		if Asked(why) {
+			jj.Reason = why
+		}
+		e.submit(s, jj)
 	}
 }
 
