@@ -955,6 +955,7 @@ func (d *Daemon) startScheduler(ctx context.Context) error {
 		}
 	}
 	entries = append(entries, schedule.Entry{Name: "spool-prune", Spec: "@every 1h", Run: func() { d.pruneSpool(ctx, p.SpoolRetention) }})
+	entries = append(entries, schedule.Entry{Name: "spool-pack", Spec: "@every 2m", Run: func() { d.packSpool(ctx) }})
 	entries = append(entries, schedule.Entry{Name: "archive-bytes", Spec: "@every 1h", Run: func() { d.reportArchives(ctx) }})
 	for _, st := range p.Stores {
 		if Retention(st).Active() {
@@ -984,6 +985,27 @@ func (d *Daemon) pruneSpool(ctx context.Context, retention time.Duration) {
 	}
 	if st.Lines > 0 || n > 0 {
 		d.log.Info("pruned the spool", "lines", st.Lines, "bytes", st.Bytes, "logs_forgotten", n, "retention", retention)
+	}
+}
+
+// packBudget bounds the text one packing of the spool compresses: a state
+// directory of an older release converts a slice every few minutes, the
+// daemon's other work going on between its blocks.
+const packBudget = 256 << 20
+
+// packSpool compresses the text of logs written a line at a time, and of a
+// spool written before blocks (spool.Pack).
+func (d *Daemon) packSpool(ctx context.Context) {
+	start := time.Now()
+	st, err := d.spool.Pack(ctx, packBudget)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("pack the spool", "err", err)
+		}
+		return
+	}
+	if st.Blocks > 0 {
+		d.log.Info("packed the spool's text into compressed blocks", "logs", st.Logs, "lines", st.Lines, "blocks", st.Blocks, "bytes", st.Bytes, "more", st.More, "took", time.Since(start).Round(time.Millisecond))
 	}
 }
 

@@ -413,6 +413,11 @@ type capturer struct {
 	now   int64
 	ended bool
 	added bool // the log was added in this transaction
+	// pk gathers the text of the lines added since the last block
+	// (packs.go); what is too little to pack at a commit stays inline,
+	// counted in inline.
+	pk     packer
+	inline int64
 }
 
 // rowsPerInsert lines go in one INSERT: the per-statement cost of the
@@ -455,6 +460,7 @@ func (c *capturer) add(gen, line int64, data []byte, size int64, hash uint64, ms
 		c.res.Longest = max(c.res.Longest, size)
 	}
 	c.rows = append(c.rows, c.st.ID, c.st.Seq, gen, line, int64(hash), m, size, c.now, bytes.Clone(data))
+	c.pk.add(c.st.Seq, data)
 	if len(c.rows) == 9*rowsPerInsert {
 		if c.ins == nil {
 			ins, err := c.tx.PrepareContext(c.ctx, insertLines(rowsPerInsert))
@@ -467,6 +473,11 @@ func (c *capturer) add(gen, line int64, data []byte, size int64, hash uint64, ms
 			return fmt.Errorf("spool lines: %w", err)
 		}
 		c.rows = c.rows[:0]
+	}
+	if len(c.pk.raw) >= packTarget {
+		if err := c.seal(true); err != nil {
+			return err
+		}
 	}
 	c.res.Lines++
 	c.n++
@@ -500,14 +511,49 @@ func (c *capturer) carry(gen, line, seq int64, msg bool) error {
 	return nil
 }
 
-// flush commits the batch with the log's state, and starts another.
-func (c *capturer) flush(more bool) error {
+// insertRows inserts the lines waiting in rows.
+func (c *capturer) insertRows() error {
 	if len(c.rows) > 0 {
 		if _, err := c.tx.ExecContext(c.ctx, insertLines(len(c.rows)/9), c.rows...); err != nil {
-			c.tx.Rollback()
 			return fmt.Errorf("spool lines: %w", err)
 		}
 		c.rows = c.rows[:0]
+	}
+	return nil
+}
+
+// seal packs the lines added since the last block into one (pack), or
+// leaves them inline, counted for Pack.
+func (c *capturer) seal(pack bool) error {
+	if c.pk.n == 0 {
+		return nil
+	}
+	if !pack {
+		c.inline += c.pk.text
+		c.pk.reset()
+		return nil
+	}
+	if err := c.insertRows(); err != nil {
+		return err
+	}
+	err := writeBlock(c.ctx, c.tx, c.st.ID, &c.pk, false)
+	c.pk.reset()
+	return err
+}
+
+// flush commits the batch with the log's state, and starts another.
+func (c *capturer) flush(more bool) error {
+	err := c.insertRows()
+	if err == nil {
+		err = c.seal(len(c.pk.raw) >= packMin)
+	}
+	if err == nil && c.inline > 0 {
+		_, err = c.tx.ExecContext(c.ctx, `UPDATE logs SET inline=inline+? WHERE id=?`, c.inline, c.st.ID)
+		c.inline = 0
+	}
+	if err != nil {
+		c.tx.Rollback()
+		return err
 	}
 	if err := c.s.saveLog(c.ctx, c.tx, c.st); err != nil {
 		c.tx.Rollback()

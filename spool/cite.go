@@ -196,8 +196,8 @@ func (s *Spool) Show(ctx context.Context, root *confine.Root, c Citation) ([]Sho
 	}
 	c.To = min(c.To, last)
 	want := map[int64]Line{}
-	rows, err := s.db.QueryContext(ctx, `SELECT line, seq, hash, size, data FROM lines WHERE log=? AND gen=? AND line BETWEEN ? AND ?
-		UNION ALL SELECT c.line, c.seq, l.hash, l.size, l.data FROM carried c JOIN lines l ON l.log=c.log AND l.seq=c.seq WHERE c.log=? AND c.gen=? AND c.line BETWEEN ? AND ?`,
+	rows, err := s.db.QueryContext(ctx, `SELECT line, seq, hash, size, data, pack FROM lines WHERE log=? AND gen=? AND line BETWEEN ? AND ?
+		UNION ALL SELECT c.line, c.seq, l.hash, l.size, l.data, l.pack FROM carried c JOIN lines l ON l.log=c.log AND l.seq=c.seq WHERE c.log=? AND c.gen=? AND c.line BETWEEN ? AND ?`,
 		st.ID, c.Gen, c.From, c.To, st.ID, c.Gen, c.From, c.To)
 	if err != nil {
 		return nil, fmt.Errorf("read spool: %w", err)
@@ -205,12 +205,16 @@ func (s *Spool) Show(ctx context.Context, root *confine.Root, c Citation) ([]Sho
 	budget := int64(MaxShowBytes)
 	for rows.Next() {
 		var l Line
-		var h int64
-		if err := rows.Scan(&l.Line, &l.Seq, &h, &l.Size, &l.Data); err != nil {
+		var h, pack int64
+		if err := rows.Scan(&l.Line, &l.Seq, &h, &l.Size, &l.Data, &pack); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		l.Hash = uint64(h)
+		if l.Data, err = s.text(ctx, st.ID, l.Seq, pack, l.Data); err != nil {
+			rows.Close()
+			return nil, err
+		}
 		if live[l.Line] == nil {
 			// Only the text that will be shown is held.
 			if budget -= int64(len(l.Data)); budget < 0 {
@@ -397,7 +401,7 @@ type PruneStats struct {
 // no consumer ever read is left alone (its consumer may not have run yet).
 func (s *Spool) Prune(ctx context.Context, cutoff time.Time) (PruneStats, error) {
 	var st PruneStats
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(length(l.data)),0) FROM lines l JOIN logs g ON g.id=l.log
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN l.pack>0 THEN l.size ELSE length(l.data) END),0) FROM lines l JOIN logs g ON g.id=l.log
 		WHERE l.data IS NOT NULL AND l.time < ? AND l.seq <= (SELECT MIN(p.seq) FROM progress p WHERE p.log=l.log)`, cutoff.UnixNano()).Scan(&st.Lines, &st.Bytes)
 	if err != nil {
 		return st, fmt.Errorf("prune spool: %w", err)
@@ -424,6 +428,10 @@ func (s *Spool) Prune(ctx context.Context, cutoff time.Time) (PruneStats, error)
 	if _, err := tx.ExecContext(ctx, `DELETE FROM carried WHERE gen < (SELECT g.gen FROM logs g WHERE g.id=carried.log)`); err != nil {
 		return st, fmt.Errorf("prune spool: %w", err)
 	}
+	// The pruned text leaves the blocks too.
+	if err := s.repack(ctx, tx); err != nil {
+		return st, err
+	}
 	return st, tx.Commit()
 }
 
@@ -440,7 +448,8 @@ func (s *Spool) Forget(ctx context.Context, cutoff time.Time) (int64, error) {
 		for _, q := range []string{`DELETE FROM lines WHERE log NOT IN (SELECT id FROM logs)`,
 			`DELETE FROM carried WHERE log NOT IN (SELECT id FROM logs)`,
 			`DELETE FROM lineage WHERE log NOT IN (SELECT id FROM logs)`,
-			`DELETE FROM progress WHERE log NOT IN (SELECT id FROM logs)`} {
+			`DELETE FROM progress WHERE log NOT IN (SELECT id FROM logs)`,
+			`DELETE FROM packs WHERE log NOT IN (SELECT id FROM logs)`} {
 			if _, err := s.db.ExecContext(ctx, q); err != nil {
 				return n, fmt.Errorf("forget spool logs: %w", err)
 			}

@@ -138,7 +138,12 @@ func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) err
 	}
 	for rows.Next() {
 		var h HeldLine
-		if err := rows.Scan(&h.Path, &h.Gen, &h.Line, &h.Data); err != nil {
+		var log, seq, pack int64
+		if err := rows.Scan(&h.Path, &h.Gen, &h.Line, &h.Data, &log, &seq, &pack); err != nil {
+			rows.Close()
+			return err
+		}
+		if h.Data, err = s.text(ctx, log, seq, pack, h.Data); err != nil {
 			rows.Close()
 			return err
 		}
@@ -178,7 +183,7 @@ func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) err
 		return err
 	}
 	for _, l := range logs {
-		q := `SELECT gen, line, data FROM lines l WHERE log=? AND msg=1 AND data IS NOT NULL AND gen<?
+		q := `SELECT gen, line, data, log, seq, pack FROM lines l WHERE log=? AND msg=1 AND data IS NOT NULL AND gen<?
 			AND NOT EXISTS (SELECT 1 FROM carried c WHERE c.log=l.log AND c.gen=? AND c.seq=l.seq) ORDER BY seq DESC`
 		if err := s.eachHeld(ctx, l.path, q, []any{l.id, l.gen, l.gen}, fn); err != nil {
 			return err
@@ -189,7 +194,7 @@ func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) err
 
 // The queries of Held, prepared once.
 const (
-	heldGone = `SELECT l.path, n.gen, n.line, n.data FROM logs l JOIN lines n ON n.log = l.id
+	heldGone = `SELECT l.path, n.gen, n.line, n.data, n.log, n.seq, n.pack FROM logs l JOIN lines n ON n.log = l.id
 		WHERE l.root=? AND (l.missing=1 OR l.ino=?) AND n.msg=1 AND n.data IS NOT NULL ORDER BY l.path, n.seq DESC`
 	heldRewritten = `SELECT id, path, gen FROM logs WHERE root=? AND missing=0 AND ino!=? AND gen>1 ORDER BY path`
 )
@@ -202,7 +207,12 @@ func (s *Spool) eachHeld(ctx context.Context, path, q string, args []any, fn fun
 	defer rows.Close()
 	for rows.Next() {
 		h := HeldLine{Path: path}
-		if err := rows.Scan(&h.Gen, &h.Line, &h.Data); err != nil {
+		var log, seq, pack int64
+		if err := rows.Scan(&h.Gen, &h.Line, &h.Data, &log, &seq, &pack); err != nil {
+			return err
+		}
+		var err error
+		if h.Data, err = s.text(ctx, log, seq, pack, h.Data); err != nil {
 			return err
 		}
 		if err := fn(h); err != nil {
@@ -247,7 +257,7 @@ func (s *Spool) Captured(ctx context.Context, root confine.ID, fn func(HeldLine)
 		return err
 	}
 	for _, st := range logs {
-		q := `SELECT gen, line, data FROM lines WHERE log=? AND msg=1 AND data IS NOT NULL ORDER BY seq DESC`
+		q := `SELECT gen, line, data, log, seq, pack FROM lines WHERE log=? AND msg=1 AND data IS NOT NULL ORDER BY seq DESC`
 		if err := s.eachHeld(ctx, st.Path, q, []any{st.ID}, fn); err != nil {
 			return err
 		}
@@ -270,15 +280,25 @@ type CapturedLine struct {
 // out; a line longer than maxLine comes without its data, which is never
 // read (a host's state is the host's to write).
 func (s *Spool) CapturedSince(ctx context.Context, log, after int64, limit, maxLine int, fn func(CapturedLine) error) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, gen, line, CASE WHEN length(data)<=? THEN data END FROM lines WHERE log=? AND seq>? AND msg=1 AND data IS NOT NULL ORDER BY seq LIMIT ?`, maxLine, log, after, limit)
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, gen, line, CASE WHEN pack>0 OR length(data)<=? THEN data END, pack FROM lines WHERE log=? AND seq>? AND msg=1 AND data IS NOT NULL ORDER BY seq LIMIT ?`, maxLine, log, after, limit)
 	if err != nil {
 		return fmt.Errorf("read captured lines: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var l CapturedLine
-		if err := rows.Scan(&l.Seq, &l.Gen, &l.Line, &l.Data); err != nil {
+		var pack int64
+		if err := rows.Scan(&l.Seq, &l.Gen, &l.Line, &l.Data, &pack); err != nil {
 			return err
+		}
+		if pack > 0 {
+			data, err := s.text(ctx, log, l.Seq, pack, l.Data)
+			if err != nil {
+				return err
+			}
+			if l.Data = data; len(data) > maxLine {
+				l.Data = nil
+			}
 		}
 		if err := fn(l); err != nil {
 			return err

@@ -53,7 +53,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,7 +97,8 @@ CREATE TABLE IF NOT EXISTS lines (
 	msg  INTEGER NOT NULL,  -- 1 for a message line
 	size INTEGER NOT NULL,  -- the whole line's length
 	time INTEGER NOT NULL,  -- capture time, unix ns
-	data BLOB,              -- the line, cut at the store's max_line; NULL once pruned
+	data BLOB,              -- the line, cut at the store's max_line; NULL once pruned; empty when packed
+	pack INTEGER NOT NULL DEFAULT 0, -- the block holding its text (packs.first), 0: inline
 	PRIMARY KEY (log, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS lines_gen ON lines(log, gen, line);
@@ -121,6 +121,7 @@ CREATE TABLE IF NOT EXISTS progress (
 // Spool is the capture store. It is safe for concurrent use.
 type Spool struct {
 	db   *sql.DB
+	rdb  *sql.DB // read-only connections for blocks (packs.go); nil: db
 	path string
 	Now  func() time.Time
 
@@ -142,6 +143,8 @@ type Spool struct {
 	rematches atomic.Int64
 	// bound lists the root keys Bind has run for.
 	bound state.Bindings
+	// blocks are the last blocks of text read, decoded.
+	blocks blockCache
 }
 
 // prepared returns q prepared (once); in tx when tx is not nil. The
@@ -194,7 +197,7 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 	// Writers are serialized by SQLite anyway; one connection keeps our
 	// goroutines from waiting on each other's locks.
 	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, schema+lineageSchema); err != nil {
+	if _, err := db.ExecContext(ctx, schema+lineageSchema+packSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("initialise spool %s: %w", path, err)
 	}
@@ -202,7 +205,13 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 		db.Close()
 		return nil, fmt.Errorf("upgrade spool %s: %w", path, err)
 	}
-	s := &Spool{db: db, path: path, Now: time.Now, locks: new([lockStripes]sync.Mutex), held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}}
+	rdb, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open spool %s: %w", path, err)
+	}
+	rdb.SetMaxOpenConns(2)
+	s := &Spool{db: db, rdb: rdb, path: path, Now: time.Now, locks: new([lockStripes]sync.Mutex), held: map[string]*heldLog{}, matching: map[int64]bool{}, stmts: map[string]*sql.Stmt{}}
 	for _, q := range hotStatements {
 		if _, err := s.prepared(ctx, nil, q); err != nil {
 			s.Close()
@@ -220,19 +229,41 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 //     whether a file of the same size and mtime as an unsettled capture
 //     was rewritten in the same tick.
 func upgrade(ctx context.Context, db *sql.DB) error {
-	for _, col := range []struct{ name, decl string }{
-		{"mtime", "INTEGER NOT NULL DEFAULT 0"},
-		{"settled", "INTEGER NOT NULL DEFAULT 0"},
-		{"digest", "BLOB"},
+	for _, col := range []struct{ table, name, decl string }{
+		{"logs", "mtime", "INTEGER NOT NULL DEFAULT 0"},
+		{"logs", "settled", "INTEGER NOT NULL DEFAULT 0"},
+		{"logs", "digest", "BLOB"},
+		// Packs (packs.go): a spool written before them has every line
+		// inline, counted per log so that Pack converts it.
+		{"lines", "pack", "INTEGER NOT NULL DEFAULT 0"},
+		{"logs", "inline", "INTEGER NOT NULL DEFAULT 0"},
 	} {
 		var n int
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('logs') WHERE name = ?`, col.name).Scan(&n); err != nil {
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`, col.table, col.name).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 {
 			continue
 		}
-		if _, err := db.ExecContext(ctx, `ALTER TABLE logs ADD COLUMN `+col.name+` `+col.decl); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE `+col.table+` ADD COLUMN `+col.name+` `+col.decl); err != nil {
+			tx.Rollback()
+			// Another process opening the spool added it first.
+			if db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`, col.table, col.name).Scan(&n); n > 0 {
+				continue
+			}
+			return err
+		}
+		if col.name == "inline" {
+			if _, err := tx.ExecContext(ctx, `UPDATE logs SET inline=COALESCE((SELECT SUM(length(data)) FROM lines WHERE lines.log=logs.id AND lines.pack=0 AND lines.data IS NOT NULL),0)`); err != nil {
+				tx.Rollback()
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
 			return err
 		}
 	}
@@ -282,6 +313,9 @@ func (s *Spool) Close() error {
 		st.Close()
 	}
 	s.mu.Unlock()
+	if s.rdb != nil {
+		s.rdb.Close()
+	}
 	return s.db.Close()
 }
 
@@ -521,17 +555,21 @@ func (l Line) Cut() bool { return l.Data != nil && int64(len(l.Data)) < l.Size }
 // Read calls fn for every line of a log with after < seq <= upto, in order;
 // an error from fn stops it and is returned.
 func (s *Spool) Read(ctx context.Context, log, after, upto int64, fn func(Line) error) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, gen, line, hash, msg, size, time, data FROM lines WHERE log=? AND seq>? AND seq<=? ORDER BY seq`, log, after, upto)
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, gen, line, hash, msg, size, time, data, pack FROM lines WHERE log=? AND seq>? AND seq<=? ORDER BY seq`, log, after, upto)
 	if err != nil {
 		return fmt.Errorf("read spool: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var l Line
-		var hash, t int64
+		var hash, t, pack int64
 		var msg int
-		if err := rows.Scan(&l.Seq, &l.Gen, &l.Line, &hash, &msg, &l.Size, &t, &l.Data); err != nil {
+		if err := rows.Scan(&l.Seq, &l.Gen, &l.Line, &hash, &msg, &l.Size, &t, &l.Data, &pack); err != nil {
 			return fmt.Errorf("read spool: %w", err)
+		}
+		var err error
+		if l.Data, err = s.text(ctx, log, l.Seq, pack, l.Data); err != nil {
+			return err
 		}
 		l.Hash, l.Msg, l.Captured = uint64(hash), msg != 0, time.Unix(0, t)
 		if err := fn(l); err != nil {
