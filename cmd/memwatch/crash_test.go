@@ -29,7 +29,7 @@ import (
 // left pending, and the journal agrees with the files.
 // MEMWATCH_CRASH_ITERATIONS sets the size (make soak runs 2,000).
 func TestCrashConsistency(t *testing.T) {
-	iterations := 80
+	iterations := 40
 	if s := os.Getenv("MEMWATCH_CRASH_ITERATIONS"); s != "" {
 		iterations, _ = strconv.Atoi(s)
 	}

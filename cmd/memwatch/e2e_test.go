@@ -421,7 +421,7 @@ func TestClientsFindTheDaemon(t *testing.T) {
 	}
 	dir := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
-	os.Mkdir(filepath.Join(dir, "run"), 0o700) // as root, a missing one means /run/memwatch
+	os.Mkdir(filepath.Join(dir, "run"), 0o700)   // as root, a missing one means /run/memwatch
 	t.Setenv("HOME", filepath.Join(dir, "home")) // the default state directory is unused
 	t.Setenv("XDG_STATE_HOME", "")
 	t.Setenv("MEMWATCH_STATE_DIR", "")

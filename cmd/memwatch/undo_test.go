@@ -23,6 +23,7 @@ import (
 // memwatch, and redo lets the whole action run again: no hold left on the
 // topic file, the compression made anew.
 func TestUndoRedoTheWholeAction(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	project := filepath.Join(dir, "home", ".claude", "projects", "-src-billing")
 	memDir := filepath.Join(project, "memory")
