@@ -59,6 +59,7 @@ type Follower struct {
 	dir    string // <state>/fleet
 	log    *slog.Logger
 	ak, sk string
+	keys   *replica.Keys // the identities that open the hosts' objects
 	s3     *s3.Client
 
 	mu    sync.Mutex // guards hosts and refused
@@ -263,7 +264,11 @@ func New(cfg *policy.Fleet, stateDir string, logger *slog.Logger) (*Follower, er
 		return nil, err
 	}
 	replica.UseCABundle(logger)
-	f := &Follower{cfg: cfg, dir: filepath.Join(stateDir, Dir), log: logger, ak: ak, sk: sk, hosts: map[string]*host{}, refused: map[string]bool{}}
+	keys, err := replica.LoadKeys(&cfg.S3, stateDir, false)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	f := &Follower{cfg: cfg, dir: filepath.Join(stateDir, Dir), log: logger, ak: ak, sk: sk, keys: keys, hosts: map[string]*host{}, refused: map[string]bool{}}
 	opts := s3.Options{Region: cfg.Region, UsePathStyle: cfg.ForcePathStyle}
 	if cfg.Endpoint != "" {
 		opts.BaseEndpoint = aws.String(cfg.Endpoint)
@@ -387,7 +392,7 @@ func (f *Follower) follow(ctx context.Context, h *host, name string) {
 	quiet := litestream.NewDB(out)
 	quiet.Logger = slog.New(discard{})
 	for ctx.Err() == nil {
-		rep := litestream.NewReplicaWithClient(quiet, &appliedClient{ReplicaClient: replica.NewClient(f.cfg.Host(h.name), name, f.ak, f.sk), h: h, out: out,
+		rep := litestream.NewReplicaWithClient(quiet, &appliedClient{ReplicaClient: replica.NewClient(f.cfg.Host(h.name), name, f.ak, f.sk, f.keys), h: h, out: out,
 			higherFor: max(5*time.Minute, 60*f.cfg.Interval), interval: f.cfg.Interval, journal: name == state.FileName})
 		opt := litestream.NewRestoreOptions()
 		opt.OutputPath = out
@@ -561,7 +566,7 @@ func (f *Follower) Status(ctx context.Context) []HostStatus {
 		checked := true
 		for _, db := range replica.Databases {
 			applied, _ := litestream.ReadTXIDFile(filepath.Join(h.dir, db))
-			client := replica.NewClient(f.cfg.Host(h.name), db, f.ak, f.sk)
+			client := replica.NewClient(f.cfg.Host(h.name), db, f.ak, f.sk, f.keys)
 			info, err := maxLTX(ctx, client)
 			if err != nil {
 				checked = false

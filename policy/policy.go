@@ -155,6 +155,10 @@ type S3 struct {
 	AccessKeyFile  string `yaml:"access_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
 	SecretKeyFile  string `yaml:"secret_key_file" path:"home" check:"secretfile" doc:"or a file holding it (mode 0600)"`
 	ForcePathStyle bool   `yaml:"force_path_style" doc:"bucket in the path, not the host name (most S3-compatible servers want it)"`
+	// Encryption with age: what the bucket holds is encrypted to the
+	// recipients, and opened with the identities.
+	AgeRecipientsFile string `yaml:"age_recipients_file" path:"home" doc:"replicate: encrypt every object with age to these recipients (age's recipients file: one age1... or ssh key per line); none: the bucket holds the memory in the clear"`
+	AgeIdentityFile   string `yaml:"age_identity_file" path:"home" check:"secretfile" doc:"the age identities that open the bucket's objects (mode 0600): memwatch state restore and a fleet's central node read with them"`
 }
 
 // Replicate is where the state databases are replicated: an S3 bucket
@@ -495,6 +499,9 @@ var systemDirs = []string{"/proc", "/sys", "/dev", "/run", "/boot", "/etc", "/us
 // prints them; with --strict they are errors.
 func (p *Policy) Warnings(stateDir string) Errors {
 	var out Errors
+	if r := p.Replicate; r != nil && r.AgeRecipientsFile == "" {
+		out = append(out, &Error{Pos: r.Pos, Msg: "replicate: no age_recipients_file: the bucket will hold every agent's memory, and the credentials in it, in the clear; name an age recipients file (age-keygen -o key.txt; age-keygen -y key.txt > recipients.txt)"})
+	}
 	for _, s := range p.Stores {
 		if w, ok := s.Options.(OptionsWarner); ok {
 			for _, msg := range w.Warnings(s) {

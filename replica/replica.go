@@ -51,6 +51,7 @@ type Replicator struct {
 	dbs   []*litestream.DB
 	store *litestream.Store
 	probe *http.Client
+	keys  *Keys // nil: the objects are written in the clear
 
 	mu     sync.Mutex // guards st and the outage fields below
 	st     Status
@@ -67,8 +68,12 @@ func New(cfg *policy.Replicate, dir string, logger *slog.Logger) (*Replicator, e
 	if err != nil {
 		return nil, err
 	}
+	keys, err := LoadKeys(&cfg.S3, dir, true)
+	if err != nil {
+		return nil, fmt.Errorf("replicate: %w", err)
+	}
 	UseCABundle(logger)
-	r := &Replicator{cfg: cfg, dir: dir, log: logger, now: time.Now, failed: make(chan string, 64),
+	r := &Replicator{cfg: cfg, dir: dir, log: logger, now: time.Now, failed: make(chan string, 64), keys: keys,
 		probe: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	for _, s := range []string{ak, sk} {
 		if s != "" {
@@ -114,12 +119,13 @@ func New(cfg *policy.Replicate, dir string, logger *slog.Logger) (*Replicator, e
 func (r *Replicator) SetOnFail(fn func()) { r.onFail = fn }
 
 // client is the S3 client of one database: its objects under PREFIX/name.
-func (r *Replicator) client(name, ak, sk string) *s3.ReplicaClient {
-	return NewClient(r.cfg, name, ak, sk)
+func (r *Replicator) client(name, ak, sk string) litestream.ReplicaClient {
+	return NewClient(r.cfg, name, ak, sk, r.keys)
 }
 
-// NewClient is the S3 client of one state database.
-func NewClient(cfg *policy.Replicate, name, ak, sk string) *s3.ReplicaClient {
+// NewClient is the S3 client of one state database; with keys, what it
+// writes is encrypted and what it reads decrypted (age.go).
+func NewClient(cfg *policy.Replicate, name, ak, sk string, keys *Keys) litestream.ReplicaClient {
 	c := s3.NewReplicaClient()
 	c.Bucket = cfg.Bucket
 	c.Path = path.Join(cfg.Prefix, name)
@@ -127,7 +133,10 @@ func NewClient(cfg *policy.Replicate, name, ak, sk string) *s3.ReplicaClient {
 	c.Endpoint = cfg.Endpoint
 	c.ForcePathStyle = cfg.ForcePathStyle
 	c.AccessKeyID, c.SecretAccessKey = ak, sk
-	return c
+	if keys == nil {
+		return c
+	}
+	return newAgeClient(c, cfg, ak, sk, keys)
 }
 
 // UseCABundle hands AWS_CA_BUNDLE to Go's TLS instead of the AWS SDK:
@@ -545,9 +554,13 @@ func Restore(ctx context.Context, cfg *policy.Replicate, dir string, force bool,
 		}
 		return nil, fmt.Errorf("restore into %s: %w (%s); give --force to replace its databases, or an empty --state-dir", dir, ErrNotEmpty, strings.Join(names, ", "))
 	}
+	keys, err := LoadKeys(&cfg.S3, dir, false)
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
 	var out []Restored
 	for _, name := range Databases {
-		c := NewClient(cfg, name, ak, sk)
+		c := NewClient(cfg, name, ak, sk, keys)
 		if err := c.Init(ctx); err != nil {
 			return out, fmt.Errorf("restore %s: %w", name, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"filippo.io/age"
 	"fmt"
 	"net"
 	"os"
@@ -381,4 +382,111 @@ stores:
 // versionKey names a version across hosts: its number, writer and content.
 func versionKey(v versions.Version) string {
 	return fmt.Sprintf("%d %s %s", v.N, v.Writer, v.SHA)
+}
+
+// TestReplicaEncrypted: with age_recipients_file, every object the daemon
+// puts in a real S3 server is an age file holding neither a marker word of
+// a session nor a credential in it, through snapshots and compactions;
+// state restore with age_identity_file brings the state back (recall
+// finds the marker), and without it fails saying why.
+func TestReplicaEncrypted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a real S3 server")
+	}
+	t.Parallel()
+	srv := newS3Server(t, "memwatch")
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "s3-key"), []byte(s3Key), 0o600)
+	os.WriteFile(filepath.Join(dir, "s3-secret"), []byte(s3Secret), 0o600)
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "recipients.txt"), []byte("# the operator's key\n"+id.Recipient().String()+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "identity.txt"), []byte(id.String()+"\n"), 0o600)
+	talk := filepath.Join(dir, "agents", "talk")
+	os.MkdirAll(filepath.Join(talk, "sessions"), 0o755)
+	const marker, secret = "zorblefrutz", "AKIAIOSFODNN7ZQXWVUT"
+	var b strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&b, `{"role":"user","content":"the %s ledger, line %d: aws_access_key_id = %s","timestamp":"2026-11-25T10:00:00Z"}`+"\n", marker, i, secret)
+	}
+	os.WriteFile(filepath.Join(talk, "sessions", "chat.jsonl"), []byte(b.String()), 0o644)
+	policyFor := func(identity bool) string {
+		body := fmt.Sprintf(`replicate:
+  url: s3://memwatch/host-1
+  endpoint: http://%s
+  access_key_file: %s
+  secret_key_file: %s
+  force_path_style: true
+  snapshot_interval: 1m
+  age_recipients_file: %s
+`, srv.addr, filepath.Join(dir, "s3-key"), filepath.Join(dir, "s3-secret"), filepath.Join(dir, "recipients.txt"))
+		if identity {
+			body += fmt.Sprintf("  age_identity_file: %s\n", filepath.Join(dir, "identity.txt"))
+		}
+		body += fmt.Sprintf("stores:\n  - name: talk\n    layout: memory-history\n    paths: [%q]\n    settle: 50ms\n    consolidate: false\n", talk)
+		p := filepath.Join(dir, fmt.Sprintf("policy-%t.yaml", identity))
+		os.WriteFile(p, []byte("version: 1\n"+body), 0o644)
+		return p
+	}
+	pol := policyFor(false)
+	state1 := filepath.Join(dir, "state-1")
+	p := start(t, "--policy", pol, "--state-dir", state1)
+	p.waitLog("replicating the state", 10*time.Second)
+	p.waitLog("caught up: every root evaluated, its logs captured and indexed", 20*time.Second)
+	// More writes, so that there are several files and levels.
+	for i := range 20 {
+		f, _ := os.OpenFile(filepath.Join(talk, "sessions", "chat.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
+		fmt.Fprintf(f, `{"role":"assistant","content":"the %s reply %d","timestamp":"2026-11-25T10:01:00Z"}`+"\n", marker, i)
+		f.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitUntil(t, 20*time.Second, func() bool {
+		r := replicaStatus(t, pol, state1).Replica
+		return r != nil && r.Outage == "" && !r.Pending && r.Lag == 0
+	})
+	p.stop(10 * time.Second)
+
+	var objects int
+	filepath.WalkDir(filepath.Join(srv.dir, "memwatch"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		data, _ := os.ReadFile(path)
+		objects++
+		if !strings.HasPrefix(string(data), "age-encryption.org/v1\n") {
+			t.Errorf("%s is not an age file: %.40q", path, data)
+		}
+		for _, w := range []string{marker, secret, "quokka", "SQLite format"} {
+			if strings.Contains(string(data), w) {
+				t.Errorf("%s holds %q in the clear", path, w)
+			}
+		}
+		return nil
+	})
+	if objects == 0 {
+		t.Fatal("the bucket holds no object")
+	}
+	t.Logf("%d objects in the bucket, every one an age file", objects)
+
+	// Without the identity: refused, saying why.
+	state2 := filepath.Join(dir, "state-2")
+	out, err := exec.Command(memwatchFast, "state", "restore", "--policy", pol, "--state-dir", state2).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "age_identity_file") {
+		t.Errorf("state restore without age_identity_file: %v\n%s\nwant a refusal that names age_identity_file", err, out)
+	}
+	os.RemoveAll(state2)
+	withID := policyFor(true)
+	if out, err := exec.Command(memwatchFast, "state", "restore", "--policy", withID, "--state-dir", state2).CombinedOutput(); err != nil {
+		t.Fatalf("state restore with age_identity_file: %v\n%s", err, out)
+	}
+	// A new host whose agent's session is gone: the spool has its lines.
+	os.Remove(filepath.Join(talk, "sessions", "chat.jsonl"))
+	p2 := start(t, "--policy", withID, "--state-dir", state2)
+	p2.waitLog("caught up: every root evaluated, its logs captured and indexed", 20*time.Second)
+	out, err = exec.Command(memwatchFast, "recall", "--all", "--policy", withID, "--state-dir", state2, marker).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), marker) {
+		t.Errorf("recall %s on the restored state: %v\n%s", marker, err, out)
+	}
 }
