@@ -457,9 +457,24 @@ func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
 	}
-	if len(out) == 0 && (f.Store != "" || f.Rule != "") {
+	if len(out) == 0 && (f.Store != "" || f.Rule != "" || f.Root != "") {
 		// Nothing from a name that names nothing: the request's mistake.
-		if err := CheckJournalNames(r.Context(), d.db, d.Policy(), f.Store, f.Rule); err != nil {
+		err := CheckJournalNames(r.Context(), d.db, d.Policy(), f.Store, f.Rule)
+		if err == nil {
+			caller := CallerOf(r.Context())
+			err = CheckJournalRoot(d.Policy(), f.Root, func(s *policy.Store) bool {
+				if caller.IsAdmin() || caller.ReachesStore(s) {
+					return true
+				}
+				for _, id := range s.RootIDs() {
+					if id.Path == filepath.Clean(f.Root) && caller.Reaches(s, id) {
+						return true
+					}
+				}
+				return false
+			})
+		}
+		if err != nil {
 			writeErr(w, http.StatusBadRequest, err)
 			return
 		}
@@ -630,6 +645,21 @@ func CheckJournalNames(ctx context.Context, db *state.DB, p *policy.Policy, stor
 		return fmt.Errorf("rule %s: no such rule (known: %s)", clip(rule), strings.Join(rules, ", "))
 	}
 	return nil
+}
+
+// CheckJournalRoot says why --root names nothing: no store of the policy
+// (of those reaches says the caller may know of; nil: every one) has it
+// as a root. A root the journal holds records of is never refused here.
+func CheckJournalRoot(p *policy.Policy, root string, reaches func(*policy.Store) bool) error {
+	if p == nil || root == "" {
+		return nil
+	}
+	for _, s := range p.Stores {
+		if s.MatchesRoot(filepath.Clean(root)) && (reaches == nil || reaches(s)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("root %s: not a root of any store of the policy you reach (memwatch status lists them)", clip(root))
 }
 
 func (d *Daemon) handleUndo(w http.ResponseWriter, r *http.Request) {

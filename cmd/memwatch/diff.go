@@ -13,7 +13,8 @@ import (
 )
 
 func diffCmd(g *globals) *cobra.Command {
-	var host string
+	var host, color string
+	var noPager bool
 	cmd := &cobra.Command{
 		Use:   "diff OLD NEW",
 		Short: "Show what changed between two versions, an archive and a file (compressed archives too)",
@@ -90,12 +91,33 @@ Nothing is written.`,
 			if !strings.HasSuffix(d, "\n") {
 				d += "\n"
 			}
-			_, err = fmt.Fprint(g.stdout, d)
-			return err
+			colored, err := useColor(color, g.rawOut)
+			if err != nil {
+				return err
+			}
+			g.page(terminalText(d, colored, diffColour), noPager)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&host, "host", "", "on a central node (fleet:), both versions are this host's")
+	cmd.Flags().StringVar(&color, "color", "auto", "colour the output: auto (on a terminal), always or never")
+	cmd.Flags().BoolVar(&noPager, "no-pager", false, "never page the output")
 	return cmd
+}
+
+// diffColour colours a unified diff as git diff does.
+func diffColour(line string) string {
+	switch {
+	case strings.HasPrefix(line, "---"), strings.HasPrefix(line, "+++"):
+		return sgrHeader
+	case strings.HasPrefix(line, "@@"):
+		return sgrHunk
+	case strings.HasPrefix(line, "-"):
+		return sgrDel
+	case strings.HasPrefix(line, "+"):
+		return sgrAdd
+	}
+	return ""
 }
 
 // versionArg reads FILE@N (N a version number) when FILE is not itself a

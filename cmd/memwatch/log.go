@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -38,7 +39,7 @@ journaled, until Ctrl-C.
 
 Exit status: 0 when records are printed (or the journal is empty), 1 when
 none matches what --store, --root, --rule, --since or --until asked for,
-2 on a usage error (an unknown --store or --rule, a bad time).`,
+2 on a usage error (an unknown --store, --rule or --root, a bad time).`,
 		Example: `  memwatch log                     the last 50 records
   memwatch log -n 5 --since 2h     at most 5, of the last two hours
   memwatch log --rule compress-memory -f   follow MEMORY.md's compressions
@@ -61,6 +62,11 @@ none matches what --store, --root, --rule, --since or --until asked for,
 					return usageError{fmt.Errorf("%s: %w", t.flag, err)}
 				}
 				*t.to = v
+			}
+			if f.Root != "" {
+				if abs, err := filepath.Abs(f.Root); err == nil {
+					f.Root = abs // --root . from inside it
+				}
 			}
 			if kept {
 				if f.Rule != "" && f.Rule != control.RuleKept {

@@ -62,10 +62,13 @@ func (j *journal) read(ctx context.Context, f control.JournalQuery) ([]control.R
 // checkNames: an empty answer to a --store or --rule that names nothing
 // is a usage error (the daemon says so itself).
 func (j *journal) checkNames(ctx context.Context, f control.JournalQuery) error {
-	if j.db == nil || (f.Store == "" && f.Rule == "") {
+	if j.db == nil || (f.Store == "" && f.Rule == "" && f.Root == "") {
 		return nil
 	}
 	if err := daemon.CheckJournalNames(ctx, j.db, j.p, f.Store, f.Rule); err != nil {
+		return usageError{err}
+	}
+	if err := daemon.CheckJournalRoot(j.p, f.Root, nil); err != nil {
 		return usageError{err}
 	}
 	return nil

@@ -42,6 +42,41 @@ func terminalWidth(w io.Writer) int {
 	return cols
 }
 
+// Colours of the commands that print for a person, as git's.
+const (
+	sgrDel    = "\x1b[31m" // a removed line, a problem
+	sgrAdd    = "\x1b[32m" // an added line
+	sgrHunk   = "\x1b[36m" // a diff's @@ line
+	sgrHeader = "\x1b[1m"  // a diff's file names, a section
+	sgrWarn   = "\x1b[33m" // what a person should look at
+)
+
+// terminalText is what a command wrote for a person (agents' text in it
+// included), made inert for a terminal (see terminal.go), each line then
+// coloured by colour (nil, or colour off: as it is). Colour codes are
+// memwatch's, added after the text is inert.
+func terminalText(text string, colored bool, colour func(line string) string) string {
+	var b strings.Builder
+	inert{&b}.Write([]byte(text))
+	if !colored || colour == nil {
+		return b.String()
+	}
+	lines := strings.SplitAfter(b.String(), "\n")
+	var out strings.Builder
+	for _, l := range lines {
+		body, nl := strings.CutSuffix(l, "\n")
+		if sgr := colour(body); sgr != "" && body != "" {
+			out.WriteString(sgr + body + sgrReset)
+		} else {
+			out.WriteString(body)
+		}
+		if nl {
+			out.WriteByte('\n')
+		}
+	}
+	return out.String()
+}
+
 // page prints text (made inert already: it may hold colour), through a pager when it is longer than the terminal
 // is high, as git log does: $MEMWATCH_PAGER, else $PAGER, else less (with
 // LESS=FRX unless set: quit if it fits, keep colours, leave the screen).

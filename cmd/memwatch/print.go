@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -95,7 +96,7 @@ func (h highlighter) apply(p paint, s string) string {
 }
 
 // printResults prints recall's results for a person.
-func printResults(w io.Writer, query string, res control.RecallResponse, p paint, explain bool) {
+func printResults(w io.Writer, query string, res control.RecallResponse, p paint, explain bool, cwd string) {
 	h := newHighlighter(query)
 	for i, r := range res.Results {
 		if i > 0 {
@@ -111,7 +112,7 @@ func printResults(w io.Writer, query string, res control.RecallResponse, p paint
 		if !r.Time.IsZero() {
 			head = append(head, p.wrap(sgrDim, r.Time.UTC().Format("2006-01-02 15:04")))
 		}
-		cite := inertText(r.Citation)
+		cite := inertText(relCitation(cwd, r.Citation))
 		if k := strings.LastIndex(cite, "#L"); k >= 0 {
 			cite = p.wrap(sgrPath, cite[:k]) + p.wrap(sgrLine, cite[k:])
 		} else {
@@ -136,6 +137,45 @@ func printResults(w io.Writer, query string, res control.RecallResponse, p paint
 			fmt.Fprintf(w, "  %s\n", p.wrap(sgrDim, inertText(fmt.Sprintf("score %.3f: %s", r.Score, r.Why))))
 		}
 	}
+}
+
+// relCitation is a citation's path relative to the current directory
+// when it is under it, as rg prints paths (memwatch show takes it from
+// there); "./" before a path that would read as a flag (Claude Code's
+// project folders start with "-").
+func relCitation(cwd, cite string) string {
+	if cwd == "" || !filepath.IsAbs(cite) {
+		return cite
+	}
+	path, rest := cite, ""
+	if k := strings.IndexAny(cite, "@#"); k >= 0 {
+		path, rest = cite[:k], cite[k:]
+	}
+	rel, err := filepath.Rel(cwd, path)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return cite
+	}
+	if strings.HasPrefix(rel, "-") {
+		rel = "./" + rel
+	}
+	return rel + rest
+}
+
+// cwdCitation is a relative citation made whole from the current
+// directory; ok is false for one that is whole already.
+func cwdCitation(cite string) (string, bool) {
+	path, rest := cite, ""
+	if k := strings.IndexAny(cite, "@#"); k >= 0 {
+		path, rest = cite[:k], cite[k:]
+	}
+	if path == "" || filepath.IsAbs(path) {
+		return cite, false
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return cite, false
+	}
+	return abs + rest, true
 }
 
 // printTurn prints a turn around a result, dimmed, with its line.

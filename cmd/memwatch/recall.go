@@ -17,7 +17,7 @@ import (
 func recallCmd(g *globals) *cobra.Command {
 	var dir, scope, store, sortBy, host, color string
 	var limit, around int
-	var all, asJSON, explain bool
+	var all, asJSON, explain, noPager bool
 	cmd := &cobra.Command{
 		Use:   "recall [--dir DIR | --store NAME | --all] [--scope S] [-C N] [--limit N] [--sort relevance|newest] [--json] [--explain] QUERY...",
 		Short: "Search agents' memory and conversations, with citations",
@@ -122,7 +122,11 @@ is cited HOST:/path#L5, which memwatch show takes as printed.`,
 					return err
 				}
 			} else {
-				printResults(g.rawOut, req.Query, res, paint(colored), explain)
+				// As rg: paths from the current directory, a pager on a
+				// terminal when it does not fit (log's).
+				var out strings.Builder
+				printResults(&out, req.Query, res, paint(colored), explain, req.Cwd)
+				g.page(out.String(), noPager)
 			}
 			// What the limit left out is said, as journalctl -n says it.
 			switch more := res.Stats.More; {
@@ -152,6 +156,7 @@ is cited HOST:/path#L5, which memwatch show takes as printed.`,
 	cmd.Flags().BoolVar(&explain, "explain", false, "say on stderr how the search was answered, and with each ranked result why it ranked there")
 	cmd.Flags().StringVar(&sortBy, "sort", control.SortRelevance, "relevance (a question: best first; a word or phrase: every line holding it) or newest (every word, newest first)")
 	cmd.Flags().StringVar(&color, "color", "auto", "colour the output: auto (on a terminal), always or never")
+	cmd.Flags().BoolVar(&noPager, "no-pager", false, "never page the output")
 	return cmd
 }
 

@@ -62,6 +62,13 @@ Exit status: 0 when the lines are shown, 1 when there are no such lines
 				}
 			}
 			lines, where, err := g.showCitation(cmd.Context(), cite, dir)
+			if abs, ok := cwdCitation(cite); err != nil && ok && dir == "" {
+				// A path relative to the current directory above its
+				// root, as recall prints it (rg's way): by its whole path.
+				if l, w, aerr := g.showCitation(cmd.Context(), abs, dir); aerr == nil {
+					lines, where, err = l, w, nil
+				}
+			}
 			if err != nil {
 				return notFoundError(err)
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -13,7 +14,8 @@ import (
 )
 
 func statusCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, noPager bool
+	var color string
 	cmd := &cobra.Command{
 		Use:   "status [FILE]",
 		Short: "Show the daemon's status, or the structure of a memory file",
@@ -33,17 +35,38 @@ no content (what the memory_status tool returns).`,
 			if asJSON {
 				return printJSON(g, st)
 			}
-			printStatus(g, st)
+			colored, err := useColor(color, g.rawOut)
+			if err != nil {
+				return err
+			}
+			var b strings.Builder
+			printStatus(g, &b, st)
+			g.page(terminalText(b.String(), colored, statusColour), noPager)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&color, "color", "auto", "colour the output: auto (on a terminal), always or never")
+	cmd.Flags().BoolVar(&noPager, "no-pager", false, "never page the output")
 	return cmd
 }
 
+// statusColour colours status as git status does its sections: what is
+// wrong in red, what waits for a person in yellow, headings bold.
+func statusColour(line string) string {
+	switch {
+	case strings.HasPrefix(line, "PROBLEM:"), strings.HasPrefix(line, "warning:"), strings.HasPrefix(line, "agents deleted or cut"):
+		return sgrDel
+	case strings.HasPrefix(line, "held by an undo"), strings.HasPrefix(line, "files not captured yet"), strings.HasPrefix(line, "catching up"):
+		return sgrWarn
+	case strings.HasPrefix(line, "STORE "), strings.HasPrefix(line, "memwatch "):
+		return sgrHeader
+	}
+	return ""
+}
+
 // printStatus prints the daemon's status as a person reads it.
-func printStatus(g *globals, st control.Status) {
-	w := g.stdout
+func printStatus(g *globals, w io.Writer, st control.Status) {
 	fmt.Fprintf(w, "memwatch %s, pid %d, up %s\n", st.Version, st.PID, time.Since(st.Started).Round(time.Second))
 	fmt.Fprintf(w, "state %s, policy %s\n", st.StateDir, st.Policy)
 	fmt.Fprintf(w, "watching %d roots with %d directory watches (%d polled)\n\n", st.Watcher.Roots, st.Watcher.Watches, st.Watcher.Polled)

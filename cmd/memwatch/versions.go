@@ -29,7 +29,7 @@ import (
 
 // versions lists the versions of arg (a file, a root, or a host's),
 // through the daemon or from the state directory.
-func (g *globals) versions(ctx context.Context, host, arg string, asJSON bool) error {
+func (g *globals) versions(ctx context.Context, host, arg string, o listing) error {
 	path, err := onHost(host, arg)
 	if err != nil {
 		return err
@@ -40,7 +40,7 @@ func (g *globals) versions(ctx context.Context, host, arg string, asJSON bool) e
 	}
 	defer src.close()
 	if _, _, ok := mirror.SplitHostPath(path); ok {
-		return src.hostVersions(ctx, g, path, asJSON)
+		return src.hostVersions(ctx, g, path, o)
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		files, err := src.files(ctx, path)
@@ -56,7 +56,7 @@ func (g *globals) versions(ctx context.Context, host, arg string, asJSON bool) e
 	if err != nil {
 		return err
 	}
-	return printVersions(g, path, vs, asJSON)
+	return printVersions(g, path, vs, o)
 }
 
 // onHost is path as a host's (HOST:PATH) when host is given, else
@@ -201,7 +201,7 @@ func (g *globals) versionSource() (*versionSource, error) {
 
 // hostVersions prints the versions of a host's file (HOST:/path) or the
 // files with versions of a host's root, on a central node.
-func (s *versionSource) hostVersions(ctx context.Context, g *globals, path string, asJSON bool) error {
+func (s *versionSource) hostVersions(ctx context.Context, g *globals, path string, o listing) error {
 	var vs []versions.Version
 	var files []string
 	if s.ctl != nil {
@@ -228,7 +228,7 @@ func (s *versionSource) hostVersions(ctx context.Context, g *globals, path strin
 		}
 		return nil
 	}
-	return printVersions(g, path, vs, asJSON)
+	return printVersions(g, path, vs, o)
 }
 
 // absOrHost is path made absolute, or a host's path (HOST:/path) as is.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -11,8 +12,8 @@ import (
 )
 
 func versionsCmd(g *globals) *cobra.Command {
-	var asJSON bool
-	var host string
+	var asJSON, noPager bool
+	var host, color string
 	cmd := &cobra.Command{
 		Use:   "versions PATH",
 		Short: "List every version of a memory file memwatch kept (the agent's writes and its own)",
@@ -33,23 +34,37 @@ follows, as recall cites it, read from what the host replicated:
   memwatch diff box-1:/home/ana/notes/MEMORY.md@2 box-1:/home/ana/notes/MEMORY.md@3`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.versions(cmd.Context(), host, args[0], asJSON)
+			colored, err := useColor(color, g.rawOut)
+			if err != nil {
+				return err
+			}
+			return g.versions(cmd.Context(), host, args[0], listing{json: asJSON, colored: colored, noPager: noPager})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the versions as JSON")
+	cmd.Flags().StringVar(&color, "color", "auto", "colour the output: auto (on a terminal), always or never")
+	cmd.Flags().BoolVar(&noPager, "no-pager", false, "never page the output")
 	cmd.Flags().StringVar(&host, "host", "", "on a central node (fleet:), PATH is this host's (as HOST:PATH)")
 	return cmd
 }
 
-// printVersions prints a file's versions as a table (or JSON).
-func printVersions(g *globals, path string, vs []control.Version, asJSON bool) error {
-	if asJSON {
+// listing is how a command prints for a person: JSON, or text coloured
+// and paged on a terminal.
+type listing struct {
+	json, colored, noPager bool
+}
+
+// printVersions prints a file's versions as a table (or JSON): the
+// agent's deletions in red, memwatch's own writes dimmed.
+func printVersions(g *globals, path string, vs []control.Version, o listing) error {
+	if o.json {
 		return printJSON(g, vs)
 	}
 	if len(vs) == 0 {
 		return fmt.Errorf("no versions of %s: it is not a memory file of a store with versions, or memwatch has not seen it written", path)
 	}
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERSION\tTIME\tSIZE\tLINES\tCHANGE\tWRITER")
 	for _, v := range vs {
 		size, change := g.size(int64(v.Size)), fmt.Sprintf("+%d -%d", v.Added, v.Removed)
@@ -62,5 +77,19 @@ func printVersions(g *globals, path string, vs []control.Version, asJSON bool) e
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", v.N, v.Time.Local().Format(time.DateTime), size, v.Lines, change, who)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	g.page(terminalText(b.String(), o.colored, func(line string) string {
+		switch {
+		case strings.HasPrefix(line, "VERSION"):
+			return sgrHeader
+		case strings.Contains(line, " deleted "):
+			return sgrDel
+		case strings.Contains(line, " memwatch (journal "):
+			return sgrDim
+		}
+		return ""
+	}), o.noPager)
+	return nil
 }

@@ -17,7 +17,7 @@ import (
 // versions asks the daemon of the policy for the versions of a file (or
 // the files with versions of a root); a host's file (on a central node),
 // or no daemon answering, is memwatchd's (errDelegate).
-func (g *globals) versions(ctx context.Context, host, arg string, asJSON bool) error {
+func (g *globals) versions(ctx context.Context, host, arg string, o listing) error {
 	if host != "" || strings.Contains(arg, ":") {
 		return errDelegate
 	}
@@ -43,7 +43,7 @@ func (g *globals) versions(ctx context.Context, host, arg string, asJSON bool) e
 	if err := ctl.do(ctx, "GET", "/v1/versions?path="+url.QueryEscape(path), nil, &vs); err != nil {
 		return delegateUnanswered(err)
 	}
-	return printVersions(g, path, vs, asJSON)
+	return printVersions(g, path, vs, o)
 }
 
 // delegateUnanswered hands the command to memwatchd when no daemon
