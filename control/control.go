@@ -44,6 +44,9 @@ type Result struct {
 	// Score and Why say how a ranked result ranked (Options.Explain).
 	Score float64 `json:"score,omitempty"`
 	Why   string  `json:"why,omitempty"`
+	// Passage numbers the passage the result is shown in (Passages):
+	// results of one file whose turns touch share it.
+	Passage int `json:"passage,omitempty"`
 }
 
 // Turn is a message (or a note's line) around a result.

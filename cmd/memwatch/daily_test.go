@@ -51,6 +51,12 @@ func TestOneTerminalBehaviour(t *testing.T) {
 	if out, code := run(projects, "show", want); code != 0 || !strings.Contains(out, "turn 11 about the quillwort limiter") {
 		t.Errorf("show %s from %s: exit %d\n%s", want, projects, code, out)
 	}
+	// Neighbouring hits are one passage, each hit marked, as rg merges
+	// overlapping context.
+	out, _ = run(projects, "recall", "-n", "3", "-C", "1", "quillwort")
+	if n := strings.Count(out, "s1.jsonl#L"); n != 1 || !strings.Contains(out, "#L9-12") || !strings.Contains(out, "L11: user: turn 10") || !strings.Contains(out, "L9- user: turn 8") {
+		t.Errorf("recall -n 3 -C 1 of three neighbouring turns:\n%s\nwant one passage, L9-12, its hits marked L10: L11: L12:", out)
+	}
 	// From elsewhere the whole path.
 	if out, _ := run(dir+"/..", "recall", "--all", "-n", "1", "quillwort"); !strings.Contains(out, filepath.Join(project, "s1.jsonl")+"#L12") && !strings.Contains(out, filepath.Base(dir)) {
 		t.Errorf("recall from outside: %s", out)

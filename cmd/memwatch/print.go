@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -98,44 +99,93 @@ func (h highlighter) apply(p paint, s string) string {
 // printResults prints recall's results for a person.
 func printResults(w io.Writer, query string, res control.RecallResponse, p paint, explain bool, cwd string) {
 	h := newHighlighter(query)
-	for i, r := range res.Results {
+	for i, ps := range control.Passages(res.Results) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
+		best := res.Results[slices.Min(ps.Members)]
 		var head []string
-		if r.Host != "" {
-			head = append(head, p.wrap(sgrProject, inertText(r.Host)))
+		if best.Host != "" {
+			head = append(head, p.wrap(sgrProject, inertText(best.Host)))
 		}
-		if r.Project != "" {
-			head = append(head, p.wrap(sgrProject, inertText(r.Project)))
+		if best.Project != "" {
+			head = append(head, p.wrap(sgrProject, inertText(best.Project)))
 		}
-		if !r.Time.IsZero() {
-			head = append(head, p.wrap(sgrDim, r.Time.UTC().Format("2006-01-02 15:04")))
+		if !best.Time.IsZero() {
+			head = append(head, p.wrap(sgrDim, best.Time.UTC().Format("2006-01-02 15:04")))
 		}
-		cite := inertText(relCitation(cwd, r.Citation))
+		cite := inertText(relCitation(cwd, best.Citation))
 		if k := strings.LastIndex(cite, "#L"); k >= 0 {
-			cite = p.wrap(sgrPath, cite[:k]) + p.wrap(sgrLine, cite[k:])
+			lines := cite[k:]
+			if len(ps.Members) > 1 {
+				lines = fmt.Sprintf("#L%d-%d", ps.From, ps.To)
+			}
+			cite = p.wrap(sgrPath, cite[:k]) + p.wrap(sgrLine, lines)
 		} else {
 			cite = p.wrap(sgrPath, cite)
 		}
 		head = append(head, cite)
-		if r.Moved != "" {
-			head = append(head, p.wrap(sgrDim, "("+r.Moved+")"))
+		if best.Moved != "" {
+			head = append(head, p.wrap(sgrDim, "("+best.Moved+")"))
 		}
 		fmt.Fprintln(w, strings.Join(head, "  "))
-		for _, t := range r.Before {
-			printTurn(w, p, t)
+		if len(ps.Members) == 1 {
+			printOne(w, h, p, best, explain)
+			continue
 		}
-		fmt.Fprintf(w, "  %s\n", h.apply(p, inertText(r.Text)))
-		for _, t := range r.After {
-			printTurn(w, p, t)
+		printPassage(w, h, p, res.Results, ps, explain)
+	}
+}
+
+// printOne prints a result alone: its text, the turns around it dimmed.
+func printOne(w io.Writer, h highlighter, p paint, r control.Result, explain bool) {
+	for _, t := range r.Before {
+		printTurn(w, p, t)
+	}
+	fmt.Fprintf(w, "  %s\n", h.apply(p, inertText(r.Text)))
+	for _, t := range r.After {
+		printTurn(w, p, t)
+	}
+	printNotes(w, p, r, explain)
+}
+
+// printPassage prints neighbouring results as one passage, as rg prints
+// overlapping context once: each line once, in order, a result's line
+// marked as rg marks a match (L41:), a turn around them dimmed (L40-).
+func printPassage(w io.Writer, h highlighter, p paint, results []control.Result, ps control.Passage, explain bool) {
+	hits := map[int64]control.Result{}
+	turns := map[int64]control.Turn{}
+	for _, m := range ps.Members {
+		r := results[m]
+		hits[r.LineNumber] = r
+		for _, t := range append(append([]control.Turn{}, r.Before...), r.After...) {
+			turns[t.Line] = t
 		}
-		if r.Copies > 0 {
-			fmt.Fprintf(w, "  %s\n", p.wrap(sgrDim, inertText(fmt.Sprintf("(+%s)", copiesText(r)))))
+	}
+	for n := ps.From; n <= ps.To; n++ {
+		if r, ok := hits[n]; ok {
+			fmt.Fprintf(w, "  %s %s\n", p.wrap(sgrLine, fmt.Sprintf("L%d:", n)), h.apply(p, inertText(r.Text)))
+			printNotes(w, p, r, explain)
+			continue
 		}
-		if explain && r.Why != "" {
-			fmt.Fprintf(w, "  %s\n", p.wrap(sgrDim, inertText(fmt.Sprintf("score %.3f: %s", r.Score, r.Why))))
+		if t, ok := turns[n]; ok {
+			text := t.Text
+			if t.Role != "" {
+				text = t.Role + ": " + text
+			}
+			fmt.Fprintf(w, "  %s\n", p.wrap(sgrDim, fmt.Sprintf("L%d- %s", n, inertText(text))))
 		}
+	}
+}
+
+// printNotes prints what is said of a result below it: its copies, and
+// with --explain why it ranked there.
+func printNotes(w io.Writer, p paint, r control.Result, explain bool) {
+	if r.Copies > 0 {
+		fmt.Fprintf(w, "  %s\n", p.wrap(sgrDim, inertText(fmt.Sprintf("(+%s)", copiesText(r)))))
+	}
+	if explain && r.Why != "" {
+		fmt.Fprintf(w, "  %s\n", p.wrap(sgrDim, inertText(fmt.Sprintf("score %.3f: %s", r.Score, r.Why))))
 	}
 }
 

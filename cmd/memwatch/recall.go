@@ -118,6 +118,12 @@ is cited HOST:/path#L5, which memwatch show takes as printed.`,
 					res.Roots, g.size(res.Stats.BytesRead), res.Stats.Duration.Round(10_000), map[bool]string{true: "; stopped at the limit", false: ""}[res.Stats.StoppedEarly])
 			}
 			if asJSON {
+				// Each result with the passage the text output shows it in.
+				for k, ps := range control.Passages(res.Results) {
+					for _, m := range ps.Members {
+						res.Results[m].Passage = k + 1
+					}
+				}
 				if err := printJSON(g, res.Results); err != nil {
 					return err
 				}
