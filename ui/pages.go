@@ -17,6 +17,7 @@ import (
 
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
@@ -564,6 +565,9 @@ type recordData struct {
 	CanUndo  bool
 	WhyNot   string // why there is no undo button
 	Archived bool   // the archive is still on disk
+	UndoneBy int64  // the undo that undid it
+	Held     bool   // that undo still holds the rule off the file: Redo
+	Redone   bool   // a redo just made
 }
 
 func (s *Server) record(r *http.Request) (view, error) {
@@ -582,7 +586,7 @@ func (s *Server) record(r *http.Request) (view, error) {
 	}
 	defer root.Close()
 	q := r.URL.Query()
-	d := recordData{Rec: rec, Store: store, Undo: q.Get("undone"), UndoErr: q.Get("undo_error")}
+	d := recordData{Rec: rec, Store: store, Undo: q.Get("undone"), UndoErr: q.Get("undo_error"), Redone: q.Get("redone") != ""}
 	d.Page, _ = strconv.Atoi(q.Get("page"))
 	switch {
 	case rec.Tokens > 0:
@@ -636,6 +640,14 @@ func (s *Server) record(r *http.Request) (view, error) {
 		d.Diff = &v
 	}
 	d.CanUndo, d.WhyNot = undoable(rec, store)
+	// The loop closed: an undone change says by what, and offers redo
+	// while the undo holds its rule off the file.
+	if u, ok, err := s.cfg.DB.ByKey(ctx, rec.Root, rec.Target, rewrite.UndoKey(rec.ID)); err == nil && ok {
+		d.UndoneBy, d.CanUndo, d.WhyNot = u.ID, false, fmt.Sprintf("it was undone by #%d", u.ID)
+		if h, ok, err := s.cfg.DB.GetHold(ctx, rec.Root, rec.Target); err == nil && ok && h.Record == rec.ID {
+			d.Held = true
+		}
+	}
 	return view{Template: "record", Title: fmt.Sprintf("record %d — %s", rec.ID, rec.Target), Data: d}, nil
 }
 
@@ -673,25 +685,25 @@ func readArchive(root interface{ ReadFile(string) ([]byte, error) }, rel string)
 	return b, nil
 }
 
-// undo undoes a record: through the daemon, in the root's job slot, or
-// with none running, under the state lock. The page then shows the
-// outcome.
-func (s *Server) undo(w http.ResponseWriter, r *http.Request) {
+// postedRecord checks a form posted from a record's page (its CSRF
+// token and origin, the record, the caller's reach of its root) and
+// returns the record; ok is false when it answered the request itself.
+func (s *Server) postedRecord(w http.ResponseWriter, r *http.Request, what string) (state.Record, *policy.Store, bool) {
 	ctx := r.Context()
 	c := daemon.CallerOf(ctx)
 	if !sameOrigin(r) || r.PostFormValue("csrf") != s.csrf(c) {
-		s.fail(w, r, http.StatusForbidden, errors.New("the undo did not come from this page (its CSRF token or origin is wrong): reload the page and press Undo again"))
-		return
+		s.fail(w, r, http.StatusForbidden, fmt.Errorf("the %s did not come from this page (its CSRF token or origin is wrong): reload the page and press the button again", what))
+		return state.Record{}, nil, false
 	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("bad record id %q", r.PathValue("id")))
-		return
+		return state.Record{}, nil, false
 	}
 	rec, err := s.cfg.DB.GetRecord(ctx, id)
 	if err != nil {
 		s.fail(w, r, http.StatusNotFound, fmt.Errorf("no journal record %d", id))
-		return
+		return state.Record{}, nil, false
 	}
 	store, root, err := s.recordRoot(ctx, rec)
 	if err == nil {
@@ -704,8 +716,49 @@ func (s *Server) undo(w http.ResponseWriter, r *http.Request) {
 			code = he.code
 		}
 		s.fail(w, r, code, err)
+		return state.Record{}, nil, false
+	}
+	return rec, store, true
+}
+
+// redo ends the holds an undo of the record's action set (memwatch redo):
+// through the daemon, which evaluates the root at once, or with none
+// running in the journal itself.
+func (s *Server) redo(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	rec, _, ok := s.postedRecord(w, r, "redo")
+	if !ok {
 		return
 	}
+	back := fmt.Sprintf("%srecord/%d", s.cfg.Prefix, rec.ID)
+	var res control.RedoResult
+	err := ErrNoDaemon
+	if s.cfg.API != nil {
+		err = s.cfg.API(ctx, http.MethodPost, fmt.Sprintf("/v1/redo/%d", rec.ID), &res)
+	}
+	if errors.Is(err, ErrNoDaemon) {
+		_, err = daemon.Redo(ctx, s.cfg.DB, rec.ID)
+	}
+	if err != nil {
+		s.log.Info("redo from the review page refused", "record", rec.ID, "caller", daemon.CallerOf(ctx).Name, "err", err)
+		http.Redirect(w, r, back+"?undo_error="+url.QueryEscape(err.Error()), http.StatusSeeOther)
+		return
+	}
+	s.log.Info("redo from the review page", "record", rec.ID, "caller", daemon.CallerOf(ctx).Name)
+	http.Redirect(w, r, back+"?redone=1", http.StatusSeeOther)
+}
+
+// undo undoes a record: through the daemon, in the root's job slot, or
+// with none running, under the state lock. The page then shows the
+// outcome.
+func (s *Server) undo(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	c := daemon.CallerOf(ctx)
+	rec, store, ok := s.postedRecord(w, r, "undo")
+	if !ok {
+		return
+	}
+	id := rec.ID
 	back := fmt.Sprintf("%srecord/%d", s.cfg.Prefix, id)
 	if ok, why := undoable(rec, store); !ok {
 		http.Redirect(w, r, back+"?undo_error="+url.QueryEscape(why), http.StatusSeeOther)
@@ -713,7 +766,7 @@ func (s *Server) undo(w http.ResponseWriter, r *http.Request) {
 	}
 	force := r.PostFormValue("force") == "1"
 	var res daemon.UndoResult
-	err = ErrNoDaemon
+	err := ErrNoDaemon
 	if s.cfg.API != nil {
 		err = s.cfg.API(ctx, http.MethodPost, fmt.Sprintf("/v1/undo/%d?force=%t", id, force), &res)
 	}

@@ -150,6 +150,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+p+"root", s.page(s.timeline))
 	mux.HandleFunc("GET "+p+"record/{id}", s.page(s.record))
 	mux.HandleFunc("POST "+p+"record/{id}/undo", s.guard(s.undo))
+	mux.HandleFunc("POST "+p+"record/{id}/redo", s.guard(s.redo))
 	mux.HandleFunc("GET "+p+"search", s.page(s.search))
 	mux.HandleFunc("GET "+p+"show", s.page(s.show))
 	mux.HandleFunc("GET "+p+"archive", s.page(s.archive))

@@ -18,6 +18,7 @@ import (
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/versions"
 )
@@ -270,5 +271,46 @@ func TestRecordDiffOutlivesTheFile(t *testing.T) {
 	}
 	if _, ok, err := f.db.Written(context.Background(), f.rec.ID); ok || err != nil {
 		t.Errorf("what record %d wrote outlived the record (ok %t, err %v)", f.rec.ID, ok, err)
+	}
+}
+
+// TestUndoneRecordOffersRedo: a record an undo undid says by which (a
+// link), offers no Undo but Redo while the undo holds its rule off the
+// file, and a Redo ends the hold.
+func TestUndoneRecordOffersRedo(t *testing.T) {
+	f := newFixture(t, true)
+	f.signIn(t)
+	ctx := context.Background()
+	undo := state.Record{Store: "notes", Root: f.root, Rule: "undo", Target: "memory.md", Key: rewrite.UndoKey(f.rec.ID), Outcome: state.Done, Reason: "undo of #1"}
+	if _, err := f.db.Append(ctx, &undo); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.PutHold(ctx, state.Hold{Root: f.root, Target: "memory.md", Rule: "compact", Record: f.rec.ID, Undo: undo.ID, Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	_, page := f.get(t, "/record/1")
+	if !strings.Contains(page, fmt.Sprintf(`Undone by <a href="/record/%d">#%d</a>`, undo.ID, undo.ID)) || strings.Contains(page, `id="undo"`) || !strings.Contains(page, `action="/record/1/redo"`) {
+		t.Fatalf("record page of an undone change:\n%s\nwant \"Undone by #%d\" (a link), a Redo form and no Undo", page, undo.ID)
+	}
+	i := strings.Index(page, `name="csrf" value="`)
+	csrf := page[i+len(`name="csrf" value="`):]
+	csrf = csrf[:strings.IndexByte(csrf, '"')]
+	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/record/1/redo", strings.NewReader(url.Values{"csrf": {csrf}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", f.srv.URL)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "redone=1") {
+		t.Fatalf("redo: %d to %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if _, held, _ := f.db.GetHold(ctx, f.root, "memory.md"); held {
+		t.Errorf("the hold stands after Redo")
+	}
+	_, page = f.get(t, "/record/1?redone=1")
+	if strings.Contains(page, `action="/record/1/redo"`) || !strings.Contains(page, "Redone") {
+		t.Errorf("record page after Redo:\n%s", page)
 	}
 }
