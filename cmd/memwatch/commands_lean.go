@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -115,13 +116,21 @@ func isPolicyError(error) bool { return false }
 // command, finding the daemon through the policy itself, or doing the
 // work).
 func (g *globals) leanControl() (*controlClient, bool) {
-	if g.stateDir != "" || os.Getenv("MEMWATCH_STATE_DIR") != "" {
-		return nil, false // a state directory named: memwatchd resolves it
-	}
 	path, _, exists := g.policyRule()
-	socket, ok := announcedSocket(path)
-	if !ok {
-		return nil, false
+	var socket string
+	if dir := cmp.Or(g.stateDir, os.Getenv("MEMWATCH_STATE_DIR")); dir != "" {
+		// A state directory named: its daemon's socket, where the daemon
+		// keeps it unless the policy says otherwise (then memwatchd,
+		// which reads the policy, resolves it).
+		socket = filepath.Join(dir, "memwatch.sock")
+		if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			return nil, false
+		}
+	} else {
+		var ok bool
+		if socket, ok = announcedSocket(path); !ok {
+			return nil, false
+		}
 	}
 	c := newControl(socket)
 	if exists {
