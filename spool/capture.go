@@ -369,7 +369,7 @@ func (s *Spool) saveLog(ctx context.Context, db execer, st *Log) error {
 	if st.settled {
 		settled = 1
 	}
-	args := []any{st.Gen, st.Seq, st.dev, st.ino, st.Offset, st.Lines, st.tailOff, int64(st.tailHash), st.LiveFrom, st.LiveMsgs, missing, s.Now().UnixNano(), st.mtime, settled, st.digest, st.ID}
+	args := []any{st.Gen, st.Seq, st.dev, st.ino, st.Offset, st.Lines, st.tailOff, int64(st.tailHash), st.LiveFrom, st.LiveMsgs, missing, s.Now().UnixNano(), st.mtime, settled, st.digest, st.inlined, st.ID}
 	tx, _ := db.(*sql.Tx)
 	stmt, err := s.prepared(ctx, tx, updateLog)
 	if err == nil {
@@ -378,6 +378,7 @@ func (s *Spool) saveLog(ctx context.Context, db execer, st *Log) error {
 	if err != nil {
 		return fmt.Errorf("update spool log %s: %w", st.Path, err)
 	}
+	st.inlined = 0
 	return nil
 }
 
@@ -547,10 +548,8 @@ func (c *capturer) flush(more bool) error {
 	if err == nil {
 		err = c.seal(len(c.pk.raw) >= packMin)
 	}
-	if err == nil && c.inline > 0 {
-		_, err = c.tx.ExecContext(c.ctx, `UPDATE logs SET inline=inline+? WHERE id=?`, c.inline, c.st.ID)
-		c.inline = 0
-	}
+	// Counted with the log's state (saveLog), not a statement of its own.
+	c.st.inlined, c.inline = c.inline, 0
 	if err != nil {
 		c.tx.Rollback()
 		return err

@@ -280,7 +280,7 @@ var hotStatements = []string{insertLog, updateLog}
 
 const (
 	insertLog = `INSERT INTO logs(root, path, first_seen) VALUES(?,?,?)`
-	updateLog = `UPDATE logs SET gen=?, seq=?, dev=?, ino=?, offset=?, lines=?, tail_off=?, tail_hash=?, live_from=?, live_msgs=?, missing=?, changed=?, mtime=?, settled=?, digest=? WHERE id=?`
+	updateLog = `UPDATE logs SET gen=?, seq=?, dev=?, ino=?, offset=?, lines=?, tail_off=?, tail_hash=?, live_from=?, live_msgs=?, missing=?, changed=?, mtime=?, settled=?, digest=?, inline=inline+? WHERE id=?`
 )
 
 // OpenReadOnly opens an existing spool for reading (memwatch show while the
@@ -349,6 +349,7 @@ type Log struct {
 	mtime             int64  // the file's mtime at the last capture (unix ns)
 	settled           bool   // ...taken a clock tick or more after the write
 	digest            []byte // xxhash state of the bytes before Offset; nil: unknown
+	inlined           int64  // text left inline since the last save (packs.go)
 }
 
 const logCols = `id, root, path, gen, seq, lines, offset, live_from, live_msgs, missing, first_seen, changed, dev, ino, tail_off, tail_hash, mtime, settled, digest`
