@@ -12,7 +12,9 @@ type Passage struct {
 }
 
 // Passages groups results into passages, in the order of each passage's
-// best-ranked member.
+// best-ranked member. Only results shown with the turns around them
+// (recall -C N) join others: a bare hit is a passage of its own, its line
+// cited alone, as ranked.
 func Passages(results []Result) []Passage {
 	type span struct {
 		file     string
@@ -38,8 +40,9 @@ func Passages(results []Result) []Passage {
 	for i := range results {
 		owner[i] = -1
 	}
+	bare := func(r Result) bool { return r.LineNumber <= 0 || len(r.Before) == 0 && len(r.After) == 0 }
 	for i := range results {
-		if owner[i] >= 0 || results[i].LineNumber <= 0 {
+		if owner[i] >= 0 || bare(results[i]) {
 			if owner[i] < 0 {
 				owner[i] = len(out)
 				out = append(out, Passage{Members: []int{i}, From: spans[i].from, To: spans[i].to})
@@ -52,7 +55,7 @@ func Passages(results []Result) []Passage {
 		for grew := true; grew; {
 			grew = false
 			for j := range results {
-				if owner[j] >= 0 || results[j].LineNumber <= 0 || spans[j].file != spans[i].file {
+				if owner[j] >= 0 || bare(results[j]) || spans[j].file != spans[i].file {
 					continue
 				}
 				if spans[j].from <= p.To+1 && spans[j].to+1 >= p.From {

@@ -25,7 +25,8 @@ func TestPassages(t *testing.T) {
 	}{
 		{"apart", []Result{hit("a", 10, 1), hit("a", 20, 1)}, [][]int{{0}, {1}}},
 		{"overlapping, ranked by the best", []Result{hit("a", 41, 1), hit("b", 5, 0), hit("a", 40, 1), hit("a", 43, 1)}, [][]int{{2, 0, 3}, {1}}},
-		{"touching", []Result{hit("a", 3, 0), hit("a", 4, 0)}, [][]int{{0, 1}}},
+		{"touching", []Result{hit("a", 3, 1), hit("a", 5, 1)}, [][]int{{0, 1}}},
+		{"bare hits stay apart", []Result{hit("a", 3, 0), hit("a", 4, 0)}, [][]int{{0}, {1}}},
 		{"another file", []Result{hit("a", 3, 1), hit("b", 3, 1)}, [][]int{{0}, {1}}},
 		{"through a third", []Result{hit("a", 10, 2), hit("a", 18, 2), hit("a", 14, 2)}, [][]int{{0, 2, 1}}},
 	} {

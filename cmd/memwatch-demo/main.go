@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	_ "modernc.org/sqlite"
 )
 
@@ -236,7 +237,7 @@ stores:
 	fi, _ := os.Stat(filepath.Join(app, "memory.md"))
 	fmt.Printf(`
 ==> where to look
-   %s/memory.md            the agent's memory, kept under max_size (%d bytes now)
+   %s/memory.md            the agent's memory, kept under max_size (%s now)
    %s/memory/*.md          %d compaction archive(s): every byte memwatch removed
    %s/memory/run/          %d run file(s); %d of the %d older than run_retention (90d) removed
    %s/memory.snapshot.md   the injection-ready view, kept current
@@ -248,7 +249,7 @@ stores:
    %s/INDEX.md             the facts-and-episodes index; summary lines in facts/ and episodes/
    %s                          the app's SQLite memories, held at limit_per_app
    %s log --policy %s      the journal again; %s undo ID restores any change
-`, rel(app), fi.Size(), rel(app), len(archives), rel(app), len(runs), expired, len(oldRuns), rel(app), rel(logPath), rel(ws), rel(ws), rel(ws), rel(sess), rel(mem), rel(appDB), rel(bin), rel(policyPath), rel(bin))
+`, rel(app), humanize.IBytes(uint64(fi.Size())), rel(app), len(archives), rel(app), len(runs), expired, len(oldRuns), rel(app), rel(logPath), rel(ws), rel(ws), rel(ws), rel(sess), rel(mem), rel(appDB), rel(bin), rel(policyPath), rel(bin))
 	return reviewPage(bin, dir, policyPath)
 }
 
@@ -352,7 +353,7 @@ func (a *agent) run(n int) error {
 		return err
 	}
 	runFile := filepath.Join(a.app, "memory", "run", stamp+"-run.md")
-	fmt.Printf("   agent: run %d (simulated time %s, a run an hour): %s (memory.md %d bytes)\n", n, at.Format("2006-01-02 15:04"), summary, len(s))
+	fmt.Printf("   agent: run %d (simulated time %s, a run an hour): %s (memory.md %s)\n", n, at.Format("2006-01-02 15:04"), summary, humanize.IBytes(uint64(len(s))))
 	return os.WriteFile(runFile, []byte(fmt.Sprintf("trigger: schedule\noutcome: %s\nduration: 12s\ntokens: 3400\n", summary)), 0o644)
 }
 

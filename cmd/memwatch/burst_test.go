@@ -70,15 +70,21 @@ func TestMassDeleteBatched(t *testing.T) {
 	if err := os.RemoveAll(big); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d logs deleted in %v", n, time.Since(deleted).Round(time.Millisecond))
+	rmTook := time.Since(deleted)
+	t.Logf("%d logs deleted in %v", n, rmTook.Round(time.Millisecond))
+	// Another root's line is captured within 5 s on a machine as fast as
+	// a quiet 2-core one (rm of the logs takes under a second there); a
+	// machine busy enough to make rm itself slow gets that time again,
+	// twice over (the suite's other daemons share its cores).
+	bound := 5*time.Second + 2*max(0, rmTook-time.Second)
 	var worst time.Duration
 	log := filepath.Join(other, "x.jsonl")
 	var done time.Duration
 	for i := 0; ; i++ {
 		took := probeCapture(log, fmt.Sprintf("probeword%d", i), captured)
 		worst = max(worst, took)
-		if took > 5*time.Second {
-			t.Errorf("another root's line %d captured %v after it was written", i, took.Round(time.Millisecond))
+		if took > bound {
+			t.Errorf("another root's line %d captured %v after it was written (bound %v)", i, took.Round(time.Millisecond), bound.Round(time.Millisecond))
 		}
 		if q, r := busy(); q == 0 && r == 0 && owed() == 0 {
 			done = time.Since(deleted)

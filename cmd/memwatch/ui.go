@@ -104,6 +104,9 @@ policy sets ui: {enabled: true}.`,
 				return err
 			}
 			l, err := net.Listen("tcp", listen)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("ui: %s is in use (another memwatch ui, or another program): give --listen 127.0.0.1:0 for a free port, which it prints", listen)
+			}
 			if err != nil {
 				return fmt.Errorf("ui: listen on %s: %w", listen, err)
 			}
