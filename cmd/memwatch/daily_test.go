@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,6 +90,16 @@ func TestOneTerminalBehaviour(t *testing.T) {
 	p.stop(10 * time.Second)
 	if out, code := run(dir, "log", "--root", "/nonexistent/root"); code != 2 || !strings.Contains(out, "not a root") {
 		t.Errorf("log --root /nonexistent/root with no daemon: exit %d\n%s\nwant 2 and why", code, out)
+	}
+
+	// A busy port: said, with the way out.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	if out, code := run(dir, "ui", "--listen", busy.Addr().String()); code == 0 || !strings.Contains(out, "--listen 127.0.0.1:0") {
+		t.Errorf("ui on a busy port: exit %d\n%s", code, out)
 	}
 
 	// --help: everyday first, the seeds' tools under their own heading.
