@@ -415,10 +415,13 @@ type capturer struct {
 	ended bool
 	added bool // the log was added in this transaction
 	// pk gathers the text of the lines added since the last block
-	// (packs.go); what is too little to pack at a commit stays inline,
-	// counted in inline.
+	// (packs.go), pend their rows; what is too little to pack at a commit
+	// stays inline, counted in inline.
 	pk     packer
+	pend   []pendRow
 	inline int64
+	prows  []any     // packed lines waiting for pins, 9 values each
+	pins   *sql.Stmt // inserts rowsPerInsert packed lines at once
 }
 
 // rowsPerInsert lines go in one INSERT: the per-statement cost of the
@@ -429,6 +432,13 @@ const insertRow = "(?,?,?,?,?,?,?,?,?)"
 
 func insertLines(n int) string {
 	return "INSERT INTO lines(log, seq, gen, line, hash, msg, size, time, data) VALUES " + insertRow + strings.Repeat(","+insertRow, n-1)
+}
+
+// packedRow is a packed line: its text in its block, an empty blob here.
+const packedRow = "(?,?,?,?,?,?,?,?,X'',?)"
+
+func insertPacked(n int) string {
+	return "INSERT INTO lines(log, seq, gen, line, hash, msg, size, time, data, pack) VALUES " + packedRow + strings.Repeat(","+packedRow, n-1)
 }
 
 func (s *Spool) begin(ctx context.Context, st *Log) (*capturer, error) {
@@ -443,11 +453,13 @@ func (c *capturer) open() error {
 	}
 	// The 64-row INSERT is prepared only for a capture that fills one:
 	// parsing it costs more than a small log's whole capture.
-	c.tx, c.ins = tx, nil
+	c.tx, c.ins, c.pins = tx, nil, nil
 	return nil
 }
 
-// add stores a new line as the next sequence number.
+// add stores a new line as the next sequence number. It waits with the
+// block being gathered (packs.go) and goes in with it, packed or inline:
+// each row is written once, in its final form.
 func (c *capturer) add(gen, line int64, data []byte, size int64, hash uint64, msg bool) error {
 	c.st.Seq++
 	m := 0
@@ -460,21 +472,8 @@ func (c *capturer) add(gen, line int64, data []byte, size int64, hash uint64, ms
 		c.res.Cut++
 		c.res.Longest = max(c.res.Longest, size)
 	}
-	c.rows = append(c.rows, c.st.ID, c.st.Seq, gen, line, int64(hash), m, size, c.now, bytes.Clone(data))
+	c.pend = append(c.pend, pendRow{seq: c.st.Seq, gen: gen, line: line, hash: int64(hash), msg: m, size: size, data: bytes.Clone(data)})
 	c.pk.add(c.st.Seq, data)
-	if len(c.rows) == 9*rowsPerInsert {
-		if c.ins == nil {
-			ins, err := c.tx.PrepareContext(c.ctx, insertLines(rowsPerInsert))
-			if err != nil {
-				return fmt.Errorf("spool: %w", err)
-			}
-			c.ins = ins
-		}
-		if _, err := c.ins.ExecContext(c.ctx, c.rows...); err != nil {
-			return fmt.Errorf("spool lines: %w", err)
-		}
-		c.rows = c.rows[:0]
-	}
 	if len(c.pk.raw) >= packTarget {
 		if err := c.seal(true); err != nil {
 			return err
@@ -485,6 +484,39 @@ func (c *capturer) add(gen, line int64, data []byte, size int64, hash uint64, ms
 	if c.n >= batchLines {
 		return c.flush(true)
 	}
+	return nil
+}
+
+// pendRow is a line waiting for its block to close.
+type pendRow struct {
+	seq, gen, line, hash int64
+	msg                  int
+	size                 int64
+	data                 []byte
+}
+
+// row queues one line's insert; rows go in rowsPerInsert at a time, by
+// the statement of their kind (inline text, or a block's).
+func (c *capturer) row(packed bool, vals ...any) error {
+	rows, ins, q := &c.rows, &c.ins, insertLines
+	if packed {
+		rows, ins, q = &c.prows, &c.pins, insertPacked
+	}
+	*rows = append(*rows, vals...)
+	if len(*rows) < 9*rowsPerInsert {
+		return nil
+	}
+	if *ins == nil {
+		st, err := c.tx.PrepareContext(c.ctx, q(rowsPerInsert))
+		if err != nil {
+			return fmt.Errorf("spool: %w", err)
+		}
+		*ins = st
+	}
+	if _, err := (*ins).ExecContext(c.ctx, *rows...); err != nil {
+		return fmt.Errorf("spool lines: %w", err)
+	}
+	*rows = (*rows)[:0]
 	return nil
 }
 
@@ -512,7 +544,7 @@ func (c *capturer) carry(gen, line, seq int64, msg bool) error {
 	return nil
 }
 
-// insertRows inserts the lines waiting in rows.
+// insertRows inserts the lines waiting in rows and prows.
 func (c *capturer) insertRows() error {
 	if len(c.rows) > 0 {
 		if _, err := c.tx.ExecContext(c.ctx, insertLines(len(c.rows)/9), c.rows...); err != nil {
@@ -520,33 +552,48 @@ func (c *capturer) insertRows() error {
 		}
 		c.rows = c.rows[:0]
 	}
+	if len(c.prows) > 0 {
+		if _, err := c.tx.ExecContext(c.ctx, insertPacked(len(c.prows)/9), c.prows...); err != nil {
+			return fmt.Errorf("spool lines: %w", err)
+		}
+		c.prows = c.prows[:0]
+	}
 	return nil
 }
 
-// seal packs the lines added since the last block into one (pack), or
-// leaves them inline, counted for Pack.
+// seal closes the block of the lines added since the last: packed (pack),
+// or left inline, counted for Pack.
 func (c *capturer) seal(pack bool) error {
 	if c.pk.n == 0 {
 		return nil
 	}
-	if !pack {
+	defer func() { c.pk.reset(); c.pend = c.pend[:0] }()
+	if pack {
+		if _, err := c.tx.ExecContext(c.ctx, `INSERT OR REPLACE INTO packs(log, first, last, data) VALUES(?,?,?,?)`, c.st.ID, c.pk.first, c.pk.last, c.pk.seal()); err != nil {
+			return fmt.Errorf("spool: %w", err)
+		}
+	} else {
 		c.inline += c.pk.text
-		c.pk.reset()
-		return nil
 	}
-	if err := c.insertRows(); err != nil {
-		return err
+	for _, r := range c.pend {
+		var err error
+		if pack {
+			err = c.row(true, c.st.ID, r.seq, r.gen, r.line, r.hash, r.msg, r.size, c.now, c.pk.first)
+		} else {
+			err = c.row(false, c.st.ID, r.seq, r.gen, r.line, r.hash, r.msg, r.size, c.now, r.data)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	err := writeBlock(c.ctx, c.tx, c.st.ID, &c.pk, false)
-	c.pk.reset()
-	return err
+	return nil
 }
 
 // flush commits the batch with the log's state, and starts another.
 func (c *capturer) flush(more bool) error {
-	err := c.insertRows()
+	err := c.seal(len(c.pk.raw) >= packMin)
 	if err == nil {
-		err = c.seal(len(c.pk.raw) >= packMin)
+		err = c.insertRows()
 	}
 	// Counted with the log's state (saveLog), not a statement of its own.
 	c.st.inlined, c.inline = c.inline, 0
@@ -560,6 +607,9 @@ func (c *capturer) flush(more bool) error {
 	}
 	if c.ins != nil {
 		c.ins.Close()
+	}
+	if c.pins != nil {
+		c.pins.Close()
 	}
 	if err := c.tx.Commit(); err != nil {
 		return fmt.Errorf("spool: %w", err)
@@ -576,6 +626,9 @@ func (c *capturer) abort() {
 	if !c.ended && c.tx != nil {
 		if c.ins != nil {
 			c.ins.Close()
+		}
+		if c.pins != nil {
+			c.pins.Close()
 		}
 		c.tx.Rollback()
 	}
