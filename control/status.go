@@ -45,6 +45,9 @@ type Status struct {
 	// Progress says how far each pass through a large root's files is
 	// (an evaluation in slices: see layout.EachFile).
 	Progress []Progress `json:"in_progress,omitempty"`
+	// Secrets counts the credentials in the agents' memory the caller
+	// reaches, as of the last count (hourly; nil before the first).
+	Secrets *SecretsStatus `json:"secrets,omitempty"`
 	// StateProblem is set while memwatch cannot write its state directory
 	// (a full disk): what it could not record; it catches up on its own.
 	StateProblem *StateProblem `json:"state_problem,omitempty"`
@@ -150,6 +153,25 @@ type Hold struct {
 	Size   int64     `json:"size"`   // the file's size and lines after the undo
 	Lines  int       `json:"lines"`
 	Time   time.Time `json:"time"`
+}
+
+// SecretsStatus counts credentials found, by kind (gitleaks' rule ids).
+type SecretsStatus struct {
+	Found int            `json:"found"`
+	Kinds map[string]int `json:"kinds"`
+	At    time.Time      `json:"counted_at"`
+}
+
+// SecretFinding is one credential where an agent's memory holds it (its
+// value never kept or printed): memwatch secrets lists them.
+type SecretFinding struct {
+	Kind  string    `json:"kind"`
+	Root  string    `json:"root"`
+	File  string    `json:"file"`
+	Line  int64     `json:"line"`
+	Cite  string    `json:"citation"`
+	Live  bool      `json:"live"` // the agent's file holds it now (else only memwatch's spool)
+	Since time.Time `json:"modified,omitzero"`
 }
 
 // RedoResult is the body of POST /v1/redo/{id}: the hold that ended on the

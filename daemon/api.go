@@ -403,6 +403,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	st.Secrets = d.secrets.status(func(root string) bool { return caller.IsAdmin() || reach[root] })
 	for _, p := range d.scans.Progress() {
 		if caller.IsAdmin() || reach[p.Root] {
 			st.Progress = append(st.Progress, p)

@@ -106,6 +106,8 @@ type Daemon struct {
 	// fleet follows the hosts' replicated state on a central node.
 	fleet  *fleet.Follower
 	losses losses
+	// secrets counts the credentials in the roots, for status (secrets.go).
+	secrets *secretTally
 	// health says whether the state directory can be written (health.go).
 	health health
 	bg     *background // capture and indexing as files are written
@@ -167,7 +169,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	// per file (loglimit.go).
 	raw := log
 	log, limit := newLogLimit(log)
-	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), indexes: recall.NewIndexCache(indexCacheBytes),
+	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), secrets: newSecretTally(), indexes: recall.NewIndexCache(indexCacheBytes),
 		shares: newShares(DefaultClientRequests, DefaultTotalRequests, DefaultShareWait, raw)}
 	d.health.wake = make(chan struct{}, 1)
 	ctx := context.Background()
@@ -847,6 +849,10 @@ func (d *Daemon) serve(ctx context.Context) error {
 				d.log.Info("caught up: every root evaluated, its logs captured and indexed", "roots", total,
 					"took", time.Since(catchStart).Round(time.Millisecond).String(), "cpu_seconds", fmt.Sprintf("%.2f", cpuSeconds()-cpuStart))
 				d.notify("STATUS=watching " + fmt.Sprint(total) + " roots")
+				// The first count of the credentials in the roots, for
+				// status; then hourly (the scheduler's "secrets").
+				wg.Add(1)
+				go func() { defer wg.Done(); d.tallySecrets(ctx) }()
 			}
 		case <-flush.C:
 			d.quota.Flush()
@@ -956,6 +962,7 @@ func (d *Daemon) startScheduler(ctx context.Context) error {
 	}
 	entries = append(entries, schedule.Entry{Name: "spool-prune", Spec: "@every 1h", Run: func() { d.pruneSpool(ctx, p.SpoolRetention) }})
 	entries = append(entries, schedule.Entry{Name: "spool-pack", Spec: "@every 2m", Run: func() { d.packSpool(ctx) }})
+	entries = append(entries, schedule.Entry{Name: "secrets", Spec: "@every 1h", Run: func() { d.tallySecrets(ctx) }})
 	entries = append(entries, schedule.Entry{Name: "archive-bytes", Spec: "@every 1h", Run: func() { d.reportArchives(ctx) }})
 	for _, st := range p.Stores {
 		if Retention(st).Active() {

@@ -3,18 +3,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"sort"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
@@ -22,17 +18,8 @@ import (
 	"github.com/memwatch/memwatch/spool"
 )
 
-// finding is one credential where an agent's memory holds it (its value
-// never kept or printed).
-type secretFinding struct {
-	Kind  string    `json:"kind"`
-	Root  string    `json:"root"`
-	File  string    `json:"file"`
-	Line  int64     `json:"line"`
-	Cite  string    `json:"citation"`
-	Live  bool      `json:"live"` // the agent's file holds it now (else only memwatch's spool)
-	Since time.Time `json:"modified,omitzero"`
-}
+// secretFinding is one credential where an agent's memory holds it.
+type secretFinding = control.SecretFinding
 
 func secretsCmd(g *globals) *cobra.Command {
 	var asJSON bool
@@ -118,17 +105,15 @@ Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
 	return cmd
 }
 
-// maxSecretLine bounds a line read for credentials.
-const maxSecretLine = 4 << 20
-
 // findSecrets reads the searchable files of the policy's roots (or dir)
 // and the spool's held lines for credentials, newest first.
 func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Spool) ([]secretFinding, error) {
-	type target struct {
-		root *confine.Root
-		srcs []recall.Source
+	d := secrets.Default()
+	var out []secretFinding
+	scan := func(root *confine.Root, srcs []recall.Source) {
+		out = append(out, daemon.SecretsInRoot(ctx, d, root, srcs, sp)...)
+		root.Close()
 	}
-	var targets []target
 	if dir != "" {
 		root, err := confine.Open(dir, confine.Options{})
 		if err != nil {
@@ -142,7 +127,7 @@ func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Sp
 				}
 			}
 		}
-		targets = append(targets, target{root, srcs})
+		scan(root, srcs)
 	} else {
 		for _, s := range p.Stores {
 			srcs, ok := daemon.SearchSources(s)
@@ -154,87 +139,13 @@ func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Sp
 				if err != nil {
 					continue // not this user's to read
 				}
-				targets = append(targets, target{root, srcs})
+				scan(root, srcs)
 			}
 		}
 	}
-	d := secrets.Default()
-	var out []secretFinding
-	for _, t := range targets {
-		seen := map[string]bool{}
-		for _, src := range t.srcs {
-			if src.Kind == recall.Records {
-				continue
-			}
-			files, err := t.root.GlobExcept(src.Glob, src.Exclude)
-			if err != nil {
-				continue
-			}
-			for _, rel := range files {
-				if seen[rel] || strings.HasSuffix(rel, ".gz") {
-					continue
-				}
-				seen[rel] = true
-				out = append(out, secretsInFile(ctx, d, t.root, rel)...)
-			}
-		}
-		if sp != nil {
-			err := sp.SearchHeld(ctx, t.root, func(rel string, gen, line int64, raw []byte) error {
-				for _, f := range d.Find(string(raw)) {
-					cite := fmt.Sprintf("%s/%s@%d#L%d", t.root.Path(), rel, gen, line)
-					out = append(out, secretFinding{Kind: f.Rule, Root: t.root.Path(), File: rel, Line: line, Cite: cite})
-				}
-				return ctx.Err()
-			})
-			if err != nil && ctx.Err() != nil {
-				return nil, err
-			}
-		}
-		t.root.Close()
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Since.After(out[j].Since) })
 	return out, nil
-}
-
-// secretsInFile reads one file line by line for credentials.
-func secretsInFile(ctx context.Context, d *secrets.Detector, root *confine.Root, rel string) []secretFinding {
-	f, fi, err := root.OpenRead(rel)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []secretFinding
-	rd := bufio.NewReaderSize(f, 64<<10)
-	var no int64
-	for ctx.Err() == nil {
-		line, err := readBounded(rd, maxSecretLine)
-		if len(line) > 0 {
-			no++
-			for _, fd := range d.Find(string(line)) {
-				out = append(out, secretFinding{Kind: fd.Rule, Root: root.Path(), File: rel, Line: no, Cite: fmt.Sprintf("%s/%s#L%d", root.Path(), rel, no), Live: true, Since: fi.ModTime()})
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	return out
-}
-
-// readBounded reads a line, its first max bytes kept (the rest skipped).
-func readBounded(rd *bufio.Reader, max int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := rd.ReadSlice('\n')
-		if len(line) < max {
-			line = append(line, chunk[:min(len(chunk), max-len(line))]...)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err == io.EOF && len(line) > 0 {
-			return line, nil
-		}
-		return line, err
-	}
 }

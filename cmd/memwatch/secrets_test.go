@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memwatch/memwatch/compact/llmtest"
+	"github.com/memwatch/memwatch/daemon"
 )
 
 // credentials are values of many kinds, made up in their real shapes (as
@@ -182,5 +183,49 @@ func TestSecretsCommand(t *testing.T) {
 	}
 	if !strings.Contains(out, "7d3a-env.jsonl#L1") {
 		t.Errorf("no file and line:\n%s", out)
+	}
+}
+
+// TestStatusCountsSecrets: once caught up, the daemon's status (and the
+// overview page) says how many credentials of which kinds the agents'
+// memory holds, never a value, so a person knows to rotate them.
+func TestStatusCountsSecrets(t *testing.T) {
+	t.Parallel()
+	home, _, root := claudeHome(t)
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	var env strings.Builder
+	for _, c := range credentials {
+		env.WriteString(c.line + "\n")
+	}
+	tool, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "t1", "content": "cat .env\n" + env.String()}}}})
+	os.WriteFile(filepath.Join(root, "7d3a-env.jsonl"), append(tool, '\n'), 0o644)
+	state := filepath.Join(home, "state")
+	p := start(t, "--policy", pol, "--state-dir", state)
+	p.waitLog("ready", 10*time.Second)
+	var st daemon.Status
+	waitUntil(t, 20*time.Second, func() bool {
+		out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", state).Output()
+		st = daemon.Status{}
+		return err == nil && json.Unmarshal(out, &st) == nil && st.Secrets != nil
+	})
+	if st.Secrets == nil || st.Secrets.Found < len(credentials) {
+		t.Fatalf("status secrets: %+v, want at least %d found", st.Secrets, len(credentials))
+	}
+	for _, c := range credentials {
+		if st.Secrets.Kinds[c.kind] == 0 {
+			t.Errorf("status does not count %s: %v", c.kind, st.Secrets.Kinds)
+		}
+	}
+	out, _ := exec.Command(memwatchFast, "status", "--policy", pol, "--state-dir", state).CombinedOutput()
+	if !strings.Contains(string(out), "credentials: ") || !strings.Contains(string(out), "memwatch secrets") {
+		t.Errorf("status text says nothing of the credentials:\n%s", out)
+	}
+	for _, c := range credentials {
+		if strings.Contains(string(out), c.value) {
+			t.Errorf("status prints the %s value", c.kind)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -55,7 +56,7 @@ no content (what the memory_status tool returns).`,
 // wrong in red, what waits for a person in yellow, headings bold.
 func statusColour(line string) string {
 	switch {
-	case strings.HasPrefix(line, "PROBLEM:"), strings.HasPrefix(line, "warning:"), strings.HasPrefix(line, "agents deleted or cut"):
+	case strings.HasPrefix(line, "PROBLEM:"), strings.HasPrefix(line, "warning:"), strings.HasPrefix(line, "agents deleted or cut"), strings.HasPrefix(line, "credentials:"):
 		return sgrDel
 	case strings.HasPrefix(line, "held by an undo"), strings.HasPrefix(line, "files not captured yet"), strings.HasPrefix(line, "catching up"):
 		return sgrWarn
@@ -157,6 +158,15 @@ func printStatus(g *globals, w io.Writer, st control.Status) {
 	}
 	for _, warn := range st.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	if sc := st.Secrets; sc != nil && sc.Found > 0 {
+		kinds := make([]string, 0, len(sc.Kinds))
+		for k := range sc.Kinds {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		fmt.Fprintf(w, "credentials: %d in the agents' memory, of %d kind(s): %s (counted %s); rotate them: memwatch secrets lists where\n",
+			sc.Found, len(kinds), strings.Join(kinds, ", "), sc.At.Local().Format(time.DateTime))
 	}
 	for _, l := range st.LLM {
 		fmt.Fprintf(w, "llm %s: %d of %d tokens used today\n", l.Endpoint, l.Used, l.Budget)

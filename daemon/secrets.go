@@ -1,0 +1,259 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/secrets"
+	"github.com/memwatch/memwatch/spool"
+)
+
+// SecretFinding is one credential where an agent's memory holds it (its
+// value never kept).
+type SecretFinding = control.SecretFinding
+
+// maxSecretLine bounds a line read for credentials.
+const maxSecretLine = 4 << 20
+
+// SecretsInRoot reads a root's searchable files (srcs) and, with sp, the
+// spool's lines of its logs gone from their files, for credentials.
+func SecretsInRoot(ctx context.Context, d *secrets.Detector, root *confine.Root, srcs []recall.Source, sp *spool.Spool) []SecretFinding {
+	var out []SecretFinding
+	for _, rel := range searchableFiles(root, srcs) {
+		out = append(out, SecretsInFile(ctx, d, root, rel)...)
+	}
+	if sp != nil {
+		out = append(out, secretsHeld(ctx, d, root, sp)...)
+	}
+	return out
+}
+
+// searchableFiles lists a root's files recall searches (not databases,
+// not compressed archives), once each.
+func searchableFiles(root *confine.Root, srcs []recall.Source) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, src := range srcs {
+		if src.Kind == recall.Records {
+			continue
+		}
+		files, err := root.GlobExcept(src.Glob, src.Exclude)
+		if err != nil {
+			continue
+		}
+		for _, rel := range files {
+			if seen[rel] || strings.HasSuffix(rel, ".gz") {
+				continue
+			}
+			seen[rel] = true
+			out = append(out, rel)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func secretsHeld(ctx context.Context, d *secrets.Detector, root *confine.Root, sp *spool.Spool) []SecretFinding {
+	var out []SecretFinding
+	sp.SearchHeld(ctx, root, func(rel string, gen, line int64, raw []byte) error {
+		for _, f := range d.Find(string(raw)) {
+			cite := fmt.Sprintf("%s/%s@%d#L%d", root.Path(), rel, gen, line)
+			out = append(out, SecretFinding{Kind: f.Rule, Root: root.Path(), File: rel, Line: line, Cite: cite})
+		}
+		return ctx.Err()
+	})
+	return out
+}
+
+// SecretsInFile reads one file line by line for credentials.
+func SecretsInFile(ctx context.Context, d *secrets.Detector, root *confine.Root, rel string) []SecretFinding {
+	f, fi, err := root.OpenRead(rel)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []SecretFinding
+	rd := bufio.NewReaderSize(f, 64<<10)
+	var no int64
+	for ctx.Err() == nil {
+		line, err := readBounded(rd, maxSecretLine)
+		if len(line) > 0 {
+			no++
+			for _, fd := range d.Find(string(line)) {
+				out = append(out, SecretFinding{Kind: fd.Rule, Root: root.Path(), File: rel, Line: no, Cite: fmt.Sprintf("%s/%s#L%d", root.Path(), rel, no), Live: true, Since: fi.ModTime()})
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	return out
+}
+
+// readBounded reads a line, its first max bytes kept (the rest skipped).
+func readBounded(rd *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := rd.ReadSlice('\n')
+		if len(line) < max {
+			line = append(line, chunk[:min(len(chunk), max-len(line))]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err == io.EOF && len(line) > 0 {
+			return line, nil
+		}
+		return line, err
+	}
+}
+
+// secretTally is what the daemon knows of the credentials in the agents'
+// memory, for status and the overview page, so a person knows to rotate
+// (memwatch secrets lists them). A pass once the catch-up is done and
+// hourly reads each root's searchable files again only when one's size or
+// time changed, and its held lines only when the spool's logs of the
+// root changed: idle, a pass reads next to nothing.
+type secretTally struct {
+	mu    sync.Mutex // guards the maps and at
+	files map[string]fileSecrets // by root, then path
+	held  map[string]heldSecrets // by root
+	at    time.Time
+}
+
+type fileSecrets struct {
+	size  int64
+	mtime time.Time
+	kinds map[string]int
+}
+
+type heldSecrets struct {
+	stamp string // the root's logs as the spool knew them (Logs)
+	kinds map[string]int
+}
+
+func newSecretTally() *secretTally {
+	return &secretTally{files: map[string]fileSecrets{}, held: map[string]heldSecrets{}}
+}
+
+// pass counts again what changed in the policy's roots.
+func (d *Daemon) tallySecrets(ctx context.Context) {
+	t := d.secrets
+	det := secrets.Default()
+	start := time.Now()
+	seen := map[string]bool{}
+	for _, s := range d.Policy().Stores {
+		srcs, ok := SearchSources(s)
+		if !ok {
+			continue
+		}
+		for _, id := range s.RootIDs() {
+			if ctx.Err() != nil {
+				return
+			}
+			root, err := d.openRoot(s, id.Path)
+			if err != nil {
+				continue
+			}
+			for _, rel := range searchableFiles(root, srcs) {
+				key := root.Path() + "\x00" + rel
+				seen[key] = true
+				fi, err := root.Stat(rel)
+				if err != nil {
+					continue
+				}
+				t.mu.Lock()
+				old, ok := t.files[key]
+				t.mu.Unlock()
+				if ok && old.size == fi.Size() && old.mtime.Equal(fi.ModTime()) {
+					continue
+				}
+				fs := fileSecrets{size: fi.Size(), mtime: fi.ModTime(), kinds: map[string]int{}}
+				for _, f := range SecretsInFile(ctx, det, root, rel) {
+					fs.kinds[f.Kind]++
+				}
+				t.mu.Lock()
+				t.files[key] = fs
+				t.mu.Unlock()
+			}
+			if stamp := d.heldStamp(ctx, root); stamp != "" {
+				t.mu.Lock()
+				old := t.held[root.Path()]
+				t.mu.Unlock()
+				if old.stamp != stamp {
+					hs := heldSecrets{stamp: stamp, kinds: map[string]int{}}
+					for _, f := range secretsHeld(ctx, det, root, d.spool) {
+						hs.kinds[f.Kind]++
+					}
+					t.mu.Lock()
+					t.held[root.Path()] = hs
+					t.mu.Unlock()
+				}
+			}
+			root.Close()
+		}
+	}
+	t.mu.Lock()
+	for k := range t.files {
+		if !seen[k] {
+			delete(t.files, k)
+		}
+	}
+	t.at = time.Now()
+	t.mu.Unlock()
+	d.log.Debug("counted the credentials in the agents' memory", "took", time.Since(start).Round(time.Millisecond))
+}
+
+// heldStamp sums up a root's logs in the spool (their ids, sequence
+// numbers and whether they are gone): it changes when its held lines may.
+func (d *Daemon) heldStamp(ctx context.Context, root *confine.Root) string {
+	logs, err := d.spool.Logs(ctx, root.ID())
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, l := range logs {
+		fmt.Fprintf(&b, "%d:%d:%d:%t;", l.ID, l.Seq, l.Gen, l.Missing)
+	}
+	return b.String()
+}
+
+// status sums the counts of the roots reach says the caller may see.
+func (t *secretTally) status(reach func(root string) bool) *control.SecretsStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.at.IsZero() {
+		return nil
+	}
+	st := &control.SecretsStatus{Kinds: map[string]int{}, At: t.at}
+	for key, fs := range t.files {
+		root, _, _ := strings.Cut(key, "\x00")
+		if !reach(root) {
+			continue
+		}
+		for k, n := range fs.kinds {
+			st.Kinds[k] += n
+			st.Found += n
+		}
+	}
+	for root, hs := range t.held {
+		if !reach(root) {
+			continue
+		}
+		for k, n := range hs.kinds {
+			st.Kinds[k] += n
+			st.Found += n
+		}
+	}
+	return st
+}
