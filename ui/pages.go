@@ -44,7 +44,7 @@ func (s *Server) status(ctx context.Context) (*daemon.Status, error) {
 		return nil, nil
 	}
 	var st daemon.Status
-	err := s.cfg.API(ctx, http.MethodGet, "/v1/status", &st)
+	err := s.cfg.API(ctx, http.MethodGet, "/v1/status", nil, &st)
 	if errors.Is(err, ErrNoDaemon) {
 		return nil, nil
 	}
@@ -734,7 +734,7 @@ func (s *Server) redo(w http.ResponseWriter, r *http.Request) {
 	var res control.RedoResult
 	err := ErrNoDaemon
 	if s.cfg.API != nil {
-		err = s.cfg.API(ctx, http.MethodPost, fmt.Sprintf("/v1/redo/%d", rec.ID), &res)
+		err = s.cfg.API(ctx, http.MethodPost, fmt.Sprintf("/v1/redo/%d", rec.ID), nil, &res)
 	}
 	if errors.Is(err, ErrNoDaemon) {
 		_, err = daemon.Redo(ctx, s.cfg.DB, rec.ID)
@@ -768,7 +768,7 @@ func (s *Server) undo(w http.ResponseWriter, r *http.Request) {
 	var res daemon.UndoResult
 	err := ErrNoDaemon
 	if s.cfg.API != nil {
-		err = s.cfg.API(ctx, http.MethodPost, fmt.Sprintf("/v1/undo/%d?force=%t", id, force), &res)
+		err = s.cfg.API(ctx, http.MethodPost, fmt.Sprintf("/v1/undo/%d?force=%t", id, force), nil, &res)
 	}
 	if errors.Is(err, ErrNoDaemon) {
 		if s.cfg.UndoOffline == nil {

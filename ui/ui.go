@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -74,7 +75,7 @@ type Config struct {
 	// page's caller and decodes its JSON answer into out: the daemon's own
 	// handler in process (its /ui/), or its socket (memwatch ui). It
 	// returns ErrNoDaemon when none answers; nil means none ever does.
-	API func(ctx context.Context, method, path string, out any) error
+	API func(ctx context.Context, method, path string, body, out any) error
 	// UndoOffline undoes a journal record when no daemon runs (memwatch
 	// ui: under the state lock, as memwatch undo does); nil refuses.
 	UndoOffline func(ctx context.Context, id int64, force bool) (daemon.UndoResult, error)
@@ -151,6 +152,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+p+"record/{id}", s.page(s.record))
 	mux.HandleFunc("POST "+p+"record/{id}/undo", s.guard(s.undo))
 	mux.HandleFunc("POST "+p+"record/{id}/redo", s.guard(s.redo))
+	mux.HandleFunc("GET "+p+"versions", s.page(s.versionsPage))
+	mux.HandleFunc("POST "+p+"versions/restore", s.guard(s.restoreVersion))
 	mux.HandleFunc("GET "+p+"search", s.page(s.search))
 	mux.HandleFunc("GET "+p+"show", s.page(s.show))
 	mux.HandleFunc("GET "+p+"archive", s.page(s.archive))
@@ -391,11 +394,22 @@ func (s *Server) funcs() template.FuncMap {
 // InProcess is Config.API for the daemon's own pages: each request goes
 // to the control API's handler in this process, with the context (and so
 // the caller) of the page's request.
-func InProcess(h http.Handler) func(ctx context.Context, method, path string, out any) error {
-	return func(ctx context.Context, method, path string, out any) error {
-		req, err := http.NewRequestWithContext(ctx, method, path, nil)
+func InProcess(h http.Handler) func(ctx context.Context, method, path string, body, out any) error {
+	return func(ctx context.Context, method, path string, body, out any) error {
+		var rd io.Reader
+		if body != nil {
+			b, err := json.Marshal(body)
+			if err != nil {
+				return err
+			}
+			rd = bytes.NewReader(b)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, path, rd)
 		if err != nil {
 			return err
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
 		}
 		rec := &recorder{header: http.Header{}, code: http.StatusOK}
 		h.ServeHTTP(rec, req)

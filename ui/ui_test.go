@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
@@ -62,7 +63,7 @@ func newFixture(t *testing.T, allowUndo bool) *fixture {
 		t.Fatal(err)
 	}
 	cfg := Config{StateDir: f.stateDir, Policy: func() *policy.Policy { return p }, DB: f.db, Key: "k3y",
-		API: func(context.Context, string, string, any) error { return ErrNoDaemon },
+		API: func(context.Context, string, string, any, any) error { return ErrNoDaemon },
 		UndoOffline: func(_ context.Context, id int64, _ bool) (daemon.UndoResult, error) {
 			f.undone = append(f.undone, id)
 			return daemon.UndoResult{ID: id, Journal: 99}, nil
@@ -312,5 +313,66 @@ func TestUndoneRecordOffersRedo(t *testing.T) {
 	_, page = f.get(t, "/record/1?redone=1")
 	if strings.Contains(page, `action="/record/1/redo"`) || !strings.Contains(page, "Redone") {
 		t.Errorf("record page after Redo:\n%s", page)
+	}
+}
+
+// TestVersionsPage: a memory file's versions, newest first, each with its
+// author, a diff to the one before, and Restore where the store allows it.
+func TestVersionsPage(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "agent")
+	os.MkdirAll(root, 0o755)
+	p, err := policy.Parse("p.yaml", []byte(fmt.Sprintf("version: 1\nstores:\n  - name: notes\n    layout: now-history\n    paths: [%q]\n", root)), registry.Specs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	db, err := state.Open(ctx, filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	vs, err := versions.Open(ctx, filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vs.Close()
+	r, err := confine.Open(root, confine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	agent := func(string) (string, int64) { return versions.ByAgent, 0 }
+	for _, text := range []string{"# now\n\n- first fact\n", "# now\n\n- first fact\n- second fact <b>bold</b>\n"} {
+		os.WriteFile(filepath.Join(root, "memory.md"), []byte(text), 0o644)
+		if _, _, _, err := vs.Capture(ctx, r, "memory.md", agent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(Config{StateDir: filepath.Join(dir, "state"), Policy: func() *policy.Policy { return p }, DB: db, Versions: vs, Key: "k3y",
+		API: func(context.Context, string, string, any, any) error { return ErrNoDaemon }}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	c.Get(srv.URL + "/?key=k3y")
+	resp, err := c.Get(srv.URL + "/versions?root=" + url.QueryEscape(root) + "&path=memory.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(b)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "memory.md: versions") || !strings.Contains(page, ">v2<") || !strings.Contains(page, ">v1<") {
+		t.Fatalf("versions page: %d\n%s", resp.StatusCode, page)
+	}
+	if !strings.Contains(page, `<tr class="add">`) || !strings.Contains(page, "second fact &lt;b&gt;bold&lt;/b&gt;") {
+		t.Errorf("versions page: want v2's added line in the diff, escaped:\n%s", page)
+	}
+	if strings.Count(page, `class="restore"`) != 2 {
+		t.Errorf("versions page: want a Restore for each version (the store allows undo)")
 	}
 }

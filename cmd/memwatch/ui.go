@@ -3,11 +3,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -84,8 +87,16 @@ policy sets ui: {enabled: true}.`,
 				cfg.Spool = sp
 			}
 			ctl := g.control(p, dir)
-			cfg.API = func(ctx context.Context, method, path string, out any) error {
-				err := ctl.do(ctx, method, path, nil, out)
+			cfg.API = func(ctx context.Context, method, path string, body, out any) error {
+				var rd io.Reader
+				if body != nil {
+					b, err := json.Marshal(body)
+					if err != nil {
+						return err
+					}
+					rd = bytes.NewReader(b)
+				}
+				err := ctl.do(ctx, method, path, rd, out)
 				if errors.Is(err, errNoDaemon) {
 					return ui.ErrNoDaemon
 				}

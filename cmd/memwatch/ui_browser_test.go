@@ -202,6 +202,36 @@ func TestReviewPagesInABrowser(t *testing.T) {
 	if pwned {
 		t.Errorf("the agent's markup ran: window.pwned is set")
 	}
+	// The loop closed: the record says what undid it, offers Redo, not
+	// Undo.
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#undo").length`)); n != 0 || !strings.Contains(pageText(t, ctx), "Undone by #") {
+		t.Errorf("the undone record still offers Undo (%d) or does not say what undid it:\n%s", n, pageText(t, ctx))
+	}
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#redo").length`)); n != 1 {
+		t.Errorf("the undone record offers no Redo")
+	}
+	// The file's versions: the page lists them, and Restore puts the
+	// compaction's version back (journaled, undoable).
+	do(t, ctx, "open the versions of memory.md",
+		chromedp.Click(`//a[contains(., "versions of memory.md")]`),
+		chromedp.WaitVisible(`h1`),
+	)
+	if !strings.Contains(pageText(t, ctx), "memory.md: versions") {
+		t.Fatalf("versions page:\n%s", pageText(t, ctx))
+	}
+	rows, _ = chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("button.restore").length`))
+	if rows < 2 {
+		t.Fatalf("versions page: %d versions to restore, want the agent's and memwatch's\n%s", rows, pageText(t, ctx))
+	}
+	screenshot(t, ctx, "versions")
+	do(t, ctx, "restore the compacted version",
+		// The oldest of memwatch's: the compaction (the newest is the undo).
+		chromedp.Click(`(//tr[contains(., "memwatch")])[last()]//button[contains(., "Restore")]`),
+		chromedp.WaitVisible(`//p[contains(., "Restored")]`),
+	)
+	if now, _ := os.ReadFile(filepath.Join(notesA, "memory.md")); string(now) == string(before) || len(now) >= len(before) {
+		t.Errorf("after Restore of the compacted version the file is %d bytes (the pre-image %d)", len(now), len(before))
+	}
 
 	// Search a word, follow the citation to the line in context.
 	do(t, ctx, "search",
