@@ -125,7 +125,7 @@ func readBounded(rd *bufio.Reader, max int) ([]byte, error) {
 // time changed, and its held lines only when the spool's logs of the
 // root changed: idle, a pass reads next to nothing.
 type secretTally struct {
-	mu    sync.Mutex // guards the maps and at
+	mu    sync.Mutex             // guards the maps and at
 	files map[string]fileSecrets // by root, then path
 	held  map[string]heldSecrets // by root
 	at    time.Time
