@@ -426,7 +426,7 @@ func jobsStatus(s jobs.Status) control.JobsStatus {
 	list := func(js []jobs.Job) []control.Job {
 		out := make([]control.Job, len(js))
 		for i, j := range js {
-			out[i] = control.Job{Store: j.Store, Root: j.Root, Rule: j.Rule, Target: j.Target, Reason: j.Reason}
+			out[i] = control.Job{Store: j.Store, Root: j.Root, Rule: j.Rule, Target: j.Target, Reason: string(j.Reason)}
 		}
 		return out
 	}
@@ -836,12 +836,12 @@ func (d *Daemon) handleTrigger(w http.ResponseWriter, r *http.Request) {
 		// Every root of the store the caller reaches.
 		for _, id := range s.RootIDs() {
 			if caller.Reaches(s, id) {
-				m, terr := d.trigger(r.Context(), req.Store, id.Path, "trigger")
+				m, terr := d.trigger(r.Context(), req.Store, id.Path, jobs.ReasonTrigger)
 				n, err = n+m, errors.Join(err, terr)
 			}
 		}
 	} else {
-		n, err = d.trigger(r.Context(), req.Store, req.Root, "trigger")
+		n, err = d.trigger(r.Context(), req.Store, req.Root, jobs.ReasonTrigger)
 	}
 	if errors.Is(err, errNoSuchRoot) {
 		writeErr(w, http.StatusBadRequest, err)
@@ -1024,7 +1024,7 @@ func (d *Daemon) handleRedo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec, _ := d.db.GetRecord(r.Context(), id)
-	d.engine.Submit(jobs.Job{Store: rec.Store, Root: holds[0].Root, Rule: ruleEvaluate, Reason: "redo"})
+	d.engine.Submit(jobs.Job{Store: rec.Store, Root: holds[0].Root, Rule: ruleEvaluate, Reason: jobs.ReasonRedo})
 	for _, h := range holds {
 		d.log.Info("undo no longer holds the rule off the file", "root", h.Root, "path", h.Target, "rule", h.Rule, "record", h.Record)
 	}

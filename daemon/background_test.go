@@ -22,7 +22,7 @@ func TestBackgroundUrgentFirst(t *testing.T) {
 			<-release
 		}
 		mu.Lock()
-		ran = append(ran, tk.kind+":"+tk.rel)
+		ran = append(ran, tk.kind.String()+":"+tk.rel)
 		n := len(ran)
 		mu.Unlock()
 		if n == 6 {
@@ -32,14 +32,14 @@ func TestBackgroundUrgentFirst(t *testing.T) {
 	b.Start()
 	defer b.Stop()
 
-	b.Queue(task{kind: "index", rel: "first"})
+	b.Queue(task{kind: taskIndex, rel: "first"})
 	time.Sleep(50 * time.Millisecond) // "first" runs, and blocks
-	b.Queue(task{kind: "index", rel: "a"})
-	b.Queue(task{kind: "index-root", rel: "b"})
-	b.After(task{kind: "version", rel: "memory.md"}, 0)
-	b.Queue(task{kind: "capture", rel: "log"})
-	b.Queue(task{kind: "capture", rel: "log"}) // joins the one queued
-	b.Queue(task{kind: "index", rel: "c"})
+	b.Queue(task{kind: taskIndex, rel: "a"})
+	b.Queue(task{kind: taskIndexRoot, rel: "b"})
+	b.After(task{kind: taskVersion, rel: "memory.md"}, 0)
+	b.Queue(task{kind: taskCapture, rel: "log"})
+	b.Queue(task{kind: taskCapture, rel: "log"}) // joins the one queued
+	b.Queue(task{kind: taskIndex, rel: "c"})
 	time.Sleep(50 * time.Millisecond)
 	close(release)
 	select {

@@ -40,12 +40,41 @@ func ReadableIndex(stateDir string) string { return recall.ReadableIndex(stateDi
 
 // task is one piece of background work on a root.
 type task struct {
-	kind  string // "capture", "index" (one file), "index-root" (every searchable file), "version"
+	kind  taskKind
 	store string
 	root  string
 	rel   string
 	src   recall.Kind
 }
+
+// taskKind is what a background task does.
+type taskKind uint8
+
+const (
+	taskCapture   taskKind = iota + 1 // a log's new lines into the spool
+	taskVersion                       // a memory file's settled version
+	taskIndex                         // one file into the recall index
+	taskIndexRoot                     // every searchable file of a root
+)
+
+func (k taskKind) String() string {
+	switch k {
+	case taskCapture:
+		return "capture"
+	case taskVersion:
+		return "version"
+	case taskIndex:
+		return "index"
+	case taskIndexRoot:
+		return "index-root"
+	}
+	return "unknown"
+}
+
+// urgent reports whether the task goes before indexing: a log line the
+// agent may trim, or a memory file it may save over, any moment matters
+// more than an index, which only saves a search time.
+func (k taskKind) urgent() bool { return k == taskCapture || k == taskVersion }
 
 // maxBackground bounds the background tasks waiting at once.
 const maxBackground = 100_000
@@ -85,7 +114,7 @@ type background struct {
 
 // drop notes a task that was not queued.
 func (b *background) drop(t task) {
-	if t.kind != "capture" {
+	if t.kind != taskCapture {
 		return // an index or version is taken again by the evaluation
 	}
 	if b.onDrop != nil {
@@ -333,7 +362,7 @@ func (d *Daemon) onTouched(store, root, path string) {
 	if sl, ok := rt.layout.(layout.SessionLogs); ok {
 		for _, g := range sl.Logs(rt.store) {
 			if confine.Match(g.Glob, g.Exclude, rel) {
-				d.bg.Queue(task{kind: "capture", store: store, root: root, rel: rel})
+				d.bg.Queue(task{kind: taskCapture, store: store, root: root, rel: rel})
 				break
 			}
 		}
@@ -344,12 +373,12 @@ func (d *Daemon) onTouched(store, root, path string) {
 				// Indexed at most every indexEvery: a search reads what the
 				// index does not cover yet, so the index only saves time, and
 				// a log written 150 lines a second is not indexed 150 times.
-				d.bg.Throttle(task{kind: "index", store: store, root: root, rel: rel, src: src.Kind}, indexEvery)
+				d.bg.Throttle(task{kind: taskIndex, store: store, root: root, rel: rel, src: src.Kind}, indexEvery)
 				if rt.store.Versions {
 					// A version is the file once its write has settled, as
 					// the rules read it: a save that truncates, then writes,
 					// is one version. A deletion needs no settling.
-					t := task{kind: "version", store: store, root: root, rel: rel}
+					t := task{kind: taskVersion, store: store, root: root, rel: rel}
 					if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 						d.bg.Queue(t)
 					} else {
@@ -374,7 +403,7 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 	}
 	defer root.Close()
 	switch t.kind {
-	case "capture":
+	case taskCapture:
 		t0 := time.Now()
 		res, err := d.spool.Capture(ctx, root, t.rel, spool.Options{MaxLine: int(rt.store.MaxLine), IsMessage: session.IsMessage})
 		if err != nil {
@@ -392,18 +421,18 @@ func (d *Daemon) runTask(ctx context.Context, t task) {
 			// What the rules owe a log the agent deleted is found by an
 			// evaluation after it was marked gone (one, however many go:
 			// the engine merges them).
-			d.engine.Submit(jobs.Job{Store: t.store, Root: t.root, Rule: ruleEvaluate, Reason: "log gone"})
+			d.engine.Submit(jobs.Job{Store: t.store, Root: t.root, Rule: ruleEvaluate, Reason: jobs.ReasonLogGone})
 		}
 		if res.Why != "same" {
 			d.log.Debug("captured", "root", t.root, "log", t.rel, "lines", res.Lines, "why", res.Why, "gen", res.Gen, "took", time.Since(t0))
 		}
-	case "index":
+	case taskIndex:
 		d.indexFile(root, rt, t.rel, t.src)
-	case "version":
+	case taskVersion:
 		if d.versionable(ctx, rt, t.root, t.rel) {
 			d.captureVersion(ctx, root, rt, t.rel)
 		}
-	case "index-root":
+	case taskIndexRoot:
 		if d.indexRoot(ctx, root, rt, t) {
 			d.bg.Queue(t) // the next slice, after the captures queued meanwhile
 		}

@@ -332,16 +332,16 @@ func (d *Daemon) store(name string) *storeRT {
 }
 
 // triggerOf names what started a job in the journal.
-func triggerOf(reason string) string {
+func triggerOf(reason jobs.Reason) string {
 	switch reason {
-	case "trigger":
+	case jobs.ReasonTrigger:
 		return "manual" // memwatch trigger, the control API
-	case "retry after a deferral", "changed while running":
+	case jobs.ReasonRetry, jobs.ReasonChangedWhileRunning:
 		return "retry"
 	case "":
 		return "change"
 	}
-	return reason
+	return string(reason)
 }
 
 // storesOf returns the stores root is a root of.
@@ -457,7 +457,7 @@ func (d *Daemon) onChange(c watcher.Change) {
 	d.log.Debug("change", "store", c.Store, "root", c.Root, "reason", c.Reason, "paths", len(c.Paths), "first", c.Paths[:min(len(c.Paths), 2)])
 	if len(c.Paths) == 0 {
 		// A whole root (found, rescanned): bring its index up to date.
-		d.bg.Queue(task{kind: "index-root", store: c.Store, root: c.Root})
+		d.bg.Queue(task{kind: taskIndexRoot, store: c.Store, root: c.Root})
 	}
 	d.engine.Submit(jobs.Job{Store: c.Store, Root: c.Root, Rule: ruleEvaluate, Reason: c.Reason})
 }
@@ -482,7 +482,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	}
 	defer root.Close()
 	d.warnings.Clear(j.Root, RuleRootRefused)
-	if j.Rule == ruleEvaluate && (j.Reason == "scan" || j.Reason == "rescan" || j.Reason == "many changes" || d.bg.Dropped(j.Root)) {
+	if j.Rule == ruleEvaluate && (j.Reason.Unseen() || d.bg.Dropped(j.Root)) {
 		// Logs gone while memwatch did not run (or on the host a
 		// restored state came from), or in a flood of changes too large
 		// to follow file by file: their lines are held, not live.
@@ -538,12 +538,12 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 			}
 		}
 		if more {
-			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: ruleEvaluate, Reason: "next slice"})
+			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: ruleEvaluate, Reason: jobs.ReasonNextSlice})
 		}
 		if d.passes.end(j.Root, more || again != nil) {
 			// Changed (or captures dropped) since this pass began: a new
 			// pass at once, not at the next change (passes.go).
-			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: ruleEvaluate, Reason: "changed during the pass"})
+			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: ruleEvaluate, Reason: jobs.ReasonChangedDuringPass})
 		}
 		return jobs.Result{}, again
 	}
@@ -948,16 +948,16 @@ func (d *Daemon) startScheduler(ctx context.Context) error {
 		for _, r := range rt.layout.Rules() {
 			if r.Every != nil {
 				if every := r.Every(st); every > 0 {
-					entries = append(entries, schedule.Entry{Name: st.Name + "/" + r.Name + "/every", Spec: fmt.Sprintf("@every %s", every), Run: func() { d.trigger(ctx, st.Name, "", "tick") }})
+					entries = append(entries, schedule.Entry{Name: st.Name + "/" + r.Name + "/every", Spec: fmt.Sprintf("@every %s", every), Run: func() { d.trigger(ctx, st.Name, "", jobs.ReasonTick) }})
 				}
 			}
 			if r.Schedule == "" {
 				continue
 			}
-			entries = append(entries, schedule.Entry{Name: st.Name + "/" + r.Name, Spec: r.Schedule, Run: func() { d.trigger(ctx, st.Name, "", "schedule") }})
+			entries = append(entries, schedule.Entry{Name: st.Name + "/" + r.Name, Spec: r.Schedule, Run: func() { d.trigger(ctx, st.Name, "", jobs.ReasonSchedule) }})
 		}
 		if st.Sweep > 0 {
-			entries = append(entries, schedule.Entry{Name: st.Name + "/sweep", Spec: fmt.Sprintf("@every %s", st.Sweep), Run: func() { d.trigger(ctx, st.Name, "", "sweep") }})
+			entries = append(entries, schedule.Entry{Name: st.Name + "/sweep", Spec: fmt.Sprintf("@every %s", st.Sweep), Run: func() { d.trigger(ctx, st.Name, "", jobs.ReasonSweep) }})
 		}
 	}
 	entries = append(entries, schedule.Entry{Name: "spool-prune", Spec: "@every 1h", Run: func() { d.pruneSpool(ctx, p.SpoolRetention) }})
@@ -1030,7 +1030,7 @@ func (d *Daemon) stopScheduler() {
 var errNoSuchRoot = errors.New("no such root in the store (memwatch status lists them)")
 
 // trigger queues an evaluation of one root, or of every root of a store.
-func (d *Daemon) trigger(ctx context.Context, store, root, reason string) (int, error) {
+func (d *Daemon) trigger(ctx context.Context, store, root string, reason jobs.Reason) (int, error) {
 	roots, err := d.watch.Roots(ctx)
 	if err != nil {
 		return 0, err

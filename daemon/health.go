@@ -169,8 +169,8 @@ func (d *Daemon) probeState(ctx context.Context) bool {
 	for _, k := range keys {
 		// Every log captured from where the spool stopped, every memory
 		// file's version as it is now, the index brought up to date.
-		d.bg.Queue(task{kind: "index-root", store: k.store, root: k.root})
-		d.engine.Submit(jobs.Job{Store: k.store, Root: k.root, Rule: ruleEvaluate, Reason: "state writable again"})
+		d.bg.Queue(task{kind: taskIndexRoot, store: k.store, root: k.root})
+		d.engine.Submit(jobs.Job{Store: k.store, Root: k.root, Rule: ruleEvaluate, Reason: jobs.ReasonStateWritable})
 	}
 	return false
 }

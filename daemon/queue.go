@@ -22,7 +22,8 @@ func newTaskQueue() *taskQueue { return &taskQueue{pending: map[uint64]bool{}} }
 
 func (t task) hash() uint64 {
 	d := xxhash.New()
-	for _, s := range []string{t.kind, t.store, t.root, t.rel} {
+	d.Write([]byte{byte(t.kind)})
+	for _, s := range []string{t.store, t.root, t.rel} {
 		d.WriteString(s)
 		d.Write([]byte{0})
 	}
@@ -43,7 +44,7 @@ func (q *taskQueue) Push(t task) {
 		return
 	}
 	q.pending[h] = true
-	if t.kind == "capture" || t.kind == "version" {
+	if t.kind.urgent() {
 		q.urgent.push(t)
 	} else {
 		q.rest.push(t)

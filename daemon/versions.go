@@ -193,7 +193,7 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 	d.metrics.losses.WithLabelValues(rt.store.Name, loss.Kind).Inc()
 	if loss.Kind == "deleted" && rt.store.RestoreDeleted {
 		// A job in the root's slot: the background queue never waits for one.
-		d.engine.Submit(jobs.Job{Store: rt.store.Name, Root: root.Path(), Rule: RuleRestoreVersion, Target: rel, Reason: "restore_deleted"})
+		d.engine.Submit(jobs.Job{Store: rt.store.Name, Root: root.Path(), Rule: RuleRestoreVersion, Target: rel, Reason: jobs.ReasonRestoreDeleted})
 		loss.Restored = true
 	}
 	d.losses.add(loss)

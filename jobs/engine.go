@@ -22,7 +22,7 @@ type Job struct {
 	Root   string `json:"root"`
 	Rule   string `json:"rule"`
 	Target string `json:"target"`
-	Reason string `json:"reason,omitempty"` // why it was triggered, for logs
+	Reason Reason `json:"reason,omitempty"` // why it was triggered, for logs
 
 	attempt int
 	fn      func(context.Context) error // exclusive work (undo) instead of a rule
@@ -38,7 +38,7 @@ func (j *Job) jobKey() jobKey { return jobKey{j.Store, j.Root, j.Rule, j.Target}
 
 // Asked reports whether a job's reason is a person's request (memwatch
 // trigger, memwatch redo), which no cooldown delays.
-func Asked(reason string) bool { return reason == "trigger" || reason == "redo" }
+func Asked(reason Reason) bool { return reason.Asked() }
 
 // Result is what a runner reports about a finished job.
 type Result struct {
@@ -118,7 +118,7 @@ type loopState struct {
 	queues   map[key][]*Job
 	order    []key // roots with queued work, oldest first
 	running  map[key]*Job
-	rerun    map[jobKey]string // the reason of the run after the running one
+	rerun    map[jobKey]Reason // the reason of the run after the running one
 	cooling  map[jobKey]time.Time
 	deferred map[jobKey]*time.Timer
 	retries  map[*time.Timer]bool
@@ -296,7 +296,7 @@ func (e *Engine) Status(ctx context.Context) (Status, error) {
 // Run processes jobs until ctx ends, then lets running jobs finish for up to
 // ShutdownTimeout, cancels the rest and waits for every worker.
 func (e *Engine) Run(ctx context.Context) error {
-	s := &loopState{queues: map[key][]*Job{}, running: map[key]*Job{}, rerun: map[jobKey]string{},
+	s := &loopState{queues: map[key][]*Job{}, running: map[key]*Job{}, rerun: map[jobKey]Reason{},
 		cooling: map[jobKey]time.Time{}, deferred: map[jobKey]*time.Timer{}, retries: map[*time.Timer]bool{}}
 	close(e.started)
 	defer close(e.stopped)
@@ -517,7 +517,7 @@ func (e *Engine) finish(s *loopState, j *Job, res Result, err error) {
 	}
 	if res.RetryAfter > 0 && err == nil && !s.stopping && j.fn == nil {
 		jj := *j.fresh()
-		jj.Reason = "retry after a deferral"
+		jj.Reason = ReasonRetry
 		var t *time.Timer
 		t = time.AfterFunc(res.RetryAfter, func() {
 			e.send(func(s *loopState) {
@@ -538,7 +538,7 @@ func (e *Engine) finish(s *loopState, j *Job, res Result, err error) {
 }
 
 func (j *Job) fresh() *Job {
-	return &Job{Store: j.Store, Root: j.Root, Rule: j.Rule, Target: j.Target, Reason: "changed while running"}
+	return &Job{Store: j.Store, Root: j.Root, Rule: j.Rule, Target: j.Target, Reason: ReasonChangedWhileRunning}
 }
 
 // Backoff is the delay before retry number attempt (from 0): exponential

@@ -23,6 +23,7 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/policy"
 )
 
@@ -50,7 +51,7 @@ type Change struct {
 	Store  string
 	Root   string
 	Paths  []string // settled paths; empty for a whole-root scan
-	Reason string   // change, scan, new-root, rescan, poll
+	Reason jobs.Reason // change, scan, new-root, rescan, many changes, poll
 }
 
 // Config configures a Watcher.
@@ -239,7 +240,7 @@ func (w *Watcher) SetStores(ctx context.Context, stores []Store) error {
 		w.stores = next
 		w.ancestor = map[string][]string{}
 		for _, s := range w.stores {
-			w.discover(s, "scan")
+			w.discover(s, jobs.ReasonScan)
 		}
 	})
 }
@@ -255,7 +256,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	w.timer = time.NewTimer(time.Hour)
 	w.timer.Stop()
 	for _, s := range w.stores {
-		w.discover(s, "scan")
+		w.discover(s, jobs.ReasonScan)
 	}
 	close(w.ready)
 	poll := time.NewTicker(w.cfg.PollInterval)
@@ -300,7 +301,7 @@ func globParts(g string) (static string, parts []string) {
 // discover globs a store's roots, adds new ones, drops vanished ones and
 // watches the directories between the static prefix and the roots, so new
 // roots are noticed without a restart.
-func (w *Watcher) discover(s *Store, reason string) {
+func (w *Watcher) discover(s *Store, reason jobs.Reason) {
 	found := map[string]confine.ID{}
 	refusedNow := map[string]bool{}
 	for _, g := range s.Globs {
@@ -502,7 +503,7 @@ func (w *Watcher) poll(root string, st *rootState) {
 	st.snap = w.snapshotTree(root)
 }
 
-func (w *Watcher) addRoot(s *Store, id confine.ID, reason string) {
+func (w *Watcher) addRoot(s *Store, id confine.ID, reason jobs.Reason) {
 	root := id.Path
 	st := &rootState{store: s.Name, id: id}
 	w.roots[root] = st
@@ -520,7 +521,7 @@ func (w *Watcher) addRoot(s *Store, id confine.ID, reason string) {
 		w.poll(root, st)
 		w.fellBack(s.Name, root)
 	}
-	if reason == "scan" {
+	if reason == jobs.ReasonScan {
 		w.log.Debug("root added", "store", s.Name, "root", root)
 	} else {
 		w.log.Info("new root", "store", s.Name, "root", root)
@@ -651,7 +652,7 @@ func (w *Watcher) event(ev fsnotify.Event) {
 	for _, d := range []string{dir, p} {
 		for _, name := range w.ancestor[d] {
 			if s, ok := w.stores[name]; ok && !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Chmod) {
-				w.discover(s, "new-root")
+				w.discover(s, jobs.ReasonNewRoot)
 			}
 		}
 	}
@@ -779,13 +780,13 @@ func (w *Watcher) flush(now time.Time) {
 			continue
 		}
 		sort.Strings(paths)
-		w.emit(Change{Store: st.store, Root: root, Paths: paths, Reason: "change"})
+		w.emit(Change{Store: st.store, Root: root, Paths: paths, Reason: jobs.ReasonChange})
 	}
 	for root, pd := range w.whole {
 		if !w.deadline(pd).After(now) {
 			delete(w.whole, root)
 			if st, ok := w.roots[root]; ok {
-				w.emit(Change{Store: st.store, Root: root, Reason: "many changes"})
+				w.emit(Change{Store: st.store, Root: root, Reason: jobs.ReasonMany})
 			}
 		}
 	}
@@ -811,7 +812,7 @@ func (w *Watcher) watchError(err error) {
 // a whole-root change, so nothing lost in an overflow goes unnoticed.
 func (w *Watcher) rescan() {
 	for _, s := range w.stores {
-		w.discover(s, "new-root")
+		w.discover(s, jobs.ReasonNewRoot)
 	}
 	for root, st := range w.roots {
 		if !w.stores[st.store].FileRoots && !st.polled {
@@ -827,7 +828,7 @@ func (w *Watcher) rescan() {
 				w.poll(root, st)
 			}
 		}
-		w.emit(Change{Store: st.store, Root: root, Reason: "rescan"})
+		w.emit(Change{Store: st.store, Root: root, Reason: jobs.ReasonRescan})
 	}
 }
 
@@ -862,7 +863,7 @@ func (w *Watcher) pollRoots() {
 			continue
 		}
 		if w.stores[st.store].FileRoots {
-			w.emit(Change{Store: st.store, Root: root, Reason: "poll"})
+			w.emit(Change{Store: st.store, Root: root, Reason: jobs.ReasonPoll})
 			continue
 		}
 		cur := w.snapshotTree(root)
@@ -880,7 +881,7 @@ func (w *Watcher) pollRoots() {
 		st.snap = cur
 		if len(changed) > 0 {
 			sort.Strings(changed)
-			w.emit(Change{Store: st.store, Root: root, Paths: changed, Reason: "poll"})
+			w.emit(Change{Store: st.store, Root: root, Paths: changed, Reason: jobs.ReasonPoll})
 		}
 	}
 }

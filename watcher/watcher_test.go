@@ -53,7 +53,7 @@ func (r *recorder) waitFor(t *testing.T, what string, ok func(Change) bool) Chan
 	got := r.take()
 	reasons := map[string]int{}
 	for _, c := range got {
-		reasons[c.Reason]++
+		reasons[string(c.Reason)]++
 	}
 	t.Fatalf("timed out waiting for %s; got %d changes by reason %v", what, len(got), reasons)
 	return Change{}
