@@ -50,7 +50,7 @@ const MinMaxWatches = 8192
 type Change struct {
 	Store  string
 	Root   string
-	Paths  []string // settled paths; empty for a whole-root scan
+	Paths  []string    // settled paths; empty for a whole-root scan
 	Reason jobs.Reason // change, scan, new-root, rescan, many changes, poll
 }
 
