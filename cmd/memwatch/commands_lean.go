@@ -134,7 +134,7 @@ func (g *globals) leanControl() (*controlClient, bool) {
 	}
 	c := newControl(socket)
 	if exists {
-		c.policy, c.stamp = control.PolicyID(path), control.PolicyStamp(path)
+		c.Expect(control.PolicyID(path), control.PolicyStamp(path))
 	}
 	return c, true
 }

@@ -3,9 +3,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -59,8 +57,7 @@ compaction goes through it so it cannot race a job.`,
 				return err
 			}
 			var res daemon.CompactResult
-			body, _ := json.Marshal(req)
-			err = ctl.do(context.Background(), "POST", "/v1/compact", bytes.NewReader(body), &res)
+			err = ctl.Compact(context.Background(), req, &res)
 			if errors.Is(err, errNoDaemon) {
 				d, derr := daemon.New(daemon.Config{Policy: p, PolicyPath: g.policy, StateDir: stateDir, Socket: listenSocket(p, stateDir), Version: version}, log)
 				if derr != nil {

@@ -178,8 +178,8 @@ func readDaemon(ctx context.Context, ctl *controlClient, f control.JournalQuery)
 		if len(recs) > 0 {
 			page.BeforeID = recs[len(recs)-1].ID
 		}
-		var got []control.Record
-		if err := ctl.do(ctx, "GET", "/v1/journal?"+page.Values().Encode(), nil, &got); err != nil {
+		got, err := ctl.Journal(ctx, page)
+		if err != nil {
 			return nil, err
 		}
 		recs = append(recs, got...)
@@ -197,8 +197,8 @@ func keptDaemon(ctx context.Context, ctl *controlClient, f control.JournalQuery)
 		return 0
 	}
 	q := control.JournalQuery{Store: f.Store, Root: f.Root, Rule: control.RuleKept}
-	var n control.JournalCount
-	if err := ctl.do(ctx, "GET", "/v1/journal/count?"+q.Values().Encode(), nil, &n); err != nil {
+	n, err := ctl.JournalCount(ctx, q)
+	if err != nil {
 		return 0
 	}
 	return n.Count

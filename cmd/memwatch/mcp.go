@@ -91,7 +91,7 @@ Add it to Claude Code with
 			cfg := mcpserver.Config{Policy: func() *policy.Policy { return p }, Root: root, Cwd: cwd, Version: version, Rewriter: rw, StateDir: fleetState(p, dir)}
 			cfg.Undo = func(ctx context.Context, id int64, force, dryRun bool) (daemon.UndoResult, error) {
 				var res daemon.UndoResult
-				err := g.control(p, dir).do(ctx, "POST", fmt.Sprintf("/v1/undo/%d?force=%t&dry_run=%t", id, force, dryRun), nil, &res)
+				err := g.control(p, dir).Undo(ctx, id, force, dryRun, &res)
 				if errors.Is(err, errNoDaemon) {
 					return undoOffline(dir, p, id, force, dryRun)
 				}

@@ -58,16 +58,16 @@ func (p *mcpProxy) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	// The control client's transport (it refuses a socket another user
 	// answers), with no overall timeout: a tool call is bounded by the
 	// daemon.
-	hc := &http.Client{Transport: p.ctl.http.Transport}
+	hc := &http.Client{Transport: p.ctl.Transport}
 	t := &mcp.StreamableClientTransport{Endpoint: p.endpoint, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: 2}
 	c := mcp.NewClient(&mcp.Implementation{Name: "memwatch-mcp", Version: version}, nil)
 	sess, err := c.Connect(ctx, t, nil)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) {
-			return nil, fmt.Errorf("%w (no answer on %s): %v", errNoDaemon, p.ctl.socket, err)
+			return nil, fmt.Errorf("%w (no answer on %s): %v", errNoDaemon, p.ctl.Socket, err)
 		}
-		return nil, fmt.Errorf("the daemon on %s refused the MCP session: %w", p.ctl.socket, err)
+		return nil, fmt.Errorf("the daemon on %s refused the MCP session: %w", p.ctl.Socket, err)
 	}
 	return sess, nil
 }

@@ -184,7 +184,7 @@ func (g *globals) socketPath(p *policy.Policy, stateDir string) string {
 func (g *globals) control(p *policy.Policy, stateDir string) *controlClient {
 	c := newControl(g.socketPath(p, stateDir))
 	if path, _, exists := g.policyRule(); exists {
-		c.policy = control.PolicyID(path)
+		c.Expect(control.PolicyID(path), "")
 	}
 	return c
 }

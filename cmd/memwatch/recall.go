@@ -194,8 +194,7 @@ func askRecall(ctx context.Context, ctl *controlClient, req control.RecallReques
 	for first := true; ; first = false {
 		page := req
 		page.Limit = min(want-len(res.Results), control.MaxLimit)
-		var got control.RecallResponse
-		err := ctl.do(ctx, "GET", "/v1/recall?"+page.Values().Encode(), nil, &got)
+		got, err := ctl.Recall(ctx, page)
 		switch {
 		case errors.Is(err, errNoDaemon) && first:
 			return res, false, nil

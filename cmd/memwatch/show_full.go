@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,12 +106,7 @@ func (g *globals) showLocal(ctx context.Context, p *policy.Policy, stateDir, dir
 // memwatch's spool here, or, for a note (file), the file as it is.
 func (g *globals) showIn(ctx context.Context, p *policy.Policy, stateDir, dir string, c spool.Citation, cite string, file bool) ([]spool.Shown, error) {
 	if !file {
-		var res control.ShowResponse
-		v := url.Values{"root": {dir}, "cite": {cite}}
-		if g.reveal {
-			v.Set("reveal", "1")
-		}
-		err := g.control(p, stateDir).do(ctx, "GET", "/v1/show?"+v.Encode(), nil, &res)
+		res, err := g.control(p, stateDir).Show(ctx, dir, cite, g.reveal)
 		switch {
 		case err == nil:
 			return res.Lines, nil

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,15 +29,11 @@ func (g *globals) showCitation(ctx context.Context, arg, dir string) ([]control.
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, "", errDelegate
 	}
-	v := url.Values{"cite": {arg}}
-	if g.reveal {
-		v.Set("reveal", "1")
-	}
+	root := ""
 	if path, _, _ := strings.Cut(arg, "#"); !filepath.IsAbs(path) {
-		v.Set("root", dir)
+		root = dir
 	}
-	var res control.ShowResponse
-	err = ctl.do(ctx, "GET", "/v1/show?"+v.Encode(), nil, &res)
+	res, err := ctl.Show(ctx, root, arg, g.reveal)
 	switch {
 	case err == nil:
 		return res.Lines, control.From(res.Lines), nil

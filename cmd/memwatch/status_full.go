@@ -35,8 +35,7 @@ func (g *globals) daemonStatus(ctx context.Context) (control.Status, error) {
 	if err != nil {
 		return st, err
 	}
-	err = ctl.do(ctx, "GET", "/v1/status", nil, &st)
-	return st, err
+	return ctl.Status(ctx)
 }
 
 // maxSizeFor is the max_size of the now-history store whose root dir is,

@@ -14,10 +14,10 @@ func (g *globals) fileStatus(string, bool) error { return errDelegate }
 // daemonStatus asks the daemon of the policy how it is; when none
 // answers, memwatchd says so (errDelegate).
 func (g *globals) daemonStatus(ctx context.Context) (control.Status, error) {
-	var st control.Status
 	ctl, ok := g.leanControl()
 	if !ok {
-		return st, errDelegate
+		return control.Status{}, errDelegate
 	}
-	return st, delegateUnanswered(ctl.do(ctx, "GET", "/v1/status", nil, &st))
+	st, err := ctl.Status(ctx)
+	return st, delegateUnanswered(err)
 }

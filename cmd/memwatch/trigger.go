@@ -3,9 +3,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -28,9 +26,8 @@ func triggerCmd(g *globals) *cobra.Command {
 			if len(args) == 2 {
 				req.Root = args[1]
 			}
-			body, _ := json.Marshal(req)
 			var out map[string]int
-			if err := ctl.do(context.Background(), "POST", "/v1/trigger", bytes.NewReader(body), &out); err != nil {
+			if err := ctl.Trigger(context.Background(), req.Store, req.Root, &out); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "queued evaluation of %d root(s) of store %s\n", out["queued"], req.Store)

@@ -96,7 +96,7 @@ policy sets ui: {enabled: true}.`,
 					}
 					rd = bytes.NewReader(b)
 				}
-				err := ctl.do(ctx, method, path, rd, out)
+				err := ctl.Do(ctx, method, path, rd, out)
 				if errors.Is(err, errNoDaemon) {
 					return ui.ErrNoDaemon
 				}

@@ -41,8 +41,7 @@ it cannot race a job.`,
 				return err
 			}
 			var res daemon.UndoResult
-			path := fmt.Sprintf("/v1/undo/%d?force=%t&dry_run=%t", id, force, dryRun)
-			err = ctl.do(context.Background(), "POST", path, nil, &res)
+			err = ctl.Undo(context.Background(), id, force, dryRun, &res)
 			if errors.Is(err, errNoDaemon) {
 				p, perr := g.policyIfGiven()
 				if perr != nil {
@@ -119,8 +118,7 @@ applies again at the next evaluation, which it asks for.`,
 			if err != nil {
 				return err
 			}
-			var res control.RedoResult
-			err = ctl.do(context.Background(), "POST", fmt.Sprintf("/v1/redo/%d", id), nil, &res)
+			res, err := ctl.Redo(context.Background(), id)
 			if errors.Is(err, errNoDaemon) {
 				res, err = redoOffline(dir, id)
 			}

@@ -3,13 +3,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -189,7 +187,7 @@ func (g *globals) versionSource() (*versionSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := ctl.do(context.Background(), "GET", "/healthz", nil, nil); !errors.Is(err, errNoDaemon) {
+	if err := ctl.Alive(context.Background()); !errors.Is(err, errNoDaemon) {
 		return &versionSource{ctl: ctl, pol: p, stateDir: dir}, nil
 	}
 	vs, err := versions.OpenReadOnly(context.Background(), dir)
@@ -206,7 +204,7 @@ func (s *versionSource) hostVersions(ctx context.Context, g *globals, path strin
 	var files []string
 	if s.ctl != nil {
 		var raw json.RawMessage
-		if err := s.ctl.do(ctx, "GET", "/v1/versions?path="+url.QueryEscape(path), nil, &raw); err != nil {
+		if err := s.ctl.Versions(ctx, path, &raw); err != nil {
 			return err
 		}
 		if json.Unmarshal(raw, &files) != nil || len(files) == 0 {
@@ -274,7 +272,7 @@ func (s *versionSource) rootOf(path string) (confine.ID, string, error) {
 func (s *versionSource) list(ctx context.Context, path string) ([]versions.Version, error) {
 	if s.ctl != nil {
 		var out []versions.Version
-		err := s.ctl.do(ctx, "GET", "/v1/versions?path="+url.QueryEscape(path), nil, &out)
+		err := s.ctl.Versions(ctx, path, &out)
 		return out, err
 	}
 	root, rel, err := s.rootOf(path)
@@ -286,9 +284,7 @@ func (s *versionSource) list(ctx context.Context, path string) ([]versions.Versi
 
 func (s *versionSource) files(ctx context.Context, path string) ([]string, error) {
 	if s.ctl != nil {
-		var out []string
-		err := s.ctl.do(ctx, "GET", "/v1/versions?root="+url.QueryEscape(path), nil, &out)
-		return out, err
+		return s.ctl.VersionedFiles(ctx, path)
 	}
 	root, _, err := s.rootOf(path)
 	if err != nil {
@@ -305,7 +301,7 @@ func (s *versionSource) content(ctx context.Context, path string, n int64) ([]by
 	}
 	if s.ctl != nil {
 		var out daemon.VersionContent
-		err := s.ctl.do(ctx, "GET", fmt.Sprintf("/v1/versions/content?path=%s&n=%d", url.QueryEscape(path), n), nil, &out)
+		err := s.ctl.VersionContent(ctx, path, n, &out)
 		return out.Content, err
 	}
 	root, rel, err := s.rootOf(path)
@@ -324,7 +320,7 @@ func (g *globals) restoreVersion(ctx context.Context, req daemon.RestoreRequest)
 		return daemon.RestoreResult{}, err
 	}
 	var res daemon.RestoreResult
-	err = ctl.do(ctx, "POST", "/v1/versions/restore", jsonBody(req), &res)
+	err = ctl.Restore(ctx, req, &res)
 	if !errors.Is(err, errNoDaemon) {
 		return res, err
 	}
@@ -350,7 +346,7 @@ func (g *globals) restoreLost(ctx context.Context, req daemon.RestoreLostRequest
 		return err
 	}
 	var res []daemon.RestoreResult
-	err = ctl.do(ctx, "POST", "/v1/versions/restore-deleted", jsonBody(req), &res)
+	err = ctl.RestoreDeleted(ctx, req, &res)
 	if errors.Is(err, errNoDaemon) {
 		err = offlineVersions(dir, p, req.Root, func(rw *rewrite.Rewriter, vs *versions.Store, s *policy.Store, rootPath string) error {
 			r, err := daemon.OpenRoot(s, rootPath)
@@ -448,9 +444,4 @@ func noRoot(p *policy.Policy, path string) error {
 			return fmt.Errorf("%s is not under a root of the policy", path)
 		}
 	}
-}
-
-func jsonBody(v any) *bytes.Reader {
-	b, _ := json.Marshal(v)
-	return bytes.NewReader(b)
 }

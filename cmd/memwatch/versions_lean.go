@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,8 +29,8 @@ func (g *globals) versions(ctx context.Context, host, arg string, o listing) err
 		return err
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		var files []string
-		if err := ctl.do(ctx, "GET", "/v1/versions?root="+url.QueryEscape(path), nil, &files); err != nil {
+		files, err := ctl.VersionedFiles(ctx, path)
+		if err != nil {
 			return delegateUnanswered(err)
 		}
 		for _, f := range files {
@@ -40,7 +39,7 @@ func (g *globals) versions(ctx context.Context, host, arg string, o listing) err
 		return nil
 	}
 	var vs []control.Version
-	if err := ctl.do(ctx, "GET", "/v1/versions?path="+url.QueryEscape(path), nil, &vs); err != nil {
+	if err := ctl.Versions(ctx, path, &vs); err != nil {
 		return delegateUnanswered(err)
 	}
 	return printVersions(g, path, vs, o)

@@ -1,0 +1,232 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"syscall"
+	"time"
+)
+
+// ErrNoDaemon means nothing answers on the control socket (or what
+// answers runs another policy): the caller does the work itself, or hands
+// it to memwatchd.
+var ErrNoDaemon = errors.New("memwatch daemon is not running")
+
+// ErrNotDaemon means another user's process answers on the control socket.
+var ErrNotDaemon = errors.New("refusing the control socket")
+
+// ErrNotFound is the daemon's 404: what was asked for is not there.
+var ErrNotFound = errors.New("not found")
+
+// Client is a typed client of the daemon's control API over its unix
+// socket: one method per endpoint, so no caller builds a URL.
+type Client struct {
+	// Socket is the control socket dialled.
+	Socket string
+	// Transport dials the socket, checking who answers (the MCP proxy
+	// uses it for its own requests).
+	Transport *http.Transport
+	http      *http.Client
+	// policy, when set, is the policy (PolicyID) the daemon must run: an
+	// answer naming another is not this command's daemon's.
+	policy string
+	// stamp, when set, is the policy files' PolicyStamp: an answer of a
+	// daemon that runs them as they were before is not taken (the full
+	// binary loads them and says what changed).
+	stamp string
+}
+
+// NewClient is a client of the daemon on socket.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "unix", socket)
+		if err != nil {
+			return nil, err
+		}
+		// The daemon runs as root or as this user: a socket another
+		// user's process answers is not memwatch's (it replaced the
+		// daemon's), and what the CLI would send it is not theirs.
+		if uid := PeerUID(c); uid >= 0 && uid != 0 && uid != os.Geteuid() {
+			c.Close()
+			return nil, fmt.Errorf("%w: the process answering on %s runs as uid %d, neither root nor you; it is not memwatch's daemon", ErrNotDaemon, socket, uid)
+		}
+		return c, nil
+	}}
+	return &Client{Socket: socket, Transport: tr, http: &http.Client{
+		Timeout:   2 * time.Minute, // an undo may wait for a running job
+		Transport: tr,
+	}}
+}
+
+// Expect makes the client refuse a daemon that runs another policy (id,
+// PolicyID) or the same one as it was before its files changed (stamp,
+// PolicyStamp; "" checks nothing).
+func (c *Client) Expect(id, stamp string) { c.policy, c.stamp = id, stamp }
+
+// Alive is GET /healthz: nil when the daemon answers.
+func (c *Client) Alive(ctx context.Context) error {
+	return c.Do(ctx, http.MethodGet, "/healthz", nil, nil)
+}
+
+// Status is GET /v1/status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	return st, c.Do(ctx, http.MethodGet, "/v1/status", nil, &st)
+}
+
+// Journal is GET /v1/journal: a page of records.
+func (c *Client) Journal(ctx context.Context, q JournalQuery) ([]Record, error) {
+	var out []Record
+	return out, c.Do(ctx, http.MethodGet, "/v1/journal?"+q.Values().Encode(), nil, &out)
+}
+
+// JournalCount is GET /v1/journal/count.
+func (c *Client) JournalCount(ctx context.Context, q JournalQuery) (JournalCount, error) {
+	var n JournalCount
+	return n, c.Do(ctx, http.MethodGet, "/v1/journal/count?"+q.Values().Encode(), nil, &n)
+}
+
+// Recall is GET /v1/recall: a page of results.
+func (c *Client) Recall(ctx context.Context, r RecallRequest) (RecallResponse, error) {
+	var out RecallResponse
+	return out, c.Do(ctx, http.MethodGet, "/v1/recall?"+r.Values().Encode(), nil, &out)
+}
+
+// Show is GET /v1/show: the lines a citation of root names.
+func (c *Client) Show(ctx context.Context, root, cite string, reveal bool) (ShowResponse, error) {
+	v := url.Values{"root": {root}, "cite": {cite}}
+	if reveal {
+		v.Set("reveal", "1")
+	}
+	var out ShowResponse
+	return out, c.Do(ctx, http.MethodGet, "/v1/show?"+v.Encode(), nil, &out)
+}
+
+// Versions is GET /v1/versions?path=: a file's versions; out is
+// []Version (or raw JSON).
+func (c *Client) Versions(ctx context.Context, path string, out any) error {
+	return c.Do(ctx, http.MethodGet, "/v1/versions?path="+url.QueryEscape(path), nil, out)
+}
+
+// VersionedFiles is GET /v1/versions?root=: the files of a root that have
+// versions.
+func (c *Client) VersionedFiles(ctx context.Context, root string) ([]string, error) {
+	var out []string
+	return out, c.Do(ctx, http.MethodGet, "/v1/versions?root="+url.QueryEscape(root), nil, &out)
+}
+
+// VersionContent is GET /v1/versions/content: version n of a file.
+func (c *Client) VersionContent(ctx context.Context, path string, n int64, out any) error {
+	return c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/versions/content?path=%s&n=%d", url.QueryEscape(path), n), nil, out)
+}
+
+// Restore is POST /v1/versions/restore (a RestoreRequest of the daemon).
+func (c *Client) Restore(ctx context.Context, req, out any) error {
+	return c.post(ctx, "/v1/versions/restore", req, out)
+}
+
+// RestoreDeleted is POST /v1/versions/restore-deleted.
+func (c *Client) RestoreDeleted(ctx context.Context, req, out any) error {
+	return c.post(ctx, "/v1/versions/restore-deleted", req, out)
+}
+
+// Undo is POST /v1/undo/{id}; out is the daemon's UndoResult.
+func (c *Client) Undo(ctx context.Context, id int64, force, dryRun bool, out any) error {
+	return c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/undo/%d?force=%t&dry_run=%t", id, force, dryRun), nil, out)
+}
+
+// Redo is POST /v1/redo/{id}.
+func (c *Client) Redo(ctx context.Context, id int64) (RedoResult, error) {
+	var out RedoResult
+	return out, c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/redo/%d", id), nil, &out)
+}
+
+// Trigger is POST /v1/trigger: an evaluation of a store's roots (or one).
+func (c *Client) Trigger(ctx context.Context, store, root string, out any) error {
+	return c.post(ctx, "/v1/trigger", struct {
+		Store string `json:"store"`
+		Root  string `json:"root,omitempty"`
+	}{store, root}, out)
+}
+
+// Compact is POST /v1/compact (a CompactRequest of the daemon).
+func (c *Client) Compact(ctx context.Context, req, out any) error {
+	return c.post(ctx, "/v1/compact", req, out)
+}
+
+func (c *Client) post(ctx context.Context, path string, req, out any) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	return c.Do(ctx, http.MethodPost, path, bytes.NewReader(b), out)
+}
+
+// Do sends a request and decodes a JSON answer into out. Nothing
+// answering is ErrNoDaemon; an answer of another policy's daemon too; a
+// refusal is a *RemoteError (a 400 wraps ErrUsage, a 404 ErrNotFound).
+func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://memwatch"+path, body)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("%w (no answer on %s; if it runs with another --state-dir or policy, give the same, or set MEMWATCH_STATE_DIR)", ErrNoDaemon, c.Socket)
+		}
+		return fmt.Errorf("control socket %s: %w", c.Socket, err)
+	}
+	defer resp.Body.Close()
+	if got := resp.Header.Get(PolicyHeader); c.policy != "" && got != "" && got != c.policy {
+		return fmt.Errorf("%w: the daemon on %s runs the policy %s, not %s (give --policy, or start memwatch with this one)", ErrNoDaemon, c.Socket, got, c.policy)
+	}
+	if got := resp.Header.Get(PolicyStampHeader); c.stamp != "" && got != "" && got != c.stamp {
+		return fmt.Errorf("%w: the policy files changed since the daemon loaded them", ErrNoDaemon)
+	}
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		if e.Error == "" {
+			e.Error = resp.Status
+		}
+		return &RemoteError{Status: resp.StatusCode, Msg: e.Error}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// RemoteError is the daemon's answer to a request it refused: a 400 is
+// the request's mistake (exit 2), a 404 something that is not there.
+type RemoteError struct {
+	Status int
+	Msg    string
+}
+
+func (e *RemoteError) Error() string { return e.Msg }
+
+func (e *RemoteError) Unwrap() error {
+	switch e.Status {
+	case http.StatusBadRequest:
+		return ErrUsage
+	case http.StatusNotFound:
+		return ErrNotFound
+	}
+	return nil
+}
