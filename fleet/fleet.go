@@ -624,18 +624,6 @@ func Local(dir string) HostStatus {
 	return st
 }
 
-// HostDirs lists the hosts restored under the state directory.
-func HostDirs(stateDir string) []string {
-	ents, _ := os.ReadDir(filepath.Join(stateDir, Dir))
-	var out []string
-	for _, e := range ents {
-		if e.IsDir() && hostName.MatchString(e.Name()) {
-			out = append(out, filepath.Join(stateDir, Dir, e.Name()))
-		}
-	}
-	return out
-}
-
 // maxLTX is the newest LTX file of a database in the bucket, across levels.
 func maxLTX(ctx context.Context, c litestream.ReplicaClient) (ltx.FileInfo, error) {
 	var best ltx.FileInfo

@@ -26,7 +26,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 
@@ -369,6 +368,3 @@ func Held(archives []Archive) (n int, bytes int64, kept int) {
 	}
 	return n, bytes, kept
 }
-
-// IsCompressed reports a name memwatch compressed.
-func IsCompressed(path string) bool { return strings.HasSuffix(path, ".gz") }

@@ -488,16 +488,6 @@ func Masked(text string) string {
 // Revision is the revision of gitleaks whose rules Default holds.
 func Revision() string { return gitleaksRevision }
 
-// Rules lists the kinds the detector names, sorted.
-func (d *Detector) Rules() []string {
-	var out []string
-	for _, r := range d.rules {
-		out = append(out, r.id)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // Values masks texts and remembers the values it masked, so that one
 // given again without what made it recognizable (a password without its
 // URL, repeated by a model) is masked too. The zero value is ready; not

@@ -59,13 +59,6 @@ func New(t testing.TB, steps ...Step) *Server {
 // BaseURL is the value for a policy's base_url.
 func (s *Server) BaseURL() string { return s.URL + "/v1" }
 
-// Push appends steps to the script.
-func (s *Server) Push(steps ...Step) {
-	s.mu.Lock()
-	s.steps = append(s.steps, steps...)
-	s.mu.Unlock()
-}
-
 // Calls is how many requests arrived.
 func (s *Server) Calls() int {
 	s.mu.Lock()
