@@ -138,13 +138,20 @@ func PolicyStamp(path string) string {
 		return ""
 	}
 	for _, e := range ents { // in name order
-		n := e.Name()
-		if e.IsDir() || strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".yaml") && !strings.HasSuffix(n, ".yml") {
+		if !IsPolicyFile(e) {
 			continue
 		}
-		if fi, err := os.Stat(filepath.Join(path, n)); err == nil {
-			add(n, fi)
+		if fi, err := os.Stat(filepath.Join(path, e.Name())); err == nil {
+			add(e.Name(), fi)
 		}
 	}
 	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// IsPolicyFile says whether an entry of a policy directory is one of its
+// files: *.yaml and *.yml, not hidden, not a directory. The loader
+// (policy.Load) and the stamp read the same set.
+func IsPolicyFile(e os.DirEntry) bool {
+	n := e.Name()
+	return !e.IsDir() && !strings.HasPrefix(n, ".") && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml"))
 }

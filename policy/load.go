@@ -154,17 +154,14 @@ func policyFiles(path string) ([]string, error) {
 	}
 	var files []string
 	for _, e := range ents {
-		n := e.Name()
-		if e.IsDir() || strings.HasPrefix(n, ".") {
+		if !control.IsPolicyFile(e) {
 			continue
 		}
-		if strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml") {
-			f := filepath.Join(path, n)
-			if err := control.CheckOwned(f); err != nil {
-				return nil, fmt.Errorf("refusing the policy: %w", err)
-			}
-			files = append(files, f)
+		f := filepath.Join(path, e.Name())
+		if err := control.CheckOwned(f); err != nil {
+			return nil, fmt.Errorf("refusing the policy: %w", err)
 		}
+		files = append(files, f)
 	}
 	sort.Strings(files)
 	return files, nil
