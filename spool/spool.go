@@ -180,26 +180,9 @@ func (s *Spool) prepared(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, 
 
 // Open opens (creating if needed) the spool in the state directory dir.
 func Open(ctx context.Context, dir string) (*Spool, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create state directory: %w", err)
-	}
-	if err := state.Trusted(dir); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, FileName)
-	if err := state.Private(path); err != nil {
-		return nil, err
-	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
+	db, path, err := state.OpenDB(ctx, dir, FileName, "spool", state.SyncNormal, schema+lineageSchema+packSchema)
 	if err != nil {
-		return nil, fmt.Errorf("open spool %s: %w", path, err)
-	}
-	// Writers are serialized by SQLite anyway; one connection keeps our
-	// goroutines from waiting on each other's locks.
-	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, schema+lineageSchema+packSchema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("initialise spool %s: %w", path, err)
+		return nil, err
 	}
 	if err := upgrade(ctx, db); err != nil {
 		db.Close()

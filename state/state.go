@@ -14,7 +14,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -80,47 +79,24 @@ CREATE TABLE IF NOT EXISTS disk (
 
 // Open opens (creating if needed) the state database in dir.
 func Open(ctx context.Context, dir string) (*DB, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create state directory: %w", err)
-	}
-	if err := Trusted(dir); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, FileName)
-	if err := Private(path); err != nil {
-		return nil, err
-	}
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	db, path, err := OpenDB(ctx, dir, FileName, "state database", SyncFull, schema)
 	if err != nil {
-		return nil, fmt.Errorf("open state database %s: %w", path, err)
-	}
-	// One writer connection avoids SQLITE_BUSY between our own goroutines;
-	// readers in other processes (memwatch log) still work thanks to WAL.
-	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("initialise state database %s: %w", path, err)
+		return nil, err
 	}
 	// Columns added since the first release: durations in microseconds
 	// (most actions take less than a millisecond), and the identity of
 	// the root directory an action was made in.
 	// The key of a change (a consolidated range) is looked up by index;
 	// the newest records of a file (who wrote a version) too.
-	for _, col := range []struct{ name, decl string }{
-		{"duration_us", "INTEGER NOT NULL DEFAULT 0"},
-		{"root_dev", "INTEGER NOT NULL DEFAULT 0"},
-		{"root_ino", "INTEGER NOT NULL DEFAULT 0"},
-		{"key", "TEXT NOT NULL DEFAULT ''"},
-		{"trigger", "TEXT NOT NULL DEFAULT ''"},
-	} {
-		var n int
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('journal') WHERE name = ?`, col.name).Scan(&n); err == nil && n == 0 {
-			if _, err := db.ExecContext(ctx, `ALTER TABLE journal ADD COLUMN `+col.name+` `+col.decl); err != nil && !strings.Contains(err.Error(), "duplicate column") {
-				db.Close()
-				return nil, fmt.Errorf("upgrade state database %s: %w", path, err)
-			}
-		}
+	if err := AddColumns(ctx, db,
+		Column{"journal", "duration_us", "INTEGER NOT NULL DEFAULT 0"},
+		Column{"journal", "root_dev", "INTEGER NOT NULL DEFAULT 0"},
+		Column{"journal", "root_ino", "INTEGER NOT NULL DEFAULT 0"},
+		Column{"journal", "key", "TEXT NOT NULL DEFAULT ''"},
+		Column{"journal", "trigger", "TEXT NOT NULL DEFAULT ''"},
+	); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("upgrade state database %s: %w", path, err)
 	}
 	if _, err := db.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS journal_key ON journal(root, target, key) WHERE key != '';
 		CREATE INDEX IF NOT EXISTS journal_file ON journal(root, target, id)`); err != nil {

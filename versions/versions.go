@@ -147,26 +147,11 @@ func newStore(db *sql.DB, dir string) (*Store, error) {
 
 // Open opens (creating) the versions database in the state directory dir.
 func Open(ctx context.Context, dir string) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create state directory: %w", err)
-	}
-	if err := state.Trusted(dir); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, FileName)
-	if err := state.Private(path); err != nil {
-		return nil, err
-	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
+	db, path, err := state.OpenDB(ctx, dir, FileName, "versions", state.SyncNormal, schema)
 	if err != nil {
-		return nil, fmt.Errorf("open versions %s: %w", path, err)
+		return nil, err
 	}
-	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("initialise versions %s: %w", path, err)
-	}
-	if err := upgrade(ctx, db); err != nil {
+	if err := state.AddColumns(ctx, db, state.Column{Table: "versions", Name: "mode", Decl: "INTEGER NOT NULL DEFAULT 0"}); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("upgrade versions %s: %w", path, err)
 	}
@@ -206,17 +191,6 @@ func OpenReadOnly(ctx context.Context, dir string) (*Store, error) {
 
 // upgrade adds the columns later releases keep: versions.mode, the file's
 // permission bits.
-func upgrade(ctx context.Context, db *sql.DB) error {
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('versions') WHERE name='mode'`).Scan(&n); err != nil || n > 0 {
-		return err
-	}
-	if _, err := db.ExecContext(ctx, `ALTER TABLE versions ADD COLUMN mode INTEGER NOT NULL DEFAULT 0`); err != nil && !strings.Contains(err.Error(), "duplicate column") {
-		return err
-	}
-	return nil
-}
-
 // Close closes the database.
 func (s *Store) Close() error {
 	s.enc.Close()
