@@ -26,6 +26,10 @@ var ErrNotDaemon = errors.New("refusing the control socket")
 // ErrNotFound is the daemon's 404: what was asked for is not there.
 var ErrNotFound = errors.New("not found")
 
+// SystemSocket is the control socket of the system service (systemd's
+// RuntimeDirectory=memwatch).
+const SystemSocket = "/run/memwatch/memwatch.sock"
+
 // Client is a typed client of the daemon's control API over its unix
 // socket: one method per endpoint, so no caller builds a URL.
 type Client struct {

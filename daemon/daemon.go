@@ -769,6 +769,8 @@ func (d *Daemon) serve(ctx context.Context) error {
 	d.log.Info("ready", "stores", counts.Stores, "roots", counts.Roots, "watches", counts.Watches, "polled", counts.Polled,
 		"state_dir", d.cfg.StateDir, "socket", d.cfg.Socket, "version", d.cfg.Version)
 	d.notify("READY=1\nSTATUS=watching " + fmt.Sprint(counts.Roots) + " roots")
+	wg.Add(1)
+	go func() { defer wg.Done(); d.sayTwoDaemons(ctx) }()
 	flush := time.NewTicker(10 * time.Second)
 	defer flush.Stop()
 	// The catch-up: every root found is evaluated once (its logs captured

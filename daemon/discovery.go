@@ -1,10 +1,13 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"time"
 
 	"github.com/memwatch/memwatch/control"
 )
@@ -42,4 +45,54 @@ func (d *Daemon) announce() func() {
 			os.Remove(path)
 		}
 	}
+}
+
+// sayTwoDaemons warns when the system's service maintains roots this
+// daemon (a user's) maintains too: two daemons would both rewrite the same
+// memory files, each its own way. The service answers a user only about
+// that user's roots.
+func (d *Daemon) sayTwoDaemons(ctx context.Context) {
+	if os.Geteuid() == 0 || d.cfg.Socket == control.SystemSocket {
+		return
+	}
+	if fi, err := os.Stat(control.SystemSocket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := control.NewClient(control.SystemSocket).Status(ctx)
+	if err != nil {
+		return
+	}
+	mine, err := d.watch.Roots(ctx)
+	if err != nil {
+		return
+	}
+	both := sharedRoots(st, mine)
+	if len(both) == 0 {
+		return
+	}
+	d.log.Warn("the system's memwatch service maintains roots this daemon maintains too: both would rewrite the same memory files; stop this one (the service serves you: memwatch recall, memwatch mcp), or leave the roots out of one policy",
+		"roots", len(both), "first", both[:min(len(both), 3)], "service_pid", st.PID)
+}
+
+// sharedRoots lists the roots of mine (by store) that another daemon's
+// status names too, sorted.
+func sharedRoots(theirs control.Status, mine map[string][]string) []string {
+	named := map[string]bool{}
+	for _, s := range theirs.Stores {
+		for _, r := range s.Roots {
+			named[filepath.Clean(r)] = true
+		}
+	}
+	var both []string
+	for _, roots := range mine {
+		for _, r := range roots {
+			if named[filepath.Clean(r)] {
+				both = append(both, r)
+			}
+		}
+	}
+	sort.Strings(both)
+	return both
 }

@@ -73,6 +73,5 @@ func announcedSocket(policy string) (string, bool) {
 	return "", false
 }
 
-// SystemSocket is the control socket of the system service (systemd's
-// RuntimeDirectory=memwatch).
-const SystemSocket = "/run/memwatch/memwatch.sock"
+// SystemSocket is the control socket of the system service.
+const SystemSocket = control.SystemSocket
