@@ -29,6 +29,10 @@ func visible(s string) string {
 		switch {
 		case r == '\t':
 			b.WriteRune(r)
+		case r == '\n':
+			// ↵, which every font has (Control Pictures' ␊ is tofu in
+			// many).
+			b.WriteRune('\u21b5')
 		case r < 0x20:
 			b.WriteRune(0x2400 + r)
 		case r == 0x7f:

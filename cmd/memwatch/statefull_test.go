@@ -3,8 +3,10 @@
 package main
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,14 +55,23 @@ func TestStateDiskFull(t *testing.T) {
 	const lines, saves = 6000, 40
 	log := filepath.Join(root, "sessions", "s1.jsonl")
 	mem := filepath.Join(root, "MEMORY.md")
-	pad := strings.Repeat("padding to fill the state directory ", 20)
+	// Text that does not compress (the spool keeps it in zstd blocks):
+	// it fills the 6 MiB as a transcript of tool output would.
+	rng := rand.New(rand.NewPCG(1, 2))
+	pad := func() string {
+		b := make([]byte, 360)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return hex.EncodeToString(b)
+	}
 	start := time.Now()
 	f, err := os.OpenFile(log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range lines {
-		fmt.Fprintf(f, `{"role":"user","content":"fullword tok%05d %s"}`+"\n", i, pad)
+		fmt.Fprintf(f, `{"role":"user","content":"fullword tok%05d %s"}`+"\n", i, pad())
 		if i%(lines/saves) == 0 {
 			os.WriteFile(mem, []byte(fmt.Sprintf("# Memory\n\n- save %d\n- the user deploys on Fridays\n", i/(lines/saves))), 0o644)
 		}
