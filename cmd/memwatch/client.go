@@ -6,11 +6,7 @@ import (
 
 // The daemon's typed client (control.Client) under the names the
 // commands use.
-var (
-	errNoDaemon       = control.ErrNoDaemon
-	errNotDaemon      = control.ErrNotDaemon
-	errRemoteNotFound = control.ErrNotFound
-)
+var errNoDaemon = control.ErrNoDaemon
 
 type controlClient = control.Client
 

@@ -122,7 +122,7 @@ applies again at the next evaluation, which it asks for.`,
 			if errors.Is(err, errNoDaemon) {
 				res, err = redoOffline(dir, id)
 			}
-			if errors.Is(err, errRemoteNotFound) || errors.Is(err, state.ErrNoRecord) {
+			if errors.Is(err, control.ErrNotFound) || errors.Is(err, state.ErrNoRecord) {
 				return fmt.Errorf("redo %d: %w", id, err)
 			}
 			if err != nil {
