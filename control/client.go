@@ -168,11 +168,19 @@ func (c *Client) Compact(ctx context.Context, req, out any) error {
 }
 
 func (c *Client) post(ctx context.Context, path string, req, out any) error {
-	b, err := json.Marshal(req)
+	return c.DoJSON(ctx, http.MethodPost, path, req, out)
+}
+
+// DoJSON is Do with body (nil: none) sent as JSON.
+func (c *Client) DoJSON(ctx context.Context, method, path string, body, out any) error {
+	if body == nil {
+		return c.Do(ctx, method, path, nil, out)
+	}
+	b, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	return c.Do(ctx, http.MethodPost, path, bytes.NewReader(b), out)
+	return c.Do(ctx, method, path, bytes.NewReader(b), out)
 }
 
 // Do sends a request and decodes a JSON answer into out. Nothing

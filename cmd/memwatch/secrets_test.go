@@ -163,12 +163,7 @@ func TestSecretsCommand(t *testing.T) {
 	if out, code := secretsOf(); code != 0 || !strings.Contains(out, "no credential found") {
 		t.Errorf("a home of plain conversations: exit %d\n%s", code, out)
 	}
-	var env strings.Builder
-	for _, c := range credentials {
-		env.WriteString(c.line + "\n")
-	}
-	tool, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "t1", "content": "cat .env\n" + env.String()}}}})
-	os.WriteFile(filepath.Join(root, "7d3a-env.jsonl"), append(tool, '\n'), 0o644)
+	catEnv(root)
 	out, code := secretsOf()
 	if code != 1 {
 		t.Errorf("credentials found: exit %d, want 1\n%s", code, out)
@@ -196,12 +191,7 @@ func TestStatusCountsSecrets(t *testing.T) {
 	if out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput(); err != nil {
 		t.Fatalf("init: %v\n%s", err, out)
 	}
-	var env strings.Builder
-	for _, c := range credentials {
-		env.WriteString(c.line + "\n")
-	}
-	tool, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "t1", "content": "cat .env\n" + env.String()}}}})
-	os.WriteFile(filepath.Join(root, "7d3a-env.jsonl"), append(tool, '\n'), 0o644)
+	catEnv(root)
 	state := filepath.Join(home, "state")
 	p := start(t, "--policy", pol, "--state-dir", state)
 	p.waitLog("ready", 10*time.Second)
@@ -228,4 +218,15 @@ func TestStatusCountsSecrets(t *testing.T) {
 			t.Errorf("status prints the %s value", c.kind)
 		}
 	}
+}
+
+// catEnv writes a Claude Code session whose tool result is a .env holding
+// every credential of credentials, as 7d3a-env.jsonl in root.
+func catEnv(root string) {
+	var env strings.Builder
+	for _, c := range credentials {
+		env.WriteString(c.line + "\n")
+	}
+	tool, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "t1", "content": "cat .env\n" + env.String()}}}})
+	os.WriteFile(filepath.Join(root, "7d3a-env.jsonl"), append(tool, '\n'), 0o644)
 }

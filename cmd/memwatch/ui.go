@@ -3,14 +3,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -88,15 +85,7 @@ policy sets ui: {enabled: true}.`,
 			}
 			ctl := g.control(p, dir)
 			cfg.API = func(ctx context.Context, method, path string, body, out any) error {
-				var rd io.Reader
-				if body != nil {
-					b, err := json.Marshal(body)
-					if err != nil {
-						return err
-					}
-					rd = bytes.NewReader(b)
-				}
-				err := ctl.Do(ctx, method, path, rd, out)
+				err := ctl.DoJSON(ctx, method, path, body, out)
 				if errors.Is(err, errNoDaemon) {
 					return ui.ErrNoDaemon
 				}
