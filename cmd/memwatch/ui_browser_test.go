@@ -291,6 +291,35 @@ func TestReviewPagesInABrowser(t *testing.T) {
 		t.Errorf("at 360 px the overview is %d px wide", width)
 	}
 	screenshot(t, ctx, "overview-360px")
+	// No word broken in two, on the overview nor a record: a word (no
+	// space in it) of a heading, a table's header or a badge lies on one
+	// line. (Paths may break: they are no word.)
+	for _, page := range []string{base, base + "record/1"} {
+		do(t, ctx, "open "+page+" at 360 px", chromedp.Navigate(page), chromedp.WaitVisible(`h1`))
+		broken, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
+			const out = [];
+			const walk = document.createTreeWalker(document.querySelector("main"), NodeFilter.SHOW_TEXT);
+			for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+				const el = n.parentElement;
+				if (!el.closest("th, .tag, h2, dt, button, label")) continue;
+				const re = /[A-Za-z]{4,}/g;
+				let m;
+				while ((m = re.exec(n.data))) {
+					const r = document.createRange();
+					r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+					const tops = new Set([...r.getClientRects()].map(x => Math.round(x.top)));
+					if (tops.size > 1) out.push(m[0]);
+				}
+			}
+			return out;
+		})()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(broken) > 0 {
+			t.Errorf("at 360 px %s breaks words in two: %v", page, broken)
+		}
+	}
 }
 
 // TestReviewPageWeight measures, in the browser, what the overview of 50
