@@ -222,7 +222,9 @@ func (d *Daemon) authenticate(tcp bool, adminToken string, h http.Handler) http.
 				c = tokenCaller(adminToken, d.Policy().Control.Tokens, got)
 			}
 			switch {
-			case c == nil && ui && r.URL.Path == "/ui/login":
+			case c == nil && ui && (r.URL.Path == "/ui/login" || r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/ui/static/")):
+				// The sign-in page, and the pages' own style and script
+				// (no memory in them): a page that refuses is styled too.
 				c = Anonymous()
 			case c == nil && ui && r.Method == http.MethodGet:
 				http.Redirect(w, r, "/ui/login", http.StatusSeeOther)

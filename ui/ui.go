@@ -172,7 +172,10 @@ func (s *Server) secure(h http.Handler) http.Handler {
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Referrer-Policy", "same-origin") // same-origin forms send their Origin (with no-referrer, Chromium sends "null")
 		hd.Set("Cache-Control", "no-store")
-		if s.cfg.Key != "" {
+		// The pages' own style and script hold no memory: served to a
+		// browser without a session, so the page that refuses is styled.
+		static := r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, s.cfg.Prefix+"static/")
+		if s.cfg.Key != "" && !static {
 			if k := r.URL.Query().Get("key"); k != "" {
 				if subtle.ConstantTimeCompare([]byte(k), []byte(s.cfg.Key)) != 1 {
 					s.fail(w, r, http.StatusUnauthorized, errors.New("wrong key: open the address memwatch ui printed"))

@@ -104,6 +104,10 @@ func TestPagesNeedTheKey(t *testing.T) {
 			t.Errorf("GET %s without the session: got %d, want 401 and nothing of the memory", path, code)
 		}
 	}
+	// The refusal is styled: the pages' stylesheet needs no session.
+	if code, body := f.get(t, "/static/style.css"); code != http.StatusOK || !strings.Contains(body, "main {") {
+		t.Errorf("GET /static/style.css without the session: got %d, want the stylesheet", code)
+	}
 	f.signIn(t)
 	if code, body := f.get(t, "/"); code != http.StatusOK || !strings.Contains(body, "notes") {
 		t.Errorf("overview after signing in: got %d\n%s", code, body)
