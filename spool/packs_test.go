@@ -172,6 +172,9 @@ func TestPruneLeavesNoTextInBlocks(t *testing.T) {
 // (every line inline, no pack column) opens, converts with Pack, and
 // keeps every line byte for byte; a kill between blocks loses nothing.
 func TestSpoolBeforePacksConverts(t *testing.T) {
+	if packMinSQL != fmt.Sprint(packMin) {
+		t.Fatalf("packMinSQL %s is not packMin %d", packMinSQL, packMin)
+	}
 	ctx := context.Background()
 	stateDir := t.TempDir()
 	s, err := Open(ctx, stateDir)
@@ -220,7 +223,7 @@ func TestSpoolBeforePacksConverts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, q := range []string{`DROP TABLE packs`, `ALTER TABLE lines DROP COLUMN pack`, `ALTER TABLE logs DROP COLUMN inline`} {
+	for _, q := range []string{`DROP INDEX logs_inline`, `DROP TABLE packs`, `ALTER TABLE lines DROP COLUMN pack`, `ALTER TABLE logs DROP COLUMN inline`} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

@@ -254,7 +254,8 @@ func upgrade(ctx context.Context, db *sql.DB) error {
 	// lately (GoneSince) and a database's conversations (RecordLogs),
 	// found without reading every log of the root.
 	_, err := db.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS logs_gone ON logs(root, missing, changed);
-		CREATE INDEX IF NOT EXISTS logs_ino ON logs(root, ino)`)
+		CREATE INDEX IF NOT EXISTS logs_ino ON logs(root, ino);
+		CREATE INDEX IF NOT EXISTS logs_inline ON logs(inline) WHERE inline >= `+packMinSQL)
 	return err
 }
 
