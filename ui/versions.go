@@ -95,7 +95,11 @@ func (s *Server) restoreVersion(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusForbidden, errors.New("the restore did not come from this page (its CSRF token or origin is wrong): reload the page and press Restore again"))
 		return
 	}
-	root, rel := r.PostFormValue("root"), r.PostFormValue("path")
+	root, rel := r.PostFormValue("root"), filepath.Clean(r.PostFormValue("path"))
+	if !filepath.IsLocal(rel) {
+		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("bad path %q: give the file's path in its root", r.PostFormValue("path")))
+		return
+	}
 	n, err := strconv.ParseInt(r.PostFormValue("n"), 10, 64)
 	if err != nil || n < 1 {
 		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("bad version %q", r.PostFormValue("n")))

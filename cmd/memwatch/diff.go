@@ -95,7 +95,7 @@ Nothing is written.`,
 			if err != nil {
 				return err
 			}
-			g.page(terminalText(d, colored, diffColour), noPager)
+			g.page(g.terminalText(d, colored, diffColour), noPager)
 			return nil
 		},
 	}

@@ -52,16 +52,20 @@ const (
 )
 
 // terminalText is what a command wrote for a person (agents' text in it
-// included), made inert for a terminal (see terminal.go), each line then
+// included), made inert when it goes to a terminal (see terminal.go; a
+// pipe or a file gets the bytes as they are, as before), each line then
 // coloured by colour (nil, or colour off: as it is). Colour codes are
 // memwatch's, added after the text is inert.
-func terminalText(text string, colored bool, colour func(line string) string) string {
-	var b strings.Builder
-	inert{&b}.Write([]byte(text))
-	if !colored || colour == nil {
-		return b.String()
+func (g *globals) terminalText(text string, colored bool, colour func(line string) string) string {
+	if isTerminal(g.rawOut) {
+		var b strings.Builder
+		inert{&b}.Write([]byte(text))
+		text = b.String()
 	}
-	lines := strings.SplitAfter(b.String(), "\n")
+	if !colored || colour == nil {
+		return text
+	}
+	lines := strings.SplitAfter(text, "\n")
 	var out strings.Builder
 	for _, l := range lines {
 		body, nl := strings.CutSuffix(l, "\n")

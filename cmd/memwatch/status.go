@@ -42,7 +42,7 @@ no content (what the memory_status tool returns).`,
 			}
 			var b strings.Builder
 			printStatus(g, &b, st)
-			g.page(terminalText(b.String(), colored, statusColour), noPager)
+			g.page(g.terminalText(b.String(), colored, statusColour), noPager)
 			return nil
 		},
 	}

@@ -80,7 +80,7 @@ func printVersions(g *globals, path string, vs []control.Version, o listing) err
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	g.page(terminalText(b.String(), o.colored, func(line string) string {
+	g.page(g.terminalText(b.String(), o.colored, func(line string) string {
 		switch {
 		case strings.HasPrefix(line, "VERSION"):
 			return sgrHeader
