@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,9 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -115,14 +118,18 @@ Crush: the projects Crush lists in ~/.local/share/crush/projects.json) and
 print a policy with one store
 per agent found, using its preset, with how many sessions and memory files
 each has. --write writes the policy where every command looks for it
-(~/.config/memwatch/policy.yaml, or as root /etc/memwatch/policy.d/memwatch.yaml;
---write FILE elsewhere), refusing to overwrite one unless --force; then
+(--policy or $MEMWATCH_POLICY when given, else ~/.config/memwatch/policy.yaml,
+or as root /etc/memwatch/policy.d/memwatch.yaml; --write=FILE elsewhere),
+refusing to overwrite one unless --force; then memwatch run (or memwatch
+install --user, as a service) keeps that memory, and memwatch recall (or
+memwatch mcp) searches all of your past sessions. memwatch validate
+--expand shows every key a preset stands for.
 
-  memwatch run            (or memwatch install --user, as a service)
-
-keeps that memory, and memwatch recall (or memwatch mcp) searches all of
-your past sessions. memwatch validate --expand shows every key a preset
-stands for.`,
+When the machine's memwatch service already maintains some of the roots
+found, init says so: that service serves you (recall, mcp, undo) and a
+daemon of your own would rewrite the same files.`,
+		Example: `  memwatch init                # print the policy for the agents found in your home
+  memwatch init --write        # write it where every command looks for it`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -132,6 +139,12 @@ stands for.`,
 				return usageError{fmt.Errorf("unexpected argument %q (the file goes with --write)", args[0])}
 			case write == defaultWrite:
 				write = initPolicyPath()
+				if p, named, _ := g.policyRule(); named {
+					write = p // where every command looks: the flag's or $MEMWATCH_POLICY's
+					if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+						write = filepath.Join(p, "memwatch.yaml")
+					}
+				}
 			}
 			if home == "" {
 				h, err := os.UserHomeDir()
@@ -161,6 +174,9 @@ stands for.`,
 			if len(finds) == 0 {
 				fmt.Fprintf(g.stderr, "found no agent data under %s (looked for %s)\n", home, knownAgents())
 			}
+			if os.Geteuid() != 0 {
+				sayServiceKeeps(cmd.Context(), g.stderr, home, control.SystemSocket)
+			}
 			if write == "" {
 				fmt.Fprint(g.stdout, text)
 				return nil
@@ -186,14 +202,45 @@ stands for.`,
 		},
 	}
 	cmd.Flags().StringVar(&home, "home", "", "the home directory to look in (default: yours)")
-	cmd.Flags().StringVar(&write, "write", "", "write the policy where memwatch looks for it (or to FILE) instead of printing it")
+	cmd.Flags().StringVar(&write, "write", "", "write the policy where memwatch looks for it (or to `FILE`, as --write=FILE) instead of printing it")
 	cmd.Flags().Lookup("write").NoOptDefVal = defaultWrite
 	cmd.Flags().BoolVar(&force, "force", false, "with --write, replace an existing file")
 	return cmd
 }
 
-// defaultWrite is --write given with no file.
-const defaultWrite = "\x00default"
+// sayServiceKeeps says when the machine's memwatch service (root's)
+// already maintains roots under home: a daemon of the user's own would
+// rewrite the same files, and the service serves the user already. It
+// answers a user about that user's roots only.
+func sayServiceKeeps(ctx context.Context, w io.Writer, home, socket string) {
+	if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	st, err := control.NewClient(socket).Status(ctx)
+	if err != nil {
+		return
+	}
+	var under []string
+	for _, s := range st.Stores {
+		for _, r := range s.Roots {
+			if rel, err := filepath.Rel(home, r); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				under = append(under, r)
+			}
+		}
+	}
+	if len(under) == 0 {
+		return
+	}
+	sort.Strings(under)
+	fmt.Fprintf(w, "note: the machine's memwatch service already maintains %d root(s) here (%s): it serves you (memwatch recall, memwatch mcp, undo); run no daemon of your own for them, or leave them out of this policy\n",
+		len(under), strings.Join(under[:min(len(under), 3)], ", "))
+}
+
+// defaultWrite is --write given with no file: "where memwatch looks", as
+// --help shows it (--write=FILE names a file).
+const defaultWrite = "where memwatch looks"
 
 func knownAgents() string {
 	var names []string

@@ -3,13 +3,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 )
@@ -101,5 +105,43 @@ func TestInitNamesCrushProjects(t *testing.T) {
 	got := pol.Stores[0].Roots()
 	if len(got) != 2 || got[0] != shallow && got[1] != shallow || got[0] != deep && got[1] != deep {
 		t.Errorf("roots of the policy: got %q, want %q and %q", got, shallow, deep)
+	}
+}
+
+// TestInitSaysTheServiceKeeps: init, run by a user while the machine's
+// service maintains roots in that user's home, says so (a second daemon
+// would rewrite the same files); roots elsewhere are not mentioned.
+func TestInitSaysTheServiceKeeps(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	sock := filepath.Join(dir, "memwatch.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(control.Status{Stores: []control.StoreStatus{
+			{Name: "claude-code", Roots: []string{filepath.Join(home, ".claude", "projects", "-work-billing"), "/home/other/.claude/projects/-x"}},
+		}})
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	for _, tc := range []struct {
+		home, want string
+	}{
+		{home, "already maintains 1 root(s) here (" + filepath.Join(home, ".claude", "projects", "-work-billing") + ")"},
+		{filepath.Join(dir, "elsewhere"), ""},
+	} {
+		var b strings.Builder
+		sayServiceKeeps(context.Background(), &b, tc.home, sock)
+		if got := b.String(); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("home %s: said %q, want %q", tc.home, got, tc.want)
+		}
+	}
+	var b strings.Builder
+	sayServiceKeeps(context.Background(), &b, home, filepath.Join(dir, "none.sock"))
+	if b.Len() != 0 {
+		t.Errorf("no service: said %q", b.String())
 	}
 }
