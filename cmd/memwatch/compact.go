@@ -35,7 +35,8 @@ like any other. --dry-run writes nothing and prints a unified diff of what
 would change, the guard verdict and the token estimate. --compactor
 overrides the store's compactor for this run. When the daemon runs, the
 compaction goes through it so it cannot race a job.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  memwatch compact --dry-run MEMORY.md   # what compaction would do now; nothing written`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.logger()
 			if err != nil {

@@ -19,22 +19,18 @@ func diffCmd(g *globals) *cobra.Command {
 		Use:   "diff OLD NEW",
 		Short: "Show what changed between two versions, an archive and a file (compressed archives too)",
 		Long: `Print a unified diff from OLD to NEW, e.g. from an archive memwatch made
-before a compaction to the file as it is now:
-
-  memwatch diff memory/2026-01-15-1430.md memory.md
-
+before a compaction (memory/2026-01-15-1430.md) to the file as it is now.
 Either file may be an archive that retention compressed (ARCHIVE.gz): it
 is read decompressed, so the diff shows the text. FILE@N is version N of
-a memory file (memwatch versions FILE lists them):
-
-  memwatch diff MEMORY.md@3 MEMORY.md@5
-  memwatch diff MEMORY.md@3 MEMORY.md
+a memory file (memwatch versions FILE lists them).
 
 On a central node (fleet:), HOST:PATH@N is version N of a host's memory
 file (memwatch versions HOST:PATH lists them); --host HOST takes both as
 that host's (memwatch diff --host box-1 /p/MEMORY.md@2 /p/MEMORY.md@3).
 
 Nothing is written.`,
+		Example: `  memwatch diff MEMORY.md@1 MEMORY.md      # what changed since version 1
+  memwatch diff MEMORY.md@1 MEMORY.md@2    # between two versions`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var text, label [2]string

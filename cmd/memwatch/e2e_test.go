@@ -127,7 +127,15 @@ func start(t *testing.T, args ...string) *proc {
 
 func startBin(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, bin, nil, args...)
+}
+
+// startEnv starts memwatch run with env as its environment (nil: the
+// test's).
+func startEnv(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, cmd: exec.Command(bin, append([]string{"run", "--log-format", "json", "--log-level", "debug"}, args...)...), done: make(chan error, 1)}
+	p.cmd.Env = env
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

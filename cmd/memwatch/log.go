@@ -40,10 +40,10 @@ journaled, until Ctrl-C.
 Exit status: 0 when records are printed (or the journal is empty), 1 when
 none matches what --store, --root, --rule, --since or --until asked for,
 2 on a usage error (an unknown --store, --rule or --root, a bad time).`,
-		Example: `  memwatch log                     the last 50 records
-  memwatch log -n 5 --since 2h     at most 5, of the last two hours
-  memwatch log --rule compress-memory -f   follow MEMORY.md's compressions
-  memwatch log --since 14:00       what happened since two o'clock`,
+		Example: `  memwatch log                             # the last 50 records
+  memwatch log -n 5 --since 2h             # at most 5, of the last two hours
+  memwatch log --rule compress-memory -f   # follow MEMORY.md's compressions
+  memwatch log --since 14:00               # what happened since two o'clock`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.Limit < 1 || f.Limit > 100_000 {

@@ -35,7 +35,8 @@ decide from it) and those naming an archive still on disk. An undo of a
 removed record says it was pruned.
 
 With --dry-run nothing changes. Without retention keys everything is kept.`,
-		Args: cobra.NoArgs,
+		Example: `  memwatch prune --dry-run     # what retention would remove and free; nothing removed`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := g.loadPolicy()
 			if err != nil {

@@ -55,6 +55,10 @@ search went and, for a question, why each result ranked where it did.
 On a central node (a policy with fleet:), --all searches its copy of every
 host it follows, --host NAME one of them; each result names its host and
 is cited HOST:/path#L5, which memwatch show takes as printed.`,
+		Example: `  memwatch recall "what did we decide about the deploy?"   # a question: the best answers first
+  memwatch recall -n 3 -C 1 ratelimit                     # a word: 3 results, a turn either side
+  memwatch recall --all --sort newest "rate limiter"      # a phrase in every root, newest first
+  memwatch recall --explain deploy                        # which way the search went`,
 		Args: needArgs(1, "what to search for: a question in plain words, a word, or \"a phrase\""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			oneShot()

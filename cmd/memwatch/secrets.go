@@ -41,6 +41,8 @@ a credential leaking, rotate it.
 
 Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
 2 on a usage error.`,
+		Example: `  memwatch secrets             # where credentials sit, newest first (exit 1 when any)
+  memwatch secrets --json      # the same as JSON, values never printed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := g.readPolicy()

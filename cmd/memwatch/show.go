@@ -41,6 +41,9 @@ memwatch log --kept list), it prints its content, decompressed.
 
 Exit status: 0 when the lines are shown, 1 when there are no such lines
 (past the file's end, a log memwatch never saw), 2 on a usage error.`,
+		Example: `  memwatch show MEMORY.md#L3           # line 3 of a memory file, with the lines around it
+  memwatch show -C 10 MEMORY.md#L3-5   # lines 3 to 5, ten either side
+  memwatch show MEMORY.md              # the whole file`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			colored, err := useColor(color, g.rawOut)

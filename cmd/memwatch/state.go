@@ -39,10 +39,9 @@ func stateRestoreCmd(g *globals) *cobra.Command {
 replicate: names: the journal, the spool (every session line captured) and
 every version of every memory file, as they were a fraction of a second
 before the old host stopped. The recall index is rebuilt by the daemon.
-
-  memwatch state restore --policy /etc/memwatch/policy.d
-  memwatch run --policy /etc/memwatch/policy.d          # or start the service
-  memwatch restore --missing ~/notes                     # memory files not on disk, back
+On a new host, with the old host's policy in place: memwatch state restore,
+then memwatch run (or start the service), then memwatch restore --missing
+ROOT for each root, to put back the memory files that are not on disk.
 
 It refuses a state directory that holds anything (give --force to replace
 its databases) and a running daemon's.`,

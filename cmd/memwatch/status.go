@@ -24,6 +24,8 @@ func statusCmd(g *globals) *cobra.Command {
 LLM budget use. With FILE (a now-history memory.md): its path, size, line
 count, headings with line numbers and line counts, and archive info, with
 no content (what the memory_status tool returns).`,
+		Example: `  memwatch status              # the daemon: stores, roots, queue, jobs, holds
+  memwatch status MEMORY.md    # a memory file's structure against its limits`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {

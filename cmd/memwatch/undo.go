@@ -30,6 +30,8 @@ func undoCmd(g *globals) *cobra.Command {
 the agent changed the file since, unless --force, which archives the
 current content first. When the daemon runs, the undo goes through it so
 it cannot race a job.`,
+		Example: `  memwatch undo --dry-run 1    # what undoing record 1 would restore (memwatch log lists ids)
+  memwatch undo 1              # restore it: its rule leaves the file alone until redo`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseInt(args[0], 10, 64)
@@ -108,7 +110,8 @@ does not make it again on that file until the file has grown past the
 rule's threshold again with the agent's own new content (memwatch status
 lists such holds). memwatch redo ID ends the hold at once: the rule
 applies again at the next evaluation, which it asks for.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  memwatch redo 1              # let the rule of record 1 apply to its files again`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil || id < 1 {

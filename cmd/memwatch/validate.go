@@ -35,6 +35,8 @@ The keys (docs/policy.md, "Every key", says what each means, its default and
 bounds):
 
 ` + policy.KeySummary(registry.Specs()),
+		Example: `  memwatch validate            # check the policy every command reads
+  memwatch validate --expand   # and show every key its presets stand for`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := g.loadPolicy()

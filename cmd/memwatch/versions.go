@@ -80,16 +80,15 @@ func restoreCmd(g *globals) *cobra.Command {
 		Short: "Put an earlier version of a memory file back, or files an agent deleted",
 		Long: `Put a version of a memory file back through the safe rewrite: what the
 file holds now is archived first, the change is journaled, and memwatch
-undo takes it back again.
-
-  memwatch restore MEMORY.md@3                    # version 3 (memwatch versions lists them)
-  memwatch restore MEMORY.md@2026-11-25T09:00:00Z # the version of that time
-  memwatch restore MEMORY.md@2h                   # the version of two hours ago
-  memwatch restore --deleted ~/notes --since 1h   # every memory file an agent deleted in the last hour
-  memwatch restore --missing ~/notes              # every memory file with versions not on disk (a new host)
+undo takes it back again. The version is a number (memwatch versions
+lists them), a time (MEMORY.md@2026-11-25T09:00:00Z: the version of that
+time) or a time ago (MEMORY.md@2h).
 
 It needs the undo right and a store that allows undo (allow_undo). With
 the daemon running it goes through it; otherwise it runs here, as undo does.`,
+		Example: `  memwatch restore MEMORY.md@1               # put version 1 back
+  memwatch restore --deleted .. --since 1h   # every file an agent deleted in the last hour
+  memwatch restore --missing ..              # every file with versions but not on disk (a new host)`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if deleted != "" || missing != "" {
 				return cobra.NoArgs(cmd, args)

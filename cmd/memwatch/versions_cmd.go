@@ -19,19 +19,16 @@ func versionsCmd(g *globals) *cobra.Command {
 		Short: "List every version of a memory file memwatch kept (the agent's writes and its own)",
 		Long: `List the versions of a memory file: when each was written, its size,
 the lines it added and removed, and who wrote it (the agent, or memwatch
-with its journal record). A deleted file lists its deletion last.
-
-  memwatch versions ~/.claude/projects/p/memory/MEMORY.md
-  memwatch diff MEMORY.md@3 MEMORY.md@5      # what changed between two
-  memwatch restore MEMORY.md@3               # put version 3 back
+with its journal record). A deleted file lists its deletion last. memwatch
+diff FILE@N FILE@M shows what changed between two, memwatch restore FILE@N
+puts one back.
 
 With a root directory instead of a file it lists the files that have versions.
 On a central node (fleet:), HOST:PATH is a file (or root) of a host it
-follows, as recall cites it, read from what the host replicated:
-
-  memwatch versions box-1:/home/ana/.claude/projects/p/memory/MEMORY.md
-  memwatch versions --host box-1 /home/ana/notes/MEMORY.md
-  memwatch diff box-1:/home/ana/notes/MEMORY.md@2 box-1:/home/ana/notes/MEMORY.md@3`,
+follows, as recall cites it, read from what the host replicated
+(box-1:/home/ana/notes/MEMORY.md, or --host box-1 /home/ana/notes/MEMORY.md).`,
+		Example: `  memwatch versions MEMORY.md    # every version of the file, who wrote it
+  memwatch versions ..           # the files of this root that have versions`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			colored, err := useColor(color, g.rawOut)
