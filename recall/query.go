@@ -26,6 +26,10 @@ type Query struct {
 	rare int
 	// grams are the trigram hashes every matching line's text must hold.
 	grams []uint32
+	// kind is the kind of credential the query names (searchKind); only,
+	// a kind a line must hold a credential of to match (one keyword's
+	// search of searchKind).
+	kind, only string
 }
 
 // ErrEmptyQuery is returned for a query with no term.
@@ -40,7 +44,7 @@ func ParseQuery(q string) (Query, error) {
 	if len(q) > MaxQuery {
 		return Query{}, errors.New("recall: the query is longer than 1024 bytes")
 	}
-	out := Query{Text: q}
+	out := Query{Text: q, kind: secrets.Default().KindOf(strings.Trim(q, `"`))}
 	if len(q) >= 2 && strings.HasPrefix(q, `"`) && strings.HasSuffix(q, `"`) {
 		out.terms = [][]byte{fold([]byte(q[1 : len(q)-1]))}
 		out.phrase = true

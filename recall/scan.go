@@ -194,7 +194,14 @@ type file struct {
 // Search runs q over the roots. Results come notes first (newest file
 // first, lines in order), then logs (newest file first, newest line first).
 func Search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
-	rs, st, err := search(ctx, q, o)
+	if o.Limit <= 0 {
+		o.Limit = DefaultLimit
+	}
+	run := search
+	if q.kind != "" {
+		run = searchKind
+	}
+	rs, st, err := run(ctx, q, o)
 	recite(o.Roots, rs)
 	return rs, st, err
 }
@@ -444,6 +451,9 @@ func (s *searcher) sample(f file, data []byte) {
 // emit adds a matching line; it returns errLimit once the search is done.
 // Past the limit it only counts matches, up to Options.More.
 func (s *searcher) emit(f file, line int64, raw, text []byte, at int) error {
+	if s.q.only != "" && !holdsKind(text, s.q.only) {
+		return nil
+	}
 	if len(s.results) >= s.o.Limit {
 		s.stats.More++
 		if s.stats.More >= s.o.More {

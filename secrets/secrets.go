@@ -458,6 +458,43 @@ func entropy(s string) float64 {
 	return h
 }
 
+// Keywords are the keywords of the rule of that kind (its id), lowercase:
+// every text holding a credential of the kind holds one of them. None for
+// a kind no rule has.
+func (d *Detector) Keywords(kind string) []string {
+	var out []string
+	for w, rs := range d.byWord {
+		for _, i := range rs {
+			if d.rules[i].id == kind {
+				out = append(out, w)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// KindOf is the kind a search names: a mask as memwatch prints it
+// ([REDACTED:aws-access-token], REDACTED:aws-access-token) or a rule's id
+// of more than one word (aws-access-token; a one-word id such as "jwt" is
+// a word people search for as such). "" when it names none.
+func (d *Detector) KindOf(query string) string {
+	q := strings.ToLower(strings.TrimSpace(query))
+	q = strings.TrimSuffix(strings.TrimPrefix(q, "["), "]")
+	masked := strings.HasPrefix(q, "redacted:")
+	q = strings.TrimPrefix(q, "redacted:")
+	if !masked && !strings.Contains(q, "-") {
+		return ""
+	}
+	for _, r := range d.rules {
+		if r.id == q {
+			return r.id
+		}
+	}
+	return ""
+}
+
 // MaskOf is what a credential of rule is replaced with.
 func MaskOf(rule string) string { return "[REDACTED:" + rule + "]" }
 

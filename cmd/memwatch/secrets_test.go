@@ -17,6 +17,7 @@ import (
 
 	"github.com/memwatch/memwatch/compact/llmtest"
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/secrets"
 )
 
 // credentials are values of many kinds, made up in their real shapes (as
@@ -178,6 +179,14 @@ func TestSecretsCommand(t *testing.T) {
 	}
 	if !strings.Contains(out, "7d3a-env.jsonl#L1") {
 		t.Errorf("no file and line:\n%s", out)
+	}
+	// A kind's name finds the lines that hold one, the value masked.
+	for _, c := range credentials[:3] {
+		cmd := exec.Command(memwatchFast, "recall", "--all", c.kind, "--policy", pol, "--state-dir", filepath.Join(home, "state"))
+		got, err := cmd.CombinedOutput()
+		if code := exitCode(err); code != 0 || !strings.Contains(string(got), "7d3a-env.jsonl#L") || !strings.Contains(string(got), secrets.MaskOf(c.kind)) || strings.Contains(string(got), c.value) {
+			t.Errorf("recall --all %s: exit %d\n%s\nwant the line holding one, masked", c.kind, code, got)
+		}
 	}
 }
 
