@@ -143,6 +143,10 @@ var ErrTargetChanged = errors.New("target changed since this action")
 // removed by retention.
 var ErrPruned = errors.New("the archive holding the pre-image was pruned by retention")
 
+// ErrScrubbed means the record is a scrub of credentials (Request.Scrub):
+// by design no copy of what it replaced was kept.
+var ErrScrubbed = errors.New("a scrub of credentials keeps no copy of the values it masked (scrub_secrets), so it cannot be undone")
+
 // UndoPlan describes what an undo would do.
 type UndoPlan struct {
 	Record  state.Record
@@ -207,6 +211,8 @@ func (w *Rewriter) PlanUndo(ctx context.Context, id int64) (*UndoPlan, error) {
 			}
 			return nil, fmt.Errorf("undo %d: archive %s no longer matches the recorded pre-image", id, rec.Archive)
 		}
+	case string(rec.Data) == scrubbedData:
+		return nil, fmt.Errorf("undo %d: %w", id, ErrScrubbed)
 	case string(rec.Data) == createdData:
 		plan.Remove = true
 		if current == RemovedSHA {

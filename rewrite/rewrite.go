@@ -11,7 +11,10 @@
 //     never overwritten) before anything replaces it, and anything found at
 //     a name memwatch is about to delete that is not exactly what it
 //     archived or wrote is kept (moved into the archive directory and
-//     journaled; a keep that fails is journaled as failed);
+//     journaled; a keep that fails is journaled as failed). The one
+//     exception is asked for by name: a scrub (Request.Scrub, the opt-in
+//     masking of credentials) keeps no pre-image, since keeping the values
+//     is what it must not do;
 //   - the result replaces the target atomically and keeps its owner and
 //     mode; a file held open for writing by another process is not replaced
 //     (its later writes would go to a file nobody reads): the rewrite is
@@ -166,6 +169,10 @@ const DefaultArchiveDir = ".memwatch/archive"
 // target: its undo takes the file out again (into the archive).
 const createdData = `{"created":true}`
 
+// scrubbedData marks the journal record of a scrub (Request.Scrub): no
+// pre-image was kept, so there is nothing to undo to.
+const scrubbedData = `{"scrubbed":true}`
+
 // RemovedSHA is the after-hash of a removal: the file is gone.
 const RemovedSHA = "removed"
 
@@ -254,6 +261,12 @@ type Request struct {
 	// never read whole: the append, its journal record and its hashes cost
 	// in proportion to the bytes added (see append.go).
 	Append func(ctx context.Context, end []byte) ([]byte, error)
+	// Scrub marks the one rewrite that keeps no copy of what it replaces:
+	// the masking of credentials in an agent's log (scrub_secrets, opt-in),
+	// whose point is that the values are kept nowhere. The pre-image is
+	// not archived and the record cannot be undone; every other guarantee
+	// holds (an agent's write meanwhile is carried into the result).
+	Scrub bool
 
 	// restoring marks Restore's own rewrite, which must not restore first;
 	// used holds the entries of lines at risk its Compute put back.
@@ -570,6 +583,8 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 		rec.Data = []byte(createdData) // undo removes the file again
 	} else if at, ok := insertion(snap.data, newData); ok {
 		rec.Data = []byte(fmt.Sprintf(`{"insert_at":%d}`, at))
+	} else if req.Scrub {
+		rec.Data = []byte(scrubbedData)
 	} else if !(req.OwnedSHA != "" && req.OwnedSHA == snap.hash()) {
 		arch, af, err := w.writeArchive(req.Root, archiveName(req.Archive, rec.Target, w.Now()), snap.data, snap.mode, snap.uid, snap.gid)
 		if err != nil {
@@ -590,7 +605,7 @@ func (w *Rewriter) attempt(ctx context.Context, req Request, dir *confine.Dir, n
 	// A whole rewrite (an archived pre-image, a new file, a file memwatch
 	// owns) keeps what it wrote with its record, so the record shows its
 	// diff whatever the file becomes (an insertion's diff is its versions').
-	keep := rec.Archive != "" || !snap.exists || rec.Data == nil
+	keep := (rec.Archive != "" || !snap.exists || rec.Data == nil) && !req.Scrub
 	final, err := s.run(ctx)
 	// Appends carried in the last check are in the pre-image too.
 	rec.BeforeSHA, rec.BeforeSize = Hash(snap.data), int64(len(snap.data))

@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +20,7 @@ import (
 	"github.com/memwatch/memwatch/compact/llmtest"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/secrets"
+	"github.com/memwatch/memwatch/state"
 )
 
 // credentials are values of many kinds, made up in their real shapes (as
@@ -238,4 +241,115 @@ func catEnv(root string) {
 	}
 	tool, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "t1", "content": "cat .env\n" + env.String()}}}})
 	os.WriteFile(filepath.Join(root, "7d3a-env.jsonl"), append(tool, '\n'), 0o644)
+}
+
+// TestScrubSecrets: with scrub_secrets, an idle Claude Code transcript
+// holding credentials is masked in the agent's own file (each line still
+// parses), in the spool (show --reveal of the line as first captured
+// gives no value) and journaled by kind with nothing to undo to; an agent
+// appending lines meanwhile (O_APPEND, a file opened per line, some lines
+// holding a new token) loses none of them.
+func TestScrubSecrets(t *testing.T) {
+	t.Parallel()
+	home, _, root := claudeHome(t)
+	catEnv(root)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	pol := writePolicy(t, t.TempDir(), fmt.Sprintf("stores:\n  - name: cc\n    preset: claude-code\n    paths: [%q]\n    scrub_secrets: true\n    session_idle: 1s\n    settle: 50ms\n",
+		filepath.Join(home, ".claude", "projects", "*")))
+	p := start(t, "--policy", pol, "--state-dir", stateDir)
+	p.waitLog("ready", 15*time.Second)
+	logPath := filepath.Join(root, "7d3a-env.jsonl")
+
+	// The agent: bursts of lines, a pause (the log goes idle, the scrub
+	// runs), more lines; every third holds a token of its own.
+	const writes = 30
+	var tokens []string
+	done := make(chan error, 1)
+	go func() {
+		for i := range writes {
+			text := fmt.Sprintf("writer line %d", i)
+			if i%3 == 0 {
+				// Of a real token's entropy (gitleaks' rule asks for it).
+				sum := sha256.Sum256([]byte(fmt.Sprint("token", i)))
+				tok := "ghp_" + strings.NewReplacer("+", "x", "/", "y", "=", "").Replace(base64.StdEncoding.EncodeToString(sum[:]))[:36]
+				tokens = append(tokens, tok)
+				text += " GITHUB_TOKEN=" + tok
+			}
+			b, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": text}, "uuid": fmt.Sprintf("w%d", i)})
+			f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				done <- err
+				return
+			}
+			_, err = f.Write(append(b, '\n'))
+			f.Close()
+			if err != nil {
+				done <- err
+				return
+			}
+			if i%5 == 4 {
+				time.Sleep(1500 * time.Millisecond)
+			} else {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	values := func(b []byte) []string {
+		var in []string
+		for _, c := range credentials {
+			if strings.Contains(string(b), c.value) {
+				in = append(in, c.kind)
+			}
+		}
+		for _, tok := range tokens {
+			if strings.Contains(string(b), tok) {
+				in = append(in, tok)
+			}
+		}
+		return in
+	}
+	var live []byte
+	waitUntil(t, 30*time.Second, func() bool { live, _ = os.ReadFile(logPath); return len(values(live)) == 0 })
+	if v := values(live); len(v) > 0 {
+		t.Fatalf("values still in the agent's file: %v", v)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(live), "\n"), "\n")
+	for i, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("L%d no longer parses: %.120q", i+1, l)
+		}
+	}
+	for i := range writes {
+		if !strings.Contains(string(live), fmt.Sprintf(`"writer line %d`, i)) {
+			t.Errorf("the agent's line %d is not in its file", i)
+		}
+	}
+	if !strings.Contains(string(live), secrets.MaskOf("aws-access-token")) || !strings.Contains(string(live), secrets.MaskOf("github-pat")) {
+		t.Errorf("no mask names the kinds:\n%.400s", live)
+	}
+
+	cli := func(args ...string) (string, int) {
+		out, err := exec.Command(memwatchBin, append(args, "--policy", pol, "--state-dir", stateDir)...).CombinedOutput()
+		return string(out), exitCode(err)
+	}
+	// The spool: the line as first captured holds no value any more.
+	if out, _ := cli("show", "--reveal", "--dir", root, "7d3a-env.jsonl@1#L1"); len(values([]byte(out))) > 0 || !strings.Contains(out, "REDACTED") {
+		t.Errorf("show --reveal of the first capture after the scrub:\n%.600s\nwant masks, no value", out)
+	}
+	out, _ := cli("log", "--json", "--rule", "scrub-secrets")
+	var recs []state.Record
+	json.Unmarshal([]byte(out), &recs)
+	if len(recs) == 0 || !strings.Contains(recs[len(recs)-1].Reason, "aws-access-token x1") || recs[len(recs)-1].Archive != "" {
+		t.Fatalf("scrub records: %s\nwant one naming the kinds, with no archive", out)
+	}
+	if len(values([]byte(out))) > 0 {
+		t.Errorf("the journal holds a value")
+	}
+	if out, code := cli("undo", fmt.Sprint(recs[0].ID)); code == 0 || !strings.Contains(out, "cannot be undone") {
+		t.Errorf("undo of a scrub: exit %d\n%s\nwant a refusal saying why", code, out)
+	}
 }

@@ -42,6 +42,7 @@ func (Layout) Rules() []layout.Rule {
 		{Name: RuleMirror, Schedule: "30 3 1 * *", Targets: mirrorTargets, Run: runMirror},
 		{Name: RuleMove, Schedule: "30 3 1 * *", Targets: moveTargets, Run: runMove},
 		{Name: RuleCompress, Targets: compressTargets, Run: runCompress},
+		layout.ScrubRule(func(s *policy.Store) (bool, time.Duration) { o := OptionsOf(s); return o.ScrubSecrets, o.SessionIdle }),
 	}
 }
 

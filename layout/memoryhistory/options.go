@@ -52,6 +52,10 @@ type Options struct {
 	Keep int `yaml:"keep" doc:"...all but the newest keep (under window)"`
 	// SessionIdle consolidates a session quiet this long to its end.
 	SessionIdle time.Duration `yaml:"session_idle" doc:"a session quiet this long is consolidated to its end"`
+	// ScrubSecrets masks the credentials in the agent's own session logs
+	// once they are idle (layout.ScrubRule): opt-in, the one rewrite that
+	// removes bytes an agent wrote on purpose, with no copy kept.
+	ScrubSecrets bool `yaml:"scrub_secrets" doc:"mask credentials in the agent's own logs once idle, keeping no copy (opt-in)"`
 	// HistoryMode is mirror (HISTORY.md keeps every entry, the monthly
 	// files copy them) or move (ended months leave HISTORY.md).
 	HistoryMode string `yaml:"history_mode" enum:"mirror|move" doc:"mirror (HISTORY.md keeps every entry) or move (ended months leave it)"`

@@ -14,6 +14,9 @@ type Options struct {
 	// SessionIdle is how long a quiet session waits before the rest of its
 	// log is summarised.
 	SessionIdle time.Duration `yaml:"session_idle" doc:"and one for the rest when the session is quiet this long"`
+	// ScrubSecrets masks the credentials in messages.jsonl once the
+	// session is idle (layout.ScrubRule): opt-in, no copy kept.
+	ScrubSecrets bool `yaml:"scrub_secrets" doc:"mask credentials in the agent's own log once idle, keeping no copy (opt-in)"`
 	// OverviewMaxSize, when set, warns (journal and status, never a
 	// rewrite) when overview.md is larger.
 	OverviewMaxSize policy.Size `yaml:"overview_max_size" doc:"warn when overview.md is larger (0: never)"`

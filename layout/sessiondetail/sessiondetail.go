@@ -54,6 +54,7 @@ func (Layout) Rules() []layout.Rule {
 			return min(max(OptionsOf(s).SessionIdle/2, time.Second), 5*time.Minute)
 		}},
 		{Name: RuleOverview, Targets: overviewTargets, Run: runOverview},
+		layout.ScrubRule(func(s *policy.Store) (bool, time.Duration) { o := OptionsOf(s); return o.ScrubSecrets, o.SessionIdle }),
 	}
 }
 

@@ -1,0 +1,57 @@
+package secrets
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestMaskLine: a JSONL line keeps parsing and keeps every byte outside
+// the strings that held a value; the value is gone, its kind named. A PEM
+// key written with \n escapes is masked whole.
+func TestMaskLine(t *testing.T) {
+	pem := "-----BEGIN RSA PRIVATE KEY-----\n" + strings.Repeat("MIIEowIBAAKCAQEAx4UbaDzY8vN2qT5rWcL0pJ3mYhB7nK1sEoXfG9dQzR6uVtAi\n", 4) + "-----END RSA PRIVATE KEY-----"
+	content, _ := json.Marshal(map[string]any{"type": "tool_result", "content": "AWS_ACCESS_KEY_ID=AKIAQYLPMN5HFIQR7XQZ\n" + pem})
+	for _, tc := range []struct {
+		name, line string
+		kinds      []string
+		keep       []string
+	}{
+		{"jsonl", `{"type":"user","message":{"role":"user","content":[` + string(content) + `]},"uuid":"u1"}`, []string{"aws-access-token", "private-key"}, []string{`"uuid":"u1"`, `{"type":"user","message":{"role":"user","content":[{"content":"`}},
+		{"text", "export GITHUB_TOKEN=ghp_R3vQy8NcLkZt0WmPb2XsJd7HfAe5Ug9KiOqY\n", []string{"github-pat"}, []string{"export GITHUB_TOKEN="}},
+		{"plain", `{"type":"user","message":{"content":"nothing to see"}}`, nil, []string{`{"type":"user","message":{"content":"nothing to see"}}`}},
+		{"escaped quote", `{"a":"say \"hi\"","b":"AKIAQYLPMN5HFIQR7XQZ"}`, []string{"aws-access-token"}, []string{`{"a":"say \"hi\"","b":"`}},
+	} {
+		got, kinds := Default().MaskLine([]byte(tc.line))
+		if strings.Join(kinds, ",") != strings.Join(tc.kinds, ",") {
+			t.Errorf("%s: kinds %v, want %v", tc.name, kinds, tc.kinds)
+		}
+		for _, k := range tc.keep {
+			if !strings.Contains(string(got), k) {
+				t.Errorf("%s: %q lost %q", tc.name, got, k)
+			}
+		}
+		for _, v := range []string{"AKIAQYLPMN5HFIQR7XQZ", "MIIEowIBAAKCAQEA", "ghp_R3vQ"} {
+			if strings.Contains(string(got), v) {
+				t.Errorf("%s: %q still holds %s", tc.name, got, v)
+			}
+		}
+		if strings.HasPrefix(tc.line, "{") && !json.Valid(got) {
+			t.Errorf("%s: masked line does not parse: %s", tc.name, got)
+		}
+	}
+}
+
+func FuzzMaskLine(f *testing.F) {
+	f.Add([]byte(`{"a":"AKIAQYLPMN5HFIQR7XQZ","b":[1,"x\"y"]}`))
+	f.Add([]byte("token=ghp_R3vQy8NcLkZt0WmPb2XsJd7HfAe5Ug9KiOqY"))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		got, kinds := Default().MaskLine(line)
+		if len(kinds) == 0 && string(got) != string(line) {
+			t.Fatalf("no kind, yet changed: %q -> %q", line, got)
+		}
+		if json.Valid(line) && !json.Valid(got) {
+			t.Fatalf("a JSON line no longer parses: %q -> %q", line, got)
+		}
+	})
+}
