@@ -58,6 +58,9 @@ type Detector struct {
 	trie   *ahocorasick.Trie
 	byWord map[string][]int // a keyword: the rules it triggers
 	global []allowlist
+	// whole runs every rule on the whole text (the tests' reference for
+	// windowed rules).
+	whole bool
 }
 
 type rule struct {
@@ -71,6 +74,12 @@ type rule struct {
 	// only on the text around each keyword, not on the whole text: a
 	// line of code holding "key" or "token" costs a window, not a pass.
 	near bool
+	// windowed: the rule is first run around its keywords (windows.go);
+	// longest bounds its matches.
+	windowed bool
+	prefix   bool
+	longest  int
+	anchored *regexp.Regexp // a prefix rule's expression, from the start only
 }
 
 type allowlist struct {
@@ -147,6 +156,18 @@ func New(configs ...[]byte) (*Detector, error) {
 			}
 			ru.allow = append(ru.allow, al)
 		}
+		if !ru.near {
+			var kws []string
+			for _, k := range r.Keywords {
+				kws = append(kws, strings.ToLower(k))
+			}
+			ru.longest, ru.windowed, ru.prefix = windowable(r.Regex, kws)
+			if ru.prefix {
+				if ru.anchored, err = anchoredOf(r.Regex); err != nil {
+					return nil, fmt.Errorf("rule %s: %w", r.ID, err)
+				}
+			}
+		}
 		d.rules = append(d.rules, ru)
 		if len(r.Keywords) == 0 {
 			return nil, fmt.Errorf("rule %s has no keyword: every text would run it", r.ID)
@@ -183,12 +204,19 @@ func compileAllowlist(t tomlAllowlist) (allowlist, error) {
 	return a, nil
 }
 
-// lower is text lowercased (ASCII), without a copy when it has no upper
-// case letter.
+// lower is text with its ASCII letters lowercased, every byte where it
+// was (the keywords' places are the text's), without a copy when it has
+// no upper case letter.
 func lower(text string) string {
 	for i := 0; i < len(text); i++ {
 		if c := text[i]; 'A' <= c && c <= 'Z' {
-			return strings.ToLower(text)
+			b := []byte(text)
+			for j := i; j < len(b); j++ {
+				if c := b[j]; 'A' <= c && c <= 'Z' {
+					b[j] = c + 32
+				}
+			}
+			return string(b)
 		}
 	}
 	return text
@@ -205,10 +233,20 @@ func (d *Detector) Find(text string) []Finding {
 		return nil
 	}
 	run := map[int]bool{}
-	windows := map[int][][2]int{} // a near rule: the text around its keywords
+	windows := map[int][][2]int{} // a near or windowed rule: the text around its keywords
 	for _, m := range matches {
 		for _, r := range d.byWord[m.MatchString()] {
 			run[r] = true
+			if ru := &d.rules[r]; ru.windowed && !d.whole {
+				start := int(m.Pos())
+				end := start + len(m.MatchString())
+				if ru.prefix {
+					windows[r] = append(windows[r], [2]int{start, end})
+				} else {
+					windows[r] = append(windows[r], ru.windowAround(text, start, end))
+				}
+				continue
+			}
 			if d.rules[r].near {
 				start := int(m.Pos())
 				end := start + len(m.MatchString())
@@ -223,6 +261,19 @@ func (d *Detector) Find(text string) []Finding {
 	for ri := range run {
 		r := &d.rules[ri]
 		if r.near && len(windows[ri]) == 0 {
+			continue
+		}
+		if r.windowed && !d.whole {
+			ws := windows[ri]
+			if !r.prefix {
+				ws = merge(ws)
+			}
+			for _, w := range ws {
+				if r.prefix && r.anchored.MatchString(text[w[0]:]) || !r.prefix && r.re.MatchString(text[w[0]:w[1]]) {
+					out = append(out, r.find(text, 0, d.global)...)
+					break
+				}
+			}
 			continue
 		}
 		if !r.near {

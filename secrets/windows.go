@@ -1,0 +1,190 @@
+package secrets
+
+import (
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"unicode/utf8"
+)
+
+// A rule whose every match holds one of its keywords and is at most a
+// few KiB long is run on the text around each keyword first (a window
+// as long as the longest match on either side): a line of source code
+// holding "s." (a Vault token's keyword) in every other word costs a few
+// short matches, not the rule's expression over the whole line. Only
+// when a window matches is the rule run on the whole text, so the
+// findings are exactly those of the whole text: a match of the text lies
+// within the window of its keyword and matches there too.
+
+// maxWindowed bounds the longest match of a windowed rule, in characters.
+const maxWindowed = 1024
+
+// windowable returns the longest match of a rule's expression (in
+// characters), whether every match holds one of its keywords (lowercase),
+// so that the rule may be windowed, and whether every match starts with
+// one (its window then starts at the keyword).
+func windowable(expr string, keywords []string) (n int, ok, prefix bool) {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil || !holdsKeyword(re.Simplify(), keywords) {
+		return 0, false, false
+	}
+	re = re.Simplify()
+	if startsWithKeyword(re, keywords) {
+		return 0, true, true // however long: matched from the keyword on
+	}
+	n, ok = longest(re)
+	if !ok || n > maxWindowed {
+		return 0, false, false
+	}
+	return n, true, false
+}
+
+// windowAround is the text a windowed rule is first run on, around a
+// keyword at [start, end): the rule's longest match on either side, in
+// characters. (A rule whose matches start with a keyword is instead
+// matched from the keyword on: see prefixMatch.)
+func (r *rule) windowAround(text string, start, end int) [2]int {
+	a, b := start, end
+	for n := 0; a > 0 && n < r.longest; n++ {
+		_, size := utf8.DecodeLastRuneInString(text[:a])
+		a -= size
+	}
+	for n := 0; b < len(text) && n < r.longest; n++ {
+		_, size := utf8.DecodeRuneInString(text[b:])
+		b += size
+	}
+	return [2]int{a, b}
+}
+
+// anchoredOf compiles a rule's expression to match only from the start
+// of a text: where a keyword is, for a rule whose matches start with one.
+// A \b before the keyword then holds at the start whatever came before:
+// a false start, which the run over the whole text then rules out.
+func anchoredOf(expr string) (*regexp.Regexp, error) { return regexp.Compile(`^(?:` + expr + `)`) }
+
+// startsWithKeyword reports whether every match of re starts with one of
+// keywords (after what matches no character: \b, ^).
+func startsWithKeyword(re *syntax.Regexp, keywords []string) bool {
+	switch re.Op {
+	case syntax.OpLiteral:
+		l := lower(string(re.Rune))
+		for _, k := range keywords {
+			if strings.HasPrefix(l, k) {
+				return true
+			}
+		}
+		return false
+	case syntax.OpCapture, syntax.OpPlus:
+		return startsWithKeyword(re.Sub[0], keywords)
+	case syntax.OpRepeat:
+		return re.Min >= 1 && startsWithKeyword(re.Sub[0], keywords)
+	case syntax.OpConcat:
+		for _, s := range re.Sub {
+			switch s.Op {
+			case syntax.OpBeginLine, syntax.OpBeginText, syntax.OpWordBoundary, syntax.OpNoWordBoundary, syntax.OpEmptyMatch:
+				continue
+			}
+			return startsWithKeyword(s, keywords)
+		}
+		return false
+	case syntax.OpAlternate:
+		for _, s := range re.Sub {
+			if !startsWithKeyword(s, keywords) {
+				return false
+			}
+		}
+		return len(re.Sub) > 0
+	}
+	return false
+}
+
+// longest is the longest match of re in characters; ok is false when it
+// is unbounded.
+func longest(re *syntax.Regexp) (int, bool) {
+	switch re.Op {
+	case syntax.OpNoMatch, syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine,
+		syntax.OpBeginText, syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return 0, true
+	case syntax.OpLiteral:
+		return len(re.Rune), true
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1, true
+	case syntax.OpCapture, syntax.OpQuest:
+		return longest(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Max < 0 {
+			return 0, false
+		}
+		n, ok := longest(re.Sub[0])
+		return n * re.Max, ok
+	case syntax.OpConcat:
+		total := 0
+		for _, s := range re.Sub {
+			n, ok := longest(s)
+			if !ok {
+				return 0, false
+			}
+			total += n
+		}
+		return total, true
+	case syntax.OpAlternate:
+		most := 0
+		for _, s := range re.Sub {
+			n, ok := longest(s)
+			if !ok {
+				return 0, false
+			}
+			most = max(most, n)
+		}
+		return most, true
+	}
+	return 0, false // *, + and anything else: unbounded
+}
+
+// holdsKeyword reports whether every match of re holds one of keywords,
+// as the prefilter finds them (in the text lowercased).
+func holdsKeyword(re *syntax.Regexp, keywords []string) bool {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return hasKeyword(string(re.Rune), keywords)
+	case syntax.OpCapture, syntax.OpPlus:
+		return holdsKeyword(re.Sub[0], keywords)
+	case syntax.OpRepeat:
+		return re.Min >= 1 && holdsKeyword(re.Sub[0], keywords)
+	case syntax.OpConcat:
+		// Consecutive literals are one run of text: "s" then "." holds "s.".
+		run := ""
+		for _, s := range re.Sub {
+			if s.Op == syntax.OpLiteral {
+				run += string(s.Rune)
+				if hasKeyword(run, keywords) {
+					return true
+				}
+				continue
+			}
+			run = ""
+			if holdsKeyword(s, keywords) {
+				return true
+			}
+		}
+		return false
+	case syntax.OpAlternate:
+		for _, s := range re.Sub {
+			if !holdsKeyword(s, keywords) {
+				return false
+			}
+		}
+		return len(re.Sub) > 0
+	}
+	return false
+}
+
+func hasKeyword(lit string, keywords []string) bool {
+	l := lower(lit)
+	for _, k := range keywords {
+		if strings.Contains(l, k) {
+			return true
+		}
+	}
+	return false
+}
