@@ -1,6 +1,8 @@
 // Command memwatch-bench measures memwatch against its targets on this
 // machine, in one run, and prints a table (make bench):
 //   - capturing a JSONL session log into the spool: throughput and size;
+//   - finding credentials in transcripts of source code, beside capturing
+//     them (secrets.go);
 //   - recall on a 400 MB session of the project's shape and on one of issue
 //     #32's (~250-byte prose lines, 200 notes of 2,000 lines), by scan and
 //     by index, against grep and rg, a rare and a common word;
@@ -53,7 +55,8 @@ func main() {
 	relevanceData := flag.String("relevance-data", "../shared/recall/locomo10.zip", "the long-conversation QA set of the relevance benchmark: LoCoMo's zip, or a directory of JSON files in its format")
 	fleetHosts := flag.Int("fleet-hosts", 20, "hosts of the fleet benchmark")
 	fleetMiB := flag.Int("fleet-mib", 50, "session MiB of each host of the fleet benchmark")
-	only := flag.String("only", "client,capture,recall,prose,daemon,window,relevance,replica,fleet", "the benchmarks to run (comma-separated)")
+	secretsMiB := flag.Int("secrets-mib", 64, "MiB of source-code transcripts for the credential detection benchmark")
+	only := flag.String("only", "client,capture,secrets,recall,prose,daemon,window,relevance,replica,fleet", "the benchmarks to run (comma-separated)")
 	keep := flag.Bool("keep", false, "keep the generated files (the directory is printed)")
 	buildIndex := flag.Bool("build-index", false, "index the session directory ARG1 into ARG2 and print the bytes indexed (used by the recall benchmarks)")
 	flag.Parse()
@@ -80,6 +83,9 @@ func main() {
 	}
 	if run["capture"] {
 		rows = append(rows, captureBench(dir, *sizeMiB)...)
+	}
+	if run["secrets"] {
+		rows = append(rows, secretsBench(dir, *secretsMiB)...)
 	}
 	if run["recall"] {
 		rows = append(rows, recallBench(*bin, dir, *recallMiB, *keep, "project")...)
