@@ -25,12 +25,15 @@ const maxWindowed = 1024
 // one (its window then starts at the keyword).
 func windowable(expr string, keywords []string) (n int, ok, prefix bool) {
 	re, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil || !holdsKeyword(re.Simplify(), keywords) {
+	if err != nil {
 		return 0, false, false
 	}
 	re = re.Simplify()
 	if startsWithKeyword(re, keywords) {
 		return 0, true, true // however long: matched from the keyword on
+	}
+	if !holdsKeyword(re, keywords) {
+		return 0, false, false
 	}
 	n, ok = longest(re)
 	if !ok || n > maxWindowed {
@@ -63,39 +66,87 @@ func (r *rule) windowAround(text string, start, end int) [2]int {
 func anchoredOf(expr string) (*regexp.Regexp, error) { return regexp.Compile(`^(?:` + expr + `)`) }
 
 // startsWithKeyword reports whether every match of re starts with one of
-// keywords (after what matches no character: \b, ^).
+// keywords (after what matches no character: \b, ^), as the prefilter
+// finds them: A(?:KIA|SIA|3T[A-Z0-9]) starts with akia, asia or a3t.
 func startsWithKeyword(re *syntax.Regexp, keywords []string) bool {
+	ss, _, ok := starts(re)
+	if !ok {
+		return false
+	}
+	for _, s := range ss {
+		found := false
+		for _, k := range keywords {
+			if strings.HasPrefix(s, k) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return len(ss) > 0
+}
+
+// maxStarts bounds the beginnings starts works out.
+const maxStarts = 64
+
+// starts returns the texts (lowercase) one of which every match of re
+// begins with; exact says a match is one of them whole (a literal, or
+// alternatives of literals), so that what follows it extends them. ok is
+// false past maxStarts of them.
+func starts(re *syntax.Regexp) (out []string, exact, ok bool) {
 	switch re.Op {
 	case syntax.OpLiteral:
-		l := lower(string(re.Rune))
-		for _, k := range keywords {
-			if strings.HasPrefix(l, k) {
-				return true
-			}
-		}
-		return false
-	case syntax.OpCapture, syntax.OpPlus:
-		return startsWithKeyword(re.Sub[0], keywords)
-	case syntax.OpRepeat:
-		return re.Min >= 1 && startsWithKeyword(re.Sub[0], keywords)
+		return []string{lower(string(re.Rune))}, true, true
+	case syntax.OpCapture:
+		return starts(re.Sub[0])
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpBeginText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return []string{""}, true, true
 	case syntax.OpConcat:
-		for _, s := range re.Sub {
-			switch s.Op {
-			case syntax.OpBeginLine, syntax.OpBeginText, syntax.OpWordBoundary, syntax.OpNoWordBoundary, syntax.OpEmptyMatch:
-				continue
+		acc := []string{""}
+		for _, sub := range re.Sub {
+			ss, ex, ok := starts(sub)
+			if !ok || len(acc)*len(ss) > maxStarts {
+				return nil, false, false
 			}
-			return startsWithKeyword(s, keywords)
+			var next []string
+			for _, a := range acc {
+				for _, b := range ss {
+					next = append(next, a+b)
+				}
+			}
+			acc = next
+			if !ex {
+				return acc, false, true
+			}
 		}
-		return false
+		return acc, true, true
 	case syntax.OpAlternate:
-		for _, s := range re.Sub {
-			if !startsWithKeyword(s, keywords) {
-				return false
+		var all []string
+		exact := true
+		for _, sub := range re.Sub {
+			ss, ex, ok := starts(sub)
+			if !ok {
+				return nil, false, false
 			}
+			all = append(all, ss...)
+			exact = exact && ex
 		}
-		return len(re.Sub) > 0
+		if len(all) > maxStarts {
+			return nil, false, false
+		}
+		return all, exact, true
+	case syntax.OpPlus:
+		ss, _, ok := starts(re.Sub[0])
+		return ss, false, ok
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			ss, _, ok := starts(re.Sub[0])
+			return ss, false, ok
+		}
 	}
-	return false
+	return []string{""}, false, true
 }
 
 // longest is the longest match of re in characters; ok is false when it
