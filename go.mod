@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	filippo.io/age v1.3.2
-	github.com/BobuSumisu/aho-corasick v1.0.3
 	github.com/BurntSushi/toml v1.6.0
 	github.com/aws/aws-sdk-go-v2 v1.41.5
 	github.com/aws/aws-sdk-go-v2/config v1.32.6

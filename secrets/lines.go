@@ -80,7 +80,7 @@ func stringEnd(line []byte, start int) int {
 // mentions reports whether text holds any rule's keyword (the prefilter
 // of Find).
 func (d *Detector) mentions(text []byte) bool {
-	return d.trie.MatchFirst(bytes.ToLower(text)) != nil
+	return d.kw.any(string(text))
 }
 
 func kindsOf(fs []Finding) []string {

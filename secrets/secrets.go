@@ -29,7 +29,6 @@ import (
 	"strings"
 	"sync"
 
-	ahocorasick "github.com/BobuSumisu/aho-corasick"
 	"github.com/BurntSushi/toml"
 )
 
@@ -55,7 +54,7 @@ type Finding struct {
 // Detector finds credentials. Safe for concurrent use (it is immutable).
 type Detector struct {
 	rules  []rule
-	trie   *ahocorasick.Trie
+	kw     *keywords
 	byWord map[string][]int // a keyword: the rules it triggers
 	global []allowlist
 	// whole runs every rule on the whole text (the tests' reference for
@@ -180,7 +179,12 @@ func New(configs ...[]byte) (*Detector, error) {
 			d.byWord[k] = append(d.byWord[k], len(d.rules)-1)
 		}
 	}
-	d.trie = ahocorasick.NewTrieBuilder().AddStrings(words).Build()
+	for _, w := range words {
+		if len(w) < 2 || !isASCII(w) {
+			return nil, fmt.Errorf("keyword %q: every keyword must be two ASCII bytes or more", w)
+		}
+	}
+	d.kw = newKeywords(words)
 	return d, nil
 }
 
@@ -227,19 +231,16 @@ func (d *Detector) Find(text string) []Finding {
 	if len(text) < 8 {
 		return nil
 	}
-	lt := lower(text)
-	matches := d.trie.MatchString(lt)
-	if len(matches) == 0 {
-		return nil
-	}
-	run := map[int]bool{}
-	windows := map[int][][2]int{} // a near or windowed rule: the text around its keywords
-	for _, m := range matches {
-		for _, r := range d.byWord[m.MatchString()] {
+	var run map[int]bool
+	var windows map[int][][2]int // a near or windowed rule: the text around its keywords
+	d.kw.each(text, func(start int, word string) bool {
+		end := start + len(word)
+		for _, r := range d.byWord[word] {
+			if run == nil {
+				run, windows = map[int]bool{}, map[int][][2]int{}
+			}
 			run[r] = true
 			if ru := &d.rules[r]; ru.windowed && !d.whole {
-				start := int(m.Pos())
-				end := start + len(m.MatchString())
 				if ru.prefix {
 					windows[r] = append(windows[r], [2]int{start, end})
 				} else {
@@ -248,14 +249,16 @@ func (d *Detector) Find(text string) []Finding {
 				continue
 			}
 			if d.rules[r].near {
-				start := int(m.Pos())
-				end := start + len(m.MatchString())
 				if !assigned(text, end) {
 					continue // a name with no value given after it: "the token", "a key"
 				}
 				windows[r] = append(windows[r], window(text, start, end))
 			}
 		}
+		return true
+	})
+	if run == nil {
+		return nil
 	}
 	var out []Finding
 	for ri := range run {
