@@ -14,10 +14,11 @@
 // and the global allowlist (placeholders, example keys). The rule ids are
 // the kinds memwatch names.
 //
-// The cost. Most text holds no keyword of any rule: one pass of an
-// Aho-Corasick automaton over the lowercased text (lowercased only when a
-// byte is upper case) says so, and nothing else runs. Only the rules whose
-// keywords occur run their expression, over that text alone.
+// The cost. Most text holds no keyword of any rule: one pass over it,
+// testing each pair of bytes against the pairs keywords start with
+// (keywords.go), says so, and nothing else runs. Only the rules whose
+// keywords occur run their expression, and most of them first where a
+// keyword is (windows.go).
 package secrets
 
 import (
