@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -31,7 +31,8 @@ func secretsBench(dir string, mib int) []row {
 		fail(err)
 	}
 	var srcs []string
-	filepath.WalkDir(filepath.Join(runtime.GOROOT(), "src"), func(p string, d fs.DirEntry, err error) error {
+	goroot, _ := exec.Command("go", "env", "GOROOT").Output()
+	filepath.WalkDir(filepath.Join(strings.TrimSpace(string(goroot)), "src"), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".go") {
 			srcs = append(srcs, p)
 		}
