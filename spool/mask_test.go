@@ -42,19 +42,7 @@ func TestMaskLeavesNoTextAnywhere(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("Mask: %d lines, %v; want 3", n, err)
 	}
-	var blocks []byte
-	rows, _ := s.db.Query(`SELECT first, last, data FROM packs`)
-	for rows.Next() {
-		var first, last int64
-		var z []byte
-		rows.Scan(&first, &last, &z)
-		got, err := unpackBlock(z, first, last)
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks = append(blocks, bytes.Join(got, nil)...)
-	}
-	rows.Close()
+	blocks := blockText(t, s)
 	var inline []byte
 	s.db.QueryRow(`SELECT group_concat(data, '') FROM lines`).Scan(&inline)
 	if bytes.Contains(blocks, []byte("VALUE-okapi")) || bytes.Contains(inline, []byte("VALUE-okapi")) {

@@ -135,23 +135,7 @@ func TestPruneLeavesNoTextInBlocks(t *testing.T) {
 	if _, err := s.Prune(ctx, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	blocks := func() string {
-		var all []byte
-		rows, _ := s.db.Query(`SELECT first, last, data FROM packs`)
-		for rows.Next() {
-			var first, last int64
-			var z []byte
-			rows.Scan(&first, &last, &z)
-			ls, err := unpackBlock(z, first, last)
-			if err != nil {
-				t.Fatal(err)
-			}
-			all = append(all, bytes.Join(ls, nil)...)
-		}
-		rows.Close()
-		return string(all)
-	}
-	if b := blocks(); strings.Contains(b, "quagga") || !strings.Contains(b, "zebracorn") {
+	if b := string(blockText(t, s)); strings.Contains(b, "quagga") || !strings.Contains(b, "zebracorn") {
 		t.Errorf("after pruning lines 1-100 the blocks hold quagga %v, zebracorn %v; want the pruned text gone, the rest kept",
 			strings.Contains(b, "quagga"), strings.Contains(b, "zebracorn"))
 	}
@@ -166,6 +150,28 @@ func TestPruneLeavesNoTextInBlocks(t *testing.T) {
 	if n != 0 {
 		t.Errorf("%d blocks left with every line pruned", n)
 	}
+}
+
+// blockText is the text of every block of the spool, decompressed.
+func blockText(t *testing.T, s *Spool) []byte {
+	t.Helper()
+	var all []byte
+	rows, err := s.db.Query(`SELECT first, last, data FROM packs`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var first, last int64
+		var z []byte
+		rows.Scan(&first, &last, &z)
+		ls, err := unpackBlock(z, first, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, bytes.Join(ls, nil)...)
+	}
+	return all
 }
 
 // TestSpoolBeforePacksConverts: a state directory written before packs

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,12 +34,7 @@ func TestHelpExamplesRun(t *testing.T) {
 	project := filepath.Join(home, ".claude", "projects", "-work-billing")
 	memDir := filepath.Join(project, "memory")
 	os.MkdirAll(memDir, 0o755)
-	var mem strings.Builder
-	mem.WriteString("# Memory\n\n")
-	for i := range 260 {
-		fmt.Fprintf(&mem, "- 2026-10-%02d fact number %d about the billing service\n", i%28+1, i)
-	}
-	os.WriteFile(filepath.Join(memDir, "MEMORY.md"), []byte(mem.String()), 0o644)
+	os.WriteFile(filepath.Join(memDir, "MEMORY.md"), []byte(overLimitMemory()), 0o644)
 	var log strings.Builder
 	for i, text := range []string{
 		"what did we decide about the deploy?",

@@ -17,6 +17,18 @@ import (
 	"github.com/memwatch/memwatch/versions"
 )
 
+// overLimitMemory is a Claude Code MEMORY.md of 260 facts: over the 200
+// lines Claude Code loads, so memwatch compresses it into itself and a
+// topic file.
+func overLimitMemory() string {
+	var b strings.Builder
+	b.WriteString("# Memory\n\n")
+	for i := range 260 {
+		fmt.Fprintf(&b, "- 2026-10-%02d fact number %d about the billing service\n", i%28+1, i)
+	}
+	return b.String()
+}
+
 // TestUndoRedoTheWholeAction: a Claude Code MEMORY.md over its 200 lines is
 // compressed into itself and a topic file, one action of two records. The
 // undo of either says both files, the versions credit both writes to
@@ -28,13 +40,9 @@ func TestUndoRedoTheWholeAction(t *testing.T) {
 	project := filepath.Join(dir, "home", ".claude", "projects", "-src-billing")
 	memDir := filepath.Join(project, "memory")
 	os.MkdirAll(memDir, 0o755)
-	var b strings.Builder
-	b.WriteString("# Memory\n\n")
-	for i := range 260 {
-		fmt.Fprintf(&b, "- 2026-10-%02d fact number %d about the billing service\n", i%28+1, i)
-	}
+	b := overLimitMemory()
 	mem := filepath.Join(memDir, "MEMORY.md")
-	os.WriteFile(mem, []byte(b.String()), 0o644)
+	os.WriteFile(mem, []byte(b), 0o644)
 	stateDir := filepath.Join(dir, "state")
 	pol := writePolicy(t, dir, fmt.Sprintf("stores:\n  - name: cc\n    preset: claude-code\n    paths: [%q]\n    settle: 50ms\n", filepath.Join(dir, "home", ".claude", "projects", "*")))
 	p := start(t, "--policy", pol, "--state-dir", stateDir)
@@ -80,7 +88,7 @@ func TestUndoRedoTheWholeAction(t *testing.T) {
 			t.Errorf("undo %d said:\n%s\nwant %q: every file it changed is named", memRec.ID, out, want)
 		}
 	}
-	if got, _ := os.ReadFile(mem); string(got) != b.String() {
+	if got, _ := os.ReadFile(mem); string(got) != b {
 		t.Errorf("MEMORY.md after the undo is not what the agent wrote")
 	}
 	var st daemon.Status
