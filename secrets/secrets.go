@@ -26,9 +26,11 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/BurntSushi/toml"
 )
@@ -57,7 +59,9 @@ type Detector struct {
 	rules  []rule
 	kw     *keywords
 	byWord map[string][]int // a keyword: the rules it triggers
-	global []allowlist
+	// rulesOf is byWord by the keyword's index in kw.words.
+	rulesOf [][]int
+	global  []allowlist
 	// whole runs every rule on the whole text (the tests' reference for
 	// windowed rules).
 	whole bool
@@ -186,6 +190,10 @@ func New(configs ...[]byte) (*Detector, error) {
 		}
 	}
 	d.kw = newKeywords(words)
+	d.rulesOf = make([][]int, len(words))
+	for i, w := range words {
+		d.rulesOf[i] = d.byWord[w]
+	}
 	return d, nil
 }
 
@@ -227,65 +235,84 @@ func lower(text string) string {
 	return text
 }
 
+// FindBytes is Find of b, without a copy of it: the findings hold
+// offsets only, and b is not kept (it must not change during the call).
+func (d *Detector) FindBytes(b []byte) []Finding {
+	if len(b) == 0 {
+		return nil
+	}
+	return d.Find(unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
 // Find returns the credentials in text, in order, not overlapping.
 func (d *Detector) Find(text string) []Finding {
 	if len(text) < 8 {
 		return nil
 	}
-	var run map[int]bool
-	var windows map[int][][2]int // a near or windowed rule: the text around its keywords
-	d.kw.each(text, func(start int, word string) bool {
-		end := start + len(word)
-		for _, r := range d.byWord[word] {
-			if run == nil {
-				run, windows = map[int]bool{}, map[int][][2]int{}
-			}
-			run[r] = true
-			if ru := &d.rules[r]; ru.windowed && !d.whole {
-				if ru.prefix {
-					windows[r] = append(windows[r], [2]int{start, end})
-				} else {
-					windows[r] = append(windows[r], ru.windowAround(text, start, end))
+	var buf [32]kwMatch
+	ms := d.kw.find(text, buf[:0])
+	if len(ms) == 0 {
+		return nil
+	}
+	// The rules to run over the whole text (a rule with no window, or a
+	// windowed one whose window matched), and the windows of the others.
+	var whole []int
+	type win struct {
+		rule int
+		w    [2]int
+	}
+	var wins []win
+	for _, m := range ms {
+		start := int(m.pos)
+		end := start + len(d.kw.words[m.word])
+		for _, ri := range d.rulesOf[m.word] {
+			r := &d.rules[ri]
+			switch {
+			case slices.Contains(whole, ri):
+			case r.near:
+				if assigned(text, end) { // else a name with no value after it: "the token", "a key"
+					wins = append(wins, win{ri, window(text, start, end)})
 				}
-				continue
-			}
-			if d.rules[r].near {
-				if !assigned(text, end) {
-					continue // a name with no value given after it: "the token", "a key"
+			case !r.windowed || d.whole:
+				whole = append(whole, ri)
+			case r.prefix:
+				if r.anchored.MatchString(r.fromKeyword(text, start)) {
+					whole = append(whole, ri)
 				}
-				windows[r] = append(windows[r], window(text, start, end))
+			default:
+				wins = append(wins, win{ri, r.windowAround(text, start, end)})
 			}
 		}
-		return true
-	})
-	if run == nil {
+	}
+	if len(whole) == 0 && len(wins) == 0 {
 		return nil
 	}
 	var out []Finding
-	for ri := range run {
-		r := &d.rules[ri]
-		if r.near && len(windows[ri]) == 0 {
-			continue
-		}
-		if r.windowed && !d.whole {
-			ws := windows[ri]
-			if !r.prefix {
-				ws = merge(ws)
+	// Windows by rule, in the order the rules first had one.
+	for len(wins) > 0 {
+		ri := wins[0].rule
+		var ws [][2]int
+		rest := wins[:0]
+		for _, w := range wins {
+			if w.rule == ri {
+				ws = append(ws, w.w)
+			} else {
+				rest = append(rest, w)
 			}
-			for _, w := range ws {
-				if r.prefix && r.anchored.MatchString(text[w[0]:]) || !r.prefix && r.re.MatchString(text[w[0]:w[1]]) {
-					out = append(out, r.find(text, 0, d.global)...)
+		}
+		wins = rest
+		r := &d.rules[ri]
+		if !r.near {
+			for _, w := range merge(ws) {
+				if r.re.MatchString(text[w[0]:w[1]]) {
+					whole = append(whole, ri)
 					break
 				}
 			}
 			continue
 		}
-		if !r.near {
-			out = append(out, r.find(text, 0, d.global)...)
-			continue
-		}
 		last := -1
-		for _, w := range merge(windows[ri]) {
+		for _, w := range merge(ws) {
 			for _, f := range r.find(text[w[0]:w[1]], w[0], d.global) {
 				if f.Start >= last {
 					out = append(out, f)
@@ -293,6 +320,9 @@ func (d *Detector) Find(text string) []Finding {
 				}
 			}
 		}
+	}
+	for _, ri := range whole {
+		out = append(out, d.rules[ri].find(text, 0, d.global)...)
 	}
 	if len(out) == 0 {
 		return nil

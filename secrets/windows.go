@@ -29,17 +29,32 @@ func windowable(expr string, keywords []string) (n int, ok, prefix bool) {
 		return 0, false, false
 	}
 	re = re.Simplify()
+	n, bounded := longest(re)
+	if !bounded || n > maxWindowed {
+		n = 0
+	}
 	if startsWithKeyword(re, keywords) {
-		return 0, true, true // however long: matched from the keyword on
+		return n, true, true // matched from the keyword on, over its longest match when bounded
 	}
-	if !holdsKeyword(re, keywords) {
-		return 0, false, false
-	}
-	n, ok = longest(re)
-	if !ok || n > maxWindowed {
+	if n == 0 || !holdsKeyword(re, keywords) {
 		return 0, false, false
 	}
 	return n, true, false
+}
+
+// fromKeyword is the text a rule whose matches start with a keyword is
+// matched in, from the keyword at start: its longest match when that is
+// bounded, else the rest of the text.
+func (r *rule) fromKeyword(text string, start int) string {
+	if r.longest == 0 {
+		return text[start:]
+	}
+	b := start
+	for n := 0; b < len(text) && n < r.longest; n++ {
+		_, size := utf8.DecodeRuneInString(text[b:])
+		b += size
+	}
+	return text[start:b]
 }
 
 // windowAround is the text a windowed rule is first run on, around a

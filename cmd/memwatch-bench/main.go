@@ -85,7 +85,7 @@ func main() {
 		rows = append(rows, captureBench(dir, *sizeMiB)...)
 	}
 	if run["secrets"] {
-		rows = append(rows, secretsBench(dir, *secretsMiB)...)
+		rows = append(rows, secretsBench(*bin, dir, *secretsMiB)...)
 	}
 	if run["recall"] {
 		rows = append(rows, recallBench(*bin, dir, *recallMiB, *keep, "project")...)

@@ -2,30 +2,28 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/secrets"
-	"github.com/memwatch/memwatch/session"
-	"github.com/memwatch/memwatch/spool"
 )
 
 // secretsBench measures what finding credentials costs beside capturing:
 // Claude Code transcripts whose tool results are real source files (the
-// Go tree's), mib MiB of them in sessions of about 200 KiB, captured into
-// a spool, then every line run through the detector as the daemon's count
-// of credentials runs it (gitleaks' rules, keyword prefilter). CPU time
-// of this process (user+sys) for each.
-func secretsBench(dir string, mib int) []row {
+// Go tree's), mib MiB of them in sessions of about 200 KiB, caught up,
+// then every line run through the detector as the daemon's count
+// of credentials runs it (gitleaks' rules, keyword prefilter): the real
+// daemon's catch-up (capture and indexing) and its count right after, in
+// CPU seconds as it logs them.
+func secretsBench(bin, dir string, mib int) []row {
 	proj := filepath.Join(dir, "secrets-home", "-src-app")
 	if err := os.MkdirAll(proj, 0o755); err != nil {
 		fail(err)
@@ -69,43 +67,57 @@ func secretsBench(dir string, mib int) []row {
 		files = append(files, name)
 	}
 	fmt.Fprintf(os.Stderr, "credential detection: %d sessions, %d MiB of tool results from Go's source tree...\n", len(files), n>>20)
-	root, err := confine.Open(proj, confine.Options{MaxFileSize: 1 << 40})
-	if err != nil {
+	// The real daemon: its catch-up (capture and indexing) and its count
+	// of the credentials right after it, each with its CPU seconds.
+	pol := filepath.Join(dir, "secrets-policy.yaml")
+	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstores:\n  - name: cc\n    preset: claude-code\n    paths: [%q]\n", filepath.Join(dir, "secrets-home", "*"))), 0o644)
+	cmd := exec.Command(bin, "run", "--policy", pol, "--state-dir", filepath.Join(dir, "secrets-state"), "--log-format", "json")
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+filepath.Join(dir, "secrets-run"))
+	os.MkdirAll(filepath.Join(dir, "secrets-run"), 0o700)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
 		fail(err)
 	}
-	defer root.Close()
-	sp, err := spool.Open(context.Background(), filepath.Join(dir, "secrets-spool"))
-	if err != nil {
-		fail(err)
-	}
-	defer sp.Close()
-	c0 := cpuSelf()
-	for _, f := range files {
-		if _, err := sp.Capture(context.Background(), root, filepath.Base(f), spool.Options{IsMessage: session.IsMessage}); err != nil {
-			fail(err)
+	var catchup, count float64
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for count == 0 && sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		cpu, _ := strconv.ParseFloat(fmt.Sprint(m["cpu_seconds"]), 64)
+		switch {
+		case strings.HasPrefix(fmt.Sprint(m["msg"]), "caught up"):
+			catchup = cpu
+		case m["msg"] == "counted the credentials in the agents' memory" && catchup > 0:
+			count = max(cpu, 0.005)
 		}
 	}
-	capture := cpuSelf() - c0
+	cmd.Process.Kill()
+	cmd.Wait()
+	if catchup == 0 || count == 0 {
+		return []row{{"credential detection vs the catch-up", "no figure: the daemon said no catch-up or no count", "", ""}}
+	}
+	// The detector alone on the same lines, in this process.
 	d := secrets.Default()
 	found := 0
-	c0 = cpuSelf()
+	c0 := cpuSelf()
 	for _, f := range files {
-		fh, err := os.Open(f)
+		b, err := os.ReadFile(f)
 		if err != nil {
 			fail(err)
 		}
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			found += len(d.Find(sc.Text()))
+		for _, l := range strings.Split(string(b), "\n") {
+			found += len(d.Find(l))
 		}
-		fh.Close()
 	}
 	detect := cpuSelf() - c0
-	pct := 100 * detect.Seconds() / capture.Seconds()
+	pct := 100 * count / catchup
 	return []row{
-		{fmt.Sprintf("capture, %d MiB of transcripts of source code (CPU)", n>>20), fmt.Sprintf("%.2f s (%.0f MiB/s)", capture.Seconds(), float64(n>>20)/capture.Seconds()), "", ""},
-		{"credential detection over the same lines (CPU)", fmt.Sprintf("%.2f s, %.0f%% of capture (%d found)", detect.Seconds(), pct, found), "<= 10%", verdict(pct <= 10)},
+		{fmt.Sprintf("catch-up of %d MiB of transcripts of source code (CPU)", n>>20), fmt.Sprintf("%.2f s (%.0f MiB/s)", catchup, float64(n>>20)/catchup), "", ""},
+		{"the count of credentials after it (CPU)", fmt.Sprintf("%.2f s, %.1f%% of the catch-up", count, pct), "<= 10%", verdict(pct <= 10)},
+		{"the detector alone over the same lines", fmt.Sprintf("%.0f MB/s (%d found)", float64(n)/1e6/detect.Seconds(), found), "", ""},
 	}
 }
 
