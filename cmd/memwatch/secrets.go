@@ -36,13 +36,17 @@ memwatch's spool does (a log the agent deleted or rewrote since). Values
 are never printed: memwatch show --reveal CITATION prints one for you.
 
 It reads the files of every root you can read (or --dir's), and the spool
-where you can read memwatch's state. memwatch never changes them; to stop
-a credential leaking, rotate it.
+where you can read memwatch's state. memwatch changes neither unless a
+store asks for scrub_secrets: true (the agent's logs masked once idle, no
+copy kept; see docs/security.md). To stop a credential leaking, rotate
+it. memwatch recall KIND (memwatch recall aws-access-token) finds the
+lines that hold one, masked.
 
 Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
 2 on a usage error.`,
 		Example: `  memwatch secrets             # where credentials sit, newest first (exit 1 when any)
-  memwatch secrets --json      # the same as JSON, values never printed`,
+  memwatch secrets --json      # the same as JSON, values never printed
+  memwatch recall --all github-pat   # the lines holding a GitHub token, masked`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := g.readPolicy()
