@@ -2,6 +2,7 @@ package recall
 
 import (
 	"io/fs"
+	"sort"
 	"sync"
 	"syscall"
 	"time"
@@ -38,16 +39,26 @@ func NewIndexCache(maxBytes int64) *IndexCache {
 	return &IndexCache{max: maxBytes, entries: map[string]*keptIndex{}}
 }
 
-// keepAbove is the smallest index kept: a smaller one is read in one
-// pread (readIndex's scratch) for less than a lookup saves.
-const keepAbove = smallIndex
-
 // read returns the index at path with its blocks: the kept copy when the
-// file is still the one it was read from, else read (and kept when large,
-// settled and unchanged while it was read). scratch is readIndex's.
+// file is still the one it was read from (one stat by path, no open),
+// else read (and kept when settled and unchanged while it was read).
+// scratch is readIndex's. Small indexes are kept too: a home of a
+// thousand ordinary sessions has a thousand of them (6 MiB), and opening
+// each at every search was most of a rare word's time.
 func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 	if c == nil {
 		return readIndex(path, true, false, scratch)
+	}
+	var st syscall.Stat_t
+	if syscall.Stat(path, &st) == nil {
+		c.mu.Lock()
+		if e := c.entries[path]; e != nil && e.ino == uint64(st.Ino) && e.size == st.Size && e.ctime == ctimeOf(&st) && e.ctime != 0 {
+			c.tick++
+			e.used = c.tick
+			c.mu.Unlock()
+			return e.idx, nil
+		}
+		c.mu.Unlock()
 	}
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
@@ -58,17 +69,9 @@ func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 	if err := syscall.Fstat(fd, &before); err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
-	if before.Size <= keepAbove || before.Size > c.max {
+	if before.Size > c.max {
 		return readIndexFD(fd, path, true, false, scratch, true)
 	}
-	c.mu.Lock()
-	if e := c.entries[path]; e != nil && e.ino == uint64(before.Ino) && e.size == before.Size && e.ctime == ctimeOf(&before) && e.ctime != 0 {
-		c.tick++
-		e.used = c.tick
-		c.mu.Unlock()
-		return e.idx, nil
-	}
-	c.mu.Unlock()
 	idx, err := readIndexFD(fd, path, true, false, nil, false)
 	if err != nil {
 		return nil, err
@@ -84,6 +87,17 @@ func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 	return idx, nil
 }
 
+// has reports whether an index of path is kept (maybe of an earlier
+// version of the file: read tells).
+func (c *IndexCache) has(path string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[path] != nil
+}
+
 // keep adds e, dropping the least recently used entries beyond the bound.
 func (c *IndexCache) keep(path string, e *keptIndex) {
 	c.mu.Lock()
@@ -95,14 +109,22 @@ func (c *IndexCache) keep(path string, e *keptIndex) {
 	e.used = c.tick
 	c.entries[path] = e
 	c.size += e.size
-	for c.size > c.max {
-		var oldest string
-		for p, x := range c.entries {
-			if oldest == "" || x.used < c.entries[oldest].used {
-				oldest = p
-			}
+	if c.size <= c.max {
+		return
+	}
+	// The least recently used go, down to three quarters of the bound at
+	// once: a search over a million files must not scan the cache at each
+	// index it keeps.
+	byUse := make([]string, 0, len(c.entries))
+	for p := range c.entries {
+		byUse = append(byUse, p)
+	}
+	sort.Slice(byUse, func(i, j int) bool { return c.entries[byUse[i]].used < c.entries[byUse[j]].used })
+	for _, p := range byUse {
+		if c.size <= c.max/4*3 {
+			break
 		}
-		c.size -= c.entries[oldest].size
-		delete(c.entries, oldest)
+		c.size -= c.entries[p].size
+		delete(c.entries, p)
 	}
 }

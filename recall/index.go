@@ -412,20 +412,24 @@ func (s *searcher) index(f file) (idx *fileIndex, unchanged bool) {
 	if dir == "" || f.gz() {
 		return nil, false
 	}
-	if s.indexes[dir] == nil {
-		// One listing instead of a failed open per file never indexed.
-		if s.indexes == nil {
-			s.indexes = map[string]map[string]bool{}
-		}
-		s.indexes[dir] = map[string]bool{}
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			s.indexes[dir][e.Name()] = true
-		}
-	}
 	path := indexPath(dir, f.root.Root.Path(), f.rel)
-	if !s.indexes[dir][filepath.Base(path)] {
-		return nil, false
+	// An index the daemon keeps needs no listing (read checks it by a
+	// stat); else one listing of the directory instead of a failed open
+	// per file never indexed.
+	if !s.o.Indexes.has(path) {
+		if s.indexes[dir] == nil {
+			if s.indexes == nil {
+				s.indexes = map[string]map[string]bool{}
+			}
+			s.indexes[dir] = map[string]bool{}
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				s.indexes[dir][e.Name()] = true
+			}
+		}
+		if !s.indexes[dir][filepath.Base(path)] {
+			return nil, false
+		}
 	}
 	if s.idxBuf == nil {
 		s.idxBuf = make([]byte, smallIndex)
