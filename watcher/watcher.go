@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -104,13 +105,18 @@ type Watcher struct {
 	paused         chan struct{} // tests only: the loop waits on it
 	// add is fsw.Add; tests replace it to simulate running out of watches.
 	add func(string) error
+	// walks are the walks of polled roots under way (walkPolled): off the
+	// loop, so a root of tens of thousands of directories does not hold up
+	// every other root's events; Run waits for them before it returns.
+	walks sync.WaitGroup
 }
 
 type rootState struct {
-	store  string
-	id     confine.ID // the directory discovery found (see confine.GlobRoots)
-	polled bool
-	snap   map[string]fileSig // poll fallback only
+	store   string
+	id      confine.ID // the directory discovery found (see confine.GlobRoots)
+	polled  bool
+	snap    map[string]fileSig // poll fallback only
+	walking bool               // a walk of it is under way
 }
 
 type fileSig struct {
@@ -251,6 +257,7 @@ func sameGlobs(a, b *Store) bool {
 
 // Run watches until ctx ends, then closes the fsnotify watcher.
 func (w *Watcher) Run(ctx context.Context) error {
+	defer w.walks.Wait() // after done is closed: a walk stops at its next entry
 	defer close(w.done)
 	defer w.fsw.Close()
 	w.timer = time.NewTimer(time.Hour)
@@ -500,7 +507,42 @@ func (w *Watcher) poll(root string, st *rootState) {
 		}
 	}
 	st.polled = true
-	st.snap = w.snapshotTree(root)
+	// The first walk is taken here, on the loop, once per root: what
+	// changes after it is noticed at the next poll. The poll's own walks,
+	// every PollInterval, go off the loop (walkPolled).
+	var owner *confine.Identity
+	if s, ok := w.stores[st.store]; ok {
+		owner = s.Owner
+	}
+	st.snap = snapshotTree(root, owner, w.done)
+}
+
+// walkPolled walks a polled root's tree on a goroutine of its own and
+// hands the snapshot to done on the loop, unless the root was removed
+// or replaced meanwhile. One walk of a root at a time.
+func (w *Watcher) walkPolled(root string, st *rootState, done func(map[string]fileSig)) {
+	if st.walking {
+		return
+	}
+	st.walking = true
+	var owner *confine.Identity
+	if s, ok := w.stores[st.store]; ok {
+		owner = s.Owner
+	}
+	w.walks.Add(1)
+	go func() {
+		defer w.walks.Done()
+		cur := snapshotTree(root, owner, w.done)
+		select {
+		case w.msgs <- func() {
+			st.walking = false
+			if w.roots[root] == st && st.polled {
+				done(cur)
+			}
+		}:
+		case <-w.done:
+		}
+	}()
 }
 
 func (w *Watcher) addRoot(s *Store, id confine.ID, reason jobs.Reason) {
@@ -832,15 +874,17 @@ func (w *Watcher) rescan() {
 	}
 }
 
-// snapshotTree lists a polled root's files, walked as its owner.
-func (w *Watcher) snapshotTree(root string) map[string]fileSig {
+// snapshotTree lists a polled root's files, walked as its owner; it
+// stops early once stop is closed.
+func snapshotTree(root string, owner *confine.Identity, stop <-chan struct{}) map[string]fileSig {
 	snap := map[string]fileSig{}
-	var owner *confine.Identity
-	if st, ok := w.roots[root]; ok {
-		owner = w.stores[st.store].Owner
-	}
 	_ = confine.AsOwnerOf(root, owner, func() error {
 		return walk(root, func(p string, d fs.DirEntry, err error) error {
+			select {
+			case <-stop:
+				return filepath.SkipAll
+			default:
+			}
 			if err != nil {
 				return nil
 			}
@@ -866,22 +910,23 @@ func (w *Watcher) pollRoots() {
 			w.emit(Change{Store: st.store, Root: root, Reason: jobs.ReasonPoll})
 			continue
 		}
-		cur := w.snapshotTree(root)
-		var changed []string
-		for p, sig := range cur {
-			if old, ok := st.snap[p]; !ok || old != sig {
-				changed = append(changed, p)
+		w.walkPolled(root, st, func(cur map[string]fileSig) {
+			var changed []string
+			for p, sig := range cur {
+				if old, ok := st.snap[p]; !ok || old != sig {
+					changed = append(changed, p)
+				}
 			}
-		}
-		for p := range st.snap {
-			if _, ok := cur[p]; !ok {
-				changed = append(changed, p)
+			for p := range st.snap {
+				if _, ok := cur[p]; !ok {
+					changed = append(changed, p)
+				}
 			}
-		}
-		st.snap = cur
-		if len(changed) > 0 {
-			sort.Strings(changed)
-			w.emit(Change{Store: st.store, Root: root, Paths: changed, Reason: jobs.ReasonPoll})
-		}
+			st.snap = cur
+			if len(changed) > 0 {
+				sort.Strings(changed)
+				w.emit(Change{Store: st.store, Root: root, Paths: changed, Reason: jobs.ReasonPoll})
+			}
+		})
 	}
 }
