@@ -49,12 +49,16 @@ func (r *rule) fromKeyword(text string, start int) string {
 	if r.longest == 0 {
 		return text[start:]
 	}
-	b := start
-	for n := 0; b < len(text) && n < r.longest; n++ {
-		_, size := utf8.DecodeRuneInString(text[b:])
-		b += size
+	return text[start:forward(text, start, r.longest)]
+}
+
+// forward is the offset n characters after at in text (or its end).
+func forward(text string, at, n int) int {
+	for ; at < len(text) && n > 0; n-- {
+		_, size := utf8.DecodeRuneInString(text[at:])
+		at += size
 	}
-	return text[start:b]
+	return at
 }
 
 // windowAround is the text a windowed rule is first run on, around a
@@ -62,16 +66,12 @@ func (r *rule) fromKeyword(text string, start int) string {
 // characters. (A rule whose matches start with a keyword is instead
 // matched from the keyword on: see prefixMatch.)
 func (r *rule) windowAround(text string, start, end int) [2]int {
-	a, b := start, end
+	a := start
 	for n := 0; a > 0 && n < r.longest; n++ {
 		_, size := utf8.DecodeLastRuneInString(text[:a])
 		a -= size
 	}
-	for n := 0; b < len(text) && n < r.longest; n++ {
-		_, size := utf8.DecodeRuneInString(text[b:])
-		b += size
-	}
-	return [2]int{a, b}
+	return [2]int{a, forward(text, end, r.longest)}
 }
 
 // anchoredOf compiles a rule's expression to match only from the start
