@@ -23,6 +23,11 @@ import (
 // pairedRuns is the median wall time of a and b, run in turns n times
 // (their output to a file: GNU grep stops at its first hit on /dev/null).
 func pairedRuns(n int, out string, env []string, a, b []string) (time.Duration, time.Duration) {
+	return pairedRunsIn("", n, out, env, a, b)
+}
+
+// pairedRunsIn is pairedRuns with the commands run in dir.
+func pairedRunsIn(dir string, n int, out string, env []string, a, b []string) (time.Duration, time.Duration) {
 	timeOne := func(argv []string) time.Duration {
 		o, err := os.Create(out)
 		if err != nil {
@@ -32,6 +37,7 @@ func pairedRuns(n int, out string, env []string, a, b []string) (time.Duration, 
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdout, cmd.Stderr = o, io.Discard
 		cmd.Env = append(os.Environ(), env...)
+		cmd.Dir = dir
 		t0 := time.Now()
 		if err := cmd.Run(); err != nil && cmd.ProcessState.ExitCode() > 1 {
 			fail(fmt.Errorf("%v: %w", argv, err))

@@ -56,7 +56,9 @@ func main() {
 	fleetHosts := flag.Int("fleet-hosts", 20, "hosts of the fleet benchmark")
 	fleetMiB := flag.Int("fleet-mib", 50, "session MiB of each host of the fleet benchmark")
 	secretsMiB := flag.Int("secrets-mib", 64, "MiB of source-code transcripts for the credential detection benchmark")
-	only := flag.String("only", "client,capture,secrets,recall,prose,daemon,window,relevance,replica,fleet", "the benchmarks to run (comma-separated)")
+	homeMiB := flag.Int("home-mib", 300, "MiB of sessions in the home benchmark")
+	homeSessions := flag.Int("home-sessions", 1700, "sessions in the home benchmark")
+	only := flag.String("only", "client,capture,secrets,home,recall,prose,daemon,window,relevance,replica,fleet", "the benchmarks to run (comma-separated)")
 	keep := flag.Bool("keep", false, "keep the generated files (the directory is printed)")
 	buildIndex := flag.Bool("build-index", false, "index the session directory ARG1 into ARG2 and print the bytes indexed (used by the recall benchmarks)")
 	flag.Parse()
@@ -86,6 +88,9 @@ func main() {
 	}
 	if run["secrets"] {
 		rows = append(rows, secretsBench(*bin, dir, *secretsMiB)...)
+	}
+	if run["home"] {
+		rows = append(rows, homeBench(*bin, dir, *homeMiB, *homeSessions)...)
 	}
 	if run["recall"] {
 		rows = append(rows, recallBench(*bin, dir, *recallMiB, *keep, "project")...)
