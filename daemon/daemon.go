@@ -114,11 +114,15 @@ type Daemon struct {
 	// passes follows each root's changes against its evaluation's pass
 	// (passes.go): nothing changed meanwhile is left to a later one.
 	passes *passes
-	// verified lists the index files checked whole in this run, and
-	// indexing the index-root tasks' places between their slices; only
-	// the background goroutine uses them.
+	// verified lists the index files checked whole in this run, indexing
+	// the index-root tasks' places between their slices, segments the
+	// index directory's term segments (listed once, kept as they are
+	// written), analyzer the indexing's (its stems kept across files);
+	// only the background goroutine uses them.
 	verified map[string]bool
 	indexing map[string]*indexScan
+	segments *recall.SegmentListing
+	analyzer *recall.Analyzer
 	// archive says, per root and path, whether a file is one of memwatch's
 	// archives (never versioned); archiveMu guards it (the background
 	// goroutine and jobs about to change a file ask).
@@ -232,6 +236,8 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.bg.onDrop = func(root string) { d.passes.changed(root, true) }
 	d.verified = map[string]bool{}
 	d.indexing = map[string]*indexScan{}
+	d.segments = recall.NewSegmentListing()
+	d.analyzer = recall.NewAnalyzer()
 	d.archive = map[string]bool{}
 	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse, Touched: d.onTouched}, log)
 	if err != nil {

@@ -1,6 +1,7 @@
 package recall
 
 import (
+	"hash/maphash"
 	"unicode"
 	"unicode/utf8"
 
@@ -32,6 +33,15 @@ const maxStemCache = 1 << 16
 type Analyzer struct {
 	stems map[string]string
 	buf   []byte
+	// The indexing's terms by id (TermIDs): tokens interned in an
+	// open-addressed table, one probe a token (a map of strings, missing
+	// the cache at each token, was most of the analysis of a home).
+	seed   maphash.Seed
+	slots  []int32 // 1 + an index in toks; 0: empty
+	toks   []tokenEnt
+	termOf []string         // by id
+	idOf   map[string]int32 // by term
+	local  []int32          // a segment builder's ids by these (addIDs)
 	// only, when set, holds the first two bytes of every term wanted
 	// (a bit per pair): a token starting otherwise is not stemmed (it
 	// cannot be one of them), and stands as the term otherTerm.
@@ -85,7 +95,97 @@ func prefix2(b []byte) [2]byte {
 }
 
 // NewAnalyzer returns an analyzer.
-func NewAnalyzer() *Analyzer { return &Analyzer{stems: map[string]string{}} }
+func NewAnalyzer() *Analyzer {
+	return &Analyzer{stems: map[string]string{}, seed: maphash.MakeSeed(), idOf: map[string]int32{}}
+}
+
+// tokenEnt is an interned token and its term's id (-1: a stopword).
+type tokenEnt struct {
+	hash uint64
+	tok  string
+	id   int32
+}
+
+// maxTermIDs bounds the terms TermIDs numbers between two ResetIDs.
+const maxTermIDs = 1 << 20
+
+// TermIDs calls fn with the id of each term of text, in order (Term
+// gives its text): Terms, without a string a token.
+func (a *Analyzer) TermIDs(text []byte, fn func(id int32)) {
+	a.tokens(text, func(tok []byte, ascii bool) {
+		if id := a.id(tok, ascii); id >= 0 {
+			fn(id)
+		}
+	})
+}
+
+// Term is the term of an id TermIDs or TermID gave.
+func (a *Analyzer) Term(id int32) string { return a.termOf[id] }
+
+// TermID is a term's id, numbered as TermIDs numbers them.
+func (a *Analyzer) TermID(t string) int32 {
+	id, ok := a.idOf[t]
+	if !ok {
+		id = int32(len(a.termOf))
+		a.termOf = append(a.termOf, t)
+		a.idOf[t] = id
+	}
+	return id
+}
+
+// ResetIDs forgets the ids given when there are more than maxTermIDs,
+// so memory stays bounded; no id given before may be used after.
+func (a *Analyzer) ResetIDs() {
+	if len(a.termOf) > maxTermIDs || len(a.toks) > maxTermIDs {
+		a.slots, a.toks, a.termOf, a.local = nil, nil, nil, nil
+		clear(a.idOf)
+	}
+}
+
+// id is a lowercased token's term id, interned.
+func (a *Analyzer) id(tok []byte, ascii bool) int32 {
+	h := maphash.Bytes(a.seed, tok)
+	mask := uint64(len(a.slots) - 1)
+	if len(a.slots) > 0 {
+		for i := h & mask; ; i = (i + 1) & mask {
+			e := a.slots[i]
+			if e == 0 {
+				break
+			}
+			if t := &a.toks[e-1]; t.hash == h && t.tok == string(tok) {
+				return t.id
+			}
+		}
+	}
+	t := a.term(tok, ascii)
+	id := int32(-1)
+	if t != "" {
+		id = a.TermID(t)
+	}
+	if 2*(len(a.toks)+1) > len(a.slots) {
+		a.grow()
+		mask = uint64(len(a.slots) - 1)
+	}
+	a.toks = append(a.toks, tokenEnt{hash: h, tok: string(tok), id: id})
+	i := h & mask
+	for a.slots[i] != 0 {
+		i = (i + 1) & mask
+	}
+	a.slots[i] = int32(len(a.toks))
+	return id
+}
+
+func (a *Analyzer) grow() {
+	a.slots = make([]int32, max(1024, 2*len(a.slots)))
+	mask := uint64(len(a.slots) - 1)
+	for k, t := range a.toks {
+		i := t.hash & mask
+		for a.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		a.slots[i] = int32(k + 1)
+	}
+}
 
 // wordByte classifies ASCII bytes: 1 a letter or digit, 2 an apostrophe.
 var wordByte = func() (t [256]uint8) {
@@ -101,6 +201,16 @@ var wordByte = func() (t [256]uint8) {
 
 // Terms calls fn with each term of text, in order.
 func (a *Analyzer) Terms(text []byte, fn func(term string)) {
+	a.tokens(text, func(tok []byte, ascii bool) {
+		if t := a.term(tok, ascii); t != "" {
+			fn(t)
+		}
+	})
+}
+
+// tokens calls fn with each token of text, lowercased (in a buffer
+// reused for the next), and whether it is ASCII.
+func (a *Analyzer) tokens(text []byte, fn func(tok []byte, ascii bool)) {
 	i := 0
 	for i < len(text) {
 		c := text[i]
@@ -154,9 +264,7 @@ func (a *Analyzer) Terms(text []byte, fn func(term string)) {
 		if len(a.buf) == 0 || len(a.buf) > maxToken {
 			continue
 		}
-		if t := a.term(a.buf, ascii); t != "" {
-			fn(t)
-		}
+		fn(a.buf, ascii)
 	}
 }
 

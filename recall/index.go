@@ -17,6 +17,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/session"
 )
 
 // The index of one file is a list of blocks of whole lines, about 64 KiB
@@ -560,6 +561,12 @@ type IndexOptions struct {
 	// Verify checks every block of an existing index first and starts it
 	// anew when one is corrupt.
 	Verify bool
+	// Listing, when given, is the index directory's term segments as
+	// listed once for many files (nil: listed for each).
+	Listing *SegmentListing
+	// Analyzer, when given, analyzes the text (its stems cached across
+	// files: a home's sessions share most of their words); nil: a new one.
+	Analyzer *Analyzer
 }
 
 // IndexFile brings the indexes of rel (a file of root, searched as kind)
@@ -568,16 +575,86 @@ type IndexOptions struct {
 // every complete line; a file rewritten other than by appending is
 // indexed anew. It returns how many bytes it indexed.
 func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOptions) (int64, error) {
-	n, err := indexBlocks(dir, root, rel, kind, o)
+	memo := &lineMemo{room: maxLineMemo}
+	n, err := indexBlocks(dir, root, rel, kind, o, memo)
 	if err != nil {
 		return n, err
 	}
-	t, err := indexTerms(dir, root, rel, kind, o)
+	t, err := indexTerms(dir, root, rel, kind, o, memo)
 	return max(n, t), err
 }
 
+// maxLineMemo bounds the text a lineMemo keeps.
+const maxLineMemo = 16 << 20
+
+// lineMemo carries the lines the trigram pass decoded to the term pass,
+// by offset, so a log's line is decoded once (decoding JSON was a third
+// of indexing a home); past room bytes the term pass decodes again.
+type lineMemo struct {
+	offs  []int64
+	lines []lineText
+	next  int // the term pass's place
+	room  int
+}
+
+func (m *lineMemo) put(off int64, lt lineText) {
+	if m == nil || len(lt.search) > m.room {
+		m.room = 0
+		return
+	}
+	m.room -= len(lt.search)
+	m.offs = append(m.offs, off)
+	m.lines = append(m.lines, lt)
+}
+
+// get returns the line decoded at off, asked in increasing offsets.
+func (m *lineMemo) get(off int64) (lineText, bool) {
+	if m == nil {
+		return lineText{}, false
+	}
+	for m.next < len(m.offs) && m.offs[m.next] < off {
+		m.next++
+	}
+	if m.next < len(m.offs) && m.offs[m.next] == off {
+		return m.lines[m.next], true
+	}
+	return lineText{}, false
+}
+
+// lineText is a raw line as both indexes read it: searchText's text,
+// and docTextTime's document (search[doc:], none when doc < 0) and time.
+type lineText struct {
+	search []byte
+	doc    int
+	when   time.Time
+}
+
+func decodeLineText(k Kind, raw []byte) lineText {
+	raw = trimCR(raw)
+	if k == Text {
+		doc := 0
+		if len(bytes.TrimSpace(raw)) == 0 {
+			doc = -1
+		}
+		return lineText{search: raw, doc: doc}
+	}
+	m := session.Decode(raw)
+	role := m.Role
+	switch {
+	case m.Raw:
+		role = "raw"
+	case m.Meta:
+		role = "meta"
+	}
+	lt := lineText{search: []byte(role + ": " + m.Text), doc: len(role) + 2, when: m.Time}
+	if m.Meta {
+		lt.doc, lt.when = -1, time.Time{}
+	}
+	return lt
+}
+
 // indexBlocks brings the trigram index up to date.
-func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexOptions) (int64, error) {
+func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexOptions, memo *lineMemo) (int64, error) {
 	maxLine := o.MaxLine
 	if maxLine <= 0 {
 		maxLine = 1 << 20
@@ -669,10 +746,12 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 		if err != nil {
 			break // io.EOF, or a partial last line: left for later
 		}
+		lt := decodeLineText(kind, raw)
+		memo.put(pos, lt)
 		pos += n
 		line++
 		blockLines++
-		b.add(searchText(kind, raw))
+		b.add(lt.search)
 		if pos-blockOff >= target {
 			if err := b.encode(w, blockOff, pos-blockOff, line-blockLines+1, blockLines); err != nil {
 				return 0, err

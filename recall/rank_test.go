@@ -1,6 +1,7 @@
 package recall
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -165,5 +166,86 @@ func TestStemKeepsTheFirstTwoBytes(t *testing.T) {
 				t.Errorf("%q stems to %q, whose stemPrefixes lack %q", w, term, w[:min(2, len(w))])
 			}
 		})
+	}
+}
+
+// TestSegmentListingKeepsTheChain: indexing many files through one
+// listing of the index directory (the daemon's way) writes and merges
+// exactly the segments that listing it for each file does, and the
+// listing stays what the directory holds.
+func TestSegmentListingKeepsTheChain(t *testing.T) {
+	dir := t.TempDir()
+	root := openRoot(t, dir)
+	shared, each := t.TempDir(), t.TempDir()
+	l := NewSegmentListing()
+	names := []string{"a.jsonl", "b.jsonl", "c.jsonl"}
+	for pass := range 30 {
+		for i, n := range names {
+			f, err := os.OpenFile(filepath.Join(dir, n), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range 20 + 10*i {
+				fmt.Fprintf(f, `{"role":"user","content":"pass %d line %d of %s: the deploy of service %d waits"}`+"\n", pass, j, n, j%5)
+			}
+			f.Close()
+			if pass == 20 && i == 1 {
+				os.WriteFile(filepath.Join(dir, n), nil, 0o644) // rewritten: its segments go
+			}
+			if _, err := IndexFile(shared, root, n, Log, IndexOptions{Listing: l}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := IndexFile(each, root, n, Log, IndexOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	base := func(paths []string) []string {
+		var out []string
+		for _, p := range paths {
+			out = append(out, filepath.Base(p))
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, n := range names {
+		got := base(termSegmentFiles(shared, root.Path(), n))
+		want := base(termSegmentFiles(each, root.Path(), n))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: segments %v, want %v", n, got, want)
+		}
+		if kept := base(l.files(shared, termPrefix(shared, root.Path(), n))); !slices.Equal(kept, got) {
+			t.Errorf("%s: the listing holds %v, the directory %v", n, kept, got)
+		}
+		if len(got) == 0 {
+			t.Errorf("%s: no segment", n)
+		}
+	}
+}
+
+// TestSegmentByIDsAsByStrings: the indexing's way of building a segment
+// (terms by id, one analyzer for many segments) writes the very bytes
+// the way by strings does.
+func TestSegmentByIDsAsByStrings(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	words := strings.Fields("Deploy deploying deployed the a staging cluster's migration v2 café 日本語 token refresh don't rotation budget painted painting")
+	shared := NewAnalyzer()
+	for seg := range 5 {
+		byID := newSegBuilder(uint64(seg*100), 0, nil)
+		byStr := newSegBuilder(uint64(seg*100), 0, func(string) bool { return true })
+		for i := range 100 {
+			var b []string
+			for range 1 + rng.IntN(20) {
+				b = append(b, words[rng.IntN(len(words))])
+			}
+			text := []byte(strings.Join(b, " "))
+			when := time.Date(2026, 11, 1+i%20, 10, 0, 0, 0, time.UTC)
+			byID.add(shared, text, int64(i*80), int64(i+1), when)
+			byStr.add(NewAnalyzer(), text, int64(i*80), int64(i+1), when)
+		}
+		byID.endOff, byStr.endOff = 8000, 8000
+		if got, want := byID.encode(fileID{}), byStr.encode(fileID{}); !bytes.Equal(got, want) {
+			t.Fatalf("segment %d: %d bytes by id differ from the %d by string", seg, len(got), len(want))
+		}
 	}
 }

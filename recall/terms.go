@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,6 +98,13 @@ type segBuilder struct {
 	keep     func(term string) bool // nil: every term
 	seen     map[string]int         // per document being added
 	dates    bool                   // the times' terms may be kept (timeTerms)
+	// The indexing's way (every term kept): terms by the analyzer's ids,
+	// numbered again for the segment (local), made strings at encode.
+	a       *Analyzer
+	ids     []int32 // local id -> analyzer id (a.local the other way)
+	post    [][]posting
+	tf      []int32 // per local id, in the document being added
+	touched []int32
 }
 
 func newSegBuilder(start uint64, startOff int64, keep func(string) bool) *segBuilder {
@@ -105,6 +113,10 @@ func newSegBuilder(start uint64, startOff int64, keep func(string) bool) *segBui
 
 // add analyzes one document's text.
 func (b *segBuilder) add(a *Analyzer, text []byte, off, line int64, when time.Time) {
+	if b.keep == nil && a.only == nil && (b.a == nil || b.a == a) {
+		b.addIDs(a, text, off, line, when)
+		return
+	}
 	clear(b.seen)
 	n := 0
 	a.Terms(text, func(t string) {
@@ -124,6 +136,51 @@ func (b *segBuilder) add(a *Analyzer, text []byte, off, line int64, when time.Ti
 	for t, tf := range b.seen {
 		b.terms[t] = append(b.terms[t], posting{ord: ord, tf: uint16(min(tf, 65535))})
 	}
+	b.docs = append(b.docs, docInfo{off: off, line: line, len: min(n, 65535)})
+	b.totalLen += int64(min(n, 65535))
+}
+
+// addIDs is add keeping every term, by id.
+func (b *segBuilder) addIDs(a *Analyzer, text []byte, off, line int64, when time.Time) {
+	if b.a == nil {
+		a.ResetIDs() // between segments: no id of this one is held yet
+		b.a = a
+	}
+	n := 0
+	count := func(id int32) {
+		if int(id) >= len(a.local) {
+			a.local = append(a.local, make([]int32, int(id)+1-len(a.local)+len(a.local)/2)...)
+		}
+		// A sparse set: the entry is this segment's when its local id
+		// points back at it, whatever an earlier segment left there.
+		l := a.local[id]
+		if int(l) >= len(b.ids) || b.ids[l] != id {
+			l = int32(len(b.ids))
+			a.local[id] = l
+			b.ids = append(b.ids, id)
+			b.post = append(b.post, nil)
+			b.tf = append(b.tf, 0)
+		}
+		if b.tf[l] == 0 {
+			b.touched = append(b.touched, l)
+		}
+		b.tf[l]++
+	}
+	a.TermIDs(text, func(id int32) {
+		n++
+		count(id)
+	})
+	if b.dates && !when.IsZero() {
+		for _, t := range timeTerms(when) {
+			count(a.TermID(t))
+		}
+	}
+	ord := uint32(len(b.docs))
+	for _, l := range b.touched {
+		b.post[l] = append(b.post[l], posting{ord: ord, tf: uint16(min(b.tf[l], 65535))})
+		b.tf[l] = 0
+	}
+	b.touched = b.touched[:0]
 	b.docs = append(b.docs, docInfo{off: off, line: line, len: min(n, 65535)})
 	b.totalLen += int64(min(n, 65535))
 }
@@ -153,17 +210,24 @@ type segment struct {
 
 // encode writes the segment b describes.
 func (b *segBuilder) encode(id fileID) []byte {
-	le := binary.LittleEndian
-	terms := make([]string, 0, len(b.terms))
-	for t := range b.terms {
-		terms = append(terms, t)
+	type termPostings struct {
+		t  string
+		ps []posting
 	}
-	sort.Strings(terms)
+	terms := make([]termPostings, 0, len(b.terms)+len(b.ids))
+	for t, ps := range b.terms {
+		terms = append(terms, termPostings{t, ps})
+	}
+	for l, tid := range b.ids {
+		terms = append(terms, termPostings{b.a.Term(tid), b.post[l]})
+	}
+	slices.SortFunc(terms, func(x, y termPostings) int { return strings.Compare(x.t, y.t) })
+	le := binary.LittleEndian
 	var strs, posts bytes.Buffer
 	dict := make([]byte, 0, len(terms)*dictEntry)
 	var blk []byte
-	for _, t := range terms {
-		ps := b.terms[t]
+	for _, tp := range terms {
+		t, ps := tp.t, tp.ps
 		maxTF, minLen := uint16(0), uint16(65535)
 		for _, p := range ps {
 			maxTF = max(maxTF, p.tf)
@@ -564,19 +628,70 @@ func isSegmentName(name string) bool {
 
 // termSegmentFiles lists the segment files of rel (their paths).
 func termSegmentFiles(dir, root, rel string) []string {
-	ms, _ := filepath.Glob(termPrefix(dir, root, rel) + "*")
-	var out []string
-	for _, m := range ms {
-		if isSegmentName(filepath.Base(m)) {
-			out = append(out, m)
-		}
-	}
-	return out
+	return (*SegmentListing)(nil).files(dir, termPrefix(dir, root, rel))
 }
 
-func removeTermSegments(paths []string) {
+// SegmentListing is one listing of an index directory's term segments,
+// kept up to date by the indexing that reads it: a pass over a root's
+// files lists the directory (which holds every file's segments) once, not
+// once per file, which made a first start quadratic in the files. It is
+// for one goroutine, and only while nothing else writes the directory
+// (the daemon's indexing); a nil listing lists the directory each time.
+type SegmentListing struct {
+	dir      string
+	byPrefix map[string][]string // segment paths by termPrefix
+}
+
+// NewSegmentListing returns a listing to be made when first needed.
+func NewSegmentListing() *SegmentListing { return &SegmentListing{} }
+
+// files lists the segment files whose names start with prefix.
+func (l *SegmentListing) files(dir, prefix string) []string {
+	if l == nil {
+		ms, _ := filepath.Glob(prefix + "*")
+		var out []string
+		for _, m := range ms {
+			if isSegmentName(filepath.Base(m)) {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	if l.byPrefix == nil || l.dir != dir {
+		l.dir, l.byPrefix = dir, map[string][]string{}
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if n := e.Name(); isSegmentName(n) {
+				p := filepath.Join(dir, n)
+				k := p[:strings.LastIndex(p, ".t")+2]
+				l.byPrefix[k] = append(l.byPrefix[k], p)
+			}
+		}
+	}
+	return slices.Clone(l.byPrefix[prefix])
+}
+
+// wrote notes a segment file written (or, gone, removed) at path.
+func (l *SegmentListing) wrote(path string, gone bool) {
+	if l == nil || l.byPrefix == nil || filepath.Dir(path) != l.dir {
+		return
+	}
+	k := path[:strings.LastIndex(path, ".t")+2]
+	ps := slices.DeleteFunc(l.byPrefix[k], func(p string) bool { return p == path })
+	if !gone {
+		ps = append(ps, path)
+	}
+	if len(ps) == 0 {
+		delete(l.byPrefix, k)
+		return
+	}
+	l.byPrefix[k] = ps
+}
+
+func removeTermSegments(l *SegmentListing, paths []string) {
 	for _, p := range paths {
 		os.Remove(p)
+		l.wrote(p, true)
 	}
 }
 
@@ -649,7 +764,7 @@ func termChain(paths []string, fh *os.File, fi fs.FileInfo) []chainLink {
 // complete lines written since the last one ends (maxSegDocs documents at
 // most each), merged as mergeRatio says; segments that do not describe the
 // file any more are built anew from its start.
-func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOptions) (int64, error) {
+func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOptions, memo *lineMemo) (int64, error) {
 	maxLine := o.MaxLine
 	if maxLine <= 0 {
 		maxLine = 1 << 20
@@ -667,7 +782,7 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		// and they go when it grows past minTermFile again.
 		return 0, nil
 	}
-	paths := termSegmentFiles(dir, root.Path(), rel)
+	paths := o.Listing.files(dir, termPrefix(dir, root.Path(), rel))
 	chain := termChain(paths, src, fi)
 	var ord uint64
 	var off int64
@@ -676,14 +791,17 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		last := chain[len(chain)-1].hdr
 		ord, off, line = last.end, last.endOff, last.nextLine
 	} else if len(paths) > 0 {
-		removeTermSegments(paths)
+		removeTermSegments(o.Listing, paths)
 	}
 	if fi.Size() <= off {
 		return 0, nil
 	}
 	st := fi.Sys().(*syscall.Stat_t)
 	id := fileID{dev: uint64(st.Dev), ino: uint64(st.Ino)}
-	a := NewAnalyzer()
+	a := o.Analyzer
+	if a == nil || a.only != nil {
+		a = NewAnalyzer()
+	}
 	rd := bufio.NewReaderSize(io.NewSectionReader(src, off, fi.Size()-off), int(min(1<<20, max(4096, fi.Size()-off))))
 	start := off
 	b := newSegBuilder(ord, off, nil)
@@ -695,7 +813,7 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		if id.tailSum, err = tailSum(src, b.endOff); err != nil {
 			return err
 		}
-		if err := addTermSegment(dir, root.Path(), rel, id, b); err != nil {
+		if err := addTermSegment(o.Listing, dir, root.Path(), rel, id, b); err != nil {
 			return err
 		}
 		b = newSegBuilder(b.start+uint64(len(b.docs)), off, nil)
@@ -706,8 +824,12 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		if err != nil {
 			break // io.EOF, or a partial last line: left for later
 		}
-		if text, when, ok := docTextTime(kind, raw); ok {
-			b.add(a, text, off, line, when)
+		lt, ok := memo.get(off)
+		if !ok {
+			lt = decodeLineText(kind, raw)
+		}
+		if lt.doc >= 0 {
+			b.add(a, lt.search[lt.doc:], off, line, lt.when)
 		}
 		off += n
 		line++
@@ -725,15 +847,17 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 
 // addTermSegment writes b's segment, then merges the newest two while
 // the older is less than mergeRatio times the newer.
-func addTermSegment(dir, root, rel string, id fileID, b *segBuilder) error {
+func addTermSegment(l *SegmentListing, dir, root, rel string, id fileID, b *segBuilder) error {
 	prefix := termPrefix(dir, root, rel)
-	if err := writeSegment(segmentName(prefix, b.start, b.start+uint64(len(b.docs)), b.endOff), b.encode(id)); err != nil {
+	name := segmentName(prefix, b.start, b.start+uint64(len(b.docs)), b.endOff)
+	if err := writeSegment(name, b.encode(id)); err != nil {
 		return err
 	}
+	l.wrote(name, false)
 	for {
 		// The chain as written: the headers alone (the file is as indexed).
 		var links []chainLink
-		for _, p := range termSegmentFiles(dir, root, rel) {
+		for _, p := range l.files(dir, prefix) {
 			if h, err := readSegmentHeader(p); err == nil && h.id.dev == id.dev && h.id.ino == id.ino {
 				links = append(links, chainLink{path: p, hdr: h})
 			}
@@ -759,9 +883,12 @@ func addTermSegment(dir, root, rel string, id fileID, b *segBuilder) error {
 		if err := mergeSegmentFiles(older.path, newer.path, merged, id); err != nil {
 			return err
 		}
+		l.wrote(merged, false)
 		os.Remove(older.path)
+		l.wrote(older.path, true)
 		if newer.path != merged {
 			os.Remove(newer.path)
+			l.wrote(newer.path, true)
 		}
 	}
 }
