@@ -325,14 +325,21 @@ func (r *ranker) indexSegments(f file, fh *os.File, fi fs.FileInfo) []*segment {
 		}
 	}
 	base := strings.TrimSuffix(filepath.Base(indexPath(dir, f.root.Root.Path(), f.rel)), ".idx")
-	var segs []*segment
-	for _, l := range termChain(r.segFiles[base], fh, fi) {
-		seg, err := openSegment(l.path)
-		if err != nil || seg.start != l.hdr.start || seg.endOff != l.hdr.endOff {
-			seg.close()
-			break
+	opened := map[string]*segment{}
+	chain := termChainOf(r.segFiles[base], fh, fi, func(p string) (*segment, error) {
+		seg, err := openSegment(p)
+		if err == nil {
+			opened[p] = seg
 		}
-		segs = append(segs, seg)
+		return seg, err
+	})
+	var segs []*segment
+	for _, l := range chain {
+		segs = append(segs, l.hdr)
+		delete(opened, l.path)
+	}
+	for _, seg := range opened {
+		seg.close()
 	}
 	return segs
 }

@@ -117,6 +117,12 @@ func FuzzSegment(f *testing.F) {
 		if err != nil {
 			return
 		}
+		for it := s.iter(0); it.next(); { // as a merge walks it
+			if ti, ok := it.info(); ok {
+				for c := newCursor(ti); !c.done; c.next() {
+				}
+			}
+		}
 		for _, term := range []string{"deploy", "rollback", "servic", "1", "zzz"} {
 			ti, ok := s.lookup(term)
 			if !ok {
@@ -247,5 +253,52 @@ func TestSegmentByIDsAsByStrings(t *testing.T) {
 		if got, want := byID.encode(fileID{}), byStr.encode(fileID{}); !bytes.Equal(got, want) {
 			t.Fatalf("segment %d: %d bytes by id differ from the %d by string", seg, len(got), len(want))
 		}
+	}
+}
+
+// TestSegmentOfAnEarlierFormatIsBuiltAnew: a state written by an earlier
+// release holds segments of another format; they are not read, and the
+// next indexing pass replaces them, after which the index answers again.
+func TestSegmentOfAnEarlierFormatIsBuiltAnew(t *testing.T) {
+	dir, idx := t.TempDir(), t.TempDir()
+	root := openRoot(t, dir)
+	var b strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&b, `{"role":"user","content":"message %d: the deploy of service %d waits for the migration"}`+"\n", i, i%9)
+	}
+	os.WriteFile(filepath.Join(dir, "s.jsonl"), []byte(b.String()), 0o644)
+	if _, err := IndexFile(idx, root, "s.jsonl", Log, IndexOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	segs := termSegmentFiles(idx, root.Path(), "s.jsonl")
+	if len(segs) != 1 {
+		t.Fatalf("%d segments, want 1", len(segs))
+	}
+	// As the previous release wrote it: another magic (and layout).
+	data, _ := os.ReadFile(segs[0])
+	copy(data, "MWTERM02")
+	os.WriteFile(segs[0], data, 0o600)
+	q, _ := ParseQuery("why does the deploy wait")
+	o := Options{Roots: []Root{{Root: root, Sources: []Source{{Glob: "*.jsonl", Kind: Log, Label: "messages"}}}}, Limit: 5, Index: idx}
+	rs, st, err := Search(context.Background(), q, o)
+	if err != nil || len(rs) != 5 || st.Indexed != 0 {
+		t.Fatalf("with an old segment: %d results, %d files by the index, %v; want 5, 0", len(rs), st.Indexed, err)
+	}
+	if _, err := IndexFile(idx, root, "s.jsonl", Log, IndexOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after := termSegmentFiles(idx, root.Path(), "s.jsonl")
+	if len(after) != 1 {
+		t.Fatalf("%d segments after indexing again, want 1", len(after))
+	}
+	if data, _ := os.ReadFile(after[0]); string(data[:8]) != termMagic {
+		t.Errorf("the segment is %q, want %q", data[:8], termMagic)
+	}
+	rs2, st, err := Search(context.Background(), q, o)
+	if err != nil || st.Indexed != 1 {
+		t.Fatalf("after: %d files by the index, %v; want 1", st.Indexed, err)
+	}
+	if i, diff := firstDiff(rs, rs2); diff {
+		t.Errorf("the index ranks differently from the scan at %d", i)
 	}
 }

@@ -31,14 +31,21 @@ import (
 //     over or rewritten in place since is not read, and the file's
 //     segments are built anew);
 //   - per document, where its line starts, its line number and its length;
+//   - the postings of each term: blocks of postingBlock ordinals (varint
+//     gaps) and term frequencies, behind (when there are several) a table
+//     of each block's last ordinal, so a cursor seeks to an ordinal by a
+//     binary search and decodes one block;
 //   - a dictionary of the terms, sorted, each with its document frequency,
 //     the highest term frequency and the shortest document it has (so a
-//     bound on its score is known without reading its postings), and where
-//     its postings are;
-//   - the postings of each term: blocks of postingBlock ordinals (varint
-//     gaps) and term frequencies, behind a table of each block's last
-//     ordinal, so a cursor seeks to an ordinal by a binary search and
-//     decodes one block.
+//     bound on its score is known without reading its postings), and the
+//     length of its postings, in blocks of dictBlock terms, each term
+//     written as the bytes it shares with the one before and the rest,
+//     all in varints (Lucene's block tree, flat): most of a home's terms
+//     are in one document of one file, and a fixed 36-byte entry with an
+//     8-byte skip table made the index larger than the logs;
+//   - an index of the dictionary's blocks (where each starts, and its
+//     first term's postings): a term is found by a binary search of the
+//     blocks' first terms, then a walk of at most dictBlock entries.
 //
 // The daemon writes a segment for the complete lines each indexing pass
 // adds (IndexFile, at most maxSegDocs documents each: memory stays
@@ -53,10 +60,14 @@ import (
 // query's terms: one scorer for all (rank.go).
 
 const (
-	termMagic    = "MWTERM02" // 02: messages hold their time's terms (dates.go)
+	// 02: messages hold their time's terms (dates.go); 03: the dictionary
+	// in front-coded blocks of varints, after the postings. A segment of
+	// an earlier format is not read: its file is indexed anew.
+	termMagic    = "MWTERM03"
 	termHeader   = 128
 	docEntry     = 14 // offset u64, line u32, length u16
-	dictEntry    = 36 // string offset u32, length u16, df u32, max tf u16, min length u16, postings offset u64, postings length u32, blocks u32, pad u32
+	dictBlock    = 16 // terms per dictionary block
+	indexEntry   = 12 // a dictionary block's offset u32, its first postings' offset u64
 	postingBlock = 128
 	// mergeRatio: the newest two segments are merged while the older holds
 	// fewer than this many times the newer's documents.
@@ -204,8 +215,8 @@ type segment struct {
 	// are read from it at these offsets when asked for.
 	file                    *os.File
 	docsAt, postAt, postEnd int64
-	docs, dict              []byte
-	strs, postings          []byte
+	docs, dict, index       []byte
+	postings                []byte
 }
 
 // encode writes the segment b describes.
@@ -222,9 +233,8 @@ func (b *segBuilder) encode(id fileID) []byte {
 		terms = append(terms, termPostings{b.a.Term(tid), b.post[l]})
 	}
 	slices.SortFunc(terms, func(x, y termPostings) int { return strings.Compare(x.t, y.t) })
-	le := binary.LittleEndian
-	var strs, posts bytes.Buffer
-	dict := make([]byte, 0, len(terms)*dictEntry)
+	var posts bytes.Buffer
+	var dw dictWriter
 	var blk []byte
 	for _, tp := range terms {
 		t, ps := tp.t, tp.ps
@@ -233,51 +243,89 @@ func (b *segBuilder) encode(id fileID) []byte {
 			maxTF = max(maxTF, p.tf)
 			minLen = min(minLen, uint16(b.docs[p.ord].len))
 		}
-		postOff := posts.Len()
-		var nblocks int
-		blk, nblocks = encodePostings(&posts, ps, blk)
-		var e [dictEntry]byte
-		le.PutUint32(e[0:], uint32(strs.Len()))
-		le.PutUint16(e[4:], uint16(len(t)))
-		le.PutUint32(e[6:], uint32(len(ps)))
-		le.PutUint16(e[10:], maxTF)
-		le.PutUint16(e[12:], minLen)
-		le.PutUint64(e[14:], uint64(postOff))
-		le.PutUint32(e[22:], uint32(posts.Len()-postOff))
-		le.PutUint32(e[26:], uint32(nblocks))
-		dict = append(dict, e[:]...)
-		strs.WriteString(t)
+		n := posts.Len()
+		blk = encodePostings(&posts, ps, blk)
+		dw.add(t, len(ps), int(maxTF), int(minLen), posts.Len()-n)
 	}
+	le := binary.LittleEndian
 	docs := make([]byte, len(b.docs)*docEntry)
 	for i, d := range b.docs {
 		le.PutUint64(docs[i*docEntry:], uint64(d.off))
 		le.PutUint32(docs[i*docEntry+8:], uint32(d.line))
 		le.PutUint16(docs[i*docEntry+12:], uint16(d.len))
 	}
-	out := make([]byte, termHeader, termHeader+len(docs)+len(dict)+strs.Len()+posts.Len())
-	copy(out, termMagic)
-	le.PutUint64(out[16:], b.start)
-	le.PutUint64(out[24:], b.start+uint64(len(b.docs)))
-	le.PutUint64(out[32:], uint64(b.startOff))
-	le.PutUint64(out[40:], uint64(b.endOff))
-	le.PutUint64(out[48:], uint64(b.totalLen))
-	le.PutUint32(out[56:], uint32(len(terms)))
-	docsAt := int64(termHeader)
-	dictAt := docsAt + int64(len(docs))
-	strsAt := dictAt + int64(len(dict))
-	postAt := strsAt + int64(strs.Len())
-	le.PutUint64(out[60:], uint64(dictAt))
-	le.PutUint64(out[68:], uint64(strsAt))
-	le.PutUint64(out[76:], uint64(postAt))
-	le.PutUint64(out[84:], uint64(postAt)+uint64(posts.Len()))
-	le.PutUint32(out[92:], uint32(b.nextLine))
-	le.PutUint64(out[96:], id.dev)
-	le.PutUint64(out[104:], id.ino)
-	le.PutUint64(out[112:], id.tailSum)
+	out := make([]byte, termHeader, termHeader+len(docs)+posts.Len()+len(dw.dict)+len(dw.index))
+	h := segmentHeader{start: b.start, end: b.start + uint64(len(b.docs)), startOff: b.startOff, endOff: b.endOff,
+		totalLen: b.totalLen, nterms: dw.n, nextLine: b.nextLine, id: id}
+	h.postAt = termHeader + uint64(len(docs))
+	h.dictAt = h.postAt + uint64(posts.Len())
+	h.indexAt = h.dictAt + uint64(len(dw.dict))
+	h.size = h.indexAt + uint64(len(dw.index))
+	h.put(out)
 	out = append(out, docs...)
-	out = append(out, dict...)
-	out = append(out, strs.Bytes()...)
-	return append(out, posts.Bytes()...)
+	out = append(out, posts.Bytes()...)
+	out = append(out, dw.dict...)
+	return append(out, dw.index...)
+}
+
+// segmentHeader is what a segment's first termHeader bytes say.
+type segmentHeader struct {
+	start, end                    uint64 // ordinals
+	startOff, endOff              int64
+	totalLen                      int64
+	nterms                        int
+	nextLine                      int64
+	id                            fileID
+	postAt, dictAt, indexAt, size uint64 // the sections, and the file's size
+}
+
+func (h *segmentHeader) put(out []byte) {
+	le := binary.LittleEndian
+	copy(out, termMagic)
+	le.PutUint64(out[16:], h.start)
+	le.PutUint64(out[24:], h.end)
+	le.PutUint64(out[32:], uint64(h.startOff))
+	le.PutUint64(out[40:], uint64(h.endOff))
+	le.PutUint64(out[48:], uint64(h.totalLen))
+	le.PutUint32(out[56:], uint32(h.nterms))
+	le.PutUint64(out[60:], h.postAt)
+	le.PutUint64(out[68:], h.dictAt)
+	le.PutUint64(out[76:], h.indexAt)
+	le.PutUint64(out[84:], h.size)
+	le.PutUint32(out[92:], uint32(h.nextLine))
+	le.PutUint64(out[96:], h.id.dev)
+	le.PutUint64(out[104:], h.id.ino)
+	le.PutUint64(out[112:], h.id.tailSum)
+}
+
+// dictWriter builds a dictionary and its index, terms added in order.
+type dictWriter struct {
+	dict, index []byte
+	n           int
+	prev        string
+	postOff     uint64
+}
+
+func (d *dictWriter) add(t string, df, maxTF, minLen, postLen int) {
+	shared := 0
+	if d.n%dictBlock == 0 {
+		d.index = binary.LittleEndian.AppendUint32(d.index, uint32(len(d.dict)))
+		d.index = binary.LittleEndian.AppendUint64(d.index, d.postOff)
+	} else {
+		for shared < min(len(t), len(d.prev)) && t[shared] == d.prev[shared] {
+			shared++
+		}
+	}
+	for _, v := range []int{shared, len(t) - shared} {
+		d.dict = binary.AppendUvarint(d.dict, uint64(v))
+	}
+	d.dict = append(d.dict, t[shared:]...)
+	for _, v := range []int{df, maxTF, minLen, postLen} {
+		d.dict = binary.AppendUvarint(d.dict, uint64(v))
+	}
+	d.prev = t
+	d.postOff += uint64(postLen)
+	d.n++
 }
 
 var errCorruptSegment = errors.New("corrupt term segment")
@@ -287,14 +335,13 @@ func parseSegment(data []byte) (*segment, error) {
 	if len(data) < termHeader || string(data[:8]) != termMagic {
 		return nil, errCorruptSegment
 	}
-	le := binary.LittleEndian
-	s := decodeSegmentHeader(data)
-	dictAt, strsAt, postAt, end := le.Uint64(data[60:]), le.Uint64(data[68:]), le.Uint64(data[76:]), le.Uint64(data[84:])
-	if err := s.check(dictAt, strsAt, postAt, end, uint64(len(data))); err != nil {
+	s, h := decodeSegmentHeader(data)
+	if err := s.check(h, uint64(len(data))); err != nil {
 		return nil, err
 	}
 	s.data = data
-	s.docs, s.dict, s.strs, s.postings = data[termHeader:dictAt], data[dictAt:strsAt], data[strsAt:postAt], data[postAt:end]
+	s.docs, s.postings = data[termHeader:h.postAt], data[h.postAt:h.dictAt]
+	s.dict, s.index = data[h.dictAt:h.indexAt], data[h.indexAt:h.size]
 	return s, nil
 }
 
@@ -314,10 +361,9 @@ func openSegmentAs(path string, lazy bool) (*segment, error) {
 		f.Close()
 		return nil, err
 	}
-	if lazy || fi.Size() < mapAbove {
-		// A small segment (a note's): its dictionary is read, its postings
-		// and documents when asked for. A search over hundreds of notes
-		// reads kilobytes of each, not all of it.
+	if lazy {
+		// Its dictionary is read, its postings and documents when asked
+		// for.
 		s, err := readLazy(f, fi.Size())
 		if err != nil {
 			f.Close()
@@ -326,8 +372,11 @@ func openSegmentAs(path string, lazy bool) (*segment, error) {
 		return s, nil
 	}
 	defer f.Close()
-	// Not populated: a query touches the dictionary's path to its terms
-	// and their postings, a small part of a large segment.
+	// Not populated: a query touches the index of the dictionary, the
+	// blocks its binary search reads and their terms' postings, a few
+	// pages of a segment. Reading small ones whole (a home has thousands)
+	// or piece by piece cost several times more. Segment files are
+	// written whole and renamed, never truncated: a mapping stays valid.
 	data, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", path, err)
@@ -343,30 +392,29 @@ func openSegmentAs(path string, lazy bool) (*segment, error) {
 
 // readLazy reads a segment's header and dictionary from f (size bytes).
 func readLazy(f *os.File, size int64) (*segment, error) {
-	h := make([]byte, termHeader)
-	if _, err := f.ReadAt(h, 0); err != nil || string(h[:8]) != termMagic {
+	hb := make([]byte, termHeader)
+	if _, err := f.ReadAt(hb, 0); err != nil || string(hb[:8]) != termMagic {
 		return nil, errCorruptSegment
 	}
-	le := binary.LittleEndian
-	s := decodeSegmentHeader(h)
-	dictAt, strsAt, postAt, end := le.Uint64(h[60:]), le.Uint64(h[68:]), le.Uint64(h[76:]), le.Uint64(h[84:])
-	if err := s.check(dictAt, strsAt, postAt, end, uint64(size)); err != nil {
+	s, h := decodeSegmentHeader(hb)
+	if err := s.check(h, uint64(size)); err != nil {
 		return nil, err
 	}
-	ds := make([]byte, postAt-dictAt)
-	if _, err := f.ReadAt(ds, int64(dictAt)); err != nil {
+	di := make([]byte, h.size-h.dictAt)
+	if _, err := f.ReadAt(di, int64(h.dictAt)); err != nil {
 		return nil, errCorruptSegment
 	}
-	s.dict, s.strs = ds[:strsAt-dictAt], ds[strsAt-dictAt:]
-	s.file, s.docsAt, s.postAt, s.postEnd = f, int64(termHeader), int64(postAt), int64(end)
+	s.dict, s.index = di[:h.indexAt-h.dictAt], di[h.indexAt-h.dictAt:]
+	s.file, s.docsAt, s.postAt, s.postEnd = f, int64(termHeader), int64(h.postAt), int64(h.dictAt)
 	return s, nil
 }
 
 // check verifies the sections a header places.
-func (s *segment) check(dictAt, strsAt, postAt, end, size uint64) error {
+func (s *segment) check(h segmentHeader, size uint64) error {
 	n := s.end - s.start
-	if s.end < s.start || n > 1<<31 || termHeader+n*docEntry != dictAt || dictAt+uint64(s.nterms)*dictEntry != strsAt ||
-		strsAt > postAt || postAt > end || end != size || s.startOff < 0 || s.endOff < s.startOff {
+	blocks := uint64(s.nterms+dictBlock-1) / dictBlock
+	if s.end < s.start || n > 1<<31 || termHeader+n*docEntry != h.postAt || h.postAt > h.dictAt || h.dictAt > h.indexAt ||
+		h.indexAt+blocks*indexEntry != h.size || h.size != size || s.startOff < 0 || s.endOff < s.startOff {
 		return errCorruptSegment
 	}
 	return nil
@@ -427,32 +475,84 @@ type termInfo struct {
 	nblocks int
 }
 
-func (s *segment) termAt(i int) string {
-	le := binary.LittleEndian
-	e := s.dict[i*dictEntry:]
-	off, n := le.Uint32(e), le.Uint16(e[4:])
-	if int(off)+int(n) > len(s.strs) {
-		return ""
-	}
-	return string(s.strs[off : off+uint32(n)])
+// dictIter walks a segment's dictionary in term order.
+type dictIter struct {
+	s       *segment
+	i       int    // the next term's number
+	pos     int    // its place in the dictionary
+	term    []byte // the current term
+	ti      termInfo
+	postOff uint64 // where its postings start
+	postLen uint64
+	bad     bool
 }
 
-// lookup finds a term's entry.
-func (s *segment) lookup(term string) (termInfo, bool) {
-	i := sort.Search(s.nterms, func(i int) bool { return s.termAt(i) >= term })
-	if i >= s.nterms || s.termAt(i) != term {
+// iter starts a walk at dictionary block b.
+func (s *segment) iter(b int) *dictIter {
+	it := &dictIter{s: s}
+	it.seekBlock(b)
+	return it
+}
+
+func (it *dictIter) seekBlock(b int) {
+	le := binary.LittleEndian
+	if (b+1)*indexEntry > len(it.s.index) {
+		it.i, it.bad = it.s.nterms, b*dictBlock < it.s.nterms
+		return
+	}
+	e := it.s.index[b*indexEntry:]
+	it.i, it.pos, it.postOff, it.postLen = b*dictBlock, int(le.Uint32(e)), le.Uint64(e[4:]), 0
+	it.term = it.term[:0]
+}
+
+// next decodes the next term (false at the end, or on a corrupt entry).
+func (it *dictIter) next() bool {
+	if it.bad || it.i >= it.s.nterms {
+		return false
+	}
+	if it.i%dictBlock == 0 && it.i > 0 && it.pos != int(binary.LittleEndian.Uint32(it.s.index[(it.i/dictBlock)*indexEntry:])) {
+		it.bad = true // a block starts where the one before ends
+		return false
+	}
+	d := it.s.dict
+	uvarint := func() uint64 {
+		x, n := binary.Uvarint(d[min(it.pos, len(d)):])
+		if n <= 0 {
+			it.bad = true
+		}
+		it.pos += max(n, 0)
+		return x
+	}
+	shared, suffix := uvarint(), uvarint()
+	if it.bad || shared > uint64(len(it.term)) || suffix > uint64(len(d)-it.pos) || it.i%dictBlock == 0 && shared != 0 {
+		it.bad = true
+		return false
+	}
+	it.term = append(it.term[:shared], d[it.pos:it.pos+int(suffix)]...)
+	it.pos += int(suffix)
+	df, maxTF, minLen, postLen := uvarint(), uvarint(), uvarint(), uvarint()
+	if it.bad || df < 1 || df > 1<<31 {
+		it.bad = true
+		return false
+	}
+	it.postOff += it.postLen
+	it.postLen = postLen
+	it.ti = termInfo{df: int(df), maxTF: int(min(maxTF, 65535)), minLen: int(min(minLen, 65535))}
+	it.ti.nblocks = (it.ti.df + postingBlock - 1) / postingBlock
+	it.i++
+	return true
+}
+
+// info returns the current term's entry with its postings.
+func (it *dictIter) info() (termInfo, bool) { return it.s.withPostings(it.ti, it.postOff, it.postLen) }
+
+// withPostings returns ti with its postings, n bytes at off.
+func (s *segment) withPostings(ti termInfo, off, n uint64) (termInfo, bool) {
+	if ti.nblocks > 1 && uint64(ti.nblocks)*8 > n {
 		return termInfo{}, false
 	}
-	return s.entry(i)
-}
-
-func (s *segment) entry(i int) (termInfo, bool) {
-	le := binary.LittleEndian
-	e := s.dict[i*dictEntry:]
-	ti := termInfo{df: int(le.Uint32(e[6:])), maxTF: int(le.Uint16(e[10:])), minLen: int(le.Uint16(e[12:])), nblocks: int(le.Uint32(e[26:]))}
-	off, n := le.Uint64(e[14:]), uint64(le.Uint32(e[22:]))
 	if s.file != nil {
-		if int64(off+n) > s.postEnd-s.postAt || uint64(ti.nblocks)*8 > n || ti.df < 1 {
+		if int64(off+n) > s.postEnd-s.postAt || off+n < off {
 			return termInfo{}, false
 		}
 		ti.post = make([]byte, n)
@@ -461,11 +561,49 @@ func (s *segment) entry(i int) (termInfo, bool) {
 		}
 		return ti, true
 	}
-	if off+n > uint64(len(s.postings)) || uint64(ti.nblocks)*8 > n || ti.df < 1 {
+	if off+n > uint64(len(s.postings)) || off+n < off {
 		return termInfo{}, false
 	}
 	ti.post = s.postings[off : off+n]
 	return ti, true
+}
+
+// firstTerm is the first term of dictionary block b (nil: corrupt).
+func (s *segment) firstTerm(b int) []byte {
+	off := int(binary.LittleEndian.Uint32(s.index[b*indexEntry:]))
+	if off > len(s.dict) {
+		return nil
+	}
+	d := s.dict[off:]
+	shared, n := binary.Uvarint(d)
+	if n <= 0 || shared != 0 {
+		return nil
+	}
+	l, m := binary.Uvarint(d[n:])
+	if m <= 0 || l > uint64(len(d)-n-m) {
+		return nil
+	}
+	return d[n+m : n+m+int(l)]
+}
+
+// lookup finds a term's entry.
+func (s *segment) lookup(term string) (termInfo, bool) {
+	blocks := (s.nterms + dictBlock - 1) / dictBlock
+	// The last block whose first term is at most term.
+	b := sort.Search(blocks, func(i int) bool { return string(s.firstTerm(i)) > term }) - 1
+	if b < 0 {
+		return termInfo{}, false
+	}
+	it := s.iter(b)
+	for k := 0; k < dictBlock && it.next(); k++ {
+		switch c := strings.Compare(string(it.term), term); {
+		case c == 0:
+			return it.info()
+		case c > 0:
+			return termInfo{}, false
+		}
+	}
+	return termInfo{}, false
 }
 
 // cursor walks a term's postings in a segment in ordinal order.
@@ -491,15 +629,17 @@ func (c *cursor) load(b int) {
 		return
 	}
 	le := binary.LittleEndian
-	skips := c.ti.post[:8*c.ti.nblocks]
-	data := c.ti.post[8*c.ti.nblocks:]
+	skips, data := c.ti.skips()
 	from := uint32(0)
 	prev := uint32(0)
 	if b > 0 {
 		from = le.Uint32(skips[8*(b-1)+4:])
 		prev = le.Uint32(skips[8*(b-1):])
 	}
-	to := le.Uint32(skips[8*b+4:])
+	to := uint32(len(data))
+	if len(skips) > 0 {
+		to = le.Uint32(skips[8*b+4:])
+	}
 	c.ords, c.tfs = c.ords[:0], c.tfs[:0]
 	if from > to || int(to) > len(data) {
 		c.done = true
@@ -527,6 +667,14 @@ func (c *cursor) load(b int) {
 	}
 }
 
+// skips returns a term's skip table (none for one block) and its blocks.
+func (ti termInfo) skips() (skips, data []byte) {
+	if ti.nblocks <= 1 {
+		return nil, ti.post
+	}
+	return ti.post[:8*ti.nblocks], ti.post[8*ti.nblocks:]
+}
+
 // doc is the current ordinal (relative); tf its frequency.
 func (c *cursor) doc() uint32 { return c.ords[c.i] }
 func (c *cursor) tf() int     { return int(c.tfs[c.i]) }
@@ -547,8 +695,10 @@ func (c *cursor) seek(ord uint32) {
 		return
 	}
 	le := binary.LittleEndian
-	skips := c.ti.post[:8*c.ti.nblocks]
-	if last := le.Uint32(skips[8*c.block:]); ord > last {
+	skips, _ := c.ti.skips()
+	if len(skips) == 0 {
+		// One block: searched below.
+	} else if last := le.Uint32(skips[8*c.block:]); ord > last {
 		b := c.block + 1 + sort.Search(c.ti.nblocks-c.block-1, func(i int) bool { return le.Uint32(skips[8*(c.block+1+i):]) >= ord })
 		c.load(b)
 		if c.done {
@@ -562,21 +712,27 @@ func (c *cursor) seek(ord uint32) {
 }
 
 // decodeSegmentHeader reads a segment's header (termHeader bytes).
-func decodeSegmentHeader(h []byte) *segment {
+func decodeSegmentHeader(hb []byte) (*segment, segmentHeader) {
 	le := binary.LittleEndian
-	return &segment{start: le.Uint64(h[16:]), end: le.Uint64(h[24:]),
-		startOff: int64(le.Uint64(h[32:])), endOff: int64(le.Uint64(h[40:])), totalLen: int64(le.Uint64(h[48:])),
-		nterms: int(le.Uint32(h[56:])), nextLine: int64(le.Uint32(h[92:])),
-		id: fileID{dev: le.Uint64(h[96:]), ino: le.Uint64(h[104:]), tailSum: le.Uint64(h[112:])}}
+	h := segmentHeader{start: le.Uint64(hb[16:]), end: le.Uint64(hb[24:]),
+		startOff: int64(le.Uint64(hb[32:])), endOff: int64(le.Uint64(hb[40:])), totalLen: int64(le.Uint64(hb[48:])),
+		nterms: int(le.Uint32(hb[56:])), nextLine: int64(le.Uint32(hb[92:])),
+		id:     fileID{dev: le.Uint64(hb[96:]), ino: le.Uint64(hb[104:]), tailSum: le.Uint64(hb[112:])},
+		postAt: le.Uint64(hb[60:]), dictAt: le.Uint64(hb[68:]), indexAt: le.Uint64(hb[76:]), size: le.Uint64(hb[84:])}
+	return &segment{start: h.start, end: h.end, startOff: h.startOff, endOff: h.endOff, totalLen: h.totalLen,
+		nterms: h.nterms, nextLine: h.nextLine, id: h.id}, h
 }
 
 // encodePostings writes a term's postings: the skip table (each block's
-// last ordinal and where it ends), then the blocks. It returns the block
-// buffer to reuse and the number of blocks.
-func encodePostings(w *bytes.Buffer, ps []posting, blk []byte) ([]byte, int) {
+// last ordinal and where it ends) when there are several blocks, then the
+// blocks. It returns the block buffer to reuse.
+func encodePostings(w *bytes.Buffer, ps []posting, blk []byte) []byte {
 	le := binary.LittleEndian
 	nblocks := (len(ps) + postingBlock - 1) / postingBlock
-	skips := make([]byte, 8*nblocks)
+	var skips []byte
+	if nblocks > 1 {
+		skips = make([]byte, 8*nblocks)
+	}
 	blk = blk[:0]
 	prev := uint32(0)
 	for i, p := range ps {
@@ -589,7 +745,7 @@ func encodePostings(w *bytes.Buffer, ps []posting, blk []byte) ([]byte, int) {
 		blk = binary.AppendUvarint(blk, uint64(p.ord-prev))
 		blk = binary.AppendUvarint(blk, uint64(p.tf))
 		prev = p.ord
-		if i%postingBlock == postingBlock-1 || i == len(ps)-1 {
+		if skips != nil && (i%postingBlock == postingBlock-1 || i == len(ps)-1) {
 			bi := i / postingBlock
 			le.PutUint32(skips[8*bi:], p.ord)
 			le.PutUint32(skips[8*bi+4:], uint32(len(blk)))
@@ -597,7 +753,7 @@ func encodePostings(w *bytes.Buffer, ps []posting, blk []byte) ([]byte, int) {
 	}
 	w.Write(skips)
 	w.Write(blk)
-	return blk, nblocks
+	return blk
 }
 
 // Term segments are files beside a file's trigram index: its name's hash,
@@ -706,7 +862,8 @@ func readSegmentHeader(path string) (*segment, error) {
 	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:8]) != termMagic {
 		return nil, errCorruptSegment
 	}
-	return decodeSegmentHeader(h[:]), nil
+	seg, _ := decodeSegmentHeader(h[:])
+	return seg, nil
 }
 
 // chainLink is a segment file in a chain.
@@ -721,13 +878,19 @@ type chainLink struct {
 // before the last one's end (a rewrite in place shows there); nil when
 // they do not.
 func termChain(paths []string, fh *os.File, fi fs.FileInfo) []chainLink {
+	return termChainOf(paths, fh, fi, readSegmentHeader)
+}
+
+// termChainOf is termChain with each segment's header read by open (a
+// search opens the segments it reads once).
+func termChainOf(paths []string, fh *os.File, fi fs.FileInfo, open func(string) (*segment, error)) []chainLink {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return nil
 	}
 	var links []chainLink
 	for _, p := range paths {
-		if h, err := readSegmentHeader(p); err == nil && h.id.dev == uint64(st.Dev) && h.id.ino == uint64(st.Ino) {
+		if h, err := open(p); err == nil && h.id.dev == uint64(st.Dev) && h.id.ino == uint64(st.Ino) {
 			links = append(links, chainLink{path: p, hdr: h})
 		}
 	}
@@ -912,37 +1075,43 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 	}
 	id.tailSum = b.id.tailSum
 	// The merged dictionary: both sorted, walked together.
+	// A term's entries without their postings, read when it is written:
+	// memory holds the dictionary and one term's postings.
+	type entry struct {
+		ti        termInfo // df 0: absent
+		off, size uint64
+	}
 	type mterm struct {
 		t      string
-		ia, ib int // -1: absent
+		ta, tb entry
 	}
 	var terms []mterm
-	strLen := 0
-	for i, j := 0, 0; i < a.nterms || j < b.nterms; {
-		var ta, tb string
-		if i < a.nterms {
-			ta = a.termAt(i)
-		}
-		if j < b.nterms {
-			tb = b.termAt(j)
-		}
+	ia, ib := a.iter(0), b.iter(0)
+	okA, okB := ia.next(), ib.next()
+	for okA || okB {
+		var m mterm
+		c := 0
 		switch {
-		case j >= b.nterms || i < a.nterms && ta < tb:
-			terms = append(terms, mterm{ta, i, -1})
-			i++
-		case i >= a.nterms || tb < ta:
-			terms = append(terms, mterm{tb, -1, j})
-			j++
+		case !okB:
+			c = -1
+		case !okA:
+			c = 1
 		default:
-			terms = append(terms, mterm{ta, i, j})
-			i, j = i+1, j+1
+			c = bytes.Compare(ia.term, ib.term)
 		}
-		strLen += len(terms[len(terms)-1].t)
+		if c <= 0 {
+			m.t, m.ta = string(ia.term), entry{ia.ti, ia.postOff, ia.postLen}
+			okA = ia.next()
+		}
+		if c >= 0 {
+			m.t, m.tb = string(ib.term), entry{ib.ti, ib.postOff, ib.postLen}
+			okB = ib.next()
+		}
+		terms = append(terms, m)
 	}
-	ndocs := a.count() + b.count()
-	dictAt := int64(termHeader) + int64(ndocs)*docEntry
-	strsAt := dictAt + int64(len(terms))*dictEntry
-	postAt := strsAt + int64(strLen)
+	if ia.bad || ib.bad || ia.i != a.nterms || ib.i != b.nterms {
+		return errCorruptSegment
+	}
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -960,34 +1129,21 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 		}
 		w.Write(d)
 	}
-	// Postings go after the dictionary and the strings, whose sizes are
-	// known: written at their place, the rest filled in after.
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if _, err := f.Seek(postAt, io.SeekStart); err != nil {
-		return err
-	}
-	w.Reset(f)
-	le := binary.LittleEndian
-	dict := make([]byte, 0, len(terms)*dictEntry)
-	strs := make([]byte, 0, strLen)
+	// The postings, term by term, then the dictionary and its index.
 	shift := uint32(a.count())
 	var ps []posting
 	var buf bytes.Buffer
 	var blk []byte
-	var postOff int64
+	var dw dictWriter
+	var postLen uint64
 	for _, m := range terms {
 		ps = ps[:0]
 		maxTF, minLen := 0, 65535
-		for k, pair := range []struct {
-			s *segment
-			i int
-		}{{a, m.ia}, {b, m.ib}} {
-			if pair.i < 0 {
+		for k, e := range []entry{m.ta, m.tb} {
+			if e.ti.df == 0 {
 				continue
 			}
-			ti, ok := pair.s.entry(pair.i)
+			ti, ok := []*segment{a, b}[k].withPostings(e.ti, e.off, e.size)
 			if !ok {
 				return errCorruptSegment
 			}
@@ -1001,47 +1157,25 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 			}
 		}
 		buf.Reset()
-		var nblocks int
-		blk, nblocks = encodePostings(&buf, ps, blk)
-		var e [dictEntry]byte
-		le.PutUint32(e[0:], uint32(len(strs)))
-		le.PutUint16(e[4:], uint16(len(m.t)))
-		le.PutUint32(e[6:], uint32(len(ps)))
-		le.PutUint16(e[10:], uint16(maxTF))
-		le.PutUint16(e[12:], uint16(minLen))
-		le.PutUint64(e[14:], uint64(postOff))
-		le.PutUint32(e[22:], uint32(buf.Len()))
-		le.PutUint32(e[26:], uint32(nblocks))
-		dict = append(dict, e[:]...)
-		strs = append(strs, m.t...)
-		postOff += int64(buf.Len())
+		blk = encodePostings(&buf, ps, blk)
+		dw.add(m.t, len(ps), maxTF, minLen, buf.Len())
+		postLen += uint64(buf.Len())
 		w.Write(buf.Bytes())
 	}
+	w.Write(dw.dict)
+	w.Write(dw.index)
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	copy(header, termMagic)
-	le.PutUint64(header[16:], a.start)
-	le.PutUint64(header[24:], b.end)
-	le.PutUint64(header[32:], uint64(a.startOff))
-	le.PutUint64(header[40:], uint64(b.endOff))
-	le.PutUint64(header[48:], uint64(a.totalLen+b.totalLen))
-	le.PutUint32(header[56:], uint32(len(terms)))
-	le.PutUint64(header[60:], uint64(dictAt))
-	le.PutUint64(header[68:], uint64(strsAt))
-	le.PutUint64(header[76:], uint64(postAt))
-	le.PutUint64(header[84:], uint64(postAt+postOff))
-	le.PutUint32(header[92:], uint32(b.nextLine))
-	le.PutUint64(header[96:], id.dev)
-	le.PutUint64(header[104:], id.ino)
-	le.PutUint64(header[112:], id.tailSum)
-	for _, part := range []struct {
-		at   int64
-		data []byte
-	}{{0, header}, {dictAt, dict}, {strsAt, strs}} {
-		if _, err := f.WriteAt(part.data, part.at); err != nil {
-			return err
-		}
+	h := segmentHeader{start: a.start, end: b.end, startOff: a.startOff, endOff: b.endOff, totalLen: a.totalLen + b.totalLen,
+		nterms: dw.n, nextLine: b.nextLine, id: id}
+	h.postAt = termHeader + uint64(a.count()+b.count())*docEntry
+	h.dictAt = h.postAt + postLen
+	h.indexAt = h.dictAt + uint64(len(dw.dict))
+	h.size = h.indexAt + uint64(len(dw.index))
+	h.put(header)
+	if _, err := f.WriteAt(header, 0); err != nil {
+		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
