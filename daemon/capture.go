@@ -514,6 +514,11 @@ func (d *Daemon) indexRoot(ctx context.Context, root *confine.Root, rt *storeRT,
 		st.scan.Close()
 	}
 	delete(d.indexing, key)
+	if len(d.indexing) == 0 {
+		// Every root indexed (the catch-up's end, mostly): the stems
+		// kept for it go, so an idle daemon holds no table of them.
+		d.analyzer = recall.NewAnalyzer()
+	}
 	return false
 }
 

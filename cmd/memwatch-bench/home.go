@@ -164,7 +164,7 @@ func genHome(home string, mib, sessions int) (int64, []string) {
 		for n < size {
 			prompt := words(8 + rng.IntN(20))
 			reply := words(15 + rng.IntN(40))
-			if planted[i] && turn == 1 {
+			if planted[i] && turn == 0 { // the first prompt: every session has one
 				prompt = "the " + homeWord + " deploy keeps hitting the timeout, we decided to raise it to 90s and retry twice; " + prompt
 			}
 			emit("user", map[string]any{"role": "user", "content": prompt})
