@@ -106,3 +106,88 @@ func (r *Root) GlobExcept(pattern, exclude string) ([]string, error) {
 	slices.Sort(out)
 	return slices.Compact(out), nil
 }
+
+// Listing is one pass of globs over a root: each directory is read once
+// however many patterns look in it (a store's sources are a dozen
+// patterns in a few directories, most of them absent), and what a match
+// is (its lstat, made by the listing itself) comes with it, so a search
+// over thousands of files lists and stats each once. It sees the root as
+// it was when first read: make one per pass, not per daemon.
+type Listing struct {
+	r    *Root
+	dirs map[string]listedDir
+}
+
+type listedDir struct {
+	ents []fs.DirEntry // sorted by name
+	err  error
+}
+
+// Listing starts a pass of globs over r.
+func (r *Root) Listing() *Listing { return &Listing{r: r, dirs: map[string]listedDir{}} }
+
+// Matched is a name a pattern matched, with what it is when the listing
+// knows (nil: a literal pattern, not listed; Stat it).
+type Matched struct {
+	Rel  string
+	Info fs.FileInfo
+}
+
+// GlobExcept is Root.GlobExcept with what each match is.
+func (l *Listing) GlobExcept(pattern, exclude string) ([]Matched, error) {
+	if err := CheckGlob(pattern); err != nil {
+		return nil, err
+	}
+	if l.r.os == nil {
+		return nil, nil
+	}
+	var out []Matched
+	for _, p := range Alternatives(filepath.ToSlash(pattern)) {
+		ms, err := fs.Glob(listingFS{l}, p)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			if exclude != "" && matchAny(exclude, path.Base(m)) {
+				continue
+			}
+			out = append(out, Matched{Rel: filepath.FromSlash(m), Info: l.info(m)})
+		}
+	}
+	slices.SortFunc(out, func(a, b Matched) int { return strings.Compare(a.Rel, b.Rel) })
+	return slices.CompactFunc(out, func(a, b Matched) bool { return a.Rel == b.Rel }), nil
+}
+
+// info is the lstat of name as its directory's listing read it.
+func (l *Listing) info(name string) fs.FileInfo {
+	d, ok := l.dirs[path.Dir(name)]
+	if !ok {
+		return nil
+	}
+	base := path.Base(name)
+	i, found := slices.BinarySearchFunc(d.ents, base, func(e fs.DirEntry, n string) int { return strings.Compare(e.Name(), n) })
+	if !found {
+		return nil
+	}
+	fi, err := d.ents[i].Info()
+	if err != nil {
+		return nil
+	}
+	return fi
+}
+
+// listingFS is the root as fs.Glob reads it, each directory listed once.
+type listingFS struct{ l *Listing }
+
+func (f listingFS) Open(name string) (fs.File, error) { return rootFS{f.l.r}.Open(name) }
+
+func (f listingFS) Stat(name string) (fs.FileInfo, error) { return rootFS{f.l.r}.Stat(name) }
+
+func (f listingFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	d, ok := f.l.dirs[name]
+	if !ok {
+		d.ents, d.err = rootFS{f.l.r}.ReadDir(name)
+		f.l.dirs[name] = d
+	}
+	return d.ents, d.err
+}

@@ -49,3 +49,42 @@ func TestGlobScanIsGlob(t *testing.T) {
 		}
 	}
 }
+
+// TestListingIsGlob: one listing for many patterns finds what GlobExcept
+// finds for each, and says what each listed match is as its lstat does.
+func TestListingIsGlob(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.jsonl", "b.jsonl", "c.md", "memory/MEMORY.md", "memory/HISTORY-1.md", "sessions/s1.jsonl", "sessions/s2.jsonl",
+		"agents/one/sessions/1.jsonl", "agents/two/sessions/2.jsonl", "agents/two/sessions/2y.jsonl", "workspace/sessions/w.jsonl"} {
+		write(t, filepath.Join(dir, f), "x")
+	}
+	os.Symlink(filepath.Join(dir, "sessions"), filepath.Join(dir, "linked"))
+	os.Symlink("a.jsonl", filepath.Join(dir, "z.jsonl"))
+	r := mustOpen(t, dir, Options{})
+	l := r.Listing()
+	for _, tt := range []struct{ pattern, exclude string }{
+		{"*.jsonl", ""}, {"sessions/*.jsonl", ""}, {"agents/*/sessions/*[!y].jsonl", ""}, {"{workspace/sessions,sessions}/*.jsonl", ""},
+		{"*", ""}, {"sessions/*.jsonl", "s1*"}, {"linked/*.jsonl", ""}, {"memory/MEMORY.md", ""}, {"memory/HISTORY*.md", ""},
+		{"absent/*.md", ""}, {"memory/archive/{MEMORY,HISTORY}-[0-9]*.md{,.gz}", ""}, {"*.jsonl", ""},
+	} {
+		want, werr := r.GlobExcept(tt.pattern, tt.exclude)
+		ms, err := l.GlobExcept(tt.pattern, tt.exclude)
+		if (err != nil) != (werr != nil) {
+			t.Fatalf("%q: error %v, want %v", tt.pattern, err, werr)
+		}
+		var got []string
+		for _, m := range ms {
+			got = append(got, m.Rel)
+			if m.Info == nil {
+				continue
+			}
+			fi, err := os.Lstat(filepath.Join(dir, m.Rel))
+			if err != nil || fi.Mode() != m.Info.Mode() || fi.Size() != m.Info.Size() || !os.SameFile(fi, m.Info) {
+				t.Errorf("%q: %s listed as %v %d, its lstat says %v", tt.pattern, m.Rel, m.Info.Mode(), m.Info.Size(), fi)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%q (except %q): %v, want %v", tt.pattern, tt.exclude, got, want)
+		}
+	}
+}

@@ -529,7 +529,7 @@ func (d *Daemon) indexFile(root *confine.Root, rt *storeRT, rel string, kind rec
 	// The first time in a run, an index is checked whole: a corrupt one
 	// is built anew (searches meanwhile trust only its structure).
 	key := root.Path() + "\x00" + rel
-	n, err := recall.IndexFile(filepath.Join(d.cfg.StateDir, IndexDir), root, rel, kind, recall.IndexOptions{MaxLine: int(rt.store.MaxLine), Verify: !d.verified[key], Listing: d.segments, Analyzer: d.analyzer})
+	n, err := recall.IndexFile(filepath.Join(d.cfg.StateDir, IndexDir), root, rel, kind, recall.IndexOptions{MaxLine: int(rt.store.MaxLine), Verify: !d.verified[key], Listing: d.segments, Analyzer: d.analyzer, Cache: d.indexes})
 	if err == nil {
 		if len(d.verified) >= maxVerified {
 			clear(d.verified) // checked whole again: a cost, never a loss

@@ -173,7 +173,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	// per file (loglimit.go).
 	raw := log
 	log, limit := newLogLimit(log)
-	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), secrets: newSecretTally(), indexes: recall.NewIndexCache(indexCacheBytes),
+	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), secrets: newSecretTally(), indexes: trustedIndexCache(),
 		shares: newShares(DefaultClientRequests, DefaultTotalRequests, DefaultShareWait, raw)}
 	d.health.wake = make(chan struct{}, 1)
 	ctx := context.Background()
@@ -1103,4 +1103,13 @@ func cpuSeconds() float64 {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// trustedIndexCache is the daemon's cache of the recall indexes: it alone
+// writes them (indexFile tells the cache), so a search reads a kept copy
+// without a stat.
+func trustedIndexCache() *recall.IndexCache {
+	c := recall.NewIndexCache(indexCacheBytes)
+	c.TrustWrites()
+	return c
 }

@@ -106,8 +106,8 @@ func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error
 		Reaches: caller.Reaches,
 		Options: func(o *recall.Options) {
 			o.Index = filepath.Join(d.cfg.StateDir, IndexDir)
-			o.Generation = d.spool.Gens(ctx).Of
-			o.Held = d.spool.SearchHeld
+			gens := d.spool.Gens(ctx)
+			o.Generation, o.Held = gens.Of, gens.Held
 			o.Indexes = d.indexes
 		}}
 	// Only the roots the caller reaches, before anything is resolved: a

@@ -19,6 +19,11 @@ import (
 // recently used dropped first. A nil cache reads each time (the CLI).
 type IndexCache struct {
 	max int64
+	// trusted: every write of the indexes it keeps goes through IndexFile
+	// with this cache, which forgets what it wrote; a kept copy is then
+	// used without a stat (it is checked against its log, as any index
+	// is, so a copy older than the file is never wrong, only shorter).
+	trusted bool
 
 	mu      sync.Mutex // guards what follows
 	size    int64
@@ -48,6 +53,16 @@ func NewIndexCache(maxBytes int64) *IndexCache {
 func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 	if c == nil {
 		return readIndex(path, true, false, scratch)
+	}
+	if c.trusted {
+		c.mu.Lock()
+		if e := c.entries[path]; e != nil {
+			c.tick++
+			e.used = c.tick
+			c.mu.Unlock()
+			return e.idx, nil
+		}
+		c.mu.Unlock()
 	}
 	var st syscall.Stat_t
 	if syscall.Stat(path, &st) == nil {
@@ -85,6 +100,24 @@ func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 	idx.kept = true
 	c.keep(path, &keptIndex{idx: idx, ino: uint64(before.Ino), size: before.Size, ctime: settled})
 	return idx, nil
+}
+
+// TrustWrites says every write of the indexes c keeps goes through
+// IndexFile with c (IndexOptions.Cache): the daemon's, which alone writes
+// its index directory. A search then uses a kept copy without a stat.
+func (c *IndexCache) TrustWrites() { c.trusted = true }
+
+// forget drops the kept copy of the index at path (written since).
+func (c *IndexCache) forget(path string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[path]; e != nil {
+		c.size -= e.size
+		delete(c.entries, path)
+	}
 }
 
 // has reports whether an index of path is kept (maybe of an earlier

@@ -35,6 +35,14 @@ func waitSettled(t *testing.T, path string) {
 // the indexer has rewritten the file in place (a grown note); the cache
 // keeps no more than its bound.
 func TestIndexCacheFollowsTheIndex(t *testing.T) {
+	// Trusted, the cache is the daemon's: told by the indexer what it
+	// wrote, it uses a kept copy without a stat.
+	for _, trusted := range []bool{false, true} {
+		t.Run(fmt.Sprint("trusted=", trusted), func(t *testing.T) { testIndexCacheFollowsTheIndex(t, trusted) })
+	}
+}
+
+func testIndexCacheFollowsTheIndex(t *testing.T, trusted bool) {
 	dir := t.TempDir()
 	rel := "working-memory/detail/n.md"
 	note := filepath.Join(dir, rel)
@@ -49,9 +57,15 @@ func TestIndexCacheFollowsTheIndex(t *testing.T) {
 	waitSettled(t, note)
 	root := openRoot(t, dir)
 	idxDir := filepath.Join(dir, "idx")
+	cache := NewIndexCache(1 << 20)
+	var told *IndexCache
+	if trusted {
+		cache.TrustWrites()
+		told = cache
+	}
 	build := func() {
 		t.Helper()
-		if _, err := IndexFile(idxDir, root, rel, Text, IndexOptions{BlockSize: 1024}); err != nil {
+		if _, err := IndexFile(idxDir, root, rel, Text, IndexOptions{BlockSize: 1024, Cache: told}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,7 +75,6 @@ func TestIndexCacheFollowsTheIndex(t *testing.T) {
 		t.Fatalf("no index: %v", err)
 	}
 	waitSettled(t, path)
-	cache := NewIndexCache(1 << 20)
 	search := func(word string, c *IndexCache) []Result {
 		t.Helper()
 		q, _ := ParseQuery(word)

@@ -564,6 +564,9 @@ type IndexOptions struct {
 	// Listing, when given, is the index directory's term segments as
 	// listed once for many files (nil: listed for each).
 	Listing *SegmentListing
+	// Cache, when given, forgets its copy of the index written (see
+	// IndexCache.TrustWrites).
+	Cache *IndexCache
 	// Analyzer, when given, analyzes the text (its stems cached across
 	// files: a home's sessions share most of their words); nil: a new one.
 	Analyzer *Analyzer
@@ -576,6 +579,7 @@ type IndexOptions struct {
 // indexed anew. It returns how many bytes it indexed.
 func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOptions) (int64, error) {
 	memo := &lineMemo{room: maxLineMemo}
+	defer o.Cache.forget(indexPath(dir, root.Path(), rel))
 	n, err := indexBlocks(dir, root, rel, kind, o, memo)
 	if err != nil {
 		return n, err

@@ -354,13 +354,21 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 	seen := map[string]bool{}
 	for _, r := range o.Roots {
 		// add lists rel, searched as src, unless listed already.
-		add := func(src Source, rel string, gen int64) {
+		// add lists rel, searched as src, unless listed already; fi is
+		// what the root's listing read of it (nil: not listed).
+		add := func(src Source, rel string, gen int64, fi fs.FileInfo) {
 			key := r.Root.Path() + "\x00" + rel
 			if seen[key] || !r.holds(rel) {
 				return
 			}
-			fi, err := vs.stat(r.Root, rel)
-			if err != nil || !fi.Mode().IsRegular() || confine.IsTemp(rel) {
+			if fi == nil || !fi.Mode().IsRegular() {
+				// Not listed, or a symlink: stat it as a search opens it.
+				var err error
+				if fi, err = vs.stat(r.Root, rel); err != nil {
+					return
+				}
+			}
+			if !fi.Mode().IsRegular() || confine.IsTemp(rel) {
 				return
 			}
 			seen[key] = true
@@ -381,11 +389,14 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 					continue
 				}
 				if src := r.Sources[l.Source]; (len(want) == 0 || want[src.Label]) && src.Kind != Records {
-					add(src, l.Rel, l.Gen)
+					add(src, l.Rel, l.Gen, nil)
 				}
 			}
 			continue
 		}
+		// One listing of the root for all its sources: each directory read
+		// once, each file's lstat read with it.
+		listing := r.Root.Listing()
 		for _, src := range r.Sources {
 			if len(want) > 0 && !want[src.Label] {
 				continue
@@ -393,19 +404,21 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 			if src.Kind == Records {
 				continue // searched through Options.Held
 			}
-			ms, err := r.Root.GlobExcept(src.Glob, src.Exclude)
+			ms, err := listing.GlobExcept(src.Glob, src.Exclude)
 			if err != nil {
 				// A root this caller cannot list is left out, not the search.
 				unread(st, file{root: r, rel: src.Glob}, err)
 				continue
 			}
 			for _, m := range ms {
-				add(src, m, 0)
+				add(src, m.Rel, 0, m.Info)
 			}
 		}
 	}
-	sort.SliceStable(files, func(i, j int) bool {
-		a, b := files[i], files[j]
+	// The order is total (a root and a name are listed once): no stable
+	// sort, whose merges moved these large structs most of its time.
+	sort.Slice(files, func(i, j int) bool {
+		a, b := &files[i], &files[j]
 		if a.src.Kind != b.src.Kind {
 			return a.src.Kind == Text
 		}

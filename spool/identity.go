@@ -20,8 +20,8 @@ import (
 
 // Bind gives root's ID the logs kept under its bindable keys
 // (state.BindRoots), once per root key and run.
-func (s *Spool) Bind(ctx context.Context, root confine.ID) {
-	s.bound.Once(root.Key(), func() error { return state.BindRoots(ctx, s.db, "logs", root) })
+func (s *Spool) Bind(ctx context.Context, root confine.ID) bool {
+	return s.bound.Once(root.Key(), func() error { return state.BindRoots(ctx, s.db, "logs", root) })
 }
 
 // Unbind unbinds every log from the directory it was captured from,

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -585,5 +586,55 @@ func TestAppendedLogIsNotReadAgain(t *testing.T) {
 		if got := captured(t, s, root, "s.jsonl"); len(got) != 1101+k {
 			t.Errorf("after a same-size rewrite (wait %v): captured %d messages, want the rewritten one too", wait, len(got))
 		}
+	}
+}
+
+// TestGensHeldAsSearchHeld: a search's Held (one query says which roots
+// hold anything) finds what SearchHeld finds in each root: a deleted
+// log's lines, a rewritten log's earlier generation, nothing in a root
+// whose logs are all live and never rewritten.
+func TestGensHeldAsSearchHeld(t *testing.T) {
+	ctx := context.Background()
+	s := newSpool(t)
+	opt := Options{IsMessage: func(b []byte, cut bool) bool { return bytes.Contains(b, []byte(`"role"`)) }}
+	dirs := map[string]string{"gone": t.TempDir(), "rewritten": t.TempDir(), "quiet": t.TempDir()}
+	roots := map[string]*confine.Root{}
+	for name, dir := range dirs {
+		roots[name] = openRoot(t, dir)
+		os.WriteFile(filepath.Join(dir, "s.jsonl"), []byte(lines(msgs(0, 5)...)), 0o644)
+		if _, err := s.Capture(ctx, roots[name], "s.jsonl", opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(filepath.Join(dirs["gone"], "s.jsonl"))
+	replace(t, filepath.Join(dirs["rewritten"], "s.jsonl"), lines(msgs(10, 12)...))
+	for _, name := range []string{"gone", "rewritten"} {
+		if _, err := s.Capture(ctx, roots[name], "s.jsonl", opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := s.Gens(ctx)
+	for name, r := range roots {
+		var want, got []string
+		s.SearchHeld(ctx, r, func(rel string, gen, line int64, raw []byte) error {
+			want = append(want, fmt.Sprint(rel, gen, line, string(raw)))
+			return nil
+		})
+		g.Held(ctx, r, func(rel string, gen, line int64, raw []byte) error {
+			got = append(got, fmt.Sprint(rel, gen, line, string(raw)))
+			return nil
+		})
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: held %q, want %q", name, got, want)
+		}
+		if (len(want) > 0) != (name != "quiet") {
+			t.Errorf("%s: %d lines held", name, len(want))
+		}
+	}
+	if got, want := g.Of(roots["rewritten"], "s.jsonl"), int64(2); got != want {
+		t.Errorf("the rewritten log's generation: %d, want %d", got, want)
+	}
+	if got := g.Of(roots["quiet"], "s.jsonl"); got != 0 {
+		t.Errorf("the quiet log's generation: %d, want 0 (never rewritten)", got)
 	}
 }

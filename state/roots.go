@@ -72,16 +72,17 @@ type Bindings struct {
 // maxBindings bounds the keys remembered (past it they are bound again).
 const maxBindings = 100_000
 
-// Once runs bind for key unless it ran successfully before.
-func (b *Bindings) Once(key string, bind func() error) {
+// Once runs bind for key unless it ran successfully before, and reports
+// whether it ran now (and succeeded).
+func (b *Bindings) Once(key string, bind func() error) bool {
 	if b.ReadOnly {
-		return
+		return false
 	}
 	b.mu.Lock()
 	done := b.m[key]
 	b.mu.Unlock()
 	if done || bind() != nil {
-		return
+		return false
 	}
 	b.mu.Lock()
 	if b.m == nil || len(b.m) >= maxBindings {
@@ -89,4 +90,5 @@ func (b *Bindings) Once(key string, bind func() error) {
 	}
 	b.m[key] = true
 	b.mu.Unlock()
+	return true
 }
