@@ -173,7 +173,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	// per file (loglimit.go).
 	raw := log
 	log, limit := newLogLimit(log)
-	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), secrets: newSecretTally(), indexes: trustedIndexCache(),
+	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), secrets: newSecretTally(), indexes: trustedIndexCache(filepath.Join(cfg.StateDir, IndexDir)),
 		shares: newShares(DefaultClientRequests, DefaultTotalRequests, DefaultShareWait, raw)}
 	d.health.wake = make(chan struct{}, 1)
 	ctx := context.Background()
@@ -1108,8 +1108,8 @@ func cpuSeconds() float64 {
 // trustedIndexCache is the daemon's cache of the recall indexes: it alone
 // writes them (indexFile tells the cache), so a search reads a kept copy
 // without a stat.
-func trustedIndexCache() *recall.IndexCache {
+func trustedIndexCache(dir string) *recall.IndexCache {
 	c := recall.NewIndexCache(indexCacheBytes)
-	c.TrustWrites()
+	c.TrustWrites(dir)
 	return c
 }

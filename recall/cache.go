@@ -2,6 +2,7 @@ package recall
 
 import (
 	"io/fs"
+	"path/filepath"
 	"sort"
 	"sync"
 	"syscall"
@@ -19,11 +20,13 @@ import (
 // recently used dropped first. A nil cache reads each time (the CLI).
 type IndexCache struct {
 	max int64
-	// trusted: every write of the indexes it keeps goes through IndexFile
-	// with this cache, which forgets what it wrote; a kept copy is then
-	// used without a stat (it is checked against its log, as any index
-	// is, so a copy older than the file is never wrong, only shorter).
-	trusted bool
+	// trusted is the index directory whose every write goes through
+	// IndexFile with this cache, which forgets what it wrote; a kept copy
+	// of an index there is used without a stat (it is checked against its
+	// log, as any index is, so a copy older than the file is never wrong,
+	// only shorter). Other directories' (a central node's copies, indexed
+	// by the fleet's mirror) are checked by a stat.
+	trusted string
 
 	mu      sync.Mutex // guards what follows
 	size    int64
@@ -54,7 +57,7 @@ func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 	if c == nil {
 		return readIndex(path, true, false, scratch)
 	}
-	if c.trusted {
+	if c.trusted != "" && filepath.Dir(path) == c.trusted {
 		c.mu.Lock()
 		if e := c.entries[path]; e != nil {
 			c.tick++
@@ -102,10 +105,11 @@ func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 	return idx, nil
 }
 
-// TrustWrites says every write of the indexes c keeps goes through
-// IndexFile with c (IndexOptions.Cache): the daemon's, which alone writes
-// its index directory. A search then uses a kept copy without a stat.
-func (c *IndexCache) TrustWrites() { c.trusted = true }
+// TrustWrites says every write of the indexes in dir goes through
+// IndexFile with c (IndexOptions.Cache): the daemon's own index
+// directory, which it alone writes. A search then uses a kept copy of
+// one of them without a stat.
+func (c *IndexCache) TrustWrites(dir string) { c.trusted = filepath.Clean(dir) }
 
 // forget drops the kept copy of the index at path (written since).
 func (c *IndexCache) forget(path string) {

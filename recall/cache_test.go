@@ -60,7 +60,7 @@ func testIndexCacheFollowsTheIndex(t *testing.T, trusted bool) {
 	cache := NewIndexCache(1 << 20)
 	var told *IndexCache
 	if trusted {
-		cache.TrustWrites()
+		cache.TrustWrites(idxDir)
 		told = cache
 	}
 	build := func() {
