@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 
@@ -231,25 +232,56 @@ func docTextTime(k Kind, raw []byte) ([]byte, time.Time, bool) {
 // addFile adds a file's documents: its index's term segments, then the
 // rest analyzed now.
 func (r *ranker) addFile(f file) error {
-	fh, fi, err := r.vs.open(f)
-	if err != nil {
-		return err
+	// Opened only when needed: the segments of a file unchanged since it
+	// was indexed whole describe it (its change time, as listed), and a
+	// home's sessions are mostly such files.
+	var fh *os.File
+	size := f.size
+	open := func() (*os.File, error) {
+		if fh != nil {
+			return fh, nil
+		}
+		h, fi, err := r.vs.open(f)
+		if err != nil {
+			return nil, err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || uint64(st.Dev) != f.dev || uint64(st.Ino) != f.ino {
+			h.Close()
+			return nil, fs.ErrNotExist // another file since it was listed
+		}
+		fh, size = h, fi.Size()
+		return fh, nil
 	}
-	defer fh.Close()
-	r.stats.Files++
+	defer func() {
+		if fh != nil {
+			fh.Close()
+		}
+	}()
 	rf := &rfile{f: f, idx: len(r.files)}
-	r.files = append(r.files, rf)
 	var from int64
 	var ord uint64
 	var line int64 = 1
-	if segs := r.indexSegments(f, fh, fi); len(segs) > 0 {
-		rf.segs = segs
+	segs := r.indexSegments(f, open)
+	if len(segs) > 0 {
 		last := segs[len(segs)-1]
 		from, ord, line = last.endOff, last.end, last.nextLine
+	}
+	if fh == nil && size > from {
+		if _, err := open(); err != nil {
+			for _, s := range segs {
+				s.close()
+			}
+			return err
+		}
+	}
+	r.stats.Files++
+	r.files = append(r.files, rf)
+	if len(segs) > 0 {
+		rf.segs = segs
 		r.stats.Indexed++
 	}
-	if fi.Size() > from {
-		seg, err := r.analyze(fh, f.src.Kind, from, fi.Size(), ord, line)
+	if size > from {
+		seg, err := r.analyze(fh, f.src.Kind, from, size, ord, line)
 		if err != nil {
 			return err
 		}
@@ -303,7 +335,7 @@ func (r *ranker) segBuilder(ord uint64, off int64) *segBuilder {
 
 // indexSegments returns the daemon's term segments of a file, when they
 // describe it as it is: a run of them from its first document.
-func (r *ranker) indexSegments(f file, fh *os.File, fi fs.FileInfo) []*segment {
+func (r *ranker) indexSegments(f file, fh func() (*os.File, error)) []*segment {
 	dir := f.root.index(r.o)
 	if dir == "" || f.gz() {
 		return nil
@@ -326,7 +358,7 @@ func (r *ranker) indexSegments(f file, fh *os.File, fi fs.FileInfo) []*segment {
 	}
 	base := strings.TrimSuffix(filepath.Base(indexPath(dir, f.root.Root.Path(), f.rel)), ".idx")
 	opened := map[string]*segment{}
-	chain := termChainOf(r.segFiles[base], fh, fi, func(p string) (*segment, error) {
+	chain := termChainOf(r.segFiles[base], f, fh, func(p string) (*segment, error) {
 		seg, err := openSegment(p)
 		if err == nil {
 			opened[p] = seg

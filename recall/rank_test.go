@@ -302,3 +302,61 @@ func TestSegmentOfAnEarlierFormatIsBuiltAnew(t *testing.T) {
 		t.Errorf("the index ranks differently from the scan at %d", i)
 	}
 }
+
+// TestUnchangedLogIsRankedFromItsSegments: a log indexed whole once its
+// change time had settled is described by its segments without being
+// read (the segment records that time); rewritten in place to the same
+// size, its change time moves and the segments are checked, and refused.
+func TestUnchangedLogIsRankedFromItsSegments(t *testing.T) {
+	dir, idx := t.TempDir(), t.TempDir()
+	root := openRoot(t, dir)
+	p := filepath.Join(dir, "s.jsonl")
+	write := func(topic string) {
+		var b strings.Builder
+		for i := range 400 {
+			fmt.Fprintf(&b, `{"role":"user","content":"message %03d: the %s of service %d waits for the migration"}`+"\n", i, topic, i%9)
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644) // in place: the same inode
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt([]byte(b.String()), 0)
+		f.Close()
+		waitSettled(t, p)
+	}
+	o := Options{Roots: []Root{{Root: root, Sources: []Source{{Glob: "*.jsonl", Kind: Log, Label: "messages"}}}}, Limit: 5, Explain: true}
+	ask := func(question string, indexed int) {
+		t.Helper()
+		q, _ := ParseQuery(question)
+		scan, _, err := Search(context.Background(), q, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oi := o
+		oi.Index = idx
+		fast, st, err := Search(context.Background(), q, oi)
+		if err != nil || st.Indexed != indexed {
+			t.Fatalf("%q: %d files by the index, %v; want %d", question, st.Indexed, err, indexed)
+		}
+		if i, diff := firstDiff(scan, fast); diff || len(scan) == 0 {
+			t.Errorf("%q: the index ranks differently from the scan at %d (%d results)", question, i, len(scan))
+		}
+	}
+	write("deploy")
+	if _, err := IndexFile(idx, root, "s.jsonl", Log, IndexOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	segs := termSegmentFiles(idx, root.Path(), "s.jsonl")
+	if len(segs) != 1 {
+		t.Fatalf("%d segments, want 1", len(segs))
+	}
+	if h, err := readSegmentHeader(segs[0]); err != nil || h.id.ctime == 0 {
+		t.Fatalf("the segment of a settled log records no change time (%v)", err)
+	}
+	ask("why does the deploy wait", 1)
+	// The same size, other words, not indexed again: the change time
+	// moved, the end's bytes differ, the segments are refused.
+	write("update")
+	ask("why does the update wait", 0)
+	ask("why does the deploy wait", 0)
+}

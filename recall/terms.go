@@ -82,6 +82,10 @@ const (
 type fileID struct {
 	dev, ino uint64
 	tailSum  uint64 // of the 256 bytes before the segment's end
+	// ctime is the file's change time when the segment covers all of it
+	// and that time had settled (settledCtime), else 0: a file whose
+	// change time has not moved since is described without reading it.
+	ctime int64
 }
 
 // docInfo is one document of a segment being built.
@@ -296,6 +300,7 @@ func (h *segmentHeader) put(out []byte) {
 	le.PutUint64(out[96:], h.id.dev)
 	le.PutUint64(out[104:], h.id.ino)
 	le.PutUint64(out[112:], h.id.tailSum)
+	le.PutUint64(out[120:], uint64(h.id.ctime))
 }
 
 // dictWriter builds a dictionary and its index, terms added in order.
@@ -717,7 +722,7 @@ func decodeSegmentHeader(hb []byte) (*segment, segmentHeader) {
 	h := segmentHeader{start: le.Uint64(hb[16:]), end: le.Uint64(hb[24:]),
 		startOff: int64(le.Uint64(hb[32:])), endOff: int64(le.Uint64(hb[40:])), totalLen: int64(le.Uint64(hb[48:])),
 		nterms: int(le.Uint32(hb[56:])), nextLine: int64(le.Uint32(hb[92:])),
-		id:     fileID{dev: le.Uint64(hb[96:]), ino: le.Uint64(hb[104:]), tailSum: le.Uint64(hb[112:])},
+		id:     fileID{dev: le.Uint64(hb[96:]), ino: le.Uint64(hb[104:]), tailSum: le.Uint64(hb[112:]), ctime: int64(le.Uint64(hb[120:]))},
 		postAt: le.Uint64(hb[60:]), dictAt: le.Uint64(hb[68:]), indexAt: le.Uint64(hb[76:]), size: le.Uint64(hb[84:])}
 	return &segment{start: h.start, end: h.end, startOff: h.startOff, endOff: h.endOff, totalLen: h.totalLen,
 		nterms: h.nterms, nextLine: h.nextLine, id: h.id}, h
@@ -878,19 +883,22 @@ type chainLink struct {
 // before the last one's end (a rewrite in place shows there); nil when
 // they do not.
 func termChain(paths []string, fh *os.File, fi fs.FileInfo) []chainLink {
-	return termChainOf(paths, fh, fi, readSegmentHeader)
-}
-
-// termChainOf is termChain with each segment's header read by open (a
-// search opens the segments it reads once).
-func termChainOf(paths []string, fh *os.File, fi fs.FileInfo, open func(string) (*segment, error)) []chainLink {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return nil
 	}
+	f := file{size: fi.Size(), dev: uint64(st.Dev), ino: uint64(st.Ino), ctime: ctimeOf(st)}
+	return termChainOf(paths, f, func() (*os.File, error) { return fh, nil }, readSegmentHeader)
+}
+
+// termChainOf is termChain of the file f (as listed: its identity, size
+// and change time), opened by fh only when the chain's end must be read
+// to tell (its change time moved since), with each segment's header read
+// by open (a search opens the segments it reads once).
+func termChainOf(paths []string, f file, fh func() (*os.File, error), open func(string) (*segment, error)) []chainLink {
 	var links []chainLink
 	for _, p := range paths {
-		if h, err := open(p); err == nil && h.id.dev == uint64(st.Dev) && h.id.ino == uint64(st.Ino) {
+		if h, err := open(p); err == nil && h.id.dev == f.dev && h.id.ino == f.ino {
 			links = append(links, chainLink{path: p, hdr: h})
 		}
 	}
@@ -914,10 +922,17 @@ func termChainOf(paths []string, fh *os.File, fi fs.FileInfo, open func(string) 
 		return nil
 	}
 	last := chain[len(chain)-1].hdr
-	if last.endOff > fi.Size() {
+	if last.endOff > f.size {
 		return nil
 	}
-	if sum, err := tailSum(fh, last.endOff); err != nil || sum != last.id.tailSum {
+	if last.id.ctime != 0 && last.id.ctime == f.ctime && last.endOff == f.size {
+		return chain // unchanged since it was indexed whole
+	}
+	h, err := fh()
+	if err != nil {
+		return nil
+	}
+	if sum, err := tailSum(h, last.endOff); err != nil || sum != last.id.tailSum {
 		return nil
 	}
 	return chain
@@ -932,6 +947,7 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 	if maxLine <= 0 {
 		maxLine = 1 << 20
 	}
+	now := time.Now() // before the stat: see settledCtime
 	src, fi, err := root.OpenRead(rel)
 	if err != nil {
 		return 0, err
@@ -975,6 +991,10 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		}
 		if id.tailSum, err = tailSum(src, b.endOff); err != nil {
 			return err
+		}
+		id.ctime = 0
+		if b.endOff == fi.Size() {
+			id.ctime = settledCtime(st, now)
 		}
 		if err := addTermSegment(o.Listing, dir, root.Path(), rel, id, b); err != nil {
 			return err
@@ -1073,7 +1093,7 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 	if a.end != b.start || a.endOff != b.startOff {
 		return errors.New("merge term segments: not consecutive")
 	}
-	id.tailSum = b.id.tailSum
+	id.tailSum, id.ctime = b.id.tailSum, b.id.ctime
 	// The merged dictionary: both sorted, walked together.
 	// A term's entries without their postings, read when it is written:
 	// memory holds the dictionary and one term's postings.
