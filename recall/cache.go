@@ -32,6 +32,123 @@ type IndexCache struct {
 	size    int64
 	tick    uint64
 	entries map[string]*keptIndex
+	// segs are the term segments of the trusted directory kept mapped
+	// between searches (a question over a home opened and mapped each
+	// session's at every search, a third of its time), each with the
+	// searches holding it: a mapping is unmapped only when none does.
+	segs    map[string]*keptSegment
+	segSize int64
+	// forgets counts forget's calls: a copy read while the indexer wrote
+	// (or removed) a file is not kept, as forget came before it was.
+	forgets uint64
+}
+
+type keptSegment struct {
+	seg  *segment
+	refs int
+	used uint64
+	size int64
+}
+
+// Bounds of the kept segments: mappings (the kernel's default limit is
+// 65,530 a process) and bytes mapped (file pages: those a search touched
+// count in the daemon's RSS, about all of a small segment's, and are the
+// kernel's to reclaim; a home of 1,700 sessions has 80 MiB of them).
+const (
+	maxKeptSegments    = 16 << 10
+	maxKeptSegmentSize = 256 << 20
+)
+
+// segment returns the segment file at path, mapped: the kept mapping when
+// the cache holds it, else opened (and kept when path is in the trusted
+// directory). The caller closes it (a kept one is released).
+func (c *IndexCache) segment(path string) (*segment, error) {
+	if c == nil || c.trusted == "" || filepath.Dir(path) != c.trusted {
+		return openSegment(path)
+	}
+	c.mu.Lock()
+	if k := c.segs[path]; k != nil {
+		c.tick++
+		k.refs++
+		k.used = c.tick
+		c.mu.Unlock()
+		return k.seg, nil
+	}
+	forgets := c.forgets
+	c.mu.Unlock()
+	seg, err := openSegment(path)
+	if err != nil || !seg.mapped {
+		return seg, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k := c.segs[path]; k != nil || c.forgets != forgets {
+		// Another search kept it meanwhile, or the indexer wrote since
+		// (maybe this file, maybe removed): this mapping is this search's.
+		return seg, nil
+	}
+	if c.segs == nil {
+		c.segs = map[string]*keptSegment{}
+	}
+	c.tick++
+	seg.keptBy, seg.keptPath = c, path
+	k := &keptSegment{seg: seg, refs: 1, used: c.tick, size: int64(len(seg.data))}
+	c.segs[path] = k
+	c.segSize += k.size
+	c.trimSegments()
+	return seg, nil
+}
+
+// release is a search's close of a kept segment.
+func (c *IndexCache) release(s *segment) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k := c.segs[s.keptPath]; k != nil && k.seg == s {
+		k.refs--
+		return
+	}
+	// Forgotten or dropped while held: the last holder unmaps it.
+	s.refs--
+	if s.refs <= 0 {
+		s.unmap()
+	}
+}
+
+// dropSegment removes a kept segment (c.mu held): unmapped now, or by
+// the last search holding it.
+func (c *IndexCache) dropSegment(path string) {
+	k := c.segs[path]
+	if k == nil {
+		return
+	}
+	delete(c.segs, path)
+	c.segSize -= k.size
+	if k.refs == 0 {
+		k.seg.unmap()
+		return
+	}
+	k.seg.refs = k.refs // counted down by release
+}
+
+// trimSegments drops the least recently used segments no search holds,
+// down to three quarters of the bounds (c.mu held).
+func (c *IndexCache) trimSegments() {
+	if len(c.segs) <= maxKeptSegments && c.segSize <= maxKeptSegmentSize {
+		return
+	}
+	byUse := make([]string, 0, len(c.segs))
+	for p, k := range c.segs {
+		if k.refs == 0 {
+			byUse = append(byUse, p)
+		}
+	}
+	sort.Slice(byUse, func(i, j int) bool { return c.segs[byUse[i]].used < c.segs[byUse[j]].used })
+	for _, p := range byUse {
+		if len(c.segs) <= maxKeptSegments/4*3 && c.segSize <= maxKeptSegmentSize/4*3 {
+			break
+		}
+		c.dropSegment(p)
+	}
 }
 
 type keptIndex struct {
@@ -78,6 +195,9 @@ func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 		}
 		c.mu.Unlock()
 	}
+	c.mu.Lock()
+	forgets := c.forgets
+	c.mu.Unlock()
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
@@ -100,8 +220,8 @@ func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 		// Written lately, or while it was read: this search's alone.
 		return idx, nil
 	}
-	idx.kept = true
-	c.keep(path, &keptIndex{idx: idx, ino: uint64(before.Ino), size: before.Size, ctime: settled})
+	// Not kept when the indexer wrote meanwhile: this search's alone.
+	c.keep(path, &keptIndex{idx: idx, ino: uint64(before.Ino), size: before.Size, ctime: settled}, forgets)
 	return idx, nil
 }
 
@@ -111,17 +231,20 @@ func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 // one of them without a stat.
 func (c *IndexCache) TrustWrites(dir string) { c.trusted = filepath.Clean(dir) }
 
-// forget drops the kept copy of the index at path (written since).
+// forget drops the kept copy of the index or term segment at path
+// (written or removed since).
 func (c *IndexCache) forget(path string) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.forgets++
 	if e := c.entries[path]; e != nil {
 		c.size -= e.size
 		delete(c.entries, path)
 	}
+	c.dropSegment(path)
 }
 
 // has reports whether an index of path is kept (maybe of an earlier
@@ -135,10 +258,16 @@ func (c *IndexCache) has(path string) bool {
 	return c.entries[path] != nil
 }
 
-// keep adds e, dropping the least recently used entries beyond the bound.
-func (c *IndexCache) keep(path string, e *keptIndex) {
+// keep adds e, dropping the least recently used entries beyond the
+// bound, unless forget was called since forgets was read (it reports
+// whether it kept e).
+func (c *IndexCache) keep(path string, e *keptIndex, forgets uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.forgets != forgets {
+		return false
+	}
+	e.idx.kept = true
 	if old := c.entries[path]; old != nil {
 		c.size -= old.size
 	}
@@ -147,7 +276,7 @@ func (c *IndexCache) keep(path string, e *keptIndex) {
 	c.entries[path] = e
 	c.size += e.size
 	if c.size <= c.max {
-		return
+		return true
 	}
 	// The least recently used go, down to three quarters of the bound at
 	// once: a search over a million files must not scan the cache at each
@@ -164,4 +293,5 @@ func (c *IndexCache) keep(path string, e *keptIndex) {
 		c.size -= c.entries[p].size
 		delete(c.entries, p)
 	}
+	return true
 }

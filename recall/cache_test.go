@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -146,18 +147,99 @@ func testIndexCacheFollowsTheIndex(t *testing.T, trusted bool) {
 func TestIndexCacheDropsLeastRecentlyUsed(t *testing.T) {
 	c := NewIndexCache(300)
 	for _, p := range []string{"a", "b", "c"} {
-		c.keep(p, &keptIndex{idx: &fileIndex{}, size: 100})
+		c.keep(p, &keptIndex{idx: &fileIndex{}, size: 100}, 0)
 	}
 	c.entries["a"].used = c.tick + 1 // a used since b and c were kept
 	c.tick++
-	c.keep("d", &keptIndex{idx: &fileIndex{}, size: 100})
+	c.keep("d", &keptIndex{idx: &fileIndex{}, size: 100}, 0)
 	_, b := c.entries["b"]
 	_, cc := c.entries["c"]
 	if b || cc || len(c.entries) != 2 || c.size != 200 {
 		t.Errorf("after a fourth: %d entries of %d bytes, b kept %v, c kept %v; want a and d (200), b and c dropped", len(c.entries), c.size, b, cc)
 	}
-	c.keep("a", &keptIndex{idx: &fileIndex{}, size: 200})
+	c.keep("a", &keptIndex{idx: &fileIndex{}, size: 200}, 0)
 	if c.size > 300 {
 		t.Errorf("replacing an entry: %d bytes kept, over the bound 300", c.size)
+	}
+}
+
+// TestKeptSegmentsWhileIndexing: the daemon's cache keeps term segments
+// mapped between searches while the indexer appends, merges and removes
+// them: searches running meanwhile read only live mappings (a mapping is
+// unmapped when the last search holding it lets go), the cache keeps no
+// segment whose file is gone, and the answers are the scan's.
+func TestKeptSegmentsWhileIndexing(t *testing.T) {
+	dir := t.TempDir()
+	root := openRoot(t, dir)
+	idx := filepath.Join(t.TempDir(), "index")
+	cache := NewIndexCache(1 << 20)
+	cache.TrustWrites(idx)
+	srcs := []Source{{Glob: "*.jsonl", Kind: Log, Label: "messages"}}
+	names := []string{"a.jsonl", "b.jsonl", "c.jsonl"}
+	write := func(pass int) {
+		for i, n := range names {
+			f, err := os.OpenFile(filepath.Join(dir, n), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range 30 + 10*i {
+				fmt.Fprintf(f, `{"role":"user","content":"pass %d line %d of %s: the deploy of service %d waits for the migration"}`+"\n", pass, j, n, j%7)
+			}
+			f.Close()
+		}
+	}
+	q, _ := ParseQuery("why does the deploy of service 3 wait")
+	o := Options{Roots: []Root{{Root: root, Sources: srcs}}, Limit: 10, Index: idx, Indexes: cache}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, _, err := Search(context.Background(), q, o); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for pass := range 40 {
+		write(pass)
+		for _, n := range names {
+			if _, err := IndexFile(idx, root, n, Log, IndexOptions{Cache: cache}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	fast, st, err := Search(context.Background(), q, o)
+	if err != nil || st.Indexed != len(names) {
+		t.Fatalf("%d files by the index, %v; want %d", st.Indexed, err, len(names))
+	}
+	oScan := o
+	oScan.Index, oScan.Indexes = "", nil
+	scan, _, _ := Search(context.Background(), q, oScan)
+	if i, diff := firstDiff(scan, fast); diff {
+		t.Errorf("the kept segments rank differently from the scan at %d", i)
+	}
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	if len(cache.segs) == 0 {
+		t.Error("no segment kept")
+	}
+	for p, k := range cache.segs {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("kept %s, whose file is gone", filepath.Base(p))
+		}
+		if k.refs != 0 {
+			t.Errorf("%s: held by %d searches after all ended", filepath.Base(p), k.refs)
+		}
 	}
 }

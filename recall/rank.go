@@ -359,7 +359,7 @@ func (r *ranker) indexSegments(f file, fh func() (*os.File, error)) []*segment {
 	base := strings.TrimSuffix(filepath.Base(indexPath(dir, f.root.Root.Path(), f.rel)), ".idx")
 	opened := map[string]*segment{}
 	chain := termChainOf(r.segFiles[base], f, fh, func(p string) (*segment, error) {
-		seg, err := openSegment(p)
+		seg, err := r.o.Indexes.segment(p)
 		if err == nil {
 			opened[p] = seg
 		}

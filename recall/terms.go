@@ -212,6 +212,11 @@ type segment struct {
 	nterms     int
 	data       []byte // the encoded segment (nil when read lazily)
 	mapped     bool
+	// keptBy is the cache that holds this mapping (a search's close
+	// releases it there); keptPath its file.
+	keptBy   *IndexCache
+	keptPath string
+	refs     int // the searches holding it once the cache dropped it
 	// named, for a segment a search built, says of each document
 	// whether it is said by someone the question names (spokenByNamed).
 	named []bool
@@ -429,6 +434,15 @@ func (s *segment) close() {
 	if s == nil {
 		return
 	}
+	if s.keptBy != nil {
+		s.keptBy.release(s) // the cache unmaps it when no search holds it
+		return
+	}
+	s.unmap()
+}
+
+// unmap releases what open took.
+func (s *segment) unmap() {
 	if s.mapped {
 		syscall.Munmap(s.data)
 		s.mapped, s.data = false, nil
@@ -849,11 +863,18 @@ func (l *SegmentListing) wrote(path string, gone bool) {
 	l.byPrefix[k] = ps
 }
 
-func removeTermSegments(l *SegmentListing, paths []string) {
+func removeTermSegments(o IndexOptions, paths []string) {
 	for _, p := range paths {
 		os.Remove(p)
-		l.wrote(p, true)
+		o.wrote(p, true)
 	}
+}
+
+// wrote tells the listing and the cache that a segment file was written
+// (or removed) at path.
+func (o IndexOptions) wrote(path string, gone bool) {
+	o.Listing.wrote(path, gone)
+	o.Cache.forget(path)
 }
 
 // readSegmentHeader reads what a segment file's header says.
@@ -970,7 +991,7 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		last := chain[len(chain)-1].hdr
 		ord, off, line = last.end, last.endOff, last.nextLine
 	} else if len(paths) > 0 {
-		removeTermSegments(o.Listing, paths)
+		removeTermSegments(o, paths)
 	}
 	if fi.Size() <= off {
 		return 0, nil
@@ -996,7 +1017,7 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		if b.endOff == fi.Size() {
 			id.ctime = settledCtime(st, now)
 		}
-		if err := addTermSegment(o.Listing, dir, root.Path(), rel, id, b); err != nil {
+		if err := addTermSegment(o, dir, root.Path(), rel, id, b); err != nil {
 			return err
 		}
 		b = newSegBuilder(b.start+uint64(len(b.docs)), off, nil)
@@ -1030,13 +1051,14 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 
 // addTermSegment writes b's segment, then merges the newest two while
 // the older is less than mergeRatio times the newer.
-func addTermSegment(l *SegmentListing, dir, root, rel string, id fileID, b *segBuilder) error {
+func addTermSegment(o IndexOptions, dir, root, rel string, id fileID, b *segBuilder) error {
+	l := o.Listing
 	prefix := termPrefix(dir, root, rel)
 	name := segmentName(prefix, b.start, b.start+uint64(len(b.docs)), b.endOff)
 	if err := writeSegment(name, b.encode(id)); err != nil {
 		return err
 	}
-	l.wrote(name, false)
+	o.wrote(name, false)
 	for {
 		// The chain as written: the headers alone (the file is as indexed).
 		var links []chainLink
@@ -1066,12 +1088,12 @@ func addTermSegment(l *SegmentListing, dir, root, rel string, id fileID, b *segB
 		if err := mergeSegmentFiles(older.path, newer.path, merged, id); err != nil {
 			return err
 		}
-		l.wrote(merged, false)
+		o.wrote(merged, false)
 		os.Remove(older.path)
-		l.wrote(older.path, true)
+		o.wrote(older.path, true)
 		if newer.path != merged {
 			os.Remove(newer.path)
-			l.wrote(newer.path, true)
+			o.wrote(newer.path, true)
 		}
 	}
 }
