@@ -29,43 +29,49 @@ const maxSecretLine = 4 << 20
 // spool's lines of its logs gone from their files, for credentials.
 func SecretsInRoot(ctx context.Context, d *secrets.Detector, root *confine.Root, srcs []recall.Source, sp *spool.Spool) []SecretFinding {
 	var out []SecretFinding
-	for _, rel := range searchableFiles(root, srcs) {
-		out = append(out, SecretsInFile(ctx, d, root, rel)...)
+	for _, m := range searchableFiles(root, srcs) {
+		out = append(out, SecretsInFile(ctx, d, root, m.Rel)...)
 	}
 	if sp != nil {
-		out = append(out, secretsHeld(ctx, d, root, sp)...)
+		out = append(out, secretsHeld(ctx, d, root, sp.SearchHeld)...)
 	}
 	return out
 }
 
 // searchableFiles lists a root's files recall searches (not databases,
-// not compressed archives), once each.
-func searchableFiles(root *confine.Root, srcs []recall.Source) []string {
+// not compressed archives), once each, with what the listing read of each
+// (Info nil: stat it).
+func searchableFiles(root *confine.Root, srcs []recall.Source) []confine.Matched {
 	seen := map[string]bool{}
-	var out []string
+	var out []confine.Matched
+	listing := root.Listing()
 	for _, src := range srcs {
 		if src.Kind == recall.Records {
 			continue
 		}
-		files, err := root.GlobExcept(src.Glob, src.Exclude)
+		files, err := listing.GlobExcept(src.Glob, src.Exclude)
 		if err != nil {
 			continue
 		}
-		for _, rel := range files {
-			if seen[rel] || strings.HasSuffix(rel, ".gz") {
+		for _, m := range files {
+			if seen[m.Rel] || strings.HasSuffix(m.Rel, ".gz") {
 				continue
 			}
-			seen[rel] = true
-			out = append(out, rel)
+			seen[m.Rel] = true
+			out = append(out, m)
 		}
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].Rel < out[j].Rel })
 	return out
 }
 
-func secretsHeld(ctx context.Context, d *secrets.Detector, root *confine.Root, sp *spool.Spool) []SecretFinding {
+// heldFunc reads a root's held lines (spool.Spool.SearchHeld, or one
+// search's or tally's spool.Gens.Held).
+type heldFunc func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error
+
+func secretsHeld(ctx context.Context, d *secrets.Detector, root *confine.Root, held heldFunc) []SecretFinding {
 	var out []SecretFinding
-	sp.SearchHeld(ctx, root, func(rel string, gen, line int64, raw []byte) error {
+	held(ctx, root, func(rel string, gen, line int64, raw []byte) error {
 		for _, f := range d.FindBytes(raw) {
 			cite := fmt.Sprintf("%s/%s@%d#L%d", root.Path(), rel, gen, line)
 			out = append(out, SecretFinding{Kind: f.Rule, Root: root.Path(), File: rel, Line: line, Cite: cite})
@@ -83,7 +89,9 @@ func SecretsInFile(ctx context.Context, d *secrets.Detector, root *confine.Root,
 	}
 	defer f.Close()
 	var out []SecretFinding
-	rd := bufio.NewReaderSize(f, 64<<10)
+	// A buffer the file's size, up to 64 KiB: a home of ten thousand
+	// small sessions allocates little.
+	rd := bufio.NewReaderSize(f, int(min(64<<10, max(4096, fi.Size()+1))))
 	var no int64
 	var buf []byte
 	for ctx.Err() == nil {
@@ -162,6 +170,9 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 	var read int
 	var bytes int64
 	seen := map[string]bool{}
+	// One query says which roots hold anything beyond their live files:
+	// the others are asked nothing more of the spool.
+	gens := d.spool.Gens(ctx)
 	for _, s := range d.Policy().Stores {
 		srcs, ok := SearchSources(s)
 		if !ok {
@@ -175,12 +186,15 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			for _, rel := range searchableFiles(root, srcs) {
+			for _, m := range searchableFiles(root, srcs) {
+				rel := m.Rel
 				key := root.Path() + "\x00" + rel
 				seen[key] = true
-				fi, err := root.Stat(rel)
-				if err != nil {
-					continue
+				fi := m.Info
+				if fi == nil || !fi.Mode().IsRegular() {
+					if fi, err = root.Stat(rel); err != nil {
+						continue
+					}
 				}
 				t.mu.Lock()
 				old, ok := t.files[key]
@@ -198,13 +212,17 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 				t.files[key] = fs
 				t.mu.Unlock()
 			}
-			if stamp := d.heldStamp(ctx, root); stamp != "" {
+			if !gens.Holds(root.ID()) {
+				t.mu.Lock()
+				delete(t.held, root.Path())
+				t.mu.Unlock()
+			} else if stamp := d.heldStamp(ctx, root); stamp != "" {
 				t.mu.Lock()
 				old := t.held[root.Path()]
 				t.mu.Unlock()
 				if old.stamp != stamp {
 					hs := heldSecrets{stamp: stamp, kinds: map[string]int{}}
-					for _, f := range secretsHeld(ctx, det, root, d.spool) {
+					for _, f := range secretsHeld(ctx, det, root, gens.Held) {
 						hs.kinds[f.Kind]++
 					}
 					t.mu.Lock()

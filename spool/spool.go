@@ -427,6 +427,15 @@ func (g *Gens) holds(root confine.ID) bool {
 	return g.held[root.Key()]
 }
 
+// Holds reports whether root may hold lines beyond its live files (a log
+// gone or rewritten, a database's conversations): false means Held finds
+// nothing there.
+func (g *Gens) Holds(root confine.ID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.holds(root)
+}
+
 // Held is Spool.SearchHeld for one search: nothing asked of a root that
 // holds nothing.
 func (g *Gens) Held(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error {

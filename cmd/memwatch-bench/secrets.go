@@ -90,7 +90,7 @@ func secretsBench(bin, dir string, mib int) []row {
 		switch {
 		case strings.HasPrefix(fmt.Sprint(m["msg"]), "caught up"):
 			catchup = cpu
-		case m["msg"] == "counted the credentials in the agents' memory" && catchup > 0:
+		case m["msg"] == countedMsg && catchup > 0:
 			count = max(cpu, 0.005)
 		}
 	}
