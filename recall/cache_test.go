@@ -178,14 +178,7 @@ func TestKeptSegmentsWhileIndexing(t *testing.T) {
 	names := []string{"a.jsonl", "b.jsonl", "c.jsonl"}
 	write := func(pass int) {
 		for i, n := range names {
-			f, err := os.OpenFile(filepath.Join(dir, n), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j := range 30 + 10*i {
-				fmt.Fprintf(f, `{"role":"user","content":"pass %d line %d of %s: the deploy of service %d waits for the migration"}`+"\n", pass, j, n, j%7)
-			}
-			f.Close()
+			appendMessages(t, filepath.Join(dir, n), pass, 30+10*i)
 		}
 	}
 	q, _ := ParseQuery("why does the deploy of service 3 wait")

@@ -625,10 +625,13 @@ func (m *lineMemo) get(off int64) (lineText, bool) {
 	return lineText{}, false
 }
 
-// lineText is a raw line as both indexes read it: searchText's text,
-// and docTextTime's document (search[doc:], none when doc < 0) and time.
+// lineText is a raw line as recall reads it: the text queries match
+// (searchTextID), the message's id when the agent gives one, and the
+// ranked search's document (search[doc:], none when doc < 0: metadata, a
+// blank line) and time.
 type lineText struct {
 	search []byte
+	id     string
 	doc    int
 	when   time.Time
 }
@@ -650,7 +653,7 @@ func decodeLineText(k Kind, raw []byte) lineText {
 	case m.Meta:
 		role = "meta"
 	}
-	lt := lineText{search: []byte(role + ": " + m.Text), doc: len(role) + 2, when: m.Time}
+	lt := lineText{search: []byte(role + ": " + m.Text), id: m.ID, doc: len(role) + 2, when: m.Time}
 	if m.Meta {
 		lt.doc, lt.when = -1, time.Time{}
 	}

@@ -175,6 +175,19 @@ func TestStemKeepsTheFirstTwoBytes(t *testing.T) {
 	}
 }
 
+// appendMessages appends n messages of an indexing pass to the log at p.
+func appendMessages(t *testing.T, p string, pass, n int) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for j := range n {
+		fmt.Fprintf(f, `{"role":"user","content":"pass %d line %d of %s: the deploy of service %d waits for the migration"}`+"\n", pass, j, filepath.Base(p), j%7)
+	}
+}
+
 // TestSegmentListingKeepsTheChain: indexing many files through one
 // listing of the index directory (the daemon's way) writes and merges
 // exactly the segments that listing it for each file does, and the
@@ -187,14 +200,7 @@ func TestSegmentListingKeepsTheChain(t *testing.T) {
 	names := []string{"a.jsonl", "b.jsonl", "c.jsonl"}
 	for pass := range 30 {
 		for i, n := range names {
-			f, err := os.OpenFile(filepath.Join(dir, n), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j := range 20 + 10*i {
-				fmt.Fprintf(f, `{"role":"user","content":"pass %d line %d of %s: the deploy of service %d waits"}`+"\n", pass, j, n, j%5)
-			}
-			f.Close()
+			appendMessages(t, filepath.Join(dir, n), pass, 20+10*i)
 			if pass == 20 && i == 1 {
 				os.WriteFile(filepath.Join(dir, n), nil, 0o644) // rewritten: its segments go
 			}

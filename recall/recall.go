@@ -45,8 +45,6 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
-
-	"github.com/memwatch/memwatch/session"
 )
 
 // Kind is how a file is searched.
@@ -102,30 +100,13 @@ type Result = control.Result
 // Turn is a message or line around a result.
 type Turn = control.Turn
 
-// searchText is the text of a raw line that queries match: the line for
-// text files, the decoded message (role first) for logs.
-func searchText(k Kind, raw []byte) []byte {
-	text, _ := searchTextID(k, raw)
-	return text
-}
-
-// searchTextID is searchText with the message's id, when the agent gives
-// its messages one (Gemini CLI appends a message again each time it
-// changes: one id, several lines).
+// searchTextID is the text of a raw line that queries match (the line
+// for text files, the decoded message, role first, for logs) with the
+// message's id, when the agent gives its messages one (Gemini CLI appends
+// a message again each time it changes: one id, several lines).
 func searchTextID(k Kind, raw []byte) ([]byte, string) {
-	raw = trimCR(raw)
-	if k == Text {
-		return raw, ""
-	}
-	m := session.Decode(raw)
-	role := m.Role
-	switch {
-	case m.Raw:
-		role = "raw"
-	case m.Meta:
-		role = "meta"
-	}
-	return []byte(role + ": " + m.Text), m.ID
+	lt := decodeLineText(k, raw)
+	return lt.search, lt.id
 }
 
 func trimCR(b []byte) []byte {
