@@ -257,6 +257,13 @@ func (r *ranker) addFile(f file) error {
 			fh.Close()
 		}
 	}()
+	if !f.readable {
+		// As the owner may not read it (or it is not known): opened, so
+		// the kernel and the root's checks say, as for any file read.
+		if _, err := open(); err != nil {
+			return err
+		}
+	}
 	rf := &rfile{f: f, idx: len(r.files)}
 	var from int64
 	var ord uint64

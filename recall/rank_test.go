@@ -255,6 +255,14 @@ func TestSegmentByIDsAsByStrings(t *testing.T) {
 			byID.add(shared, text, int64(i*80), int64(i+1), when)
 			byStr.add(NewAnalyzer(), text, int64(i*80), int64(i+1), when)
 		}
+		if seg == 4 {
+			// A builder given a second analyzer goes on by strings.
+			for i := range 20 {
+				text := []byte(fmt.Sprintf("deploy later %d painted", i))
+				byID.add(NewAnalyzer(), text, int64(8000+i*80), int64(101+i), time.Time{})
+				byStr.add(NewAnalyzer(), text, int64(8000+i*80), int64(101+i), time.Time{})
+			}
+		}
 		byID.endOff, byStr.endOff = 8000, 8000
 		if got, want := byID.encode(fileID{}), byStr.encode(fileID{}); !bytes.Equal(got, want) {
 			t.Fatalf("segment %d: %d bytes by id differ from the %d by string", seg, len(got), len(want))

@@ -189,6 +189,9 @@ type file struct {
 	// used without opening the file (see fileIndex.ctime).
 	dev, ino uint64
 	ctime    int64
+	// readable: the listing saw a file its root's owner may read, so its
+	// index may answer for it unopened (else it is opened, and checked).
+	readable bool
 }
 
 // Search runs q over the roots. Results come notes first (newest file
@@ -353,7 +356,6 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 	var files []file
 	seen := map[string]bool{}
 	for _, r := range o.Roots {
-		// add lists rel, searched as src, unless listed already.
 		// add lists rel, searched as src, unless listed already; fi is
 		// what the root's listing read of it (nil: not listed).
 		add := func(src Source, rel string, gen int64, fi fs.FileInfo) {
@@ -372,7 +374,7 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 				return
 			}
 			seen[key] = true
-			f := file{root: r, rel: rel, src: src, mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: max(gen, 1)}
+			f := file{root: r, rel: rel, src: src, mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: max(gen, 1), readable: r.Root.Owner().MayRead(fi)}
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 				f.dev, f.ino, f.ctime = uint64(st.Dev), uint64(st.Ino), ctimeOf(st)
 			}

@@ -128,9 +128,17 @@ func newSegBuilder(start uint64, startOff int64, keep func(string) bool) *segBui
 
 // add analyzes one document's text.
 func (b *segBuilder) add(a *Analyzer, text []byte, off, line int64, when time.Time) {
-	if b.keep == nil && a.only == nil && (b.a == nil || b.a == a) {
+	if b.keep == nil && a.only == nil && len(b.terms) == 0 && (b.a == nil || b.a == a) {
 		b.addIDs(a, text, off, line, when)
 		return
+	}
+	if b.a != nil {
+		// Another analyzer (its ids are not these): by strings from here
+		// on, so no term is kept both ways.
+		for l, tid := range b.ids {
+			b.terms[b.a.Term(tid)] = b.post[l]
+		}
+		b.a, b.ids, b.post, b.tf = nil, nil, nil, nil
 	}
 	clear(b.seen)
 	n := 0
@@ -238,7 +246,7 @@ func (b *segBuilder) encode(id fileID) []byte {
 	for t, ps := range b.terms {
 		terms = append(terms, termPostings{t, ps})
 	}
-	for l, tid := range b.ids {
+	for l, tid := range b.ids { // empty unless built by ids (add)
 		terms = append(terms, termPostings{b.a.Term(tid), b.post[l]})
 	}
 	slices.SortFunc(terms, func(x, y termPostings) int { return strings.Compare(x.t, y.t) })
