@@ -154,6 +154,10 @@ type Options struct {
 	// Indexes keeps large indexes parsed between searches (the daemon's;
 	// nil: each is read).
 	Indexes *IndexCache
+	// Segments, when set, is the listing of the term segments in Index
+	// that the indexing keeps (the daemon's): a search then does not
+	// list that directory.
+	Segments *SegmentListing
 	// More, for a word or phrase (every line holding it), counts the
 	// matching lines past Limit, up to this many (Stats.More): what a
 	// person is told was left out. 0: the search stops at the limit.
@@ -353,67 +357,45 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 	for _, l := range o.Labels {
 		want[l] = true
 	}
+	// Roots are listed side by side: a home's hundreds of project roots
+	// are each a directory read and a stat per file, system calls that
+	// take most of a search for a rare word. Each root's files come back
+	// in its own slot, so what is listed, and in which order, is as one
+	// root after another would list it.
+	lists := make([]rootFiles, len(o.Roots))
+	var mu sync.Mutex // vs: a file the listing did not stat
+	stat := func(r *confine.Root, rel string) (fs.FileInfo, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return vs.stat(r, rel)
+	}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(len(o.Roots), runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				lists[i] = listRoot(o, o.Roots[i], want, stat)
+			}
+		}()
+	}
+	for i := range o.Roots {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
 	var files []file
 	seen := map[string]bool{}
-	for _, r := range o.Roots {
-		// add lists rel, searched as src, unless listed already; fi is
-		// what the root's listing read of it (nil: not listed).
-		add := func(src Source, rel string, gen int64, fi fs.FileInfo) {
-			key := r.Root.Path() + "\x00" + rel
-			if seen[key] || !r.holds(rel) {
-				return
-			}
-			if fi == nil || !fi.Mode().IsRegular() {
-				// Not listed, or a symlink: stat it as a search opens it.
-				var err error
-				if fi, err = vs.stat(r.Root, rel); err != nil {
-					return
-				}
-			}
-			if !fi.Mode().IsRegular() || confine.IsTemp(rel) {
-				return
-			}
-			seen[key] = true
-			f := file{root: r, rel: rel, src: src, mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: max(gen, 1), readable: r.Root.Owner().MayRead(fi)}
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				f.dev, f.ino, f.ctime = uint64(st.Dev), uint64(st.Ino), ctimeOf(st)
-			}
-			if o.Generation != nil && src.Kind == Log && gen == 0 {
-				if g := o.Generation(r.Root, rel); g > 0 {
-					f.gen = g
-				}
-			}
-			files = append(files, f)
+	for i, l := range lists {
+		for _, u := range l.unread {
+			unread(st, u.f, u.err)
 		}
-		if r.Listed != nil {
-			for _, l := range r.Listed {
-				if l.Source < 0 || l.Source >= len(r.Sources) {
-					continue
-				}
-				if src := r.Sources[l.Source]; (len(want) == 0 || want[src.Label]) && src.Kind != Records {
-					add(src, l.Rel, l.Gen, nil)
-				}
-			}
-			continue
-		}
-		// One listing of the root for all its sources: each directory read
-		// once, each file's lstat read with it.
-		listing := r.Root.Listing()
-		for _, src := range r.Sources {
-			if len(want) > 0 && !want[src.Label] {
-				continue
-			}
-			if src.Kind == Records {
-				continue // searched through Options.Held
-			}
-			ms, err := listing.GlobExcept(src.Glob, src.Exclude)
-			if err != nil {
-				// A root this caller cannot list is left out, not the search.
-				unread(st, file{root: r, rel: src.Glob}, err)
-				continue
-			}
-			for _, m := range ms {
-				add(src, m.Rel, 0, m.Info)
+		for _, f := range l.files {
+			key := o.Roots[i].Root.Path() + "\x00" + f.rel
+			if !seen[key] {
+				seen[key] = true
+				files = append(files, f)
 			}
 		}
 	}
@@ -433,6 +415,85 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 		return a.rel < b.rel
 	})
 	return files, nil
+}
+
+// rootFiles is what one root's listing found.
+type rootFiles struct {
+	files  []file
+	unread []struct {
+		f   file
+		err error
+	}
+}
+
+// listRoot lists one root's files for o: the search's sources (labels in
+// want, when any), or the files the root names (Listed).
+func listRoot(o Options, r Root, want map[string]bool, stat func(*confine.Root, string) (fs.FileInfo, error)) rootFiles {
+	var out rootFiles
+	seen := map[string]bool{}
+	// add lists rel, searched as src, unless listed already; fi is what
+	// the root's listing read of it (nil: not listed).
+	add := func(src Source, rel string, gen int64, fi fs.FileInfo) {
+		if seen[rel] || !r.holds(rel) {
+			return
+		}
+		if fi == nil || !fi.Mode().IsRegular() {
+			// Not listed, or a symlink: stat it as a search opens it.
+			var err error
+			if fi, err = stat(r.Root, rel); err != nil {
+				return
+			}
+		}
+		if !fi.Mode().IsRegular() || confine.IsTemp(rel) {
+			return
+		}
+		seen[rel] = true
+		f := file{root: r, rel: rel, src: src, mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: max(gen, 1), readable: r.Root.Owner().MayRead(fi)}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			f.dev, f.ino, f.ctime = uint64(st.Dev), uint64(st.Ino), ctimeOf(st)
+		}
+		if o.Generation != nil && src.Kind == Log && gen == 0 {
+			if g := o.Generation(r.Root, rel); g > 0 {
+				f.gen = g
+			}
+		}
+		out.files = append(out.files, f)
+	}
+	if r.Listed != nil {
+		for _, l := range r.Listed {
+			if l.Source < 0 || l.Source >= len(r.Sources) {
+				continue
+			}
+			if src := r.Sources[l.Source]; (len(want) == 0 || want[src.Label]) && src.Kind != Records {
+				add(src, l.Rel, l.Gen, nil)
+			}
+		}
+		return out
+	}
+	// One listing of the root for all its sources: each directory read
+	// once, each file's lstat read with it.
+	listing := r.Root.Listing()
+	for _, src := range r.Sources {
+		if len(want) > 0 && !want[src.Label] {
+			continue
+		}
+		if src.Kind == Records {
+			continue // searched through Options.Held
+		}
+		ms, err := listing.GlobExcept(src.Glob, src.Exclude)
+		if err != nil {
+			// A root this caller cannot list is left out, not the search.
+			out.unread = append(out.unread, struct {
+				f   file
+				err error
+			}{file{root: r, rel: src.Glob}, err})
+			continue
+		}
+		for _, m := range ms {
+			add(src, m.Rel, 0, m.Info)
+		}
+	}
+	return out
 }
 
 // searcher is one search in progress.
