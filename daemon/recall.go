@@ -108,7 +108,7 @@ func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error
 			o.Index = filepath.Join(d.cfg.StateDir, IndexDir)
 			gens := d.spool.Gens(ctx)
 			o.Generation, o.Held = gens.Of, gens.Held
-			o.Indexes = d.indexes
+			o.Indexes, o.Segments = d.indexes, d.segments
 		}}
 	// Only the roots the caller reaches, before anything is resolved: a
 	// root of another user is never named, counted or opened for it, in

@@ -164,7 +164,19 @@ func (idx *fileIndex) close() {
 
 // indexPath is where the index of rel in root is kept, under dir.
 func indexPath(dir, root, rel string) string {
-	return filepath.Join(dir, fmt.Sprintf("%016x.idx", xxhash.Sum64String(root+"\x00"+filepath.Clean(rel))))
+	// Built by hand: a search names the index of every file it covers.
+	b := make([]byte, 0, len(dir)+21)
+	if dir != "" {
+		b = append(b, filepath.Clean(dir)...)
+		if b[len(b)-1] != filepath.Separator {
+			b = append(b, filepath.Separator)
+		}
+	}
+	h := xxhash.Sum64String(root + "\x00" + filepath.Clean(rel))
+	for sh := 60; sh >= 0; sh -= 4 {
+		b = append(b, "0123456789abcdef"[h>>sh&15])
+	}
+	return string(append(b, ".idx"...))
 }
 
 // tailSum hashes the last 256 bytes before end: a file rewritten in place

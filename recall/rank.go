@@ -101,6 +101,9 @@ type rfile struct {
 	segs []*segment // consecutive, in ordinal order
 	// held are the raw lines of held messages, by document offset.
 	held [][]byte
+	// df is, by query term, the documents of the file holding it (as
+	// prepare looked them up: fileScore needs no second lookup).
+	df []float64
 }
 
 // ranker is one ranked search.
@@ -347,25 +350,12 @@ func (r *ranker) indexSegments(f file, fh func() (*os.File, error)) []*segment {
 	if dir == "" || f.gz() {
 		return nil
 	}
-	if !r.segListed[dir] {
-		// One listing per index for the search: the segment files by
-		// index file (names are hashes of root and file: one map serves
-		// every index).
-		if r.segFiles == nil {
-			r.segFiles, r.segListed = map[string][]string{}, map[string]bool{}
-		}
-		r.segListed[dir] = true
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			if n := e.Name(); isSegmentName(n) {
-				k := n[:strings.LastIndex(n, ".t")]
-				r.segFiles[k] = append(r.segFiles[k], filepath.Join(dir, n))
-			}
-		}
+	paths, ok := r.o.Segments.listed(dir, termPrefix(dir, f.root.Root.Path(), f.rel))
+	if !ok {
+		paths = r.listSegments(dir, f)
 	}
-	base := strings.TrimSuffix(filepath.Base(indexPath(dir, f.root.Root.Path(), f.rel)), ".idx")
 	opened := map[string]*segment{}
-	chain := termChainOf(r.segFiles[base], f, fh, func(p string) (*segment, error) {
+	chain := termChainOf(paths, f, fh, func(p string) (*segment, error) {
 		seg, err := r.o.Indexes.segment(p)
 		if err == nil {
 			opened[p] = seg
@@ -381,6 +371,26 @@ func (r *ranker) indexSegments(f file, fh func() (*os.File, error)) []*segment {
 		seg.close()
 	}
 	return segs
+}
+
+// listSegments lists f's segment files in dir, the directory read once
+// per search (names are hashes of root and file: one map serves every
+// index).
+func (r *ranker) listSegments(dir string, f file) []string {
+	if !r.segListed[dir] {
+		if r.segFiles == nil {
+			r.segFiles, r.segListed = map[string][]string{}, map[string]bool{}
+		}
+		r.segListed[dir] = true
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if n := e.Name(); isSegmentName(n) {
+				k := n[:strings.LastIndex(n, ".t")]
+				r.segFiles[k] = append(r.segFiles[k], filepath.Join(dir, n))
+			}
+		}
+	}
+	return r.segFiles[strings.TrimSuffix(filepath.Base(indexPath(dir, f.root.Root.Path(), f.rel)), ".idx")]
 }
 
 // addHeld adds the spool's held messages, a segment per log (or
@@ -464,6 +474,7 @@ func (r *ranker) prepare() {
 	var total int64
 	df := make([]int64, len(r.terms))
 	for _, f := range r.files {
+		f.df = make([]float64, len(r.terms))
 		for _, s := range f.segs {
 			r.n += int64(s.count())
 			total += s.totalLen
@@ -473,6 +484,7 @@ func (r *ranker) prepare() {
 				if ti, ok := s.lookup(t); ok {
 					ref.tis[i] = ti
 					df[i] += int64(ti.df)
+					f.df[i] += float64(ti.df)
 					any = true
 				}
 			}
@@ -869,14 +881,8 @@ func (r *ranker) fileScore(f *rfile) float64 {
 		best := map[bool]float64{} // notes and logs apart: a note's lines are not a conversation's
 		for _, g := range r.files {
 			sc := 0.0
-			for i, t := range r.terms {
-				var df float64
-				for _, s := range g.segs {
-					if ti, ok := s.lookup(t); ok {
-						df += float64(ti.df)
-					}
-				}
-				if df > 0 {
+			for i := range r.terms {
+				if df := g.df[i]; df > 0 {
 					sc += r.w[i] * r.idf[i] * df * (bm25K1 + 1) / (df + bm25K1*(1-bm25B+bm25B*lens[g]/avg))
 				}
 			}
@@ -941,6 +947,9 @@ func (r *ranker) spokenByNamed(d docRef) bool {
 			return f.segs[si].named[i]
 		}
 	}
+	if si < len(f.segs) && d.ord >= f.segs[si].start && !f.segs[si].labelled(uint32(d.ord-f.segs[si].start)) {
+		return false // no speaker's name to read (most of a coding agent's messages)
+	}
 	raw, _, err := r.rawLine(d)
 	if err != nil {
 		return false
@@ -952,13 +961,35 @@ func (r *ranker) spokenByNamed(d docRef) bool {
 // namedSpeaker reports whether a message's text starts with the name of
 // someone the question names.
 func (r *ranker) namedSpeaker(text []byte) bool {
-	name, _, found := bytes.Cut(text[:min(len(text), 64)], []byte(": "))
-	if !found || !isSpeakerName(name) {
+	name := speakerLabel(text)
+	if name == nil {
 		return false
 	}
 	hit := false
 	r.a.Terms(name, func(t string) { hit = hit || r.keep[t] })
 	return hit
+}
+
+// speakerLabel is the speaker's name a message's text starts with
+// ("Caroline: ..."), nil when it starts with none.
+func speakerLabel(text []byte) []byte {
+	name, _, found := bytes.Cut(text[:min(len(text), 64)], []byte(": "))
+	if !found || !isSpeakerName(name) {
+		return nil
+	}
+	return name
+}
+
+// compareTerm is strings.Compare of a term read and one looked up,
+// without making a string of the first.
+func compareTerm(b []byte, t string) int {
+	switch {
+	case string(b) == t:
+		return 0
+	case string(b) < t:
+		return -1
+	}
+	return 1
 }
 
 // isSpeakerName: one to three words, each capitalised, of letters.

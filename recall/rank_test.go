@@ -374,3 +374,73 @@ func TestUnchangedLogIsRankedFromItsSegments(t *testing.T) {
 	ask("why does the update wait", 0)
 	ask("why does the deploy wait", 0)
 }
+
+// TestSegmentLookupByKeys: a term is found by its block's key (its first
+// eight bytes) and, where keys tie (long shared prefixes, date terms that
+// start with a zero byte), by the whole term; an absent term is not.
+func TestSegmentLookupByKeys(t *testing.T) {
+	var terms []string
+	for i := range 200 {
+		terms = append(terms, fmt.Sprintf("configuration%03d", i), fmt.Sprintf("\x00d%d", i), fmt.Sprintf("w%d", i))
+	}
+	terms = append(terms, "a", "ab", "abcdefgh", "abcdefgh\x00", "abcdefghi", "zz")
+	b := newSegBuilder(0, 0, func(string) bool { return true })
+	for i, term := range terms {
+		b.terms[term] = []posting{{ord: uint32(i), tf: 1}}
+		b.docs = append(b.docs, docInfo{off: int64(i), line: int64(i + 1), len: 1})
+	}
+	b.endOff = int64(len(terms))
+	s, err := parseSegment(b.encode(fileID{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, term := range terms {
+		ti, ok := s.lookup(term)
+		if !ok {
+			t.Fatalf("lookup %q: not found", term)
+		}
+		if c := newCursor(ti); c.done || c.doc() != uint32(i) {
+			t.Errorf("lookup %q: got the postings of another term", term)
+		}
+	}
+	for _, absent := range []string{"", "\x00", "abcdefg", "abcdefgh\x00\x00", "abcdefgha", "configuration", "configuration200", "zzz", "\xff"} {
+		if _, ok := s.lookup(absent); ok {
+			t.Errorf("lookup %q: found, want absent", absent)
+		}
+	}
+}
+
+// TestSegmentSaysWhichDocumentsHaveASpeaker: only a message that starts
+// with a speaker's name is read to see whether the question names them;
+// the mark leaves the line number as it was.
+func TestSegmentSaysWhichDocumentsHaveASpeaker(t *testing.T) {
+	texts := []struct {
+		text     string
+		labelled bool
+	}{
+		{"Caroline: I went to the support group yesterday", true},
+		{"Mel Anne: what a day", true},
+		{"user: the deploy keeps hitting the timeout", false},
+		{"assistant: raised it to 90s", false},
+		{"no speaker at all here", false},
+		{"Dr. Who: at line", true},
+	}
+	b := newSegBuilder(0, 0, nil)
+	a := NewAnalyzer()
+	for i, tc := range texts {
+		b.add(a, []byte(tc.text), int64(i*100), int64(3_000_000_000+i), time.Time{})
+	}
+	b.endOff = int64(len(texts) * 100)
+	s, err := parseSegment(b.encode(fileID{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range texts {
+		if got := s.labelled(uint32(i)); got != tc.labelled {
+			t.Errorf("%q: labelled %v, want %v", tc.text, got, tc.labelled)
+		}
+		if off, line, _ := s.doc(uint32(i)); off != int64(i*100) || line != labelled-1 {
+			t.Errorf("%q: doc at %d line %d, want %d line %d", tc.text, off, line, i*100, labelled-1)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -61,13 +62,19 @@ import (
 
 const (
 	// 02: messages hold their time's terms (dates.go); 03: the dictionary
-	// in front-coded blocks of varints, after the postings. A segment of
-	// an earlier format is not read: its file is indexed anew.
-	termMagic    = "MWTERM03"
-	termHeader   = 128
-	docEntry     = 14 // offset u64, line u32, length u16
-	dictBlock    = 16 // terms per dictionary block
-	indexEntry   = 12 // a dictionary block's offset u32, its first postings' offset u64
+	// in front-coded blocks of varints, after the postings; 04: a block's
+	// first term's first bytes in its index entry, a document's speaker
+	// label in its line number's top bit. A segment of an earlier format
+	// is not read: its file is indexed anew.
+	termMagic  = "MWTERM04"
+	termHeader = 128
+	docEntry   = 14 // offset u64, line u32 (top bit: labelled), length u16
+	dictBlock  = 16 // terms per dictionary block
+	indexEntry = 20 // a dictionary block's offset u32, its first postings' offset u64, its first term's first 8 bytes
+	// labelled marks, in a document's line number, a message said by a
+	// named speaker ("Caroline: ..."): only those are read to see whether
+	// the question names who said them (rank.go, spokenByNamed).
+	labelled     = 1 << 31
 	postingBlock = 128
 	// mergeRatio: the newest two segments are merged while the older holds
 	// fewer than this many times the newer's documents.
@@ -93,6 +100,8 @@ type docInfo struct {
 	off  int64 // where its line starts in the file
 	line int64 // its line number (1-based)
 	len  int   // its length in terms
+	// labelled: its text starts with a speaker's name (speakerLabel).
+	labelled bool
 }
 
 // posting is one document holding a term, and how often.
@@ -159,7 +168,7 @@ func (b *segBuilder) add(a *Analyzer, text []byte, off, line int64, when time.Ti
 	for t, tf := range b.seen {
 		b.terms[t] = append(b.terms[t], posting{ord: ord, tf: uint16(min(tf, 65535))})
 	}
-	b.docs = append(b.docs, docInfo{off: off, line: line, len: min(n, 65535)})
+	b.docs = append(b.docs, docInfo{off: off, line: line, len: min(n, 65535), labelled: speakerLabel(text) != nil})
 	b.totalLen += int64(min(n, 65535))
 }
 
@@ -204,7 +213,7 @@ func (b *segBuilder) addIDs(a *Analyzer, text []byte, off, line int64, when time
 		b.tf[l] = 0
 	}
 	b.touched = b.touched[:0]
-	b.docs = append(b.docs, docInfo{off: off, line: line, len: min(n, 65535)})
+	b.docs = append(b.docs, docInfo{off: off, line: line, len: min(n, 65535), labelled: speakerLabel(text) != nil})
 	b.totalLen += int64(min(n, 65535))
 }
 
@@ -268,7 +277,11 @@ func (b *segBuilder) encode(id fileID) []byte {
 	docs := make([]byte, len(b.docs)*docEntry)
 	for i, d := range b.docs {
 		le.PutUint64(docs[i*docEntry:], uint64(d.off))
-		le.PutUint32(docs[i*docEntry+8:], uint32(d.line))
+		line := uint32(min(d.line, labelled-1))
+		if d.labelled {
+			line |= labelled
+		}
+		le.PutUint32(docs[i*docEntry+8:], line)
 		le.PutUint16(docs[i*docEntry+12:], uint16(d.len))
 	}
 	out := make([]byte, termHeader, termHeader+len(docs)+posts.Len()+len(dw.dict)+len(dw.index))
@@ -329,6 +342,7 @@ func (d *dictWriter) add(t string, df, maxTF, minLen, postLen int) {
 	if d.n%dictBlock == 0 {
 		d.index = binary.LittleEndian.AppendUint32(d.index, uint32(len(d.dict)))
 		d.index = binary.LittleEndian.AppendUint64(d.index, d.postOff)
+		d.index = binary.BigEndian.AppendUint64(d.index, termKey(t))
 	} else {
 		for shared < min(len(t), len(d.prev)) && t[shared] == d.prev[shared] {
 			shared++
@@ -490,7 +504,23 @@ func (s *segment) doc(i uint32) (off, line int64, length int) {
 	} else {
 		e = s.docs[int(i)*docEntry:]
 	}
-	return int64(le.Uint64(e)), int64(le.Uint32(e[8:])), int(le.Uint16(e[12:]))
+	return int64(le.Uint64(e)), int64(le.Uint32(e[8:]) &^ labelled), int(le.Uint16(e[12:]))
+}
+
+// labelled reports whether document i's text starts with a speaker's
+// name (true when it cannot be read: the caller then reads the line).
+func (s *segment) labelled(i uint32) bool {
+	if s.file != nil {
+		var b [4]byte
+		if _, err := s.file.ReadAt(b[:], s.docsAt+int64(i)*docEntry+8); err != nil {
+			return true
+		}
+		return binary.LittleEndian.Uint32(b[:])&labelled != 0
+	}
+	if int(i+1)*docEntry > len(s.docs) {
+		return true
+	}
+	return binary.LittleEndian.Uint32(s.docs[int(i)*docEntry+8:])&labelled != 0
 }
 
 // termInfo is a dictionary entry.
@@ -613,22 +643,75 @@ func (s *segment) firstTerm(b int) []byte {
 	return d[n+m : n+m+int(l)]
 }
 
-// lookup finds a term's entry.
+// termKey is a term's first 8 bytes, zero-padded, as a number that
+// orders as the terms do (where two keys are equal, the terms are
+// compared whole).
+func termKey(t string) uint64 {
+	var b [8]byte
+	copy(b[:], t)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// lookup finds a term's entry: a binary search of the dictionary blocks'
+// first terms by their keys (the block index alone, no varint decoded),
+// then a walk of one block.
 func (s *segment) lookup(term string) (termInfo, bool) {
 	blocks := (s.nterms + dictBlock - 1) / dictBlock
+	key := termKey(term)
 	// The last block whose first term is at most term.
-	b := sort.Search(blocks, func(i int) bool { return string(s.firstTerm(i)) > term }) - 1
+	b := sort.Search(blocks, func(i int) bool {
+		if k := binary.BigEndian.Uint64(s.index[i*indexEntry+12:]); k != key {
+			return k > key
+		}
+		return string(s.firstTerm(i)) > term
+	}) - 1
 	if b < 0 {
 		return termInfo{}, false
 	}
-	it := s.iter(b)
-	for k := 0; k < dictBlock && it.next(); k++ {
-		switch c := strings.Compare(string(it.term), term); {
+	// The block's entries, as dictIter.next reads them (and refuses what
+	// it refuses), without its allocations: a question looks its terms up
+	// in every file's segments.
+	e := s.index[b*indexEntry:]
+	pos, postOff := int(binary.LittleEndian.Uint32(e)), binary.LittleEndian.Uint64(e[4:])
+	d := s.dict
+	var buf [64]byte
+	cur := buf[:0]
+	var v [4]uint64
+	for i := b * dictBlock; i < min(s.nterms, (b+1)*dictBlock); i++ {
+		shared, n := binary.Uvarint(d[min(pos, len(d)):])
+		if n <= 0 {
+			return termInfo{}, false
+		}
+		pos += n
+		suffix, n := binary.Uvarint(d[pos:])
+		if n <= 0 || shared > uint64(len(cur)) || i == b*dictBlock && shared != 0 {
+			return termInfo{}, false
+		}
+		pos += n
+		if suffix > uint64(len(d)-pos) {
+			return termInfo{}, false
+		}
+		cur = append(cur[:shared], d[pos:pos+int(suffix)]...)
+		pos += int(suffix)
+		for k := range v {
+			x, n := binary.Uvarint(d[pos:])
+			if n <= 0 {
+				return termInfo{}, false
+			}
+			v[k], pos = x, pos+n
+		}
+		if v[0] < 1 || v[0] > 1<<31 {
+			return termInfo{}, false
+		}
+		switch c := compareTerm(cur, term); {
 		case c == 0:
-			return it.info()
+			ti := termInfo{df: int(v[0]), maxTF: int(min(v[1], 65535)), minLen: int(min(v[2], 65535))}
+			ti.nblocks = (ti.df + postingBlock - 1) / postingBlock
+			return s.withPostings(ti, postOff, v[3])
 		case c > 0:
 			return termInfo{}, false
 		}
+		postOff += v[3]
 	}
 	return termInfo{}, false
 }
@@ -818,9 +901,12 @@ func termSegmentFiles(dir, root, rel string) []string {
 // kept up to date by the indexing that reads it: a pass over a root's
 // files lists the directory (which holds every file's segments) once, not
 // once per file, which made a first start quadratic in the files. It is
-// for one goroutine, and only while nothing else writes the directory
-// (the daemon's indexing); a nil listing lists the directory each time.
+// right only while nothing else writes the directory (the daemon's
+// indexing, which tells it what it writes); searches read it (Options.
+// Segments) instead of listing the directory each. A nil listing lists
+// the directory each time.
 type SegmentListing struct {
+	mu       sync.Mutex
 	dir      string
 	byPrefix map[string][]string // segment paths by termPrefix
 }
@@ -840,6 +926,8 @@ func (l *SegmentListing) files(dir, prefix string) []string {
 		}
 		return out
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.byPrefix == nil || l.dir != dir {
 		l.dir, l.byPrefix = dir, map[string][]string{}
 		ents, _ := os.ReadDir(dir)
@@ -854,9 +942,28 @@ func (l *SegmentListing) files(dir, prefix string) []string {
 	return slices.Clone(l.byPrefix[prefix])
 }
 
+// listed returns the segment files whose names start with prefix when
+// the listing is of dir and made (ok false: list the directory).
+func (l *SegmentListing) listed(dir, prefix string) (paths []string, ok bool) {
+	if l == nil {
+		return nil, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byPrefix == nil || l.dir != dir {
+		return nil, false
+	}
+	return slices.Clone(l.byPrefix[prefix]), true
+}
+
 // wrote notes a segment file written (or, gone, removed) at path.
 func (l *SegmentListing) wrote(path string, gone bool) {
-	if l == nil || l.byPrefix == nil || filepath.Dir(path) != l.dir {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byPrefix == nil || filepath.Dir(path) != l.dir {
 		return
 	}
 	k := path[:strings.LastIndex(path, ".t")+2]
