@@ -44,9 +44,14 @@ import (
 //     all in varints (Lucene's block tree, flat): most of a home's terms
 //     are in one document of one file, and a fixed 36-byte entry with an
 //     8-byte skip table made the index larger than the logs;
-//   - an index of the dictionary's blocks (where each starts, and its
-//     first term's postings): a term is found by a binary search of the
-//     blocks' first terms, then a walk of at most dictBlock entries.
+//   - an index of the dictionary's blocks (where each starts, its first
+//     term's postings and its first term's first 8 bytes): a term is
+//     found by a binary search of those keys (the whole first terms where
+//     keys tie), then a walk of at most dictBlock entries.
+//
+// A document's line number carries one more bit: whether its text starts
+// with a speaker's name ("Caroline: ..."), so a search reads only those
+// lines to see whether the question names the speaker.
 //
 // The daemon writes a segment for the complete lines each indexing pass
 // adds (IndexFile, at most maxSegDocs documents each: memory stays
