@@ -276,14 +276,6 @@ func TestGuards(t *testing.T) {
 	}
 }
 
-func TestFitEntries(t *testing.T) {
-	entries := []string{strings.Repeat("a", 400), strings.Repeat("b", 400), strings.Repeat("c", 400)}
-	kept, dropped := FitEntries(entries, 300)
-	if dropped != 1 || len(kept) != 2 || kept[0][0] != 'b' {
-		t.Errorf("kept %d (first %c), dropped %d; want the newest 2 whole entries", len(kept), kept[0][0], dropped)
-	}
-}
-
 // TestFailuresAreLoggedOncePerBurst: a redirecting, a dead and a 401
 // endpoint each give one WARN naming the endpoint and the cause at the
 // first failure, not a line per call; every failure is counted (OnFail);

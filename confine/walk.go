@@ -84,12 +84,6 @@ func ParseKey(key string) (id ID, ok bool) {
 	return id, err1 == nil && err2 == nil && err3 == nil
 }
 
-// PathOfKey is the path a key names, for messages and listings.
-func PathOfKey(key string) string {
-	p, _, _ := strings.Cut(key, "\x00")
-	return p
-}
-
 // String names the ID in messages: the path and the directory.
 func (id ID) String() string {
 	return fmt.Sprintf("%s (directory %d:%d, uid %d)", id.Path, id.Dev, id.Ino, id.UID)

@@ -126,8 +126,8 @@ func TestKeys(t *testing.T) {
 	if _, ok := ParseKey("/p\x00x:y"); ok {
 		t.Error("a malformed key parsed")
 	}
-	if PathOfKey(id.Key()) != id.Path {
-		t.Errorf("PathOfKey = %q", PathOfKey(id.Key()))
+	if got, _ := ParseKey(id.Key()); got.Path != id.Path {
+		t.Errorf("ParseKey(%q).Path = %q, want %q", id.Key(), got.Path, id.Path)
 	}
 }
 

@@ -444,3 +444,11 @@ func TestSegmentSaysWhichDocumentsHaveASpeaker(t *testing.T) {
 		}
 	}
 }
+
+// termSegmentFiles lists the segment files of rel (their paths).
+func termSegmentFiles(dir, root, rel string) []string {
+	return (*SegmentListing)(nil).files(dir, termPrefix(dir, root, rel))
+}
+
+// info returns the current term's entry with its postings.
+func (it *dictIter) info() (termInfo, bool) { return it.s.withPostings(it.ti, it.postOff, it.postLen) }

@@ -119,9 +119,6 @@ func trimCR(b []byte) []byte {
 // Format renders results as seed 003's recall_memory output (5.2).
 func Format(q Query, results []Result) string { return format(q, results, false) }
 
-// FormatExplained is Format with each ranked result's score and why.
-func FormatExplained(q Query, results []Result) string { return format(q, results, true) }
-
 func format(q Query, results []Result, explain bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Found %d result(s) for: %q\n", len(results), strings.Trim(q.Text, `"`))

@@ -112,7 +112,7 @@ func TestGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				golden(t, "recall-"+c.name+"-ranked.golden", FormatExplained(q, rs))
+				golden(t, "recall-"+c.name+"-ranked.golden", format(q, rs, true))
 			}
 		})
 	}

@@ -605,9 +605,6 @@ func (it *dictIter) next() bool {
 	return true
 }
 
-// info returns the current term's entry with its postings.
-func (it *dictIter) info() (termInfo, bool) { return it.s.withPostings(it.ti, it.postOff, it.postLen) }
-
 // withPostings returns ti with its postings, n bytes at off.
 func (s *segment) withPostings(ti termInfo, off, n uint64) (termInfo, bool) {
 	if ti.nblocks > 1 && uint64(ti.nblocks)*8 > n {
@@ -895,11 +892,6 @@ func isSegmentName(name string) bool {
 		}
 	}
 	return true
-}
-
-// termSegmentFiles lists the segment files of rel (their paths).
-func termSegmentFiles(dir, root, rel string) []string {
-	return (*SegmentListing)(nil).files(dir, termPrefix(dir, root, rel))
 }
 
 // SegmentListing is one listing of an index directory's term segments,

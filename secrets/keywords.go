@@ -108,15 +108,6 @@ func (k *keywords) find(text string, out []kwMatch) []kwMatch {
 	return out
 }
 
-// each calls fn with every keyword in text and where it starts, in order
-// of position.
-func (k *keywords) each(text string, fn func(pos int, word string)) {
-	var buf [32]kwMatch
-	for _, m := range k.find(text, buf[:0]) {
-		fn(int(m.pos), k.words[m.word])
-	}
-}
-
 // any reports whether text holds a keyword.
 func (k *keywords) any(text string) bool {
 	var buf [1]kwMatch

@@ -41,3 +41,12 @@ func FuzzKeywords(f *testing.F) {
 		}
 	})
 }
+
+// each calls fn with every keyword in text and where it starts, in order
+// of position.
+func (k *keywords) each(text string, fn func(pos int, word string)) {
+	var buf [32]kwMatch
+	for _, m := range k.find(text, buf[:0]) {
+		fn(int(m.pos), k.words[m.word])
+	}
+}

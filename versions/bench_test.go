@@ -50,3 +50,14 @@ func BenchmarkThousandVersions(b *testing.B) {
 		b.Errorf("1,000 versions take %.2f MiB on disk, bound 2 MiB", size/(1<<20))
 	}
 }
+
+// Size is the database's size on disk, WAL included.
+func (s *Store) Size() int64 {
+	var n int64
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if fi, err := os.Stat(filepath.Join(s.dir, FileName+suffix)); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}

@@ -198,17 +198,6 @@ func (s *Store) Close() error {
 	return s.db.Close()
 }
 
-// Size is the database's size on disk, WAL included.
-func (s *Store) Size() int64 {
-	var n int64
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if fi, err := os.Stat(filepath.Join(s.dir, FileName+suffix)); err == nil {
-			n += fi.Size()
-		}
-	}
-	return n
-}
-
 // Hash is the content hash versions are stored by (the journal's).
 func Hash(b []byte) string {
 	h := sha256.Sum256(b)

@@ -59,8 +59,8 @@ func leaks(t *testing.T, stateDir, prefix, secret string) []string {
 		var key, path string
 		var seq int64
 		rows.Scan(&key, &path, &seq)
-		if confine.Within(prefix, confine.PathOfKey(key)) {
-			out = append(out, fmt.Sprintf("spool: %s line %d of %s", path, seq, confine.PathOfKey(key)))
+		if id, _ := confine.ParseKey(key); confine.Within(prefix, id.Path) {
+			out = append(out, fmt.Sprintf("spool: %s line %d of %s", path, seq, id.Path))
 		}
 	}
 	rows.Close()

@@ -75,12 +75,6 @@ func LastCursor(data []byte) int64 {
 	return high
 }
 
-// appendJSONL appends one record after old's last cursor.
-func appendJSONL(old []byte, when time.Time, text, key, marker string) ([]byte, error) {
-	tail, err := jsonlEntry(old, when, text, key, marker)
-	return append(append([]byte{}, old...), tail...), err
-}
-
 // jsonlEntry is the bytes that append one record to a history.jsonl whose
 // end (its last records; all of it when short) is end: the record after
 // the last cursor there, on a line of its own. Cursors only grow, so the

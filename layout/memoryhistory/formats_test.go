@@ -76,3 +76,9 @@ func FuzzLastCursor(f *testing.F) {
 		}
 	})
 }
+
+// appendJSONL appends one record after old's last cursor.
+func appendJSONL(old []byte, when time.Time, text, key, marker string) ([]byte, error) {
+	tail, err := jsonlEntry(old, when, text, key, marker)
+	return append(append([]byte{}, old...), tail...), err
+}
