@@ -26,6 +26,34 @@ var ErrNotDaemon = errors.New("refusing the control socket")
 // ErrNotFound is the daemon's 404: what was asked for is not there.
 var ErrNotFound = errors.New("not found")
 
+// What the daemon refused, said by a code beside its message (the answer's
+// "code"), so a client branches on the error, never on its words: a
+// RemoteError unwraps to the one its code names.
+var (
+	// ErrNoSuchLine: a citation names lines past the end of its file (or
+	// of its generation in the spool).
+	ErrNoSuchLine = errors.New("no such line")
+	// ErrUnknownLog: the spool never captured the cited log.
+	ErrUnknownLog = errors.New("the spool has no such log")
+	// ErrNotARoot: a path named as a root is no store's root.
+	ErrNotARoot = errors.New("not a root of any store of the policy")
+)
+
+var errorCodes = []struct {
+	code string
+	err  error
+}{{"no_such_line", ErrNoSuchLine}, {"unknown_log", ErrUnknownLog}, {"not_a_root", ErrNotARoot}}
+
+// ErrorCode is the code an answer gives for err ("" for none).
+func ErrorCode(err error) string {
+	for _, c := range errorCodes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return ""
+}
+
 // SystemSocket is the control socket of the system service (systemd's
 // RuntimeDirectory=memwatch).
 const SystemSocket = "/run/memwatch/memwatch.sock"
@@ -211,12 +239,13 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, ou
 	if resp.StatusCode >= 300 {
 		var e struct {
 			Error string `json:"error"`
+			Code  string `json:"code"`
 		}
 		_ = json.NewDecoder(resp.Body).Decode(&e)
 		if e.Error == "" {
 			e.Error = resp.Status
 		}
-		return &RemoteError{Status: resp.StatusCode, Msg: e.Error}
+		return &RemoteError{Status: resp.StatusCode, Msg: e.Error, Code: e.Code}
 	}
 	if out == nil {
 		return nil
@@ -229,16 +258,23 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, ou
 type RemoteError struct {
 	Status int
 	Msg    string
+	Code   string // ErrorCode's, when the daemon gave one
 }
 
 func (e *RemoteError) Error() string { return e.Msg }
 
-func (e *RemoteError) Unwrap() error {
+func (e *RemoteError) Unwrap() []error {
+	var out []error
 	switch e.Status {
 	case http.StatusBadRequest:
-		return ErrUsage
+		out = append(out, ErrUsage)
 	case http.StatusNotFound:
-		return ErrNotFound
+		out = append(out, ErrNotFound)
 	}
-	return nil
+	for _, c := range errorCodes {
+		if c.code == e.Code {
+			out = append(out, c.err)
+		}
+	}
+	return out
 }

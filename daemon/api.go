@@ -263,7 +263,11 @@ func writeErr(w http.ResponseWriter, code int, err error) {
 	if len(msg) > maxErrorMessage {
 		msg = strings.ToValidUTF8(msg[:maxErrorMessage], "") + "…"
 	}
-	writeJSON(w, code, map[string]string{"error": msg})
+	answer := map[string]string{"error": msg}
+	if c := control.ErrorCode(err); c != "" {
+		answer["code"] = c
+	}
+	writeJSON(w, code, answer)
 }
 
 // decodeBody decodes a bounded JSON body into v (control.max_request_body).
@@ -660,7 +664,7 @@ func CheckJournalRoot(p *policy.Policy, root string, reaches func(*policy.Store)
 			return nil
 		}
 	}
-	return fmt.Errorf("root %s: not a root of any store of the policy you reach (memwatch status lists them)", clip(root))
+	return fmt.Errorf("root %s: %w you reach (memwatch status lists them)", clip(root), control.ErrNotARoot)
 }
 
 func (d *Daemon) handleUndo(w http.ResponseWriter, r *http.Request) {

@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/policy"
 )
@@ -281,7 +282,7 @@ func (d *Daemon) needRoot(w http.ResponseWriter, r *http.Request, path, right st
 	s := d.storeOf(path)
 	if s == nil {
 		// A name that names nothing is the request's mistake (exit 2).
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("%s is not a root of any store of the policy (memwatch status lists them)", path))
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("%s is %w (memwatch status lists them)", path, control.ErrNotARoot))
 		return nil, nil, false
 	}
 	if c := CallerOf(r.Context()); !c.IsAdmin() && !c.stores[s.Name] && !d.foundFor(r.Context(), c, s, path) {

@@ -274,7 +274,7 @@ type RestoreResult struct {
 func (d *Daemon) RestoreVersion(ctx context.Context, req RestoreRequest, dir *confine.ID) (RestoreResult, error) {
 	rt, _ := d.storeFor(req.Root)
 	if rt == nil {
-		return RestoreResult{}, fmt.Errorf("restore %s: %s is not a root of any store", req.Path, req.Root)
+		return RestoreResult{}, fmt.Errorf("restore %s: %s is %w", req.Path, req.Root, control.ErrNotARoot)
 	}
 	var res RestoreResult
 	err := d.engine.Exclusive(ctx, rt.store.Name, req.Root, "restore a version", func(ctx context.Context) error {
@@ -400,7 +400,7 @@ func LostVersions(ctx context.Context, vs *versions.Store, root *confine.Root, r
 func (d *Daemon) RestoreLost(ctx context.Context, req RestoreLostRequest, dir *confine.ID) ([]RestoreResult, error) {
 	rt, _ := d.storeFor(req.Root)
 	if rt == nil {
-		return nil, fmt.Errorf("restore: %s is not a root of any store", req.Root)
+		return nil, fmt.Errorf("restore: %s is %w", req.Root, control.ErrNotARoot)
 	}
 	root, err := d.openRoot(rt.store, req.Root)
 	if err != nil {

@@ -93,7 +93,7 @@ const (
 
 // ErrNoSuchLine means a citation names lines past the end of its file (or
 // of its generation in the spool).
-var ErrNoSuchLine = errors.New("no such line")
+var ErrNoSuchLine = control.ErrNoSuchLine
 
 var citeRE = regexp.MustCompile(`^(.+?)(?:@(\d+))?#L(\d+)(?:-L?(\d+))?$`)
 
@@ -162,7 +162,7 @@ func (c Citation) Widen(n int64) Citation {
 type Shown = control.Shown
 
 // ErrUnknownLog means the spool never captured the cited log.
-var ErrUnknownLog = errors.New("the spool has no such log")
+var ErrUnknownLog = control.ErrUnknownLog
 
 // Show returns the lines a citation names. While the cited generation is
 // the live one and the live file still holds those lines unchanged, they

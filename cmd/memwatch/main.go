@@ -105,6 +105,7 @@ or /etc/memwatch/policy.d as root; --policy FILE or $MEMWATCH_POLICY names anoth
 	pf.BoolVar(&g.rawBytes, "bytes", false, "print sizes as a count of bytes instead of KiB, MiB, GiB")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{flagError(c, err)} })
 	addCommands(root, g)
+	usageArgs(root)
 	// What a command does is journaled as manual; the daemon marks each of
 	// its jobs with what started it.
 	err := root.ExecuteContext(commandContext())
@@ -121,10 +122,39 @@ or /etc/memwatch/policy.d as root; --policy FILE or $MEMWATCH_POLICY names anoth
 	}
 	fmt.Fprintln(stderr, "memwatch:", err)
 	var ue usageError
-	if errors.As(err, &ue) || isPolicyError(err) || errors.Is(err, control.ErrUsage) || strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "arg(s)") || strings.HasPrefix(err.Error(), "unknown flag") || strings.HasPrefix(err.Error(), "unknown shorthand flag") {
+	if errors.As(err, &ue) || isPolicyError(err) || errors.Is(err, control.ErrUsage) || unknownCommand(root, args) {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// usageArgs makes what every command's argument check refuses (cobra's
+// ExactArgs and the like) a usage error: exit code 2, as grep's. Flags
+// are refused as usage errors by the flag error function.
+func usageArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				var ue usageError
+				if errors.As(err, &ue) {
+					return err
+				}
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
+}
+
+// unknownCommand reports whether args name no command: cobra refuses
+// them while finding the command, before any runs, and says so only in
+// words.
+func unknownCommand(root *cobra.Command, args []string) bool {
+	_, _, err := root.Find(args)
+	return err != nil
 }
 
 // badValue is pflag's message for a value that does not parse.

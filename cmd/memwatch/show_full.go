@@ -110,9 +110,9 @@ func (g *globals) showIn(ctx context.Context, p *policy.Policy, stateDir, dir st
 		switch {
 		case err == nil:
 			return res.Lines, nil
-		case strings.Contains(err.Error(), spool.ErrNoSuchLine.Error()):
-			return nil, fmt.Errorf("%w", spool.ErrNoSuchLine)
-		case !errors.Is(err, errNoDaemon) && !strings.Contains(err.Error(), "not a root") && !strings.Contains(err.Error(), spool.ErrUnknownLog.Error()):
+		case errors.Is(err, spool.ErrNoSuchLine):
+			return nil, spool.ErrNoSuchLine
+		case !errors.Is(err, errNoDaemon) && !errors.Is(err, control.ErrNotARoot) && !errors.Is(err, spool.ErrUnknownLog):
 			return nil, err
 		}
 	}
