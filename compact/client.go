@@ -79,7 +79,7 @@ func apiKey(ep *policy.Endpoint) (string, error) {
 // Name is the endpoint's name in the policy.
 func (c *Client) Name() string { return c.ep.Name }
 
-// Timeout is the endpoint's timeout for one call (seed 002's consolidation timeout).
+// Timeout is the endpoint's timeout for one call (memory-history's consolidation timeout).
 func (c *Client) Timeout() time.Duration { return c.ep.Timeout }
 
 // MaxInputTokens is the endpoint's input budget per call.

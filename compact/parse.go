@@ -12,7 +12,7 @@ import (
 var ErrUnparseable = errors.New("model output is not the JSON asked for")
 
 // ParseFields extracts string (or number) fields from a model's JSON answer
-// with seed 002's three tiers, since many endpoints ignore response_format:
+// with memory-history's three tiers, since many endpoints ignore response_format:
 //  1. strip markdown fences and parse the whole text;
 //  2. parse the first balanced {...} block;
 //  3. pull each field out with a regular expression.

@@ -9,7 +9,7 @@ package control
 
 import "time"
 
-// Result is one recall hit, with seed 003's SearchResult fields (recall
+// Result is one recall hit, with session-detail's SearchResult fields (recall
 // finds them; recall.Result is this type).
 type Result struct {
 	Source     string `json:"source"`              // detail | messages | ...

@@ -31,7 +31,7 @@ func Usagef(format string, args ...any) error {
 // costs the daemon is then bounded whatever it asks: a search ranks at most
 // MaxResults candidates and decodes only the page it returns.
 const (
-	DefaultLimit = 5 // seed 003's
+	DefaultLimit = 5 // session-detail's
 	MaxLimit     = 1000
 	MaxResults   = 10_000
 	MaxContext   = 50 // turns around each result

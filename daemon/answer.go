@@ -48,7 +48,7 @@ type Recaller struct {
 
 // DefaultSources are searched in a directory no store claims: notes, the
 // histories and every session log in it (messages.jsonl, Claude Code's
-// <uuid>.jsonl, ...) or in its sessions/ (seed 002's workspace).
+// <uuid>.jsonl, ...) or in its sessions/ (memory-history's workspace).
 var DefaultSources = append(append([]recall.Source{}, sessiondetail.Sources...),
 	recall.Source{Glob: "*.jsonl", Kind: recall.Log, Label: "messages"},
 	recall.Source{Glob: "sessions/*.jsonl", Kind: recall.Log, Label: "messages"},

@@ -234,7 +234,7 @@ func TestSchemas(t *testing.T) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatal(err)
 	}
-	// seed 003, 5.1: query required; scope all|detail|messages (and the
+	// session-detail (5.1 in its design): query required; scope all|detail|messages (and the
 	// other layouts' sources) default all; limit default 5.
 	if !slices.Equal(s.Required, []string{"query"}) {
 		t.Errorf("required: got %v, want [query]", s.Required)

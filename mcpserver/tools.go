@@ -185,7 +185,7 @@ func (b *builder) addTools() {
 			})
 	}
 
-	// now-history (seed 000)
+	// now-history (docs/layouts.md)
 	add(b, &mcp.Tool{Name: "memory_status", Description: "Returns structural metadata of memory.md (path, size, headings with line numbers and line counts, archive info). No content. Useful for re-checking structure after multiple edits."},
 		[]string{nowHistory}, nil, func(ctx context.Context, t *target, _ noInput) (string, nowhistory.StatusInfo, error) {
 			st, err := nowhistory.Status(t.root, nowhistory.MemoryFile, int64(nowhistory.OptionsOf(t.store).MaxSize))
@@ -204,7 +204,7 @@ func (b *builder) addTools() {
 			[]string{nowHistory}, nil, b.stamp)
 	}
 
-	// facts-episodes (seed 001); memory_read also serves memory-history.
+	// facts-episodes; memory_read also serves memory-history.
 	add(b, &mcp.Tool{Name: "memory_list", Description: "List available memory files with their summary and size in bytes, so you can choose what to read (and avoid loading huge files)."},
 		[]string{factsEpisodes}, nil, func(ctx context.Context, t *target, _ noInput) (string, listOutput, error) {
 			es, _, err := factsepisodes.Index(t.root, factsepisodes.OptionsOf(t.store).IndexFile)
@@ -282,7 +282,7 @@ func (b *builder) addTools() {
 			})
 	}
 
-	// memory-history (seed 002) and session-detail (seed 003): recall.
+	// memory-history and session-detail: recall.
 	if b.consolidates() {
 		add(b, &mcp.Tool{Name: "history_search", Description: "Search the history (HISTORY*.md) for entries: every word must occur (case-insensitive); a query in double quotes is an exact phrase. Returns matching lines with citations."},
 			[]string{memoryHistory}, setDefault("limit", recall.DefaultLimit), func(ctx context.Context, t *target, in historyInput) (string, any, error) {
@@ -291,7 +291,7 @@ func (b *builder) addTools() {
 	}
 	b.addRecall()
 
-	// app-records (seed 004)
+	// app-records
 	add(b, &mcp.Tool{Name: "records_list", Description: "List an app's memory records as JSON ({\"memories\": [...]}), as the app's memory API returns them."},
 		[]string{appRecords}, nil, func(ctx context.Context, t *target, in appInput) (string, recordsOutput, error) {
 			rs, err := b.records(ctx, t, in.App)
@@ -401,7 +401,7 @@ func JournalNote(out rewrite.Outcome) string {
 }
 
 // search runs recall over the target root (recall_memory by relevance,
-// history_search as seed 002's grep: every word, newest first).
+// history_search as memory-history's grep: every word, newest first).
 func (b *builder) search(ctx context.Context, t *target, query string, limit int, labels []string, sortBy string) (string, any, error) {
 	if err := bounded("query", query, maxQuery); err != nil {
 		return "", nil, err

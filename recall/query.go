@@ -322,7 +322,7 @@ func equalFoldASCII(a, lower []byte) bool {
 	return true
 }
 
-// snippetLen is seed 003's snippet size.
+// snippetLen is session-detail's snippet size.
 const snippetLen = 300
 
 // snippet cuts text to snippetLen characters around byte offset at, on one

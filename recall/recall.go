@@ -71,7 +71,7 @@ type Source struct {
 	Exclude string
 	Kind    Kind
 	Label   string // the result's source: "detail", "messages", "history", ...
-	// Strip is a prefix of the path left out of citations (seed 003 cites
+	// Strip is a prefix of the path left out of citations (session-detail cites
 	// working-memory/detail/auth.md as detail/auth.md).
 	Strip string
 	// Moved marks files memwatch moved memory into (Result.Moved: "moved"
@@ -116,7 +116,7 @@ func trimCR(b []byte) []byte {
 	return b
 }
 
-// Format renders results as seed 003's recall_memory output (5.2).
+// Format renders results as session-detail's recall_memory output (5.2).
 func Format(q Query, results []Result) string { return format(q, results, false) }
 
 func format(q Query, results []Result, explain bool) string {

@@ -33,7 +33,7 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-// sessionSources are seed 003's: notes in detail/, the raw log.
+// sessionSources are session-detail's: notes in detail/, the raw log.
 var sessionSources = []Source{
 	{Glob: "working-memory/detail/*.md", Kind: Text, Label: "detail", Strip: "working-memory/"},
 	{Glob: "messages.jsonl", Kind: Log, Label: "messages"},

@@ -82,7 +82,7 @@ func (r Root) project() string {
 // ProjectName is the short name results give a root: its directory's name,
 // without the home directory an agent encodes into it (Claude Code's
 // -home-alice-src-billing is src-billing) or a leading dot (.codex is
-// codex); a session's directory named by an id (seed 003's
+// codex); a session's directory named by an id (session-detail's
 // --<cwd>--/<id>) is named by its project's.
 func ProjectName(root string) string {
 	base := filepath.Base(root)
@@ -178,7 +178,7 @@ func unread(s *Stats, f file, err error) {
 // ErrLimit stops a search once it has its results.
 var errLimit = errors.New("limit reached")
 
-// DefaultLimit is seed 003's default.
+// DefaultLimit is session-detail's default.
 const DefaultLimit = 5
 
 // file is one file to search.

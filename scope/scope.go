@@ -179,7 +179,7 @@ func Encodings(dir string) map[string]string {
 	sum := sha256.Sum256([]byte(dir))
 	return map[string]string{
 		dash: "named after the project (Claude Code, Qwen Code)",
-		"--" + strings.Trim(strings.ReplaceAll(dir, "/", "-"), "-") + "--": "named after the project (Pi, seed 003)",
+		"--" + strings.Trim(strings.ReplaceAll(dir, "/", "-"), "-") + "--": "named after the project (Pi, session-detail)",
 		hex.EncodeToString(sum[:]): "named by the project's hash (Gemini CLI)",
 	}
 }

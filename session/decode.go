@@ -38,7 +38,7 @@ type Message struct {
 
 // lineShape covers the shapes agents really write, with one field map per
 // agent rather than a parser per agent. Upstream definitions:
-//   - {"role","content"} and OpenAI chat messages with tool_calls: seed 002's
+//   - {"role","content"} and OpenAI chat messages with tool_calls: memory-history's
 //     agent, nanobot (nanobot/session/manager.py: a "_type":"metadata" first
 //     line, naive ISO timestamps);
 //   - Claude Code transcripts (~/.claude/projects/<cwd>/<session>.jsonl):

@@ -111,7 +111,7 @@ func TestCaptureScenarios(t *testing.T) {
 			{appendTo(msg(3)), "same", 0, 1, 2},
 			{appendTo("\n" + msg(4) + "\n"), "append", 2, 1, 4},
 		}},
-		{"seed 002: trim to the newest, keeping the metadata line", []step{
+		{"memory-history: trim to the newest, keeping the metadata line", []step{
 			{put(lines(append([]string{fmt.Sprintf(meta, 1)}, msgs(1, 8)...)...)), "new", 8, 1, 8},
 			{put(lines(append([]string{fmt.Sprintf(meta, 2)}, msgs(6, 10)...)...)), "trimmed", 2, 2, 5},
 			{appendTo(lines(msg(11))), "append", 1, 2, 6},

@@ -157,7 +157,7 @@ stores:
 		return fmt.Errorf("memwatch did not become ready; see %s", logPath)
 	}
 
-	fmt.Printf("==> simulated agents run for %v, one per layout: a price-watching app (seed 000), an agent with facts and episodes (seed 001),\n    a chat assistant (seed 002), a coding session (seed 003) and an app keeping memories in SQLite (seed 004)\n", dur)
+	fmt.Printf("==> simulated agents run for %v, one per layout: a price-watching app (now-history), an agent with facts and episodes (facts-episodes),\n    a chat assistant (memory-history), a coding session (session-detail) and an app keeping memories in SQLite (app-records)\n", dur)
 	agent := &agent{bin: bin, app: app, rng: rand.New(rand.NewPCG(1, 2))}
 	chat := &chatAgent{ws: ws}
 	coder := &codingAgent{dir: sess}
@@ -214,13 +214,13 @@ stores:
 	}
 	if hist, err := os.ReadFile(filepath.Join(ws, "HISTORY.md")); err == nil {
 		entries := strings.Split(string(hist), "\n## ")
-		fmt.Printf("\n==> the newest entry memwatch wrote to %s (heuristic compactor: seed 002's raw fallback):\n", rel(filepath.Join(ws, "HISTORY.md")))
+		fmt.Printf("\n==> the newest entry memwatch wrote to %s (heuristic compactor: memory-history's raw fallback):\n", rel(filepath.Join(ws, "HISTORY.md")))
 		fmt.Print(indent("## " + strings.TrimSpace(entries[len(entries)-1])))
 	}
-	fmt.Printf("\n==> memwatch recall --dir %s migration   (seed 003's recall_memory, with citations)\n", rel(sess))
+	fmt.Printf("\n==> memwatch recall --dir %s migration   (session-detail's recall_memory, with citations)\n", rel(sess))
 	out, _ := exec.Command(bin, "recall", "--dir", sess, "--limit", "3", "migration").CombinedOutput()
 	fmt.Print(indent(string(out)))
-	fmt.Printf("\n==> %s/INDEX.md, kept by memwatch (seed 001's memory index, summary lines written by memwatch)\n", rel(mem))
+	fmt.Printf("\n==> %s/INDEX.md, kept by memwatch (facts-episodes' memory index, summary lines written by memwatch)\n", rel(mem))
 	idx, _ := os.ReadFile(filepath.Join(mem, "INDEX.md"))
 	fmt.Print(indent(string(idx)))
 	fmt.Printf("\n==> memwatch records context --policy %s --db %s --app calendar   (at most limit_per_app 5, oldest dropped first)\n", rel(policyPath), rel(appDB))
@@ -357,7 +357,7 @@ func (a *agent) run(n int) error {
 	return os.WriteFile(runFile, []byte(fmt.Sprintf("trigger: schedule\noutcome: %s\nduration: 12s\ntokens: 3400\n", summary)), 0o644)
 }
 
-// chatAgent writes a chat session the way seed 002's agent does: JSONL
+// chatAgent writes a chat session the way memory-history's agent does: JSONL
 // messages, plus facts it keeps in MEMORY.md itself.
 type chatAgent struct {
 	ws string
@@ -394,7 +394,7 @@ func (c *chatAgent) turn(n int) error {
 	return nil
 }
 
-// codingAgent writes a coding session the way seed 003's agent does.
+// codingAgent writes a coding session the way session-detail's agent does.
 type codingAgent struct {
 	dir string
 }
@@ -417,7 +417,7 @@ func (c *codingAgent) turn(n int) error {
 	return nil
 }
 
-// factsAgent keeps facts and episodes the way seed 001's Reflector does,
+// factsAgent keeps facts and episodes the way facts-episodes' Reflector does,
 // through memwatch's own memory tools (the seed's memory_append).
 type factsAgent struct {
 	bin, root string
@@ -446,7 +446,7 @@ func (a *factsAgent) turn(n int) error {
 	return nil
 }
 
-// recordsApp is an application that keeps memories in SQLite (seed 004).
+// recordsApp is an application that keeps memories in SQLite (app-records).
 type recordsApp struct{ db *sql.DB }
 
 func newRecordsApp(path string) (*recordsApp, error) {

@@ -33,7 +33,7 @@ var memwatchBin, memwatchFast string
 func TestMain(m *testing.M) {
 	writertest.Main() // when re-executed as an agent's writer
 	agentHelperMain() // when re-executed as the agent of the confinement suite
-	seedAgent()       // when re-executed as seed 002's agent
+	seedAgent()       // when re-executed as memory-history's agent
 	dir, err := os.MkdirTemp("", "memwatch-e2e")
 	if err != nil {
 		panic(err)

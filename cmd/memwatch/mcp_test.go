@@ -143,7 +143,7 @@ func TestMCPOverStdioAnswersLikeTheCLI(t *testing.T) {
 		got, isErr := callText(t, tt.cs, tt.tool, tt.args)
 		want := m.cli(t, tt.cli...)
 		if tt.tool == "recall_memory" {
-			// The tool gives seed 003's format of the results the CLI
+			// The tool gives session-detail's format of the results the CLI
 			// finds (which prints them for a person, or as JSON).
 			var rs []recall.Result
 			if err := json.Unmarshal([]byte(want), &rs); err != nil {

@@ -18,10 +18,10 @@ import (
 	"github.com/memwatch/memwatch/spool"
 )
 
-// seedAgentEnv makes this binary act as seed 002's agent on a session log.
+// seedAgentEnv makes this binary act as memory-history's agent on a session log.
 const seedAgentEnv = "MEMWATCH_TEST_SEED_AGENT"
 
-// seedAgent does to its session log what seed 002's agent (and the agents
+// seedAgent does to its session log what memory-history's agent (and the agents
 // people run) do: it appends messages; whenever it holds more than 50 it
 // trims to the newest 10 (after a delay that is sometimes shorter than
 // memwatch's settle time), keeping its metadata line, by temp file and
@@ -137,7 +137,7 @@ func sent(srv *llmtest.Server) map[string]int {
 	return n
 }
 
-// TestEveryMessageReachesTheModelOnce runs seed 002's agent (and the same
+// TestEveryMessageReachesTheModelOnce runs memory-history's agent (and the same
 // agent against a session-detail log) against the real memwatch with an
 // LLM: whatever the agent does to its log, and across a kill of memwatch
 // in the middle, every message it wrote is sent to the model exactly once.
@@ -218,7 +218,7 @@ stores:
 	}
 }
 
-// TestTrimmedInPlaceReachesTheModelOnce: seed 002's agent trims its log to
+// TestTrimmedInPlaceReachesTheModelOnce: memory-history's agent trims its log to
 // the newest 10 messages after 50 by rewriting it in place, so memwatch
 // may capture the file with its metadata line alone, then the kept
 // messages as they are written back; then it clears it with /new. Each of

@@ -125,7 +125,7 @@ func held(ctx context.Context, env *layout.Env, db *DB, root, app string) bool {
 	return true
 }
 
-// Decision is seed 004's MemoryCompactionDecision.
+// Decision is app-records' MemoryCompactionDecision.
 type Decision struct {
 	Action         string `json:"action"`
 	TargetMemoryID int64  `json:"targetMemoryId"`
@@ -422,7 +422,7 @@ func createTargets(ctx context.Context, env *layout.Env, root *confine.Root) ([]
 			continue
 		}
 		if fi.ModTime().Before(since) {
-			// Ended before memwatch watched: seed 004's old conversations
+			// Ended before memwatch watched: app-records' old conversations
 			// create no memories retroactively.
 			env.Log.Info("conversation ended before memwatch watched it; no record is created", "conversation", m, "watching_since", since.Format(time.RFC3339))
 			env.Logged(env.DB.Put(ctx, seenNS, m, []byte("before "+since.UTC().Format(time.RFC3339))), "DB.Put")

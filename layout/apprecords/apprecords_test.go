@@ -237,7 +237,7 @@ func TestAdminAPIAndUndo(t *testing.T) {
 func TestCreateFromEndedConversation(t *testing.T) {
 	dir := t.TempDir()
 	path := appDB(t, dir, map[string]int{"A": 1})
-	// A conversation that ended before memwatch watched: seed 004 makes no
+	// A conversation that ended before memwatch watched: app-records makes no
 	// memory of it.
 	old := filepath.Join(dir, "conv", "A", "c-1.jsonl")
 	os.MkdirAll(filepath.Dir(old), 0o755)

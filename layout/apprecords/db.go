@@ -1,4 +1,4 @@
-// Package apprecords is the app-records layout (seed 004): an application
+// Package apprecords is the app-records layout (docs/layouts.md): an application
 // keeps memories as rows of an SQLite table (app_memories), and memwatch is
 // the seed's Memory Sub-Agent running beside it: it keeps at most
 // limit_per_app records per app (an LLM decision at a time, FIFO as the
@@ -182,7 +182,7 @@ func (d *DB) Close() error {
 
 func (d *DB) q(s string) string { return strings.ReplaceAll(s, "{table}", quoteIdent(d.table)) }
 
-// ISOTime writes a stored timestamp as ISO 8601, as seed 004's API gives
+// ISOTime writes a stored timestamp as ISO 8601, as app-records' API gives
 // it: SQLite's CURRENT_TIMESTAMP ("2025-09-01 09:00:00", UTC) becomes
 // "2025-09-01T09:00:00Z". What does not parse is returned as it is.
 func ISOTime(s string) string {

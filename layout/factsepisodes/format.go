@@ -1,4 +1,4 @@
-// Package factsepisodes is the facts-episodes layout (seed 001): a
+// Package factsepisodes is the facts-episodes layout (docs/layouts.md): a
 // data/memory/ root with facts/*.md and episodes/YYYY-MM.md, each with a
 // file-level "> Summary:" line. The directory structure is the index;
 // memwatch keeps the summary lines that make the listing useful, can write
@@ -267,7 +267,7 @@ func (d *Doc) WithSummary(summary string) []byte {
 	return append(out, rest...)
 }
 
-// IndexEntry is one line of the memory index (seed 001's memory_list).
+// IndexEntry is one line of the memory index (facts-episodes' memory_list).
 type IndexEntry struct {
 	Path    string `json:"path"`
 	Summary string `json:"summary"`

@@ -49,7 +49,7 @@ func checkWritable(path string) error {
 	return nil
 }
 
-// Write creates or overwrites a fact file (seed 001's memory_write). An
+// Write creates or overwrites a fact file (facts-episodes' memory_write). An
 // overwritten file's old content is archived; undo restores it.
 func Write(ctx context.Context, rw *rewrite.Rewriter, root *confine.Root, store, path string, content []byte) (rewrite.Outcome, error) {
 	if err := checkWritable(path); err != nil {

@@ -133,7 +133,7 @@ func resolveBatch(ctx context.Context, env *layout.Env, root *confine.Root) erro
 	return saveBatch(ctx, env, root, savedBatch{})
 }
 
-// batchFallback is the raw entry of a batch: seed 002's raw fallback
+// batchFallback is the raw entry of a batch: memory-history's raw fallback
 // (rawFallback) per conversation, each its last message, at most
 // fallback_messages of them, then how many more the entry cites.
 func batchFallback(env *layout.Env, parts []*part) string {

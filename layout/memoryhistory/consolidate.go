@@ -28,10 +28,10 @@ import (
 const consumer = RuleConsolidate
 
 // plan decides how far a log should be consolidated now (0: not yet),
-// counting messages as seed 002's agent does (metadata and invalid lines
+// counting messages as memory-history's agent does (metadata and invalid lines
 // do not count), and says why.
 //
-// Seed 002: "When messageCount > memoryWindow: cutoff = messages.length -
+// The memory-history design: "When messageCount > memoryWindow: cutoff = messages.length -
 // keepCount; consolidate messages[lastConsolidated..cutoff];
 // trimBefore(cutoff)". The seed's agent trims its session after each
 // consolidation, so its count restarts at keep. memwatch never trims the
@@ -464,7 +464,7 @@ func formatMessage(m layout.Message) string {
 	return fmt.Sprintf("%s%s%s: %s", ts, role, tools, m.Text)
 }
 
-// rawFallback is seed 002's [raw-fallback] entry: the last
+// rawFallback is memory-history's [raw-fallback] entry: the last
 // fallback_messages messages of the range, each cut to fallback_chars
 // characters. Nothing is lost: the raw lines stay in the session log.
 //
@@ -530,7 +530,7 @@ func (Layout) Logs(s *policy.Store) []recall.Source {
 	return []recall.Source{{Glob: o.Sessions, Exclude: o.SessionsExclude, Kind: recall.Log, Label: "messages"}}
 }
 
-// Sources implements layout.Searchable: the history files (seed 002's
+// Sources implements layout.Searchable: the history files (memory-history's
 // grep over HISTORY*.md), MEMORY.md and the session logs.
 func (Layout) Sources(s *policy.Store) []recall.Source {
 	f := filesOf(s)

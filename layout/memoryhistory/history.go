@@ -1,4 +1,4 @@
-// Package memoryhistory is the memory-history layout (seed 002): a
+// Package memoryhistory is the memory-history layout (docs/layouts.md): a
 // workspace with MEMORY.md (long-term facts), HISTORY.md (an append-only
 // log of "## <ISO timestamp>" entries), monthly HISTORY-YYYY-MM.md files and
 // the agent's session logs (JSONL). memwatch does what the seed's

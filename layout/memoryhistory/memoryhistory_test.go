@@ -334,7 +334,7 @@ func TestIdleSessionConsolidatesTheRest(t *testing.T) {
 		return strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "<!-- memwatch: sessions/quiet.jsonl#L1-12 range:")
 	})
 	if !strings.Contains(read(filepath.Join(ws, "HISTORY.md")), "[raw-fallback]") {
-		t.Error("the heuristic compactor should write seed 002's raw fallback")
+		t.Error("the heuristic compactor should write memory-history's raw fallback")
 	}
 }
 
@@ -495,7 +495,7 @@ func TestAutoMemoryStaysLoadable(t *testing.T) {
 	}
 }
 
-// TestWindowCountsPendingMessages: seed 002's rule for a reader that
+// TestWindowCountsPendingMessages: memory-history's rule for a reader that
 // cannot trim the log. An agent writing one message at a time, each seen
 // on its own, gets a consolidation of all but the newest keep when more
 // than window are pending, then nothing until window are pending again:

@@ -45,7 +45,7 @@ type Options struct {
 	// second history beside theirs.
 	Consolidate bool `yaml:"consolidate" doc:"turn conversations into history entries (false: capture, index and recall only)"`
 	// Window consolidates a session when more messages than this are
-	// pending after the last one consolidated (seed 002's memoryWindow,
+	// pending after the last one consolidated (memory-history's memoryWindow,
 	// counted as its agent's trim would leave them: see plan)...
 	Window int `yaml:"window" doc:"consolidate when more messages than this are pending since the last consolidation..."`
 	// ...all but the newest Keep (under Window).

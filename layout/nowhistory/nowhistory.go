@@ -48,7 +48,7 @@ func (Layout) Rules() []layout.Rule {
 }
 
 // checkState journals, once per content of memory.md, that ## State is
-// not where seed 000 wants it (first in # now). The file is read only
+// not where now-history wants it (first in # now). The file is read only
 // when its size or mtime moved since the last check: this runs on every
 // evaluation of the root.
 func checkState(ctx context.Context, env *layout.Env, root *confine.Root) {

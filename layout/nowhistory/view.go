@@ -1,4 +1,4 @@
-// Package nowhistory is the now-history layout (seed 000): an app directory
+// Package nowhistory is the now-history layout (docs/layouts.md): an app directory
 // with memory.md ("# now" working memory and a "# History" timeline, newest
 // first), memory/run/YYYY-MM-DD-HHmm-run.md files written by the agent's
 // platform, and memory/YYYY-MM-DD-HHmm.md compaction archives written by
@@ -93,7 +93,7 @@ func firstSection(d *markdown.Doc) (start, end int, idx int) {
 // maxListedRuns bounds the archive listing of a snapshot.
 const maxListedRuns = 10
 
-// Snapshot variants (seed 000, 3.2): which of the injected forms to render.
+// Snapshot variants (now-history, 3.2 in its design): which of the injected forms to render.
 const (
 	// VariantAuto picks by size: the full content up to 30 lines, else the
 	// structure view.

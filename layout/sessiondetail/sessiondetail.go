@@ -1,4 +1,4 @@
-// Package sessiondetail is the session-detail layout (seed 003): a session
+// Package sessiondetail is the session-detail layout (docs/layouts.md): a session
 // directory with messages.jsonl (the raw log), working-memory/overview.md
 // (always in the agent's context; the agent owns it) and
 // working-memory/detail/*.md (summaries and notes). memwatch writes
@@ -417,7 +417,7 @@ func runOverview(ctx context.Context, env *layout.Env, root *confine.Root, targe
 // Logs implements layout.SessionLogs.
 func (Layout) Logs(*policy.Store) []recall.Source { return Sources[1:] }
 
-// Sources implements layout.Searchable: seed 003's recall_memory searches
+// Sources implements layout.Searchable: session-detail's recall_memory searches
 // the notes in detail/ and the raw log.
 func (Layout) Sources(*policy.Store) []recall.Source { return Sources }
 
