@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -72,6 +73,10 @@ type Config struct {
 	MaxWaitFactor int
 	// BufferedEvents sizes fsnotify's event channel.
 	BufferedEvents uint
+	// SyncDir, when set, is a directory of memwatch's own (not under any
+	// root) where Sync writes its markers; the watcher empties and
+	// watches it.
+	SyncDir string
 }
 
 // IgnoreDir is memwatch's own directory inside roots (default archives); its
@@ -109,6 +114,15 @@ type Watcher struct {
 	// loop, so a root of tens of thousands of directories does not hold up
 	// every other root's events; Run waits for them before it returns.
 	walks sync.WaitGroup
+	// seq numbers what the loop sees happen under roots (rootState.changed);
+	// the loop's.
+	seq uint64
+	// syncs are the Sync calls waiting for their marker, by its name;
+	// syncOK says SyncDir is watched.
+	syncMu sync.Mutex
+	syncs  map[string]chan Marks
+	syncN  atomic.Uint64
+	syncOK atomic.Bool
 }
 
 type rootState struct {
@@ -117,6 +131,9 @@ type rootState struct {
 	polled  bool
 	snap    map[string]fileSig // poll fallback only
 	walking bool               // a walk of it is under way
+	// changed is the seq of the last event seen under the root (or of its
+	// becoming a root, or of a rescan): what Sync's Marks say of it.
+	changed uint64
 }
 
 type fileSig struct {
@@ -146,7 +163,8 @@ func New(cfg Config, log *slog.Logger) (*Watcher, error) {
 	}
 	w := &Watcher{cfg: cfg, log: log, fsw: fsw, msgs: make(chan func(), 16), ready: make(chan struct{}), done: make(chan struct{}),
 		stores: map[string]*Store{}, roots: map[string]*rootState{}, watched: map[string]string{}, ancestor: map[string][]string{},
-		pending: map[string]*pend{}, whole: map[string]*pend{}, refused: map[string]string{}, count: map[string]int{}, capped: map[string]bool{}, defaultWatches: AutoMaxWatches()}
+		pending: map[string]*pend{}, whole: map[string]*pend{}, refused: map[string]string{}, count: map[string]int{}, capped: map[string]bool{}, defaultWatches: AutoMaxWatches(),
+		syncs: map[string]chan Marks{}}
 	w.add = fsw.Add
 	for i := range cfg.Stores {
 		s := cfg.Stores[i]
@@ -265,6 +283,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	for _, s := range w.stores {
 		w.discover(s, jobs.ReasonScan)
 	}
+	w.watchSyncDir()
 	close(w.ready)
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
@@ -547,7 +566,8 @@ func (w *Watcher) walkPolled(root string, st *rootState, done func(map[string]fi
 
 func (w *Watcher) addRoot(s *Store, id confine.ID, reason jobs.Reason) {
 	root := id.Path
-	st := &rootState{store: s.Name, id: id}
+	w.seq++ // a root that comes back is not the one a search listed
+	st := &rootState{store: s.Name, id: id, changed: w.seq}
 	w.roots[root] = st
 	if s.FileRoots {
 		dir := filepath.Dir(root)
@@ -681,6 +701,18 @@ func (w *Watcher) rootOf(p string) (string, *rootState) {
 
 func (w *Watcher) event(ev fsnotify.Event) {
 	p := filepath.Clean(ev.Name)
+	if w.cfg.SyncDir != "" && filepath.Dir(p) == w.cfg.SyncDir {
+		if ev.Has(fsnotify.Create) {
+			w.synced(filepath.Base(p))
+		}
+		return
+	}
+	// Whatever it is (an attribute too: who may read a file), the root
+	// changed: a search does not trust what it listed there before.
+	w.seq++
+	if _, st := w.rootOf(p); st != nil {
+		st.changed = w.seq
+	}
 	if ev.Op == fsnotify.Chmod || strings.HasSuffix(p, "-shm") {
 		// Neither changes what a file holds. SQLite, opening a database
 		// as root (memwatch reading an agent's), gives its -wal and -shm
@@ -845,6 +877,14 @@ func (w *Watcher) watchError(err error) {
 	if errors.Is(err, fsnotify.ErrEventOverflow) {
 		w.log.Warn("kernel event queue overflowed; rescanning every root. Raise it with: sysctl -w fs.inotify.max_queued_events=65536", "roots", len(w.roots))
 		w.rescan()
+		// Events were lost, Sync's markers among them: what a waiting
+		// Sync would be told is not known.
+		w.syncMu.Lock()
+		for name, ch := range w.syncs {
+			ch <- Marks{}
+			delete(w.syncs, name)
+		}
+		w.syncMu.Unlock()
 		return
 	}
 	w.log.Warn("watch error", "err", err)
@@ -857,6 +897,8 @@ func (w *Watcher) rescan() {
 		w.discover(s, jobs.ReasonNewRoot)
 	}
 	for root, st := range w.roots {
+		w.seq++
+		st.changed = w.seq
 		if !w.stores[st.store].FileRoots && !st.polled {
 			// Drop watches of directories that are gone, then add new ones.
 			for d, r := range w.watched {

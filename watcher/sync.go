@@ -1,0 +1,121 @@
+package watcher
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Sync lets a search trust what it listed of a root before, unlisted, as
+// long as nothing happened there since: the watcher sees every change
+// agents make under watched roots, but a change reaches it through the
+// kernel's queue, a moment after the write returned. Sync writes a marker
+// into SyncDir, watched by the same inotify instance, whose queue is in
+// order: once the loop meets the marker it has taken in every change made
+// before Sync was called, and Marks says what it had seen of each root.
+
+// Marks is what the watcher had seen of each root when a Sync came
+// through.
+type Marks struct {
+	changed map[string]uint64 // root -> rootState.changed; nil: trust nothing
+}
+
+// Changed returns a number that moves whenever something changes under
+// root (a file written, created, removed, renamed, its mode or owner
+// changed; the root rescanned), and false for a root whose changes the
+// watcher may not see (polled, a file root, no root of its own): list it.
+func (m Marks) Changed(root string) (uint64, bool) {
+	n, ok := m.changed[root]
+	return n, ok
+}
+
+// syncWait bounds how long a Sync waits for its marker (a queue that
+// overflowed lost it; the loop busy walking a large new tree): a search
+// that gets no marks lists every root, as it would without them.
+const syncWait = 250 * time.Millisecond
+
+var errNoSync = errors.New("watcher: no sync directory is watched")
+
+// Sync waits until every change made under the roots before it was called
+// has come through, and returns what the watcher saw.
+func (w *Watcher) Sync(ctx context.Context) (Marks, error) {
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		return Marks{}, ctx.Err()
+	case <-w.done:
+		return Marks{}, errors.New("watcher stopped")
+	}
+	if !w.syncOK.Load() {
+		return Marks{}, errNoSync
+	}
+	name := strconv.FormatUint(w.syncN.Add(1), 10)
+	ch := make(chan Marks, 1)
+	w.syncMu.Lock()
+	w.syncs[name] = ch
+	w.syncMu.Unlock()
+	defer func() {
+		w.syncMu.Lock()
+		delete(w.syncs, name)
+		w.syncMu.Unlock()
+	}()
+	p := filepath.Join(w.cfg.SyncDir, name)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return Marks{}, err
+	}
+	f.Close()
+	defer os.Remove(p)
+	t := time.NewTimer(syncWait)
+	defer t.Stop()
+	select {
+	case m := <-ch:
+		return m, nil
+	case <-ctx.Done():
+		return Marks{}, ctx.Err()
+	case <-w.done:
+		return Marks{}, errors.New("watcher stopped")
+	case <-t.C:
+		return Marks{}, errors.New("watcher: sync marker not seen in time")
+	}
+}
+
+// watchSyncDir empties SyncDir (markers a stopped daemon left) and
+// watches it; on the loop, before ready.
+func (w *Watcher) watchSyncDir() {
+	dir := w.cfg.SyncDir
+	if dir == "" {
+		return
+	}
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		w.log.Warn("cannot make the watcher's sync directory; searches list every root", "dir", dir, "err", err)
+		return
+	}
+	if err := w.add(dir); err != nil {
+		w.log.Warn("cannot watch the watcher's sync directory; searches list every root", "dir", dir, "err", err)
+		return
+	}
+	w.syncOK.Store(true)
+}
+
+// synced answers the Sync whose marker the loop met.
+func (w *Watcher) synced(name string) {
+	w.syncMu.Lock()
+	ch, ok := w.syncs[name]
+	delete(w.syncs, name)
+	w.syncMu.Unlock()
+	if !ok {
+		return
+	}
+	m := Marks{changed: make(map[string]uint64, len(w.roots))}
+	for root, st := range w.roots {
+		if s := w.stores[st.store]; s != nil && !s.FileRoots && !st.polled {
+			m.changed[root] = st.changed
+		}
+	}
+	ch <- m
+}
