@@ -236,7 +236,8 @@ func (x *Recaller) Resolve(ctx context.Context, req control.RecallRequest) (root
 			refused++
 			continue
 		}
-		r := recall.Root{Root: root, Sources: srcs, Name: recall.ProjectName(w.ID.Path), Store: w.Store.Name, Project: scope.Name(w.ID.Path), Under: under}
+		path := w.ID.Path
+		r := recall.Root{Root: root, Sources: srcs, Name: recall.ProjectName(path), Store: w.Store.Name, ProjectFunc: func() string { return scope.Name(path) }, Under: under}
 		if w.Files != nil {
 			r.Listed = listed(w.Files, srcs)
 		}

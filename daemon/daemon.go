@@ -117,12 +117,16 @@ type Daemon struct {
 	// verified lists the index files checked whole in this run, indexing
 	// the index-root tasks' places between their slices, segments the
 	// index directory's term segments (listed once, kept as they are
-	// written), analyzer the indexing's (its stems kept across files);
-	// only the background goroutine uses them.
+	// written; searches read it too, under its lock), analyzer the
+	// indexing's (its stems kept across files); only the background
+	// goroutine uses the others.
 	verified map[string]bool
 	indexing map[string]*indexScan
 	segments *recall.SegmentListing
 	analyzer *recall.Analyzer
+	// listings keeps what searches listed of each root, used unlisted
+	// while the watcher saw nothing change there (recall.go).
+	listings *recall.ListingCache
 	// archive says, per root and path, whether a file is one of memwatch's
 	// archives (never versioned); archiveMu guards it (the background
 	// goroutine and jobs about to change a file ask).
@@ -238,8 +242,10 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.indexing = map[string]*indexScan{}
 	d.segments = recall.NewSegmentListing()
 	d.analyzer = recall.NewAnalyzer()
+	d.listings = recall.NewListingCache()
 	d.archive = map[string]bool{}
-	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse, Touched: d.onTouched}, log)
+	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse, Touched: d.onTouched,
+		SyncDir: filepath.Join(cfg.StateDir, watchSyncDir)}, log)
 	if err != nil {
 		d.closeState()
 		return nil, err

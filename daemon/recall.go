@@ -88,6 +88,10 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// watchSyncDir is where, in the state directory, the watcher's Sync
+// writes its markers.
+const watchSyncDir = "watch-sync"
+
 // indexCacheBytes bounds the recall indexes the daemon keeps parsed
 // between searches: the block filters of about 1.6 GiB of logs (20 KiB
 // per MiB).
@@ -109,6 +113,13 @@ func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error
 			gens := d.spool.Gens(ctx)
 			o.Generation, o.Held = gens.Of, gens.Held
 			o.Indexes, o.Segments = d.indexes, d.segments
+			// What a search listed of a root is used again, unlisted,
+			// while the watcher saw nothing change there, every change
+			// made before this search taken in (Sync).
+			if m, err := d.watch.Sync(ctx); err == nil {
+				o.Listings = d.listings
+				o.Fresh = func(r recall.Root) (uint64, bool) { return m.Changed(r.Root.Path()) }
+			}
 		}}
 	// Only the roots the caller reaches, before anything is resolved: a
 	// root of another user is never named, counted or opened for it, in

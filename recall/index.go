@@ -425,7 +425,7 @@ func (s *searcher) index(f file) (idx *fileIndex, unchanged bool) {
 	if dir == "" || f.gz() {
 		return nil, false
 	}
-	path := indexPath(dir, f.root.Root.Path(), f.rel)
+	path := f.indexIn(dir)
 	// An index the daemon keeps needs no listing (read checks it by a
 	// stat); else one listing of the directory instead of a failed open
 	// per file never indexed.

@@ -51,8 +51,12 @@ type Root struct {
 	// citation that is not this root's.
 	Recite func(citation string) (cite string, line int64, ok bool)
 	// Project is the root's short name in results (Result.Project); ""
-	// gives ProjectName of its path.
+	// gives ProjectFunc's, else ProjectName of its path.
 	Project string
+	// ProjectFunc, when set, names the root's project when a result of it
+	// is given (naming it may read directories: not for every root a
+	// search covers).
+	ProjectFunc func() string
 	// Under, when set, keeps the search to the files under this directory
 	// of the root (recall --dir ROOT/sessions/2026/11), held lines too.
 	Under string
@@ -75,6 +79,9 @@ type Listed struct {
 func (r Root) project() string {
 	if r.Project != "" {
 		return r.Project
+	}
+	if r.ProjectFunc != nil {
+		return r.ProjectFunc()
 	}
 	return ProjectName(r.shown())
 }
@@ -158,6 +165,12 @@ type Options struct {
 	// that the indexing keeps (the daemon's): a search then does not
 	// list that directory.
 	Segments *SegmentListing
+	// Listings and Fresh, when both set, let a search use what an earlier
+	// one listed of a root, unlisted: Fresh returns a number that moves
+	// whenever anything changes under the root (false: list it), and
+	// Listings keeps the listings made at those numbers.
+	Listings *ListingCache
+	Fresh    func(Root) (uint64, bool)
 	// More, for a word or phrase (every line holding it), counts the
 	// matching lines past Limit, up to this many (Stats.More): what a
 	// person is told was left out. 0: the search stops at the limit.
@@ -196,6 +209,17 @@ type file struct {
 	// readable: the listing saw a file its root's owner may read, so its
 	// index may answer for it unopened (else it is opened, and checked).
 	readable bool
+	// idxDir and idxPath, when set, are an index directory and the path
+	// of the file's index there (kept with a listing: made once).
+	idxDir, idxPath string
+}
+
+// indexIn is where f's index is kept under dir.
+func (f *file) indexIn(dir string) string {
+	if f.idxDir == dir && f.idxPath != "" {
+		return f.idxPath
+	}
+	return indexPath(dir, f.root.Root.Path(), f.rel)
 }
 
 // Search runs q over the roots. Results come notes first (newest file
@@ -364,7 +388,7 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 	// root after another would list it.
 	lists := make([]rootFiles, len(o.Roots))
 	var mu sync.Mutex // vs: a file the listing did not stat
-	stat := func(r *confine.Root, rel string) (fs.FileInfo, error) {
+	var stat statFunc = func(r *confine.Root, rel string) (fs.FileInfo, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return vs.stat(r, rel)
@@ -376,7 +400,7 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				lists[i] = listRoot(o, o.Roots[i], want, stat)
+				lists[i] = cachedListRoot(o, o.Roots[i], want, stat)
 			}
 		}()
 	}
@@ -424,11 +448,18 @@ type rootFiles struct {
 		f   file
 		err error
 	}
+	// statted: a symlink was followed to what it names: not to be kept
+	// (a file a literal pattern names is statted too, but in a directory
+	// of the root, whose watches see it change).
+	statted bool
 }
+
+// statFunc stats a file a listing did not describe.
+type statFunc func(r *confine.Root, rel string) (fs.FileInfo, error)
 
 // listRoot lists one root's files for o: the search's sources (labels in
 // want, when any), or the files the root names (Listed).
-func listRoot(o Options, r Root, want map[string]bool, stat func(*confine.Root, string) (fs.FileInfo, error)) rootFiles {
+func listRoot(o Options, r Root, want map[string]bool, stat statFunc) rootFiles {
 	var out rootFiles
 	seen := map[string]bool{}
 	// add lists rel, searched as src, unless listed already; fi is what
@@ -440,6 +471,7 @@ func listRoot(o Options, r Root, want map[string]bool, stat func(*confine.Root, 
 		if fi == nil || !fi.Mode().IsRegular() {
 			// Not listed, or a symlink: stat it as a search opens it.
 			var err error
+			out.statted = out.statted || fi != nil // a symlink
 			if fi, err = stat(r.Root, rel); err != nil {
 				return
 			}

@@ -393,6 +393,9 @@ type Gens struct {
 	// one query for the search: a home of forty projects asked each its
 	// own, twice, at every search. nil: not read yet, or a Bind since.
 	held map[string]bool
+	// byRoot is m by the root opened for the search (its key made once,
+	// not for each of its files).
+	byRoot map[*confine.Root]map[string]int64
 }
 
 // heldWhere is what makes a log one a search asks the spool about (gone,
@@ -456,15 +459,24 @@ func (s *Spool) Gens(ctx context.Context) *Gens {
 // Of is LiveGen of rel in root (1 for a log never rewritten, 0 for one
 // the spool does not know: the search's default is the same).
 func (g *Gens) Of(root *confine.Root, rel string) int64 {
-	key := root.ID().Key()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	m, ok := g.m[key]
+	m, ok := g.byRoot[root]
 	if !ok {
-		if g.holds(root.ID()) {
-			m = g.load(key)
+		key := root.ID().Key()
+		if m, ok = g.m[key]; !ok {
+			if g.holds(root.ID()) {
+				m = g.load(key)
+			}
+			g.m[key] = m
 		}
-		g.m[key] = m
+		if g.byRoot == nil {
+			g.byRoot = map[*confine.Root]map[string]int64{}
+		}
+		g.byRoot[root] = m
+	}
+	if len(m) == 0 {
+		return 0
 	}
 	return m[filepath.Clean(rel)]
 }

@@ -83,6 +83,23 @@ func TestRecallCommand(t *testing.T) {
 	if out, _ := recallOut(stateDir, "zebrafinch"); strings.Count(out, "messages.jsonl#L") != 1 || !strings.Contains(out, "messages.jsonl#L20005") || !strings.Contains(out, "user: a fresh zebrafinch") {
 		t.Errorf("a fresh line: %s", out)
 	}
+	// Each search may use what the one before listed of the root, unless
+	// something changed there since: written right before it, a line or
+	// a new note is found by the very next search, every time.
+	for i := range 10 {
+		word := fmt.Sprintf("quetzal%d", i)
+		f, _ := os.OpenFile(filepath.Join(sess, "messages.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
+		fmt.Fprintf(f, `{"role":"user","content":"a %s"}`+"\n", word)
+		f.Close()
+		if out, _ := recallOut(stateDir, word); !strings.Contains(out, "user: a "+word) {
+			t.Errorf("the line written right before: %s not found\n%s", word, out)
+		}
+		note := fmt.Sprintf("note%d.md", i)
+		os.WriteFile(filepath.Join(sess, "working-memory", "detail", note), []byte("- the "+word+"ish plan\n"), 0o644)
+		if out, _ := recallOut(stateDir, word+"ish"); !strings.Contains(out, note) {
+			t.Errorf("the note written right before: %s not found\n%s", note, out)
+		}
+	}
 	// A capture still running under -race may take its shutdown grace.
 	p.stop(30 * time.Second)
 }
