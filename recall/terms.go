@@ -695,6 +695,28 @@ func (s *segment) lookup(term string) (termInfo, bool) {
 		}
 		cur = append(cur[:shared], d[pos:pos+int(suffix)]...)
 		pos += int(suffix)
+		c := compareTerm(cur, term)
+		if c > 0 {
+			return termInfo{}, false
+		}
+		if c < 0 {
+			// Not it: step over its df, maxTF and minLen (three varints:
+			// three bytes under 0x80 end them), read its postings' length.
+			for k := 0; k < 3; pos++ {
+				if pos >= len(d) {
+					return termInfo{}, false
+				}
+				if d[pos] < 0x80 {
+					k++
+				}
+			}
+			x, n := binary.Uvarint(d[pos:])
+			if n <= 0 {
+				return termInfo{}, false
+			}
+			postOff, pos = postOff+x, pos+n
+			continue
+		}
 		for k := range v {
 			x, n := binary.Uvarint(d[pos:])
 			if n <= 0 {
@@ -705,15 +727,9 @@ func (s *segment) lookup(term string) (termInfo, bool) {
 		if v[0] < 1 || v[0] > 1<<31 {
 			return termInfo{}, false
 		}
-		switch c := compareTerm(cur, term); {
-		case c == 0:
-			ti := termInfo{df: int(v[0]), maxTF: int(min(v[1], 65535)), minLen: int(min(v[2], 65535))}
-			ti.nblocks = (ti.df + postingBlock - 1) / postingBlock
-			return s.withPostings(ti, postOff, v[3])
-		case c > 0:
-			return termInfo{}, false
-		}
-		postOff += v[3]
+		ti := termInfo{df: int(v[0]), maxTF: int(min(v[1], 65535)), minLen: int(min(v[2], 65535))}
+		ti.nblocks = (ti.df + postingBlock - 1) / postingBlock
+		return s.withPostings(ti, postOff, v[3])
 	}
 	return termInfo{}, false
 }
