@@ -2,9 +2,12 @@ package recall
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/memwatch/memwatch/confine"
 )
@@ -64,4 +67,71 @@ func TestListingUsedWhileFresh(t *testing.T) {
 	if got := search(); !got["c.jsonl#L1"] {
 		t.Errorf("not vouched for: got %v, want c.jsonl listed", got)
 	}
+}
+
+// TestIndexRejectsSideBySide: over many indexed logs (more than a window
+// of the prefilter), a word in a few of them, a word in none, a word in
+// every one with a limit and a log written since its index are answered
+// as the scan answers them, with every rejected log counted as indexed.
+func TestIndexRejectsSideBySide(t *testing.T) {
+	dir, idxDir := t.TempDir(), t.TempDir()
+	const n = 300
+	for i := range n {
+		var b strings.Builder
+		for j := range 40 {
+			word := "common"
+			if i%97 == 5 && j == 20 {
+				word = "narwhal"
+			}
+			fmt.Fprintf(&b, `{"role":"user","content":"line %d of session %d about the %s deploy"}`+"\n", j, i, word)
+		}
+		p := filepath.Join(dir, fmt.Sprintf("s%03d.jsonl", i))
+		os.WriteFile(p, []byte(b.String()), 0o644)
+		at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Minute)
+		os.Chtimes(p, at, at)
+	}
+	// An index trusts a file unopened once its change time has settled
+	// (settledCtime: 50 ms past it).
+	time.Sleep(100 * time.Millisecond)
+	root := openRoot(t, dir)
+	cache := NewIndexCache(32 << 20)
+	cache.TrustWrites(idxDir)
+	for i := range n {
+		if _, err := IndexFile(idxDir, root, fmt.Sprintf("s%03d.jsonl", i), Log, IndexOptions{Cache: cache}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Written since: its index no longer covers it all.
+	f, _ := os.OpenFile(filepath.Join(dir, "s010.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
+	fmt.Fprintln(f, `{"role":"user","content":"a narwhal written since"}`)
+	f.Close()
+	srcs := []Source{{Glob: "*.jsonl", Kind: Log, Label: "messages"}}
+	for _, tc := range []struct {
+		query string
+		limit int
+	}{{"narwhal", 10}, {"walrus", 10}, {"common", 5}, {"narwhal written", 3}} {
+		q, _ := ParseQuery(tc.query)
+		indexed, st, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: srcs}}, Limit: tc.limit, Sort: SortNewest, Index: idxDir, Indexes: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scanned, _, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: srcs}}, Limit: tc.limit, Sort: SortNewest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := cites(indexed), cites(scanned); got != want {
+			t.Errorf("%q: the index answers\n%s\nthe scan\n%s", tc.query, got, want)
+		}
+		if tc.query == "walrus" && (st.Indexed != n || st.Files != n) {
+			t.Errorf("%q: %d of %d files indexed, want all %d", tc.query, st.Indexed, st.Files, n)
+		}
+	}
+}
+
+func cites(rs []Result) string {
+	var b strings.Builder
+	for _, r := range rs {
+		b.WriteString(r.Citation + " " + r.Text + "\n")
+	}
+	return b.String()
 }

@@ -290,11 +290,20 @@ func search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	for _, f := range files {
+	var rejected []int
+	for i, f := range files {
+		if i%prefilterWindow == 0 {
+			rejected = s.rejectedByIndex(files[i:min(i+prefilterWindow, len(files))])
+		}
 		if err := ctx.Err(); err != nil {
 			return s.results, s.stats, err
 		}
 		s.stats.Files++
+		if rejected != nil && rejected[i%prefilterWindow] >= 0 {
+			s.stats.Indexed++
+			s.stats.Blocks += rejected[i%prefilterWindow]
+			continue
+		}
 		var err error
 		if f.src.Kind == Text {
 			err = s.searchText(f)
@@ -324,6 +333,52 @@ func search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
 		s.results = []Result{}
 	}
 	return s.results, s.stats, nil
+}
+
+// prefilterWindow is how many files ahead of the search the index is
+// asked which cannot match: at most that many asked in vain when the
+// limit is reached first.
+const prefilterWindow = 256
+
+// rejectedByIndex asks, for the logs among files, side by side, what
+// searchLog asks first: is it indexed whole, unchanged since, with no
+// block that can hold the query? Each such file gets its index's block
+// count (to count as searchLog counts it), any other -1; nil when there
+// is nothing to ask (no daemon's cache of indexes). A rare word over a
+// home of thousands of sessions is that question for each, one after
+// another.
+func (s *searcher) rejectedByIndex(files []file) []int {
+	if s.o.Indexes == nil || len(files) < 32 || len(s.q.grams) == 0 {
+		return nil
+	}
+	out := make([]int, len(files))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), 4) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws := &searcher{q: s.q, o: s.o}
+			for i := range next {
+				out[i] = -1
+				f := files[i]
+				if f.src.Kind != Log {
+					continue
+				}
+				idx, unchanged := ws.index(f)
+				if idx != nil && unchanged && f.size == idx.end && !idx.mayHoldAny(s.q.grams) {
+					out[i] = len(idx.blocks)
+				}
+				idx.close()
+			}
+		}()
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
 }
 
 // views holds the directories a search reads, open: a file is then
