@@ -84,6 +84,50 @@ type rule struct {
 	prefix   bool
 	longest  int
 	anchored *regexp.Regexp // a prefix rule's expression, from the start only
+	// prep makes the fields above from the rule's source when the rule
+	// is first run (Default's): a process that checks one query for a
+	// credential compiles the rules its keywords name, not all 200 (40 ms
+	// of every memwatchd recall was compiling them).
+	prep *rulePrep
+}
+
+type rulePrep struct {
+	once     sync.Once
+	regex    string
+	keywords []string // lowercase
+	allow    []tomlAllowlist
+	err      error
+}
+
+// ready makes the rule's expressions; on an error (never for the vendored
+// configs: TestEveryRuleCompiles) the rule matches nothing.
+func (r *rule) ready() {
+	r.prep.once.Do(func() {
+		p := r.prep
+		re, err := regexp.Compile(p.regex)
+		if err != nil {
+			p.err = err
+			r.re, r.near, r.windowed = regexp.MustCompile(`[^\x00-\x{10FFFF}]`), false, false
+			return
+		}
+		r.re = re
+		for _, a := range p.allow {
+			al, err := compileAllowlist(a)
+			if err != nil {
+				p.err = err
+				continue
+			}
+			r.allow = append(r.allow, al)
+		}
+		if !r.near {
+			r.longest, r.windowed, r.prefix = windowable(p.regex, p.keywords)
+			if r.prefix {
+				if r.anchored, err = anchoredOf(p.regex); err != nil {
+					p.err, r.prefix, r.windowed = err, false, false
+				}
+			}
+		}
+	})
 }
 
 type allowlist struct {
@@ -115,9 +159,10 @@ type tomlAllowlist struct {
 	Paths       []string `toml:"paths"`
 }
 
-// Default is the detector of gitleaks' default rules, compiled once.
+// Default is the detector of gitleaks' default rules, read once; each
+// rule is compiled when first run (TestEveryRuleCompiles compiles them all).
 var Default = sync.OnceValue(func() *Detector {
-	d, err := New(gitleaksConfig, memwatchConfig)
+	d, err := newDetector(false, gitleaksConfig, memwatchConfig)
 	if err != nil {
 		panic(fmt.Sprintf("secrets: the vendored gitleaks config does not load: %v", err)) // caught by every test
 	}
@@ -126,7 +171,11 @@ var Default = sync.OnceValue(func() *Detector {
 
 // New compiles a detector from gitleaks configs (TOML): their rules and
 // global allowlists together.
-func New(configs ...[]byte) (*Detector, error) {
+func New(configs ...[]byte) (*Detector, error) { return newDetector(true, configs...) }
+
+// newDetector reads configs; compile makes every rule's expressions now
+// (and says which does not compile), else each when first run.
+func newDetector(compile bool, configs ...[]byte) (*Detector, error) {
 	var c tomlConfig
 	d := &Detector{byWord: map[string][]int{}}
 	for _, config := range configs {
@@ -148,28 +197,15 @@ func New(configs ...[]byte) (*Detector, error) {
 		if r.Regex == "" || r.Path != "" {
 			continue // a rule of file names alone, or of some files only: not text's
 		}
-		re, err := regexp.Compile(r.Regex)
-		if err != nil {
-			return nil, fmt.Errorf("rule %s: %w", r.ID, err)
+		var kws []string
+		for _, k := range r.Keywords {
+			kws = append(kws, strings.ToLower(k))
 		}
-		ru := rule{id: r.ID, re: re, entropy: r.Entropy, secretGroup: r.SecretGroup, near: strings.Contains(r.Regex, `[\w.-]{0,50}?(?:`)}
-		for _, a := range r.Allowlists {
-			al, err := compileAllowlist(a)
-			if err != nil {
-				return nil, fmt.Errorf("rule %s: %w", r.ID, err)
-			}
-			ru.allow = append(ru.allow, al)
-		}
-		if !ru.near {
-			var kws []string
-			for _, k := range r.Keywords {
-				kws = append(kws, strings.ToLower(k))
-			}
-			ru.longest, ru.windowed, ru.prefix = windowable(r.Regex, kws)
-			if ru.prefix {
-				if ru.anchored, err = anchoredOf(r.Regex); err != nil {
-					return nil, fmt.Errorf("rule %s: %w", r.ID, err)
-				}
+		ru := rule{id: r.ID, entropy: r.Entropy, secretGroup: r.SecretGroup, near: strings.Contains(r.Regex, `[\w.-]{0,50}?(?:`),
+			prep: &rulePrep{regex: r.Regex, keywords: kws, allow: r.Allowlists}}
+		if compile {
+			if ru.ready(); ru.prep.err != nil {
+				return nil, fmt.Errorf("rule %s: %w", r.ID, ru.prep.err)
 			}
 		}
 		d.rules = append(d.rules, ru)
@@ -267,6 +303,7 @@ func (d *Detector) Find(text string) []Finding {
 		end := start + len(d.kw.words[m.word])
 		for _, ri := range d.rulesOf[m.word] {
 			r := &d.rules[ri]
+			r.ready()
 			switch {
 			case slices.Contains(whole, ri):
 			case r.near:
@@ -437,6 +474,7 @@ func merge(ws [][2]int) [][2]int {
 
 // find runs one rule over text, which starts at byte off of the whole.
 func (r *rule) find(text string, off int, global []allowlist) []Finding {
+	r.ready()
 	var out []Finding
 	for _, m := range r.re.FindAllStringSubmatchIndex(text, -1) {
 		start, end := m[0], m[1]

@@ -1,6 +1,7 @@
 package secrets
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -117,4 +118,26 @@ func FuzzMask(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEveryRuleCompiles: Default compiles a rule when first run; every
+// rule of the vendored configs compiles (New compiles them all and says
+// which does not), and a detector that compiles them late finds what
+// one that compiled them at once finds.
+func TestEveryRuleCompiles(t *testing.T) {
+	eager, err := New(gitleaksConfig, memwatchConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lazy, err := newDetector(false, gitleaksConfig, memwatchConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "export AWS_ACCESS_KEY_ID=AKIAQ3EGRUF6NXPZ7K4M and the token ghp_" + strings.Repeat("a1B2c3D4e5", 3) + "123456 in a line of code"
+	if got, want := fmt.Sprint(lazy.Find(text)), fmt.Sprint(eager.Find(text)); got != want || want == "[]" {
+		t.Errorf("late: %s\nat once: %s", got, want)
+	}
+	if _, err := New([]byte("[[rules]]\nid = \"bad\"\nregex = \"(\"\nkeywords = [\"bad\"]\n")); err == nil {
+		t.Error("a rule that does not compile: no error")
+	}
 }
