@@ -32,7 +32,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/BurntSushi/toml"
+	toml "github.com/pelletier/go-toml/v2"
 )
 
 //go:embed gitleaks.toml
