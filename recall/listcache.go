@@ -16,18 +16,32 @@ type ListingCache struct {
 	mu      sync.Mutex
 	entries map[string]listedRoot
 	files   int // in all entries
+	max     int // maxListedFiles (tests make it smaller)
 }
 
 type listedRoot struct {
-	token uint64 // Fresh's number when it was listed
-	at    time.Time
-	files []file // without their root (rebound to the search's)
+	token  uint64 // Fresh's number when it was listed
+	at     time.Time
+	idxDir string // the index directory idxPath is in ("" for none)
+	files  []listedFile
+}
+
+// listedFile is what a listing says of a file, without its root or
+// source (the search's own, by index, when used again).
+type listedFile struct {
+	rel                string
+	src                int
+	mtime, size, ctime int64
+	dev, ino           uint64
+	readable           bool
+	idxPath            string
 }
 
 const (
 	// maxListedFiles bounds the files a cache holds (about 200 bytes
-	// each); past it the cache starts again.
-	maxListedFiles = 1 << 18
+	// each: 26 MiB at most); past it, a listing is not kept until others
+	// expire.
+	maxListedFiles = 1 << 17
 	// listingTTL bounds how long a listing is trusted even with no change
 	// seen: a file written through a hard link elsewhere, or a bind mount,
 	// changes where no watch sees.
@@ -35,7 +49,9 @@ const (
 )
 
 // NewListingCache returns an empty cache.
-func NewListingCache() *ListingCache { return &ListingCache{entries: map[string]listedRoot{}} }
+func NewListingCache() *ListingCache {
+	return &ListingCache{entries: map[string]listedRoot{}, max: maxListedFiles}
+}
 
 // listingKey names what a root's listing depends on: the directory
 // opened (its device and inode), where under it, the sources and labels.
@@ -50,34 +66,43 @@ func listingKey(r Root, labels []string) string {
 	return b.String()
 }
 
-// get returns the files listed under key when listed at token.
-func (c *ListingCache) get(key string, token uint64) ([]file, bool) {
+// get returns the listing kept under key when listed at token.
+func (c *ListingCache) get(key string, token uint64) (listedRoot, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[key]
 	if !ok || e.token != token || time.Since(e.at) > listingTTL {
-		return nil, false
+		return listedRoot{}, false
 	}
-	return e.files, true
+	return e, true
 }
 
-// put keeps files as listed at token under key.
-func (c *ListingCache) put(key string, token uint64, at time.Time, files []file) {
+// put keeps l's files as listed at token under key, unless the cache is
+// full of listings still fresh.
+func (c *ListingCache) put(key string, token uint64, at time.Time, idxDir string, l rootFiles) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.entries[key]; ok {
 		c.files -= len(old.files)
+		delete(c.entries, key)
 	}
-	if c.files+len(files) > maxListedFiles {
-		c.entries, c.files = map[string]listedRoot{}, 0
+	if c.files+len(l.files) > c.max {
+		for k, e := range c.entries {
+			if time.Since(e.at) > listingTTL {
+				c.files -= len(e.files)
+				delete(c.entries, k)
+			}
+		}
+		if c.files+len(l.files) > c.max {
+			return
+		}
 	}
-	kept := make([]file, len(files))
-	for i, f := range files {
-		f.root = Root{}
-		kept[i] = f
+	e := listedRoot{token: token, at: at, idxDir: idxDir, files: make([]listedFile, len(l.files))}
+	for i, f := range l.files {
+		e.files[i] = listedFile{rel: f.rel, src: l.srcOf[i], mtime: f.mtime, size: f.size, ctime: f.ctime, dev: f.dev, ino: f.ino, readable: f.readable, idxPath: f.idxPath}
 	}
-	c.entries[key] = listedRoot{token: token, at: at, files: kept}
-	c.files += len(kept)
+	c.entries[key] = e
+	c.files += len(e.files)
 }
 
 // cachedListRoot is listRoot through o.Listings when o.Fresh trusts the
@@ -92,16 +117,14 @@ func cachedListRoot(o Options, r Root, want map[string]bool, stat statFunc) root
 		return listRoot(o, r, want, stat)
 	}
 	key := listingKey(r, o.Labels)
-	if files, ok := o.Listings.get(key, token); ok {
-		out := rootFiles{files: make([]file, len(files))}
-		for i, f := range files {
-			f.root = r
-			if f.src.Kind == Log {
-				f.gen = 1
-				if o.Generation != nil {
-					if g := o.Generation(r.Root, f.rel); g > 0 {
-						f.gen = g
-					}
+	if e, ok := o.Listings.get(key, token); ok {
+		out := rootFiles{files: make([]file, len(e.files))}
+		for i, lf := range e.files {
+			f := file{root: r, rel: lf.rel, src: r.Sources[lf.src], mtime: lf.mtime, size: lf.size, gen: 1,
+				dev: lf.dev, ino: lf.ino, ctime: lf.ctime, readable: lf.readable, idxDir: e.idxDir, idxPath: lf.idxPath}
+			if f.src.Kind == Log && o.Generation != nil {
+				if g := o.Generation(r.Root, f.rel); g > 0 {
+					f.gen = g
 				}
 			}
 			out.files[i] = f
@@ -110,14 +133,15 @@ func cachedListRoot(o Options, r Root, want map[string]bool, stat statFunc) root
 	}
 	at := time.Now()
 	l := listRoot(o, r, want, stat)
-	if dir := r.index(o); dir != "" {
+	dir := r.index(o)
+	if dir != "" {
 		for i := range l.files {
 			f := &l.files[i]
 			f.idxDir, f.idxPath = dir, indexPath(dir, r.Root.Path(), f.rel)
 		}
 	}
 	if len(l.unread) == 0 && !l.statted {
-		o.Listings.put(key, token, at, l.files)
+		o.Listings.put(key, token, at, dir, l)
 	}
 	return l
 }

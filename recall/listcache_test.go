@@ -135,3 +135,36 @@ func cites(rs []Result) string {
 	}
 	return b.String()
 }
+
+// TestListingCacheBounded: past its bound a cache keeps no more listings
+// until the ones it holds expire; a listing kept again replaces its own.
+func TestListingCacheBounded(t *testing.T) {
+	c := NewListingCache()
+	c.max = 10
+	l := func(n int) rootFiles {
+		var r rootFiles
+		for i := range n {
+			r.files = append(r.files, file{rel: fmt.Sprintf("f%d", i)})
+			r.srcOf = append(r.srcOf, 0)
+		}
+		return r
+	}
+	now := time.Now()
+	c.put("a", 1, now, "", l(6))
+	c.put("a", 2, now, "", l(6)) // replaces its own
+	if _, ok := c.get("a", 2); !ok || c.files != 6 {
+		t.Fatalf("a listing kept again: %d files held, want 6", c.files)
+	}
+	c.put("b", 1, now, "", l(6))
+	if _, ok := c.get("b", 1); ok || c.files != 6 {
+		t.Errorf("past the bound: b kept, %d files held", c.files)
+	}
+	c.entries["a"] = listedRoot{token: 2, at: now.Add(-2 * listingTTL), files: c.entries["a"].files}
+	if _, ok := c.get("a", 2); ok {
+		t.Error("an expired listing used")
+	}
+	c.put("b", 1, now, "", l(6))
+	if _, ok := c.get("b", 1); !ok || c.files != 6 {
+		t.Errorf("once a expired: b not kept (%d files held)", c.files)
+	}
+}

@@ -503,6 +503,8 @@ type rootFiles struct {
 		f   file
 		err error
 	}
+	// srcOf is each file's source, its index in the root's Sources.
+	srcOf []int
 	// statted: a symlink was followed to what it names: not to be kept
 	// (a file a literal pattern names is statted too, but in a directory
 	// of the root, whose watches see it change).
@@ -519,7 +521,8 @@ func listRoot(o Options, r Root, want map[string]bool, stat statFunc) rootFiles 
 	seen := map[string]bool{}
 	// add lists rel, searched as src, unless listed already; fi is what
 	// the root's listing read of it (nil: not listed).
-	add := func(src Source, rel string, gen int64, fi fs.FileInfo) {
+	add := func(si int, rel string, gen int64, fi fs.FileInfo) {
+		src := r.Sources[si]
 		if seen[rel] || !r.holds(rel) {
 			return
 		}
@@ -545,6 +548,7 @@ func listRoot(o Options, r Root, want map[string]bool, stat statFunc) rootFiles 
 			}
 		}
 		out.files = append(out.files, f)
+		out.srcOf = append(out.srcOf, si)
 	}
 	if r.Listed != nil {
 		for _, l := range r.Listed {
@@ -552,7 +556,7 @@ func listRoot(o Options, r Root, want map[string]bool, stat statFunc) rootFiles 
 				continue
 			}
 			if src := r.Sources[l.Source]; (len(want) == 0 || want[src.Label]) && src.Kind != Records {
-				add(src, l.Rel, l.Gen, nil)
+				add(l.Source, l.Rel, l.Gen, nil)
 			}
 		}
 		return out
@@ -560,7 +564,7 @@ func listRoot(o Options, r Root, want map[string]bool, stat statFunc) rootFiles 
 	// One listing of the root for all its sources: each directory read
 	// once, each file's lstat read with it.
 	listing := r.Root.Listing()
-	for _, src := range r.Sources {
+	for si, src := range r.Sources {
 		if len(want) > 0 && !want[src.Label] {
 			continue
 		}
@@ -577,7 +581,7 @@ func listRoot(o Options, r Root, want map[string]bool, stat statFunc) rootFiles 
 			continue
 		}
 		for _, m := range ms {
-			add(src, m.Rel, 0, m.Info)
+			add(si, m.Rel, 0, m.Info)
 		}
 	}
 	return out
