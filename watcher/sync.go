@@ -37,17 +37,20 @@ func (m Marks) Changed(root string) (uint64, bool) {
 // that gets no marks lists every root, as it would without them.
 const syncWait = 250 * time.Millisecond
 
-var errNoSync = errors.New("watcher: no sync directory is watched")
+var (
+	errNoSync   = errors.New("watcher: no sync directory is watched")
+	errNotReady = errors.New("watcher: not ready")
+)
 
 // Sync waits until every change made under the roots before it was called
 // has come through, and returns what the watcher saw.
 func (w *Watcher) Sync(ctx context.Context) (Marks, error) {
+	// Before the first scan is done (a tree of a million files takes a
+	// while) there is nothing to trust, and a search does not wait.
 	select {
 	case <-w.ready:
-	case <-ctx.Done():
-		return Marks{}, ctx.Err()
-	case <-w.done:
-		return Marks{}, errors.New("watcher stopped")
+	default:
+		return Marks{}, errNotReady
 	}
 	if !w.syncOK.Load() {
 		return Marks{}, errNoSync

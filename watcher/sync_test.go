@@ -36,6 +36,7 @@ func TestSyncSeesEveryEarlierChange(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	<-w.Ready()
 
 	marks := func() (uint64, uint64) {
 		t.Helper()
@@ -110,5 +111,19 @@ func TestSyncWithoutDirectory(t *testing.T) {
 	w, _ := startWatcher(t, nil)
 	if _, err := w.Sync(context.Background()); err == nil {
 		t.Error("Sync without a sync directory: no error")
+	}
+}
+
+// TestSyncBeforeReadyDoesNotWait: before the watcher's first scan is done
+// a search is told at once that nothing can be trusted.
+func TestSyncBeforeReadyDoesNotWait(t *testing.T) {
+	w, err := New(Config{SyncDir: filepath.Join(t.TempDir(), "sync")}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := w.Sync(ctx); err == nil || ctx.Err() != nil {
+		t.Errorf("Sync before Run: err %v, context %v; want an error at once", err, ctx.Err())
 	}
 }
