@@ -350,7 +350,7 @@ func (r *ranker) indexSegments(f file, fh func() (*os.File, error)) []*segment {
 	if dir == "" || f.gz() {
 		return nil
 	}
-	paths, ok := r.o.Segments.listed(dir, strings.TrimSuffix(f.indexIn(dir), ".idx")+".t")
+	paths, ok := r.o.Segments.listed(dir, termPrefixOf(f.indexIn(dir)))
 	if !ok {
 		paths = r.listSegments(dir, f)
 	}

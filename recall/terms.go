@@ -888,9 +888,10 @@ func encodePostings(w *bytes.Buffer, ps []posting, blk []byte) []byte {
 // then the ordinals and the offset they cover, ".t<start>-<end>-<endOff>"
 // in hex.
 
-func termPrefix(dir, root, rel string) string {
-	return strings.TrimSuffix(indexPath(dir, root, rel), ".idx") + ".t"
-}
+func termPrefix(dir, root, rel string) string { return termPrefixOf(indexPath(dir, root, rel)) }
+
+// termPrefixOf is termPrefix of the file whose trigram index is idxPath.
+func termPrefixOf(idxPath string) string { return strings.TrimSuffix(idxPath, ".idx") + ".t" }
 
 func segmentName(prefix string, start, end uint64, endOff int64) string {
 	return fmt.Sprintf("%s%016x-%016x-%016x", prefix, start, end, endOff)

@@ -708,17 +708,18 @@ func (w *Watcher) event(ev fsnotify.Event) {
 		return
 	}
 	// Whatever it is (an attribute too: who may read a file), the root
-	// changed: a search does not trust what it listed there before.
+	// changed: a search does not trust what it listed there before
+	// (rootState.changed, set below once the root is known).
 	w.seq++
-	if _, st := w.rootOf(p); st != nil {
-		st.changed = w.seq
-	}
 	if ev.Op == fsnotify.Chmod || strings.HasSuffix(p, "-shm") {
 		// Neither changes what a file holds. SQLite, opening a database
 		// as root (memwatch reading an agent's), gives its -wal and -shm
 		// the database's owner (an attribute event each time), and every
 		// reader of a WAL database writes its -shm: taken for changes,
 		// each read would cause the next, for ever.
+		if _, st := w.rootOf(p); st != nil {
+			st.changed = w.seq
+		}
 		return
 	}
 	dir := filepath.Dir(p)
@@ -749,6 +750,7 @@ func (w *Watcher) event(ev fsnotify.Event) {
 		}
 		return
 	}
+	st.changed = w.seq // memwatch's own files too: archives are searched
 	if ignored(root, p) {
 		return
 	}
