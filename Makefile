@@ -11,16 +11,16 @@ RACE := $(shell command -v "$$($(GO) env CC)" >/dev/null 2>&1 && echo -race)
 
 .PHONY: fixtures build install test demo bench bench-relevance lint fuzz soak stress package e2e mcp-e2e browser clean
 
-# Two binaries of one package: memwatchd, every command (the daemon, MCP,
-# install, ...), and memwatch, built with -tags lean: recall, show and
-# version in a few milliseconds, every other command by running memwatchd
-# beside it (see cmd/memwatch/commands_lean.go). The client is static
+# Two binaries: memwatchd (cmd/memwatchd), every command (the daemon,
+# MCP, install, ...), and memwatch (cmd/memwatch), the client: recall,
+# show, log, versions, status and version in a few milliseconds, every
+# other command by running memwatchd beside it. The client is static
 # (CGO_ENABLED=0: no dynamic loader at each start, 0.7 ms of its 2.5);
 # memwatchd keeps cgo where there is a C compiler, for the system's user
 # lookups (NSS).
 build:
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)d ./cmd/memwatch
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -tags lean -o $(BIN) ./cmd/memwatch
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)d ./cmd/memwatchd
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/memwatch
 
 # make install [PREFIX=DIR]: memwatch and memwatchd in PREFIX/bin, a man
 # page per command in PREFIX/share/man/man1, and bash, zsh and fish
@@ -29,7 +29,7 @@ build:
 PREFIX ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
 install: build
 	@docs=$$(mktemp -d) && trap 'rm -rf "$$docs"' EXIT && \
-	$(GO) run -tags gendocs -ldflags "-X main.version=$(VERSION)" ./cmd/memwatch gen-docs "$$docs" >/dev/null && \
+	$(GO) run -tags gendocs -ldflags "-X main.version=$(VERSION)" ./cmd/memwatchd gen-docs "$$docs" >/dev/null && \
 	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/share/man/man1" "$(DESTDIR)$(PREFIX)/share/bash-completion/completions" \
 		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d" && \
 	install -m 0755 $(BIN) $(BIN)d "$(DESTDIR)$(PREFIX)/bin/" && \
@@ -68,11 +68,9 @@ bench-relevance: build
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags lean ./cmd/memwatch
 	GOOS=darwin $(GO) vet ./... # the packages are built for macOS too
 	$(GO) mod tidy -diff
 	$(GO) run $(STATICCHECK) ./...
-	$(GO) run $(STATICCHECK) -tags lean ./cmd/memwatch
 
 # Every fuzz target for FUZZTIME each (long: not part of make test).
 fuzz:
@@ -88,7 +86,7 @@ fuzz:
 # rewrite: a table of writes, compactions, conflicts, kept copies and
 # writes missing from the live file (which must be 0).
 stress:
-	MEMWATCH_WRITERS_SCALE=10 $(GO) test -run 'TestAgentWritesStayLive|TestWritersLoseNothing' -count=1 -timeout 1h -v ./cmd/memwatch ./rewrite
+	MEMWATCH_WRITERS_SCALE=10 $(GO) test -run 'TestAgentWritesStayLive|TestWritersLoseNothing' -count=1 -timeout 1h -v ./cmd/memwatchd ./rewrite
 
 # The long runs: the crash-consistency test at full size (2,000 kills, an
 # agent writing throughout), every kind of writer at 50x the size against the
@@ -97,7 +95,7 @@ stress:
 # 1,000,000 session logs caught up beside another, and a burst of 200,000
 # logs captured whole before status says nothing is pending.
 soak:
-	MEMWATCH_CRASH_ITERATIONS=2000 MEMWATCH_WRITERS_SCALE=50 MEMWATCH_TENANTS_LOG_MIB=400 MEMWATCH_TENANTS_DIRS=200 MEMWATCH_MANY_FILES=1000000 MEMWATCH_BURST_LOGS=200000 $(GO) test $(RACE) -run 'TestCrashConsistency|TestOverflow|TestWritersLoseNothing|TestAgentWritesStayLive|TestTenantsBounded|TestManyFilesCaughtUpAlone|TestBurstCapturedWhole' -timeout 4h -v ./cmd/memwatch ./watcher ./rewrite
+	MEMWATCH_CRASH_ITERATIONS=2000 MEMWATCH_WRITERS_SCALE=50 MEMWATCH_TENANTS_LOG_MIB=400 MEMWATCH_TENANTS_DIRS=200 MEMWATCH_MANY_FILES=1000000 MEMWATCH_BURST_LOGS=200000 $(GO) test $(RACE) -run 'TestCrashConsistency|TestOverflow|TestWritersLoseNothing|TestAgentWritesStayLive|TestTenantsBounded|TestManyFilesCaughtUpAlone|TestBurstCapturedWhole' -timeout 4h -v ./cmd/memwatchd ./watcher ./rewrite
 
 # memwatch mcp driven by an independent client: the official TypeScript MCP
 # SDK, installed from npm into test/mcp-node (skipped when node is absent);
@@ -108,7 +106,7 @@ mcp-e2e: build
 		echo "skipping mcp-e2e: node and npm are not installed (the client is the TypeScript MCP SDK)"; \
 	else \
 		cd test/mcp-node && npm ci --no-audit --no-fund --silent && node client.mjs $(CURDIR)/$(BIN) && \
-		cd $(CURDIR) && MEMWATCH_CONFORMANCE=$(CURDIR)/test/mcp-node $(GO) test -count=1 -run TestMCPConformance -v ./cmd/memwatch; \
+		cd $(CURDIR) && MEMWATCH_CONFORMANCE=$(CURDIR)/test/mcp-node $(GO) test -count=1 -run TestMCPConformance -v ./cmd/memwatchd; \
 	fi
 
 # The review pages in a real headless Chromium against the real daemon,
@@ -117,7 +115,7 @@ mcp-e2e: build
 browser:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || echo "note: no chromium and no way to install it here: the browser test will skip"
 	mkdir -p test-output
-	$(GO) test -run 'TestReviewPages|TestReviewPageWeight' -count=1 -v -artifacts -outputdir $(CURDIR)/test-output ./cmd/memwatch
+	$(GO) test -run 'TestReviewPages|TestReviewPageWeight' -count=1 -v -artifacts -outputdir $(CURDIR)/test-output ./cmd/memwatchd
 
 # Agent session fixtures written by the real programs (Claude Code, Codex,
 # Gemini CLI, OpenClaw 2026.9.6 and 2026.7.1, at pinned versions from npm),

@@ -14,14 +14,14 @@ for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
 	mkdir -p "$out"
 	# memwatchd: every command; memwatch: recall, show and version, lean,
 	# the rest by running memwatchd beside it.
-	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$out/memwatchd" ./cmd/memwatch
-	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -tags lean -o "$out/memwatch" ./cmd/memwatch
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$out/memwatchd" ./cmd/memwatchd
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$out/memwatch" ./cmd/memwatch
 	cp -r README.md LICENSE docs packaging/policy.d/example.yaml "$out/"
 	tar -C "$out" -czf "$DIST/memwatch_${VERSION}_${os}_${arch}.tar.gz" memwatch memwatchd README.md LICENSE docs example.yaml
 done
 # Man pages and shell completions, generated from the commands themselves
-# (gen-docs is built in only with -tags gendocs: see cmd/memwatch/gendocs.go).
-go run -tags gendocs -ldflags "-X main.version=$VERSION" ./cmd/memwatch gen-docs "$DIST/docs" >/dev/null
+# (gen-docs is built in only with -tags gendocs: see cmd/memwatchd/gendocs.go).
+go run -tags gendocs -ldflags "-X main.version=$VERSION" ./cmd/memwatchd gen-docs "$DIST/docs" >/dev/null
 gzip -9n "$DIST"/docs/man1/*.1
 "$DIST/linux-$(go env GOARCH)/memwatch" install --print --packaged --policy /etc/memwatch/policy.d > "$DIST/memwatch.service"
 for arch in amd64 arm64; do

@@ -1,207 +1,128 @@
-// Command memwatch maintains the on-disk memory of AI agents.
+// Command memwatch is the client: the commands an agent or a person runs
+// to read memory (recall, show, log, versions, status) start in a few
+// milliseconds, as they do not link the daemon (Litestream, the AWS SDK,
+// Prometheus, the MCP SDK: some 200 package initializers and 1,100 page
+// faults, about 10 ms a process); it links cli and control alone.
+// Every other command is memwatchd's, the full binary installed beside
+// it, which this one becomes (exec: the same process, its arguments, its
+// standard files and signals).
 package main
 
 import (
-	"bufio"
-	"encoding/json"
-	"errors"
+	"cmp"
 	"fmt"
-	"io"
 	"os"
-	"regexp"
-	"strings"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/control"
 )
+
+// leanMemoryLimit is the heap at which a lean command's first garbage
+// collection runs.
+const leanMemoryLimit = 64 << 20
+
+// fullBinary is the name of the full binary.
+const fullBinary = "memwatchd"
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// Exit codes.
-const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
-)
-
-// usageError marks errors that are the user's input: bad flags or policy.
-type usageError struct{ err error }
-
-func (u usageError) Error() string { return u.err.Error() }
-func (u usageError) Unwrap() error { return u.err }
-
 func main() {
-	if code, done := delegate(os.Args[1:]); done {
-		os.Exit(code)
-	}
-	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(cli.Execute(cli.Program{
+		Version:  version,
+		Commands: addCommands,
+		Route:    route,
+		Delegate: runFull,
+	}, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// globals are the flags every subcommand shares.
-type globals struct {
-	policy    string
-	stateDir  string
-	logFormat string
-	logLevel  string
-	stderr    io.Writer
-	stdout    io.Writer
-	// rawOut is stdout as given: what prints agents' text itself makes it
-	// inert (print.go) before it adds colour.
-	rawOut io.Writer
-	// full is what memwatchd's commands keep (globals_full.go; empty in
-	// the lean build).
-	//lint:ignore U1000 the lean build's fullState is empty and unread
-	full fullState
-	// rawBytes: sizes printed as a count of bytes (--bytes), for scripts.
-	rawBytes bool
-	// reveal: show prints credentials as they are, for their owner
-	// (show --reveal); masked otherwise.
-	reveal bool
+// addCommands adds the commands this binary runs itself: reading memory.
+func addCommands(root *cobra.Command, g *cli.Globals) {
+	g.Backend = client{g}
+	root.AddCommand(cli.RecallCmd(g), cli.ShowCmd(g), cli.LogCmd(g), cli.VersionsCmd(g), cli.StatusCmd(g), cli.VersionCmd(g))
 }
 
-// size prints a size as a person reads it ("149 KiB"), or with --bytes as
-// the count of bytes.
-func (g *globals) size(n int64) string {
-	if g.rawBytes {
-		return fmt.Sprintf("%d", n)
+// client answers the shared commands by asking the daemon of the policy;
+// when none answers, memwatchd runs the command (cli.ErrDelegate).
+type client struct{ *cli.Globals }
+
+// route runs memwatchd with args when they name none of this binary's
+// commands (cobra finds the command as it will run it, the global flags
+// and their values stepped over): memwatchd's commands, help, no command
+// at all; --version is this binary's.
+func route(root *cobra.Command, args []string) (code int, done bool) {
+	c, _, err := root.Find(args)
+	if err != nil || c == root && !slices.Contains(args, "--version") {
+		return runFull(args), true
 	}
-	return control.Human(n)
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		// A search is a process of a few milliseconds: no collection
+		// until its heap nears leanMemoryLimit (a search's memory is
+		// bounded well below: make bench measures its RSS), a tenth
+		// of its time on LoCoMo's questions.
+		debug.SetGCPercent(-1)
+		debug.SetMemoryLimit(leanMemoryLimit)
+	}
+	return 0, false
 }
 
-func execute(args []string, stdout, stderr io.Writer) int {
-	// A pipe or a file gets the output in large writes, as rg and grep
-	// write it (a search's results are dozens of small prints); a
-	// terminal sees each line as it is printed.
-	if !isTerminal(stdout) {
-		buf := bufio.NewWriterSize(stdout, 64<<10)
-		defer buf.Flush()
-		stdout = buf
+// runFull becomes memwatchd with args; it returns only when it cannot.
+func runFull(args []string) int {
+	path, err := findFull()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memwatch:", err)
+		return cli.ExitFailure
 	}
-	g := &globals{stdout: terminalOut(stdout), rawOut: stdout, stderr: stderr}
-	root := &cobra.Command{
-		Use:   "memwatch",
-		Short: "Keep AI agents' on-disk memory bounded, organized and searchable",
-		Long: `memwatch watches the memory directories of AI agents and maintains them with
-no change to the agents: it archives and compacts oversize memory files,
-keeps views current, and journals every change so it can be undone.
-
-Start with:  memwatch init --write   then   memwatch run   (the policy is ~/.config/memwatch/policy.yaml,
-or /etc/memwatch/policy.d as root; --policy FILE or $MEMWATCH_POLICY names another)`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Version:       version,
-	}
-	root.SetVersionTemplate(versionLine()) // --version prints what memwatch version does
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetArgs(args)
-	pf := root.PersistentFlags()
-	pf.StringVar(&g.policy, "policy", "", "policy file, or directory of *.yaml files")
-	pf.StringVar(&g.stateDir, "state-dir", "", "state directory (default: policy state_dir, $STATE_DIRECTORY, /var/lib/memwatch as root, else $XDG_STATE_HOME/memwatch)")
-	pf.StringVar(&g.logFormat, "log-format", "auto", "log format: auto (colour on a terminal, JSON otherwise), text or json")
-	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	pf.BoolVar(&g.rawBytes, "bytes", false, "print sizes as a count of bytes instead of KiB, MiB, GiB")
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{flagError(c, err)} })
-	addCommands(root, g)
-	usageArgs(root)
-	// What a command does is journaled as manual; the daemon marks each of
-	// its jobs with what started it.
-	err := root.ExecuteContext(commandContext())
-	if err == nil {
-		return exitOK
-	}
-	var q quietExit
-	if errors.As(err, &q) {
-		return q.code
-	}
-	if errors.Is(err, errDelegate) {
-		g.flush()
-		return runFull(args)
-	}
-	fmt.Fprintln(stderr, "memwatch:", err)
-	var ue usageError
-	if errors.As(err, &ue) || isPolicyError(err) || errors.Is(err, control.ErrUsage) || unknownCommand(root, args) {
-		return exitUsage
-	}
-	return exitFailure
+	err = syscall.Exec(path, append([]string{path}, args...), os.Environ())
+	fmt.Fprintf(os.Stderr, "memwatch: run %s: %v\n", path, err)
+	return cli.ExitFailure
 }
 
-// usageArgs makes what every command's argument check refuses (cobra's
-// ExactArgs and the like) a usage error: exit code 2, as grep's. Flags
-// are refused as usage errors by the flag error function.
-func usageArgs(c *cobra.Command) {
-	if check := c.Args; check != nil {
-		c.Args = func(c *cobra.Command, args []string) error {
-			if err := check(c, args); err != nil {
-				var ue usageError
-				if errors.As(err, &ue) {
-					return err
-				}
-				return usageError{err}
-			}
-			return nil
+// findFull finds memwatchd beside this binary, and only there: the service
+// runs as root, and a PATH lookup could run a memwatchd another user put
+// in a directory of theirs.
+func findFull() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find memwatchd: %w", err)
+	}
+	p := filepath.Join(filepath.Dir(self), fullBinary)
+	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("this command is memwatchd's, the full binary, and there is none beside this one (%s): install memwatch whole (memwatch and memwatchd together), or run memwatchd directly", p)
+	}
+	return p, nil
+}
+
+// leanControl is the daemon of the command's policy, as it announced
+// itself; ok is false when none is known (memwatchd then runs the
+// command, finding the daemon through the policy itself, or doing the
+// work).
+func (g client) leanControl() (*control.Client, bool) {
+	path, _, exists := g.PolicyRule()
+	var socket string
+	if dir := cmp.Or(g.StateDir, os.Getenv("MEMWATCH_STATE_DIR")); dir != "" {
+		// A state directory named: its daemon's socket, where the daemon
+		// keeps it unless the policy says otherwise (then memwatchd,
+		// which reads the policy, resolves it).
+		socket = filepath.Join(dir, "memwatch.sock")
+		if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			return nil, false
+		}
+	} else {
+		var ok bool
+		if socket, ok = cli.AnnouncedSocket(path); !ok {
+			return nil, false
 		}
 	}
-	for _, sub := range c.Commands() {
-		usageArgs(sub)
+	c := control.NewClient(socket)
+	if exists {
+		c.Expect(control.PolicyID(path), control.PolicyStamp(path))
 	}
-}
-
-// unknownCommand reports whether args name no command: cobra refuses
-// them while finding the command, before any runs, and says so only in
-// words.
-func unknownCommand(root *cobra.Command, args []string) bool {
-	_, _, err := root.Find(args)
-	return err != nil
-}
-
-// badValue is pflag's message for a value that does not parse.
-var badValue = regexp.MustCompile(`^invalid argument "(.*)" for "(.*)" flag: (strconv\.\w+: parsing ".*": )?(.*)$`)
-
-// flagError says what is wrong with a flag in words, with the command's
-// usage line: "-C, --context: abc is not a number" rather than strconv's.
-func flagError(c *cobra.Command, err error) error {
-	msg := err.Error()
-	if m := badValue.FindStringSubmatch(msg); m != nil {
-		why := m[4]
-		if m[3] != "" {
-			why = "not a number"
-			if strings.Contains(m[4], "out of range") {
-				why = "out of range"
-			}
-		}
-		msg = fmt.Sprintf("%s: %q is %s", m[2], m[1], why)
-	}
-	return fmt.Errorf("%s\nusage: %s", msg, c.UseLine())
-}
-
-// needArgs is cobra.MinimumNArgs(n) saying what is missing, with the
-// usage line.
-func needArgs(n int, what string) cobra.PositionalArgs {
-	return func(c *cobra.Command, args []string) error {
-		if len(args) < n {
-			return usageError{fmt.Errorf("%s: give %s\nusage: %s", c.Name(), what, c.UseLine())}
-		}
-		return nil
-	}
-}
-
-// errDelegate asks memwatchd, the full binary, to run the command instead
-// (the lean memwatch, when no daemon answers what it asked).
-var errDelegate = errors.New("this command is memwatchd's")
-
-// flush writes out what the output holds (a pipe's is buffered): before
-// memwatchd takes over the process, and as a follow prints.
-func (g *globals) flush() {
-	if f, ok := g.rawOut.(interface{ Flush() error }); ok {
-		f.Flush()
-	}
-}
-
-func printJSON(g *globals, v any) error {
-	enc := json.NewEncoder(g.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return c, true
 }

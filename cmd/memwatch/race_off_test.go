@@ -1,5 +1,0 @@
-//go:build !race && !lean
-
-package main
-
-const raceEnabled = false

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"github.com/memwatch/memwatch/cmd/internal/cli"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/secrets"
+	"github.com/memwatch/memwatch/spool"
+)
+
+// secretFinding is one credential where an agent's memory holds it.
+type secretFinding = control.SecretFinding
+
+func secretsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "secrets [--dir DIR] [--json]",
+		Short: "List the credentials the agents' memory holds, so you know what to rotate",
+		Long: `List where credentials sit in the agents' memory, as gitleaks detect lists
+them in a repository: the kind (the id of one of gitleaks' rules, revision
+` + secrets.Revision() + `: aws-access-token, github-pat,
+private-key, ...), the file and line, when the file last
+changed, and whether the agent's own file still holds it or only
+memwatch's spool does (a log the agent deleted or rewrote since). Values
+are never printed: memwatch show --reveal CITATION prints one for you.
+
+It reads the files of every root you can read (or --dir's), and the spool
+where you can read memwatch's state. memwatch changes neither unless a
+store asks for scrub_secrets: true (the agent's logs masked once idle, no
+copy kept; see docs/security.md). To stop a credential leaking, rotate
+it. memwatch recall KIND (memwatch recall aws-access-token) finds the
+lines that hold one, masked.
+
+Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
+2 on a usage error.`,
+		Example: `  memwatch secrets             # where credentials sit, newest first (exit 1 when any)
+  memwatch secrets --json      # the same as JSON, values never printed
+  memwatch recall --all github-pat   # the lines holding a GitHub token, masked`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := g.readPolicy()
+			if err != nil {
+				return err
+			}
+			if p == nil {
+				p = &policy.Policy{}
+			}
+			stateDir := g.resolveStateDir(p)
+			var sp *spool.Spool
+			spoolNote := fmt.Sprintf("memwatch's spool in %s is not readable by you", stateDir)
+			if !stateUnreadable(stateDir) {
+				if s, err := spool.OpenReadOnly(cmd.Context(), stateDir); err == nil {
+					sp = s
+					defer sp.Close()
+				} else {
+					spoolNote = fmt.Sprintf("there is no spool in %s (give the daemon's --state-dir or --policy)", stateDir)
+				}
+			}
+			found, err := findSecrets(cmd.Context(), p, dir, sp)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if found == nil {
+					found = []secretFinding{}
+				}
+				if err := cli.PrintJSON(g.Globals, found); err != nil {
+					return err
+				}
+			} else {
+				for _, f := range found {
+					where := "the agent's file"
+					if !f.Live {
+						where = "the spool (gone from the agent's file)"
+					}
+					fmt.Fprintf(g.RawOut, "%-28s %s  %s  in %s\n", f.Kind, cli.InertText(f.Cite), f.Since.Local().Format("2006-01-02 15:04"), where)
+				}
+			}
+			if sp == nil {
+				fmt.Fprintf(g.Stderr, "secrets: %s; the agents' files alone were read\n", spoolNote)
+			}
+			if len(found) == 0 {
+				if !asJSON {
+					fmt.Fprintln(g.Stderr, "secrets: no credential found")
+				}
+				return nil
+			}
+			kinds := map[string]bool{}
+			for _, f := range found {
+				kinds[f.Kind] = true
+			}
+			if !asJSON {
+				fmt.Fprintf(g.Stderr, "secrets: %d credential(s) of %d kind(s); rotate them (memwatch show --reveal CITATION prints one)\n", len(found), len(kinds))
+			}
+			return cli.ErrNotFound // exit 1: found, as gitleaks
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "read this root (or directory) only")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: kind, root, file, line, citation, live, modified")
+	return cmd
+}
+
+// findSecrets reads the searchable files of the policy's roots (or dir)
+// and the spool's held lines for credentials, newest first.
+func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Spool) ([]secretFinding, error) {
+	d := secrets.Default()
+	var out []secretFinding
+	scan := func(root *confine.Root, srcs []recall.Source) {
+		out = append(out, daemon.SecretsInRoot(ctx, d, root, srcs, sp)...)
+		root.Close()
+	}
+	if dir != "" {
+		root, err := confine.Open(dir, confine.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("secrets --dir %s: %w", dir, err)
+		}
+		srcs := daemon.DefaultSources
+		for _, s := range p.Stores {
+			if s.MatchesRoot(root.Path()) {
+				if ss, ok := daemon.SearchSources(s); ok {
+					srcs = ss
+				}
+			}
+		}
+		scan(root, srcs)
+	} else {
+		for _, s := range p.Stores {
+			srcs, ok := daemon.SearchSources(s)
+			if !ok {
+				continue
+			}
+			for _, id := range s.RootIDs() {
+				root, err := confine.Open(id.Path, confine.Options{Within: s.Within()})
+				if err != nil {
+					continue // not this user's to read
+				}
+				scan(root, srcs)
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Since.After(out[j].Since) })
+	return out, nil
+}
