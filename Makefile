@@ -86,7 +86,7 @@ fuzz:
 # rewrite: a table of writes, compactions, conflicts, kept copies and
 # writes missing from the live file (which must be 0).
 stress:
-	MEMWATCH_WRITERS_SCALE=10 $(GO) test -run 'TestAgentWritesStayLive|TestWritersLoseNothing' -count=1 -timeout 1h -v ./cmd/memwatchd ./rewrite
+	MEMWATCH_WRITERS_SCALE=10 $(GO) test -run 'TestAgentWritesStayLive|TestWritersLoseNothing' -count=1 -timeout 1h -v ./test/e2e ./rewrite
 
 # The long runs: the crash-consistency test at full size (2,000 kills, an
 # agent writing throughout), every kind of writer at 50x the size against the
@@ -95,7 +95,7 @@ stress:
 # 1,000,000 session logs caught up beside another, and a burst of 200,000
 # logs captured whole before status says nothing is pending.
 soak:
-	MEMWATCH_CRASH_ITERATIONS=2000 MEMWATCH_WRITERS_SCALE=50 MEMWATCH_TENANTS_LOG_MIB=400 MEMWATCH_TENANTS_DIRS=200 MEMWATCH_MANY_FILES=1000000 MEMWATCH_BURST_LOGS=200000 $(GO) test $(RACE) -run 'TestCrashConsistency|TestOverflow|TestWritersLoseNothing|TestAgentWritesStayLive|TestTenantsBounded|TestManyFilesCaughtUpAlone|TestBurstCapturedWhole' -timeout 4h -v ./cmd/memwatchd ./watcher ./rewrite
+	MEMWATCH_CRASH_ITERATIONS=2000 MEMWATCH_WRITERS_SCALE=50 MEMWATCH_TENANTS_LOG_MIB=400 MEMWATCH_TENANTS_DIRS=200 MEMWATCH_MANY_FILES=1000000 MEMWATCH_BURST_LOGS=200000 $(GO) test $(RACE) -run 'TestCrashConsistency|TestOverflow|TestWritersLoseNothing|TestAgentWritesStayLive|TestTenantsBounded|TestManyFilesCaughtUpAlone|TestBurstCapturedWhole' -timeout 4h -v ./test/e2e ./watcher ./rewrite
 
 # memwatch mcp driven by an independent client: the official TypeScript MCP
 # SDK, installed from npm into test/mcp-node (skipped when node is absent);
@@ -106,7 +106,7 @@ mcp-e2e: build
 		echo "skipping mcp-e2e: node and npm are not installed (the client is the TypeScript MCP SDK)"; \
 	else \
 		cd test/mcp-node && npm ci --no-audit --no-fund --silent && node client.mjs $(CURDIR)/$(BIN) && \
-		cd $(CURDIR) && MEMWATCH_CONFORMANCE=$(CURDIR)/test/mcp-node $(GO) test -count=1 -run TestMCPConformance -v ./cmd/memwatchd; \
+		cd $(CURDIR) && MEMWATCH_CONFORMANCE=$(CURDIR)/test/mcp-node $(GO) test -count=1 -run TestMCPConformance -v ./test/e2e; \
 	fi
 
 # The review pages in a real headless Chromium against the real daemon,
@@ -115,7 +115,7 @@ mcp-e2e: build
 browser:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || echo "note: no chromium and no way to install it here: the browser test will skip"
 	mkdir -p test-output
-	$(GO) test -run 'TestReviewPages|TestReviewPageWeight' -count=1 -v -artifacts -outputdir $(CURDIR)/test-output ./cmd/memwatchd
+	$(GO) test -run 'TestReviewPages|TestReviewPageWeight' -count=1 -v -artifacts -outputdir $(CURDIR)/test-output ./test/e2e
 
 # Agent session fixtures written by the real programs (Claude Code, Codex,
 # Gemini CLI, OpenClaw 2026.9.6 and 2026.7.1, at pinned versions from npm),

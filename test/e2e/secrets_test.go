@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memwatch/memwatch/compact/llmtest"
+	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/secrets"
+	"github.com/memwatch/memwatch/state"
+)
+
+// credentials are values of many kinds, made up in their real shapes (as
+// the secrets package's tests hold them).
+var credentials = []struct{ kind, line, value string }{
+	{"aws-access-token", "AWS_ACCESS_KEY_ID=AKIAQYLPMN5HFIQR7XQZ", "AKIAQYLPMN5HFIQR7XQZ"},
+	{"github-pat", "export GITHUB_TOKEN=ghp_R3vQy8NcLkZt0WmPb2XsJd7HfAe5Ug9KiOqY", "ghp_R3vQy8NcLkZt0WmPb2XsJd7HfAe5Ug9KiOqY"},
+	{"gitlab-pat", "token: glpat-Xk3Rv9QmZ2Tn8Wb5Yc4J", "glpat-Xk3Rv9QmZ2Tn8Wb5Yc4J"},
+	{"slack-bot-token", "SLACK_BOT_TOKEN=xoxb-2839471625-4820193847562-Qx7RmZk2Vt9NbWc4Lp8Jd3Hs", "xoxb-2839471625-4820193847562-Qx7RmZk2Vt9NbWc4Lp8Jd3Hs"},
+	{"stripe-access-token", "stripe.api_key = sk_live_51Hx9QmZ2Tn8Wb5Yc4JvR7kLpQ", "sk_live_51Hx9QmZ2Tn8Wb5Yc4JvR7kLpQ"},
+	{"gcp-api-key", "key=AIzaSyD3kQ8vRm2Tn9WxB4Lp7Zc5Yh1Jf6Gs0Qe", "AIzaSyD3kQ8vRm2Tn9WxB4Lp7Zc5Yh1Jf6Gs0Qe"},
+	{"npm-access-token", "//registry.npmjs.org/:_authToken=npm_Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxZ2Tn8Wb5", "npm_Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxZ2Tn8Wb5"},
+	{"sendgrid-api-token", "SENDGRID_API_KEY=SG.Xk3Rv9QmZ2Tn8Wb5Yc4JvR.7kLpQxZ2Tn8Wb5Yc4JvR7kLpQxZ2Tn8Wb5Yc4JvR7kL", "SG.Xk3Rv9QmZ2Tn8Wb5Yc4JvR.7kLpQxZ2Tn8Wb5Yc4JvR7kLpQxZ2Tn8Wb5Yc4JvR7kL"},
+	{"huggingface-access-token", "HF_TOKEN=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", "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"},
+	{"database-url-password", "DATABASE_URL=postgres://billing:Tr0ub4dor-3x@db.internal:5432/billing", "Tr0ub4dor-3x"},
+	{"twilio-api-key", "TWILIO_KEY=SK3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d", "SK3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d"},
+	{"digitalocean-pat", "DO_TOKEN=dop_v1_3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d", "dop_v1_3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d"},
+}
+
+// TestSecretsNeverLeave: a session's tool output holds credentials of 12
+// kinds, the assistant repeats two, and the fake LLM endpoint's answer
+// repeats three. None of the values goes to the endpoint or into
+// HISTORY.md or MEMORY.md, the log or the journal, recall, show or MCP
+// recall_memory; the agent's own file is as it wrote it; show --reveal
+// gives its owner a value; the masks name the kinds.
+func TestSecretsNeverLeave(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "ws", "a")
+	os.MkdirAll(filepath.Join(root, "sessions"), 0o755)
+	var env strings.Builder
+	for _, c := range credentials {
+		env.WriteString(c.line + "\n")
+	}
+	line := func(role string, content any) string {
+		b, _ := json.Marshal(map[string]any{"role": role, "content": content, "timestamp": "2026-11-20T10:00:00Z"})
+		return string(b) + "\n"
+	}
+	session := line("user", "why does the okapi deploy fail?") +
+		line("assistant", "Let me read the env file for the okapi deploy.") +
+		line("tool", "cat .env\n"+env.String()) +
+		line("assistant", fmt.Sprintf("The okapi deploy uses %s and %s; the database password is wrong.", credentials[0].value, credentials[1].value))
+	logPath := filepath.Join(root, "sessions", "s1.jsonl")
+	os.WriteFile(logPath, []byte(session), 0o600)
+	answer, _ := json.Marshal(map[string]string{
+		"history_entry": fmt.Sprintf("[2026-11-20 10:00] Debugged the okapi deploy; keys %s %s %s.", credentials[2].value, credentials[3].value, credentials[9].value),
+		"memory_update": fmt.Sprintf("# Memory\n- the okapi deploy key is %s\n", credentials[5].value),
+	})
+	srv := llmtest.New(t, llmtest.Step{Content: string(answer), Tokens: 200})
+	stateDir := filepath.Join(dir, "state")
+	pol := writePolicy(t, dir, fmt.Sprintf(`llm:
+  default:
+    base_url: %s
+    model: fake
+    timeout: 5s
+stores:
+  - name: ws
+    layout: memory-history
+    paths: [%q]
+    compactor: llm
+    settle: 30ms
+    session_idle: 1s
+`, srv.BaseURL(), filepath.Join(dir, "ws", "*")))
+	p := start(t, "--policy", pol, "--state-dir", stateDir)
+	waitUntil(t, 30*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(root, "HISTORY.md"))
+		return strings.Contains(string(b), "okapi deploy")
+	})
+	leaks := func(what, s string) {
+		t.Helper()
+		for _, c := range credentials {
+			if strings.Contains(s, c.value) {
+				t.Errorf("%s holds the %s value:\n%s", what, c.kind, s[:min(len(s), 2000)])
+			}
+		}
+	}
+	for i, r := range srv.Requests() {
+		b, _ := json.Marshal(r)
+		leaks(fmt.Sprintf("LLM request %d", i), string(b))
+	}
+	if srv.Calls() == 0 {
+		t.Fatal("the LLM was never asked")
+	}
+	for _, name := range []string{"HISTORY.md", "MEMORY.md"} {
+		b, _ := os.ReadFile(filepath.Join(root, name))
+		leaks(name, string(b))
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "HISTORY.md")); !strings.Contains(string(b), "[REDACTED:gitlab-pat]") {
+		t.Errorf("HISTORY.md does not name the kind it masked:\n%s", b)
+	}
+	if got, _ := os.ReadFile(logPath); string(got) != session {
+		t.Errorf("the agent's session file changed")
+	}
+	run := func(args ...string) string {
+		out, _ := exec.Command(memwatchFast, args...).CombinedOutput()
+		return string(out)
+	}
+	out := run("recall", "--policy", pol, "--state-dir", stateDir, "--dir", root, "--limit", "20", "-C", "2", "okapi")
+	leaks("recall", out)
+	if !strings.Contains(out, "[REDACTED:aws-access-token]") {
+		t.Errorf("recall does not name the kind it masked:\n%s", out)
+	}
+	leaks("recall of a value", run("recall", "--policy", pol, "--state-dir", stateDir, "--dir", root, credentials[4].value))
+	leaks("show", run("show", "--policy", pol, "--state-dir", stateDir, "--dir", root, "sessions/s1.jsonl#L1-4"))
+	leaks("show --raw", run("show", "--policy", pol, "--state-dir", stateDir, "--dir", root, "--raw", "sessions/s1.jsonl#L3"))
+	if out := run("show", "--policy", pol, "--state-dir", stateDir, "--dir", root, "--reveal", "sessions/s1.jsonl#L3"); !strings.Contains(out, credentials[0].value) {
+		t.Errorf("show --reveal does not give the owner the value:\n%s", out)
+	}
+	leaks("the journal", run("log", "--policy", pol, "--state-dir", stateDir, "--json", "-n", "1000"))
+	cmd := exec.Command(memwatchBin, "mcp", "--policy", pol, "--state-dir", stateDir, "--root", root)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, tool := range []struct {
+		name string
+		args map[string]any
+	}{{"recall_memory", map[string]any{"query": "okapi deploy env", "limit": 20}}, {"recall_show", map[string]any{"citation": "sessions/s1.jsonl#L3"}}} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool.name, Arguments: tool.args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(res)
+		leaks("MCP "+tool.name, string(b))
+	}
+	leaks("the log", p.text())
+}
+
+// TestSecretsCommand: a Claude Code home (the policy init writes) whose
+// transcript's tool output holds credentials of 12 kinds: memwatch
+// secrets names each kind with its file and line, prints no value, exits
+// 1; a home of plain conversations: no finding, exit 0.
+func TestSecretsCommand(t *testing.T) {
+	home, _, root := claudeHome(t)
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	secretsOf := func() (string, int) {
+		cmd := exec.Command(memwatchFast, "secrets", "--policy", pol, "--state-dir", filepath.Join(home, "state"))
+		out, err := cmd.CombinedOutput()
+		return string(out), exitCode(err)
+	}
+	if out, code := secretsOf(); code != 0 || !strings.Contains(out, "no credential found") {
+		t.Errorf("a home of plain conversations: exit %d\n%s", code, out)
+	}
+	catEnv(root)
+	out, code := secretsOf()
+	if code != 1 {
+		t.Errorf("credentials found: exit %d, want 1\n%s", code, out)
+	}
+	for _, c := range credentials {
+		if !strings.Contains(out, c.kind) {
+			t.Errorf("%s is not named:\n%s", c.kind, out)
+		}
+		if strings.Contains(out, c.value) {
+			t.Errorf("the %s value is printed:\n%s", c.kind, out)
+		}
+	}
+	if !strings.Contains(out, "7d3a-env.jsonl#L1") {
+		t.Errorf("no file and line:\n%s", out)
+	}
+	// A kind's name finds the lines that hold one, the value masked.
+	for _, c := range credentials[:3] {
+		cmd := exec.Command(memwatchFast, "recall", "--all", c.kind, "--policy", pol, "--state-dir", filepath.Join(home, "state"))
+		got, err := cmd.CombinedOutput()
+		if code := exitCode(err); code != 0 || !strings.Contains(string(got), "7d3a-env.jsonl#L") || !strings.Contains(string(got), secrets.MaskOf(c.kind)) || strings.Contains(string(got), c.value) {
+			t.Errorf("recall --all %s: exit %d\n%s\nwant the line holding one, masked", c.kind, code, got)
+		}
+	}
+}
+
+// TestStatusCountsSecrets: once caught up, the daemon's status (and the
+// overview page) says how many credentials of which kinds the agents'
+// memory holds, never a value, so a person knows to rotate them.
+func TestStatusCountsSecrets(t *testing.T) {
+	t.Parallel()
+	home, _, root := claudeHome(t)
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	catEnv(root)
+	state := filepath.Join(home, "state")
+	p := start(t, "--policy", pol, "--state-dir", state)
+	p.waitLog("ready", 10*time.Second)
+	var st daemon.Status
+	waitUntil(t, 20*time.Second, func() bool {
+		out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", state).Output()
+		st = daemon.Status{}
+		return err == nil && json.Unmarshal(out, &st) == nil && st.Secrets != nil
+	})
+	if st.Secrets == nil || st.Secrets.Found < len(credentials) {
+		t.Fatalf("status secrets: %+v, want at least %d found", st.Secrets, len(credentials))
+	}
+	for _, c := range credentials {
+		if st.Secrets.Kinds[c.kind] == 0 {
+			t.Errorf("status does not count %s: %v", c.kind, st.Secrets.Kinds)
+		}
+	}
+	out, _ := exec.Command(memwatchFast, "status", "--policy", pol, "--state-dir", state).CombinedOutput()
+	if !strings.Contains(string(out), "credentials: ") || !strings.Contains(string(out), "memwatch secrets") {
+		t.Errorf("status text says nothing of the credentials:\n%s", out)
+	}
+	for _, c := range credentials {
+		if strings.Contains(string(out), c.value) {
+			t.Errorf("status prints the %s value", c.kind)
+		}
+	}
+}
+
+// catEnv writes a Claude Code session whose tool result is a .env holding
+// every credential of credentials, as 7d3a-env.jsonl in root.
+func catEnv(root string) {
+	var env strings.Builder
+	for _, c := range credentials {
+		env.WriteString(c.line + "\n")
+	}
+	tool, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "t1", "content": "cat .env\n" + env.String()}}}})
+	os.WriteFile(filepath.Join(root, "7d3a-env.jsonl"), append(tool, '\n'), 0o644)
+}
+
+// TestScrubSecrets: with scrub_secrets, an idle Claude Code transcript
+// holding credentials is masked in the agent's own file (each line still
+// parses), in the spool (show --reveal of the line as first captured
+// gives no value) and journaled by kind with nothing to undo to; an agent
+// appending lines meanwhile (O_APPEND, a file opened per line, some lines
+// holding a new token) loses none of them.
+func TestScrubSecrets(t *testing.T) {
+	t.Parallel()
+	home, _, root := claudeHome(t)
+	catEnv(root)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	pol := writePolicy(t, t.TempDir(), fmt.Sprintf("stores:\n  - name: cc\n    preset: claude-code\n    paths: [%q]\n    scrub_secrets: true\n    session_idle: 1s\n    settle: 50ms\n",
+		filepath.Join(home, ".claude", "projects", "*")))
+	p := start(t, "--policy", pol, "--state-dir", stateDir)
+	p.waitLog("ready", 15*time.Second)
+	logPath := filepath.Join(root, "7d3a-env.jsonl")
+
+	// The agent: bursts of lines, a pause (the log goes idle, the scrub
+	// runs), more lines; every third holds a token of its own.
+	const writes = 30
+	var tokens []string
+	done := make(chan error, 1)
+	go func() {
+		for i := range writes {
+			text := fmt.Sprintf("writer line %d", i)
+			if i%3 == 0 {
+				// Of a real token's entropy (gitleaks' rule asks for it).
+				sum := sha256.Sum256([]byte(fmt.Sprint("token", i)))
+				tok := "ghp_" + strings.NewReplacer("+", "x", "/", "y", "=", "").Replace(base64.StdEncoding.EncodeToString(sum[:]))[:36]
+				tokens = append(tokens, tok)
+				text += " GITHUB_TOKEN=" + tok
+			}
+			b, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": text}, "uuid": fmt.Sprintf("w%d", i)})
+			f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				done <- err
+				return
+			}
+			_, err = f.Write(append(b, '\n'))
+			f.Close()
+			if err != nil {
+				done <- err
+				return
+			}
+			if i%5 == 4 {
+				time.Sleep(1500 * time.Millisecond)
+			} else {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	values := func(b []byte) []string {
+		var in []string
+		for _, c := range credentials {
+			if strings.Contains(string(b), c.value) {
+				in = append(in, c.kind)
+			}
+		}
+		for _, tok := range tokens {
+			if strings.Contains(string(b), tok) {
+				in = append(in, tok)
+			}
+		}
+		return in
+	}
+	var live []byte
+	waitUntil(t, 30*time.Second, func() bool { live, _ = os.ReadFile(logPath); return len(values(live)) == 0 })
+	if v := values(live); len(v) > 0 {
+		t.Fatalf("values still in the agent's file: %v", v)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(live), "\n"), "\n")
+	for i, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("L%d no longer parses: %.120q", i+1, l)
+		}
+	}
+	for i := range writes {
+		if !strings.Contains(string(live), fmt.Sprintf(`"writer line %d`, i)) {
+			t.Errorf("the agent's line %d is not in its file", i)
+		}
+	}
+	if !strings.Contains(string(live), secrets.MaskOf("aws-access-token")) || !strings.Contains(string(live), secrets.MaskOf("github-pat")) {
+		t.Errorf("no mask names the kinds:\n%.400s", live)
+	}
+
+	cli := func(args ...string) (string, int) {
+		out, err := exec.Command(memwatchBin, append(args, "--policy", pol, "--state-dir", stateDir)...).CombinedOutput()
+		return string(out), exitCode(err)
+	}
+	// The spool: the line as first captured holds no value any more.
+	if out, _ := cli("show", "--reveal", "--dir", root, "7d3a-env.jsonl@1#L1"); len(values([]byte(out))) > 0 || !strings.Contains(out, "REDACTED") {
+		t.Errorf("show --reveal of the first capture after the scrub:\n%.600s\nwant masks, no value", out)
+	}
+	out, _ := cli("log", "--json", "--rule", "scrub-secrets")
+	var recs []state.Record
+	json.Unmarshal([]byte(out), &recs)
+	if len(recs) == 0 || !strings.Contains(recs[len(recs)-1].Reason, "aws-access-token x1") || recs[len(recs)-1].Archive != "" {
+		t.Fatalf("scrub records: %s\nwant one naming the kinds, with no archive", out)
+	}
+	if len(values([]byte(out))) > 0 {
+		t.Errorf("the journal holds a value")
+	}
+	if out, code := cli("undo", fmt.Sprint(recs[0].ID)); code == 0 || !strings.Contains(out, "cannot be undone") {
+		t.Errorf("undo of a scrub: exit %d\n%s\nwant a refusal saying why", code, out)
+	}
+}
