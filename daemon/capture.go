@@ -17,6 +17,7 @@ import (
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/recall/analysis"
 	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
 )
@@ -517,7 +518,7 @@ func (d *Daemon) indexRoot(ctx context.Context, root *confine.Root, rt *storeRT,
 	if len(d.indexing) == 0 {
 		// Every root indexed (the catch-up's end, mostly): the stems
 		// kept for it go, so an idle daemon holds no table of them.
-		d.analyzer = recall.NewAnalyzer()
+		d.analyzer = analysis.New()
 	}
 	return false
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/recall/analysis"
 	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/schedule"
@@ -123,7 +124,7 @@ type Daemon struct {
 	verified map[string]bool
 	indexing map[string]*indexScan
 	segments *recall.SegmentListing
-	analyzer *recall.Analyzer
+	analyzer *analysis.Analyzer
 	// listings keeps what searches listed of each root, used unlisted
 	// while the watcher saw nothing change there (recall.go).
 	listings *recall.ListingCache
@@ -241,7 +242,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.verified = map[string]bool{}
 	d.indexing = map[string]*indexScan{}
 	d.segments = recall.NewSegmentListing()
-	d.analyzer = recall.NewAnalyzer()
+	d.analyzer = analysis.New()
 	d.listings = recall.NewListingCache()
 	d.archive = map[string]bool{}
 	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse, Touched: d.onTouched,

@@ -17,6 +17,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/recall/analysis"
 	"github.com/memwatch/memwatch/session"
 )
 
@@ -581,7 +582,7 @@ type IndexOptions struct {
 	Cache *IndexCache
 	// Analyzer, when given, analyzes the text (its stems cached across
 	// files: a home's sessions share most of their words); nil: a new one.
-	Analyzer *Analyzer
+	Analyzer *analysis.Analyzer
 }
 
 // IndexFile brings the indexes of rel (a file of root, searched as kind)

@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/memwatch/memwatch/recall/analysis"
 	"github.com/memwatch/memwatch/session"
 )
 
@@ -27,7 +28,7 @@ import (
 // every word.
 //
 // A document is a message of a log or a non-blank line of a note. Its
-// own score is Okapi BM25 over the query's terms (analyze.go; k1 1.2,
+// own score is Okapi BM25 over the query's terms (recall/analysis; k1 1.2,
 // b 0.75, idf ln(1 + (N - df + 0.5)/(df + 0.5)), N, df and the average
 // length taken over every document searched). A message is often the
 // answer to the one before it, or is answered by the next: its score adds
@@ -38,7 +39,7 @@ import (
 // beats one that repeats a word of it. Then two fields of a message: a
 // message said by someone the question names (its text starts "Name: ")
 // counts three times (spokenByNamed), and a date the question names
-// counts as a word held by the messages of that time (dates.go); and the
+// counts as a word held by the messages of that time (analysis.TimeTerms); and the
 // file: a score is multiplied by 1 + 0.7 x its file's own BM25 (as one
 // document) over the best file's, as a session about the question holds
 // more of its answers. Results come by that score; equal scores by
@@ -110,8 +111,8 @@ type rfile struct {
 type ranker struct {
 	ctx   context.Context
 	o     Options
-	a     *Analyzer
-	da    *Analyzer // the documents' analyzer: only the query's terms stemmed
+	a     *analysis.Analyzer
+	da    *analysis.Analyzer // the documents' analyzer: only the query's terms stemmed
 	terms []string
 	keep  map[string]bool
 	dates bool // the question names a date: the messages' times count
@@ -150,7 +151,7 @@ type docRef struct {
 
 func rankedSearch(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
 	start := time.Now()
-	r := &ranker{ctx: ctx, o: o, a: NewAnalyzer(), vs: &views{}, keep: map[string]bool{}}
+	r := &ranker{ctx: ctx, o: o, a: analysis.New(), vs: &views{}, keep: map[string]bool{}}
 	defer r.close()
 	r.terms, _ = r.a.QueryTerms(q.Text)
 	if len(r.terms) == 0 {
@@ -161,14 +162,14 @@ func rankedSearch(ctx context.Context, q Query, o Options) ([]Result, Stats, err
 		r.w = append(r.w, 1)
 	}
 	// The dates the question names, as the terms of the messages' times.
-	for _, t := range dateTerms(q.Text) {
-		r.terms, r.w = append(r.terms, t), append(r.w, dateWeight)
+	for _, t := range analysis.DateTerms(q.Text) {
+		r.terms, r.w = append(r.terms, t), append(r.w, analysis.DateWeight)
 	}
 	for _, t := range r.terms {
 		r.keep[t] = true
 		r.dates = r.dates || strings.HasPrefix(t, "\x00")
 	}
-	r.da = newFilteredAnalyzer(r.terms)
+	r.da = analysis.NewFiltered(r.terms)
 	files, err := listFiles(o, r.vs, &r.stats)
 	if err != nil {
 		return nil, Stats{}, err
@@ -1091,7 +1092,7 @@ func (r *ranker) why(rk ranked) string {
 	var ts []string
 	for i, tf := range rk.tfs {
 		if tf > 0 {
-			name, date := dateTermText(r.terms[i])
+			name, date := analysis.DateTermText(r.terms[i])
 			t := fmt.Sprintf("%s (idf %.2f)", name, r.idf[i])
 			switch {
 			case date:
@@ -1119,14 +1120,14 @@ func (r *ranker) why(rk ranked) string {
 // firstTerm is the offset in text of the first word that is a query
 // term, for the snippet (-1: none).
 func (r *ranker) firstTerm(text []byte) int {
-	a := NewAnalyzer()
+	a := analysis.New()
 	for i := 0; i < len(text); {
 		j := i
-		for j < len(text) && !isWordByte(text[j]) {
+		for j < len(text) && !analysis.IsWordByte(text[j]) {
 			j++
 		}
 		k := j
-		for k < len(text) && isWordByte(text[k]) {
+		for k < len(text) && analysis.IsWordByte(text[k]) {
 			k++
 		}
 		if k == j {
@@ -1141,8 +1142,6 @@ func (r *ranker) firstTerm(text []byte) int {
 	}
 	return -1
 }
-
-func isWordByte(c byte) bool { return c >= 0x80 || wordByte[c] != 0 }
 
 // rawLine is a document's raw line and its line number: read once per
 // search (the speaker's name is asked of the candidates, then the best

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memwatch/memwatch/recall/analysis"
 )
 
 // TestRankedIndexMatchesScan: a log indexed as it grows (segments
@@ -104,7 +106,7 @@ func TestRankedIndexMatchesScan(t *testing.T) {
 // is refused or read without a panic, whatever its bytes.
 func FuzzSegment(f *testing.F) {
 	b := newSegBuilder(0, 0, nil)
-	a := NewAnalyzer()
+	a := analysis.New()
 	for i := range 300 {
 		b.add(a, []byte(fmt.Sprintf("message %d about the deploy and the rollback of service %d", i, i%7)), int64(i*60), int64(i+1), time.Time{})
 	}
@@ -139,40 +141,6 @@ func FuzzSegment(f *testing.F) {
 			c.seek(150)
 		}
 	})
-}
-
-// FuzzAnalyzer: any text (invalid UTF-8, huge tokens) gives terms that
-// are valid, non-empty and bounded.
-func FuzzAnalyzer(f *testing.F) {
-	f.Add("What did Caroline's team decide about the zanzibar-quokka deploy? café 日本語 \xff\xfe")
-	f.Add(strings.Repeat("a", 100) + " it's ’s x")
-	f.Fuzz(func(t *testing.T, text string) {
-		a := NewAnalyzer()
-		a.Terms([]byte(text), func(term string) {
-			if term == "" || len(term) > 4*maxToken {
-				t.Fatalf("term %q of %q", term, text)
-			}
-		})
-	})
-}
-
-// TestStemKeepsTheFirstTwoBytes: the filtered analyzer's premise, that
-// the stemmer keeps a word's first two bytes, over the exceptions of
-// Snowball's English stemmer and the words of the golden files.
-func TestStemKeepsTheFirstTwoBytes(t *testing.T) {
-	words := strings.Fields("skis skies dying lying tying idly gently ugly early only singly sky news howe atlas cosmos bias andes yelling youth yearly generously communism arsenal ies ied ying eed eedly y ys")
-	for _, g := range []string{"recall-words.golden", "recall-messages.golden", "recall-detail.golden", "recall-words-ranked.golden"} {
-		b, _ := os.ReadFile(filepath.Join("testdata", g))
-		words = append(words, strings.FieldsFunc(strings.ToLower(string(b)), func(r rune) bool { return r < 'a' || r > 'z' })...)
-	}
-	a := NewAnalyzer()
-	for _, w := range words {
-		a.Terms([]byte(w), func(term string) {
-			if !slices.Contains(stemPrefixes(term), prefix2([]byte(w))) {
-				t.Errorf("%q stems to %q, whose stemPrefixes lack %q", w, term, w[:min(2, len(w))])
-			}
-		})
-	}
 }
 
 // appendMessages appends n messages of an indexing pass to the log at p.
@@ -241,7 +209,7 @@ func TestSegmentListingKeepsTheChain(t *testing.T) {
 func TestSegmentByIDsAsByStrings(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	words := strings.Fields("Deploy deploying deployed the a staging cluster's migration v2 café 日本語 token refresh don't rotation budget painted painting")
-	shared := NewAnalyzer()
+	shared := analysis.New()
 	for seg := range 5 {
 		byID := newSegBuilder(uint64(seg*100), 0, nil)
 		byStr := newSegBuilder(uint64(seg*100), 0, func(string) bool { return true })
@@ -253,14 +221,14 @@ func TestSegmentByIDsAsByStrings(t *testing.T) {
 			text := []byte(strings.Join(b, " "))
 			when := time.Date(2026, 11, 1+i%20, 10, 0, 0, 0, time.UTC)
 			byID.add(shared, text, int64(i*80), int64(i+1), when)
-			byStr.add(NewAnalyzer(), text, int64(i*80), int64(i+1), when)
+			byStr.add(analysis.New(), text, int64(i*80), int64(i+1), when)
 		}
 		if seg == 4 {
 			// A builder given a second analyzer goes on by strings.
 			for i := range 20 {
 				text := []byte(fmt.Sprintf("deploy later %d painted", i))
-				byID.add(NewAnalyzer(), text, int64(8000+i*80), int64(101+i), time.Time{})
-				byStr.add(NewAnalyzer(), text, int64(8000+i*80), int64(101+i), time.Time{})
+				byID.add(analysis.New(), text, int64(8000+i*80), int64(101+i), time.Time{})
+				byStr.add(analysis.New(), text, int64(8000+i*80), int64(101+i), time.Time{})
 			}
 		}
 		byID.endOff, byStr.endOff = 8000, 8000
@@ -426,7 +394,7 @@ func TestSegmentSaysWhichDocumentsHaveASpeaker(t *testing.T) {
 		{"Dr. Who: at line", true},
 	}
 	b := newSegBuilder(0, 0, nil)
-	a := NewAnalyzer()
+	a := analysis.New()
 	for i, tc := range texts {
 		b.add(a, []byte(tc.text), int64(i*100), int64(3_000_000_000+i), time.Time{})
 	}

@@ -19,11 +19,12 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/recall/analysis"
 )
 
 // The term index of ranked recall: for a run of a file's documents (the
 // messages of a log, the non-blank lines of a note, numbered in file
-// order from 0: their ordinals), which terms (analyze.go) each holds and
+// order from 0: their ordinals), which terms (recall/analysis) each holds and
 // how often, as a segment:
 //
 //   - a header: the ordinals and bytes of the file it covers, the sum of
@@ -66,7 +67,7 @@ import (
 // query's terms: one scorer for all (rank.go).
 
 const (
-	// 02: messages hold their time's terms (dates.go); 03: the dictionary
+	// 02: messages hold their time's terms (analysis.TimeTerms); 03: the dictionary
 	// in front-coded blocks of varints, after the postings; 04: a block's
 	// first term's first bytes in its index entry, a document's speaker
 	// label in its line number's top bit. A segment of an earlier format
@@ -126,10 +127,10 @@ type segBuilder struct {
 	nextLine int64                  // the number of the line at endOff
 	keep     func(term string) bool // nil: every term
 	seen     map[string]int         // per document being added
-	dates    bool                   // the times' terms may be kept (timeTerms)
+	dates    bool                   // the times' terms may be kept (analysis.TimeTerms)
 	// The indexing's way (every term kept): terms by the analyzer's ids,
 	// numbered again for the segment (local), made strings at encode.
-	a       *Analyzer
+	a       *analysis.Analyzer
 	ids     []int32 // local id -> analyzer id (a.local the other way)
 	post    [][]posting
 	tf      []int32 // per local id, in the document being added
@@ -141,8 +142,8 @@ func newSegBuilder(start uint64, startOff int64, keep func(string) bool) *segBui
 }
 
 // add analyzes one document's text.
-func (b *segBuilder) add(a *Analyzer, text []byte, off, line int64, when time.Time) {
-	if b.keep == nil && a.only == nil && len(b.terms) == 0 && (b.a == nil || b.a == a) {
+func (b *segBuilder) add(a *analysis.Analyzer, text []byte, off, line int64, when time.Time) {
+	if b.keep == nil && !a.Filtered() && len(b.terms) == 0 && (b.a == nil || b.a == a) {
 		b.addIDs(a, text, off, line, when)
 		return
 	}
@@ -163,7 +164,7 @@ func (b *segBuilder) add(a *Analyzer, text []byte, off, line int64, when time.Ti
 		}
 	})
 	if b.dates && !when.IsZero() {
-		for _, t := range timeTerms(when) {
+		for _, t := range analysis.TimeTerms(when) {
 			if b.keep == nil || b.keep(t) {
 				b.seen[t]++
 			}
@@ -178,22 +179,23 @@ func (b *segBuilder) add(a *Analyzer, text []byte, off, line int64, when time.Ti
 }
 
 // addIDs is add keeping every term, by id.
-func (b *segBuilder) addIDs(a *Analyzer, text []byte, off, line int64, when time.Time) {
+func (b *segBuilder) addIDs(a *analysis.Analyzer, text []byte, off, line int64, when time.Time) {
 	if b.a == nil {
 		a.ResetIDs() // between segments: no id of this one is held yet
 		b.a = a
 	}
 	n := 0
+	local := a.Scratch()
 	count := func(id int32) {
-		if int(id) >= len(a.local) {
-			a.local = append(a.local, make([]int32, int(id)+1-len(a.local)+len(a.local)/2)...)
+		if int(id) >= len(*local) {
+			*local = append(*local, make([]int32, int(id)+1-len(*local)+len(*local)/2)...)
 		}
 		// A sparse set: the entry is this segment's when its local id
 		// points back at it, whatever an earlier segment left there.
-		l := a.local[id]
+		l := (*local)[id]
 		if int(l) >= len(b.ids) || b.ids[l] != id {
 			l = int32(len(b.ids))
-			a.local[id] = l
+			(*local)[id] = l
 			b.ids = append(b.ids, id)
 			b.post = append(b.post, nil)
 			b.tf = append(b.tf, 0)
@@ -208,7 +210,7 @@ func (b *segBuilder) addIDs(a *Analyzer, text []byte, off, line int64, when time
 		count(id)
 	})
 	if b.dates && !when.IsZero() {
-		for _, t := range timeTerms(when) {
+		for _, t := range analysis.TimeTerms(when) {
 			count(a.TermID(t))
 		}
 	}
@@ -1128,8 +1130,8 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 	st := fi.Sys().(*syscall.Stat_t)
 	id := fileID{dev: uint64(st.Dev), ino: uint64(st.Ino)}
 	a := o.Analyzer
-	if a == nil || a.only != nil {
-		a = NewAnalyzer()
+	if a == nil || a.Filtered() {
+		a = analysis.New()
 	}
 	rd := bufio.NewReaderSize(io.NewSectionReader(src, off, fi.Size()-off), int(min(1<<20, max(4096, fi.Size()-off))))
 	start := off

@@ -2,13 +2,14 @@ package main
 
 import (
 	"fmt"
-	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
+
+	"github.com/memwatch/memwatch/cmd/internal/cli"
 )
 
 func diffCmd(g *globals) *cobra.Command {

@@ -3,10 +3,10 @@ package main
 import (
 	"bytes"
 	"errors"
-	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"net/http"
 	"testing"
 
+	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/control"
 )
 

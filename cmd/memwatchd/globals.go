@@ -2,15 +2,15 @@ package main
 
 import (
 	"fmt"
-	"github.com/memwatch/memwatch/cmd/internal/cli"
-	"github.com/memwatch/memwatch/control"
 	"log/slog"
 	"os"
 	"path/filepath"
 
 	"github.com/lmittmann/tint"
 	"github.com/mattn/go-isatty"
+	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"

@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/install"
 	"github.com/memwatch/memwatch/policy"
 )

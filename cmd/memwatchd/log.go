@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"os"
 	"path/filepath"
 
+	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"

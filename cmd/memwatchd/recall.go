@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"syscall"
 
+	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"

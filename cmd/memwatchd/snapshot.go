@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/layout/nowhistory"
 )
 

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/layout/nowhistory"
 	"github.com/memwatch/memwatch/mcpserver"
 	"github.com/memwatch/memwatch/rewrite"

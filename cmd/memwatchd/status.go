@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/memwatch/memwatch/cmd/internal/cli"
 
+	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/layout/nowhistory"
 )

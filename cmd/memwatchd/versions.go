@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/memwatch/memwatch/cmd/internal/cli"
-	"github.com/memwatch/memwatch/control"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"filippo.io/age"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"filippo.io/age"
 
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/versions"

@@ -1,4 +1,4 @@
-package recall
+package analysis
 
 import (
 	"strconv"
@@ -11,23 +11,23 @@ import (
 // answered by a message of May 2022 that says "last night": the date is
 // in the message's time, not in its words. So a message with a time (its
 // log line's timestamp) holds three more terms, of its month, its year
-// and its month of any year (timeTerms: they do not count in its length),
-// and a question naming a date asks for them (dateTerms), at dateWeight:
+// and its month of any year (TimeTerms: they do not count in its length),
+// and a question naming a date asks for them (DateTerms), at DateWeight:
 // a message of that month counts as one holding a word of the question.
 // These terms start with a NUL byte, which no word holds.
 
-// dateWeight is the weight of a date the question names, against a word's
+// DateWeight is the weight of a date the question names, against a word's
 // 1 (measured on LoCoMo: 1.5 best of 0.5 to 3; temporal questions +3.5
 // points, the others +1).
-const dateWeight = 1.5
+const DateWeight = 1.5
 
-// timeTerms are the terms a message's time gives it.
-func timeTerms(t time.Time) []string {
+// TimeTerms are the terms a message's time gives it.
+func TimeTerms(t time.Time) []string {
 	return []string{"\x00" + t.Format("2006-01"), "\x00" + t.Format("2006"), "\x00m" + t.Format("01")}
 }
 
-// dateTermText says what a date term is, for --explain.
-func dateTermText(t string) (string, bool) {
+// DateTermText says what a date term is, for --explain.
+func DateTermText(t string) (string, bool) {
 	if !strings.HasPrefix(t, "\x00") {
 		return t, false
 	}
@@ -61,10 +61,10 @@ var monthNames = func() map[string]time.Month {
 // capitalised and not the question's first word, or beside a number.
 var ambiguousMonths = map[string]bool{"may": true, "march": true, "mar": true, "jan": true, "jun": true, "dec": true}
 
-// dateTerms are the date terms of the dates a question names: a month
+// DateTerms are the date terms of the dates a question names: a month
 // and year ("in July 2022", "on 1 May, 2022") asks for that month, a month
 // alone for that month of any year, a year alone for that year.
-func dateTerms(q string) []string {
+func DateTerms(q string) []string {
 	words := strings.FieldsFunc(q, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 	year := func(w string) int {
 		if y, err := strconv.Atoi(w); err == nil && len(w) == 4 && y >= 1970 && y <= 2200 {

@@ -1,4 +1,7 @@
-package recall
+// Package analysis is how recall turns text into terms: a line's text
+// when it is indexed, a question when it is asked, so a term in a question
+// is the term in the text (bleve's analysis/, for one language).
+package analysis
 
 import (
 	"hash/maphash"
@@ -8,10 +11,6 @@ import (
 	"github.com/kljensen/snowball/english"
 )
 
-// The analysis of ranked recall: how a line's text and a question become
-// terms. Both the index (terms.go) and the scorer (rank.go) use it, so a
-// term in a question is the term in the text.
-//
 //   - A token is a run of letters and digits (Unicode: "café", "日本語",
 //     "v2"), with the apostrophes inside a word ("Caroline's"); everything
 //     else separates, so an identifier (zanzibar-quokka, src/auth.go,
@@ -58,15 +57,15 @@ func (a *Analyzer) wants(tok []byte) bool {
 // Analyzer.only set: it counts in a document's length, and is no term.
 const otherTerm = "\x01"
 
-// newFilteredAnalyzer returns an analyzer for documents searched for
+// NewFiltered returns an analyzer for documents searched for
 // terms alone. Stemming is most of the cost of analyzing text at query
 // time, and every token that cannot stem to one of the terms is spared
 // it: Snowball's English stemmer only changes a word's end (its R1 region,
 // after at least one vowel and consonant), so a word keeps its first two
 // letters, but for three of its exceptions (stemPrefixes); words it does
 // not stem are their terms.
-func newFilteredAnalyzer(terms []string) *Analyzer {
-	a := NewAnalyzer()
+func NewFiltered(terms []string) *Analyzer {
+	a := New()
 	a.only = new([1 << 16 / 64]uint64)
 	for _, t := range terms {
 		for _, p := range stemPrefixes(t) {
@@ -94,8 +93,8 @@ func prefix2(b []byte) [2]byte {
 	return p
 }
 
-// NewAnalyzer returns an analyzer.
-func NewAnalyzer() *Analyzer {
+// New returns an analyzer.
+func New() *Analyzer {
 	return &Analyzer{stems: map[string]string{}, seed: maphash.MakeSeed(), idOf: map[string]int32{}}
 }
 
@@ -323,3 +322,16 @@ func (a *Analyzer) QueryTerms(q string) (terms []string, counts []int) {
 	})
 	return terms, counts
 }
+
+// IsWordByte says c can be part of a token (a letter, a digit, an
+// apostrophe; any byte of a multi-byte rune).
+func IsWordByte(c byte) bool { return c >= 0x80 || wordByte[c] != 0 }
+
+// Filtered says the analyzer was made for some terms (NewFiltered): a
+// token that cannot be one of them is no term.
+func (a *Analyzer) Filtered() bool { return a.only != nil }
+
+// Scratch is a slice kept with the analyzer, indexed by its term ids
+// (TermIDs), for a caller that maps them to ids of its own (a term
+// segment's builder): kept across calls so it is not made again for each.
+func (a *Analyzer) Scratch() *[]int32 { return &a.local }

@@ -1,0 +1,43 @@
+package analysis
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// FuzzAnalyzer: any text (invalid UTF-8, huge tokens) gives terms that
+// are valid, non-empty and bounded.
+func FuzzAnalyzer(f *testing.F) {
+	f.Add("What did Caroline's team decide about the zanzibar-quokka deploy? café 日本語 \xff\xfe")
+	f.Add(strings.Repeat("a", 100) + " it's ’s x")
+	f.Fuzz(func(t *testing.T, text string) {
+		a := New()
+		a.Terms([]byte(text), func(term string) {
+			if term == "" || len(term) > 4*maxToken {
+				t.Fatalf("term %q of %q", term, text)
+			}
+		})
+	})
+}
+
+// TestStemKeepsTheFirstTwoBytes: the filtered analyzer's premise, that
+// the stemmer keeps a word's first two bytes, over the exceptions of
+// Snowball's English stemmer and the words of the golden files.
+func TestStemKeepsTheFirstTwoBytes(t *testing.T) {
+	words := strings.Fields("skis skies dying lying tying idly gently ugly early only singly sky news howe atlas cosmos bias andes yelling youth yearly generously communism arsenal ies ied ying eed eedly y ys")
+	for _, g := range []string{"recall-words.golden", "recall-messages.golden", "recall-detail.golden", "recall-words-ranked.golden"} {
+		b, _ := os.ReadFile(filepath.Join("..", "testdata", g))
+		words = append(words, strings.FieldsFunc(strings.ToLower(string(b)), func(r rune) bool { return r < 'a' || r > 'z' })...)
+	}
+	a := New()
+	for _, w := range words {
+		a.Terms([]byte(w), func(term string) {
+			if !slices.Contains(stemPrefixes(term), prefix2([]byte(w))) {
+				t.Errorf("%q stems to %q, whose stemPrefixes lack %q", w, term, w[:min(2, len(w))])
+			}
+		})
+	}
+}
