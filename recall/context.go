@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/recall/query"
 	"github.com/memwatch/memwatch/session"
 )
 
@@ -136,7 +137,7 @@ func turnOf(k Kind, no int64, raw []byte) (Turn, bool) {
 		if len(strings.TrimSpace(string(raw))) == 0 {
 			return Turn{}, false
 		}
-		return Turn{Line: no, Text: snippet(raw, 0)}, true
+		return Turn{Line: no, Text: query.Snippet(raw, 0)}, true
 	}
 	m := session.Decode(raw)
 	if m.Meta {
@@ -146,5 +147,5 @@ func turnOf(k Kind, no int64, raw []byte) (Turn, bool) {
 	if m.Raw {
 		role = "raw"
 	}
-	return Turn{Line: no, Role: role, Text: snippet([]byte(m.Text), 0), Time: m.Time}, true
+	return Turn{Line: no, Role: role, Text: query.Snippet([]byte(m.Text), 0), Time: m.Time}, true
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/recall/analysis"
+	"github.com/memwatch/memwatch/recall/query"
 	"github.com/memwatch/memwatch/session"
 )
 
@@ -497,7 +498,7 @@ type builder struct {
 
 func (b *builder) add(text []byte) {
 	t := text
-	if !isASCII(t) {
+	if !query.IsASCII(t) {
 		t = bytes.ToLower(t)
 	}
 	for i := 0; i+3 <= len(t); i++ {
@@ -511,7 +512,7 @@ func (b *builder) add(text []byte) {
 		if d >= 'A' && d <= 'Z' {
 			d += 32
 		}
-		p := bitOf(gram(a, c, d))
+		p := bitOf(query.Gram(a, c, d))
 		w, m := p/64, uint64(1)<<(p%64)
 		if b.bloom[w]&m == 0 {
 			b.bloom[w] |= m

@@ -15,15 +15,15 @@ import (
 // one of its rule's keywords where the detector finds one of that kind.
 // Results come newest first, each once.
 func searchKind(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
-	kind := q.kind
-	q.kind = ""
+	kind := q.Kind
+	q.Kind = ""
 	runs := []Query{q}
 	for _, k := range secrets.Default().Keywords(kind) {
 		kq, err := ParseQuery(k)
 		if err != nil {
 			continue
 		}
-		kq.kind, kq.only = "", kind
+		kq.Kind, kq.Only = "", kind
 		runs = append(runs, kq)
 	}
 	var all []Result

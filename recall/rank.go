@@ -89,12 +89,6 @@ const (
 
 var neighbourWeight = [3]float64{1, 0.5, 0.25}
 
-// Ranked reports whether q is answered by relevance: more than one word,
-// not quoted.
-func (q Query) Ranked() bool {
-	return !q.phrase && len(q.terms) > 1
-}
-
 // rfile is a file (or the spool's held messages of one) being ranked.
 type rfile struct {
 	idx  int // its place in the search's files (ties)

@@ -45,6 +45,7 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/recall/query"
 )
 
 // Kind is how a file is searched.
@@ -96,6 +97,18 @@ func (s Source) cite(rel string) string {
 
 // Result is one recall hit (control.Result: what the daemon answers).
 type Result = control.Result
+
+// Query is a parsed query for words and phrases (recall/query).
+type Query = query.Query
+
+// ParseQuery parses a recall query.
+func ParseQuery(q string) (Query, error) { return query.ParseQuery(q) }
+
+// ErrEmptyQuery is returned for a query with no term.
+var ErrEmptyQuery = query.ErrEmptyQuery
+
+// MaxQuery bounds a query's length.
+const MaxQuery = query.MaxQuery
 
 // Turn is a message or line around a result.
 type Turn = control.Turn

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/recall/query"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -363,28 +364,6 @@ func FuzzReadIndex(f *testing.F) {
 	})
 }
 
-func FuzzParseQuery(f *testing.F) {
-	for _, s := range []string{"jwt", `"refresh token"`, "ü", `"`, `""`, "a b c", "\xff"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		q, err := ParseQuery(s)
-		if err != nil {
-			return
-		}
-		for _, term := range q.terms {
-			if len(term) == 0 {
-				t.Errorf("ParseQuery(%q) has an empty term", s)
-			}
-		}
-		// A line made of the query's own terms always matches it.
-		text := bytes.Join(q.terms, []byte(" "))
-		if _, ok := q.matches(text); !ok {
-			t.Errorf("%q does not match its own text", s)
-		}
-	})
-}
-
 func FuzzSearch(f *testing.F) {
 	f.Add([]byte(`{"role":"user","content":"JWT"}`+"\n"), "jwt")
 	f.Add([]byte("a\nb\xffJ\n"), `"b j"`)
@@ -432,8 +411,8 @@ func TestAnchorsSurviveJSONAndFollowTheData(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(q.anchor) != tt.anchor {
-			t.Errorf("%q: anchor %q, want %q", tt.query, q.anchor, tt.anchor)
+		if string(q.Anchor) != tt.anchor {
+			t.Errorf("%q: anchor %q, want %q", tt.query, q.Anchor, tt.anchor)
 		}
 		rs, _, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: []Source{{Glob: "messages.jsonl", Kind: Log, Label: "messages"}}}}, Limit: 5})
 		if err != nil || len(rs) != 1 || rs[0].LineNumber != 20001 {
@@ -443,7 +422,7 @@ func TestAnchorsSurviveJSONAndFollowTheData(t *testing.T) {
 	// 'z' and 'q' fill this log; 'k' (of quokka) does not.
 	q, _ := ParseQuery("zanzibar-quokka")
 	sample, _ := os.ReadFile(filepath.Join(dir, "messages.jsonl"))
-	if got := q.anchor[rareFor(q.anchor, sample[:64<<10])]; got != 'k' && got != '-' {
+	if got := q.Anchor[query.RareFor(q.Anchor, sample[:64<<10])]; got != 'k' && got != '-' {
 		t.Errorf("byte chosen: %q, want one rare in the data (k or -)", got)
 	}
 }

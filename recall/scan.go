@@ -21,6 +21,7 @@ import (
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/recall/query"
 	"github.com/memwatch/memwatch/session"
 )
 
@@ -229,7 +230,7 @@ func Search(ctx context.Context, q Query, o Options) ([]Result, Stats, error) {
 		o.Limit = DefaultLimit
 	}
 	run := search
-	if q.kind != "" {
+	if q.Kind != "" {
 		run = searchKind
 	}
 	rs, st, err := run(ctx, q, o)
@@ -348,7 +349,7 @@ const prefilterWindow = 256
 // home of thousands of sessions is that question for each, one after
 // another.
 func (s *searcher) rejectedByIndex(files []file) []int {
-	if s.o.Indexes == nil || len(files) < 32 || len(s.q.grams) == 0 {
+	if s.o.Indexes == nil || len(files) < 32 || len(s.q.Grams) == 0 {
 		return nil
 	}
 	out := make([]int, len(files))
@@ -366,7 +367,7 @@ func (s *searcher) rejectedByIndex(files []file) []int {
 					continue
 				}
 				idx, unchanged := ws.index(f)
-				if idx != nil && unchanged && f.size == idx.end && !idx.mayHoldAny(s.q.grams) {
+				if idx != nil && unchanged && f.size == idx.end && !idx.mayHoldAny(s.q.Grams) {
 					out[i] = len(idx.blocks)
 				}
 				idx.close()
@@ -612,13 +613,13 @@ func (s *searcher) sample(f file, data []byte) {
 		return
 	}
 	s.sampled = key
-	s.q.rare = rareFor(s.q.anchor, data[:min(len(data), 64<<10)])
+	s.q.Rare = query.RareFor(s.q.Anchor, data[:min(len(data), 64<<10)])
 }
 
 // emit adds a matching line; it returns errLimit once the search is done.
 // Past the limit it only counts matches, up to Options.More.
 func (s *searcher) emit(f file, line int64, raw, text []byte, at int) error {
-	if s.q.only != "" && !holdsKind(text, s.q.only) {
+	if s.q.Only != "" && !holdsKind(text, s.q.Only) {
 		return nil
 	}
 	if len(s.results) >= s.o.Limit {
@@ -630,7 +631,7 @@ func (s *searcher) emit(f file, line int64, raw, text []byte, at int) error {
 		return nil
 	}
 	cite := f.src.cite(f.rel)
-	r := Result{Source: f.src.Label, LineNumber: line, Text: snippet(text, at), Project: f.root.project(), Moved: f.src.Moved}
+	r := Result{Source: f.src.Label, LineNumber: line, Text: query.Snippet(text, at), Project: f.root.project(), Moved: f.src.Moved}
 	if f.src.Kind != Text {
 		r.Time = session.Decode(raw).Time
 	}
@@ -678,11 +679,11 @@ func (s *searcher) check(f file, raw []byte) ([]byte, int, bool) {
 	if len(raw) > s.o.MaxLine {
 		raw = raw[:s.o.MaxLine]
 	}
-	if f.src.Kind == Log && !s.q.rawCandidate(raw) {
+	if f.src.Kind == Log && !s.q.RawCandidate(raw) {
 		return nil, 0, false
 	}
 	text, id := searchTextID(f.src.Kind, raw)
-	at, ok := s.q.matches(text)
+	at, ok := s.q.Matches(text)
 	if ok && id != "" {
 		// One result per message: a message the agent wrote again (with
 		// its tokens, a finished tool call) is found once, newest first.
@@ -704,9 +705,9 @@ func (s *searcher) forward(f file, r region, line int64) error {
 	data := r.data
 	for pos := 0; pos < len(data); {
 		i := pos // no ASCII anchor: every line
-		if len(s.q.anchor) > 0 {
+		if len(s.q.Anchor) > 0 {
 			s.sample(f, data)
-			j := indexFoldAt(data[pos:], s.q.anchor, s.q.rare)
+			j := query.IndexFoldAt(data[pos:], s.q.Anchor, s.q.Rare)
 			if j < 0 {
 				return nil
 			}
@@ -733,10 +734,10 @@ func (s *searcher) forward(f file, r region, line int64) error {
 // its first; lineAt gives the number of the line starting at an offset
 // in the region, from the count of newlines before it there.
 func (s *searcher) backward(f file, r region, lineAt func(nlBefore int64) int64) error {
-	if len(s.q.anchor) > 0 {
+	if len(s.q.Anchor) > 0 {
 		s.sample(f, r.data)
 	}
-	return s.checkBackward(f, r.data, candidates(r.data, s.q.anchor, s.q.rare, nil), lineAt)
+	return s.checkBackward(f, r.data, candidates(r.data, s.q.Anchor, s.q.Rare, nil), lineAt)
 }
 
 // cand is a line of a region that holds the query's anchor: its start and
@@ -755,7 +756,7 @@ func candidates(data, anchor []byte, rare int, out []cand) []cand {
 	for pos := 0; pos < len(data); {
 		i := pos
 		if len(anchor) > 0 {
-			j := indexFoldAt(data[pos:], anchor, rare)
+			j := query.IndexFoldAt(data[pos:], anchor, rare)
 			if j < 0 {
 				break
 			}
@@ -791,7 +792,7 @@ func (s *searcher) checkBackward(f file, data []byte, cands []cand, lineAt func(
 // covers it).
 func (s *searcher) searchText(f file) error {
 	idx, unchanged := s.index(f)
-	if unchanged && f.size == idx.end && !idx.mayHoldAny(s.q.grams) {
+	if unchanged && f.size == idx.end && !idx.mayHoldAny(s.q.Grams) {
 		// Not written since it was indexed, and no block can match: a
 		// search over hundreds of notes opens only those that may.
 		s.counted(idx)
@@ -809,7 +810,7 @@ func (s *searcher) searchText(f file) error {
 	var end, line int64 = 0, 1
 	if idx != nil {
 		for _, b := range idx.blocks {
-			if !b.mayHold(s.q.grams) {
+			if !b.mayHold(s.q.Grams) {
 				continue
 			}
 			s.stats.BlocksRead++
@@ -852,7 +853,7 @@ func (s *searcher) readForward(f file, fh *os.File, end, line int64) error {
 // covers it).
 func (s *searcher) searchLog(f file) error {
 	idx, unchanged := s.index(f)
-	if idx != nil && unchanged && f.size == idx.end && !idx.mayHoldAny(s.q.grams) {
+	if idx != nil && unchanged && f.size == idx.end && !idx.mayHoldAny(s.q.Grams) {
 		// Indexed whole and unchanged since: no block can hold the query,
 		// and the file is not even opened (a home of thousands of logs
 		// costs an index read each for a rare word).
@@ -883,7 +884,7 @@ func (s *searcher) searchLog(f file) error {
 		}
 		for k := len(idx.blocks) - 1; k >= 0; k-- {
 			b := idx.blocks[k]
-			if !b.mayHold(s.q.grams) {
+			if !b.mayHold(s.q.Grams) {
 				continue
 			}
 			s.stats.BlocksRead++
@@ -932,7 +933,7 @@ func (s *searcher) scanBackward(f file, fh *os.File, size int64) error {
 		// The anchor's rare byte, chosen from the log's last bytes (as the
 		// sequential scan does from its first chunk) before the workers
 		// read the query.
-		if len(s.q.anchor) > 0 {
+		if len(s.q.Anchor) > 0 {
 			r, err := s.read(fh, max(0, size-64<<10), min(size, 64<<10))
 			if err != nil {
 				return err
@@ -949,10 +950,10 @@ func (s *searcher) scanBackward(f file, fh *os.File, size int64) error {
 		if err != nil {
 			return err
 		}
-		if len(s.q.anchor) > 0 {
+		if len(s.q.Anchor) > 0 {
 			s.sample(f, r.data)
 		}
-		stopErr = take(r, int64(bytes.Count(r.data, []byte{'\n'})), candidates(r.data, s.q.anchor, s.q.rare, nil))
+		stopErr = take(r, int64(bytes.Count(r.data, []byte{'\n'})), candidates(r.data, s.q.Anchor, s.q.Rare, nil))
 	}
 	if stopErr != nil && !errors.Is(stopErr, errLimit) {
 		return stopErr
@@ -1036,7 +1037,7 @@ func (s *searcher) parallel(fh *os.File, end int64, take func(r region, regionNL
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	anchor, rare := s.q.anchor, s.q.rare
+	anchor, rare := s.q.Anchor, s.q.Rare
 	// read reads chunk k into buf: the lines starting in its range.
 	read := func(k int, buf []byte) chunk {
 		lo, hi := max(0, end-int64(k+1)*scanChunk), end-int64(k)*scanChunk

@@ -1,4 +1,8 @@
-package recall
+// Package query is recall's query language for words and phrases: a
+// query parsed once (ParseQuery) into what a line must hold (folded terms,
+// the raw runs a log's line holds them as, its trigrams, the byte searched
+// for first), and how a line's text is matched and cut into a snippet.
+package query
 
 import (
 	"bytes"
@@ -13,23 +17,30 @@ import (
 // case-insensitively; a query in double quotes is one exact phrase.
 type Query struct {
 	Text   string
-	phrase bool     // in double quotes
-	terms  [][]byte // folded (lowercase)
+	Phrase bool     // in double quotes
+	Terms  [][]byte // folded (lowercase)
 	// runs are, per term, its runs of bytes that a log's raw line holds
 	// as typed (rawRuns).
-	runs [][][]byte
+	Runs [][][]byte
 	// anchor is the longest of the runs: candidate lines are found by it,
 	// so misses cost no per-line work.
-	anchor []byte
+	Anchor []byte
 	// rare is the offset in anchor of the byte searched for; the searcher
 	// picks it from the bytes of the files searched (rareFor).
-	rare int
+	Rare int
 	// grams are the trigram hashes every matching line's text must hold.
-	grams []uint32
-	// kind is the kind of credential the query names (searchKind); only,
+	Grams []uint32
+	// Kind is the kind of credential the query names (recall searches its
+	// keywords: searchKind); Only,
 	// a kind a line must hold a credential of to match (one keyword's
-	// search of searchKind).
-	kind, only string
+	// search of recall.searchKind).
+	Kind, Only string
+}
+
+// Ranked reports whether q is answered by relevance (recall's ranked
+// path): more than one word, not quoted.
+func (q Query) Ranked() bool {
+	return !q.Phrase && len(q.Terms) > 1
 }
 
 // ErrEmptyQuery is returned for a query with no term.
@@ -44,42 +55,42 @@ func ParseQuery(q string) (Query, error) {
 	if len(q) > MaxQuery {
 		return Query{}, errors.New("recall: the query is longer than 1024 bytes")
 	}
-	out := Query{Text: q, kind: secrets.Default().KindOf(strings.Trim(q, `"`))}
+	out := Query{Text: q, Kind: secrets.Default().KindOf(strings.Trim(q, `"`))}
 	if len(q) >= 2 && strings.HasPrefix(q, `"`) && strings.HasSuffix(q, `"`) {
-		out.terms = [][]byte{fold([]byte(q[1 : len(q)-1]))}
-		out.phrase = true
+		out.Terms = [][]byte{Fold([]byte(q[1 : len(q)-1]))}
+		out.Phrase = true
 	} else {
 		for _, f := range strings.Fields(q) {
-			out.terms = append(out.terms, fold([]byte(f)))
+			out.Terms = append(out.Terms, Fold([]byte(f)))
 		}
 	}
-	if len(out.terms) == 0 || len(out.terms[0]) == 0 {
+	if len(out.Terms) == 0 || len(out.Terms[0]) == 0 {
 		return out, ErrEmptyQuery
 	}
 	seen := map[uint32]bool{}
-	for _, t := range out.terms {
+	for _, t := range out.Terms {
 		runs := rawRuns(t)
-		out.runs = append(out.runs, runs)
+		out.Runs = append(out.Runs, runs)
 		for _, run := range runs {
-			if len(run) > len(out.anchor) {
-				out.anchor = run
+			if len(run) > len(out.Anchor) {
+				out.Anchor = run
 			}
 		}
-		out.rare = rarest(out.anchor)
-		eachGram(t, func(g uint32) {
+		out.Rare = rarest(out.Anchor)
+		EachGram(t, func(g uint32) {
 			if !seen[g] {
 				seen[g] = true
-				out.grams = append(out.grams, g)
+				out.Grams = append(out.Grams, g)
 			}
 		})
 	}
 	return out, nil
 }
 
-// fold lowercases text the way both the matcher and the index do: ASCII
+// Fold lowercases text the way both the matcher and the index do: ASCII
 // bytes directly, anything else with Unicode lowercasing.
-func fold(b []byte) []byte {
-	if isASCII(b) {
+func Fold(b []byte) []byte {
+	if IsASCII(b) {
 		out := make([]byte, len(b))
 		for i, c := range b {
 			if c >= 'A' && c <= 'Z' {
@@ -92,14 +103,14 @@ func fold(b []byte) []byte {
 	return bytes.ToLower(b)
 }
 
-// eachGram calls fn with the hash of every trigram (3 bytes) of folded text.
-func eachGram(b []byte, fn func(uint32)) {
+// EachGram calls fn with the hash of every trigram (3 bytes) of folded text.
+func EachGram(b []byte, fn func(uint32)) {
 	for i := 0; i+3 <= len(b); i++ {
-		fn(gram(b[i], b[i+1], b[i+2]))
+		fn(Gram(b[i], b[i+1], b[i+2]))
 	}
 }
 
-func gram(a, b, c byte) uint32 { return uint32(a)<<16 | uint32(b)<<8 | uint32(c) }
+func Gram(a, b, c byte) uint32 { return uint32(a)<<16 | uint32(b)<<8 | uint32(c) }
 
 // jsonSafe reports a byte that JSON writers never escape: printable ASCII
 // but the quote, the backslash, and what some escape for HTML or by
@@ -109,7 +120,7 @@ func jsonSafe(c byte) bool {
 }
 
 // decorations are what a log's searched text holds that its raw line does
-// not (searchTextID, session.Decode): the role label in front, the marks of
+// not (recall.searchTextID, session.Decode): the role label in front, the marks of
 // tool calls and results.
 var decorations = []string{"[tool result]", "[tool:", "]", "user:", "assistant:", "tool:", "system:", "developer:", "meta:", "raw:"}
 
@@ -153,12 +164,12 @@ func asciiRuns(b []byte) [][]byte {
 
 // matches reports whether every term is in text, case-insensitively, and
 // where the first term is.
-func (q Query) matches(text []byte) (int, bool) {
+func (q Query) Matches(text []byte) (int, bool) {
 	var folded []byte // for non-ASCII terms, computed once
 	at := -1
-	for i, t := range q.terms {
+	for i, t := range q.Terms {
 		var j int
-		if isASCII(t) {
+		if IsASCII(t) {
 			j = indexFold(text, t)
 		} else {
 			if folded == nil {
@@ -178,8 +189,8 @@ func (q Query) matches(text []byte) (int, bool) {
 
 // rawCandidate is the cheap test on a log's raw line before decoding: the
 // ASCII runs of every term must be there (they survive JSON escaping).
-func (q Query) rawCandidate(raw []byte) bool {
-	for _, runs := range q.runs {
+func (q Query) RawCandidate(raw []byte) bool {
+	for _, runs := range q.Runs {
 		for _, run := range runs {
 			if indexFold(raw, run) < 0 {
 				return false
@@ -196,11 +207,11 @@ func indexFold(s, sub []byte) int {
 	if len(sub) == 0 {
 		return 0
 	}
-	return indexFoldAt(s, sub, rarest(sub))
+	return IndexFoldAt(s, sub, rarest(sub))
 }
 
-// indexFoldAt is indexFold searching for the byte of sub at off.
-func indexFoldAt(s, sub []byte, off int) int {
+// IndexFoldAt is indexFold searching for the byte of sub at off.
+func IndexFoldAt(s, sub []byte, off int) int {
 	lo := sub[off]
 	up := lo
 	if lo >= 'a' && lo <= 'z' {
@@ -262,13 +273,13 @@ func byteFreq(c byte) float64 {
 	return 2
 }
 
-// rareFor is the offset of the needle byte that costs least to search for
+// RareFor is the offset of the needle byte that costs least to search for
 // in data like sample: each occurrence costs a verification and a restart
 // of the vectorised scan (about 50 ns), each pass of the scan about as
 // much as 70 occurrences in 64 KiB; a letter takes two passes (both cases).
 // Chosen from the files' own bytes, the choice holds on any corpus shape:
 // a byte rare in English prose can be on every line of a JSON log.
-func rareFor(sub, sample []byte) int {
+func RareFor(sub, sample []byte) int {
 	if len(sample) < 4096 {
 		return rarest(sub)
 	}
@@ -301,7 +312,7 @@ func rarest(sub []byte) int {
 	return best
 }
 
-func isASCII(b []byte) bool {
+func IsASCII(b []byte) bool {
 	for _, c := range b {
 		if c >= utf8.RuneSelf {
 			return false
@@ -325,10 +336,10 @@ func equalFoldASCII(a, lower []byte) bool {
 // snippetLen is session-detail's snippet size.
 const snippetLen = 300
 
-// snippet cuts text to snippetLen characters around byte offset at, on one
+// Snippet cuts text to snippetLen characters around byte offset at, on one
 // line, its credentials masked (secrets): what recall gives of a line is
 // never a value an agent's tool printed.
-func snippet(text []byte, at int) string {
+func Snippet(text []byte, at int) string {
 	text, at = masked(text, at)
 	s := strings.ToValidUTF8(string(text), "\uFFFD")
 	s = strings.Join(strings.Fields(s), " ")
@@ -339,9 +350,9 @@ func snippet(text []byte, at int) string {
 	// Find the match again in the normalised text to centre the window.
 	pos := 0
 	if at >= 0 && at < len(text) {
-		needle := fold(text[at:min(at+16, len(text))])
+		needle := Fold(text[at:min(at+16, len(text))])
 		needle = bytes.ToValidUTF8(bytes.Join(bytes.Fields(needle), []byte(" ")), nil)
-		if i := bytes.Index(fold([]byte(s)), needle); i >= 0 && len(needle) > 0 {
+		if i := bytes.Index(Fold([]byte(s)), needle); i >= 0 && len(needle) > 0 {
 			pos = utf8.RuneCountInString(s[:i])
 		}
 	}
