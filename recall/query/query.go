@@ -19,21 +19,20 @@ type Query struct {
 	Text   string
 	Phrase bool     // in double quotes
 	Terms  [][]byte // folded (lowercase)
-	// runs are, per term, its runs of bytes that a log's raw line holds
+	// Runs are, per term, its runs of bytes that a log's raw line holds
 	// as typed (rawRuns).
 	Runs [][][]byte
-	// anchor is the longest of the runs: candidate lines are found by it,
+	// Anchor is the longest of the runs: candidate lines are found by it,
 	// so misses cost no per-line work.
 	Anchor []byte
-	// rare is the offset in anchor of the byte searched for; the searcher
+	// Rare is the offset in anchor of the byte searched for; the searcher
 	// picks it from the bytes of the files searched (rareFor).
 	Rare int
-	// grams are the trigram hashes every matching line's text must hold.
+	// Grams are the trigram hashes every matching line's text must hold.
 	Grams []uint32
-	// Kind is the kind of credential the query names (recall searches its
-	// keywords: searchKind); Only,
-	// a kind a line must hold a credential of to match (one keyword's
-	// search of recall.searchKind).
+	// Kind is the kind of credential the query names (recall then
+	// searches its keywords: searchKind); Only, a kind a line must hold a
+	// credential of to match (one keyword's search of searchKind).
 	Kind, Only string
 }
 
