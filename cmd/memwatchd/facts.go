@@ -13,6 +13,7 @@ import (
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/layout/factsepisodes"
 	"github.com/memwatch/memwatch/mcpserver"
+	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 )
 
@@ -98,6 +99,25 @@ func (g *globals) withJournal(fn func(db *state.DB) error) error {
 	return fn(db)
 }
 
+// editRoot runs one journaled edit of a memory file under the root dir
+// (the seeds' write, append and patch) and says what it did, with the
+// journal record that undoes it.
+func (g *globals) editRoot(dir string, edit func(rw *rewrite.Rewriter, root *confine.Root) (string, rewrite.Outcome, error)) error {
+	root, err := confine.Open(dir, confine.Options{})
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return g.withJournal(func(db *state.DB) error {
+		said, out, err := edit(g.rewriter(db), root)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(g.Stdout, "%s%s\n", said, mcpserver.JournalNote(out))
+		return nil
+	})
+}
+
 func writeCmd(g *globals) *cobra.Command {
 	var from string
 	cmd := &cobra.Command{
@@ -116,18 +136,9 @@ journaled, so "memwatch undo ID" restores it.`,
 			if err != nil {
 				return err
 			}
-			root, err := confine.Open(args[0], confine.Options{})
-			if err != nil {
-				return err
-			}
-			defer root.Close()
-			return g.withJournal(func(db *state.DB) error {
-				out, err := factsepisodes.Write(context.Background(), g.rewriter(db), root, "", args[1], content)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(g.Stdout, "wrote %s to %s%s\n", g.Size(int64(len(content))), args[1], mcpserver.JournalNote(out))
-				return nil
+			return g.editRoot(args[0], func(rw *rewrite.Rewriter, root *confine.Root) (string, rewrite.Outcome, error) {
+				out, err := factsepisodes.Write(context.Background(), rw, root, "", args[1], content)
+				return fmt.Sprintf("wrote %s to %s", g.Size(int64(len(content))), args[1]), out, err
 			})
 		},
 	}
@@ -152,18 +163,9 @@ A summary given here is kept by the daemon until the file's entries change.`,
 			if err != nil {
 				return err
 			}
-			root, err := confine.Open(args[0], confine.Options{})
-			if err != nil {
-				return err
-			}
-			defer root.Close()
-			return g.withJournal(func(db *state.DB) error {
-				out, err := factsepisodes.Append(context.Background(), g.rewriter(db), root, "", args[1], entry, summary)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(g.Stdout, "appended %s to %s%s\n", g.Size(int64(len(entry))), args[1], mcpserver.JournalNote(out))
-				return nil
+			return g.editRoot(args[0], func(rw *rewrite.Rewriter, root *confine.Root) (string, rewrite.Outcome, error) {
+				out, err := factsepisodes.Append(context.Background(), rw, root, "", args[1], entry, summary)
+				return fmt.Sprintf("appended %s to %s", g.Size(int64(len(entry))), args[1]), out, err
 			})
 		},
 	}
@@ -190,18 +192,9 @@ keeps its CRLF endings.`,
 			for i := range olds {
 				ps = append(ps, factsepisodes.Patch{Old: olds[i], New: news[i]})
 			}
-			root, err := confine.Open(args[0], confine.Options{})
-			if err != nil {
-				return err
-			}
-			defer root.Close()
-			return g.withJournal(func(db *state.DB) error {
-				n, out, err := factsepisodes.ApplyPatches(context.Background(), g.rewriter(db), root, "", args[1], ps)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(g.Stdout, "applied %d patch(es) to %s%s\n", n, args[1], mcpserver.JournalNote(out))
-				return nil
+			return g.editRoot(args[0], func(rw *rewrite.Rewriter, root *confine.Root) (string, rewrite.Outcome, error) {
+				n, out, err := factsepisodes.ApplyPatches(context.Background(), rw, root, "", args[1], ps)
+				return fmt.Sprintf("applied %d patch(es) to %s", n, args[1]), out, err
 			})
 		},
 	}
