@@ -29,6 +29,7 @@ import (
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/layout/registry"
+	"github.com/memwatch/memwatch/loglimit"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/recall/analysis"
@@ -93,7 +94,7 @@ type Daemon struct {
 	log *slog.Logger
 	// rawLog is the log under the limit, for the limit's own summaries.
 	rawLog   *slog.Logger
-	logLimit *logLimit
+	logLimit *loglimit.Limit
 	lock     *state.Lock
 	db       *state.DB
 	rw       *rewrite.Rewriter
@@ -177,7 +178,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	// Every part logs through the limit: no burst of events writes a line
 	// per file (loglimit.go).
 	raw := log
-	log, limit := newLogLimit(log)
+	log, limit := loglimit.New(log)
 	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), secrets: newSecretTally(), indexes: trustedIndexCache(filepath.Join(cfg.StateDir, IndexDir)),
 		shares: newShares(DefaultClientRequests, DefaultTotalRequests, DefaultShareWait, raw)}
 	d.health.wake = make(chan struct{}, 1)
@@ -871,7 +872,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 			}
 		case <-flush.C:
 			d.quota.Flush()
-			d.logLimit.flush(d.rawLog)
+			d.logLimit.Flush(d.rawLog)
 			if c, err := d.watch.Counts(ctx); err == nil {
 				d.metrics.watches.Set(float64(c.Watches))
 				d.metrics.roots.Set(float64(c.Roots))

@@ -1,4 +1,4 @@
-package daemon
+package loglimit
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 func TestLogLimit(t *testing.T) {
 	var buf bytes.Buffer
 	raw := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	log, limit := newLogLimit(raw)
+	log, limit := New(raw)
 	now := time.Now()
 	limit.now = func() time.Time { return now }
 	limit.since = now
@@ -30,12 +30,12 @@ func TestLogLimit(t *testing.T) {
 		t.Errorf("%d lines, want %d (5 per root and message, every debug line)", lines, want)
 	}
 	buf.Reset()
-	limit.flush(raw)
+	limit.Flush(raw)
 	if buf.Len() != 0 {
 		t.Errorf("flushed before the window ended: %s", buf.String())
 	}
 	now = now.Add(limitWindow)
-	limit.flush(raw)
+	limit.Flush(raw)
 	out := buf.String()
 	if strings.Count(out, "\n") != 2 || !strings.Contains(out, `like="session log gone" lines=9985 roots=3`) || !strings.Contains(out, `like="root removed" lines=9995 roots=1`) {
 		t.Errorf("the summaries:\n%s", out)

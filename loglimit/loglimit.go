@@ -1,4 +1,7 @@
-package daemon
+// Package loglimit bounds a daemon's repeated log lines: an agent that
+// deletes 200,000 logs, or swaps a directory for a symlink in a loop,
+// must not make the daemon write a line per file.
+package loglimit
 
 import (
 	"context"
@@ -7,10 +10,9 @@ import (
 	"time"
 )
 
-// An agent that deletes 200,000 logs, or swaps a directory for a symlink
-// in a loop, must not make the daemon write a line per file: the journal
-// and memwatch status keep every event, the log says what kind happened
-// and how often. logLimit bounds every repeated line at INFO and above.
+// The journal and memwatch status keep every event; the log says what
+// kind happened and how often. A Limit bounds every repeated line at
+// INFO and above.
 const (
 	// limitPerRoot lines of one message for one root (its "root"
 	// attribute) are written each limitWindow...
@@ -22,9 +24,9 @@ const (
 	maxLimitKeys = 10_000
 )
 
-// logLimit counts lines by message and root. Its state is shared by the
+// Limit counts lines by message and root. Its state is shared by the
 // handlers derived from it (With); safe for concurrent use.
-type logLimit struct {
+type Limit struct {
 	mu    sync.Mutex
 	since time.Time
 	byKey map[limitKey]*limitCount
@@ -40,16 +42,16 @@ type limitCount struct {
 }
 
 // limitHandler is a slog.Handler that writes through next what the
-// logLimit allows.
+// Limit allows.
 type limitHandler struct {
 	next  slog.Handler
-	limit *logLimit
+	limit *Limit
 	root  string // a "root" attribute given by With
 }
 
-// newLogLimit wraps log's handler.
-func newLogLimit(log *slog.Logger) (*slog.Logger, *logLimit) {
-	l := &logLimit{byKey: map[limitKey]*limitCount{}, byMsg: map[string]int{}, now: time.Now}
+// New wraps log's handler in a Limit.
+func New(log *slog.Logger) (*slog.Logger, *Limit) {
+	l := &Limit{byKey: map[limitKey]*limitCount{}, byMsg: map[string]int{}, now: time.Now}
 	l.since = l.now()
 	return slog.New(&limitHandler{next: log.Handler(), limit: l}), l
 }
@@ -94,7 +96,7 @@ func (h *limitHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 // allow counts a line and reports whether it is written.
-func (l *logLimit) allow(r slog.Record, root string) bool {
+func (l *Limit) allow(r slog.Record, root string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := limitKey{r.Message, root}
@@ -121,10 +123,10 @@ func (l *logLimit) allow(r slog.Record, root string) bool {
 	return false
 }
 
-// flush says, once limitWindow has passed since the window began, how many
+// Flush says, once limitWindow has passed since the window began, how many
 // lines of each message were left out in it (one line per message, through
 // raw, the handler under the limit), and starts a new window.
-func (l *logLimit) flush(raw *slog.Logger) {
+func (l *Limit) Flush(raw *slog.Logger) {
 	l.mu.Lock()
 	if l.now().Sub(l.since) < limitWindow {
 		l.mu.Unlock()
