@@ -81,7 +81,7 @@ type Stats struct {
 type RecallResponse struct {
 	Results []Result `json:"results"`
 	// Roots is how many roots were searched; Skipped how many the caller
-	// reaches beyond MaxRecallRoots.
+	// reaches beyond answer.MaxRoots.
 	Roots   int   `json:"roots"`
 	Skipped int   `json:"skipped,omitempty"`
 	Stats   Stats `json:"stats"`

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
@@ -97,5 +98,5 @@ func (d *Daemon) handleHostShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, path, _ := mirror.SplitHostPath(mirror.CitedPath(cite))
-	writeJSON(w, http.StatusOK, ShowResponse{Path: cite, Lines: Decode(lines, path, false)})
+	writeJSON(w, http.StatusOK, ShowResponse{Path: cite, Lines: answer.Decode(lines, path, false)})
 }

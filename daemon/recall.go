@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"strings"
 
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/scope"
-	"github.com/memwatch/memwatch/secrets"
-	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
 )
 
@@ -26,10 +24,6 @@ import (
 // it and served only if the directory opened is one the caller reaches,
 // with the spool's lines held for those very directories: exactly what
 // SO_PEERCRED allows, nothing of a root another user owns.
-
-// MaxRecallRoots bounds the roots one recall over the socket opens; a
-// caller with more names one (root=) or a store (store=).
-const MaxRecallRoots = 1000
 
 // RecallResponse is the body of GET /v1/recall.
 type RecallResponse = control.RecallResponse
@@ -61,7 +55,7 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 		}
 		fr, fdone := FleetRoots(d.cfg.StateDir, caller, host)
 		defer fdone()
-		if room := MaxRecallRoots - len(roots); len(fr) > room {
+		if room := answer.MaxRoots - len(roots); len(fr) > room {
 			res.Skipped += len(fr) - room
 			fr = fr[:room]
 		}
@@ -97,15 +91,15 @@ const watchSyncDir = "watch-sync"
 // per MiB).
 const indexCacheBytes = 32 << 20
 
-// recaller is the Recaller of the roots caller reaches: the roots the
+// recaller is the answer.Recaller of the roots caller reaches: the roots the
 // watcher found, opened as every job opens them.
-func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error) {
+func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*answer.Recaller, error) {
 	ids, err := d.watch.RootIDs(ctx)
 	if err != nil {
 		return nil, err
 	}
 	p := d.Policy()
-	x := &Recaller{Policy: p, Cache: &d.scopes,
+	x := &answer.Recaller{Policy: p, Cache: &d.scopes,
 		Open:    func(s *policy.Store, path string) (*confine.Root, error) { return d.openRoot(s, path) },
 		Reaches: caller.Reaches,
 		Options: func(o *recall.Options) {
@@ -135,61 +129,6 @@ func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*Recaller, error
 		}
 	}
 	return x, nil
-}
-
-// Decode gives each shown line its text as a person reads it: a log's
-// message as "role: text" (a line of a .jsonl file), a note's as it is;
-// its credentials masked in both its text and its data, unless reveal
-// (the owner asked for them: show --reveal).
-func Decode(lines []spool.Shown, rel string, reveal bool) []spool.Shown {
-	jsonl := strings.HasSuffix(rel, ".jsonl") || spool.IsRecordLog(rel)
-	for i := range lines {
-		l := &lines[i]
-		if l.Data == nil {
-			continue
-		}
-		l.Text = textOf(l.Data, jsonl)
-		if !reveal {
-			l.Text = secrets.Masked(l.Text)
-			if m, n := secrets.Default().Mask(string(l.Data)); n > 0 {
-				l.Data = []byte(m)
-			}
-		}
-	}
-	return lines
-}
-
-// textOf is a shown line's text: a log's message as "role: text", a
-// note's line as it is.
-func textOf(data []byte, jsonl bool) string {
-	if !jsonl {
-		return strings.ToValidUTF8(string(data), "\uFFFD")
-	}
-	m := session.Decode(data)
-	switch {
-	case m.Raw:
-		return strings.ToValidUTF8(string(data), "\uFFFD")
-	case m.Meta:
-		return "meta: " + strings.ToValidUTF8(string(data), "\uFFFD")
-	}
-	return m.Role + ": " + m.Text
-}
-
-// ShowIn returns the lines citation c names in root: a log's from the
-// spool (sp; nil: none readable) or its live file, a note's from the file
-// as it is (a compressed archive decompressed).
-func ShowIn(ctx context.Context, sp *spool.Spool, root *confine.Root, c spool.Citation) ([]spool.Shown, error) {
-	err := fmt.Errorf("%s in %s: %w", c.Path, root.Path(), spool.ErrUnknownLog)
-	var lines []spool.Shown
-	if sp != nil {
-		lines, err = sp.Show(ctx, root, c)
-	}
-	if errors.Is(err, spool.ErrUnknownLog) {
-		if file, ok, ferr := spool.ShowFile(ctx, root, c); ok {
-			return file, ferr
-		}
-	}
-	return lines, err
 }
 
 // ShowResponse is the body of GET /v1/show.
@@ -240,7 +179,7 @@ func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer root.Close()
-	lines, err := ShowIn(r.Context(), d.spool, root, c)
+	lines, err := answer.ShowIn(r.Context(), d.spool, root, c)
 	switch {
 	case errors.Is(err, spool.ErrUnknownLog), errors.Is(err, spool.ErrNoSuchLine):
 		writeErr(w, http.StatusNotFound, err)
@@ -250,6 +189,6 @@ func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 		// The values themselves only to their owner, asking (show --reveal):
 		// a user on the socket, or root; never a token, the page or MCP.
 		reveal := q.Get("reveal") == "1" && CallerOf(r.Context()).Owner()
-		writeJSON(w, http.StatusOK, ShowResponse{Root: root.Path(), Path: c.Path, Lines: Decode(lines, c.Path, reveal)})
+		writeJSON(w, http.StatusOK, ShowResponse{Root: root.Path(), Path: c.Path, Lines: answer.Decode(lines, c.Path, reveal)})
 	}
 }

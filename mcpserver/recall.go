@@ -12,6 +12,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
@@ -61,7 +62,7 @@ func (b *builder) addRecall() {
 	if !b.serves(searchable) {
 		return
 	}
-	labels := append([]any{"all"}, anys(daemon.Labels(b.policy))...)
+	labels := append([]any{"all"}, anys(answer.Labels(b.policy))...)
 	in, err := jsonschema.For[recallArgs](nil)
 	if err != nil {
 		panic(err)
@@ -102,11 +103,11 @@ func (b *builder) addRecall() {
 		})
 }
 
-// recaller is a daemon.Recaller over the roots the session's client
+// recaller is a answer.Recaller over the roots the session's client
 // reaches.
-func (b *builder) recaller(ctx context.Context) *daemon.Recaller {
+func (b *builder) recaller(ctx context.Context) *answer.Recaller {
 	cfg := b.s.cfg
-	x := &daemon.Recaller{Policy: b.policy, Cache: &b.s.scopes, Reaches: b.access.reaches,
+	x := &answer.Recaller{Policy: b.policy, Cache: &b.s.scopes, Reaches: b.access.reaches,
 		Open: func(st *policy.Store, path string) (*confine.Root, error) { return b.openRoot(st, path, nil) },
 		Options: func(o *recall.Options) {
 			o.Index = cfg.Index
@@ -227,7 +228,7 @@ func (b *builder) show(ctx context.Context, a showArgs) (string, error) {
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s (%s)\n", filepath.Join(path, cited.Path), fmt.Sprintf("lines %d to %d; the cited ones marked >", cited.From, cited.To))
-	for _, l := range daemon.Decode(lines, cited.Path, false) {
+	for _, l := range answer.Decode(lines, cited.Path, false) {
 		mark := " "
 		if l.Line >= cited.From && l.Line <= cited.To {
 			mark = ">"
@@ -253,7 +254,7 @@ func candidatesOf(st *policy.Store, p string) []string {
 }
 
 // ShownText is a shown line as a person or an agent reads it (its Text,
-// daemon.Decode's), or why it has none.
+// answer.Decode's), or why it has none.
 func ShownText(l spool.Shown) string {
 	switch l.Source {
 	case "pruned":

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/control"
-	"github.com/memwatch/memwatch/daemon"
 )
 
 // Completion that knows the policy (memwatch __complete, which the shells'
@@ -65,6 +65,6 @@ func completeRecords(g *globals) cobra.CompletionFunc {
 func completeScope(g *globals) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		p, _ := g.readPolicy()
-		return append([]cobra.Completion{"all"}, daemon.Labels(p)...), cobra.ShellCompDirectiveNoFileComp
+		return append([]cobra.Completion{"all"}, answer.Labels(p)...), cobra.ShellCompDirectiveNoFileComp
 	}
 }

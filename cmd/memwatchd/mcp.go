@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
@@ -105,11 +106,11 @@ Add it to Claude Code with
 				cfg.Generation = func(ctx context.Context) func(*confine.Root, string) int64 { return sp.Gens(ctx).Of }
 				cfg.Held = sp.SearchHeld
 				cfg.Show = func(ctx context.Context, root *confine.Root, c spool.Citation) ([]spool.Shown, error) {
-					return daemon.ShowIn(ctx, sp, root, c)
+					return answer.ShowIn(ctx, sp, root, c)
 				}
 			} else {
 				cfg.Show = func(ctx context.Context, root *confine.Root, c spool.Citation) ([]spool.Shown, error) {
-					return daemon.ShowIn(ctx, nil, root, c)
+					return answer.ShowIn(ctx, nil, root, c)
 				}
 			}
 			srv, err := mcpserver.New(cfg, log)

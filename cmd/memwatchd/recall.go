@@ -4,6 +4,7 @@ import (
 	"context"
 	"syscall"
 
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
@@ -17,7 +18,7 @@ import (
 
 // answerRecall has the daemon of the policy answer req when it runs (its
 // warm index, within what this user may read), else searches here, as
-// this user: the same daemon.Recaller either way.
+// this user: the same answer.Recaller either way.
 func (g *globals) AnswerRecall(ctx context.Context, req control.RecallRequest) (control.RecallResponse, error) {
 	p, err := g.readPolicy()
 	if err != nil {
@@ -27,7 +28,7 @@ func (g *globals) AnswerRecall(ctx context.Context, req control.RecallRequest) (
 	if res, ok, err := cli.AskRecall(ctx, g.control(p, stateDir), req); ok {
 		return res, err
 	}
-	x := &daemon.Recaller{Policy: p, Plain: true, Cache: &scope.Cache{}}
+	x := &answer.Recaller{Policy: p, Plain: true, Cache: &scope.Cache{}}
 	if x.Policy == nil {
 		x.Policy = &policy.Policy{}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
@@ -72,7 +73,7 @@ failure, 2 usage or policy error.`,
 			tools, err := mcpserver.New(mcpserver.Config{Policy: d.Policy, Version: version, Rewriter: d.Rewriter(), Undo: d.Undo,
 				Index: filepath.Join(stateDir, daemon.IndexDir), Generation: d.Generation, Held: d.Held, Versions: d.Versions, VersionContent: d.VersionContent, StateDir: fleetState(p, stateDir),
 				Show: func(ctx context.Context, root *confine.Root, c spool.Citation) ([]spool.Shown, error) {
-					return daemon.ShowIn(ctx, d.Spool(), root, c)
+					return answer.ShowIn(ctx, d.Spool(), root, c)
 				}}, log)
 			if err != nil {
 				d.Close()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
@@ -124,7 +125,7 @@ func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Sp
 		if err != nil {
 			return nil, fmt.Errorf("secrets --dir %s: %w", dir, err)
 		}
-		srcs := daemon.DefaultSources
+		srcs := answer.DefaultSources
 		for _, s := range p.Stores {
 			if s.MatchesRoot(root.Path()) {
 				if ss, ok := daemon.SearchSources(s); ok {

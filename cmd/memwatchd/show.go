@@ -11,10 +11,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/markdown"
 	"github.com/memwatch/memwatch/policy"
@@ -81,7 +81,7 @@ func (g *globals) showLocal(ctx context.Context, p *policy.Policy, stateDir, dir
 			}
 			lines, err := g.showIn(ctx, p, stateDir, d, cc, cc.Path+suffix, pass == 1)
 			if err == nil {
-				return daemon.Decode(lines, cc.Path, g.Reveal), nil
+				return answer.Decode(lines, cc.Path, g.Reveal), nil
 			}
 			if errors.Is(err, spool.ErrNoSuchLine) {
 				return nil, fmt.Errorf("show %s: %w", arg, err)
@@ -143,7 +143,7 @@ func showHost(ctx context.Context, p *policy.Policy, stateDir, cite string) (hos
 	lines, host, ok, err = mirror.Show(ctx, stateDir, cite)
 	if ok && err == nil {
 		_, path, _ := mirror.SplitHostPath(mirror.CitedPath(cite))
-		lines = daemon.Decode(lines, path, false) // a host's copy: never revealed off the host
+		lines = answer.Decode(lines, path, false) // a host's copy: never revealed off the host
 	}
 	return host, lines, ok, err
 }
@@ -201,7 +201,7 @@ func (g *globals) ShowArchive(path string, raw bool, p cli.Paint) error {
 	for i, l := range markdown.Lines(b) {
 		lines = append(lines, spool.Shown{Line: int64(i + 1), Data: []byte(strings.TrimRight(l, "\r\n")), Source: "live"})
 	}
-	cli.PrintShown(g.Globals, path, "the file", daemon.Decode(lines, rel, g.Reveal), raw, p)
+	cli.PrintShown(g.Globals, path, "the file", answer.Decode(lines, rel, g.Reveal), raw, p)
 	return nil
 }
 

@@ -1,4 +1,9 @@
-package daemon
+// Package answer answers recall and show for one caller over a policy's
+// roots: the daemon's /v1/recall, /v1/show and MCP tools (reaching what
+// the socket's peer reaches) and memwatchd with no daemon (reaching what
+// the kernel lets its user read) ask it alike, so the answer is the same
+// whoever asks.
+package answer
 
 import (
 	"context"
@@ -18,6 +23,10 @@ import (
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/scope"
 )
+
+// MaxRoots bounds the roots one recall opens; a caller with more names
+// one (root=) or a store (store=).
+const MaxRoots = 1000
 
 // Recaller answers a recall request over a policy's roots. The daemon's
 // /v1/recall and its MCP tools use one (reaching what the socket's peer
@@ -42,7 +51,7 @@ type Recaller struct {
 	// Search fills in the options every search shares (the index, the
 	// spool's generations and held lines); may be nil.
 	Options func(*recall.Options)
-	// MaxRoots bounds the roots one search opens (0: MaxRecallRoots).
+	// MaxRoots bounds the roots one search opens (0: MaxRoots).
 	MaxRoots int
 }
 
@@ -163,7 +172,7 @@ func (x *Recaller) Resolve(ctx context.Context, req control.RecallRequest) (root
 	}
 	maxRoots := x.MaxRoots
 	if maxRoots <= 0 {
-		maxRoots = MaxRecallRoots
+		maxRoots = MaxRoots
 	}
 	var want []scope.Root
 	under := ""
