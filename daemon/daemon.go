@@ -34,6 +34,7 @@ import (
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/recall/analysis"
 	"github.com/memwatch/memwatch/replica"
+	"github.com/memwatch/memwatch/restore"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/schedule"
 	"github.com/memwatch/memwatch/scope"
@@ -561,7 +562,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 		}
 		return jobs.Result{}, again
 	}
-	if j.Rule == RuleRestoreVersion {
+	if j.Rule == restore.Rule {
 		return d.restoreDeletedJob(ctx, rt, root, j.Target)
 	}
 	run := d.restore

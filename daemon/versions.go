@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/memwatch/memwatch/layout"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/restore"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/versions"
@@ -32,10 +32,6 @@ import (
 // the spool) nor memwatch's own archives. A deletion or a large shrink by
 // the agent is logged at WARN, counted, listed by memwatch status, and
 // with restore_deleted in the policy a deleted file is put back at once.
-
-// RuleRestoreVersion journals a version of a file put back by memwatch
-// restore (or by restore_deleted).
-const RuleRestoreVersion = "restore-version"
 
 // Loss is a deletion or a large shrink an agent made to a memory file.
 type Loss = control.Loss
@@ -193,7 +189,7 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 	d.metrics.losses.WithLabelValues(rt.store.Name, loss.Kind).Inc()
 	if loss.Kind == "deleted" && rt.store.RestoreDeleted {
 		// A job in the root's slot: the background queue never waits for one.
-		d.engine.Submit(jobs.Job{Store: rt.store.Name, Root: root.Path(), Rule: RuleRestoreVersion, Target: rel, Reason: jobs.ReasonRestoreDeleted})
+		d.engine.Submit(jobs.Job{Store: rt.store.Name, Root: root.Path(), Rule: restore.Rule, Target: rel, Reason: jobs.ReasonRestoreDeleted})
 		loss.Restored = true
 	}
 	d.losses.add(loss)
@@ -239,7 +235,7 @@ func (d *Daemon) restoreDeletedJob(ctx context.Context, rt *storeRT, root *confi
 			last = v.N
 		}
 	}
-	res, err := RestoreVersion(ctx, d.rw, d.versions, root, rt.store.Name, RestoreRequest{Path: rel, Version: last})
+	res, err := restore.Version(ctx, d.rw, d.versions, root, rt.store.Name, restore.Request{Path: rel, Version: last})
 	if err != nil {
 		d.log.Error("put back a memory file an agent deleted", "root", root.Path(), "path", rel, "err", err)
 		return jobs.Result{}, layout.Retryable(err)
@@ -248,35 +244,17 @@ func (d *Daemon) restoreDeletedJob(ctx context.Context, rt *storeRT, root *confi
 	return jobs.Result{Changed: res.Outcome == state.Done}, nil
 }
 
-// RestoreRequest asks to put a version of a file back.
-type RestoreRequest struct {
-	Root    string    `json:"root"`
-	Path    string    `json:"path"`
-	Version int64     `json:"version,omitempty"` // or
-	At      time.Time `json:"at,omitempty"`      // the version of that time
-}
-
-// RestoreResult says what a restore did.
-type RestoreResult struct {
-	Root    string `json:"root"`
-	Path    string `json:"path"`
-	Version int64  `json:"version"`
-	Outcome string `json:"outcome"`
-	Journal int64  `json:"journal,omitempty"`
-	Bytes   int    `json:"bytes"`
-}
-
 // RestoreVersion puts a version of a memory file back through the safe
 // rewrite, in the root's job slot (journaled, itself undoable: the content
 // it replaces is archived). The root is opened in the slot, as a job opens
 // it; with dir set (a request's root, checked for its caller) it must be
 // that very directory still.
-func (d *Daemon) RestoreVersion(ctx context.Context, req RestoreRequest, dir *confine.ID) (RestoreResult, error) {
+func (d *Daemon) RestoreVersion(ctx context.Context, req restore.Request, dir *confine.ID) (restore.Result, error) {
 	rt, _ := d.storeFor(req.Root)
 	if rt == nil {
-		return RestoreResult{}, fmt.Errorf("restore %s: %s is %w", req.Path, req.Root, control.ErrNotARoot)
+		return restore.Result{}, fmt.Errorf("restore %s: %s is %w", req.Path, req.Root, control.ErrNotARoot)
 	}
-	var res RestoreResult
+	var res restore.Result
 	err := d.engine.Exclusive(ctx, rt.store.Name, req.Root, "restore a version", func(ctx context.Context) error {
 		root, err := d.openRoot(rt.store, req.Root)
 		if err != nil {
@@ -286,118 +264,17 @@ func (d *Daemon) RestoreVersion(ctx context.Context, req RestoreRequest, dir *co
 		if dir != nil && root.ID() != *dir {
 			return fmt.Errorf("restore %s: %s: %w (it was replaced while the request waited)", req.Path, req.Root, rewrite.ErrRootReplaced)
 		}
-		res, err = RestoreVersion(ctx, d.rw, d.versions, root, rt.store.Name, req)
+		res, err = restore.Version(ctx, d.rw, d.versions, root, rt.store.Name, req)
 		return err
 	})
 	return res, err
 }
 
-// RestoreVersion is the restore itself, for the daemon and for the CLI
-// when no daemon runs. Only a version captured from root's very directory
-// is written, and into it: versions of another directory that had the
-// path are refused, saying so. The file gets the version's mode (a
-// version older than recorded modes: the root's default) and the root's
-// owner.
-func RestoreVersion(ctx context.Context, rw *rewrite.Rewriter, vs *versions.Store, root *confine.Root, store string, req RestoreRequest) (RestoreResult, error) {
-	rel, err := root.Rel(req.Path)
-	if err != nil {
-		return RestoreResult{}, err
-	}
-	n := req.Version
-	if n == 0 {
-		v, err := vs.At(ctx, root.ID(), rel, req.At)
-		if err != nil {
-			return RestoreResult{}, elsewhere(ctx, vs, root, rel, err)
-		}
-		n = v.N
-	}
-	v, data, err := vs.Get(ctx, root.ID(), rel, n)
-	if err != nil {
-		return RestoreResult{}, elsewhere(ctx, vs, root, rel, err)
-	}
-	if v.Deleted() {
-		return RestoreResult{}, fmt.Errorf("restore %s@%d: that version is the file's deletion; give the version before it", rel, n)
-	}
-	rec := &state.Record{Store: store, Rule: RuleRestoreVersion, Reason: fmt.Sprintf("put back version %d of %s (%s, %d bytes)", n, rel, v.Time.Format(time.RFC3339), v.Size)}
-	out, err := rw.Apply(ctx, rewrite.Request{Root: root, Target: rel, AllowCreate: true, Mode: v.Mode, Archive: "", Compute: func(_ context.Context, old []byte) ([]byte, error) {
-		if old != nil && string(old) == string(data) {
-			return nil, rewrite.ErrUnchanged
-		}
-		return data, nil
-	}}, rec)
-	if err != nil {
-		return RestoreResult{}, fmt.Errorf("restore %s@%d: %w", rel, n, err)
-	}
-	return RestoreResult{Root: root.Path(), Path: rel, Version: n, Outcome: out.Status, Journal: out.Record, Bytes: len(data)}, nil
-}
-
-// ErrOtherDirectory means a file has versions under its path, but they
-// were captured from another directory than the one there now (the path
-// was swapped for a symbolic link, or the directory was replaced):
-// memwatch neither shows them for it nor writes them into it.
-var ErrOtherDirectory = errors.New("its versions were captured from another directory that had this path")
-
-// elsewhere turns "no such version" for root/rel into ErrOtherDirectory
-// when versions of that path were captured from another directory.
-func elsewhere(ctx context.Context, vs *versions.Store, root *confine.Root, rel string, err error) error {
-	if !errors.Is(err, versions.ErrNoVersion) {
-		return err
-	}
-	if ids, lerr := vs.Elsewhere(ctx, root.ID(), rel); lerr == nil && len(ids) > 0 {
-		return fmt.Errorf("%s in %s: %w (the directory there now is %d:%d; memwatch keeps the old one's versions and serves them for no other)", rel, root.Path(), ErrOtherDirectory, root.ID().Dev, root.ID().Ino)
-	}
-	return err
-}
-
-// LostVersions lists, for each memory file of root that req selects, the
-// version to put back: with Missing, each file with versions that is not
-// on disk, as its newest version that is no deletion (restore --missing,
-// after a state restore on a new host, say); else each file an agent
-// deleted since req.Since, as it was before (restore --deleted). Only
-// versions captured from root's very directory count.
-func LostVersions(ctx context.Context, vs *versions.Store, root *confine.Root, req RestoreLostRequest) ([]versions.Version, error) {
-	var out []versions.Version
-	if !req.Missing {
-		dels, err := vs.DeletedSince(ctx, root.ID(), req.Since)
-		for _, dl := range dels {
-			out = append(out, dl[1])
-		}
-		return out, err
-	}
-	files, err := vs.Files(ctx, root.ID())
-	if err != nil {
-		return nil, err
-	}
-	if len(files) == 0 {
-		// None from this directory: say so when its path had some from
-		// another (a directory swapped or replaced since).
-		if ids, err := vs.Elsewhere(ctx, root.ID(), ""); err == nil && len(ids) > 0 {
-			return nil, fmt.Errorf("%s: %w (the directory there now is %d:%d; memwatch keeps the old one's versions and writes them into no other)", root.Path(), ErrOtherDirectory, root.ID().Dev, root.ID().Ino)
-		}
-	}
-	for _, rel := range files {
-		if _, err := root.Lstat(rel); !errors.Is(err, fs.ErrNotExist) {
-			continue // on disk (or not ours to tell)
-		}
-		list, err := vs.List(ctx, root.ID(), rel)
-		if err != nil {
-			return nil, err
-		}
-		for i := len(list) - 1; i >= 0; i-- {
-			if !list[i].Deleted() {
-				out = append(out, list[i])
-				break
-			}
-		}
-	}
-	return out, nil
-}
-
 // RestoreLost writes back the memory files of a root that req selects
-// (LostVersions), each through the safe rewrite, owned by the root's
+// (restore.Lost), each through the safe rewrite, owned by the root's
 // owner, journaled; with dir set (a request's root), only into that very
 // directory.
-func (d *Daemon) RestoreLost(ctx context.Context, req RestoreLostRequest, dir *confine.ID) ([]RestoreResult, error) {
+func (d *Daemon) RestoreLost(ctx context.Context, req restore.LostRequest, dir *confine.ID) ([]restore.Result, error) {
 	rt, _ := d.storeFor(req.Root)
 	if rt == nil {
 		return nil, fmt.Errorf("restore: %s is %w", req.Root, control.ErrNotARoot)
@@ -407,7 +284,7 @@ func (d *Daemon) RestoreLost(ctx context.Context, req RestoreLostRequest, dir *c
 		return nil, err
 	}
 	id := root.ID()
-	lost, err := LostVersions(ctx, d.versions, root, req)
+	lost, err := restore.Lost(ctx, d.versions, root, req)
 	root.Close()
 	if err != nil {
 		return nil, err
@@ -415,9 +292,9 @@ func (d *Daemon) RestoreLost(ctx context.Context, req RestoreLostRequest, dir *c
 	if dir != nil && id != *dir {
 		return nil, fmt.Errorf("restore: %s: %w (it was replaced while the request waited)", req.Root, rewrite.ErrRootReplaced)
 	}
-	out := []RestoreResult{}
+	out := []restore.Result{}
 	for _, v := range lost {
-		res, err := d.RestoreVersion(ctx, RestoreRequest{Root: req.Root, Path: v.Path, Version: v.N}, &id)
+		res, err := d.RestoreVersion(ctx, restore.Request{Root: req.Root, Path: v.Path, Version: v.N}, &id)
 		if err != nil {
 			return out, err
 		}
@@ -515,9 +392,9 @@ func (d *Daemon) handleVersionContent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, data, err := d.versions.Get(r.Context(), root.ID(), rel, n)
-	err = elsewhere(r.Context(), d.versions, root, rel, err)
+	err = restore.Elsewhere(r.Context(), d.versions, root, rel, err)
 	switch {
-	case errors.Is(err, versions.ErrNoVersion), errors.Is(err, ErrOtherDirectory):
+	case errors.Is(err, versions.ErrNoVersion), errors.Is(err, restore.ErrOtherDirectory):
 		writeErr(w, http.StatusNotFound, err)
 	case err != nil:
 		writeErr(w, http.StatusInternalServerError, err)
@@ -542,7 +419,7 @@ func (d *Daemon) mayRestore(w http.ResponseWriter, s *policy.Store) bool {
 }
 
 func (d *Daemon) handleRestoreVersion(w http.ResponseWriter, r *http.Request) {
-	var req RestoreRequest
+	var req restore.Request
 	if err := d.decodeBody(w, r, &req); err != nil {
 		writeErr(w, http.StatusBadRequest, err)
 		return
@@ -556,9 +433,9 @@ func (d *Daemon) handleRestoreVersion(w http.ResponseWriter, r *http.Request) {
 	if !d.mayRestore(w, s) {
 		return
 	}
-	res, err := d.RestoreVersion(r.Context(), RestoreRequest{Root: id.Path, Path: rel, Version: req.Version, At: req.At}, &id)
+	res, err := d.RestoreVersion(r.Context(), restore.Request{Root: id.Path, Path: rel, Version: req.Version, At: req.At}, &id)
 	switch {
-	case errors.Is(err, versions.ErrNoVersion), errors.Is(err, ErrOtherDirectory):
+	case errors.Is(err, versions.ErrNoVersion), errors.Is(err, restore.ErrOtherDirectory):
 		writeErr(w, http.StatusNotFound, err)
 	case err != nil:
 		writeErr(w, http.StatusUnprocessableEntity, err)
@@ -567,17 +444,8 @@ func (d *Daemon) handleRestoreVersion(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// RestoreLostRequest is the body of POST /v1/versions/restore-deleted:
-// the files of Root an agent deleted since Since, or with Missing every
-// file of it with versions that is not on disk.
-type RestoreLostRequest struct {
-	Root    string    `json:"root"`
-	Since   time.Time `json:"since"`
-	Missing bool      `json:"missing,omitempty"`
-}
-
 func (d *Daemon) handleRestoreLost(w http.ResponseWriter, r *http.Request) {
-	var req RestoreLostRequest
+	var req restore.LostRequest
 	if err := d.decodeBody(w, r, &req); err != nil {
 		writeErr(w, http.StatusBadRequest, err)
 		return
@@ -608,5 +476,5 @@ func (d *Daemon) Versions(ctx context.Context, root *confine.Root, rel string) (
 // VersionContent returns version n of root/rel.
 func (d *Daemon) VersionContent(ctx context.Context, root *confine.Root, rel string, n int64) ([]byte, error) {
 	_, data, err := d.versions.Get(ctx, root.ID(), rel, n)
-	return data, elsewhere(ctx, d.versions, root, rel, err)
+	return data, restore.Elsewhere(ctx, d.versions, root, rel, err)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/restore"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -118,10 +119,10 @@ func (s *Server) restoreVersion(w http.ResponseWriter, r *http.Request) {
 	root = opened.Path()
 	opened.Close()
 	back := fmt.Sprintf("%sversions?root=%s&path=%s", s.cfg.Prefix, url.QueryEscape(root), url.QueryEscape(rel))
-	var res daemon.RestoreResult
+	var res restore.Result
 	err = ErrNoDaemon
 	if s.cfg.API != nil {
-		err = s.cfg.API(ctx, http.MethodPost, "/v1/versions/restore", daemon.RestoreRequest{Path: filepath.Join(root, rel), Version: n}, &res)
+		err = s.cfg.API(ctx, http.MethodPost, "/v1/versions/restore", restore.Request{Path: filepath.Join(root, rel), Version: n}, &res)
 	}
 	if errors.Is(err, ErrNoDaemon) {
 		err = fmt.Errorf("no daemon runs to restore it: start it, or run memwatch restore %s@%d", filepath.Join(root, rel), n)

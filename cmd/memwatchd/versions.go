@@ -20,6 +20,7 @@ import (
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/restore"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/versions"
@@ -104,14 +105,14 @@ the daemon running it goes through it; otherwise it runs here, as undo does.`,
 				if err != nil {
 					return err
 				}
-				return g.restoreLost(cmd.Context(), daemon.RestoreLostRequest{Root: root, Missing: true})
+				return g.restoreLost(cmd.Context(), restore.LostRequest{Root: root, Missing: true})
 			}
 			if deleted != "" {
 				root, err := filepath.Abs(deleted)
 				if err != nil {
 					return err
 				}
-				return g.restoreLost(cmd.Context(), daemon.RestoreLostRequest{Root: root, Since: time.Now().Add(-since)})
+				return g.restoreLost(cmd.Context(), restore.LostRequest{Root: root, Since: time.Now().Add(-since)})
 			}
 			path, n, at, err := parseVersionRef(args[0], time.Now())
 			if err != nil {
@@ -120,7 +121,7 @@ the daemon running it goes through it; otherwise it runs here, as undo does.`,
 			if n == 0 && at.IsZero() {
 				return cli.UsageError{Err: fmt.Errorf("restore: say which version, PATH@N or PATH@TIME (memwatch versions %s lists them)", path)}
 			}
-			res, err := g.restoreVersion(cmd.Context(), daemon.RestoreRequest{Path: path, Version: n, At: at})
+			res, err := g.restoreVersion(cmd.Context(), restore.Request{Path: path, Version: n, At: at})
 			if err != nil {
 				return err
 			}
@@ -134,7 +135,7 @@ the daemon running it goes through it; otherwise it runs here, as undo does.`,
 	return cmd
 }
 
-func printRestore(g *globals, r daemon.RestoreResult) {
+func printRestore(g *globals, r restore.Result) {
 	if r.Outcome == state.Done {
 		fmt.Fprintf(g.Stdout, "restored %s to version %d (%s, journal %d; memwatch undo %d takes it back)\n", filepath.Join(r.Root, r.Path), r.Version, g.Size(int64(r.Bytes)), r.Journal, r.Journal)
 		return
@@ -313,12 +314,12 @@ func (s *versionSource) content(ctx context.Context, path string, n int64) ([]by
 
 // restoreVersion goes through the daemon, or runs here under the state
 // lock when none runs.
-func (g *globals) restoreVersion(ctx context.Context, req daemon.RestoreRequest) (daemon.RestoreResult, error) {
+func (g *globals) restoreVersion(ctx context.Context, req restore.Request) (restore.Result, error) {
 	ctl, p, dir, err := g.controlFor()
 	if err != nil {
-		return daemon.RestoreResult{}, err
+		return restore.Result{}, err
 	}
-	var res daemon.RestoreResult
+	var res restore.Result
 	err = ctl.Restore(ctx, req, &res)
 	if !errors.Is(err, control.ErrNoDaemon) {
 		return res, err
@@ -330,7 +331,7 @@ func (g *globals) restoreVersion(ctx context.Context, req daemon.RestoreRequest)
 		}
 		defer r.Close()
 		vs.Bind(ctx, r.ID()) // what a restored state holds for this path and owner
-		res, err = daemon.RestoreVersion(ctx, rw, vs, r, s.Name, req)
+		res, err = restore.Version(ctx, rw, vs, r, s.Name, req)
 		return err
 	})
 	return res, err
@@ -339,12 +340,12 @@ func (g *globals) restoreVersion(ctx context.Context, req daemon.RestoreRequest)
 // restoreLost puts back the files of a root that req selects (restore
 // --deleted, restore --missing): through the daemon when one runs, else
 // here, the same way.
-func (g *globals) restoreLost(ctx context.Context, req daemon.RestoreLostRequest) error {
+func (g *globals) restoreLost(ctx context.Context, req restore.LostRequest) error {
 	ctl, p, dir, err := g.controlFor()
 	if err != nil {
 		return err
 	}
-	var res []daemon.RestoreResult
+	var res []restore.Result
 	err = ctl.RestoreDeleted(ctx, req, &res)
 	if errors.Is(err, control.ErrNoDaemon) {
 		err = offlineVersions(dir, p, req.Root, func(rw *rewrite.Rewriter, vs *versions.Store, s *policy.Store, rootPath string) error {
@@ -354,12 +355,12 @@ func (g *globals) restoreLost(ctx context.Context, req daemon.RestoreLostRequest
 			}
 			defer r.Close()
 			vs.Bind(ctx, r.ID()) // what a restored state holds for this path and owner
-			lost, err := daemon.LostVersions(ctx, vs, r, req)
+			lost, err := restore.Lost(ctx, vs, r, req)
 			if err != nil {
 				return err
 			}
 			for _, v := range lost {
-				one, err := daemon.RestoreVersion(ctx, rw, vs, r, s.Name, daemon.RestoreRequest{Path: filepath.Join(rootPath, v.Path), Version: v.N})
+				one, err := restore.Version(ctx, rw, vs, r, s.Name, restore.Request{Path: filepath.Join(rootPath, v.Path), Version: v.N})
 				if err != nil {
 					return err
 				}
