@@ -172,7 +172,7 @@ func (d *Daemon) countCatchUp(ctx context.Context, roots map[string][]confine.ID
 			if ctx.Err() != nil {
 				return
 			}
-			root, err := OpenRoot(rt.store, id.Path)
+			root, err := rt.store.OpenRoot(id.Path)
 			if err != nil {
 				continue
 			}

@@ -52,7 +52,7 @@ func (d *Daemon) Compact(ctx context.Context, req CompactRequest) (CompactResult
 	if rt == nil {
 		return CompactResult{}, fmt.Errorf("compact %s: no store root contains it; roots come from the policy's paths globs", path)
 	}
-	root, err := OpenRoot(rt.store, rootPath)
+	root, err := rt.store.OpenRoot(rootPath)
 	if err != nil {
 		return CompactResult{}, fmt.Errorf("compact: %w", err)
 	}

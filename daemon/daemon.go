@@ -414,31 +414,13 @@ func (d *Daemon) onRefuse(store, path string, err error) {
 	}
 }
 
-// OpenRoot opens a root of a store with the store's checks (the static
-// prefix of its globs, its size bound, its user): what a job, an index task
-// or a memory tool sees of the root.
-func OpenRoot(s *policy.Store, path string) (*confine.Root, error) {
-	o := confine.Options{Within: s.Within(), MaxFileSize: int64(s.MaxFileSize)}
-	if s.User != "" {
-		id, err := confine.LookupIdentity(s.User, s.Group)
-		if err != nil {
-			return nil, fmt.Errorf("store %s: user %s: %w", s.Name, s.User, err)
-		}
-		o.Owner = &id
-	}
-	if s.Layout == "app-records" {
-		return confine.OpenFile(path, o)
-	}
-	return confine.Open(path, o)
-}
-
-// openRoot opens a root of store s (OpenRoot) for the daemon's own work
-// and requests, and gives its ID what the spool and the versions hold for
-// it unbound (a state restored from a replica, or kept before roots had
-// IDs: see spool.Spool.Bind), so what is asked right after a restore finds
-// it.
+// openRoot opens a root of store s (policy.Store.OpenRoot) for the
+// daemon's own work and requests, and gives its ID what the spool and the
+// versions hold for it unbound (a state restored from a replica, or kept
+// before roots had IDs: see spool.Spool.Bind), so what is asked right
+// after a restore finds it.
 func (d *Daemon) openRoot(s *policy.Store, path string) (*confine.Root, error) {
-	root, err := OpenRoot(s, path)
+	root, err := s.OpenRoot(path)
 	if err != nil {
 		return nil, err
 	}
@@ -459,7 +441,7 @@ func RootOpener(policy func() *policy.Policy) func(path string) (*confine.Root, 
 		}
 		for _, s := range p.Stores {
 			if s.MatchesRoot(path) {
-				return OpenRoot(s, path)
+				return s.OpenRoot(path)
 			}
 		}
 		return nil, fmt.Errorf("%s is no longer a root of any store of the policy; memwatch leaves it alone", path)
@@ -938,7 +920,7 @@ func (d *Daemon) cleanTemp(ctx context.Context) {
 }
 
 func (d *Daemon) cleanRootTemp(ctx context.Context, s *policy.Store, r string) {
-	root, err := OpenRoot(s, r)
+	root, err := s.OpenRoot(r)
 	if err != nil {
 		return // the watcher reports refused roots
 	}

@@ -49,7 +49,7 @@ func Prune(ctx context.Context, db *state.DB, p *policy.Policy, store string, no
 			continue
 		}
 		for _, path := range s.Roots() {
-			root, err := OpenRoot(s, path)
+			root, err := s.OpenRoot(path)
 			if err != nil {
 				continue
 			}
@@ -128,7 +128,7 @@ func (d *Daemon) archivesHeld(ctx context.Context, stores []*policy.Store, roots
 	for _, s := range stores {
 		var h held
 		for _, path := range roots[s.Name] {
-			root, err := OpenRoot(s, path)
+			root, err := s.OpenRoot(path)
 			if err != nil {
 				continue
 			}

@@ -384,7 +384,7 @@ func (b *builder) find(p *policy.Policy, root string) (*policy.Store, confine.ID
 // want, the very directory the session found (want's device and inode):
 // the decision is made on what was opened, never on a path looked up again.
 func (b *builder) openRoot(st *policy.Store, path string, want *confine.ID) (*confine.Root, error) {
-	root, err := daemon.OpenRoot(st, path)
+	root, err := st.OpenRoot(path)
 	if err != nil {
 		return nil, err
 	}

@@ -100,7 +100,7 @@ func (s *Server) openRoot(ctx context.Context, path string) (*policy.Store, *con
 		if !st.MatchesRoot(path) {
 			continue
 		}
-		root, err := daemon.OpenRoot(st, path)
+		root, err := st.OpenRoot(path)
 		if err != nil {
 			return nil, nil, httpError{http.StatusForbidden, fmt.Errorf("%s (store %s) is not served: %w", path, st.Name, err)}
 		}
@@ -270,7 +270,7 @@ func (s *Server) storeRow(ctx context.Context, store *policy.Store, roots []stri
 // journal and the disk, when no daemon answers.
 func (s *Server) archivesOffline(ctx context.Context, store *policy.Store, roots []string, row *storeRow) {
 	for _, path := range roots {
-		root, err := daemon.OpenRoot(store, path)
+		root, err := store.OpenRoot(path)
 		if err != nil {
 			continue
 		}

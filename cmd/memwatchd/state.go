@@ -11,7 +11,6 @@ import (
 
 	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/confine"
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/spool"
@@ -110,7 +109,7 @@ func unbindRestored(ctx context.Context, dir string, p *policy.Policy) (int, err
 	var ids []confine.ID
 	for _, s := range p.Stores {
 		for _, r := range s.Roots() {
-			if root, err := daemon.OpenRoot(s, r); err == nil {
+			if root, err := s.OpenRoot(r); err == nil {
 				ids = append(ids, root.ID())
 				root.Close()
 			}

@@ -252,7 +252,7 @@ func (s *versionSource) rootOf(path string) (confine.ID, string, error) {
 		for _, st := range s.pol.Stores {
 			for _, r := range st.Roots() {
 				if rel, err := filepath.Rel(r, path); err == nil && filepath.IsLocal(rel) || r == path {
-					root, err := daemon.OpenRoot(st, r)
+					root, err := st.OpenRoot(r)
 					if err != nil {
 						return confine.ID{}, "", err
 					}
@@ -325,7 +325,7 @@ func (g *globals) restoreVersion(ctx context.Context, req restore.Request) (rest
 		return res, err
 	}
 	err = offlineVersions(dir, p, req.Path, func(rw *rewrite.Rewriter, vs *versions.Store, s *policy.Store, root string) error {
-		r, err := daemon.OpenRoot(s, root)
+		r, err := s.OpenRoot(root)
 		if err != nil {
 			return err
 		}
@@ -349,7 +349,7 @@ func (g *globals) restoreLost(ctx context.Context, req restore.LostRequest) erro
 	err = ctl.RestoreDeleted(ctx, req, &res)
 	if errors.Is(err, control.ErrNoDaemon) {
 		err = offlineVersions(dir, p, req.Root, func(rw *rewrite.Rewriter, vs *versions.Store, s *policy.Store, rootPath string) error {
-			r, err := daemon.OpenRoot(s, rootPath)
+			r, err := s.OpenRoot(rootPath)
 			if err != nil {
 				return err
 			}
@@ -433,7 +433,7 @@ func noRoot(p *policy.Policy, path string) error {
 	for c := filepath.Clean(path); ; c = filepath.Dir(c) {
 		for _, s := range p.Stores {
 			if s.MatchesRoot(c) {
-				r, err := daemon.OpenRoot(s, c)
+				r, err := s.OpenRoot(c)
 				if err != nil {
 					return fmt.Errorf("%s is no root of store %s: %w", c, s.Name, err)
 				}
