@@ -31,6 +31,7 @@ import (
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/loglimit"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/prune"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/recall/analysis"
 	"github.com/memwatch/memwatch/replica"
@@ -964,7 +965,7 @@ func (d *Daemon) startScheduler(ctx context.Context) error {
 	entries = append(entries, schedule.Entry{Name: "secrets", Spec: "@every 1h", Run: func() { d.tallySecrets(ctx) }})
 	entries = append(entries, schedule.Entry{Name: "archive-bytes", Spec: "@every 1h", Run: func() { d.reportArchives(ctx) }})
 	for _, st := range p.Stores {
-		if Retention(st).Active() {
+		if prune.Retention(st).Active() {
 			entries = append(entries, schedule.Entry{Name: "archive-retention", Spec: "@every 1h", Run: func() { d.pruneArchives(ctx) }})
 			break
 		}

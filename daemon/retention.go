@@ -5,75 +5,11 @@ import (
 	"sort"
 	"time"
 
-	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/prune"
 	"github.com/memwatch/memwatch/rotate"
 	"github.com/memwatch/memwatch/state"
-	"github.com/memwatch/memwatch/versions"
 )
-
-// Retention is a store's archive retention.
-func Retention(s *policy.Store) rotate.Retention {
-	return rotate.Retention{Keep: s.ArchiveKeep, MaxAge: s.ArchiveMaxAge, MaxBytes: int64(s.ArchiveMaxBytes), CompressAfter: s.CompressAfter}
-}
-
-// JournalRetention is the policy's journal retention.
-func JournalRetention(p *policy.Policy) rotate.JournalRetention {
-	return rotate.JournalRetention{MaxAge: p.JournalMaxAge, MaxBytes: int64(p.JournalMaxBytes), RowRule: apprecords.IsRowRule}
-}
-
-// PruneReport is what retention did (or would do) in one root.
-type PruneReport struct {
-	Store   string          `json:"store"`
-	Root    string          `json:"root"`
-	Actions []rotate.Action `json:"actions"`
-	Result  rotate.Result   `json:"result"`
-	Error   string          `json:"error,omitempty"`
-}
-
-// Prune applies the archive retention of the policy's stores (only store,
-// when given) to every root, journaled in db; dryRun only plans. Roots
-// memwatch refuses are skipped. slot, when set, runs each root's work in
-// that root's job slot (the daemon's engine), so it never races an undo.
-func Prune(ctx context.Context, db *state.DB, p *policy.Policy, store string, now time.Time, dryRun bool, slot func(ctx context.Context, store, root string, fn func(context.Context) error) error) []PruneReport {
-	if slot == nil {
-		slot = func(ctx context.Context, _, _ string, fn func(context.Context) error) error { return fn(ctx) }
-	}
-	var out []PruneReport
-	for _, s := range p.Stores {
-		if store != "" && s.Name != store {
-			continue
-		}
-		r := Retention(s)
-		if !r.Active() {
-			continue
-		}
-		for _, path := range s.Roots() {
-			root, err := s.OpenRoot(path)
-			if err != nil {
-				continue
-			}
-			rep := PruneReport{Store: s.Name, Root: path}
-			err = slot(ctx, s.Name, path, func(ctx context.Context) error {
-				archives, err := rotate.Archives(ctx, db, root)
-				if err != nil {
-					return err
-				}
-				rep.Actions = rotate.Plan(archives, r, now)
-				rep.Result, err = rotate.Apply(ctx, db, root, s.Name, rep.Actions, dryRun)
-				return err
-			})
-			root.Close()
-			if err != nil {
-				rep.Error = err.Error()
-			}
-			if len(rep.Actions) > 0 || rep.Error != "" {
-				out = append(out, rep)
-			}
-		}
-	}
-	return out
-}
 
 // pruneArchives is the daemon's scheduled retention: the journal's, then
 // each root's archives.
@@ -84,7 +20,7 @@ func (d *Daemon) pruneArchives(ctx context.Context) {
 	slot := func(ctx context.Context, store, root string, fn func(context.Context) error) error {
 		return d.engine.Exclusive(ctx, store, root, "archive-retention", fn)
 	}
-	if jr := JournalRetention(p); jr.Active() {
+	if jr := prune.JournalRetention(p); jr.Active() {
 		res, err := rotate.PruneJournal(ctx, d.db, jr, time.Now(), false)
 		switch {
 		case err != nil:
@@ -93,14 +29,14 @@ func (d *Daemon) pruneArchives(ctx context.Context) {
 			d.log.Info("journal retention", "removed", res.Records, "freed", res.Freed, "kept", res.Kept, "held", res.Held)
 		}
 	}
-	for _, rep := range PruneVersions(ctx, d.versions, p, "", false) {
+	for _, rep := range prune.Versions(ctx, d.versions, p, "", false) {
 		if rep.Error != "" {
 			d.log.Warn("version retention", "store", rep.Store, "root", rep.Root, "err", rep.Error)
 		} else if rep.Removed.Versions > 0 {
 			d.log.Info("version retention", "store", rep.Store, "root", rep.Root, "removed", rep.Removed.Versions, "freed", rep.Removed.Bytes)
 		}
 	}
-	for _, rep := range Prune(ctx, d.db, p, "", time.Now(), false, slot) {
+	for _, rep := range prune.Archives(ctx, d.db, p, "", time.Now(), false, slot) {
 		if rep.Error != "" {
 			d.log.Warn("archive retention", "store", rep.Store, "root", rep.Root, "err", rep.Error)
 		}
@@ -176,55 +112,4 @@ func (d *Daemon) reportArchives(ctx context.Context) {
 	if err := d.db.PutDisk(ctx, samples); err != nil && ctx.Err() == nil {
 		d.log.Warn("recording disk use failed", "err", err)
 	}
-}
-
-// VersionReport is what version retention did (or would do) in one root.
-type VersionReport struct {
-	Store   string          `json:"store"`
-	Root    string          `json:"root"`
-	Removed versions.Pruned `json:"removed"`
-	Error   string          `json:"error,omitempty"`
-}
-
-// VersionRetention is a store's retention of versions.
-func VersionRetention(s *policy.Store) versions.Retention {
-	return versions.Retention{Keep: s.VersionsKeep, MaxAge: s.VersionsMaxAge, MaxBytes: int64(s.VersionsMaxBytes)}
-}
-
-// PruneVersions applies each store's version retention (only store, when
-// given) to the versions of its roots; dryRun only counts nothing and
-// returns no report (versions are removed inside one transaction per root).
-func PruneVersions(ctx context.Context, vs *versions.Store, p *policy.Policy, store string, dryRun bool) []VersionReport {
-	if vs == nil || dryRun {
-		return nil
-	}
-	var out []VersionReport
-	for _, s := range p.Stores {
-		if store != "" && s.Name != store {
-			continue
-		}
-		r := VersionRetention(s)
-		if !r.Active() {
-			continue
-		}
-		roots, err := vs.Roots(ctx)
-		if err != nil {
-			out = append(out, VersionReport{Store: s.Name, Error: err.Error()})
-			continue
-		}
-		for _, root := range roots {
-			if !s.MatchesRoot(root) {
-				continue
-			}
-			rep := VersionReport{Store: s.Name, Root: root}
-			rep.Removed, err = vs.Prune(ctx, root, r)
-			if err != nil {
-				rep.Error = err.Error()
-			}
-			if rep.Removed.Versions > 0 || rep.Error != "" {
-				out = append(out, rep)
-			}
-		}
-	}
-	return out
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/cmd/internal/cli"
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/prune"
 	"github.com/memwatch/memwatch/rotate"
 	"github.com/memwatch/memwatch/state"
 )
@@ -50,20 +50,20 @@ With --dry-run nothing changes. Without retention keys everything is kept.`,
 			}
 			defer db.Close()
 			var jres *rotate.JournalResult
-			if jr := daemon.JournalRetention(p); jr.Active() && store == "" {
+			if jr := prune.JournalRetention(p); jr.Active() && store == "" {
 				res, err := rotate.PruneJournal(cmd.Context(), db, jr, time.Now(), dryRun)
 				if err != nil {
 					return err
 				}
 				jres = &res
 			}
-			reps := daemon.Prune(cmd.Context(), db, p, store, time.Now(), dryRun, nil)
+			reps := prune.Archives(cmd.Context(), db, p, store, time.Now(), dryRun, nil)
 			if asJSON {
 				if reps == nil {
-					reps = []daemon.PruneReport{}
+					reps = []prune.ArchiveReport{}
 				}
 				return cli.PrintJSON(g.Globals, struct {
-					Archives []daemon.PruneReport  `json:"archives"`
+					Archives []prune.ArchiveReport `json:"archives"`
 					Journal  *rotate.JournalResult `json:"journal,omitempty"`
 				}{reps, jres})
 			}
