@@ -117,7 +117,7 @@ func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Sp
 	d := secrets.Default()
 	var out []secretFinding
 	scan := func(root *confine.Root, srcs []recall.Source) {
-		out = append(out, daemon.SecretsInRoot(ctx, d, root, srcs, sp)...)
+		out = append(out, answer.SecretsInRoot(ctx, d, root, srcs, sp)...)
 		root.Close()
 	}
 	if dir != "" {

@@ -1,0 +1,135 @@
+package answer
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/secrets"
+	"github.com/memwatch/memwatch/spool"
+)
+
+// Where an agent's memory holds credentials (memwatch secrets, and the
+// daemon's tally for status): each found where it is, its value never
+// kept.
+
+// maxSecretLine bounds a line read for credentials.
+const maxSecretLine = 4 << 20
+
+// SecretsInRoot reads a root's searchable files (srcs) and, with sp, the
+// spool's lines of its logs gone from their files, for credentials.
+func SecretsInRoot(ctx context.Context, d *secrets.Detector, root *confine.Root, srcs []recall.Source, sp *spool.Spool) []control.SecretFinding {
+	var out []control.SecretFinding
+	for _, m := range SearchableFiles(root, srcs) {
+		out = append(out, SecretsInFile(ctx, d, root, m.Rel)...)
+	}
+	if sp != nil {
+		out = append(out, SecretsHeld(ctx, d, root, sp.SearchHeld)...)
+	}
+	return out
+}
+
+// SearchableFiles lists a root's files recall searches (not databases,
+// not compressed archives), once each, with what the listing read of each
+// (Info nil: stat it).
+func SearchableFiles(root *confine.Root, srcs []recall.Source) []confine.Matched {
+	seen := map[string]bool{}
+	var out []confine.Matched
+	listing := root.Listing()
+	for _, src := range srcs {
+		if src.Kind == recall.Records {
+			continue
+		}
+		files, err := listing.GlobExcept(src.Glob, src.Exclude)
+		if err != nil {
+			continue
+		}
+		for _, m := range files {
+			if seen[m.Rel] || strings.HasSuffix(m.Rel, ".gz") {
+				continue
+			}
+			seen[m.Rel] = true
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rel < out[j].Rel })
+	return out
+}
+
+// HeldFunc reads a root's held lines (spool.Spool.SearchHeld, or one
+// search's or tally's spool.Gens.Held).
+type HeldFunc func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error
+
+// SecretsHeld reads a root's held lines for credentials, each cited at
+// its version of the log (PATH@GEN#L).
+func SecretsHeld(ctx context.Context, d *secrets.Detector, root *confine.Root, held HeldFunc) []control.SecretFinding {
+	var out []control.SecretFinding
+	held(ctx, root, func(rel string, gen, line int64, raw []byte) error {
+		for _, f := range d.FindBytes(raw) {
+			cite := fmt.Sprintf("%s/%s@%d#L%d", root.Path(), rel, gen, line)
+			out = append(out, control.SecretFinding{Kind: f.Rule, Root: root.Path(), File: rel, Line: line, Cite: cite})
+		}
+		return ctx.Err()
+	})
+	return out
+}
+
+// SecretsInFile reads one file line by line for credentials.
+func SecretsInFile(ctx context.Context, d *secrets.Detector, root *confine.Root, rel string) []control.SecretFinding {
+	f, fi, err := root.OpenRead(rel)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []control.SecretFinding
+	// A buffer the file's size, up to 64 KiB: a home of ten thousand
+	// small sessions allocates little.
+	rd := bufio.NewReaderSize(f, int(min(64<<10, max(4096, fi.Size()+1))))
+	var no int64
+	var buf []byte
+	for ctx.Err() == nil {
+		line, err := readBounded(rd, maxSecretLine, &buf)
+		if len(line) > 0 {
+			no++
+			for _, fd := range d.FindBytes(line) {
+				out = append(out, control.SecretFinding{Kind: fd.Rule, Root: root.Path(), File: rel, Line: no, Cite: fmt.Sprintf("%s/%s#L%d", root.Path(), rel, no), Live: true, Since: fi.ModTime()})
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	return out
+}
+
+// readBounded reads a line, its first max bytes kept (the rest skipped).
+// The line is read into the reader's buffer when it fits (valid until the
+// next read), else into *buf, reused from line to line.
+func readBounded(rd *bufio.Reader, max int, buf *[]byte) ([]byte, error) {
+	chunk, err := rd.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return chunk[:min(len(chunk), max)], err
+	}
+	line := append((*buf)[:0], chunk[:min(len(chunk), max)]...)
+	defer func() { *buf = line[:0] }()
+	for {
+		chunk, err := rd.ReadSlice('\n')
+		if len(line) < max {
+			line = append(line, chunk[:min(len(chunk), max-len(line))]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err == io.EOF && len(line) > 0 {
+			return line, nil
+		}
+		return line, err
+	}
+}
