@@ -26,6 +26,7 @@ import (
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/undo"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -43,72 +44,6 @@ type KeptCopy = control.KeptCopy
 
 // LLMStatus is one endpoint's budget use today.
 type LLMStatus = control.LLMStatus
-
-// UndoResult is the body of POST /v1/undo/{id}.
-type UndoResult struct {
-	ID      int64  `json:"id"`
-	Target  string `json:"target"`
-	Root    string `json:"root"`
-	DryRun  bool   `json:"dry_run"`
-	Changed bool   `json:"target_changed_since"`
-	Bytes   int    `json:"restore_bytes"`
-	Outcome string `json:"outcome,omitempty"`
-	Archive string `json:"archived_current_to,omitempty"`
-	Journal int64  `json:"journal,omitempty"`
-	// Removed says the undone change had created the file: the undo
-	// moved it into the archive.
-	Removed bool `json:"removed,omitempty"`
-	// Also are the other files of the same action (a compression's topic
-	// file beside MEMORY.md), undone with it.
-	Also []UndoPart `json:"also,omitempty"`
-}
-
-// UndoPart is one more file an undo restored or removed.
-type UndoPart struct {
-	Record  int64  `json:"record"` // the undone change of this file
-	Target  string `json:"target"`
-	Outcome string `json:"outcome,omitempty"`
-	Archive string `json:"archived_current_to,omitempty"`
-	Journal int64  `json:"journal,omitempty"`
-	Removed bool   `json:"removed,omitempty"`
-}
-
-// String is what memwatch undo prints: a line per file.
-func (r UndoResult) String() string {
-	var b strings.Builder
-	switch {
-	case r.DryRun:
-		fmt.Fprintf(&b, "would restore %s in %s (%d bytes)", r.Target, r.Root, r.Bytes)
-		if r.Changed {
-			b.WriteString("; the file changed since, so this needs --force")
-		}
-		b.WriteByte('\n')
-		for _, a := range r.Also {
-			fmt.Fprintf(&b, "and with it %s (#%d, part of the same change)\n", a.Target, a.Record)
-		}
-		return b.String()
-	default:
-		undone(&b, r.Target, r.Root, r.Journal, r.Archive, r.Removed)
-		for _, a := range r.Also {
-			undone(&b, a.Target, r.Root, a.Journal, a.Archive, a.Removed)
-		}
-	}
-	return b.String()
-}
-
-// undone says what an undo did to one file.
-func undone(b *strings.Builder, target, root string, journal int64, archive string, removed bool) {
-	switch {
-	case removed:
-		fmt.Fprintf(b, "removed %s from %s, which the undone change had created (journal record %d); its content is in %s\n", target, root, journal, archive)
-	default:
-		fmt.Fprintf(b, "restored %s in %s (journal record %d)", target, root, journal)
-		if archive != "" {
-			fmt.Fprintf(b, "; the content it replaced is in %s", archive)
-		}
-		b.WriteByte('\n')
-	}
-}
 
 // MaxRequestBody bounds what the control API reads of a request body when
 // the policy sets no control.max_request_body.
@@ -224,8 +159,8 @@ func (d *Daemon) Held(ctx context.Context, root *confine.Root, fn func(rel strin
 }
 
 // Undo undoes a journal record in the root's job slot, as POST /v1/undo does.
-func (d *Daemon) Undo(ctx context.Context, id int64, force, dryRun bool) (UndoResult, error) {
-	return Undo(ctx, d.rw, d.engine, id, force, dryRun)
+func (d *Daemon) Undo(ctx context.Context, id int64, force, dryRun bool) (undo.Result, error) {
+	return undo.Do(ctx, d.rw, d.engine, id, force, dryRun)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -678,7 +613,7 @@ func (d *Daemon) handleUndo(w http.ResponseWriter, r *http.Request) {
 	if !d.mayUndo(w, r, id) {
 		return
 	}
-	res, err := Undo(r.Context(), d.rw, d.engine, id, force, dry)
+	res, err := undo.Do(r.Context(), d.rw, d.engine, id, force, dry)
 	switch {
 	case errors.Is(err, state.ErrNoRecord):
 		writeErr(w, http.StatusNotFound, err)
@@ -718,59 +653,6 @@ func (d *Daemon) mayUndo(w http.ResponseWriter, r *http.Request, id int64) bool 
 		return false
 	}
 	return true
-}
-
-// Undo undoes a journal record. With an engine it runs in the root's job
-// slot so it cannot race a job; without one (no daemon) it runs directly.
-func Undo(ctx context.Context, rw *rewrite.Rewriter, eng *jobs.Engine, id int64, force, dryRun bool) (UndoResult, error) {
-	if rec, err := rw.DB.GetRecord(ctx, id); err == nil && apprecords.IsRowRule(rec.Rule) {
-		res := UndoResult{ID: id, Target: rec.Target, Root: rec.Root, DryRun: dryRun}
-		if rec.Outcome != state.Done {
-			return res, fmt.Errorf("undo %d: only done actions can be undone; this one is %s", id, rec.Outcome)
-		}
-		if dryRun {
-			return res, nil
-		}
-		do := func(ctx context.Context) error {
-			res.Outcome = state.Done
-			id, err := apprecords.Undo(ctx, rw.DB, rec, force, rw.OpenRoot)
-			res.Journal = id
-			return err
-		}
-		if eng == nil {
-			return res, do(ctx)
-		}
-		return res, eng.Exclusive(ctx, rec.Store, rec.Root, "undo", do)
-	}
-	plan, err := rw.PlanUndo(ctx, id)
-	if err != nil {
-		return UndoResult{}, err
-	}
-	res := UndoResult{ID: id, Target: plan.Record.Target, Root: plan.Record.Root, DryRun: dryRun, Changed: plan.Changed, Bytes: len(plan.Restore), Removed: plan.Remove}
-	if dryRun {
-		for _, other := range rewrite.SameAction(ctx, rw.DB, plan.Record) {
-			if r, err := rw.DB.GetRecord(ctx, other); err == nil {
-				res.Also = append(res.Also, UndoPart{Record: r.ID, Target: r.Target})
-			}
-		}
-		return res, nil
-	}
-	do := func(ctx context.Context) error {
-		out, err := rw.Undo(ctx, id, force)
-		res.Outcome, res.Archive, res.Journal, res.Removed = out.Status, out.Archive, out.Record, out.Removed
-		for _, a := range out.Also {
-			part := UndoPart{Target: a.Target, Outcome: a.Status, Archive: a.Archive, Journal: a.Record, Removed: a.Removed}
-			if r, err := rw.DB.GetRecord(ctx, a.Record); err == nil {
-				part.Record, _ = rewrite.UndoneBy(r.Key)
-			}
-			res.Also = append(res.Also, part)
-		}
-		return err
-	}
-	if eng == nil {
-		return res, do(ctx)
-	}
-	return res, eng.Exclusive(ctx, plan.Record.Store, plan.Record.Root, "undo", do)
 }
 
 func (d *Daemon) handleCompact(w http.ResponseWriter, r *http.Request) {
@@ -956,57 +838,6 @@ func dirBytes(dir string) int64 {
 	return n
 }
 
-// ErrNoHold means a record's file is not held by an undo.
-var ErrNoHold = errors.New("no undo holds its rule off the file")
-
-// Redo ends the hold an undo of record id (or the undo, id) put on its
-// file's rule, and the holds of the other changes of the same action (a
-// compression's topic file beside MEMORY.md): the action may run again
-// whole. It returns the holds it ended, the one of id's own file first.
-func Redo(ctx context.Context, db *state.DB, id int64) ([]state.Hold, error) {
-	rec, err := db.GetRecord(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	undone := rec
-	if n, ok := rewrite.UndoneBy(rec.Key); ok && rec.Rule == "undo" {
-		if undone, err = db.GetRecord(ctx, n); err != nil {
-			return nil, err
-		}
-	}
-	var ended []state.Hold
-	for i, r := range append([]int64{undone.ID}, rewrite.SameAction(ctx, db, undone)...) {
-		part := undone
-		if i > 0 {
-			if part, err = db.GetRecord(ctx, r); err != nil {
-				continue
-			}
-		}
-		h, ok, err := db.GetHold(ctx, part.Root, part.Target)
-		if err != nil {
-			return ended, err
-		}
-		if !ok || h.Record != part.ID {
-			continue
-		}
-		if err := db.DropHold(ctx, part.Root, part.Target); err != nil {
-			return ended, err
-		}
-		// Journaled: the undone content is no longer what the rule must
-		// leave alone (layout.Env.Seen), and the log says who decided.
-		redo := &state.Record{Store: part.Store, Root: part.Root, Target: part.Target, Rule: rewrite.RuleRedo, Outcome: state.Done,
-			Key: fmt.Sprintf("redo:%d", h.Undo), Reason: fmt.Sprintf("redo: rule %s applies again (the undo #%d of #%d no longer holds it)", h.Rule, h.Undo, h.Record)}
-		if _, err := db.Append(ctx, redo); err != nil {
-			return ended, err
-		}
-		ended = append(ended, h)
-	}
-	if len(ended) == 0 {
-		return nil, fmt.Errorf("%s: %w (memwatch status lists the holds)", filepath.Join(rec.Root, rec.Target), ErrNoHold)
-	}
-	return ended, nil
-}
-
 // handleRedo answers POST /v1/redo/{id}: the hold ends, and the file's
 // root is evaluated at once.
 func (d *Daemon) handleRedo(w http.ResponseWriter, r *http.Request) {
@@ -1018,9 +849,9 @@ func (d *Daemon) handleRedo(w http.ResponseWriter, r *http.Request) {
 	if !d.mayUndo(w, r, id) {
 		return
 	}
-	holds, err := Redo(r.Context(), d.db, id)
+	holds, err := undo.Redo(r.Context(), d.db, id)
 	switch {
-	case errors.Is(err, state.ErrNoRecord), errors.Is(err, ErrNoHold):
+	case errors.Is(err, state.ErrNoRecord), errors.Is(err, undo.ErrNoHold):
 		writeErr(w, http.StatusNotFound, err)
 		return
 	case err != nil:

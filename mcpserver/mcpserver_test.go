@@ -19,11 +19,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	_ "modernc.org/sqlite"
 
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/undo"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -124,8 +124,8 @@ func (tr *tree) connect(t testing.TB, root string) *mcp.ClientSession {
 	t.Helper()
 	rw := rewrite.New(tr.db, slog.New(slog.DiscardHandler))
 	s, err := New(Config{Policy: func() *policy.Policy { return tr.policy }, Root: root, Version: "test", Rewriter: rw,
-		Undo: func(ctx context.Context, id int64, force, dryRun bool) (daemon.UndoResult, error) {
-			return daemon.Undo(ctx, rw, nil, id, force, dryRun)
+		Undo: func(ctx context.Context, id int64, force, dryRun bool) (undo.Result, error) {
+			return undo.Do(ctx, rw, nil, id, force, dryRun)
 		},
 		Now: func() time.Time { return time.Date(2026, 1, 16, 9, 5, 0, 0, time.Local) }}, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -45,6 +45,7 @@ import (
 	"github.com/memwatch/memwatch/scope"
 	"github.com/memwatch/memwatch/secrets"
 	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/undo"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -62,7 +63,7 @@ type Config struct {
 	Rewriter *rewrite.Rewriter
 	// Undo reverts a journal record (memory_undo). The tool is offered only
 	// when Undo is set and the policy's mcp.allow_undo is true.
-	Undo func(ctx context.Context, id int64, force, dryRun bool) (daemon.UndoResult, error)
+	Undo func(ctx context.Context, id int64, force, dryRun bool) (undo.Result, error)
 	// Index is the directory of the daemon's recall index; "" searches by
 	// scanning.
 	Index string

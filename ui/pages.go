@@ -23,6 +23,7 @@ import (
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/rotate"
 	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/undo"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -737,7 +738,7 @@ func (s *Server) redo(w http.ResponseWriter, r *http.Request) {
 		err = s.cfg.API(ctx, http.MethodPost, fmt.Sprintf("/v1/redo/%d", rec.ID), nil, &res)
 	}
 	if errors.Is(err, ErrNoDaemon) {
-		_, err = daemon.Redo(ctx, s.cfg.DB, rec.ID)
+		_, err = undo.Redo(ctx, s.cfg.DB, rec.ID)
 	}
 	if err != nil {
 		s.log.Info("redo from the review page refused", "record", rec.ID, "caller", daemon.CallerOf(ctx).Name, "err", err)
@@ -765,7 +766,7 @@ func (s *Server) undo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	force := r.PostFormValue("force") == "1"
-	var res daemon.UndoResult
+	var res undo.Result
 	err := ErrNoDaemon
 	if s.cfg.API != nil {
 		err = s.cfg.API(ctx, http.MethodPost, fmt.Sprintf("/v1/undo/%d?force=%t", id, force), nil, &res)

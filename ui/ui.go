@@ -54,6 +54,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/undo"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -78,7 +79,7 @@ type Config struct {
 	API func(ctx context.Context, method, path string, body, out any) error
 	// UndoOffline undoes a journal record when no daemon runs (memwatch
 	// ui: under the state lock, as memwatch undo does); nil refuses.
-	UndoOffline func(ctx context.Context, id int64, force bool) (daemon.UndoResult, error)
+	UndoOffline func(ctx context.Context, id int64, force bool) (undo.Result, error)
 	// Prefix is where the pages are mounted: "/ui/" on the daemon, "/"
 	// for memwatch ui. It starts and ends with a slash.
 	Prefix string

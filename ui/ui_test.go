@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/undo"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -64,9 +64,9 @@ func newFixture(t *testing.T, allowUndo bool) *fixture {
 	}
 	cfg := Config{StateDir: f.stateDir, Policy: func() *policy.Policy { return p }, DB: f.db, Key: "k3y",
 		API: func(context.Context, string, string, any, any) error { return ErrNoDaemon },
-		UndoOffline: func(_ context.Context, id int64, _ bool) (daemon.UndoResult, error) {
+		UndoOffline: func(_ context.Context, id int64, _ bool) (undo.Result, error) {
 			f.undone = append(f.undone, id)
-			return daemon.UndoResult{ID: id, Journal: 99}, nil
+			return undo.Result{ID: id, Journal: 99}, nil
 		}}
 	s, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {

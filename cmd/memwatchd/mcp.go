@@ -24,6 +24,7 @@ import (
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/undo"
 )
 
 func mcpCmd(g *globals) *cobra.Command {
@@ -90,8 +91,8 @@ Add it to Claude Code with
 			rw := rewrite.New(db, log)
 			rw.OpenRoot = daemon.RootOpener(func() *policy.Policy { return p })
 			cfg := mcpserver.Config{Policy: func() *policy.Policy { return p }, Root: root, Cwd: cwd, Version: version, Rewriter: rw, StateDir: fleetState(p, dir)}
-			cfg.Undo = func(ctx context.Context, id int64, force, dryRun bool) (daemon.UndoResult, error) {
-				var res daemon.UndoResult
+			cfg.Undo = func(ctx context.Context, id int64, force, dryRun bool) (undo.Result, error) {
+				var res undo.Result
 				err := g.control(p, dir).Undo(ctx, id, force, dryRun, &res)
 				if errors.Is(err, control.ErrNoDaemon) {
 					return undoOffline(dir, p, id, force, dryRun)

@@ -19,11 +19,11 @@ import (
 
 	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/control"
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/ui"
+	"github.com/memwatch/memwatch/undo"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -91,7 +91,7 @@ policy sets ui: {enabled: true}.`,
 				}
 				return err
 			}
-			cfg.UndoOffline = func(ctx context.Context, id int64, force bool) (daemon.UndoResult, error) {
+			cfg.UndoOffline = func(ctx context.Context, id int64, force bool) (undo.Result, error) {
 				return undoOffline(dir, p, id, force, false)
 			}
 			key := make([]byte, 16)

@@ -17,6 +17,7 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/undo"
 )
 
 func undoCmd(g *globals) *cobra.Command {
@@ -41,7 +42,7 @@ it cannot race a job.`,
 			if err != nil {
 				return err
 			}
-			var res daemon.UndoResult
+			var res undo.Result
 			err = ctl.Undo(context.Background(), id, force, dryRun, &res)
 			if errors.Is(err, control.ErrNoDaemon) {
 				p, perr := g.policyIfGiven()
@@ -65,19 +66,19 @@ it cannot race a job.`,
 // undoOffline runs an undo with no daemon; the state lock proves none runs.
 // With a policy, the record's root must still be one of its roots, in a
 // store that allows undo.
-func undoOffline(dir string, p *policy.Policy, id int64, force, dryRun bool) (daemon.UndoResult, error) {
+func undoOffline(dir string, p *policy.Policy, id int64, force, dryRun bool) (undo.Result, error) {
 	if _, err := os.Stat(filepath.Join(dir, state.FileName)); err != nil {
 		// Nothing to undo here, and nothing to create: say where we looked.
-		return daemon.UndoResult{}, fmt.Errorf("no daemon answered and there is no journal in %s: give the daemon's --state-dir or --policy, or set MEMWATCH_STATE_DIR", dir)
+		return undo.Result{}, fmt.Errorf("no daemon answered and there is no journal in %s: give the daemon's --state-dir or --policy, or set MEMWATCH_STATE_DIR", dir)
 	}
 	lock, err := state.TryLock(dir)
 	if err != nil {
-		return daemon.UndoResult{}, err
+		return undo.Result{}, err
 	}
 	defer lock.Unlock()
 	db, err := state.Open(context.Background(), dir)
 	if err != nil {
-		return daemon.UndoResult{}, err
+		return undo.Result{}, err
 	}
 	defer db.Close()
 	rw := rewrite.New(db, slog.New(slog.DiscardHandler))
@@ -86,12 +87,12 @@ func undoOffline(dir string, p *policy.Policy, id int64, force, dryRun bool) (da
 		if rec, err := db.GetRecord(context.Background(), id); err == nil {
 			for _, s := range p.Stores {
 				if s.MatchesRoot(rec.Root) && !s.AllowUndo {
-					return daemon.UndoResult{}, fmt.Errorf("undo %d: store %s does not allow undo (allow_undo: false in the policy)", id, s.Name)
+					return undo.Result{}, fmt.Errorf("undo %d: store %s does not allow undo (allow_undo: false in the policy)", id, s.Name)
 				}
 			}
 		}
 	}
-	res, err := daemon.Undo(context.Background(), rw, nil, id, force, dryRun)
+	res, err := undo.Do(context.Background(), rw, nil, id, force, dryRun)
 	if errors.Is(err, state.ErrNoRecord) {
 		// Say where we looked: the daemon may journal somewhere else.
 		return res, fmt.Errorf("%w in the journal of %s (no daemon answered; give its --state-dir or --policy if it uses another)", err, dir)
@@ -145,7 +146,7 @@ func redoOffline(dir string, id int64) (control.RedoResult, error) {
 		return control.RedoResult{}, err
 	}
 	defer db.Close()
-	holds, err := daemon.Redo(context.Background(), db, id)
+	holds, err := undo.Redo(context.Background(), db, id)
 	if err != nil {
 		return control.RedoResult{}, err
 	}

@@ -17,10 +17,10 @@ import (
 
 	"github.com/memwatch/memwatch/compact/llmtest"
 	"github.com/memwatch/memwatch/confine"
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/daemon/daemontest"
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/state"
+	"github.com/memwatch/memwatch/undo"
 )
 
 // appDB creates the application's database with the seed's schema, in WAL
@@ -440,7 +440,7 @@ func TestUndoOfALimitDeletionSticks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res daemon.UndoResult
+	var res undo.Result
 	json.NewDecoder(resp.Body).Decode(&res)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || res.Journal == 0 {
