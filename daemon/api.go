@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
@@ -92,7 +93,7 @@ func (d *Daemon) api() http.Handler {
 // adminOnly serves h to the administrator and refuses everyone else.
 func (d *Daemon) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if c := CallerOf(r.Context()); !c.IsAdmin() {
+		if c := access.CallerOf(r.Context()); !c.IsAdmin() {
 			writeErr(w, http.StatusForbidden, fmt.Errorf("%s: the runtime's profiles are the administrator's", c.Name))
 			return
 		}
@@ -114,7 +115,7 @@ type route struct {
 }
 
 // API is the control API's handler without its listeners' authentication:
-// a request's context must carry its caller (WithCaller), as the review
+// a request's context must carry its caller (access.WithCaller), as the review
 // pages' requests to it do, made in process for the caller they serve.
 func (d *Daemon) API() http.Handler { return d.api() }
 
@@ -220,11 +221,11 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	st := Status{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, StateDir: d.cfg.StateDir, Policy: d.cfg.PolicyPath,
 		Stores: []StoreStatus{}, LLM: []LLMStatus{}}
-	if d.replica != nil && CallerOf(ctx).IsAdmin() {
+	if d.replica != nil && access.CallerOf(ctx).IsAdmin() {
 		rs := d.replica.Status()
 		st.Replica = &rs
 	}
-	if c := CallerOf(ctx); d.fleet != nil && c.ReachesFleet() {
+	if c := access.CallerOf(ctx); d.fleet != nil && c.ReachesFleet() {
 		// The hosts the caller reaches (a token's hosts:), each whole.
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		for _, h := range d.fleet.Status(fctx) {
@@ -246,7 +247,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if !d.needRight(w, r, policy.RightRead) {
 		return
 	}
-	caller := CallerOf(ctx)
+	caller := access.CallerOf(ctx)
 	ids, _ := d.watch.RootIDs(ctx)
 	roots := map[string][]string{}
 	var stores []*policy.Store
@@ -267,7 +268,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 				reach[id.Path], reachDir[id] = true, true
 			}
 		}
-		if len(rs) == 0 && !caller.IsAdmin() && !caller.stores[s.Name] {
+		if len(rs) == 0 && !caller.HasStore(s) {
 			continue // none of its roots is the caller's
 		}
 		ss := StoreStatus{Name: s.Name, Layout: s.Layout, Compactor: s.Compactor, Roots: rs}
@@ -392,7 +393,7 @@ func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out, err := d.journalOf(r.Context(), CallerOf(r.Context()), f)
+	out, err := d.journalOf(r.Context(), access.CallerOf(r.Context()), f)
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
@@ -401,7 +402,7 @@ func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 		// Nothing from a name that names nothing: the request's mistake.
 		err := CheckJournalNames(r.Context(), d.db, d.Policy(), f.Store, f.Rule)
 		if err == nil {
-			caller := CallerOf(r.Context())
+			caller := access.CallerOf(r.Context())
 			err = CheckJournalRoot(d.Policy(), f.Root, func(s *policy.Store) bool {
 				if caller.IsAdmin() || caller.ReachesStore(s) {
 					return true
@@ -435,7 +436,7 @@ func (d *Daemon) handleJournalCount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := 0
-	for _, g := range d.journalFilters(CallerOf(r.Context()), f) {
+	for _, g := range d.journalFilters(access.CallerOf(r.Context()), f) {
 		m, err := d.db.JournalCount(r.Context(), g)
 		if err != nil {
 			writeErr(w, http.StatusInternalServerError, err)
@@ -490,7 +491,7 @@ func (d *Daemon) journalFilter(w http.ResponseWriter, r *http.Request) (state.Fi
 			*t.to = n
 		}
 	}
-	if f.Root != "" && !CallerOf(r.Context()).IsAdmin() {
+	if f.Root != "" && !access.CallerOf(r.Context()).IsAdmin() {
 		_, root, ok := d.needRoot(w, r, f.Root, policy.RightRead)
 		if !ok {
 			return state.Filter{}, false
@@ -506,7 +507,7 @@ func (d *Daemon) journalFilter(w http.ResponseWriter, r *http.Request) (state.Fi
 // journalOf is the records f selects that caller may read, newest first:
 // all of them for an administrator, else of each root the caller
 // reaches, what was done in the directory it reaches.
-func (d *Daemon) journalOf(ctx context.Context, caller *Caller, f state.Filter) ([]state.Record, error) {
+func (d *Daemon) journalOf(ctx context.Context, caller *access.Caller, f state.Filter) ([]state.Record, error) {
 	var out []state.Record
 	for _, g := range d.journalFilters(caller, f) {
 		recs, err := d.db.Journal(ctx, g)
@@ -522,7 +523,7 @@ func (d *Daemon) journalOf(ctx context.Context, caller *Caller, f state.Filter) 
 // journalFilters is f as the filters of what caller may read: f itself
 // for an administrator or a root given whole, else f for each root the
 // caller reaches, in the directory it reaches.
-func (d *Daemon) journalFilters(caller *Caller, f state.Filter) []state.Filter {
+func (d *Daemon) journalFilters(caller *access.Caller, f state.Filter) []state.Filter {
 	if caller.IsAdmin() || f.Root != "" {
 		return []state.Filter{f}
 	}
@@ -692,7 +693,7 @@ func (d *Daemon) handleTrigger(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("trigger: %w", err))
 		return
 	}
-	caller := CallerOf(r.Context())
+	caller := access.CallerOf(r.Context())
 	if !d.needRight(w, r, policy.RightWrite) {
 		return
 	}
@@ -744,7 +745,7 @@ func (d *Daemon) handleTrigger(w http.ResponseWriter, r *http.Request) {
 // address guarded by bearer tokens. The socket is open to every local user
 // (0666, in a directory of its own created 0755) when it is not in the
 // state directory: each peer is then served only within what its uid owns
-// (see auth.go). In the state directory (root's, 0700) only its owner
+// (see access.Caller). In the state directory (root's, 0700) only its owner
 // reaches it.
 func (d *Daemon) listen() error {
 	sock := d.cfg.Socket

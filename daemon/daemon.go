@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
@@ -178,7 +179,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		return nil, err
 	}
 	// Every part logs through the limit: no burst of events writes a line
-	// per file (loglimit.go).
+	// per file (loglimit).
 	raw := log
 	log, limit := loglimit.New(log)
 	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), secrets: newSecretTally(), indexes: trustedIndexCache(filepath.Join(cfg.StateDir, IndexDir)),
@@ -693,7 +694,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	defer stopAPI()
 	base := func(net.Listener) context.Context { return apiCtx }
 	// Every connection, request and answer bounded (share.go).
-	srv := &http.Server{Handler: d.authenticate(false, "", d.api()), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleTimeout, BaseContext: base, ConnContext: peerContext}
+	srv := &http.Server{Handler: d.authenticate(false, "", d.api()), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleTimeout, BaseContext: base, ConnContext: access.PeerContext}
 	srv.RegisterOnShutdown(stopAPI)
 	go func() {
 		defer wg.Done()

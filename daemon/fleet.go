@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
@@ -20,7 +21,7 @@ import (
 
 // FleetRoots are the roots of the hosts' copies that caller reaches
 // (host "": every host), for a search; done closes them.
-func FleetRoots(stateDir string, caller *Caller, host string) (roots []recall.Root, done func()) {
+func FleetRoots(stateDir string, caller *access.Caller, host string) (roots []recall.Root, done func()) {
 	roots, done, _ = mirror.FleetRoots(stateDir, func(h string, uid int) bool {
 		return (host == "" || h == host) && caller.ReachesHostRoot(h, uid)
 	})
@@ -35,7 +36,7 @@ func (d *Daemon) hostPath(w http.ResponseWriter, r *http.Request, p string) (hos
 	if !isHost || d.fleet == nil {
 		return "", "", false, false
 	}
-	caller := CallerOf(r.Context())
+	caller := access.CallerOf(r.Context())
 	if !caller.Has(policy.RightRead) {
 		d.forbid(w, r, "it has no read right")
 		return host, path, true, false

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 
+	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
@@ -20,7 +21,7 @@ import (
 // Recall and show over the control socket: what memwatch recall and
 // memwatch show do with the state directory, for a user who cannot read
 // it (memwatch's state is private to memwatch). The daemon answers from
-// the roots the caller reaches (auth.go), each opened as every job opens
+// the roots the caller reaches (access.Caller), each opened as every job opens
 // it and served only if the directory opened is one the caller reaches,
 // with the spool's lines held for those very directories: exactly what
 // SO_PEERCRED allows, nothing of a root another user owns.
@@ -39,7 +40,7 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, err)
 		return
 	}
-	caller := CallerOf(r.Context())
+	caller := access.CallerOf(r.Context())
 	x, err := d.recaller(r.Context(), caller)
 	if err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)
@@ -93,7 +94,7 @@ const indexCacheBytes = 32 << 20
 
 // recaller is the answer.Recaller of the roots caller reaches: the roots the
 // watcher found, opened as every job opens them.
-func (d *Daemon) recaller(ctx context.Context, caller *Caller) (*answer.Recaller, error) {
+func (d *Daemon) recaller(ctx context.Context, caller *access.Caller) (*answer.Recaller, error) {
 	ids, err := d.watch.RootIDs(ctx)
 	if err != nil {
 		return nil, err
@@ -158,7 +159,7 @@ func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 		}
 		// Of the caller's roots only: a path in another user's root is
 		// answered as one in no root.
-		caller := CallerOf(r.Context())
+		caller := access.CallerOf(r.Context())
 		p := d.Policy()
 		for name, list := range ids {
 			s := p.StoreByName(name)
@@ -188,7 +189,7 @@ func (d *Daemon) handleShow(w http.ResponseWriter, r *http.Request) {
 	default:
 		// The values themselves only to their owner, asking (show --reveal):
 		// a user on the socket, or root; never a token, the page or MCP.
-		reveal := q.Get("reveal") == "1" && CallerOf(r.Context()).Owner()
+		reveal := q.Get("reveal") == "1" && access.CallerOf(r.Context()).Owner()
 		writeJSON(w, http.StatusOK, ShowResponse{Root: root.Path(), Path: c.Path, Lines: answer.Decode(lines, c.Path, reveal)})
 	}
 }

@@ -15,7 +15,7 @@ import (
 // The seed's admin API for app-records stores. Deletes run in the root's
 // job slot, so they never race a compaction, and are journaled like any
 // change (undo restores them). A caller reaches the databases its uid owns
-// or its token names (auth.go): read to list, write to delete.
+// or its token names (access.Caller): read to list, write to delete.
 
 type memoryJSON struct {
 	ID        int64  `json:"id"`

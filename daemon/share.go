@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/memwatch/memwatch/access"
 )
 
 // Each client's share of the daemon.
@@ -135,7 +137,7 @@ func isStream(r *http.Request) bool {
 // share runs a request within its client's share (see above): the
 // administrator's as they come, an event stream with no deadline, any
 // other request once it has a slot, or 429.
-func (d *Daemon) share(c *Caller, w http.ResponseWriter, r *http.Request, h http.Handler) {
+func (d *Daemon) share(c *access.Caller, w http.ResponseWriter, r *http.Request, h http.Handler) {
 	rc := http.NewResponseController(w)
 	if isStream(r) {
 		// Deadlines of their own: the stream's heartbeat fails on a

@@ -38,8 +38,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/confine"
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/scope"
@@ -105,11 +105,11 @@ type Server struct {
 	scopes scope.Cache
 }
 
-// access is what one session's client may do: the roots it reaches and
-// whether it may write and undo (see daemon.Caller). memwatch mcp on stdio
+// grant is what one session's client may do: the roots it reaches and
+// whether it may write and undo (see access.Caller). memwatch mcp on stdio
 // is its user's own process: it reaches every root of the policy, and the
 // kernel decides the rest.
-type access struct {
+type grant struct {
 	who     string
 	reaches func(*policy.Store, confine.ID) bool
 	// hosts says which hosts' roots (by owner there) it reaches on a
@@ -119,12 +119,12 @@ type access struct {
 	undo  bool
 }
 
-// everything is the access of memwatch mcp on stdio.
-var everything = access{who: "stdio", reaches: func(*policy.Store, confine.ID) bool { return true }, hosts: func(string, int) bool { return true }, write: true, undo: true}
+// everything is the grant of memwatch mcp on stdio.
+var everything = grant{who: "stdio", reaches: func(*policy.Store, confine.ID) bool { return true }, hosts: func(string, int) bool { return true }, write: true, undo: true}
 
-// accessOf is the access of a caller of the control API.
-func accessOf(c *daemon.Caller) access {
-	a := access{who: c.Name, reaches: c.Reaches, write: c.Has(policy.RightWrite), undo: c.Has(policy.RightUndo)}
+// accessOf is the grant of a caller of the control API.
+func accessOf(c *access.Caller) grant {
+	a := grant{who: c.Name, reaches: c.Reaches, write: c.Has(policy.RightWrite), undo: c.Has(policy.RightUndo)}
 	if c.ReachesFleet() && c.Has(policy.RightRead) {
 		a.hosts = c.ReachesHostRoot
 	}
@@ -164,7 +164,7 @@ func (s *Server) MCP(root string) (*mcp.Server, error) {
 // mcpFor builds a session's server within what a client may do: bound to
 // root, or with none, to what the directory cwd (the client's, or the
 // one the server started in) is in.
-func (s *Server) mcpFor(root, cwd string, a access) (*mcp.Server, error) {
+func (s *Server) mcpFor(root, cwd string, a grant) (*mcp.Server, error) {
 	p := s.cfg.Policy()
 	if root == "" {
 		root = s.cfg.Root
@@ -248,7 +248,7 @@ func (s *Server) Handler() http.Handler {
 		if ns.srv != nil || ns.err != nil {
 			return ns.srv
 		}
-		c := daemon.CallerOf(r.Context())
+		c := access.CallerOf(r.Context())
 		q := r.URL.Query()
 		srv, err := s.mcpFor(q.Get("root"), q.Get("cwd"), accessOf(c))
 		if err != nil {
@@ -261,7 +261,7 @@ func (s *Server) Handler() http.Handler {
 		return srv
 	}, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxRequest, SessionTimeout: p.MCP.SessionIdle, EventStore: s.events})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := daemon.CallerOf(r.Context())
+		c := access.CallerOf(r.Context())
 		if !c.Has(policy.RightRead) {
 			http.Error(w, fmt.Sprintf(`{"error":"forbidden for %s: it has no read right"}`, c.Name), http.StatusForbidden)
 			return
@@ -401,7 +401,7 @@ func (b *builder) openRoot(st *policy.Store, path string, want *confine.ID) (*co
 type builder struct {
 	s      *Server
 	policy *policy.Policy
-	access access
+	access grant
 	bound  *binding
 	// project is the scope of the directory the server started in (Kind
 	// "" when it was given none).

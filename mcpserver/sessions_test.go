@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/policy"
 )
 
@@ -44,15 +44,15 @@ func TestSessionsShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := s.Handler()
-	callers := map[string]*daemon.Caller{}
+	callers := map[string]*access.Caller{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who := r.Header.Get("X-Test-Client")
 		c := callers[who]
-		h.ServeHTTP(w, r.WithContext(daemon.WithCaller(r.Context(), c)))
+		h.ServeHTTP(w, r.WithContext(access.WithCaller(r.Context(), c)))
 	}))
 	defer srv.Close()
 	for _, who := range []string{"alice", "bob", "carol", "dave"} {
-		callers[who] = daemon.Admin(who) // an administrator per name: reaches everything, counted as its name
+		callers[who] = access.Admin(who) // an administrator per name: reaches everything, counted as its name
 	}
 	post := func(who, sid, body string) (int, string) {
 		req, _ := http.NewRequest("POST", srv.URL+"/mcp", strings.NewReader(body))

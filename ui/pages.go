@@ -15,6 +15,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
@@ -57,7 +58,7 @@ func (s *Server) status(ctx context.Context) (*daemon.Status, error) {
 
 // reach is what a caller may see: the stores and, in each, the roots.
 type reach struct {
-	caller *daemon.Caller
+	caller *access.Caller
 	pol    *policy.Policy
 	roots  map[string][]string // store -> roots the caller reaches
 }
@@ -65,7 +66,7 @@ type reach struct {
 // scope lists what the caller reaches: the roots the daemon watches when
 // it runs (st), else the roots the policy's globs match now.
 func (s *Server) scope(ctx context.Context, st *daemon.Status) reach {
-	c := daemon.CallerOf(ctx)
+	c := access.CallerOf(ctx)
 	rc := reach{caller: c, pol: s.cfg.Policy(), roots: map[string][]string{}}
 	if st != nil {
 		for _, ss := range st.Stores {
@@ -96,7 +97,7 @@ func (s *Server) openRoot(ctx context.Context, path string) (*policy.Store, *con
 		return nil, nil, badRequest("no root given")
 	}
 	path = filepath.Clean(path)
-	c := daemon.CallerOf(ctx)
+	c := access.CallerOf(ctx)
 	for _, st := range s.cfg.Policy().Stores {
 		if !st.MatchesRoot(path) {
 			continue
@@ -123,7 +124,7 @@ func (s *Server) recordRoot(ctx context.Context, rec state.Record) (*policy.Stor
 		return nil, nil, err
 	}
 	id := root.ID()
-	if rec.RootIno != 0 && (uint64(rec.RootDev) != id.Dev || uint64(rec.RootIno) != id.Ino) && !daemon.CallerOf(ctx).IsAdmin() {
+	if rec.RootIno != 0 && (uint64(rec.RootDev) != id.Dev || uint64(rec.RootIno) != id.Ino) && !access.CallerOf(ctx).IsAdmin() {
 		root.Close()
 		return nil, nil, httpError{http.StatusForbidden, fmt.Errorf("journal record %d was made in another directory that had the path %s", rec.ID, rec.Root)}
 	}
@@ -133,7 +134,7 @@ func (s *Server) recordRoot(ctx context.Context, rec state.Record) (*policy.Stor
 // dirFilter keeps a journal query to the directory opened, for anyone but
 // the administrator (see state.Filter.Dir).
 func dirFilter(ctx context.Context, f state.Filter, root *confine.Root) state.Filter {
-	if !daemon.CallerOf(ctx).IsAdmin() {
+	if !access.CallerOf(ctx).IsAdmin() {
 		id := root.ID()
 		f.Dir = &id
 	}
@@ -691,7 +692,7 @@ func readArchive(root interface{ ReadFile(string) ([]byte, error) }, rel string)
 // returns the record; ok is false when it answered the request itself.
 func (s *Server) postedRecord(w http.ResponseWriter, r *http.Request, what string) (state.Record, *policy.Store, bool) {
 	ctx := r.Context()
-	c := daemon.CallerOf(ctx)
+	c := access.CallerOf(ctx)
 	if !sameOrigin(r) || r.PostFormValue("csrf") != s.csrf(c) {
 		s.fail(w, r, http.StatusForbidden, fmt.Errorf("the %s did not come from this page (its CSRF token or origin is wrong): reload the page and press the button again", what))
 		return state.Record{}, nil, false
@@ -741,11 +742,11 @@ func (s *Server) redo(w http.ResponseWriter, r *http.Request) {
 		_, err = undo.Redo(ctx, s.cfg.DB, rec.ID)
 	}
 	if err != nil {
-		s.log.Info("redo from the review page refused", "record", rec.ID, "caller", daemon.CallerOf(ctx).Name, "err", err)
+		s.log.Info("redo from the review page refused", "record", rec.ID, "caller", access.CallerOf(ctx).Name, "err", err)
 		http.Redirect(w, r, back+"?undo_error="+url.QueryEscape(err.Error()), http.StatusSeeOther)
 		return
 	}
-	s.log.Info("redo from the review page", "record", rec.ID, "caller", daemon.CallerOf(ctx).Name)
+	s.log.Info("redo from the review page", "record", rec.ID, "caller", access.CallerOf(ctx).Name)
 	http.Redirect(w, r, back+"?redone=1", http.StatusSeeOther)
 }
 
@@ -754,7 +755,7 @@ func (s *Server) redo(w http.ResponseWriter, r *http.Request) {
 // outcome.
 func (s *Server) undo(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	c := daemon.CallerOf(ctx)
+	c := access.CallerOf(ctx)
 	rec, store, ok := s.postedRecord(w, r, "undo")
 	if !ok {
 		return

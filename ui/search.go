@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/fleet/mirror"
@@ -350,7 +351,7 @@ func (s *Server) archive(r *http.Request) (view, error) {
 // as search cites them on a central node), from what the host replicated.
 func (s *Server) showHost(r *http.Request, d showData, host string) (view, error) {
 	ctx := r.Context()
-	c := daemon.CallerOf(ctx)
+	c := access.CallerOf(ctx)
 	_, path, _ := mirror.SplitHostPath(mirror.CitedPath(d.Cite))
 	if s.cfg.Policy().Fleet == nil || !c.ReachesHostRoot(host, mirror.HostOwner(ctx, s.cfg.StateDir, host, path)) {
 		return view{}, httpError{http.StatusForbidden, fmt.Errorf("%s does not reach %s on host %s", c.Name, path, host)}

@@ -6,7 +6,7 @@
 //
 // What the pages promise:
 //   - They show only what their caller reaches, by the control API's rules
-//     (daemon.CallerOf: a socket peer's own roots, a token's scope), and
+//     (access.CallerOf: a socket peer's own roots, a token's scope), and
 //     read nothing else: roots are opened as their store opens them (as
 //     the owner, confined), archives only inside their root.
 //   - They change nothing but through Undo: a POST that carries the page's
@@ -50,7 +50,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
@@ -210,19 +210,19 @@ func (s *Server) sessionValue() string {
 
 // csrf is the token a page's forms carry: bound to the caller, signed
 // with this run's secret.
-func (s *Server) csrf(c *daemon.Caller) string {
+func (s *Server) csrf(c *access.Caller) string {
 	m := hmac.New(sha256.New, s.secret)
 	m.Write([]byte("csrf\x00" + c.Name))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
 // allowed reports whether the caller may see pages at all.
-func allowed(c *daemon.Caller) bool { return c.Has(policy.RightRead) }
+func allowed(c *access.Caller) bool { return c.Has(policy.RightRead) }
 
 // guard checks the caller before a handler that is not a page.
 func (s *Server) guard(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !allowed(daemon.CallerOf(r.Context())) {
+		if !allowed(access.CallerOf(r.Context())) {
 			s.fail(w, r, http.StatusForbidden, errors.New("this caller may not read memwatch's state (it holds no read right)"))
 			return
 		}
@@ -241,7 +241,7 @@ type view struct {
 // template, and the fragment the live update fetches.
 func (s *Server) page(h func(r *http.Request) (view, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := daemon.CallerOf(r.Context())
+		c := access.CallerOf(r.Context())
 		if !allowed(c) {
 			if s.cfg.Key == "" {
 				// The daemon's pages: a browser that proved nothing signs in.
@@ -294,7 +294,7 @@ type layoutData struct {
 }
 
 func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, v view) {
-	c := daemon.CallerOf(r.Context())
+	c := access.CallerOf(r.Context())
 	d := layoutData{Prefix: s.cfg.Prefix, Title: v.Title, Template: v.Template, Data: v.Data, CSRF: s.csrf(c), Caller: c.Name,
 		Fragment: r.Header.Get("X-Memwatch-Fragment") == "1"}
 	var b strings.Builder
@@ -326,7 +326,7 @@ func (s *Server) loginForm(w http.ResponseWriter, r *http.Request) {
 }
 
 // login keeps the token a person pasted in the cookie the daemon's
-// listener reads on /ui/ (daemon.UITokenCookie); the daemon, not this
+// listener reads on /ui/ (access.UITokenCookie); the daemon, not this
 // handler, decides what it is worth at the next request.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
@@ -338,7 +338,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, s.cfg.Prefix+"login?failed=1", http.StatusSeeOther)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: daemon.UITokenCookie, Value: tok, Path: s.cfg.Prefix, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: access.UITokenCookie, Value: tok, Path: s.cfg.Prefix, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, s.cfg.Prefix, http.StatusSeeOther)
 }
 

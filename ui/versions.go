@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/restore"
 	"github.com/memwatch/memwatch/versions"
@@ -91,7 +91,7 @@ func (s *Server) versionsPage(r *http.Request) (view, error) {
 // the daemon: the restore is journaled and undoable like any change.
 func (s *Server) restoreVersion(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	c := daemon.CallerOf(ctx)
+	c := access.CallerOf(ctx)
 	if !sameOrigin(r) || r.PostFormValue("csrf") != s.csrf(c) {
 		s.fail(w, r, http.StatusForbidden, errors.New("the restore did not come from this page (its CSRF token or origin is wrong): reload the page and press Restore again"))
 		return
