@@ -65,7 +65,7 @@ func (d *Daemon) authenticate(tcp bool, adminToken string, h http.Handler) http.
 func (d *Daemon) forbid(w http.ResponseWriter, r *http.Request, why string) {
 	c := access.CallerOf(r.Context())
 	msg := fmt.Sprintf("forbidden for %s: %s", c.Name, why)
-	d.shares.refused.say(c.Name, "control API request refused", "client", c.Name, "method", r.Method, "path", r.URL.Path, "why", why)
+	d.shares.Refused.Say(c.Name, "control API request refused", "client", c.Name, "method", r.Method, "path", r.URL.Path, "why", why)
 	writeErr(w, http.StatusForbidden, fmt.Errorf("%s", msg))
 }
 

@@ -41,6 +41,7 @@ import (
 	"github.com/memwatch/memwatch/schedule"
 	"github.com/memwatch/memwatch/scope"
 	"github.com/memwatch/memwatch/session"
+	"github.com/memwatch/memwatch/share"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/versions"
@@ -162,7 +163,7 @@ type Daemon struct {
 	quota   layout.Quota // lines of events repeated over many files
 	// shares bounds what each client of the control API holds at once
 	// (share.go).
-	shares *shares
+	shares *share.Shares
 
 	mu      sync.RWMutex // guards policy, stamp, stores and clients (replaced on reload)
 	policy  *policy.Policy
@@ -183,7 +184,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	raw := log
 	log, limit := loglimit.New(log)
 	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), secrets: newSecretTally(), indexes: trustedIndexCache(filepath.Join(cfg.StateDir, IndexDir)),
-		shares: newShares(DefaultClientRequests, DefaultTotalRequests, DefaultShareWait, raw)}
+		shares: share.New(share.DefaultClientRequests, share.DefaultTotalRequests, share.DefaultShareWait, raw)}
 	d.health.wake = make(chan struct{}, 1)
 	ctx := context.Background()
 	d.db, err = state.Open(ctx, cfg.StateDir)
@@ -694,17 +695,17 @@ func (d *Daemon) serve(ctx context.Context) error {
 	defer stopAPI()
 	base := func(net.Listener) context.Context { return apiCtx }
 	// Every connection, request and answer bounded (share.go).
-	srv := &http.Server{Handler: d.authenticate(false, "", d.api()), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleTimeout, BaseContext: base, ConnContext: access.PeerContext}
+	srv := &http.Server{Handler: d.authenticate(false, "", d.api()), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: share.IdleTimeout, BaseContext: base, ConnContext: access.PeerContext}
 	srv.RegisterOnShutdown(stopAPI)
 	go func() {
 		defer wg.Done()
-		l := newConnLimit(d.listener, DefaultClientConns, socketClient(os.Geteuid()), &d.shares.refused)
+		l := share.NewConnLimit(d.listener, share.DefaultClientConns, share.SocketClient(os.Geteuid()), &d.shares.Refused)
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs <- fmt.Errorf("control API: %w", err)
 		}
 	}()
 	// The metrics-only listener: no token, nothing but /metrics.
-	metricsSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: requestReadTimeout, WriteTimeout: requestWriteTimeout, IdleTimeout: idleTimeout, BaseContext: base}
+	metricsSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: share.RequestReadTimeout, WriteTimeout: share.RequestWriteTimeout, IdleTimeout: share.IdleTimeout, BaseContext: base}
 	if ml := d.metricsL; ml != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
@@ -712,19 +713,19 @@ func (d *Daemon) serve(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := metricsSrv.Serve(newConnLimit(ml, DefaultClientConns, addrClient, &d.shares.refused)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := metricsSrv.Serve(share.NewConnLimit(ml, share.DefaultClientConns, share.AddrClient, &d.shares.Refused)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errs <- fmt.Errorf("metrics listener: %w", err)
 			}
 		}()
 		d.log.Info("serving metrics", "listen", ml.Addr().String())
 	}
-	tcpSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleTimeout, BaseContext: base}
+	tcpSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: share.IdleTimeout, BaseContext: base}
 	if al, ok := d.tcp.(*authListener); ok {
 		tcpSrv.Handler = d.authenticate(true, al.token, d.api())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := tcpSrv.Serve(newConnLimit(al.Listener, DefaultClientConns, addrClient, &d.shares.refused)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := tcpSrv.Serve(share.NewConnLimit(al.Listener, share.DefaultClientConns, share.AddrClient, &d.shares.Refused)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errs <- fmt.Errorf("control API (tcp): %w", err)
 			}
 		}()

@@ -1,4 +1,4 @@
-package daemon
+package share
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 )
 
 func TestSharesBoundEachClientAndAll(t *testing.T) {
-	s := newShares(2, 3, 50*time.Millisecond, nil)
+	s := New(2, 3, 50*time.Millisecond, nil)
 	ctx := context.Background()
 	var releases []func()
 	take := func(client string) bool {
-		r, ok := s.acquire(ctx, client)
+		r, ok := s.Acquire(ctx, client)
 		if ok {
 			releases = append(releases, r)
 		}
@@ -40,7 +40,7 @@ func TestSharesBoundEachClientAndAll(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	start := time.Now()
-	if _, ok := s.acquire(cctx, "alice"); ok || time.Since(start) > 40*time.Millisecond {
+	if _, ok := s.Acquire(cctx, "alice"); ok || time.Since(start) > 40*time.Millisecond {
 		t.Errorf("a cancelled request: ok %v after %v", ok, time.Since(start))
 	}
 	for _, r := range releases[1:] {
@@ -61,7 +61,7 @@ func TestConnLimitClosesPastTheBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ul.Close()
-	l := newConnLimit(ul, 2, func(net.Conn) string { return "alice" }, &refusalLog{every: time.Minute})
+	l := NewConnLimit(ul, 2, func(net.Conn) string { return "alice" }, &RefusalLog{every: time.Minute})
 	accepted := make(chan net.Conn, 10)
 	go func() {
 		for {
