@@ -311,24 +311,24 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		d.metrics.archiveBytes.WithLabelValues(st.Stores[i].Name).Set(float64(v.bytes))
 		d.metrics.kept.WithLabelValues(st.Stores[i].Name).Set(float64(len(v.kept)))
 	}
-	for _, root := range d.passes.uncaptured() {
+	for _, root := range d.passes.Uncaptured() {
 		if caller.IsAdmin() || reach[root] {
 			st.Uncaptured = append(st.Uncaptured, root)
 		}
 	}
 	if caller.IsAdmin() {
-		st.Background = d.bg.queued.Load()
+		st.Background = d.bg.Queued.Load()
 		st.StateProblem = d.stateProblem()
 		st.Disk = d.disk()
 		st.Warnings = d.warnings.List()
 		if total := d.catchTotal.Load(); total > 0 {
-			d.catch.waitCounted(ctx, 2*time.Second)
-			st.CatchUp = d.catch.status(time.Now(), d.catchDone.Load(), total, nil)
+			d.catch.WaitCounted(ctx, 2*time.Second)
+			st.CatchUp = d.catch.Status(time.Now(), d.catchDone.Load(), total, nil)
 		}
 	} else {
 		if total := d.catchTotal.Load(); total > 0 {
-			d.catch.waitCounted(ctx, 2*time.Second)
-			st.CatchUp = d.catch.status(time.Now(), d.catchDone.Load(), total, func(root string) bool { return reach[root] })
+			d.catch.WaitCounted(ctx, 2*time.Second)
+			st.CatchUp = d.catch.Status(time.Now(), d.catchDone.Load(), total, func(root string) bool { return reach[root] })
 		}
 		st.Warnings = d.warnings.ListFor(func(root string) bool { return reach[root] })
 	}

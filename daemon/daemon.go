@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/access"
+	"github.com/memwatch/memwatch/background"
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
@@ -116,10 +117,10 @@ type Daemon struct {
 	secrets *secretTally
 	// health says whether the state directory can be written (health.go).
 	health health
-	bg     *background // capture and indexing as files are written
+	bg     *background.Runner // capture and indexing as files are written
 	// passes follows each root's changes against its evaluation's pass
 	// (passes.go): nothing changed meanwhile is left to a later one.
-	passes *passes
+	passes *background.Passes
 	// verified lists the index files checked whole in this run, indexing
 	// the index-root tasks' places between their slices, segments the
 	// index directory's term segments (listed once, kept as they are
@@ -149,8 +150,8 @@ type Daemon struct {
 	// catchUp is the start-up's progress: roots whose first evaluation
 	// is done, of those found at start (both 0 once caught up).
 	catchDone, catchTotal atomic.Int64
-	catch                 catchUp // files and bytes of the catch-up (catchup.go)
-	handlers              []route // added with Handle before Run
+	catch                 background.Progress // files and bytes of the catch-up (catchup.go)
+	handlers              []route             // added with Handle before Run
 
 	warnings layout.Warnings
 	memo     layout.Memo    // what rules parsed of files, across reloads
@@ -241,9 +242,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		Cooldown:        d.cooldown,
 		OnFail:          d.onFail,
 	}, d.runJob, log)
-	d.passes = newPasses()
-	d.bg = newBackground(d.runTask, log)
-	d.bg.onDrop = func(root string) { d.passes.changed(root, true) }
+	d.passes = background.NewPasses()
+	d.bg = background.NewRunner(d.runTask, log)
+	d.bg.OnDrop = func(root string) { d.passes.Changed(root, true) }
 	d.verified = map[string]bool{}
 	d.indexing = map[string]*indexScan{}
 	d.segments = recall.NewSegmentListing()
@@ -453,11 +454,11 @@ func RootOpener(policy func() *policy.Policy) func(path string) (*confine.Root, 
 
 // onChange runs on the watcher goroutine: it only queues work.
 func (d *Daemon) onChange(c watcher.Change) {
-	d.passes.changed(c.Root, false)
+	d.passes.Changed(c.Root, false)
 	d.log.Debug("change", "store", c.Store, "root", c.Root, "reason", c.Reason, "paths", len(c.Paths), "first", c.Paths[:min(len(c.Paths), 2)])
 	if len(c.Paths) == 0 {
 		// A whole root (found, rescanned): bring its index up to date.
-		d.bg.Queue(task{kind: taskIndexRoot, store: c.Store, root: c.Root})
+		d.bg.Queue(background.Task{Kind: background.IndexRoot, Store: c.Store, Root: c.Root})
 	}
 	d.engine.Submit(jobs.Job{Store: c.Store, Root: c.Root, Rule: ruleEvaluate, Reason: c.Reason})
 }
@@ -494,7 +495,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 		}
 	}
 	if j.Rule == ruleEvaluate {
-		d.passes.begin(j.Root)
+		d.passes.Begin(j.Root)
 		// Lines an agent wrote that a conflict left out of its live file
 		// come first, whatever the layout (see rewrite.Restore).
 		for _, t := range d.rw.RiskTargets(ctx, j.Root) {
@@ -540,7 +541,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 		if more {
 			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: ruleEvaluate, Reason: jobs.ReasonNextSlice})
 		}
-		if d.passes.end(j.Root, more || again != nil) {
+		if d.passes.End(j.Root, more || again != nil) {
 			// Changed (or captures dropped) since this pass began: a new
 			// pass at once, not at the next change (passes.go).
 			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: ruleEvaluate, Reason: jobs.ReasonChangedDuringPass})
@@ -665,7 +666,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	defer d.announce()()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	d.catch.start(time.Now()) // before the first index task reads a file
+	d.catch.Start(time.Now()) // before the first index task reads a file
 	d.bg.Start()
 	defer d.bg.Stop()
 	engineCtx, stopEngine := context.WithCancel(context.Background())
@@ -837,15 +838,15 @@ func (d *Daemon) serve(ctx context.Context) error {
 			}
 			total := d.catchTotal.Load()
 			d.catchDone.Store(max(0, total-int64(n)))
-			if now := time.Now(); now.Sub(lastSaid) >= catchUpEvery && (n > 0 || d.bg.queued.Load() > 0) {
+			if now := time.Now(); now.Sub(lastSaid) >= background.CatchUpEvery && (n > 0 || d.bg.Queued.Load() > 0) {
 				lastSaid = now
-				if st := d.catch.status(now, d.catchDone.Load(), total, nil); st != nil {
+				if st := d.catch.Status(now, d.catchDone.Load(), total, nil); st != nil {
 					d.log.Info("catching up: "+st.String(), "files", st.Files, "files_total", st.FilesTotal, "bytes", st.Bytes, "bytes_total", st.BytesTotal, "left", st.Left.String())
 				}
 			}
-			if n == 0 && d.bg.queued.Load() == 0 && len(d.passes.uncaptured()) == 0 {
+			if n == 0 && d.bg.Queued.Load() == 0 && len(d.passes.Uncaptured()) == 0 {
 				catchUp.Stop()
-				d.catch.finish()
+				d.catch.Finish()
 				d.catchDone.Store(0)
 				d.catchTotal.Store(0)
 				d.log.Info("caught up: every root evaluated, its logs captured and indexed", "roots", total,

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memwatch/memwatch/background"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/jobs"
 )
@@ -169,7 +170,7 @@ func (d *Daemon) probeState(ctx context.Context) bool {
 	for _, k := range keys {
 		// Every log captured from where the spool stopped, every memory
 		// file's version as it is now, the index brought up to date.
-		d.bg.Queue(task{kind: taskIndexRoot, store: k.store, root: k.root})
+		d.bg.Queue(background.Task{Kind: background.IndexRoot, Store: k.store, Root: k.root})
 		d.engine.Submit(jobs.Job{Store: k.store, Root: k.root, Rule: ruleEvaluate, Reason: jobs.ReasonStateWritable})
 	}
 	return false

@@ -1,4 +1,4 @@
-package daemon
+package background
 
 import (
 	"slices"
@@ -6,44 +6,44 @@ import (
 )
 
 func TestPassesAnotherAfterAChangeDuringOne(t *testing.T) {
-	p := newPasses()
+	p := NewPasses()
 	// A quiet pass: nothing follows.
-	p.begin("r")
-	if p.end("r", false) {
+	p.Begin("r")
+	if p.End("r", false) {
 		t.Error("a pass with no change during it asked for another")
 	}
 	// A pass in slices; a change merged into its next slice: one more
 	// pass, and only one.
-	p.changed("r", false)
-	p.begin("r")
-	p.end("r", true)
-	p.changed("r", false)
-	p.begin("r")
-	if !p.end("r", false) {
+	p.Changed("r", false)
+	p.Begin("r")
+	p.End("r", true)
+	p.Changed("r", false)
+	p.Begin("r")
+	if !p.End("r", false) {
 		t.Fatal("a change during a pass in slices: no new pass")
 	}
-	p.begin("r")
-	if p.end("r", false) {
+	p.Begin("r")
+	if p.End("r", false) {
 		t.Error("the pass after it asked for yet another")
 	}
 	// A capture dropped during a pass: not captured until a pass that
 	// began after it ends.
-	p.begin("r")
-	p.end("r", true)
-	p.changed("r", true)
-	if got := p.uncaptured(); !slices.Equal(got, []string{"r"}) {
+	p.Begin("r")
+	p.End("r", true)
+	p.Changed("r", true)
+	if got := p.Uncaptured(); !slices.Equal(got, []string{"r"}) {
 		t.Errorf("uncaptured %v, want [r]", got)
 	}
-	p.begin("r")
-	if !p.end("r", false) {
+	p.Begin("r")
+	if !p.End("r", false) {
 		t.Error("a drop during a pass: no new pass")
 	}
-	if got := p.uncaptured(); len(got) != 1 {
+	if got := p.Uncaptured(); len(got) != 1 {
 		t.Errorf("the pass that began before the drop covered it: uncaptured %v", got)
 	}
-	p.begin("r")
-	p.end("r", false)
-	if got := p.uncaptured(); len(got) != 0 {
+	p.Begin("r")
+	p.End("r", false)
+	if got := p.Uncaptured(); len(got) != 0 {
 		t.Errorf("after a whole pass: uncaptured %v, want none", got)
 	}
 	if len(p.gen) != 0 || len(p.from) != 0 || len(p.inPass) != 0 {

@@ -1,4 +1,4 @@
-package daemon
+package background
 
 import "github.com/cespare/xxhash/v2"
 
@@ -20,14 +20,14 @@ type taskQueue struct {
 
 func newTaskQueue() *taskQueue { return &taskQueue{pending: map[uint64]bool{}} }
 
-func (t task) hash() uint64 {
+func (t Task) hash() uint64 {
 	d := xxhash.New()
-	d.Write([]byte{byte(t.kind)})
-	for _, s := range []string{t.store, t.root, t.rel} {
+	d.Write([]byte{byte(t.Kind)})
+	for _, s := range []string{t.Store, t.Root, t.Rel} {
 		d.WriteString(s)
 		d.Write([]byte{0})
 	}
-	d.Write([]byte{byte(t.src)})
+	d.Write([]byte{byte(t.Src)})
 	return d.Sum64()
 }
 
@@ -35,16 +35,16 @@ func (t task) hash() uint64 {
 func (q *taskQueue) Len() int { return len(q.pending) }
 
 // Has reports whether t is queued.
-func (q *taskQueue) Has(t task) bool { return q.pending[t.hash()] }
+func (q *taskQueue) Has(t Task) bool { return q.pending[t.hash()] }
 
 // Push queues t unless it is queued already.
-func (q *taskQueue) Push(t task) {
+func (q *taskQueue) Push(t Task) {
 	h := t.hash()
 	if q.pending[h] {
 		return
 	}
 	q.pending[h] = true
-	if t.kind.urgent() {
+	if t.Kind.urgent() {
 		q.urgent.push(t)
 	} else {
 		q.rest.push(t)
@@ -53,7 +53,7 @@ func (q *taskQueue) Push(t task) {
 
 // Pop takes the next task: an urgent one of the next root that has one,
 // else an index task of the next root; ok is false when none is queued.
-func (q *taskQueue) Pop() (task, bool) {
+func (q *taskQueue) Pop() (Task, bool) {
 	t, ok := q.urgent.pop()
 	if !ok {
 		t, ok = q.rest.pop()
@@ -71,22 +71,22 @@ type roundRobin struct {
 	next  int
 }
 
-func (r *roundRobin) push(t task) {
+func (r *roundRobin) push(t Task) {
 	if r.fifos == nil {
 		r.fifos = map[string]*fifo{}
 	}
-	f := r.fifos[t.root]
+	f := r.fifos[t.Root]
 	if f == nil {
 		f = &fifo{}
-		r.fifos[t.root] = f
-		r.ring = append(r.ring, t.root)
+		r.fifos[t.Root] = f
+		r.ring = append(r.ring, t.Root)
 	}
 	f.push(t)
 }
 
-func (r *roundRobin) pop() (task, bool) {
+func (r *roundRobin) pop() (Task, bool) {
 	if len(r.ring) == 0 {
-		return task{}, false
+		return Task{}, false
 	}
 	if r.next >= len(r.ring) {
 		r.next = 0
@@ -106,17 +106,17 @@ func (r *roundRobin) pop() (task, bool) {
 // fifo is a queue that reuses its slice: taking from the front moves a
 // head index, and the slice is compacted once half of it is taken.
 type fifo struct {
-	items []task
+	items []Task
 	head  int
 }
 
-func (f *fifo) push(t task) { f.items = append(f.items, t) }
+func (f *fifo) push(t Task) { f.items = append(f.items, t) }
 
 func (f *fifo) len() int { return len(f.items) - f.head }
 
-func (f *fifo) pop() task {
+func (f *fifo) pop() Task {
 	t := f.items[f.head]
-	f.items[f.head] = task{}
+	f.items[f.head] = Task{}
 	f.head++
 	if f.head > 64 && f.head*2 >= len(f.items) {
 		f.items = append(f.items[:0], f.items[f.head:]...)

@@ -1,4 +1,4 @@
-package daemon
+package background
 
 import (
 	"context"
@@ -17,12 +17,12 @@ func TestBackgroundUrgentFirst(t *testing.T) {
 	var ran []string
 	release := make(chan struct{})
 	done := make(chan struct{})
-	b := newBackground(func(ctx context.Context, tk task) {
-		if tk.rel == "first" {
+	b := NewRunner(func(ctx context.Context, tk Task) {
+		if tk.Rel == "first" {
 			<-release
 		}
 		mu.Lock()
-		ran = append(ran, tk.kind.String()+":"+tk.rel)
+		ran = append(ran, tk.Kind.String()+":"+tk.Rel)
 		n := len(ran)
 		mu.Unlock()
 		if n == 6 {
@@ -32,14 +32,14 @@ func TestBackgroundUrgentFirst(t *testing.T) {
 	b.Start()
 	defer b.Stop()
 
-	b.Queue(task{kind: taskIndex, rel: "first"})
+	b.Queue(Task{Kind: Index, Rel: "first"})
 	time.Sleep(50 * time.Millisecond) // "first" runs, and blocks
-	b.Queue(task{kind: taskIndex, rel: "a"})
-	b.Queue(task{kind: taskIndexRoot, rel: "b"})
-	b.After(task{kind: taskVersion, rel: "memory.md"}, 0)
-	b.Queue(task{kind: taskCapture, rel: "log"})
-	b.Queue(task{kind: taskCapture, rel: "log"}) // joins the one queued
-	b.Queue(task{kind: taskIndex, rel: "c"})
+	b.Queue(Task{Kind: Index, Rel: "a"})
+	b.Queue(Task{Kind: IndexRoot, Rel: "b"})
+	b.After(Task{Kind: Version, Rel: "memory.md"}, 0)
+	b.Queue(Task{Kind: Capture, Rel: "log"})
+	b.Queue(Task{Kind: Capture, Rel: "log"}) // joins the one queued
+	b.Queue(Task{Kind: Index, Rel: "c"})
 	time.Sleep(50 * time.Millisecond)
 	close(release)
 	select {

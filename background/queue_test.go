@@ -1,4 +1,4 @@
-package daemon
+package background
 
 import (
 	"fmt"
@@ -9,17 +9,17 @@ import (
 func TestTaskQueueServesRootsInTurn(t *testing.T) {
 	q := newTaskQueue()
 	for i := range 100_000 {
-		q.Push(task{kind: taskCapture, root: "/big", rel: fmt.Sprint(i)})
+		q.Push(Task{Kind: Capture, Root: "/big", Rel: fmt.Sprint(i)})
 	}
-	q.Push(task{kind: taskIndex, root: "/other", rel: "MEMORY.md"})
-	q.Push(task{kind: taskCapture, root: "/other", rel: "x.jsonl"})
-	q.Push(task{kind: taskCapture, root: "/other", rel: "x.jsonl"}) // queued already
-	var got []task
+	q.Push(Task{Kind: Index, Root: "/other", Rel: "MEMORY.md"})
+	q.Push(Task{Kind: Capture, Root: "/other", Rel: "x.jsonl"})
+	q.Push(Task{Kind: Capture, Root: "/other", Rel: "x.jsonl"}) // queued already
+	var got []Task
 	for range 4 {
 		tk, _ := q.Pop()
 		got = append(got, tk)
 	}
-	if got[0].root != "/big" || got[1] != (task{kind: taskCapture, root: "/other", rel: "x.jsonl"}) || got[2].root != "/big" || got[2].rel != "1" || got[3].rel != "2" {
+	if got[0].Root != "/big" || got[1] != (Task{Kind: Capture, Root: "/other", Rel: "x.jsonl"}) || got[2].Root != "/big" || got[2].Rel != "1" || got[3].Rel != "2" {
 		t.Errorf("served %v", got)
 	}
 	n := 4
@@ -29,7 +29,7 @@ func TestTaskQueueServesRootsInTurn(t *testing.T) {
 			break
 		}
 		n++
-		if tk.kind == taskIndex && q.Len() != 0 {
+		if tk.Kind == Index && q.Len() != 0 {
 			t.Errorf("an index task before %d captures", q.Len())
 		}
 	}

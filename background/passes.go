@@ -1,11 +1,11 @@
-package daemon
+package background
 
 import (
 	"sort"
 	"sync"
 )
 
-// passes makes sure a root's evaluation sees every change made while it
+// Passes makes sure a root's evaluation sees every change made while it
 // went through the root's files.
 //
 // An evaluation of a large root is a pass in slices (layout.EachFile),
@@ -21,7 +21,7 @@ import (
 // no complete pass has covered yet is "not captured yet" (status, and the
 // catch-up is not over). Safe for concurrent use: the watcher's goroutine
 // counts changes, the background's drops, the jobs begin and end passes.
-type passes struct {
+type Passes struct {
 	mu sync.Mutex
 	// gen counts a root's changes and dropped captures; from is gen when
 	// its pass now running began (inPass: a pass is in slices).
@@ -32,13 +32,13 @@ type passes struct {
 	dropped map[string]uint64
 }
 
-func newPasses() *passes {
-	return &passes{gen: map[string]uint64{}, from: map[string]uint64{}, inPass: map[string]bool{}, dropped: map[string]uint64{}}
+func NewPasses() *Passes {
+	return &Passes{gen: map[string]uint64{}, from: map[string]uint64{}, inPass: map[string]bool{}, dropped: map[string]uint64{}}
 }
 
-// changed counts a change of root; drop: a capture of one of its logs
+// Changed counts a change of root; drop: a capture of one of its logs
 // was dropped.
-func (p *passes) changed(root string, drop bool) {
+func (p *Passes) Changed(root string, drop bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.gen[root]++
@@ -47,9 +47,9 @@ func (p *passes) changed(root string, drop bool) {
 	}
 }
 
-// begin marks an evaluation of root starting: a new pass unless one is in
+// Begin marks an evaluation of root starting: a new pass unless one is in
 // slices.
-func (p *passes) begin(root string) {
+func (p *Passes) Begin(root string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.inPass[root] {
@@ -57,10 +57,10 @@ func (p *passes) begin(root string) {
 	}
 }
 
-// end marks an evaluation of root done; more: its pass goes on in the
+// End marks an evaluation of root done; more: its pass goes on in the
 // next slice. again says a new pass must follow (changes came since this
 // one began).
-func (p *passes) end(root string, more bool) (again bool) {
+func (p *Passes) End(root string, more bool) (again bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if more {
@@ -80,9 +80,9 @@ func (p *passes) end(root string, more bool) (again bool) {
 	return again
 }
 
-// uncaptured lists the roots with logs whose capture was dropped and no
+// Uncaptured lists the roots with logs whose capture was dropped and no
 // complete pass has covered yet.
-func (p *passes) uncaptured() []string {
+func (p *Passes) Uncaptured() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]string, 0, len(p.dropped))
