@@ -308,8 +308,8 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 		v := held[st.Stores[i].Name]
 		st.Stores[i].Archives, st.Stores[i].ArchiveBytes = v.archives, v.bytes
 		st.Stores[i].Kept, st.Stores[i].KeptCopies = len(v.kept), v.kept[:min(len(v.kept), maxKeptListed)]
-		d.metrics.archiveBytes.WithLabelValues(st.Stores[i].Name).Set(float64(v.bytes))
-		d.metrics.kept.WithLabelValues(st.Stores[i].Name).Set(float64(len(v.kept)))
+		d.metrics.ArchiveBytes.WithLabelValues(st.Stores[i].Name).Set(float64(v.bytes))
+		d.metrics.Kept.WithLabelValues(st.Stores[i].Name).Set(float64(len(v.kept)))
 	}
 	for _, root := range d.passes.Uncaptured() {
 		if caller.IsAdmin() || reach[root] {

@@ -151,7 +151,7 @@ func (d *Daemon) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	caller := access.CallerOf(r.Context())
 	if caller.IsAdmin() {
-		promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+		promhttp.HandlerFor(d.metrics.Reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 		return
 	}
 	reach := map[string]bool{}
@@ -168,7 +168,7 @@ func (d *Daemon) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		fams, err := d.metrics.reg.Gather()
+		fams, err := d.metrics.Reg.Gather()
 		var out []*dto.MetricFamily
 		for _, f := range fams {
 			if f.GetName() == "memwatch_build_info" {

@@ -103,7 +103,7 @@ func (d *Daemon) runTask(ctx context.Context, t background.Task) {
 			}
 			return
 		}
-		d.metrics.captured.Add(float64(res.Lines))
+		d.metrics.Captured.Add(float64(res.Lines))
 		rt.env.CaptureBounds(root, t.Rel, res)
 		if res.Why == "gone" {
 			// What the rules owe a log the agent deleted is found by an
@@ -230,5 +230,5 @@ func (d *Daemon) indexFile(root *confine.Root, rt *storeRT, rel string, kind rec
 		}
 		return
 	}
-	d.metrics.indexed.Add(float64(n))
+	d.metrics.Indexed.Add(float64(n))
 }

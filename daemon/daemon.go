@@ -32,6 +32,7 @@ import (
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/loglimit"
+	"github.com/memwatch/memwatch/metrics"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/prune"
 	"github.com/memwatch/memwatch/recall"
@@ -141,7 +142,7 @@ type Daemon struct {
 	archive   map[string]bool
 	engine    *jobs.Engine
 	watch     *watcher.Watcher
-	metrics   *metrics
+	metrics   *metrics.Metrics
 	started   time.Time
 	listener  net.Listener
 	tcp       net.Listener
@@ -184,7 +185,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	// per file (loglimit).
 	raw := log
 	log, limit := loglimit.New(log)
-	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: newMetrics(cfg.Version), started: time.Now(), secrets: newSecretTally(), indexes: trustedIndexCache(filepath.Join(cfg.StateDir, IndexDir)),
+	d := &Daemon{cfg: cfg, log: log, rawLog: raw, logLimit: limit, lock: lock, metrics: metrics.New(cfg.Version), started: time.Now(), secrets: newSecretTally(), indexes: trustedIndexCache(filepath.Join(cfg.StateDir, IndexDir)),
 		shares: share.New(share.DefaultClientRequests, share.DefaultTotalRequests, share.DefaultShareWait, raw)}
 	d.health.wake = make(chan struct{}, 1)
 	ctx := context.Background()
@@ -307,7 +308,7 @@ func (d *Daemon) apply(p *policy.Policy) error {
 			return err
 		}
 		env := &layout.Env{Store: s, Rewriter: d.rw, DB: d.db, Spool: d.spool, Now: time.Now, Warnings: &d.warnings, Busy: &layout.BusyTargets{},
-			OnBound: func(store, key string) { d.metrics.bounds.WithLabelValues(store, key).Inc() },
+			OnBound: func(store, key string) { d.metrics.Bounds.WithLabelValues(store, key).Inc() },
 			StateError: func(root *confine.Root, what string, err error) bool {
 				return d.stateFailed(s.Name, root.Path(), what, err)
 			},
@@ -320,14 +321,14 @@ func (d *Daemon) apply(p *policy.Policy) error {
 				if err != nil {
 					return err
 				}
-				c.OnFail = func(ep, cause string) { d.metrics.llmFailures.WithLabelValues(ep, cause).Inc() }
+				c.OnFail = func(ep, cause string) { d.metrics.LLMFailures.WithLabelValues(ep, cause).Inc() }
 				c.OnUse = func(ep string, n int64) {
-					d.metrics.tokens.WithLabelValues(ep).Add(float64(n))
+					d.metrics.Tokens.WithLabelValues(ep).Add(float64(n))
 					if used, err := c.Used(context.Background()); err == nil {
-						d.metrics.llmUsed.WithLabelValues(ep).Set(float64(used))
+						d.metrics.LLMUsed.WithLabelValues(ep).Set(float64(used))
 					}
 				}
-				d.metrics.llmBudget.WithLabelValues(c.Name()).Set(float64(c.Budget()))
+				d.metrics.LLMBudget.WithLabelValues(c.Name()).Set(float64(c.Budget()))
 				clients[s.LLM] = c
 			}
 			env.LLM = c
@@ -398,7 +399,7 @@ const RuleRootRefused = "root-refused"
 // onRefuse runs on the watcher goroutine, once per refused path and reason.
 func (d *Daemon) onRefuse(store, path string, err error) {
 	msg := fmt.Sprintf("%s: %s is not used as a store root: %v", store, path, err)
-	d.metrics.refusals.WithLabelValues(store).Inc()
+	d.metrics.Refusals.WithLabelValues(store).Inc()
 	if !d.warnings.Set(path, RuleRootRefused, msg) {
 		return // said already (memwatch status lists it)
 	}
@@ -562,7 +563,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	}
 	start := time.Now()
 	res, err := run(ctx, rt.env, root, j.Target)
-	d.metrics.jobSeconds.WithLabelValues(j.Store, j.Rule).Observe(time.Since(start).Seconds())
+	d.metrics.JobSeconds.WithLabelValues(j.Store, j.Rule).Observe(time.Since(start).Seconds())
 	outcome := "unchanged"
 	switch {
 	case err != nil:
@@ -570,7 +571,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	case res.Changed:
 		outcome = "changed"
 	}
-	d.metrics.jobs.WithLabelValues(j.Store, j.Rule, outcome).Inc()
+	d.metrics.Jobs.WithLabelValues(j.Store, j.Rule, outcome).Inc()
 	return res, err
 }
 
@@ -593,20 +594,20 @@ func (d *Daemon) runBatch(ctx context.Context, rt *storeRT, root *confine.Root, 
 		one.Target = ts[0]
 		start := time.Now()
 		out, err := r.Run(ctx, rt.env, root, ts[0])
-		d.metrics.jobSeconds.WithLabelValues(j.Store, j.Rule).Observe(time.Since(start).Seconds())
+		d.metrics.JobSeconds.WithLabelValues(j.Store, j.Rule).Observe(time.Since(start).Seconds())
 		switch {
 		case err != nil && ctx.Err() != nil:
 			rt.env.Batches.Add(root, r.Name, ts[0])
 			return res, ctx.Err()
 		case err != nil:
-			d.metrics.jobs.WithLabelValues(j.Store, j.Rule, "error").Inc()
+			d.metrics.Jobs.WithLabelValues(j.Store, j.Rule, "error").Inc()
 			d.onFail(one, err)
 		case out.RetryAfter > 0:
 			rt.env.Batches.Add(root, r.Name, ts[0])
 			res.RetryAfter = max(res.RetryAfter, out.RetryAfter)
 			return res, nil
 		default:
-			d.metrics.jobs.WithLabelValues(j.Store, j.Rule, map[bool]string{true: "changed", false: "unchanged"}[out.Changed]).Inc()
+			d.metrics.Jobs.WithLabelValues(j.Store, j.Rule, map[bool]string{true: "changed", false: "unchanged"}[out.Changed]).Inc()
 		}
 	}
 	return res, ctx.Err()
@@ -679,7 +680,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	replicaCtx, stopReplica := context.WithCancel(context.Background())
 	defer stopReplica()
 	if d.replica != nil {
-		d.metrics.watchReplica(d.replica)
+		d.metrics.WatchReplica(d.replica)
 		wg.Add(1)
 		// Its failures never stop memwatch: Run logs them and returns nil.
 		go func() { defer wg.Done(); _ = d.replica.Run(replicaCtx) }()
@@ -709,7 +710,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	metricsSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: share.RequestReadTimeout, WriteTimeout: share.RequestWriteTimeout, IdleTimeout: share.IdleTimeout, BaseContext: base}
 	if ml := d.metricsL; ml != nil {
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.Reg, promhttp.HandlerOpts{}))
 		metricsSrv.Handler = mux
 		wg.Add(1)
 		go func() {
@@ -762,8 +763,8 @@ func (d *Daemon) serve(ctx context.Context) error {
 	d.running.Store(true)
 	defer d.running.Store(false)
 	counts, _ := d.watch.Counts(ctx)
-	d.metrics.watches.Set(float64(counts.Watches))
-	d.metrics.roots.Set(float64(counts.Roots))
+	d.metrics.Watches.Set(float64(counts.Watches))
+	d.metrics.Roots.Set(float64(counts.Roots))
 	if counts.Stores == 0 && d.fleet == nil {
 		d.log.Info("no stores configured; idle until the policy names one (edit it and send SIGHUP or systemctl reload memwatch)", "policy", d.cfg.PolicyPath)
 	}
@@ -861,15 +862,15 @@ func (d *Daemon) serve(ctx context.Context) error {
 			d.quota.Flush()
 			d.logLimit.Flush(d.rawLog)
 			if c, err := d.watch.Counts(ctx); err == nil {
-				d.metrics.watches.Set(float64(c.Watches))
-				d.metrics.roots.Set(float64(c.Roots))
+				d.metrics.Watches.Set(float64(c.Watches))
+				d.metrics.Roots.Set(float64(c.Roots))
 			}
-			d.metrics.spoolBytes.Set(float64(d.spool.Size()))
+			d.metrics.SpoolBytes.Set(float64(d.spool.Size()))
 			disk := d.disk()
-			d.metrics.stateBytes.WithLabelValues("journal").Set(float64(disk.Journal))
-			d.metrics.stateBytes.WithLabelValues("spool").Set(float64(disk.Spool))
-			d.metrics.stateBytes.WithLabelValues("index").Set(float64(disk.Index))
-			d.metrics.stateBytes.WithLabelValues("versions").Set(float64(disk.Versions))
+			d.metrics.StateBytes.WithLabelValues("journal").Set(float64(disk.Journal))
+			d.metrics.StateBytes.WithLabelValues("spool").Set(float64(disk.Spool))
+			d.metrics.StateBytes.WithLabelValues("index").Set(float64(disk.Index))
+			d.metrics.StateBytes.WithLabelValues("versions").Set(float64(disk.Versions))
 		}
 	}
 }

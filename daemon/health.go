@@ -91,7 +91,7 @@ func (d *Daemon) stateFailed(store, root, what string, err error) bool {
 		return false
 	}
 	h := &d.health
-	d.metrics.stateErrors.WithLabelValues(what).Inc()
+	d.metrics.StateErrors.WithLabelValues(what).Inc()
 	h.mu.Lock()
 	first := h.since.IsZero()
 	if first {
@@ -106,7 +106,7 @@ func (d *Daemon) stateFailed(store, root, what string, err error) bool {
 	}
 	h.mu.Unlock()
 	if first {
-		d.metrics.degraded.Set(1)
+		d.metrics.Degraded.Set(1)
 		d.log.Error("memwatch cannot write its state directory; the agents' files are untouched, and it catches up on its own once it can write again",
 			"dir", d.cfg.StateDir, "err", err, "not_recorded", what, "probe_every", probeEvery)
 		d.warnings.Set("", "state", fmt.Sprintf("memwatch cannot write its state directory %s (%v) since %s: what agents write is not captured, versioned or journaled until it can; it retries every %v",
@@ -149,7 +149,7 @@ func (d *Daemon) probeState(ctx context.Context) bool {
 	full := len(roots) >= maxDegradedRoots
 	h.since, h.err, h.missed, h.roots = time.Time{}, "", nil, nil
 	h.mu.Unlock()
-	d.metrics.degraded.Set(0)
+	d.metrics.Degraded.Set(0)
 	d.warnings.Clear("", "state")
 	if full {
 		roots = map[rootKey]bool{}

@@ -104,8 +104,8 @@ func (d *Daemon) reportArchives(ctx context.Context) {
 		{Day: day, Kind: "versions", Bytes: disk.Versions},
 	}
 	for name, h := range d.archivesHeld(ctx, stores, roots) {
-		d.metrics.archiveBytes.WithLabelValues(name).Set(float64(h.bytes))
-		d.metrics.kept.WithLabelValues(name).Set(float64(len(h.kept)))
+		d.metrics.ArchiveBytes.WithLabelValues(name).Set(float64(h.bytes))
+		d.metrics.Kept.WithLabelValues(name).Set(float64(len(h.kept)))
 		samples = append(samples, state.DiskSample{Day: day, Store: name, Kind: "archives", Bytes: h.bytes})
 	}
 	// The day's reading, for the disk plot of the review pages.

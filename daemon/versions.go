@@ -171,7 +171,7 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 	if !ok {
 		return
 	}
-	d.metrics.versions.Inc()
+	d.metrics.Versions.Inc()
 	if v.Writer != versions.ByAgent || prev.N == 0 || prev.Deleted() {
 		return
 	}
@@ -186,7 +186,7 @@ func (d *Daemon) captureVersion(ctx context.Context, root *confine.Root, rt *sto
 	default:
 		return
 	}
-	d.metrics.losses.WithLabelValues(rt.store.Name, loss.Kind).Inc()
+	d.metrics.Losses.WithLabelValues(rt.store.Name, loss.Kind).Inc()
 	if loss.Kind == "deleted" && rt.store.RestoreDeleted {
 		// A job in the root's slot: the background queue never waits for one.
 		d.engine.Submit(jobs.Job{Store: rt.store.Name, Root: root.Path(), Rule: restore.Rule, Target: rel, Reason: jobs.ReasonRestoreDeleted})
