@@ -335,7 +335,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if st.Warnings == nil {
 		st.Warnings = []string{}
 	}
-	st.Losses = d.losses.listFor(func(dir confine.ID) bool { return caller.IsAdmin() || reachDir[dir] })
+	st.Losses = d.capture.Losses(func(dir confine.ID) bool { return caller.IsAdmin() || reachDir[dir] })
 	if holds, err := d.db.Holds(ctx); err == nil {
 		for _, h := range holds {
 			if caller.IsAdmin() || reach[h.Root] {

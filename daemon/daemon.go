@@ -22,6 +22,7 @@ import (
 
 	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/background"
+	"github.com/memwatch/memwatch/capture"
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
@@ -36,7 +37,6 @@ import (
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/prune"
 	"github.com/memwatch/memwatch/recall"
-	"github.com/memwatch/memwatch/recall/analysis"
 	"github.com/memwatch/memwatch/replica"
 	"github.com/memwatch/memwatch/restore"
 	"github.com/memwatch/memwatch/rewrite"
@@ -94,6 +94,29 @@ type storeRT struct {
 	rules  map[string]layout.Rule
 }
 
+// captured is the store as capture's tasks see it.
+func (rt *storeRT) captured() capture.Store {
+	return capture.Store{Policy: rt.store, Layout: rt.layout, Env: rt.env}
+}
+
+// captureStore is a store by name, for capture's tasks.
+func (d *Daemon) captureStore(name string) (capture.Store, bool) {
+	rt := d.store(name)
+	if rt == nil {
+		return capture.Store{}, false
+	}
+	return rt.captured(), true
+}
+
+// captureStoresOf are the stores root is a root of, for capture.
+func (d *Daemon) captureStoresOf(root string) []capture.Store {
+	var out []capture.Store
+	for _, rt := range d.storesOf(root) {
+		out = append(out, rt.captured())
+	}
+	return out
+}
+
 // Daemon is a running memwatch.
 type Daemon struct {
 	cfg Config
@@ -112,8 +135,10 @@ type Daemon struct {
 	// nil without one.
 	replica *replica.Replicator
 	// fleet follows the hosts' replicated state on a central node.
-	fleet  *fleet.Follower
-	losses losses
+	fleet *fleet.Follower
+	// capture runs the background tasks: logs into the spool, versions,
+	// the recall index (capture.Worker).
+	capture *capture.Worker
 	// secrets counts the credentials in the roots, for status (secrets.go).
 	secrets *secretTally
 	// health says whether the state directory can be written (health.go).
@@ -122,32 +147,20 @@ type Daemon struct {
 	// passes follows each root's changes against its evaluation's pass
 	// (passes.go): nothing changed meanwhile is left to a later one.
 	passes *background.Passes
-	// verified lists the index files checked whole in this run, indexing
-	// the index-root tasks' places between their slices, segments the
-	// index directory's term segments (listed once, kept as they are
-	// written; searches read it too, under its lock), analyzer the
-	// indexing's (its stems kept across files); only the background
-	// goroutine uses the others.
-	verified map[string]bool
-	indexing map[string]*indexScan
+	// segments is the index directory's term segments (listed once, kept
+	// as they are written; searches read it too, under its lock).
 	segments *recall.SegmentListing
-	analyzer *analysis.Analyzer
 	// listings keeps what searches listed of each root, used unlisted
 	// while the watcher saw nothing change there (recall.go).
 	listings *recall.ListingCache
-	// archive says, per root and path, whether a file is one of memwatch's
-	// archives (never versioned); archiveMu guards it (the background
-	// goroutine and jobs about to change a file ask).
-	archiveMu sync.Mutex
-	archive   map[string]bool
-	engine    *jobs.Engine
-	watch     *watcher.Watcher
-	metrics   *metrics.Metrics
-	started   time.Time
-	listener  net.Listener
-	tcp       net.Listener
-	metricsL  net.Listener // metrics.listen, when set
-	running   atomic.Bool  // Run is serving: work goes through the engine
+	engine   *jobs.Engine
+	watch    *watcher.Watcher
+	metrics  *metrics.Metrics
+	started  time.Time
+	listener net.Listener
+	tcp      net.Listener
+	metricsL net.Listener // metrics.listen, when set
+	running  atomic.Bool  // Run is serving: work goes through the engine
 	// catchUp is the start-up's progress: roots whose first evaluation
 	// is done, of those found at start (both 0 once caught up).
 	catchDone, catchTotal atomic.Int64
@@ -200,7 +213,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	sums := filesum.New()
 	d.rw = rewrite.New(d.db, log)
 	d.rw.Sums = sums
-	d.rw.BeforeChange = d.versionBefore
+	d.rw.BeforeChange = func(root *confine.Root, rel string) { d.capture.VersionBefore(root, rel) }
 	d.rw.OpenRoot = RootOpener(d.Policy)
 	resolve := func(ctx context.Context, r *state.Record) (string, string) {
 		return apprecords.Resolve(ctx, r, d.rw.OpenRoot)
@@ -244,15 +257,15 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		OnFail:          d.onFail,
 	}, d.runJob, log)
 	d.passes = background.NewPasses()
-	d.bg = background.NewRunner(d.runTask, log)
-	d.bg.OnDrop = func(root string) { d.passes.Changed(root, true) }
-	d.verified = map[string]bool{}
-	d.indexing = map[string]*indexScan{}
 	d.segments = recall.NewSegmentListing()
-	d.analyzer = analysis.New()
 	d.listings = recall.NewListingCache()
-	d.archive = map[string]bool{}
-	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse, Touched: d.onTouched,
+	d.capture = capture.New(capture.Config{IndexDir: filepath.Join(cfg.StateDir, IndexDir), DB: d.db, RW: d.rw, Spool: d.spool, Versions: d.versions,
+		Indexes: d.indexes, Segments: d.segments, Progress: &d.catch, Metrics: d.metrics, Log: log, Quota: &d.quota, Warnings: &d.warnings,
+		Store: d.captureStore, StoresOf: d.captureStoresOf, OpenRoot: d.openRoot, StateFailed: d.stateFailed, Submit: d.engine.Submit, EvaluateRule: ruleEvaluate})
+	d.bg = background.NewRunner(d.capture.Run, log)
+	d.bg.OnDrop = func(root string) { d.passes.Changed(root, true) }
+	d.capture.Queue = d.bg
+	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse, Touched: d.capture.OnTouched,
 		SyncDir: filepath.Join(cfg.StateDir, watchSyncDir)}, log)
 	if err != nil {
 		d.closeState()
@@ -267,10 +280,8 @@ func (d *Daemon) Close() { d.closeState() }
 
 func (d *Daemon) closeState() {
 	d.scans.Close()
-	for _, st := range d.indexing { // the background goroutine has stopped
-		if st.scan != nil {
-			st.scan.Close()
-		}
+	if d.capture != nil {
+		d.capture.Close() // the background goroutine has stopped
 	}
 	if d.spool != nil {
 		d.spool.Close()
@@ -550,7 +561,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 		return jobs.Result{}, again
 	}
 	if j.Rule == restore.Rule {
-		return d.restoreDeletedJob(ctx, rt, root, j.Target)
+		return d.capture.RestoreDeleted(ctx, rt.captured(), root, j.Target)
 	}
 	run := d.restore
 	if r, ok := rt.rules[j.Rule]; ok {
