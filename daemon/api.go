@@ -25,6 +25,7 @@ import (
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
+	"github.com/memwatch/memwatch/socket"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/undo"
@@ -754,7 +755,7 @@ func (d *Daemon) listen() error {
 	if shared {
 		dirMode, sockMode = 0o755, 0o666
 	}
-	l, err := listenUnix(sock, dirMode, sockMode)
+	l, err := socket.Listen(sock, dirMode, sockMode)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package daemon
+package socket
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ func TestSocketDirectory(t *testing.T) {
 	os.Chmod(base, 0o755)
 	// A directory memwatch makes: the socket is there, with its mode.
 	sock := filepath.Join(base, "run", "memwatch.sock")
-	l, err := listenUnix(sock, 0o755, 0o666)
+	l, err := Listen(sock, 0o755, 0o666)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestSocketDirectory(t *testing.T) {
 	}
 	l.Close()
 	// Started again over the stale socket: replaced.
-	if l, err = listenUnix(sock, 0o755, 0o666); err != nil {
+	if l, err = Listen(sock, 0o755, 0o666); err != nil {
 		t.Errorf("over a stale socket: %v", err)
 	} else {
 		l.Close()
@@ -43,25 +43,25 @@ func TestSocketDirectory(t *testing.T) {
 	open := filepath.Join(base, "open")
 	os.Mkdir(open, 0o777)
 	os.Chmod(open, 0o777)
-	if _, err := listenUnix(filepath.Join(open, "memwatch.sock"), 0o755, 0o666); !errors.Is(err, ErrUnsafeSocketDir) {
-		t.Errorf("a world-writable directory: %v, want ErrUnsafeSocketDir", err)
+	if _, err := Listen(filepath.Join(open, "memwatch.sock"), 0o755, 0o666); !errors.Is(err, ErrUnsafeDir) {
+		t.Errorf("a world-writable directory: %v, want ErrUnsafeDir", err)
 	}
 	os.Symlink(filepath.Join(base, "run"), filepath.Join(base, "link"))
-	if _, err := listenUnix(filepath.Join(base, "link", "memwatch.sock"), 0o755, 0o666); !errors.Is(err, ErrUnsafeSocketDir) {
-		t.Errorf("a linked directory: %v, want ErrUnsafeSocketDir", err)
+	if _, err := Listen(filepath.Join(base, "link", "memwatch.sock"), 0o755, 0o666); !errors.Is(err, ErrUnsafeDir) {
+		t.Errorf("a linked directory: %v, want ErrUnsafeDir", err)
 	}
 	// Below a directory another user may rename entries in.
 	os.MkdirAll(filepath.Join(open, "inner"), 0o755)
-	if _, err := listenUnix(filepath.Join(open, "inner", "memwatch.sock"), 0o755, 0o666); !errors.Is(err, ErrUnsafeSocketDir) {
-		t.Errorf("below a world-writable directory: %v, want ErrUnsafeSocketDir", err)
+	if _, err := Listen(filepath.Join(open, "inner", "memwatch.sock"), 0o755, 0o666); !errors.Is(err, ErrUnsafeDir) {
+		t.Errorf("below a world-writable directory: %v, want ErrUnsafeDir", err)
 	}
 	if os.Geteuid() == 0 {
 		// Another user's directory, however strict its mode.
 		theirs := filepath.Join(base, "theirs")
 		os.Mkdir(theirs, 0o755)
 		os.Chown(theirs, 4245, 4245)
-		if _, err := listenUnix(filepath.Join(theirs, "memwatch.sock"), 0o755, 0o666); !errors.Is(err, ErrUnsafeSocketDir) {
-			t.Errorf("another user's directory: %v, want ErrUnsafeSocketDir", err)
+		if _, err := Listen(filepath.Join(theirs, "memwatch.sock"), 0o755, 0o666); !errors.Is(err, ErrUnsafeDir) {
+			t.Errorf("another user's directory: %v, want ErrUnsafeDir", err)
 		}
 	}
 }

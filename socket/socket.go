@@ -1,4 +1,6 @@
-package daemon
+// Package socket is where the daemon listens for its clients: a unix
+// socket in a directory no other user can change.
+package socket
 
 import (
 	"errors"
@@ -21,12 +23,12 @@ import (
 // bound in a private directory beside it, given its mode there, and
 // renamed into place: it is never reachable with another mode.
 
-// ErrUnsafeSocketDir means another user could replace the control socket.
-var ErrUnsafeSocketDir = errors.New("another user could replace the control socket there")
+// ErrUnsafeDir means another user could replace the control socket.
+var ErrUnsafeDir = errors.New("another user could replace the control socket there")
 
-// checkSocketDir reports why dir (which exists) is not safe for the
+// CheckDir reports why dir (which exists) is not safe for the
 // control socket, naming the fix.
-func checkSocketDir(dir string) error {
+func CheckDir(dir string) error {
 	me := os.Geteuid()
 	fi, err := os.Lstat(dir)
 	if err != nil {
@@ -35,34 +37,34 @@ func checkSocketDir(dir string) error {
 	st := fi.Sys().(*syscall.Stat_t)
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("control socket directory %s is a symbolic link: %w (set control.socket to a directory memwatch owns, or remove the link)", dir, ErrUnsafeSocketDir)
+		return fmt.Errorf("control socket directory %s is a symbolic link: %w (set control.socket to a directory memwatch owns, or remove the link)", dir, ErrUnsafeDir)
 	case !fi.IsDir():
 		return fmt.Errorf("control socket directory %s is not a directory", dir)
 	case int(st.Uid) != me && st.Uid != 0:
-		return fmt.Errorf("control socket directory %s belongs to uid %d, not to memwatch (uid %d): %w (remove it and let memwatch create it, or set control.socket elsewhere)", dir, st.Uid, me, ErrUnsafeSocketDir)
+		return fmt.Errorf("control socket directory %s belongs to uid %d, not to memwatch (uid %d): %w (remove it and let memwatch create it, or set control.socket elsewhere)", dir, st.Uid, me, ErrUnsafeDir)
 	case fi.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("control socket directory %s is writable by others (mode %v): %w (chmod go-w %s, or set control.socket elsewhere)", dir, fi.Mode().Perm(), ErrUnsafeSocketDir, dir)
+		return fmt.Errorf("control socket directory %s is writable by others (mode %v): %w (chmod go-w %s, or set control.socket elsewhere)", dir, fi.Mode().Perm(), ErrUnsafeDir, dir)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
 	if p, uid, mode, ok := control.ParentNotOwned(abs, me); !ok {
-		return fmt.Errorf("control socket directory %s: %s above it belongs to uid %d (mode %v), who could rename it: %w (set control.socket to a directory under one only root or memwatch can change)", dir, p, uid, mode, ErrUnsafeSocketDir)
+		return fmt.Errorf("control socket directory %s: %s above it belongs to uid %d (mode %v), who could rename it: %w (set control.socket to a directory under one only root or memwatch can change)", dir, p, uid, mode, ErrUnsafeDir)
 	}
 	return nil
 }
 
-// listenUnix listens on the socket sock with mode, in a directory checked
-// by checkSocketDir (created with dirMode when missing). The socket is
+// Listen listens on the socket sock with mode, in a directory checked
+// by CheckDir (created with dirMode when missing). The socket is
 // bound in a private directory beside it and renamed over sock, replacing
 // a stale one atomically.
-func listenUnix(sock string, dirMode, sockMode os.FileMode) (*net.UnixListener, error) {
+func Listen(sock string, dirMode, sockMode os.FileMode) (*net.UnixListener, error) {
 	dir := filepath.Dir(sock)
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("create socket directory: %w", err)
 	}
-	if err := checkSocketDir(dir); err != nil {
+	if err := CheckDir(dir); err != nil {
 		return nil, err
 	}
 	tmp, err := os.MkdirTemp(dir, ".memwatch-sock-")
@@ -92,6 +94,3 @@ func listenUnix(sock string, dirMode, sockMode os.FileMode) (*net.UnixListener, 
 	}
 	return l, nil
 }
-
-// PeerUID is control.PeerUID.
-func PeerUID(c net.Conn) int { return control.PeerUID(c) }
