@@ -2,18 +2,15 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/memwatch/memwatch/background"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/jobs"
+	"github.com/memwatch/memwatch/state"
 )
 
 // When memwatch cannot write its own state (the state directory's disk is
@@ -30,32 +27,6 @@ import (
 
 // probeEvery is how often a degraded state directory is probed.
 const probeEvery = 2 * time.Second
-
-// probeFree is the free space a probe wants before memwatch writes again.
-const probeFree = 4 << 20
-
-// StateWriteFailed reports whether err is a failed write of memwatch's
-// state for want of space or a writable, working disk (not a refusal or a
-// bug): ENOSPC, EDQUOT, EROFS, EIO, and SQLite's full, I/O error and
-// read-only codes.
-func StateWriteFailed(err error) bool {
-	if err == nil {
-		return false
-	}
-	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	var coded interface{ Code() int }
-	if errors.As(err, &coded) {
-		switch coded.Code() & 0xff {
-		case 13, 10, 8: // SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY
-			return true
-		}
-	}
-	return false
-}
 
 // health is the state directory's: ok, or degraded since a failed write.
 // Safe for concurrent use; the serve loop probes.
@@ -87,7 +58,7 @@ type StateProblem = control.StateProblem
 // message) in root of store ("" when no root). It returns whether err
 // was such a failure (others are the caller's to report).
 func (d *Daemon) stateFailed(store, root, what string, err error) bool {
-	if !StateWriteFailed(err) {
+	if !state.WriteFailed(err) {
 		return false
 	}
 	h := &d.health
@@ -141,7 +112,7 @@ func (d *Daemon) probeState(ctx context.Context) bool {
 	if !degraded {
 		return false
 	}
-	if err := probeDir(d.cfg.StateDir); err != nil {
+	if err := state.ProbeDir(d.cfg.StateDir); err != nil {
 		return true
 	}
 	h.mu.Lock()
@@ -174,30 +145,4 @@ func (d *Daemon) probeState(ctx context.Context) bool {
 		d.engine.Submit(jobs.Job{Store: k.store, Root: k.root, Rule: ruleEvaluate, Reason: jobs.ReasonStateWritable})
 	}
 	return false
-}
-
-// probeDir reports whether memwatch may write dir again: room for it
-// (probeFree, statfs) and a file written, synced and removed.
-func probeDir(dir string) error {
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(dir, &fs); err != nil {
-		return err
-	}
-	if free := int64(fs.Bavail) * int64(fs.Bsize); free < probeFree {
-		return fmt.Errorf("%d bytes free", free)
-	}
-	p := filepath.Join(dir, ".memwatch-probe")
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(p)
-	_, err = f.Write(make([]byte, 64<<10))
-	if serr := f.Sync(); err == nil {
-		err = serr
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
