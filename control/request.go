@@ -130,7 +130,7 @@ func ParseRecallRequest(v url.Values) (RecallRequest, error) {
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < min || n > max {
-			return Usagef("%s must be a number from %d to %d, not %q", name, min, max, clip(s))
+			return Usagef("%s must be a number from %d to %d, not %q", name, min, max, Clip(s))
 		}
 		*out = n
 		return nil
@@ -150,7 +150,7 @@ func ParseRecallRequest(v url.Values) (RecallRequest, error) {
 	switch r.Sort {
 	case "", SortRelevance, SortNewest:
 	default:
-		return r, Usagef("sort must be %s or %s, not %q", SortRelevance, SortNewest, clip(r.Sort))
+		return r, Usagef("sort must be %s or %s, not %q", SortRelevance, SortNewest, Clip(r.Sort))
 	}
 	if s := v.Get("scope"); s != "" && s != "all" {
 		for _, l := range strings.Split(s, ",") {
@@ -162,8 +162,9 @@ func ParseRecallRequest(v url.Values) (RecallRequest, error) {
 	return r, nil
 }
 
-// clip bounds what an error repeats of a value.
-func clip(s string) string {
+// Clip bounds what an error repeats of a value a client sent: its first
+// 64 bytes.
+func Clip(s string) string {
 	if len(s) > 64 {
 		return s[:64] + "…"
 	}

@@ -10,19 +10,18 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/memwatch/memwatch/access"
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/jobs"
 	"github.com/memwatch/memwatch/layout/apprecords"
-	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/socket"
@@ -381,14 +380,6 @@ const maxStatusJobs = 100
 // pages past it (before=).
 const maxJournalLimit = control.MaxJournalPage
 
-// clip bounds the client's text an error repeats.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
-
 func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 	f, ok := d.journalFilter(w, r)
 	if !ok {
@@ -401,10 +392,10 @@ func (d *Daemon) handleJournal(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(out) == 0 && (f.Store != "" || f.Rule != "" || f.Root != "") {
 		// Nothing from a name that names nothing: the request's mistake.
-		err := CheckJournalNames(r.Context(), d.db, d.Policy(), f.Store, f.Rule)
+		err := answer.CheckJournalNames(r.Context(), d.db, d.Policy(), f.Store, f.Rule)
 		if err == nil {
 			caller := access.CallerOf(r.Context())
-			err = CheckJournalRoot(d.Policy(), f.Root, func(s *policy.Store) bool {
+			err = answer.CheckJournalRoot(d.Policy(), f.Root, func(s *policy.Store) bool {
 				if caller.IsAdmin() || caller.ReachesStore(s) {
 					return true
 				}
@@ -460,7 +451,7 @@ func (d *Daemon) journalFilter(w http.ResponseWriter, r *http.Request) (state.Fi
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxJournalLimit {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("limit must be a number from 1 to %d, not %q", maxJournalLimit, clip(s)))
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("limit must be a number from 1 to %d, not %q", maxJournalLimit, control.Clip(s)))
 			return state.Filter{}, false
 		}
 		limit = n
@@ -473,7 +464,7 @@ func (d *Daemon) journalFilter(w http.ResponseWriter, r *http.Request) (state.Fi
 		if s := q.Get(t.key); s != "" {
 			v, err := time.Parse(time.RFC3339Nano, s)
 			if err != nil {
-				writeErr(w, http.StatusBadRequest, fmt.Errorf("%s must be a time as RFC 3339 (2026-11-27T14:00:00Z), not %q", t.key, clip(s)))
+				writeErr(w, http.StatusBadRequest, fmt.Errorf("%s must be a time as RFC 3339 (2026-11-27T14:00:00Z), not %q", t.key, control.Clip(s)))
 				return state.Filter{}, false
 			}
 			*t.to = v
@@ -486,7 +477,7 @@ func (d *Daemon) journalFilter(w http.ResponseWriter, r *http.Request) (state.Fi
 		if s := q.Get(t.key); s != "" {
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil || n < 0 {
-				writeErr(w, http.StatusBadRequest, fmt.Errorf("%s must be a record id, not %q", t.key, clip(s)))
+				writeErr(w, http.StatusBadRequest, fmt.Errorf("%s must be a record id, not %q", t.key, control.Clip(s)))
 				return state.Filter{}, false
 			}
 			*t.to = n
@@ -544,64 +535,6 @@ func (d *Daemon) journalFilters(caller *access.Caller, f state.Filter) []state.F
 		}
 	}
 	return out
-}
-
-// CheckJournalNames refuses a store or rule that names nothing: neither a
-// store of the policy (p, when one is loaded) nor a store or rule the
-// journal has ever recorded, nor a rule of the safe rewrite or of a
-// layout in use (valid before it ever acted).
-func CheckJournalNames(ctx context.Context, db *state.DB, p *policy.Policy, store, rule string) error {
-	stores, rules, err := db.JournalNames(ctx)
-	if err != nil {
-		return err
-	}
-	layouts := registry.Names()
-	if p != nil {
-		layouts = nil
-		for _, s := range p.Stores {
-			if !slices.Contains(stores, s.Name) {
-				stores = append(stores, s.Name)
-			}
-			layouts = append(layouts, s.Layout)
-		}
-	}
-	for _, r := range []string{rewrite.RuleKept, rewrite.RuleRestore, "undo"} {
-		if !slices.Contains(rules, r) {
-			rules = append(rules, r)
-		}
-	}
-	for _, name := range layouts {
-		if l, ok := registry.For(name); ok {
-			for _, r := range l.Rules() {
-				if !slices.Contains(rules, r.Name) {
-					rules = append(rules, r.Name)
-				}
-			}
-		}
-	}
-	slices.Sort(rules)
-	if store != "" && !slices.Contains(stores, store) {
-		return fmt.Errorf("store %s: no such store (known: %s)", clip(store), strings.Join(stores, ", "))
-	}
-	if rule != "" && !slices.Contains(rules, rule) {
-		return fmt.Errorf("rule %s: no such rule (known: %s)", clip(rule), strings.Join(rules, ", "))
-	}
-	return nil
-}
-
-// CheckJournalRoot says why --root names nothing: no store of the policy
-// (of those reaches says the caller may know of; nil: every one) has it
-// as a root. A root the journal holds records of is never refused here.
-func CheckJournalRoot(p *policy.Policy, root string, reaches func(*policy.Store) bool) error {
-	if p == nil || root == "" {
-		return nil
-	}
-	for _, s := range p.Stores {
-		if s.MatchesRoot(filepath.Clean(root)) && (reaches == nil || reaches(s)) {
-			return nil
-		}
-	}
-	return fmt.Errorf("root %s: %w you reach (memwatch status lists them)", clip(root), control.ErrNotARoot)
 }
 
 func (d *Daemon) handleUndo(w http.ResponseWriter, r *http.Request) {
@@ -845,7 +778,7 @@ func dirBytes(dir string) int64 {
 func (d *Daemon) handleRedo(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id < 1 {
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("redo: bad id %q", clip(r.PathValue("id"))))
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("redo: bad id %q", control.Clip(r.PathValue("id"))))
 		return
 	}
 	if !d.mayUndo(w, r, id) {

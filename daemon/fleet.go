@@ -7,6 +7,7 @@ import (
 
 	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/answer"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
@@ -62,7 +63,7 @@ func (d *Daemon) handleHostVersions(w http.ResponseWriter, r *http.Request, cont
 	if content {
 		n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
 		if err != nil || n < 1 {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("n must be a version number (1, 2, ...), not %q", clip(r.URL.Query().Get("n"))))
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("n must be a version number (1, 2, ...), not %q", control.Clip(r.URL.Query().Get("n"))))
 			return
 		}
 		data, _, err := mirror.HostVersion(r.Context(), d.cfg.StateDir, host, path, n)

@@ -168,7 +168,7 @@ func (d *Daemon) handleVersionContent(w http.ResponseWriter, r *http.Request) {
 	defer root.Close()
 	n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
 	if err != nil || n < 1 {
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("n must be a version number (1, 2, ...), not %q", clip(r.URL.Query().Get("n"))))
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("n must be a version number (1, 2, ...), not %q", control.Clip(r.URL.Query().Get("n"))))
 		return
 	}
 	v, data, err := d.versions.Get(r.Context(), root.ID(), rel, n)

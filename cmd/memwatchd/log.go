@@ -6,9 +6,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/control"
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/state"
 )
@@ -64,10 +64,10 @@ func (j *journal) CheckNames(ctx context.Context, f control.JournalQuery) error 
 	if j.db == nil || (f.Store == "" && f.Rule == "" && f.Root == "") {
 		return nil
 	}
-	if err := daemon.CheckJournalNames(ctx, j.db, j.p, f.Store, f.Rule); err != nil {
+	if err := answer.CheckJournalNames(ctx, j.db, j.p, f.Store, f.Rule); err != nil {
 		return cli.UsageError{Err: err}
 	}
-	if err := daemon.CheckJournalRoot(j.p, f.Root, nil); err != nil {
+	if err := answer.CheckJournalRoot(j.p, f.Root, nil); err != nil {
 		return cli.UsageError{Err: err}
 	}
 	return nil
