@@ -741,37 +741,7 @@ type authListener struct {
 }
 
 // disk is what the state directory holds.
-func (d *Daemon) disk() Disk { return StateDisk(d.cfg.StateDir) }
-
-// StateDisk is what a state directory holds: its databases with their
-// write-ahead logs, and the recall index.
-func StateDisk(dir string) Disk {
-	return Disk{Journal: fileBytes(filepath.Join(dir, state.FileName)), Spool: fileBytes(filepath.Join(dir, spool.FileName)),
-		Index: dirBytes(filepath.Join(dir, IndexDir)), Versions: fileBytes(filepath.Join(dir, versions.FileName))}
-}
-
-// fileBytes is a file's size with its SQLite WAL, 0 when missing.
-func fileBytes(path string) int64 {
-	var n int64
-	for _, p := range []string{path, path + "-wal"} {
-		if fi, err := os.Stat(p); err == nil {
-			n += fi.Size()
-		}
-	}
-	return n
-}
-
-// dirBytes sums the files of a directory (not recursive).
-func dirBytes(dir string) int64 {
-	ents, _ := os.ReadDir(dir)
-	var n int64
-	for _, e := range ents {
-		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
-			n += fi.Size()
-		}
-	}
-	return n
-}
+func (d *Daemon) disk() Disk { return answer.StateDisk(d.cfg.StateDir) }
 
 // handleRedo answers POST /v1/redo/{id}: the hold ends, and the file's
 // root is evaluated at once.

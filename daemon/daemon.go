@@ -82,10 +82,6 @@ func LayoutFor(name string) (layout.Layout, error) {
 	return nil, fmt.Errorf("%w: %s", ErrUnsupportedLayout, name)
 }
 
-// SearchSources is what a store's layout makes searchable by recall; false
-// when it has nothing to search.
-func SearchSources(s *policy.Store) ([]recall.Source, bool) { return registry.SearchSources(s) }
-
 // storeRT is a store with its layout and environment.
 type storeRT struct {
 	store  *policy.Store

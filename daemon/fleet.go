@@ -10,7 +10,6 @@ import (
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
-	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -19,15 +18,6 @@ import (
 // versions from what each host replicated. The administrator reaches
 // every host; a token, the hosts (and owners there) its hosts: names.
 // A host's uids are the host's: nothing here maps them to local users.
-
-// FleetRoots are the roots of the hosts' copies that caller reaches
-// (host "": every host), for a search; done closes them.
-func FleetRoots(stateDir string, caller *access.Caller, host string) (roots []recall.Root, done func()) {
-	roots, done, _ = mirror.FleetRoots(stateDir, func(h string, uid int) bool {
-		return (host == "" || h == host) && caller.ReachesHostRoot(h, uid)
-	})
-	return roots, done
-}
 
 // hostPath reports a path of another host (HOST:/path) in a request on a
 // central node; it answers 404 when no such host is followed and 403

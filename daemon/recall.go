@@ -12,6 +12,7 @@ import (
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/fleet/mirror"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/scope"
@@ -60,7 +61,7 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 		if host != "" {
 			roots, err = nil, nil
 		}
-		fr, fdone := FleetRoots(d.cfg.StateDir, caller, host)
+		fr, fdone := answer.FleetRoots(d.cfg.StateDir, caller, host)
 		defer fdone()
 		if room := answer.MaxRoots - len(roots); len(fr) > room {
 			res.Skipped += len(fr) - room
@@ -126,7 +127,7 @@ func (d *Daemon) recaller(ctx context.Context, caller *access.Caller) (*answer.R
 	// root of another user is never named, counted or opened for it, in
 	// an answer, an error or a scope (which of them a directory means).
 	for _, s := range p.Stores {
-		if _, ok := SearchSources(s); !ok || !caller.ReachesStore(s) {
+		if _, ok := registry.SearchSources(s); !ok || !caller.ReachesStore(s) {
 			continue
 		}
 		for _, id := range ids[s.Name] {

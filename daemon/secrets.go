@@ -10,6 +10,7 @@ import (
 	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/secrets"
 )
 
@@ -53,7 +54,7 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 	// the others are asked nothing more of the spool.
 	gens := d.spool.Gens(ctx)
 	for _, s := range d.Policy().Stores {
-		srcs, ok := SearchSources(s)
+		srcs, ok := registry.SearchSources(s)
 		if !ok {
 			continue
 		}

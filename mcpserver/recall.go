@@ -15,7 +15,7 @@ import (
 	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/scope"
@@ -117,7 +117,7 @@ func (b *builder) recaller(ctx context.Context) *answer.Recaller {
 			o.Held = cfg.Held
 		}}
 	for _, st := range b.policy.Stores {
-		if _, ok := daemon.SearchSources(st); !ok {
+		if _, ok := registry.SearchSources(st); !ok {
 			continue
 		}
 		for _, id := range st.RootIDs() {
@@ -243,7 +243,7 @@ func (b *builder) show(ctx context.Context, a showArgs) (string, error) {
 // (detail/x.md for working-memory/detail/x.md).
 func candidatesOf(st *policy.Store, p string) []string {
 	out := []string{p}
-	if srcs, ok := daemon.SearchSources(st); ok {
+	if srcs, ok := registry.SearchSources(st); ok {
 		for _, s := range srcs {
 			if s.Strip != "" && !slices.Contains(out, s.Strip+p) {
 				out = append(out, s.Strip+p)

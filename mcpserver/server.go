@@ -380,7 +380,7 @@ func (b *builder) find(p *policy.Policy, root string) (*policy.Store, confine.ID
 	return st, id, nil
 }
 
-// openRoot opens a root as every job does (daemon.OpenRoot) and serves it
+// openRoot opens a root as every job does (policy.Store.OpenRoot) and serves it
 // only if the directory it opened is one the client reaches and, with
 // want, the very directory the session found (want's device and inode):
 // the decision is made on what was opened, never on a path looked up again.

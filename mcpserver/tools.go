@@ -15,11 +15,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memwatch/memwatch/control"
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/layout/apprecords"
 	"github.com/memwatch/memwatch/layout/factsepisodes"
 	"github.com/memwatch/memwatch/layout/memoryhistory"
 	"github.com/memwatch/memwatch/layout/nowhistory"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
@@ -413,7 +413,7 @@ func (b *builder) search(ctx context.Context, t *target, query string, limit int
 	if err != nil {
 		return "", nil, err
 	}
-	srcs, ok := daemon.SearchSources(t.store)
+	srcs, ok := registry.SearchSources(t.store)
 	if !ok {
 		return "", nil, fmt.Errorf("%s roots have nothing to search", t.store.Layout)
 	}

@@ -16,10 +16,10 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/memwatch/memwatch/access"
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/compact"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/rotate"
@@ -41,11 +41,11 @@ const (
 
 // status asks the running daemon for its status, as the caller; nil when
 // no daemon runs.
-func (s *Server) status(ctx context.Context) (*daemon.Status, error) {
+func (s *Server) status(ctx context.Context) (*control.Status, error) {
 	if s.cfg.API == nil {
 		return nil, nil
 	}
-	var st daemon.Status
+	var st control.Status
 	err := s.cfg.API(ctx, http.MethodGet, "/v1/status", nil, &st)
 	if errors.Is(err, ErrNoDaemon) {
 		return nil, nil
@@ -65,7 +65,7 @@ type reach struct {
 
 // scope lists what the caller reaches: the roots the daemon watches when
 // it runs (st), else the roots the policy's globs match now.
-func (s *Server) scope(ctx context.Context, st *daemon.Status) reach {
+func (s *Server) scope(ctx context.Context, st *control.Status) reach {
 	c := access.CallerOf(ctx)
 	rc := reach{caller: c, pol: s.cfg.Policy(), roots: map[string][]string{}}
 	if st != nil {
@@ -88,7 +88,7 @@ func (s *Server) scope(ctx context.Context, st *daemon.Status) reach {
 }
 
 // openRoot opens a root the caller reaches, with its store, or says why
-// not. The root is opened as every job opens it (daemon.OpenRoot: from its
+// not. The root is opened as every job opens it (policy.Store.OpenRoot: from its
 // glob's fixed part, no symbolic link followed, as its owner) and the
 // decision is made on the directory opened: whatever a page shows of the
 // root, it reads through it. The caller closes the root.
@@ -144,11 +144,11 @@ func dirFilter(ctx context.Context, f state.Filter, root *confine.Root) state.Fi
 // overviewData is the overview page.
 type overviewData struct {
 	Daemon    bool
-	Status    *daemon.Status
+	Status    *control.Status
 	Admin     bool
 	Stores    []storeRow
 	LLM       []llmRow
-	Disk      daemon.Disk
+	Disk      control.Disk
 	StateDir  string
 	DiskPlot  template.HTML
 	TokenPlot template.HTML
@@ -189,7 +189,7 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	d := overviewData{Daemon: st != nil, Status: st, Admin: rc.caller.IsAdmin()}
 	if d.Admin {
 		d.StateDir = s.cfg.StateDir
-		d.Disk = daemon.StateDisk(s.cfg.StateDir)
+		d.Disk = answer.StateDisk(s.cfg.StateDir)
 	}
 	byName := storesOf(st)
 	for _, store := range rc.pol.Stores {
@@ -222,8 +222,8 @@ func (s *Server) overview(r *http.Request) (view, error) {
 
 // storesOf is the daemon's status of each store, by name (none without
 // a daemon).
-func storesOf(st *daemon.Status) map[string]daemon.StoreStatus {
-	out := map[string]daemon.StoreStatus{}
+func storesOf(st *control.Status) map[string]control.StoreStatus {
+	out := map[string]control.StoreStatus{}
 	if st != nil {
 		for _, ss := range st.Stores {
 			out[ss.Name] = ss
@@ -234,7 +234,7 @@ func storesOf(st *daemon.Status) map[string]daemon.StoreStatus {
 
 // storeRow is one store with roots [from, from+n) of those the caller
 // reaches, most recently changed first.
-func (s *Server) storeRow(ctx context.Context, store *policy.Store, roots []string, byName map[string]daemon.StoreStatus, st *daemon.Status, from, n int) (storeRow, error) {
+func (s *Server) storeRow(ctx context.Context, store *policy.Store, roots []string, byName map[string]control.StoreStatus, st *control.Status, from, n int) (storeRow, error) {
 	row := storeRow{Name: store.Name, Layout: store.Layout, Compactor: store.Compactor, AllowUndo: store.AllowUndo, Total: len(roots)}
 	if ss, ok := byName[store.Name]; ok {
 		row.Archives, row.ArchiveBytes, row.Kept, row.NextRun = ss.Archives, ss.ArchiveBytes, ss.Kept, ss.NextRun
@@ -295,7 +295,7 @@ const maxKeptListed = 10_000
 // rootState says what memwatch is doing with a root: running or queued
 // (the daemon's queue), else what its last record says (deferred because
 // an agent holds the file, over the LLM budget, cooling down), else idle.
-func rootState(root string, last *state.Record, st *daemon.Status) string {
+func rootState(root string, last *state.Record, st *control.Status) string {
 	if st == nil {
 		return "daemon not running"
 	}
@@ -324,7 +324,7 @@ func rootState(root string, last *state.Record, st *daemon.Status) string {
 
 // llmRows is each endpoint's token use today and this month against its
 // daily budget: the endpoints of the stores the caller reaches.
-func (s *Server) llmRows(ctx context.Context, st *daemon.Status, rc reach) ([]llmRow, error) {
+func (s *Server) llmRows(ctx context.Context, st *control.Status, rc reach) ([]llmRow, error) {
 	now := s.cfg.Now()
 	month := now.Format("2006-01") + "-01"
 	days, err := s.cfg.DB.TokenDays(ctx, month)

@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/access"
+	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/control"
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/fleet/mirror"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/scope"
@@ -79,7 +80,7 @@ func (s *Server) search(r *http.Request) (view, error) {
 	}
 	var targets []target
 	for _, store := range rc.pol.Stores {
-		if _, ok := daemon.SearchSources(store); !ok {
+		if _, ok := registry.SearchSources(store); !ok {
 			continue
 		}
 		for _, root := range rc.roots[store.Name] {
@@ -117,7 +118,7 @@ func (s *Server) search(r *http.Request) (view, error) {
 			continue // a refused root (the daemon reports it), or one that is not the caller's now
 		}
 		defer root.Close()
-		srcs, _ := daemon.SearchSources(t.store)
+		srcs, _ := registry.SearchSources(t.store)
 		name := t.store.Name + "/" + filepath.Base(t.path)
 		// Labelled as the CLI labels it: the project a folder is named
 		// after (billing, not home-alice-src-billing).
@@ -125,13 +126,13 @@ func (s *Server) search(r *http.Request) (view, error) {
 		names[t.path] = rootOption{Store: t.store.Name, Path: t.path}
 	}
 	if fleet {
-		fr, done := daemon.FleetRoots(s.cfg.StateDir, rc.caller, "")
+		fr, done := answer.FleetRoots(s.cfg.StateDir, rc.caller, "")
 		defer done()
 		opts.Roots = append(opts.Roots, fr...)
 		opts.NameRoots = true
 	}
 	d.Searched = len(opts.Roots)
-	opts.Index = daemon.ReadableIndex(s.cfg.StateDir)
+	opts.Index = recall.ReadableIndex(s.cfg.StateDir)
 	if sp := s.cfg.Spool; sp != nil {
 		opts.Generation = sp.Gens(ctx).Of
 		opts.Held = sp.SearchHeld
@@ -235,7 +236,7 @@ func (s *Server) show(r *http.Request) (view, error) {
 	// A citation leaves out a prefix of some paths (detail/x.md for
 	// working-memory/detail/x.md): try the path as cited, then with each.
 	paths := []string{c.Path}
-	if srcs, ok := daemon.SearchSources(store); ok {
+	if srcs, ok := registry.SearchSources(store); ok {
 		for _, src := range srcs {
 			if src.Strip != "" {
 				paths = append(paths, src.Strip+c.Path)

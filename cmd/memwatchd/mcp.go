@@ -21,6 +21,7 @@ import (
 	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/mcpserver"
 	"github.com/memwatch/memwatch/policy"
+	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/state"
@@ -99,7 +100,7 @@ Add it to Claude Code with
 				}
 				return res, err
 			}
-			if idx := daemon.ReadableIndex(dir); idx != "" {
+			if idx := recall.ReadableIndex(dir); idx != "" {
 				cfg.Index = idx
 			}
 			if sp, err := spool.OpenReadOnly(context.Background(), dir); err == nil {

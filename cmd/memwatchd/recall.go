@@ -8,8 +8,8 @@ import (
 	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
-	"github.com/memwatch/memwatch/daemon"
 	"github.com/memwatch/memwatch/fleet/mirror"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/scope"
@@ -33,7 +33,7 @@ func (g *globals) AnswerRecall(ctx context.Context, req control.RecallRequest) (
 		x.Policy = &policy.Policy{}
 	}
 	for _, s := range x.Policy.Stores {
-		if _, ok := daemon.SearchSources(s); !ok {
+		if _, ok := registry.SearchSources(s); !ok {
 			continue
 		}
 		for _, id := range s.RootIDs() {

@@ -11,7 +11,7 @@ import (
 	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/secrets"
@@ -128,7 +128,7 @@ func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Sp
 		srcs := answer.DefaultSources
 		for _, s := range p.Stores {
 			if s.MatchesRoot(root.Path()) {
-				if ss, ok := daemon.SearchSources(s); ok {
+				if ss, ok := registry.SearchSources(s); ok {
 					srcs = ss
 				}
 			}
@@ -136,7 +136,7 @@ func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Sp
 		scan(root, srcs)
 	} else {
 		for _, s := range p.Stores {
-			srcs, ok := daemon.SearchSources(s)
+			srcs, ok := registry.SearchSources(s)
 			if !ok {
 				continue
 			}

@@ -22,7 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	_ "modernc.org/sqlite"
 
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/control"
 )
 
 // TestFleetFollowsEveryHost: three real host daemons replicate to one
@@ -86,10 +86,10 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	me := os.Getuid()
 	ownerToken, otherToken := "box-3-owner-"+strings.Repeat("o", 24), "box-3-other-"+strings.Repeat("x", 24)
 	osum, xsum := sha256.Sum256([]byte(ownerToken)), sha256.Sum256([]byte(otherToken))
-	control := fmt.Sprintf("control:\n  tcp: %s\n  tokens:\n    - name: box2\n      sha256: %s\n      hosts: [box-2]\n      rights: [read]\n"+
+	controlYAML := fmt.Sprintf("control:\n  tcp: %s\n  tokens:\n    - name: box2\n      sha256: %s\n      hosts: [box-2]\n      rights: [read]\n"+
 		"    - name: box3-owner\n      sha256: %s\n      hosts: [\"box-3:%d\"]\n      rights: [read]\n    - name: box3-other\n      sha256: %s\n      hosts: [box-3]\n      owners: [\"%d\"]\n      rights: [read]\nui:\n  enabled: true\n",
 		addr, hex.EncodeToString(sum[:]), hex.EncodeToString(osum[:]), me, hex.EncodeToString(xsum[:]), me+4242)
-	os.WriteFile(cpol, []byte("version: 1\nfleet:\n  url: s3://memwatch/fleet\n"+creds+"  interval: 200ms\n"+control), 0o644)
+	os.WriteFile(cpol, []byte("version: 1\nfleet:\n  url: s3://memwatch/fleet\n"+creds+"  interval: 200ms\n"+controlYAML), 0o644)
 	if out, err := exec.Command(memwatchBin, "validate", "--policy", cpol).CombinedOutput(); err != nil || !strings.Contains(string(out), "central node") {
 		t.Fatalf("validate the central policy: %v\n%s", err, out)
 	}
@@ -228,7 +228,7 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	if code, body = (tcpClient{t, addr, otherToken}).do("GET", "/v1/recall?q=walrus&limit=20"); code != 200 || json.Unmarshal([]byte(body), &scoped) != nil || len(scoped.Results) != 0 {
 		t.Errorf("recall with another owner's token on box-3: %d %s; want nothing", code, body)
 	}
-	var tst daemon.Status
+	var tst control.Status
 	if code, body = tc.do("GET", "/v1/status"); code != 200 || json.Unmarshal([]byte(body), &tst) != nil || len(tst.Fleet) != 1 || tst.Fleet[0].Host != "box-2" || tst.Fleet[0].Dir != "" {
 		t.Errorf("status with box-2's token: %d %s; want box-2 alone, without the state directory", code, body)
 	}
@@ -254,9 +254,9 @@ func TestFleetFollowsEveryHost(t *testing.T) {
 	}
 
 	// Status lists each host, up to date.
-	status := func() daemon.Status {
+	status := func() control.Status {
 		t.Helper()
-		var st daemon.Status
+		var st control.Status
 		out, err := exec.Command(memwatchBin, "status", "--policy", cpol, "--state-dir", cstate, "--json").Output()
 		if err != nil || json.Unmarshal(out, &st) != nil {
 			t.Fatalf("status: %v\n%s", err, out)

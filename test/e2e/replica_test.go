@@ -16,7 +16,7 @@ import (
 
 	"filippo.io/age"
 
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -112,10 +112,10 @@ func answersTCP(addr string) bool {
 }
 
 // replicaStatus is the daemon's replica status (memwatch status --json).
-func replicaStatus(t *testing.T, pol, stateDir string) daemon.Status {
+func replicaStatus(t *testing.T, pol, stateDir string) control.Status {
 	t.Helper()
 	out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", stateDir).Output()
-	var st daemon.Status
+	var st control.Status
 	if err != nil || json.Unmarshal(out, &st) != nil {
 		return st
 	}

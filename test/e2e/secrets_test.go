@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memwatch/memwatch/compact/llmtest"
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/secrets"
 	"github.com/memwatch/memwatch/state"
 )
@@ -205,10 +205,10 @@ func TestStatusCountsSecrets(t *testing.T) {
 	state := filepath.Join(home, "state")
 	p := start(t, "--policy", pol, "--state-dir", state)
 	p.waitLog("ready", 10*time.Second)
-	var st daemon.Status
+	var st control.Status
 	waitUntil(t, 20*time.Second, func() bool {
 		out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", state).Output()
-		st = daemon.Status{}
+		st = control.Status{}
 		return err == nil && json.Unmarshal(out, &st) == nil && st.Secrets != nil
 	})
 	if st.Secrets == nil || st.Secrets.Found < len(credentials) {

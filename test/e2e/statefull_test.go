@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -81,7 +81,7 @@ func TestStateDiskFull(t *testing.T) {
 	os.WriteFile(mem, []byte("# Memory\n\n- the last save\n- the user deploys on Fridays\n"), 0o644)
 	p.waitLog("memwatch cannot write its state directory; the agents' files are untouched, and it catches up on its own once it can write again", 15*time.Second)
 	t.Logf("the full state directory said %v after the agent started", time.Since(start).Round(time.Millisecond))
-	var st daemon.Status
+	var st control.Status
 	out, _ := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", stateDir).Output()
 	if json.Unmarshal(out, &st); st.StateProblem == nil || st.StateProblem.Dir != stateDir {
 		t.Errorf("memwatch status shows no problem with the state directory:\n%s", out)
@@ -124,7 +124,7 @@ func TestStateDiskFull(t *testing.T) {
 		t.Errorf("%d of %d lines recalled after the agent cleared its log", n, lines)
 	}
 	out, _ = exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", stateDir).Output()
-	st = daemon.Status{}
+	st = control.Status{}
 	if json.Unmarshal(out, &st); st.StateProblem != nil {
 		t.Errorf("memwatch status still shows the problem: %+v", st.StateProblem)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/state"
 	"github.com/memwatch/memwatch/versions"
 )
@@ -89,7 +89,7 @@ func TestUndoRedoTheWholeAction(t *testing.T) {
 	if got, _ := os.ReadFile(mem); string(got) != b {
 		t.Errorf("MEMORY.md after the undo is not what the agent wrote")
 	}
-	var st daemon.Status
+	var st control.Status
 	waitUntil(t, 5*time.Second, func() bool {
 		o, err := exec.Command(memwatchBin, "status", "--json", "--policy", pol, "--state-dir", stateDir).Output()
 		return err == nil && json.Unmarshal(o, &st) == nil && len(st.Holds) == 2
@@ -107,7 +107,7 @@ func TestUndoRedoTheWholeAction(t *testing.T) {
 	if n := len(compressions()); n != 4 {
 		t.Errorf("after redo: %d compression records, want the action made again (4)", n)
 	}
-	var after daemon.Status
+	var after control.Status
 	if o, err := exec.Command(memwatchBin, "status", "--json", "--policy", pol, "--state-dir", stateDir).Output(); err == nil && json.Unmarshal(o, &after) == nil && len(after.Holds) != 0 {
 		t.Errorf("holds after redo: %+v, want none", after.Holds)
 	}

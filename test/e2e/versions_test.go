@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/versions"
 )
 
@@ -109,7 +109,7 @@ func TestAgentVersionsAndDeletions(t *testing.T) {
 	}
 
 	// The deletions and the cut are reported.
-	var st daemon.Status
+	var st control.Status
 	waitUntil(t, 10*time.Second, func() bool {
 		out, err := exec.Command(memwatchBin, "status", "--json", "--policy", pol, "--state-dir", stateDir).Output()
 		if err != nil || json.Unmarshal(out, &st) != nil {
