@@ -33,9 +33,6 @@ type RecallResponse = control.RecallResponse
 // IndexDir is the recall index's directory in the state directory.
 const IndexDir = recall.IndexDir
 
-// ReadableIndex is recall.ReadableIndex.
-func ReadableIndex(stateDir string) string { return recall.ReadableIndex(stateDir) }
-
 // handleRecall answers GET /v1/recall (control.RecallRequest: q, and dir
 // or cwd, store, all, host, scope, limit, sort, context, explain).
 func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {

@@ -169,11 +169,8 @@ var Default = sync.OnceValue(func() *Detector {
 	return d
 })
 
-// New compiles a detector from gitleaks configs (TOML): their rules and
-// global allowlists together.
-func New(configs ...[]byte) (*Detector, error) { return newDetector(true, configs...) }
-
-// newDetector reads configs; compile makes every rule's expressions now
+// newDetector reads gitleaks configs (TOML), their rules and global
+// allowlists together; compile makes every rule's expressions now
 // (and says which does not compile), else each when first run.
 func newDetector(compile bool, configs ...[]byte) (*Detector, error) {
 	var c tomlConfig

@@ -125,7 +125,7 @@ func FuzzMask(f *testing.F) {
 // which does not), and a detector that compiles them late finds what
 // one that compiled them at once finds.
 func TestEveryRuleCompiles(t *testing.T) {
-	eager, err := New(gitleaksConfig, memwatchConfig)
+	eager, err := newDetector(true, gitleaksConfig, memwatchConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestEveryRuleCompiles(t *testing.T) {
 	if got, want := fmt.Sprint(lazy.Find(text)), fmt.Sprint(eager.Find(text)); got != want || want == "[]" {
 		t.Errorf("late: %s\nat once: %s", got, want)
 	}
-	if _, err := New([]byte("[[rules]]\nid = \"bad\"\nregex = \"(\"\nkeywords = [\"bad\"]\n")); err == nil {
+	if _, err := newDetector(true, []byte("[[rules]]\nid = \"bad\"\nregex = \"(\"\nkeywords = [\"bad\"]\n")); err == nil {
 		t.Error("a rule that does not compile: no error")
 	}
 }

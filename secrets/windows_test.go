@@ -10,7 +10,7 @@ import (
 // wholeDetector runs every rule on the whole text: what the windows must
 // find exactly.
 func wholeDetector(t testing.TB) *Detector {
-	d, err := New(gitleaksConfig, memwatchConfig)
+	d, err := newDetector(true, gitleaksConfig, memwatchConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
