@@ -40,10 +40,13 @@ install: build
 	echo "installed memwatch and memwatchd in $(DESTDIR)$(PREFIX)/bin, man pages (man memwatch-recall) and completion under $(DESTDIR)$(PREFIX)/share"
 	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) echo "note: $(PREFIX)/bin is not on your PATH: add it (export PATH=\"$(PREFIX)/bin:\$$PATH\")";; esac
 
+# The process-level tests (test/e2e, most of the run's time) are named
+# first, so go test builds and starts them first; the other packages run
+# beside them.
 test:
 	$(GO) vet ./...
 	@[ -n "$(RACE)" ] || echo "note: no C compiler ($$($(GO) env CC)) for the race detector; running the tests without -race"
-	$(GO) test $(RACE) -timeout 25m ./...
+	$(GO) test $(RACE) -timeout 25m ./test/e2e ./...
 
 # The demo is built, then run (not go run, which ends in error on the
 # Ctrl-C that stops the page); its exit status is the make's.

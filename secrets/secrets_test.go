@@ -121,9 +121,9 @@ func FuzzMask(f *testing.F) {
 }
 
 // TestEveryRuleCompiles: Default compiles a rule when first run; every
-// rule of the vendored configs compiles (newDetector with compile set compiles them all and says
-// which does not), and a detector that compiles them late finds what
-// one that compiled them at once finds.
+// rule of the vendored configs compiles (newDetector with compile set
+// compiles them all and says which does not), and a detector that
+// compiles them late finds what one that compiled them at once finds.
 func TestEveryRuleCompiles(t *testing.T) {
 	eager, err := newDetector(true, gitleaksConfig, memwatchConfig)
 	if err != nil {
