@@ -124,8 +124,8 @@ type Daemon struct {
 	db       *state.DB
 	rw       *rewrite.Rewriter
 	spool    *spool.Spool
-	// versions keeps every version of the agents' memory files; losses
-	// are the recent deletions and large shrinks agents made (versions.go).
+	// versions keeps every version of the agents' memory files (the
+	// recent deletions and large cuts agents made: capture.Worker.Losses).
 	versions *versions.Store
 	// replica copies the state databases to a bucket (policy replicate);
 	// nil without one.
@@ -141,7 +141,7 @@ type Daemon struct {
 	health health
 	bg     *background.Runner // capture and indexing as files are written
 	// passes follows each root's changes against its evaluation's pass
-	// (passes.go): nothing changed meanwhile is left to a later one.
+	// (background.Passes): nothing changed meanwhile is left to a later one.
 	passes *background.Passes
 	// segments is the index directory's term segments (listed once, kept
 	// as they are written; searches read it too, under its lock).
@@ -160,7 +160,7 @@ type Daemon struct {
 	// catchUp is the start-up's progress: roots whose first evaluation
 	// is done, of those found at start (both 0 once caught up).
 	catchDone, catchTotal atomic.Int64
-	catch                 background.Progress // files and bytes of the catch-up (catchup.go)
+	catch                 background.Progress // files and bytes of the catch-up (background.Progress)
 	handlers              []route             // added with Handle before Run
 
 	warnings layout.Warnings
@@ -173,7 +173,7 @@ type Daemon struct {
 	indexes *recall.IndexCache
 	quota   layout.Quota // lines of events repeated over many files
 	// shares bounds what each client of the control API holds at once
-	// (share.go).
+	// (share.Shares).
 	shares *share.Shares
 
 	mu      sync.RWMutex // guards policy, stamp, stores and clients (replaced on reload)
@@ -551,7 +551,7 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 		}
 		if d.passes.End(j.Root, more || again != nil) {
 			// Changed (or captures dropped) since this pass began: a new
-			// pass at once, not at the next change (passes.go).
+			// pass at once, not at the next change (background.Passes).
 			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: ruleEvaluate, Reason: jobs.ReasonChangedDuringPass})
 		}
 		return jobs.Result{}, again
@@ -703,7 +703,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	apiCtx, stopAPI := context.WithCancel(context.Background())
 	defer stopAPI()
 	base := func(net.Listener) context.Context { return apiCtx }
-	// Every connection, request and answer bounded (share.go).
+	// Every connection, request and answer bounded (package share).
 	srv := &http.Server{Handler: d.authenticate(false, "", d.api()), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: share.IdleTimeout, BaseContext: base, ConnContext: access.PeerContext}
 	srv.RegisterOnShutdown(stopAPI)
 	go func() {

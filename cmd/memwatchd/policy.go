@@ -29,7 +29,7 @@ func isPolicyError(err error) bool {
 	return errors.As(err, &pe)
 }
 
-// loadPolicy loads the policy the rule names (target.go), for the
+// loadPolicy loads the policy the rule names (cli/target.go), for the
 // commands that need one: none is a usage error (exit 2) saying where
 // memwatch looked and how to make one.
 func (g *globals) loadPolicy() (*policy.Policy, error) {
@@ -57,7 +57,7 @@ func (g *globals) loadPolicy() (*policy.Policy, error) {
 }
 
 // policyIfGiven loads the policy a client command uses to find the daemon
-// and its state (target.go's rule); nil when there is none. With none at
+// and its state (cli/target.go's rule); nil when there is none. With none at
 // all, this user's own running daemon (as it announced itself) is this
 // user's: its policy is used.
 func (g *globals) policyIfGiven() (*policy.Policy, error) {
