@@ -226,7 +226,7 @@ const indexSlice = 100 * time.Millisecond
 
 // indexScan is an index-root task's place between its slices: the source
 // it is at and the scan of its files. Only the background goroutine uses
-// it (Daemon.indexing).
+// it (Worker.indexing).
 type indexScan struct {
 	id   confine.ID
 	src  int
