@@ -76,7 +76,7 @@ type Runner struct {
 	// (versions: an O_TRUNC-then-write save is one version, not an empty
 	// one and then the content).
 	delay chan later
-	// queued is how many tasks wait or run, for the catch-up's progress.
+	// Queued is how many tasks wait or run, for the catch-up's progress.
 	Queued atomic.Int64
 	run    func(context.Context, Task)
 	log    *slog.Logger
@@ -87,7 +87,7 @@ type Runner struct {
 	// that went meanwhile (Dropped). droppedMu guards it.
 	droppedMu sync.Mutex
 	dropped   map[string]bool
-	// onDrop, when set, hears of each capture dropped (the daemon's
+	// OnDrop, when set, hears of each capture dropped (the daemon's
 	// passes: the root's evaluation goes through its files again).
 	OnDrop func(root string)
 }
