@@ -532,7 +532,7 @@ func classify(line []byte) (msg, sure bool) {
 			fallthrough
 		default:
 			k, ok := skipValue(line, j)
-			if !ok {
+			if !ok || !typedOK(key, line[j:k]) {
 				return false, false
 			}
 			j = k
@@ -562,6 +562,39 @@ func classify(line []byte) (msg, sure bool) {
 		return false, true // metadata, state, summaries: no role
 	}
 	return false, false
+}
+
+// The keys of lineShape whose values decode types: a value of another
+// kind fails the whole decode (the line is then raw, no message), so the
+// fast path must see it too. Keys are matched as encoding/json matches
+// them, without case.
+var (
+	stringKeys  = []string{"type", "role", "name", "_type", "uuid", "parentUuid", "parentId", "$rewindTo", "sessionId"}
+	boolKeys    = []string{"isMeta", "_command", "isCompactSummary"}
+	complexKeys = []string{"tool_calls", "toolsUsed", "action"} // decode to tell
+)
+
+// typedOK reports whether a value of key decodes into lineShape: a string
+// or null for a string field, a boolean or null for a boolean one; any
+// value for the others.
+func typedOK(key string, v []byte) bool {
+	null := string(v) == "null"
+	for _, k := range stringKeys {
+		if strings.EqualFold(key, k) {
+			return null || len(v) > 0 && v[0] == '"'
+		}
+	}
+	for _, k := range boolKeys {
+		if strings.EqualFold(key, k) {
+			return null || string(v) == "true" || string(v) == "false"
+		}
+	}
+	for _, k := range complexKeys {
+		if strings.EqualFold(key, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // wrapperHint reports a line that may hold a wrapper (see wrapper), or

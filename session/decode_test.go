@@ -84,7 +84,12 @@ func FuzzDecodeLikeTheStandardLibrary(f *testing.F) {
 func FuzzIsMessage(f *testing.F) {
 	addAgentLines(f)
 	for _, s := range []string{`{"role":"user","content":"hi"}`, `{"_type":"metadata","updated_at":"x"}`, `{"type":"user","message":{"role":"user","content":"x"}}`,
-		`{"type":"summary","summary":"s"}`, `{"role":"assistant","content":[{"type":"text","text":"a"}]}`, `{"role":"us\"er"}`, `[1]`, `{"a":{"role":"user"}}`, `{"role":"user"`} {
+		`{"type":"summary","summary":"s"}`, `{"role":"assistant","content":[{"type":"text","text":"a"}]}`, `{"role":"us\"er"}`, `[1]`, `{"a":{"role":"user"}}`, `{"role":"user"`,
+		// Claude Code's envelope told without a decode, and what must not be.
+		`{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"a"}]}}`, `{"type":"user","message":{},"uuid":0}`, `{"role":"user","uuid":0}`,
+		`{"type":"user","message":{"role":"custom"}}`, `{"type":"user","message":{"role":"user","content":"<command-name>/x</command-name>"}}`,
+		`{"type":"assistant","message":{"Role":"user"}}`, `{"type":"user","message":{"role":"user"},"UUID":5}`, `{"type":"user","message":{"role":"user","name":1}}`,
+		`{"type":"user","message":{"role":"user"},"toolsUsed":["a"]}`, `{"type":"user","message":{"role":"user"},"isMeta":null}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
