@@ -209,7 +209,11 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	sums := filesum.New()
 	d.rw = rewrite.New(d.db, log)
 	d.rw.Sums = sums
-	d.rw.BeforeChange = func(root *confine.Root, rel string) { d.capture.VersionBefore(root, rel) }
+	d.rw.BeforeChange = func(root *confine.Root, rel string) {
+		if d.capture != nil { // built at the end of New
+			d.capture.VersionBefore(root, rel)
+		}
+	}
 	d.rw.OpenRoot = RootOpener(d.Policy)
 	resolve := func(ctx context.Context, r *state.Record) (string, string) {
 		return apprecords.Resolve(ctx, r, d.rw.OpenRoot)
