@@ -4,6 +4,7 @@
 package analysis
 
 import (
+	"bytes"
 	"hash/maphash"
 	"unicode"
 	"unicode/utf8"
@@ -15,6 +16,8 @@ import (
 //     "v2"), with the apostrophes inside a word ("Caroline's"); everything
 //     else separates, so an identifier (zanzibar-quokka, src/auth.go,
 //     AUTH_TOKEN) is its words.
+//   - A line number a tool printed before a file's line ("    12→",
+//     "    12\t") is no token (gutter).
 //   - Tokens are lowercased; English stopwords (Snowball's list: "the",
 //     "what", "did", ...) do not count; the rest are stemmed with the
 //     Snowball (Porter2) English stemmer, so "painted", "painting" and
@@ -228,6 +231,7 @@ func (a *Analyzer) tokens(text []byte, fn func(tok []byte, ascii bool)) {
 			}
 		}
 		// A token: letters, digits, apostrophes between them.
+		start := i
 		a.buf = a.buf[:0]
 		ascii := true
 		for i < len(text) {
@@ -263,12 +267,43 @@ func (a *Analyzer) tokens(text []byte, fn func(tok []byte, ascii bool)) {
 			a.buf = utf8.AppendRune(a.buf, unicode.ToLower(r))
 			i += n
 		}
-		if len(a.buf) == 0 || len(a.buf) > maxToken {
+		if len(a.buf) == 0 || len(a.buf) > maxToken || ascii && gutter(text, start, i) {
 			continue
 		}
 		fn(a.buf, ascii)
 	}
 }
+
+// gutter says whether the token text[start:end] is a line number a tool
+// printed before a line of a file: digits alone at the line's start but
+// for spaces, then Claude Code's arrow ("    12→") or the tab of cat -n
+// and nl, six columns wide ("    12\t"). A tool result of a file read is
+// most of a coding session, and its line numbers were a third of the
+// terms of a home's index, matching every file read for "12".
+func gutter(text []byte, start, end int) bool {
+	if end >= len(text) || text[end] != '\t' && text[end] != 0xe2 {
+		return false
+	}
+	for _, c := range text[start:end] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	j := start - 1
+	for j >= 0 && text[j] == ' ' {
+		j--
+	}
+	if j >= 0 && text[j] != '\n' {
+		return false
+	}
+	if text[end] == '\t' {
+		return end-j-1 >= 6
+	}
+	return bytes.HasPrefix(text[end:], arrow)
+}
+
+// arrow is the "→" Claude Code's Read puts after a line number.
+var arrow = []byte("\u2192")
 
 // term is the term of a lowercased token: "" for a stopword.
 func (a *Analyzer) term(tok []byte, ascii bool) string {

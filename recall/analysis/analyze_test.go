@@ -41,3 +41,24 @@ func TestStemKeepsTheFirstTwoBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestGutterIsNoTerm: the line numbers a tool printed before a file's
+// lines are no terms; the same numbers in the text are.
+func TestGutterIsNoTerm(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"     1→package main\n     2→\n    12→func f() {}", "packag main func f"},
+		{"1→x", "x"},
+		{"     1\tpackage main\n    22\tport 8080", "packag main port 8080"},
+		{"1\tid\n22\tname", "1 id 22 name"}, // a table's column, not cat -n's
+		{"see line 12→ the port 8080", "see line 12 port 8080"},
+		{"v12→x a12→b", "v12 x a12 b"},
+		{"x 12\tb", "x 12 b"},
+		{"\n  7→\n", ""},
+	} {
+		var got []string
+		New().Terms([]byte(c.text), func(term string) { got = append(got, term) })
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("terms of %q: got %q, want %q", c.text, strings.Join(got, " "), c.want)
+		}
+	}
+}
