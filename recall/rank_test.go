@@ -362,6 +362,9 @@ func TestSegmentLookupByKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(s.postings) != 0 {
+		t.Errorf("terms of one document each wrote %d bytes of postings, want them in their entries", len(s.postings))
+	}
 	for i, term := range terms {
 		ti, ok := s.lookup(term)
 		if !ok {
@@ -420,3 +423,99 @@ func termSegmentFiles(dir, root, rel string) []string {
 
 // info returns the current term's entry with its postings.
 func (it *dictIter) info() (termInfo, bool) { return it.s.withPostings(it.ti, it.postOff, it.postLen) }
+
+// TestSegmentPulsedTerms: a term of one document keeps its posting in its
+// dictionary entry, the others in the postings; both read back the same
+// by lookup, by a walk of the dictionary and after a merge of two
+// segments, with their bounds (highest frequency, shortest document).
+func TestSegmentPulsedTerms(t *testing.T) {
+	build := func(start uint32, n int) *segBuilder {
+		b := newSegBuilder(uint64(start), int64(start), func(string) bool { return true })
+		for i := range n {
+			b.docs = append(b.docs, docInfo{off: int64(start) + int64(i), line: int64(start) + int64(i) + 1, len: 3 + i%11})
+		}
+		for k := range 40 {
+			var ps []posting
+			for i := 0; i < n; i += 1 + k*k { // df 1 for the large k
+				ps = append(ps, posting{ord: uint32(i), tf: uint16(1 + (i+k)%5)})
+			}
+			if k >= 30 {
+				ps = ps[:1]
+				ps[0].ord = uint32((k * 7) % n)
+			}
+			b.terms[fmt.Sprintf("t%02d", k)] = ps
+		}
+		b.endOff = int64(start) + int64(n)
+		b.nextLine = int64(start) + int64(n) + 1
+		return b
+	}
+	type want struct{ ords, tfs []int }
+	expect := func(bs ...*segBuilder) map[string]want {
+		out := map[string]want{}
+		for _, b := range bs {
+			for term, ps := range b.terms {
+				w := out[term]
+				for _, p := range ps {
+					w.ords = append(w.ords, int(b.start-bs[0].start)+int(p.ord))
+					w.tfs = append(w.tfs, int(p.tf))
+				}
+				out[term] = w
+			}
+		}
+		return out
+	}
+	check := func(name string, s *segment, docs []docInfo, exp map[string]want) {
+		t.Helper()
+		walked := 0
+		for it := s.iter(0); it.next(); walked++ {
+			ti, ok := it.info()
+			if !ok {
+				t.Fatalf("%s: %q: postings not read", name, it.term)
+			}
+			if ti2, ok := s.lookup(string(it.term)); !ok || ti2.df != ti.df {
+				t.Errorf("%s: lookup %q: df %d, walk says %d", name, it.term, ti2.df, ti.df)
+			}
+			w := exp[string(it.term)]
+			var got want
+			maxTF, minLen := 0, 65535
+			for c := newCursor(ti); !c.done; c.next() {
+				got.ords, got.tfs = append(got.ords, int(c.doc())), append(got.tfs, c.tf())
+				maxTF, minLen = max(maxTF, c.tf()), min(minLen, docs[c.doc()].len)
+			}
+			if !slices.Equal(got.ords, w.ords) || !slices.Equal(got.tfs, w.tfs) {
+				t.Errorf("%s: %q: got postings %v %v, want %v %v", name, it.term, got.ords, got.tfs, w.ords, w.tfs)
+			}
+			if ti.df != len(w.ords) || ti.maxTF != maxTF || ti.minLen != minLen && !(ti.df == 1 && ti.minLen == 0) {
+				t.Errorf("%s: %q: got df %d maxTF %d minLen %d, want %d %d %d", name, it.term, ti.df, ti.maxTF, ti.minLen, len(w.ords), maxTF, minLen)
+			}
+		}
+		if walked != len(exp) {
+			t.Errorf("%s: walked %d terms, want %d", name, walked, len(exp))
+		}
+	}
+	a, b := build(0, 700), build(700, 300)
+	sa, err := parseSegment(a.encode(fileID{dev: 1, ino: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("built", sa, a.docs, expect(a))
+
+	dir := t.TempDir()
+	pa, pb, pm := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "m")
+	for p, bld := range map[string]*segBuilder{pa: a, pb: b} {
+		if err := writeSegment(p, bld.encode(fileID{dev: 1, ino: 2})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mergeSegmentFiles(pa, pb, pm, fileID{dev: 1, ino: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, lazy := range []bool{false, true} {
+		sm, err := openSegmentAs(pm, lazy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("merged (lazy %v)", lazy), sm, append(slices.Clone(a.docs), b.docs...), expect(a, b))
+		sm.close()
+	}
+}

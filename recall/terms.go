@@ -44,7 +44,8 @@ import (
 //     written as the bytes it shares with the one before and the rest,
 //     all in varints (Lucene's block tree, flat): most of a home's terms
 //     are in one document of one file, and a fixed 36-byte entry with an
-//     8-byte skip table made the index larger than the logs;
+//     8-byte skip table made the index larger than the logs; a term in
+//     one document holds its posting in its entry instead (dictWriter.add);
 //   - an index of the dictionary's blocks (where each starts, its first
 //     term's postings and its first term's first 8 bytes): a term is
 //     found by a binary search of those keys (the whole first terms where
@@ -70,9 +71,11 @@ const (
 	// 02: messages hold their time's terms (analysis.TimeTerms); 03: the dictionary
 	// in front-coded blocks of varints, after the postings; 04: a block's
 	// first term's first bytes in its index entry, a document's speaker
-	// label in its line number's top bit. A segment of an earlier format
-	// is not read: its file is indexed anew.
-	termMagic  = "MWTERM04"
+	// label in its line number's top bit; 05: a term of one document
+	// holds its posting in its entry, a line number a tool printed is no
+	// term (analysis). A segment of an earlier format is not read: its
+	// file is indexed anew.
+	termMagic  = "MWTERM05"
 	termHeader = 128
 	docEntry   = 14 // offset u64, line u32 (top bit: labelled), length u16
 	dictBlock  = 16 // terms per dictionary block
@@ -268,7 +271,6 @@ func (b *segBuilder) encode(id fileID) []byte {
 	slices.SortFunc(terms, func(x, y termPostings) int { return strings.Compare(x.t, y.t) })
 	var posts bytes.Buffer
 	var dw dictWriter
-	var blk []byte
 	for _, tp := range terms {
 		t, ps := tp.t, tp.ps
 		maxTF, minLen := uint16(0), uint16(65535)
@@ -276,9 +278,7 @@ func (b *segBuilder) encode(id fileID) []byte {
 			maxTF = max(maxTF, p.tf)
 			minLen = min(minLen, uint16(b.docs[p.ord].len))
 		}
-		n := posts.Len()
-		blk = encodePostings(&posts, ps, blk)
-		dw.add(t, len(ps), int(maxTF), int(minLen), posts.Len()-n)
+		dw.add(t, ps, int(maxTF), int(minLen), &posts)
 	}
 	le := binary.LittleEndian
 	docs := make([]byte, len(b.docs)*docEntry)
@@ -342,9 +342,27 @@ type dictWriter struct {
 	n           int
 	prev        string
 	postOff     uint64
+	blk         []byte // encodePostings' buffer
 }
 
-func (d *dictWriter) add(t string, df, maxTF, minLen, postLen int) {
+// A dictionary entry: the length of the prefix the term shares with the
+// one before (none at a block's start), then, in one varint, the rest's
+// length and the entry's kind (its low two bits), the rest's bytes, and
+// what the kind says. Most of a home's terms are in one document of a
+// file, once: their postings, lengths and bounds were a fifth of its
+// index, so a term of one document holds its posting in its entry (a
+// "pulsed" term, as Lucene's).
+const (
+	entryOne   = 0 // one document, once: its ordinal
+	entryOneTF = 1 // one document: its ordinal, the term's frequency
+	entryMany  = 2 // df, the highest frequency, the shortest document's length, the postings' length
+	entryKinds = 2 // bits
+)
+
+// add appends term t, in documents ps (their highest term frequency
+// maxTF, the shortest's length minLen), its postings to posts unless it
+// is pulsed.
+func (d *dictWriter) add(t string, ps []posting, maxTF, minLen int, posts *bytes.Buffer) {
 	shared := 0
 	if d.n%dictBlock == 0 {
 		d.index = binary.LittleEndian.AppendUint32(d.index, uint32(len(d.dict)))
@@ -355,16 +373,81 @@ func (d *dictWriter) add(t string, df, maxTF, minLen, postLen int) {
 			shared++
 		}
 	}
-	for _, v := range []int{shared, len(t) - shared} {
-		d.dict = binary.AppendUvarint(d.dict, uint64(v))
+	kind := entryMany
+	switch {
+	case len(ps) == 1 && ps[0].tf == 1:
+		kind = entryOne
+	case len(ps) == 1:
+		kind = entryOneTF
 	}
+	d.dict = binary.AppendUvarint(d.dict, uint64(shared))
+	d.dict = binary.AppendUvarint(d.dict, uint64(len(t)-shared)<<entryKinds|uint64(kind))
 	d.dict = append(d.dict, t[shared:]...)
-	for _, v := range []int{df, maxTF, minLen, postLen} {
+	d.prev = t
+	d.n++
+	switch kind {
+	case entryOne:
+		d.dict = binary.AppendUvarint(d.dict, uint64(ps[0].ord))
+		return
+	case entryOneTF:
+		d.dict = binary.AppendUvarint(d.dict, uint64(ps[0].ord))
+		d.dict = binary.AppendUvarint(d.dict, uint64(ps[0].tf))
+		return
+	}
+	n := posts.Len()
+	d.blk = encodePostings(posts, ps, d.blk)
+	postLen := posts.Len() - n
+	for _, v := range []int{len(ps), maxTF, minLen, postLen} {
 		d.dict = binary.AppendUvarint(d.dict, uint64(v))
 	}
-	d.prev = t
 	d.postOff += uint64(postLen)
-	d.n++
+}
+
+// entry decodes what an entry of kind says, at d[pos:]: the term's
+// information (a pulsed term's posting in it; the others' postings are
+// postLen bytes of the postings section, read by withPostings) and where
+// the entry ends. A pulsed term's shortest document is its document when
+// s's documents are at hand, else 0 (a looser bound on its score, the
+// same results).
+func (s *segment) entry(d []byte, pos int, kind uint64) (ti termInfo, postLen uint64, end int, ok bool) {
+	var v [4]uint64
+	n := 4
+	switch kind {
+	case entryOne:
+		n = 1
+	case entryOneTF:
+		n = 2
+	case entryMany:
+	default:
+		return termInfo{}, 0, pos, false
+	}
+	for k := range n {
+		x, m := binary.Uvarint(d[min(pos, len(d)):])
+		if m <= 0 {
+			return termInfo{}, 0, pos, false
+		}
+		v[k], pos = x, pos+m
+	}
+	if kind == entryMany {
+		if v[0] < 2 || v[0] > 1<<31 {
+			return termInfo{}, 0, pos, false
+		}
+		ti = termInfo{df: int(v[0]), maxTF: int(min(v[1], 65535)), minLen: int(min(v[2], 65535))}
+		ti.nblocks = (ti.df + postingBlock - 1) / postingBlock
+		return ti, v[3], pos, true
+	}
+	ord, tf := v[0], uint64(1)
+	if kind == entryOneTF {
+		tf = v[1]
+	}
+	if ord >= uint64(s.count()) {
+		return termInfo{}, 0, pos, false
+	}
+	ti = termInfo{df: 1, maxTF: int(min(tf, 65535)), nblocks: 1, pulsed: true, ord: uint32(ord)}
+	if s.file == nil && int(ord+1)*docEntry <= len(s.docs) {
+		_, _, ti.minLen = s.doc(uint32(ord))
+	}
+	return ti, 0, pos, true
 }
 
 var errCorruptSegment = errors.New("corrupt term segment")
@@ -537,6 +620,10 @@ type termInfo struct {
 	minLen  int
 	post    []byte // skip table, then blocks
 	nblocks int
+	// pulsed: the term is in one document, ord, maxTF times (its entry
+	// holds its posting: no post).
+	pulsed bool
+	ord    uint32
 }
 
 // dictIter walks a segment's dictionary in term order.
@@ -588,27 +675,31 @@ func (it *dictIter) next() bool {
 		return x
 	}
 	shared, suffix := uvarint(), uvarint()
+	kind := suffix & (1<<entryKinds - 1)
+	suffix >>= entryKinds
 	if it.bad || shared > uint64(len(it.term)) || suffix > uint64(len(d)-it.pos) || it.i%dictBlock == 0 && shared != 0 {
 		it.bad = true
 		return false
 	}
 	it.term = append(it.term[:shared], d[it.pos:it.pos+int(suffix)]...)
 	it.pos += int(suffix)
-	df, maxTF, minLen, postLen := uvarint(), uvarint(), uvarint(), uvarint()
-	if it.bad || df < 1 || df > 1<<31 {
+	ti, postLen, end, ok := it.s.entry(d, it.pos, kind)
+	if !ok {
 		it.bad = true
 		return false
 	}
 	it.postOff += it.postLen
-	it.postLen = postLen
-	it.ti = termInfo{df: int(df), maxTF: int(min(maxTF, 65535)), minLen: int(min(minLen, 65535))}
-	it.ti.nblocks = (it.ti.df + postingBlock - 1) / postingBlock
+	it.ti, it.postLen, it.pos = ti, postLen, end
 	it.i++
 	return true
 }
 
-// withPostings returns ti with its postings, n bytes at off.
+// withPostings returns ti with its postings, n bytes at off (a pulsed
+// term's are in its entry: ti as it is).
 func (s *segment) withPostings(ti termInfo, off, n uint64) (termInfo, bool) {
+	if ti.pulsed {
+		return ti, true
+	}
 	if ti.nblocks > 1 && uint64(ti.nblocks)*8 > n {
 		return termInfo{}, false
 	}
@@ -641,6 +732,7 @@ func (s *segment) firstTerm(b int) []byte {
 		return nil
 	}
 	l, m := binary.Uvarint(d[n:])
+	l >>= entryKinds
 	if m <= 0 || l > uint64(len(d)-n-m) {
 		return nil
 	}
@@ -680,7 +772,6 @@ func (s *segment) lookup(term string) (termInfo, bool) {
 	d := s.dict
 	var buf [64]byte
 	cur := buf[:0]
-	var v [4]uint64
 	for i := b * dictBlock; i < min(s.nterms, (b+1)*dictBlock); i++ {
 		shared, n := binary.Uvarint(d[min(pos, len(d)):])
 		if n <= 0 {
@@ -688,6 +779,8 @@ func (s *segment) lookup(term string) (termInfo, bool) {
 		}
 		pos += n
 		suffix, n := binary.Uvarint(d[pos:])
+		kind := suffix & (1<<entryKinds - 1)
+		suffix >>= entryKinds
 		if n <= 0 || shared > uint64(len(cur)) || i == b*dictBlock && shared != 0 {
 			return termInfo{}, false
 		}
@@ -701,37 +794,14 @@ func (s *segment) lookup(term string) (termInfo, bool) {
 		if c > 0 {
 			return termInfo{}, false
 		}
-		if c < 0 {
-			// Not it: step over its df, maxTF and minLen (three varints:
-			// three bytes under 0x80 end them), read its postings' length.
-			for k := 0; k < 3; pos++ {
-				if pos >= len(d) {
-					return termInfo{}, false
-				}
-				if d[pos] < 0x80 {
-					k++
-				}
-			}
-			x, n := binary.Uvarint(d[pos:])
-			if n <= 0 {
-				return termInfo{}, false
-			}
-			postOff, pos = postOff+x, pos+n
-			continue
-		}
-		for k := range v {
-			x, n := binary.Uvarint(d[pos:])
-			if n <= 0 {
-				return termInfo{}, false
-			}
-			v[k], pos = x, pos+n
-		}
-		if v[0] < 1 || v[0] > 1<<31 {
+		ti, postLen, end, ok := s.entry(d, pos, kind)
+		if !ok {
 			return termInfo{}, false
 		}
-		ti := termInfo{df: int(v[0]), maxTF: int(min(v[1], 65535)), minLen: int(min(v[2], 65535))}
-		ti.nblocks = (ti.df + postingBlock - 1) / postingBlock
-		return s.withPostings(ti, postOff, v[3])
+		if c == 0 {
+			return s.withPostings(ti, postOff, postLen)
+		}
+		postOff, pos = postOff+postLen, end
 	}
 	return termInfo{}, false
 }
@@ -748,6 +818,10 @@ type cursor struct {
 
 func newCursor(ti termInfo) *cursor {
 	c := &cursor{ti: ti, block: -1}
+	if ti.pulsed {
+		c.ords, c.tfs, c.block = []uint32{ti.ord}, []uint16{uint16(ti.maxTF)}, 0
+		return c
+	}
 	c.load(0)
 	return c
 }
@@ -1295,18 +1369,19 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 	w := bufio.NewWriterSize(f, 1<<20)
 	header := make([]byte, termHeader)
 	w.Write(header)
+	var docs []byte // both segments' documents, for their lengths
 	for _, seg := range []*segment{a, b} {
 		d, err := seg.docBytes()
 		if err != nil {
 			return err
 		}
 		w.Write(d)
+		docs = append(docs, d...)
 	}
 	// The postings, term by term, then the dictionary and its index.
 	shift := uint32(a.count())
 	var ps []posting
 	var buf bytes.Buffer
-	var blk []byte
 	var dw dictWriter
 	var postLen uint64
 	for _, m := range terms {
@@ -1320,18 +1395,21 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 			if !ok {
 				return errCorruptSegment
 			}
-			maxTF, minLen = max(maxTF, ti.maxTF), min(minLen, ti.minLen)
 			for c := newCursor(ti); !c.done; c.next() {
 				o := c.doc()
 				if k == 1 {
 					o += shift
 				}
+				if int(o+1)*docEntry > len(docs) {
+					return errCorruptSegment
+				}
+				maxTF = max(maxTF, c.tf())
+				minLen = min(minLen, int(binary.LittleEndian.Uint16(docs[int(o)*docEntry+12:])))
 				ps = append(ps, posting{ord: o, tf: uint16(c.tf())})
 			}
 		}
 		buf.Reset()
-		blk = encodePostings(&buf, ps, blk)
-		dw.add(m.t, len(ps), maxTF, minLen, buf.Len())
+		dw.add(m.t, ps, maxTF, minLen, &buf)
 		postLen += uint64(buf.Len())
 		w.Write(buf.Bytes())
 	}
