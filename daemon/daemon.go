@@ -867,7 +867,13 @@ func (d *Daemon) serve(ctx context.Context) error {
 				// The first count of the credentials in the roots, for
 				// status; then hourly (the scheduler's "secrets").
 				wg.Add(1)
-				go func() { defer wg.Done(); d.tallySecrets(ctx) }()
+				go func() {
+					defer wg.Done()
+					if err := d.spool.Checkpoint(ctx); err != nil {
+						d.log.Warn("after the catch-up", "err", err)
+					}
+					d.tallySecrets(ctx)
+				}()
 			}
 		case <-flush.C:
 			d.quota.Flush()

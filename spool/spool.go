@@ -667,6 +667,16 @@ func (s *Spool) NthMessage(ctx context.Context, log, after, n int64) (int64, err
 }
 
 // Size is the spool database's size on disk, WAL included.
+// Checkpoint folds the write-ahead log into the database and truncates
+// it: a catch-up grows it to SQLite's checkpoint size (4 MiB), which
+// would stay on disk however idle the daemon is after.
+func (s *Spool) Checkpoint(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		return fmt.Errorf("checkpoint the spool: %w", err)
+	}
+	return nil
+}
+
 func (s *Spool) Size() int64 {
 	var n int64
 	for _, suffix := range []string{"", "-wal", "-shm"} {
