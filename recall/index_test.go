@@ -1,6 +1,7 @@
 package recall
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/memwatch/memwatch/recall/query"
 )
 
 // TestSparseHas checks the interpolation search against a set, on sorted
@@ -108,5 +111,38 @@ func TestIndexTrustsOnlyAnUnchangedFile(t *testing.T) {
 	build()
 	if rs, st := search("zebrafinch"); len(rs) != 1 || st.Indexed != 1 {
 		t.Errorf("reindexed: %d results, %d indexed; want 1, 1", len(rs), st.Indexed)
+	}
+}
+
+// TestBuilderSetsEveryGram: a block's filter holds the bit of each
+// trigram of its text lowercased, as a query computes them (query.Gram),
+// whatever the text's case and bytes.
+func TestBuilderSetsEveryGram(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []string{"a", "Z", "q", "0", " ", "\n", "é", "É", "日", "\xff", "→", "Σ", "_", "\""}
+	for n := range 500 {
+		var sb strings.Builder
+		for range n % 40 {
+			sb.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		text := []byte(sb.String())
+		b := newBuilder()
+		b.add(text)
+		want := new([bloomWords]uint64)
+		lower := bytes.ToLower(text)
+		for i := 0; i+3 <= len(lower); i++ {
+			g := make([]byte, 3)
+			for k := range g {
+				g[k] = lower[i+k]
+				if g[k] >= 'A' && g[k] <= 'Z' {
+					g[k] += 32
+				}
+			}
+			p := bitOf(query.Gram(g[0], g[1], g[2]))
+			want[p/64] |= 1 << (p % 64)
+		}
+		if *b.bloom != *want {
+			t.Fatalf("the filter of %q differs from its trigrams'", text)
+		}
 	}
 }
