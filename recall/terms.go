@@ -258,17 +258,17 @@ type segment struct {
 // encode writes the segment b describes.
 func (b *segBuilder) encode(id fileID) []byte {
 	type termPostings struct {
-		t  string
+		t  []byte
 		ps []posting
 	}
 	terms := make([]termPostings, 0, len(b.terms)+len(b.ids))
 	for t, ps := range b.terms {
-		terms = append(terms, termPostings{t, ps})
+		terms = append(terms, termPostings{[]byte(t), ps})
 	}
 	for l, tid := range b.ids { // empty unless built by ids (add)
-		terms = append(terms, termPostings{b.a.Term(tid), b.post[l]})
+		terms = append(terms, termPostings{b.a.TermBytes(tid), b.post[l]})
 	}
-	slices.SortFunc(terms, func(x, y termPostings) int { return strings.Compare(x.t, y.t) })
+	slices.SortFunc(terms, func(x, y termPostings) int { return bytes.Compare(x.t, y.t) })
 	var posts bytes.Buffer
 	var dw dictWriter
 	for _, tp := range terms {
@@ -340,7 +340,7 @@ func (h *segmentHeader) put(out []byte) {
 type dictWriter struct {
 	dict, index []byte
 	n           int
-	prev        string
+	prev        []byte // the last term added (kept: not copied)
 	postOff     uint64
 	blk         []byte // encodePostings' buffer
 }
@@ -362,7 +362,7 @@ const (
 // add appends term t, in documents ps (their highest term frequency
 // maxTF, the shortest's length minLen), its postings to posts unless it
 // is pulsed.
-func (d *dictWriter) add(t string, ps []posting, maxTF, minLen int, posts *bytes.Buffer) {
+func (d *dictWriter) add(t []byte, ps []posting, maxTF, minLen int, posts *bytes.Buffer) {
 	shared := 0
 	if d.n%dictBlock == 0 {
 		d.index = binary.LittleEndian.AppendUint32(d.index, uint32(len(d.dict)))
@@ -742,7 +742,7 @@ func (s *segment) firstTerm(b int) []byte {
 // termKey is a term's first 8 bytes, zero-padded, as a number that
 // orders as the terms do (where two keys are equal, the terms are
 // compared whole).
-func termKey(t string) uint64 {
+func termKey[T string | []byte](t T) uint64 {
 	var b [8]byte
 	copy(b[:], t)
 	return binary.BigEndian.Uint64(b[:])
@@ -1329,7 +1329,7 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 		off, size uint64
 	}
 	type mterm struct {
-		t      string
+		t      []byte
 		ta, tb entry
 	}
 	var terms []mterm
@@ -1347,11 +1347,11 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 			c = bytes.Compare(ia.term, ib.term)
 		}
 		if c <= 0 {
-			m.t, m.ta = string(ia.term), entry{ia.ti, ia.postOff, ia.postLen}
+			m.t, m.ta = bytes.Clone(ia.term), entry{ia.ti, ia.postOff, ia.postLen}
 			okA = ia.next()
 		}
 		if c >= 0 {
-			m.t, m.tb = string(ib.term), entry{ib.ti, ib.postOff, ib.postLen}
+			m.t, m.tb = bytes.Clone(ib.term), entry{ib.ti, ib.postOff, ib.postLen}
 			okB = ib.next()
 		}
 		terms = append(terms, m)

@@ -37,13 +37,18 @@ type Analyzer struct {
 	buf   []byte
 	// The indexing's terms by id (TermIDs): tokens interned in an
 	// open-addressed table, one probe a token (a map of strings, missing
-	// the cache at each token, was most of the analysis of a home).
-	seed   maphash.Seed
-	slots  []int32 // 1 + an index in toks; 0: empty
-	toks   []tokenEnt
-	termOf []string         // by id
-	idOf   map[string]int32 // by term
-	local  []int32          // a segment builder's ids by these (addIDs)
+	// the cache at each token, was most of the analysis of a home), their
+	// terms numbered in another. Bytes are kept in arenas and entries hold
+	// no pointer: the garbage collector does not walk half a million
+	// strings, and a home's tokens fit before the tables start afresh.
+	seed      maphash.Seed
+	slots     []uint32 // 1 + an index in toks; 0: empty
+	toks      []tokenEnt
+	tokBytes  []byte
+	termSlots []uint32 // 1 + a term's id; 0: empty
+	terms     []termEnt // by id
+	termBytes []byte
+	local     []int32 // a segment builder's ids by these (addIDs)
 	// only, when set, holds the first two bytes of every term wanted
 	// (a bit per pair): a token starting otherwise is not stemmed (it
 	// cannot be one of them), and stands as the term otherTerm.
@@ -98,21 +103,32 @@ func prefix2(b []byte) [2]byte {
 
 // New returns an analyzer.
 func New() *Analyzer {
-	return &Analyzer{stems: map[string]string{}, seed: maphash.MakeSeed(), idOf: map[string]int32{}}
+	return &Analyzer{stems: map[string]string{}, seed: maphash.MakeSeed()}
 }
 
-// tokenEnt is an interned token and its term's id (-1: a stopword).
+// tokenEnt is an interned token (tokBytes[off:off+n]) and its term's id
+// (-1: a stopword).
 type tokenEnt struct {
-	hash uint64
-	tok  string
+	hash uint32
+	off  uint32
 	id   int32
+	n    uint16
+}
+
+// termEnt is a term, termBytes[off:off+n].
+type termEnt struct {
+	hash uint32
+	off  uint32
+	n    uint16
 }
 
 // maxTermIDs bounds the tokens and terms TermIDs numbers between two
-// ResetIDs: about 20 MiB of table (a home's source code has millions of
-// distinct tokens; at 1<<20 the daemon's peak RSS went from 66 to 182 MiB
-// through a catch-up, for a few percent of its CPU).
-const maxTermIDs = 1 << 17
+// ResetIDs: about 30 MiB of tables, none of it pointers (a home of 1,700
+// sessions has about 420,000 terms: at 1<<17, with a string a token, the
+// tables started afresh every few hundred sessions, and a token missed
+// was stemmed again; at 1<<20 the daemon's peak RSS went from 66 to 182
+// MiB through a catch-up).
+const maxTermIDs = 1 << 19
 
 // TermIDs calls fn with the id of each term of text, in order (Term
 // gives its text): Terms, without a string a token.
@@ -125,71 +141,89 @@ func (a *Analyzer) TermIDs(text []byte, fn func(id int32)) {
 }
 
 // Term is the term of an id TermIDs or TermID gave.
-func (a *Analyzer) Term(id int32) string { return a.termOf[id] }
+func (a *Analyzer) Term(id int32) string { return string(a.TermBytes(id)) }
+
+// TermBytes is Term, in the analyzer's memory: valid until ResetIDs.
+func (a *Analyzer) TermBytes(id int32) []byte {
+	t := a.terms[id]
+	return a.termBytes[t.off : t.off+uint32(t.n) : t.off+uint32(t.n)]
+}
 
 // TermID is a term's id, numbered as TermIDs numbers them.
-func (a *Analyzer) TermID(t string) int32 {
-	id, ok := a.idOf[t]
-	if !ok {
-		id = int32(len(a.termOf))
-		a.termOf = append(a.termOf, t)
-		a.idOf[t] = id
+func (a *Analyzer) TermID(t string) int32 { return a.termID([]byte(t)) }
+
+func (a *Analyzer) termID(t []byte) int32 {
+	h := uint32(maphash.Bytes(a.seed, t))
+	mask := uint32(len(a.termSlots) - 1)
+	i := h & mask
+	if len(a.termSlots) > 0 {
+		for ; a.termSlots[i] != 0; i = (i + 1) & mask {
+			e := a.terms[a.termSlots[i]-1]
+			if e.hash == h && string(a.termBytes[e.off:e.off+uint32(e.n)]) == string(t) {
+				return int32(a.termSlots[i] - 1)
+			}
+		}
 	}
+	id := int32(len(a.terms))
+	a.terms = append(a.terms, termEnt{hash: h, off: uint32(len(a.termBytes)), n: uint16(len(t))})
+	a.termBytes = append(a.termBytes, t...)
+	if 2*len(a.terms) > len(a.termSlots) {
+		a.termSlots = grown(a.termSlots, len(a.terms), func(k int) uint32 { return a.terms[k].hash })
+		return id
+	}
+	a.termSlots[i] = uint32(id) + 1
 	return id
 }
 
 // ResetIDs forgets the ids given when there are more than maxTermIDs,
 // so memory stays bounded; no id given before may be used after.
 func (a *Analyzer) ResetIDs() {
-	if len(a.termOf) > maxTermIDs || len(a.toks) > maxTermIDs {
-		a.slots, a.toks, a.termOf, a.local = nil, nil, nil, nil
-		clear(a.idOf)
+	if len(a.terms) > maxTermIDs || len(a.toks) > maxTermIDs {
+		a.slots, a.toks, a.tokBytes, a.local = nil, nil, nil, nil
+		a.termSlots, a.terms, a.termBytes = nil, nil, nil
 	}
 }
 
 // id is a lowercased token's term id, interned.
 func (a *Analyzer) id(tok []byte, ascii bool) int32 {
-	h := maphash.Bytes(a.seed, tok)
-	mask := uint64(len(a.slots) - 1)
+	h := uint32(maphash.Bytes(a.seed, tok))
+	mask := uint32(len(a.slots) - 1)
+	i := h & mask
 	if len(a.slots) > 0 {
-		for i := h & mask; ; i = (i + 1) & mask {
-			e := a.slots[i]
-			if e == 0 {
-				break
-			}
-			if t := &a.toks[e-1]; t.hash == h && t.tok == string(tok) {
+		for ; a.slots[i] != 0; i = (i + 1) & mask {
+			t := &a.toks[a.slots[i]-1]
+			if t.hash == h && string(a.tokBytes[t.off:t.off+uint32(t.n)]) == string(tok) {
 				return t.id
 			}
 		}
 	}
-	t := a.term(tok, ascii)
 	id := int32(-1)
-	if t != "" {
-		id = a.TermID(t)
+	if t := a.term(tok, ascii); t != "" {
+		id = a.termID([]byte(t))
 	}
-	if 2*(len(a.toks)+1) > len(a.slots) {
-		a.grow()
-		mask = uint64(len(a.slots) - 1)
+	a.toks = append(a.toks, tokenEnt{hash: h, off: uint32(len(a.tokBytes)), id: id, n: uint16(len(tok))})
+	a.tokBytes = append(a.tokBytes, tok...)
+	if 2*len(a.toks) > len(a.slots) {
+		a.slots = grown(a.slots, len(a.toks), func(k int) uint32 { return a.toks[k].hash })
+		return id
 	}
-	a.toks = append(a.toks, tokenEnt{hash: h, tok: string(tok), id: id})
-	i := h & mask
-	for a.slots[i] != 0 {
-		i = (i + 1) & mask
-	}
-	a.slots[i] = int32(len(a.toks))
+	a.slots[i] = uint32(len(a.toks))
 	return id
 }
 
-func (a *Analyzer) grow() {
-	a.slots = make([]int32, max(1024, 2*len(a.slots)))
-	mask := uint64(len(a.slots) - 1)
-	for k, t := range a.toks {
-		i := t.hash & mask
-		for a.slots[i] != 0 {
+// grown is a table of twice the slots for n entries, hash(k) the
+// hash of entry k, each slot 1 + its entry.
+func grown(slots []uint32, n int, hash func(k int) uint32) []uint32 {
+	slots = make([]uint32, max(1024, 2*len(slots)))
+	mask := uint32(len(slots) - 1)
+	for k := range n {
+		i := hash(k) & mask
+		for slots[i] != 0 {
 			i = (i + 1) & mask
 		}
-		a.slots[i] = int32(k + 1)
+		slots[i] = uint32(k + 1)
 	}
+	return slots
 }
 
 // wordByte classifies ASCII bytes: 1 a letter or digit, 2 an apostrophe.

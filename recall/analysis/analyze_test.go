@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,5 +61,40 @@ func TestGutterIsNoTerm(t *testing.T) {
 		if strings.Join(got, " ") != c.want {
 			t.Errorf("terms of %q: got %q, want %q", c.text, strings.Join(got, " "), c.want)
 		}
+	}
+}
+
+// TestTermIDsAreTerms: the indexing's way (a term id a token, interned)
+// gives the terms Terms gives, through the tables' growth and their
+// starting afresh past maxTermIDs.
+func TestTermIDsAreTerms(t *testing.T) {
+	a, b := New(), New()
+	check := func(text string) {
+		t.Helper()
+		var want, got []string
+		b.Terms([]byte(text), func(term string) { want = append(want, term) })
+		a.TermIDs([]byte(text), func(id int32) { got = append(got, a.Term(id)) })
+		if !slices.Equal(got, want) {
+			t.Fatalf("terms of %q by id: got %q, want %q", text, got, want)
+		}
+	}
+	check("What did Caroline's team decide about the zanzibar-quokka deploy? café 日本語 ÉTÉ \xff painting painted")
+	for round := range 3 {
+		var sb strings.Builder
+		for i := range maxTermIDs/2 + 1000 {
+			fmt.Fprintf(&sb, "w%dx%d deploying ", i, round)
+			if i%20000 == 0 {
+				check(sb.String())
+				sb.Reset()
+			}
+		}
+		check(sb.String())
+		if id := a.TermID("deploy"); a.Term(id) != "deploy" {
+			t.Fatalf("TermID(deploy) is the term %q", a.Term(id))
+		}
+		a.ResetIDs()
+	}
+	if len(a.toks) > maxTermIDs {
+		t.Errorf("%d tokens kept after ResetIDs, want at most %d", len(a.toks), maxTermIDs)
 	}
 }
