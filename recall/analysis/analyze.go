@@ -45,7 +45,7 @@ type Analyzer struct {
 	slots     []uint32 // 1 + an index in toks; 0: empty
 	toks      []tokenEnt
 	tokBytes  []byte
-	termSlots []uint32 // 1 + a term's id; 0: empty
+	termSlots []uint32  // 1 + a term's id; 0: empty
 	terms     []termEnt // by id
 	termBytes []byte
 	local     []int32 // a segment builder's ids by these (addIDs)
