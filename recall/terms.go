@@ -3,6 +3,7 @@ package recall
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -268,11 +269,26 @@ func (b *segBuilder) encode(id fileID) []byte {
 	for l, tid := range b.ids { // empty unless built by ids (add)
 		terms = append(terms, termPostings{b.a.TermBytes(tid), b.post[l]})
 	}
-	slices.SortFunc(terms, func(x, y termPostings) int { return bytes.Compare(x.t, y.t) })
+	// Sorted by their first eight bytes as numbers (most terms differ
+	// there), then whole: a third of the time sorting them whole took.
+	type sortKey struct {
+		key uint64
+		i   int32
+	}
+	order := make([]sortKey, len(terms))
+	for i, tp := range terms {
+		order[i] = sortKey{termKey(tp.t), int32(i)}
+	}
+	slices.SortFunc(order, func(x, y sortKey) int {
+		if x.key != y.key {
+			return cmp.Compare(x.key, y.key)
+		}
+		return bytes.Compare(terms[x.i].t, terms[y.i].t)
+	})
 	var posts bytes.Buffer
 	var dw dictWriter
-	for _, tp := range terms {
-		t, ps := tp.t, tp.ps
+	for _, o := range order {
+		t, ps := terms[o.i].t, terms[o.i].ps
 		maxTF, minLen := uint16(0), uint16(65535)
 		for _, p := range ps {
 			maxTF = max(maxTF, p.tf)
