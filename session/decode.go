@@ -652,15 +652,23 @@ func skipValue(b []byte, i int) (int, bool) {
 	}
 	switch b[i] {
 	case '"':
-		for j := i + 1; j < len(b); j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
+		// The first quote after an even run of backslashes (none
+		// included) ends it: found with IndexByte, as fast as memory
+		// reads, where a loop over each byte was most of classify.
+		for j := i + 1; ; j++ {
+			k := bytes.IndexByte(b[j:], '"')
+			if k < 0 {
+				return i, false
+			}
+			j += k
+			n := 0
+			for p := j - 1; p > i && b[p] == '\\'; p-- {
+				n++
+			}
+			if n%2 == 0 {
 				return j + 1, true
 			}
 		}
-		return i, false
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(b); j++ {

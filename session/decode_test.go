@@ -261,3 +261,31 @@ func addAgentLines(f *testing.F) {
 		}
 	}
 }
+
+// FuzzSkipValue: a string is skipped where a walk of its bytes, each
+// backslash escaping the next, ends it.
+func FuzzSkipValue(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"a\"b"`, `"a\\"b`, `"a\\\"b"c`, `"\\\\"`, `"unterminated\"`, `"`, `{"a":"b\"}"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 || b[0] != '"' {
+			return
+		}
+		wantEnd, wantOK := 0, false
+		for j := 1; j < len(b); j++ {
+			if b[j] == '\\' {
+				j++
+				continue
+			}
+			if b[j] == '"' {
+				wantEnd, wantOK = j+1, true
+				break
+			}
+		}
+		end, ok := skipValue(b, 0)
+		if ok != wantOK || ok && end != wantEnd {
+			t.Errorf("skipValue(%q) = %d, %v; a walk of its bytes says %d, %v", b, end, ok, wantEnd, wantOK)
+		}
+	})
+}
