@@ -142,6 +142,11 @@ func genHome(home string, mib, sessions int) (int64, []string) {
 		now := t0.Add(time.Duration(i) * 37 * time.Minute)
 		parent := ""
 		n := int64(0)
+		// As Claude Code (JavaScript's JSON.stringify) writes its lines:
+		// "<", ">" and "&" as they are, not \u003c.
+		var line bytes.Buffer
+		enc := json.NewEncoder(&line)
+		enc.SetEscapeHTML(false)
 		emit := func(typ string, msg any) {
 			uuid := fmt.Sprintf("%08x-%04x-4000-8000-%012x", rng.Uint32(), rng.IntN(1<<16), rng.Uint64()&(1<<48-1))
 			var par any
@@ -149,15 +154,15 @@ func genHome(home string, mib, sessions int) (int64, []string) {
 				par = parent
 			}
 			now = now.Add(time.Duration(1+rng.IntN(20)) * time.Second)
-			l, _ := json.Marshal(map[string]any{
+			line.Reset()
+			enc.Encode(map[string]any{
 				"parentUuid": par, "isSidechain": false, "userType": "external",
 				"cwd": "/home/u/src/" + proj[len("-home-u-src-"):], "sessionId": id, "version": "2.0.14",
 				"gitBranch": "main", "type": typ, "message": msg, "uuid": uuid,
 				"timestamp": now.Format(time.RFC3339Nano),
 			})
-			w.Write(l)
-			w.WriteByte('\n')
-			n += int64(len(l) + 1)
+			w.Write(line.Bytes())
+			n += int64(line.Len())
 			parent = uuid
 		}
 		turn := 0
