@@ -49,6 +49,7 @@ type Analyzer struct {
 	terms     []termEnt // by id
 	termBytes []byte
 	local     []int32 // a segment builder's ids by these (addIDs)
+	maxIDs    int     // maxTermIDs (tests make it small)
 	// only, when set, holds the first two bytes of every term wanted
 	// (a bit per pair): a token starting otherwise is not stemmed (it
 	// cannot be one of them), and stands as the term otherTerm.
@@ -103,7 +104,7 @@ func prefix2(b []byte) [2]byte {
 
 // New returns an analyzer.
 func New() *Analyzer {
-	return &Analyzer{stems: map[string]string{}, seed: maphash.MakeSeed()}
+	return &Analyzer{stems: map[string]string{}, seed: maphash.MakeSeed(), maxIDs: maxTermIDs}
 }
 
 // tokenEnt is an interned token (tokBytes[off:off+n]) and its term's id
@@ -178,7 +179,7 @@ func (a *Analyzer) termID(t []byte) int32 {
 // ResetIDs forgets the ids given when there are more than maxTermIDs,
 // so memory stays bounded; no id given before may be used after.
 func (a *Analyzer) ResetIDs() {
-	if len(a.terms) > maxTermIDs || len(a.toks) > maxTermIDs {
+	if len(a.terms) > a.maxIDs || len(a.toks) > a.maxIDs {
 		a.slots, a.toks, a.tokBytes, a.local = nil, nil, nil, nil
 		a.termSlots, a.terms, a.termBytes = nil, nil, nil
 	}
