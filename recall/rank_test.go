@@ -472,8 +472,8 @@ func TestSegmentPulsedTerms(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: %q: postings not read", name, it.term)
 			}
-			if ti2, ok := s.lookup(string(it.term)); !ok || ti2.df != ti.df {
-				t.Errorf("%s: lookup %q: df %d, walk says %d", name, it.term, ti2.df, ti.df)
+			if ti2, ok := s.lookup(string(it.term)); !ok || ti2.df != ti.df || ti2.maxTF != ti.maxTF || ti2.minLen != ti.minLen {
+				t.Errorf("%s: lookup %q: df %d maxTF %d minLen %d, a walk says %d %d %d", name, it.term, ti2.df, ti2.maxTF, ti2.minLen, ti.df, ti.maxTF, ti.minLen)
 			}
 			w := exp[string(it.term)]
 			var got want

@@ -420,11 +420,9 @@ func (d *dictWriter) add(t []byte, ps []posting, maxTF, minLen int, posts *bytes
 }
 
 // entry decodes what an entry of kind says, at d[pos:]: the term's
-// information (a pulsed term's posting in it; the others' postings are
-// postLen bytes of the postings section, read by withPostings) and where
-// the entry ends. A pulsed term's shortest document is its document when
-// s's documents are at hand, else 0 (a looser bound on its score, the
-// same results).
+// information (a pulsed term's posting in it, its shortest document
+// unknown until bounded; the others' postings are postLen bytes of the
+// postings section, read by withPostings) and where the entry ends.
 func (s *segment) entry(d []byte, pos int, kind uint64) (ti termInfo, postLen uint64, end int, ok bool) {
 	var v [4]uint64
 	n := 4
@@ -459,11 +457,20 @@ func (s *segment) entry(d []byte, pos int, kind uint64) (ti termInfo, postLen ui
 	if ord >= uint64(s.count()) {
 		return termInfo{}, 0, pos, false
 	}
-	ti = termInfo{df: 1, maxTF: int(min(tf, 65535)), nblocks: 1, pulsed: true, ord: uint32(ord)}
-	if s.file == nil && int(ord+1)*docEntry <= len(s.docs) {
-		_, _, ti.minLen = s.doc(uint32(ord))
+	return termInfo{df: 1, maxTF: int(min(tf, 65535)), nblocks: 1, pulsed: true, ord: uint32(ord)}, 0, pos, true
+}
+
+// bounded returns a pulsed term's information with its shortest
+// document: its document's length when s's documents are at hand (a
+// mapped segment), else 0, a looser bound on its score for the same
+// results. Only the term a lookup finds is bounded: reading the document
+// of each entry it steps over would touch a page of the documents for
+// each.
+func (s *segment) bounded(ti termInfo) termInfo {
+	if ti.pulsed && s.file == nil && int(ti.ord+1)*docEntry <= len(s.docs) {
+		_, _, ti.minLen = s.doc(ti.ord)
 	}
-	return ti, 0, pos, true
+	return ti
 }
 
 var errCorruptSegment = errors.New("corrupt term segment")
@@ -705,7 +712,7 @@ func (it *dictIter) next() bool {
 		return false
 	}
 	it.postOff += it.postLen
-	it.ti, it.postLen, it.pos = ti, postLen, end
+	it.ti, it.postLen, it.pos = it.s.bounded(ti), postLen, end
 	it.i++
 	return true
 }
@@ -815,7 +822,7 @@ func (s *segment) lookup(term string) (termInfo, bool) {
 			return termInfo{}, false
 		}
 		if c == 0 {
-			return s.withPostings(ti, postOff, postLen)
+			return s.withPostings(s.bounded(ti), postOff, postLen)
 		}
 		postOff, pos = postOff+postLen, end
 	}
@@ -1385,14 +1392,14 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 	w := bufio.NewWriterSize(f, 1<<20)
 	header := make([]byte, termHeader)
 	w.Write(header)
-	var docs []byte // both segments' documents, for their lengths
-	for _, seg := range []*segment{a, b} {
+	var docs [2][]byte // each segment's documents: a pulsed term's length
+	for k, seg := range []*segment{a, b} {
 		d, err := seg.docBytes()
 		if err != nil {
 			return err
 		}
 		w.Write(d)
-		docs = append(docs, d...)
+		docs[k] = d
 	}
 	// The postings, term by term, then the dictionary and its index.
 	shift := uint32(a.count())
@@ -1411,16 +1418,19 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 			if !ok {
 				return errCorruptSegment
 			}
+			if ti.pulsed {
+				// Read lazily, it does not know its document's length.
+				if int(ti.ord+1)*docEntry > len(docs[k]) {
+					return errCorruptSegment
+				}
+				ti.minLen = int(binary.LittleEndian.Uint16(docs[k][int(ti.ord)*docEntry+12:]))
+			}
+			maxTF, minLen = max(maxTF, ti.maxTF), min(minLen, ti.minLen)
 			for c := newCursor(ti); !c.done; c.next() {
 				o := c.doc()
 				if k == 1 {
 					o += shift
 				}
-				if int(o+1)*docEntry > len(docs) {
-					return errCorruptSegment
-				}
-				maxTF = max(maxTF, c.tf())
-				minLen = min(minLen, int(binary.LittleEndian.Uint16(docs[int(o)*docEntry+12:])))
 				ps = append(ps, posting{ord: o, tf: uint16(c.tf())})
 			}
 		}
