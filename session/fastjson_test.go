@@ -1,0 +1,132 @@
+package session
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestFastFieldsKnown: the fast decoder knows every field of the structs
+// it fills, so a key it skips is never one encoding/json would decode.
+func TestFastFieldsKnown(t *testing.T) {
+	for _, c := range []struct {
+		typ  reflect.Type
+		keys []string
+	}{{reflect.TypeFor[lineShape](), shapeKeys}, {reflect.TypeFor[part](), partKeys}} {
+		var tags []string
+		for f := range c.typ.Fields() {
+			tags = append(tags, strings.Split(f.Tag.Get("json"), ",")[0])
+		}
+		slices.Sort(tags)
+		keys := slices.Sorted(slices.Values(c.keys))
+		if !slices.Equal(tags, keys) {
+			t.Errorf("%v: the fast decoder knows %v, the struct's tags are %v", c.typ, keys, tags)
+		}
+	}
+}
+
+// TestFastUnmarshal reads the values decode asks for as encoding/json does,
+// across the cases the fast path takes and those it leaves to go-json.
+func TestFastUnmarshal(t *testing.T) {
+	for _, in := range fastCases {
+		compareUnmarshal(t, []byte(in))
+	}
+}
+
+var fastCases = []string{
+	`{"type":"user","message":{"role":"user","content":"a\nb \"q\" \\ \/ \u00e9 \u20ac"},"uuid":"u1","parentUuid":null,"timestamp":"2026-01-15T10:00:00Z"}`,
+	`{"role":"assistant","content":[{"type":"text","text":"x"},null,{"type":"tool_use","name":"Bash","input":{"command":"ls"},"id":"t1"}]}`,
+	`{"content":[{"type":"tool_result","content":"r","is_error":false}],"role":"user"}`,
+	` { "role" : "user" , "content" : "hi" } `, `{}`, `[]`, `[ ]`, `null`, ` null `, `"s"`, `""`, `"\u0000"`, `"a\u00e9\ud83d\ude00"`, `"\ud800"`, `"\udc00x"`,
+	"\"caf\xc3\xa9\"", "\"\xff\"", "\"a\x01\"", `"a\x"`, `"a\u12"`, `"abc`, `"abc"x`, `"abc" "d"`, `1`, `-0.5e+3`, `01`, `1.`, `-`, `1e`, `true`, `nul`, `nullx`, `[1,]`, `{"a":1,}`, `{"a" 1}`, `{,}`,
+	`{"Type":"user"}`, `{"TYPE":"user","type":"x"}`, `{"type":1}`, `{"type":null}`, `{"isMeta":"true"}`, `{"isMeta":null,"_command":true,"isCompactSummary":false}`,
+	`{"content":null,"message":null,"id":5,"timestamp":null}`, `{"timestamp":1700000000000}`, `{"timestamp":"x\u0031"}`, `{"toolsUsed":["a"],"role":"assistant"}`,
+	`{"tool_calls":[{"function":{"name":"f","arguments":"{}"}}],"role":"assistant"}`, `{"action":{"command":["ls"]}}`, `{"\u0074ype":"user"}`, "{\"ty\xc3\xa9\":1}",
+	"{\"\u212aey\":1}", `{"a":{"b":[1,{"c":"d"}]},"role":"tool"}`, `{"role":"user"}garbage`, `{"role":"user"`, `[{"type":"text","text":"a"},{"type":"text","text":1}]`,
+	`[{"Text":"a"}]`, `[1]`, `["a"]`, `[{"type":"text"}`, `{"role":"user","content":"` + strings.Repeat("x", 100) + `\n` + strings.Repeat("é", 30) + `"}`,
+	strings.Repeat("[", 600) + strings.Repeat("]", 600), `{"a":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}`, "{\"role\":\"user\",\"content\":\"tab\there\"}",
+	"{\"role\":\"user\"}\n", "\t{\"role\":\"user\"}\r\n",
+}
+
+func fastUnmarshal(data []byte, v any) error {
+	var r jsonReader
+	return r.unmarshal(data, v)
+}
+
+// compareUnmarshal checks fastUnmarshal against encoding/json for each
+// type decode asks for.
+func compareUnmarshal(t *testing.T, in []byte) {
+	t.Helper()
+	check := func(name string, got, want any, gotErr, wantErr error) {
+		t.Helper()
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Errorf("%s of %q: error %v, encoding/json's %v", name, in, gotErr, wantErr)
+			return
+		}
+		if wantErr == nil && !reflect.DeepEqual(got, want) {
+			t.Errorf("%s of %q:\n got  %+v\n want %+v (encoding/json)", name, in, got, want)
+		}
+	}
+	var l1, l2 lineShape
+	e1, e2 := fastUnmarshal(in, &l1), json.Unmarshal(in, &l2)
+	check("lineShape", l1, l2, e1, e2)
+	var s1, s2 string
+	e1, e2 = fastUnmarshal(in, &s1), json.Unmarshal(in, &s2)
+	check("string", s1, s2, e1, e2)
+	var p1, p2 []part
+	e1, e2 = fastUnmarshal(in, &p1), json.Unmarshal(in, &p2)
+	check("[]part", p1, p2, e1, e2)
+}
+
+// FuzzFastUnmarshal: the fast decoder reads what encoding/json reads.
+func FuzzFastUnmarshal(f *testing.F) {
+	for _, s := range fastCases {
+		f.Add([]byte(s))
+	}
+	addAgentLines(f)
+	f.Fuzz(func(t *testing.T, in []byte) { compareUnmarshal(t, in) })
+}
+
+// TestFastUnmarshalAgentLines: every line of the agents' recorded sessions
+// reads as encoding/json reads it, and most take the fast path.
+func TestFastUnmarshalAgentLines(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "agents", "*.jsonl"))
+	more, _ := filepath.Glob(filepath.Join("testdata", "agents", "*", "*.jsonl"))
+	files = append(files, more...)
+	if len(files) == 0 {
+		t.Fatal("no agent fixtures")
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(data)) {
+			compareUnmarshal(t, []byte(strings.TrimSuffix(line, "\n")))
+		}
+	}
+}
+
+// TestFastPathTaken: the lines agents write most take the fast path (the
+// comparison above holds either way).
+func TestFastPathTaken(t *testing.T) {
+	var r jsonReader
+	var l lineShape
+	for _, in := range []string{fastCases[0], fastCases[1], fastCases[2], `{"isMeta":null,"_command":true,"isCompactSummary":false}`, `{"content":null,"message":null,"id":5,"timestamp":null}`} {
+		if !validJSON([]byte(in)) || !r.decodeShape([]byte(in), &l) {
+			t.Errorf("%s: not on the fast path", in)
+		}
+	}
+	if in := []byte(`[{"type":"text","text":"a\n"},null,{"type":"tool_use","input":{"a":[1,2.5e3,true,false,null]}}]`); !validJSON(in) {
+		t.Error("parts: not valid")
+	} else if _, ok := r.decodeParts(in); !ok {
+		t.Error("parts: not on the fast path")
+	}
+	if _, ok := unquote([]byte(`"a\nb \u00e9 \"q\""`), 0); !ok {
+		t.Error("string: not on the fast path")
+	}
+}
