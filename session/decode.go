@@ -480,7 +480,7 @@ func IsMessage(line []byte, cut bool) bool {
 		}
 		return false
 	}
-	if msg, sure := classify(line); sure && !mayBeOwn(line) && json.Valid(line) {
+	if msg, sure := classify(line); sure && !mayBeOwn(line) && (validJSON(line) || json.Valid(line)) {
 		return msg
 	}
 	m := Decode(line)
@@ -492,79 +492,117 @@ func IsMessage(line []byte, cut bool) bool {
 // a conversation message. sure is false when the line needs a real decode
 // to tell (an unusual shape, invalid JSON).
 func classify(line []byte) (msg, sure bool) {
-	i := skipSpace(line, 0)
-	if i >= len(line) || line[i] != '{' {
+	top, ok := readKeys(line)
+	if !ok {
 		return false, false
 	}
-	var role, typ string
-	hasMessage := false
-	i++
-	for {
-		i = skipSpace(line, i)
-		if i < len(line) && line[i] == '}' {
-			break
+	role := top.role
+	if top.message != nil {
+		// Claude Code, OpenClaw: {"type":...,"message":{...}}: the inner
+		// message's role decides, or the outer type when it has none.
+		if top.message[0] != '{' {
+			return false, false // a string (Codex events): decode to tell
 		}
-		key, j, ok := readString(line, i)
-		if !ok {
+		inner, ok := readKeys(top.message)
+		if !ok || inner.parts {
+			return false, false // Qwen Code's parts, or unsure: decode to tell
+		}
+		role = inner.role
+		if role == "" && (top.typ == "user" || top.typ == "assistant") {
+			role = top.typ
+		}
+		if role == "" {
 			return false, false
 		}
-		j = skipSpace(line, j)
-		if j >= len(line) || line[j] != ':' {
-			return false, false
-		}
-		j = skipSpace(line, j+1)
-		if foldsToKnownKey(key) {
-			return false, false // encoding/json matches keys without case
-		}
-		switch key {
-		case "payload", "_type", "isMeta", "isCompactSummary", "_command":
-			return false, false // Codex items and meta markers: decode to tell
-		case "role", "type":
-			v, k, ok := readString(line, j)
-			if !ok {
-				return false, false
-			}
-			if key == "role" {
-				role = v
-			} else {
-				typ = v
-			}
-			j = k
-		case "message":
-			hasMessage = true
-			fallthrough
-		default:
-			k, ok := skipValue(line, j)
-			if !ok || !typedOK(key, line[j:k]) {
-				return false, false
-			}
-			j = k
-		}
-		j = skipSpace(line, j)
-		if j < len(line) && line[j] == ',' {
-			i = j + 1
-			continue
-		}
-		if j < len(line) && line[j] == '}' {
-			break
-		}
-		return false, false
 	}
 	switch {
 	case role == "user" && wrapperHint(line):
 		return false, false // a command wrapper is no request: decode to tell
 	case role == "user" || role == "assistant" || role == "system" || role == "tool":
 		return true, true
-	case hasMessage && (typ == "user" || typ == "assistant"):
-		return false, false // Claude Code: the inner message decides (it may be empty)
-	case role == "" && (typ == "user" || typ == "gemini"):
+	case top.message != nil:
+		return false, false // another role (OpenClaw's toolResult, Pi's custom): decode to tell
+	case role == "" && (top.typ == "user" || top.typ == "gemini"):
 		return false, false // Gemini CLI's records: decode to tell
-	case role == "" && copilotRoles[typ] != "":
+	case role == "" && copilotRoles[top.typ] != "":
 		return false, false // Copilot CLI's events: decode to tell
-	case role == "" && !hasMessage:
+	case role == "":
 		return false, true // metadata, state, summaries: no role
 	}
 	return false, false
+}
+
+// keysRead is what classify reads of an object's keys.
+type keysRead struct {
+	role, typ string
+	message   []byte // the "message" value, the last one given
+	parts     bool   // a "parts" key
+}
+
+// readKeys reads the keys of the JSON object b holds; false when a decode
+// must tell (a value that would not decode into lineShape, a key that
+// folds onto one classify reads, escapes, invalid JSON).
+func readKeys(b []byte) (keysRead, bool) {
+	var k keysRead
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return k, false
+	}
+	i++
+	for {
+		i = skipSpace(b, i)
+		if i < len(b) && b[i] == '}' {
+			return k, true
+		}
+		key, j, ok := readString(b, i)
+		if !ok {
+			return k, false
+		}
+		j = skipSpace(b, j)
+		if j >= len(b) || b[j] != ':' {
+			return k, false
+		}
+		j = skipSpace(b, j+1)
+		if foldsToKnownKey(key) {
+			return k, false // encoding/json matches keys without case
+		}
+		switch key {
+		case "payload", "_type", "isMeta", "isCompactSummary", "_command":
+			return k, false // Codex items and meta markers: decode to tell
+		case "role", "type":
+			v, end, ok := readString(b, j)
+			if !ok {
+				return k, false
+			}
+			if key == "role" {
+				k.role = v
+			} else {
+				k.typ = v
+			}
+			j = end
+		default:
+			end, ok := skipValue(b, j)
+			if !ok || !typedOK(key, b[j:end]) {
+				return k, false
+			}
+			switch key {
+			case "message":
+				k.message = b[j:end]
+			case "parts":
+				k.parts = true
+			}
+			j = end
+		}
+		j = skipSpace(b, j)
+		if j < len(b) && b[j] == ',' {
+			i = j + 1
+			continue
+		}
+		if j < len(b) && b[j] == '}' {
+			return k, true
+		}
+		return k, false
+	}
 }
 
 // The keys of lineShape whose values decode types: a value of another
@@ -612,7 +650,7 @@ func wrapperHint(line []byte) bool {
 // type or message without being spelled so (other case, or non-ASCII bytes
 // that its folding may map onto ASCII).
 func foldsToKnownKey(key string) bool {
-	known := []string{"role", "type", "message", "payload", "_type", "isMeta", "isCompactSummary", "_command"}
+	known := []string{"role", "type", "message", "parts", "payload", "_type", "isMeta", "isCompactSummary", "_command"}
 	if slices.Contains(known, key) {
 		return false
 	}

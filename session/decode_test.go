@@ -89,7 +89,12 @@ func FuzzIsMessage(f *testing.F) {
 		`{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"a"}]}}`, `{"type":"user","message":{},"uuid":0}`, `{"role":"user","uuid":0}`,
 		`{"type":"user","message":{"role":"custom"}}`, `{"type":"user","message":{"role":"user","content":"<command-name>/x</command-name>"}}`,
 		`{"type":"assistant","message":{"Role":"user"}}`, `{"type":"user","message":{"role":"user"},"UUID":5}`, `{"type":"user","message":{"role":"user","name":1}}`,
-		`{"type":"user","message":{"role":"user"},"toolsUsed":["a"]}`, `{"type":"user","message":{"role":"user"},"isMeta":null}`} {
+		`{"type":"user","message":{"role":"user"},"toolsUsed":["a"]}`, `{"type":"user","message":{"role":"user"},"isMeta":null}`,
+		// The inner message told without a decode.
+		`{"role":"user","message":{"role":"custom"}}`, `{"type":"assistant","message":{"type":"message","role":"assistant","content":[],"usage":{"input_tokens":1},"stop_reason":null}}`,
+		`{"type":"user","message":{"role":"user","parts":[{"text":"x"}]}}`, `{"type":"user","message":{"role":"user","isMeta":"x"}}`, `{"type":"user","message":"hi"}`,
+		`{"type":"user","message":{"role":"toolResult","content":"x"}}`, `{"type":"user","message":{"content":"x"}}`, `{"type":"x","message":{"content":"x"}}`,
+		`{"type":"user","message":{"role":"user","content":"a"},"message":null}`, `{"type":"user","message":{"role":"user","name":"n","tool_calls":[]}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {

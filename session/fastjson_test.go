@@ -130,3 +130,25 @@ func TestFastPathTaken(t *testing.T) {
 		t.Error("string: not on the fast path")
 	}
 }
+
+// TestClassifyClaudeCode: Claude Code's envelope is told without a decode,
+// its inner message's role deciding.
+func TestClassifyClaudeCode(t *testing.T) {
+	for _, c := range []struct {
+		line      string
+		msg, sure bool
+	}{
+		{`{"parentUuid":null,"type":"user","message":{"role":"user","content":"fix it"},"uuid":"u","timestamp":"2026-01-15T10:00:00Z"}`, true, true},
+		{`{"type":"assistant","message":{"id":"m","type":"message","role":"assistant","content":[{"type":"tool_use","id":"t","name":"Read","input":{"file_path":"/a"}}],"usage":{"input_tokens":3}},"uuid":"a"}`, true, true},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]},"toolUseResult":{"file":{"content":"x"}}}`, true, true},
+		{`{"type":"user","message":{"content":"no role"}}`, true, true},
+		{`{"type":"user","message":{"role":"user","content":"<command-name>/clear</command-name>"}}`, false, false},
+		{`{"type":"user","message":{"role":"custom","content":"x"}}`, false, false},
+		{`{"type":"user","message":{"role":"user","content":"x"},"isMeta":true}`, false, false},
+	} {
+		msg, sure := classify([]byte(c.line))
+		if msg != c.msg || sure != c.sure {
+			t.Errorf("classify(%s) = %v, %v; want %v, %v", c.line, msg, sure, c.msg, c.sure)
+		}
+	}
+}
