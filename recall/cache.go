@@ -164,6 +164,25 @@ func NewIndexCache(maxBytes int64) *IndexCache {
 	return &IndexCache{max: maxBytes, entries: map[string]*keptIndex{}}
 }
 
+// trustedKept returns the kept index at path, in dir, when dir is the
+// directory whose every change the cache hears of (as read does, in one
+// look-up: a search asks this for each of a home's thousands of logs);
+// nil when it must be read.
+func (c *IndexCache) trustedKept(dir, path string) *fileIndex {
+	if c == nil || c.trusted == "" || dir != c.trusted {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[path]
+	if e == nil {
+		return nil
+	}
+	c.tick++
+	e.used = c.tick
+	return e.idx
+}
+
 // read returns the index at path with its blocks: the kept copy when the
 // file is still the one it was read from (one stat by path, no open),
 // else read (and kept when settled and unchanged while it was read).

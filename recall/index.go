@@ -429,6 +429,23 @@ func (s *searcher) index(f file) (idx *fileIndex, unchanged bool) {
 		return nil, false
 	}
 	path := f.indexIn(dir)
+	idx = s.o.Indexes.trustedKept(dir, path)
+	if idx == nil {
+		var ok bool
+		if idx, ok = s.readIndex(dir, path); !ok {
+			return nil, false
+		}
+	}
+	if idx.dev != f.dev || idx.ino != f.ino || f.size < idx.end {
+		idx.close()
+		return nil, false
+	}
+	return idx, idx.ctime != 0 && idx.ctime == f.ctime
+}
+
+// readIndex reads the index at path in dir, or from the cache after a
+// stat; false when there is none.
+func (s *searcher) readIndex(dir, path string) (*fileIndex, bool) {
 	// An index the daemon keeps needs no listing (read checks it by a
 	// stat); else one listing of the directory instead of a failed open
 	// per file never indexed.
@@ -451,14 +468,7 @@ func (s *searcher) index(f file) (idx *fileIndex, unchanged bool) {
 		s.idxBuf = make([]byte, smallIndex)
 	}
 	idx, err := s.o.Indexes.read(path, s.idxBuf)
-	if err != nil {
-		return nil, false
-	}
-	if idx.dev != f.dev || idx.ino != f.ino || f.size < idx.end {
-		idx.close()
-		return nil, false
-	}
-	return idx, idx.ctime != 0 && idx.ctime == f.ctime
+	return idx, err == nil
 }
 
 // usable is idx when it still describes the opened file (counted in the

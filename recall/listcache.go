@@ -109,6 +109,9 @@ func (c *ListingCache) put(key string, token uint64, at time.Time, idxDir string
 // root: a listing made at the same number is used as it is, with the
 // search's root and the spool's generations of now.
 func cachedListRoot(o Options, r Root, want map[string]bool, stat statFunc) rootFiles {
+	if out, ok := keptRootFiles(o, r); ok {
+		return out
+	}
 	if o.Listings == nil || o.Fresh == nil || r.Listed != nil {
 		return listRoot(o, r, want, stat)
 	}
@@ -117,20 +120,6 @@ func cachedListRoot(o Options, r Root, want map[string]bool, stat statFunc) root
 		return listRoot(o, r, want, stat)
 	}
 	key := listingKey(r, o.Labels)
-	if e, ok := o.Listings.get(key, token); ok {
-		out := rootFiles{files: make([]file, len(e.files))}
-		for i, lf := range e.files {
-			f := file{root: r, rel: lf.rel, src: r.Sources[lf.src], mtime: lf.mtime, size: lf.size, gen: 1,
-				dev: lf.dev, ino: lf.ino, ctime: lf.ctime, readable: lf.readable, idxDir: e.idxDir, idxPath: lf.idxPath}
-			if f.src.Kind == Log && o.Generation != nil {
-				if g := o.Generation(r.Root, f.rel); g > 0 {
-					f.gen = g
-				}
-			}
-			out.files[i] = f
-		}
-		return out
-	}
 	at := time.Now()
 	l := listRoot(o, r, want, stat)
 	dir := r.index(o)
@@ -144,4 +133,33 @@ func cachedListRoot(o Options, r Root, want map[string]bool, stat statFunc) root
 		o.Listings.put(key, token, at, dir, l)
 	}
 	return l
+}
+
+// keptRootFiles is cachedListRoot's answer when the listing kept of r is
+// still good: no system call, so a search takes it without handing the
+// root to a worker.
+func keptRootFiles(o Options, r Root) (rootFiles, bool) {
+	if o.Listings == nil || o.Fresh == nil || r.Listed != nil {
+		return rootFiles{}, false
+	}
+	token, ok := o.Fresh(r)
+	if !ok {
+		return rootFiles{}, false
+	}
+	e, ok := o.Listings.get(listingKey(r, o.Labels), token)
+	if !ok {
+		return rootFiles{}, false
+	}
+	out := rootFiles{files: make([]file, len(e.files))}
+	for i, lf := range e.files {
+		f := file{root: r, rel: lf.rel, src: r.Sources[lf.src], mtime: lf.mtime, size: lf.size, gen: 1,
+			dev: lf.dev, ino: lf.ino, ctime: lf.ctime, readable: lf.readable, idxDir: e.idxDir, idxPath: lf.idxPath}
+		if f.src.Kind == Log && o.Generation != nil {
+			if g := o.Generation(r.Root, f.rel); g > 0 {
+				f.gen = g
+			}
+		}
+		out.files[i] = f
+	}
+	return out, true
 }

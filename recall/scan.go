@@ -2,20 +2,22 @@ package recall
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -353,14 +355,20 @@ func (s *searcher) rejectedByIndex(files []file) []int {
 		return nil
 	}
 	out := make([]int, len(files))
-	next := make(chan int)
+	// Files are taken by a counter, not handed over a channel: each
+	// costs a few microseconds to ask, and a channel's hand-over as much.
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), 4) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ws := &searcher{q: s.q, o: s.o}
-			for i := range next {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(files) {
+					return
+				}
 				out[i] = -1
 				f := files[i]
 				if f.src.Kind != Log {
@@ -374,10 +382,6 @@ func (s *searcher) rejectedByIndex(files []file) []int {
 			}
 		}()
 	}
-	for i := range files {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
 	return out
 }
@@ -449,9 +453,19 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 		defer mu.Unlock()
 		return vs.stat(r, rel)
 	}
+	// A root whose kept listing holds is taken here: handing it to a
+	// worker cost more than it takes.
+	var misses []int
+	for i, r := range o.Roots {
+		if l, ok := keptRootFiles(o, r); ok {
+			lists[i] = l
+		} else {
+			misses = append(misses, i)
+		}
+	}
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range min(len(o.Roots), runtime.GOMAXPROCS(0)) {
+	for range min(len(misses), runtime.GOMAXPROCS(0)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -460,40 +474,77 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 			}
 		}()
 	}
-	for i := range o.Roots {
+	for _, i := range misses {
 		work <- i
 	}
 	close(work)
 	wg.Wait()
+	// A root and a name are listed once: only a root listed twice (two
+	// stores over one directory) needs its names checked against the
+	// first listing's.
 	var files []file
-	seen := map[string]bool{}
+	var seen map[string]bool
+	rootAt := map[string]int{}
 	for i, l := range lists {
 		for _, u := range l.unread {
 			unread(st, u.f, u.err)
 		}
+		p := o.Roots[i].Root.Path()
+		if _, twice := rootAt[p]; !twice {
+			rootAt[p] = len(rootAt)
+			files = append(files, l.files...)
+			continue
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+			for _, f := range files {
+				seen[f.root.Root.Path()+"\x00"+f.rel] = true
+			}
+		}
 		for _, f := range l.files {
-			key := o.Roots[i].Root.Path() + "\x00" + f.rel
-			if !seen[key] {
+			if key := p + "\x00" + f.rel; !seen[key] {
 				seen[key] = true
 				files = append(files, f)
 			}
 		}
 	}
-	// The order is total (a root and a name are listed once): no stable
-	// sort, whose merges moved these large structs most of its time.
-	sort.Slice(files, func(i, j int) bool {
-		a, b := &files[i], &files[j]
-		if a.src.Kind != b.src.Kind {
-			return a.src.Kind == Text
+	// Sorted by small keys, the files moved once: a sort of the files
+	// themselves moved these large structs most of a rare word's search
+	// over a home of thousands of sessions. The order is total.
+	paths := slices.Sorted(maps.Keys(rootAt))
+	for rank, p := range paths {
+		rootAt[p] = rank
+	}
+	type key struct {
+		text  bool
+		mtime int64
+		root  int
+		i     int
+	}
+	keys := make([]key, len(files))
+	for i := range files {
+		f := &files[i]
+		keys[i] = key{f.src.Kind == Text, f.mtime, rootAt[f.root.Root.Path()], i}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		switch {
+		case a.text != b.text:
+			if a.text {
+				return -1
+			}
+			return 1
+		case a.mtime != b.mtime:
+			return cmp.Compare(b.mtime, a.mtime)
+		case a.root != b.root:
+			return cmp.Compare(a.root, b.root)
 		}
-		if a.mtime != b.mtime {
-			return a.mtime > b.mtime
-		}
-		if a.root.Root.Path() != b.root.Root.Path() {
-			return a.root.Root.Path() < b.root.Root.Path()
-		}
-		return a.rel < b.rel
+		return strings.Compare(files[a.i].rel, files[b.i].rel)
 	})
+	sorted := make([]file, len(files))
+	for k, ky := range keys {
+		sorted[k] = files[ky.i]
+	}
+	files = sorted
 	return files, nil
 }
 
