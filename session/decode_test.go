@@ -94,7 +94,12 @@ func FuzzIsMessage(f *testing.F) {
 		`{"role":"user","message":{"role":"custom"}}`, `{"type":"assistant","message":{"type":"message","role":"assistant","content":[],"usage":{"input_tokens":1},"stop_reason":null}}`,
 		`{"type":"user","message":{"role":"user","parts":[{"text":"x"}]}}`, `{"type":"user","message":{"role":"user","isMeta":"x"}}`, `{"type":"user","message":"hi"}`,
 		`{"type":"user","message":{"role":"toolResult","content":"x"}}`, `{"type":"user","message":{"content":"x"}}`, `{"type":"x","message":{"content":"x"}}`,
-		`{"type":"user","message":{"role":"user","content":"a"},"message":null}`, `{"type":"user","message":{"role":"user","name":"n","tool_calls":[]}}`} {
+		`{"type":"user","message":{"role":"user","content":"a"},"message":null}`, `{"type":"user","message":{"role":"user","name":"n","tool_calls":[]}}`,
+		// memwatch's own tools as agents may spell them: any case, escaped.
+		`{"role":"assistant","content":[{"type":"tool_use","name":"mcp__MemWatch__memory_list","input":{}}]}`,
+		`{"role":"assistant","content":[{"type":"tool_use","name":"RECALL_MEMORY","input":{}}]}`,
+		`{"role":"assistant","content":[{"type":"tool_use","name":"mcp__mem\u0077atch__memory_list","input":{}}]}`,
+		`{"role":"tool","content":"Found 2 result(s) for: x"}`, `{"role":"tool","content":"a (lines 1 to 2; the cited ones marked \u003e)\nb"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {

@@ -1,7 +1,7 @@
 package session
 
 import (
-	"bytes"
+	"encoding/binary"
 	"regexp"
 	"strings"
 )
@@ -78,8 +78,40 @@ func withoutOwn(m Message) Message {
 }
 
 // mayBeOwn reports whether a raw line could hold memwatch's own traffic
-// (IsMessage then decodes it rather than trusting its shape).
+// (IsMessage then decodes it rather than trusting its shape): a tool's
+// name holding memwatch or recall_memory/recall_show in any case (as
+// OwnTool folds it), the marks OwnResult looks for, or an escape that could
+// spell any of them. One pass of four-byte windows, each folded as ASCII
+// letters fold (a superset of a case-insensitive match): five searches of
+// the line were a third of telling a message.
 func mayBeOwn(line []byte) bool {
-	return bytes.Contains(line, []byte("recall_memory")) || bytes.Contains(line, []byte("recall_show")) || bytes.Contains(line, []byte("memwatch")) ||
-		bytes.Contains(line, []byte("result(s) for: ")) || bytes.Contains(line, []byte("the cited ones marked >"))
+	memw, lme, lsh, found, cited := ownGrams[0], ownGrams[1], ownGrams[2], ownGrams[3], ownGrams[4]
+	i := 0
+	for ; i+4 <= len(line); i++ {
+		w := binary.LittleEndian.Uint32(line[i:])
+		if uint16(w) == '\\'|'u'<<8 {
+			return true
+		}
+		switch w | asciiFold {
+		case memw, lme, lsh, found, cited:
+			return true
+		}
+	}
+	for ; i+2 <= len(line); i++ {
+		if line[i] == '\\' && line[i+1] == 'u' {
+			return true
+		}
+	}
+	return false
 }
+
+const asciiFold = 0x20202020
+
+// ownGrams are mayBeOwn's windows: memwatch, recall_memory, recall_show,
+// result(s) for:, the cited ones marked >.
+var ownGrams = func() (g [5]uint32) {
+	for i, s := range []string{"memw", "l_me", "l_sh", "(s) ", "ed >"} {
+		g[i] = binary.LittleEndian.Uint32([]byte(s)) | asciiFold
+	}
+	return g
+}()
