@@ -480,7 +480,7 @@ func IsMessage(line []byte, cut bool) bool {
 		}
 		return false
 	}
-	if msg, sure := classify(line); sure && !mayBeOwn(line) && (validJSON(line) || json.Valid(line)) {
+	if msg, sure := classify(line); sure && !mayBeOwn(line) {
 		return msg
 	}
 	m := Decode(line)
@@ -492,7 +492,7 @@ func IsMessage(line []byte, cut bool) bool {
 // a conversation message. sure is false when the line needs a real decode
 // to tell (an unusual shape, invalid JSON).
 func classify(line []byte) (msg, sure bool) {
-	top, ok := readKeys(line)
+	top, ok := readKeys(line, true)
 	if !ok {
 		return false, false
 	}
@@ -503,7 +503,7 @@ func classify(line []byte) (msg, sure bool) {
 		if top.message[0] != '{' {
 			return false, false // a string (Codex events): decode to tell
 		}
-		inner, ok := readKeys(top.message)
+		inner, ok := readKeys(top.message, false) // valid: read whole above
 		if !ok || inner.parts {
 			return false, false // Qwen Code's parts, or unsure: decode to tell
 		}
@@ -541,19 +541,22 @@ type keysRead struct {
 
 // readKeys reads the keys of the JSON object b holds; false when a decode
 // must tell (a value that would not decode into lineShape, a key that
-// folds onto one classify reads, escapes, invalid JSON).
-func readKeys(b []byte) (keysRead, bool) {
+// folds onto one classify reads, escapes, invalid JSON). With validate,
+// b is checked to be that object and white space alone, valid JSON as
+// json.Valid has it (values deeper than maxFastDepth: not sure): telling a
+// message then reads the line once.
+func readKeys(b []byte, validate bool) (keysRead, bool) {
 	var k keysRead
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return k, false
 	}
-	i++
+	end := func(i int) (keysRead, bool) { return k, !validate || skipSpace(b, i+1) == len(b) }
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return end(i)
+	}
 	for {
-		i = skipSpace(b, i)
-		if i < len(b) && b[i] == '}' {
-			return k, true
-		}
 		key, j, ok := readString(b, i)
 		if !ok {
 			return k, false
@@ -581,7 +584,12 @@ func readKeys(b []byte) (keysRead, bool) {
 			}
 			j = end
 		default:
-			end, ok := skipValue(b, j)
+			var end int
+			if validate {
+				end, ok = skipJSON(b, j, 1)
+			} else {
+				end, ok = skipValue(b, j)
+			}
 			if !ok || !typedOK(key, b[j:end]) {
 				return k, false
 			}
@@ -594,14 +602,14 @@ func readKeys(b []byte) (keysRead, bool) {
 			j = end
 		}
 		j = skipSpace(b, j)
-		if j < len(b) && b[j] == ',' {
-			i = j + 1
-			continue
+		switch {
+		case j < len(b) && b[j] == ',':
+			i = skipSpace(b, j+1)
+		case j < len(b) && b[j] == '}':
+			return end(j)
+		default:
+			return k, false
 		}
-		if j < len(b) && b[j] == '}' {
-			return k, true
-		}
-		return k, false
 	}
 }
 
@@ -670,16 +678,16 @@ func skipSpace(b []byte, i int) int {
 }
 
 // readString reads a JSON string without escapes of interest (keys and
-// role values); one with escapes is not sure.
+// role values); one with escapes or control bytes is not sure.
 func readString(b []byte, i int) (string, int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return "", i, false
 	}
 	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
+		switch c := b[j]; {
+		case c == '\\' || c < 0x20: // an escape, or invalid
 			return "", j, false
-		case '"':
+		case c == '"':
 			return string(b[i+1 : j]), j + 1, true
 		}
 	}

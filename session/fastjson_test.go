@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestFastFieldsKnown: the fast decoder knows every field of the structs
@@ -151,4 +152,40 @@ func TestClassifyClaudeCode(t *testing.T) {
 			t.Errorf("classify(%s) = %v, %v; want %v, %v", c.line, msg, sure, c.msg, c.sure)
 		}
 	}
+}
+
+// FuzzValidJSON: the one-pass validation agrees with encoding/json (and
+// UTF-8), but for nesting beyond maxFastDepth, which it leaves to go-json.
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range fastCases {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, want := validJSON(in), json.Valid(in) && utf8.Valid(in)
+		if got && !want || !got && want && depth(in) <= maxFastDepth {
+			t.Errorf("validJSON(%q) = %v, encoding/json and UTF-8 say %v", in, got, want)
+		}
+		if _, ok := readKeys(in, true); ok && !json.Valid(in) {
+			t.Errorf("readKeys(%q) took invalid JSON", in)
+		}
+	})
+}
+
+// depth is how deep brackets nest in b, strings left out.
+func depth(b []byte) int {
+	d, most, in := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case !in && (c == '[' || c == '{'):
+			d++
+			most = max(most, d)
+		case !in && (c == ']' || c == '}'):
+			d--
+		}
+	}
+	return most
 }
