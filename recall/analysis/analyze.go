@@ -260,7 +260,7 @@ func (a *Analyzer) tokens(text []byte, fn func(tok []byte, ascii bool)) {
 		}
 		if c >= utf8.RuneSelf {
 			r, n := utf8.DecodeRune(text[i:])
-			if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			if noWord(r) || !unicode.IsLetter(r) && !unicode.IsDigit(r) {
 				i += n
 				continue
 			}
@@ -308,6 +308,13 @@ func (a *Analyzer) tokens(text []byte, fn func(tok []byte, ascii bool)) {
 		fn(a.buf, ascii)
 	}
 }
+
+// noWord reports runes of blocks that hold no letter and no digit
+// (arrows, mathematical operators, technical symbols, box drawing,
+// geometric shapes, dingbats: U+2190 to U+27BF), told without the Unicode
+// tables: Claude Code's "→" starts every line of every file it reads.
+// TestNoWord checks the range against the tables.
+func noWord(r rune) bool { return r >= 0x2190 && r <= 0x27bf }
 
 // gutter says whether the token text[start:end] is a line number a tool
 // printed before a line of a file: digits alone at the line's start but

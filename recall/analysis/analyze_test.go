@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // FuzzAnalyzer: any text (invalid UTF-8, huge tokens) gives terms that
@@ -97,5 +98,16 @@ func TestTermIDsAreTerms(t *testing.T) {
 	}
 	if len(a.toks) > a.maxIDs {
 		t.Errorf("%d tokens kept after ResetIDs, want at most %d", len(a.toks), a.maxIDs)
+	}
+}
+
+func TestNoWord(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if noWord(r) && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			t.Errorf("noWord(%U) but it is a letter or digit", r)
+		}
+	}
+	if !noWord('→') {
+		t.Error("noWord('→') = false")
 	}
 }
