@@ -65,6 +65,9 @@ type Options struct {
 	Owner *Identity
 	// MaxFileSize bounds ReadFile; 0 means DefaultMaxFileSize.
 	MaxFileSize int64
+	// Prefixes, when set, keeps the trusted part of the paths walked
+	// for the batch of opens it is given to (see Prefixes).
+	Prefixes *Prefixes
 }
 
 // Root is an open store root. It is safe for concurrent use.
@@ -109,7 +112,7 @@ func Open(p string, o Options) (*Root, error) {
 	if !inWithin(p, o.Within) {
 		return nil, fmt.Errorf("open store root %s: %w (%s)", p, ErrOutside, strings.Join(o.Within, ", "))
 	}
-	b, err := routeTo(p)
+	b, err := routeVia(p, o.Prefixes)
 	if err != nil {
 		return nil, fmt.Errorf("open store root %s: %w", p, err)
 	}
@@ -194,7 +197,7 @@ func OpenFile(p string, o Options) (*Root, error) {
 	if !inWithin(p, o.Within) {
 		return nil, fmt.Errorf("open store root %s: %w (%s)", p, ErrOutside, strings.Join(o.Within, ", "))
 	}
-	b, err := routeTo(dir)
+	b, err := routeVia(dir, o.Prefixes)
 	if err != nil {
 		return nil, fmt.Errorf("open store root %s: %w", p, err)
 	}

@@ -339,6 +339,16 @@ func TestTheKernelDecidesAsTheOwner(t *testing.T) {
 	if _, err := Open(filepath.Join(hidden, "agent2"), Options{}); !errors.Is(err, ErrDenied) {
 		t.Errorf("a root its owner cannot reach: %v; want ErrDenied", err)
 	}
+	// So it is in a batch of opens that walked the trusted part before.
+	pre := new(Prefixes)
+	os.MkdirAll(filepath.Join(hidden, "agent3"), 0o755)
+	os.Chown(filepath.Join(hidden, "agent3"), 0, 0)
+	if _, err := Open(filepath.Join(hidden, "agent3"), Options{Prefixes: pre}); err != nil {
+		t.Errorf("root's own root beside it: %v", err)
+	}
+	if _, err := Open(filepath.Join(hidden, "agent2"), Options{Prefixes: pre}); !errors.Is(err, ErrDenied) {
+		t.Errorf("a root its owner cannot reach, in a batch: %v; want ErrDenied", err)
+	}
 	// The thread memwatch acted on is root again: root-only files read.
 	if b, err := os.ReadFile(filepath.Join(dir, "locked", "facts.md")); err != nil || string(b) != "ROOT FACTS" {
 		t.Errorf("after acting as the owner, memwatch itself: %q, %v", b, err)
@@ -390,4 +400,38 @@ func FuzzAlternatives(f *testing.F) {
 		}
 		_ = Match(p, p, "a/b")
 	})
+}
+
+// TestPrefixesShareOnlyTheTrustedPart: a batch of opens finds the roots
+// opens one by one find, before and after a directory of the trusted
+// part is replaced by a link (which only root or memwatch's own user can
+// do; TestTheKernelDecidesAsTheOwner has a batch refused what the owner
+// cannot reach).
+func TestPrefixesShareOnlyTheTrustedPart(t *testing.T) {
+	base := t.TempDir()
+	home := filepath.Join(base, "home")
+	for _, d := range []string{"projects/a", "projects/b", "elsewhere/c"} {
+		os.MkdirAll(filepath.Join(home, d), 0o755)
+	}
+	pre := new(Prefixes)
+	for _, name := range []string{"a", "b"} {
+		p := filepath.Join(home, "projects", name)
+		alone := mustOpen(t, p, Options{})
+		batch := mustOpen(t, p, Options{Prefixes: pre})
+		if got, want := batch.ID(), alone.ID(); got != want {
+			t.Errorf("%s in a batch: %+v, alone %+v", name, got, want)
+		}
+	}
+	// Swapped for a link after the batch walked it.
+	if err := os.Rename(filepath.Join(home, "projects"), filepath.Join(home, "old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(home, "elsewhere"), filepath.Join(home, "projects")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(filepath.Join(home, "projects", "c"), Options{Prefixes: pre})
+	_, alone := Open(filepath.Join(home, "projects", "c"), Options{})
+	if (err == nil) != (alone == nil) {
+		t.Errorf("through a link, in a batch: %v; alone: %v", err, alone)
+	}
 }

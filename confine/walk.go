@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -103,11 +105,14 @@ type route struct {
 // routeTo is the route to p (absolute, clean): its trusted prefix (see
 // trustedPrefix), then every other name, p's own last name always among
 // them (a root that is a link is refused, whoever made it).
-func routeTo(p string) (route, error) {
+func routeTo(p string) (route, error) { return routeVia(p, nil) }
+
+// routeVia is routeTo with the trusted prefixes a batch of opens found.
+func routeVia(p string, pre *Prefixes) (route, error) {
 	if p == "/" {
 		return route{base: "/"}, nil
 	}
-	b, names, err := trustedPrefix(filepath.Dir(p))
+	b, names, err := pre.trustedPrefix(filepath.Dir(p))
 	if err != nil {
 		return route{}, err
 	}
@@ -172,6 +177,42 @@ func trustedPrefix(d string) (base string, rest []string, err error) {
 		}
 	}
 	return cur, nil, nil
+}
+
+// Prefixes keeps trustedPrefix's answers through a batch of opens: the
+// roots one search opens are mostly the projects of one directory, whose
+// part that only root and memwatch's own user can change need not be
+// looked up again for each (the rest, an agent's to swap, still is, by
+// what each open finds). A batch is short: a new one for each search.
+// Safe for concurrent use; the zero value is ready, and nil keeps nothing.
+type Prefixes struct {
+	mu sync.Mutex
+	m  map[string]prefixAnswer
+}
+
+type prefixAnswer struct {
+	base string
+	rest []string
+	err  error
+}
+
+func (p *Prefixes) trustedPrefix(d string) (string, []string, error) {
+	if p == nil {
+		return trustedPrefix(d)
+	}
+	p.mu.Lock()
+	a, ok := p.m[d]
+	p.mu.Unlock()
+	if !ok {
+		a.base, a.rest, a.err = trustedPrefix(d)
+		p.mu.Lock()
+		if p.m == nil {
+			p.m = map[string]prefixAnswer{}
+		}
+		p.m[d] = a
+		p.mu.Unlock()
+	}
+	return a.base, slices.Clone(a.rest), a.err
 }
 
 // splitPath is an absolute path's names.

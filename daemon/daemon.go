@@ -436,7 +436,13 @@ func (d *Daemon) onRefuse(store, path string, err error) {
 // before roots had IDs: see spool.Spool.Bind), so what is asked right
 // after a restore finds it.
 func (d *Daemon) openRoot(s *policy.Store, path string) (*confine.Root, error) {
-	root, err := s.OpenRoot(path)
+	return d.openRootIn(s, path, nil)
+}
+
+// openRootIn is openRoot as one of a batch of opens (see
+// confine.Prefixes).
+func (d *Daemon) openRootIn(s *policy.Store, path string, pre *confine.Prefixes) (*confine.Root, error) {
+	root, err := s.OpenRootIn(path, pre)
 	if err != nil {
 		return nil, err
 	}

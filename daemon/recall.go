@@ -104,8 +104,11 @@ func (d *Daemon) recaller(ctx context.Context, caller *access.Caller) (*answer.R
 		return nil, err
 	}
 	p := d.Policy()
+	// A search opens each root it reaches, a home's tens of projects
+	// under one directory: the trusted part of their paths is walked once.
+	pre := new(confine.Prefixes)
 	x := &answer.Recaller{Policy: p, Cache: &d.scopes,
-		Open:    func(s *policy.Store, path string) (*confine.Root, error) { return d.openRoot(s, path) },
+		Open:    func(s *policy.Store, path string) (*confine.Root, error) { return d.openRootIn(s, path, pre) },
 		Reaches: caller.Reaches,
 		Options: func(o *recall.Options) {
 			o.Index = filepath.Join(d.cfg.StateDir, IndexDir)
