@@ -704,7 +704,9 @@ func decodeLineText(k Kind, raw []byte) lineText {
 	case m.Meta:
 		role = "meta"
 	}
-	lt := lineText{search: []byte(role + ": " + m.Text), id: m.ID, doc: len(role) + 2, when: m.Time}
+	search := make([]byte, 0, len(role)+2+len(m.Text)) // the text copied once
+	search = append(append(append(search, role...), ": "...), m.Text...)
+	lt := lineText{search: search, id: m.ID, doc: len(role) + 2, when: m.Time}
 	if m.Meta {
 		lt.doc, lt.when = -1, time.Time{}
 	}

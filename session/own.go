@@ -48,7 +48,16 @@ var ownResult = regexp.MustCompile(`^(Found \d+ result\(s\) for: [^\n]*(\n|$)|[^
 
 // OwnResult reports whether a tool's result is what memwatch's recall
 // tools return.
-func OwnResult(text string) bool { return ownResult.MatchString(strings.TrimSpace(text)) }
+func OwnResult(text string) bool {
+	// What the expression must see, told first: it read a tool result's
+	// whole first line (a long one in a command's output) at each message.
+	t := strings.TrimSpace(text)
+	first, _, _ := strings.Cut(t, "\n")
+	if !strings.HasPrefix(t, "Found ") && !strings.HasSuffix(first, " the cited ones marked >)") {
+		return false
+	}
+	return ownResult.MatchString(t)
+}
 
 // toolResult renders a tool's result in a message's text.
 func toolResult(text string) string {

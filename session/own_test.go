@@ -38,3 +38,17 @@ func TestOwnTrafficIsNotMemory(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOwnResult: the quick look before the expression never changes its
+// answer.
+func FuzzOwnResult(f *testing.F) {
+	for _, s := range []string{"Found 3 result(s) for: x\n1. a", "  Found 12 result(s) for: q", "Found x result(s) for: q", "notes/a.md (lines 1 to 9; the cited ones marked >)\n>  1 a",
+		"a (lines 1 to 2; the cited ones marked >)", "a (lines 1 to 2; the cited ones marked >)x\n", "\n\tFound 1 result(s) for: \n", "plain output\nFound 1 result(s) for: x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		if got, want := OwnResult(text), ownResult.MatchString(strings.TrimSpace(text)); got != want {
+			t.Errorf("OwnResult(%q) = %v, the expression says %v", text, got, want)
+		}
+	})
+}
