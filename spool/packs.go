@@ -38,8 +38,11 @@ CREATE TABLE IF NOT EXISTS packs (
 
 const (
 	// packTarget is the text a block holds: big enough to find the
-	// repeats of a session, small enough that reading a line is cheap.
-	packTarget = 128 << 10
+	// repeats of a session, small enough that reading a line is cheap
+	// (256 KiB decompress in about a millisecond). At 128 KiB a home's
+	// blocks compressed 1% worse and their last pages, half empty, were
+	// 5% of the spool.
+	packTarget = 256 << 10
 	// packMin is the least text packed: a few appended lines stay inline
 	// until the log has more (a small block compresses poorly).
 	packMin = 16 << 10
