@@ -48,7 +48,7 @@ func (r *jsonReader) unmarshal(data []byte, v any) error {
 			return nil
 		}
 	case *string:
-		i := skipWS(data, 0)
+		i := skipSpace(data, 0)
 		switch data[min(i, len(data)-1)] {
 		case '"':
 			if s, ok := unquote(data, i); ok {
@@ -83,8 +83,8 @@ func (r *jsonReader) keep(data []byte) {
 
 // validJSON reports one JSON value and white space, in valid UTF-8.
 func validJSON(b []byte) bool {
-	end, ok := skipJSON(b, skipWS(b, 0), 0)
-	return ok && skipWS(b, end) == len(b) && utf8.Valid(b)
+	end, ok := skipJSON(b, skipSpace(b, 0), 0)
+	return ok && skipSpace(b, end) == len(b) && utf8.Valid(b)
 }
 
 var errNotString = errors.New("decode string: not a string")
@@ -98,7 +98,7 @@ const maxFastDepth = 512
 
 // decodeShape decodes the object b holds into l.
 func (r *jsonReader) decodeShape(b []byte, l *lineShape) bool {
-	_, ok := r.walkObject(b, skipWS(b, 0), func(key string, b []byte, i int) (int, bool) {
+	_, ok := r.walkObject(b, skipSpace(b, 0), func(key string, b []byte, i int) (int, bool) {
 		switch key {
 		case "type":
 			return setString(b, i, &l.Type)
@@ -163,12 +163,12 @@ func (r *jsonReader) decodeShape(b []byte, l *lineShape) bool {
 
 // decodeParts decodes the array of content parts b holds.
 func (r *jsonReader) decodeParts(b []byte) ([]part, bool) {
-	i := skipWS(b, 0)
+	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '[' {
 		return nil, false
 	}
 	parts := []part{}
-	i = skipWS(b, i+1)
+	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return parts, true
 	}
@@ -187,11 +187,11 @@ func (r *jsonReader) decodeParts(b []byte) ([]part, bool) {
 			return nil, false
 		}
 		parts = append(parts, p)
-		i = skipWS(b, i)
+		i = skipSpace(b, i)
 		if i < len(b) && b[i] == ']' {
 			return parts, true
 		}
-		i = skipWS(b, i+1) // past the comma
+		i = skipSpace(b, i+1) // past the comma
 	}
 	return nil, false
 }
@@ -224,7 +224,7 @@ func (r *jsonReader) walkObject(b []byte, i int, field func(key string, b []byte
 	if i >= len(b) || b[i] != '{' {
 		return i, false
 	}
-	i = skipWS(b, i+1)
+	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, true
 	}
@@ -236,17 +236,17 @@ func (r *jsonReader) walkObject(b []byte, i int, field func(key string, b []byte
 				return i, false
 			}
 		}
-		i = skipWS(b, end)
-		i = skipWS(b, i+1) // past the colon
+		i = skipSpace(b, end)
+		i = skipSpace(b, i+1) // past the colon
 		var ok bool
 		if i, ok = field(string(key), b, i); !ok {
 			return i, false
 		}
-		i = skipWS(b, i)
+		i = skipSpace(b, i)
 		if i < len(b) && b[i] == '}' {
 			return i + 1, true
 		}
-		i = skipWS(b, i+1) // past the comma
+		i = skipSpace(b, i+1) // past the comma
 	}
 	return i, false
 }
@@ -359,13 +359,6 @@ func stringEnd(b []byte, i int) int {
 	return len(b)
 }
 
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
-		i++
-	}
-	return i
-}
-
 // skipJSON validates the value at i and returns where it ends.
 func skipJSON(b []byte, i, depth int) (int, bool) {
 	if i >= len(b) || depth > maxFastDepth {
@@ -376,7 +369,7 @@ func skipJSON(b []byte, i, depth int) (int, bool) {
 		end, _, ok := scanString(b, i)
 		return end, ok
 	case c == '{':
-		i = skipWS(b, i+1)
+		i = skipSpace(b, i+1)
 		if i < len(b) && b[i] == '}' {
 			return i + 1, true
 		}
@@ -388,41 +381,30 @@ func skipJSON(b []byte, i, depth int) (int, bool) {
 			if !ok {
 				return i, false
 			}
-			i = skipWS(b, end)
+			i = skipSpace(b, end)
 			if i >= len(b) || b[i] != ':' {
 				return i, false
 			}
-			if i, ok = skipJSON(b, skipWS(b, i+1), depth+1); !ok {
+			if i, ok = skipJSON(b, skipSpace(b, i+1), depth+1); !ok {
 				return i, false
 			}
-			i = skipWS(b, i)
-			switch {
-			case i < len(b) && b[i] == ',':
-				i = skipWS(b, i+1)
-			case i < len(b) && b[i] == '}':
-				return i + 1, true
-			default:
-				return i, false
+			var more bool
+			if i, more, ok = afterItem(b, i, '}'); !ok || !more {
+				return i, ok
 			}
 		}
 	case c == '[':
-		i = skipWS(b, i+1)
+		i = skipSpace(b, i+1)
 		if i < len(b) && b[i] == ']' {
 			return i + 1, true
 		}
 		for {
-			var ok bool
+			var ok, more bool
 			if i, ok = skipJSON(b, i, depth+1); !ok {
 				return i, false
 			}
-			i = skipWS(b, i)
-			switch {
-			case i < len(b) && b[i] == ',':
-				i = skipWS(b, i+1)
-			case i < len(b) && b[i] == ']':
-				return i + 1, true
-			default:
-				return i, false
+			if i, more, ok = afterItem(b, i, ']'); !ok || !more {
+				return i, ok
 			}
 		}
 	case c == 't':
@@ -435,6 +417,19 @@ func skipJSON(b []byte, i, depth int) (int, bool) {
 		return skipNumber(b, i)
 	}
 	return i, false
+}
+
+// afterItem steps past what follows an object's or an array's item: a
+// comma (more) or the closing byte (where the value ends).
+func afterItem(b []byte, i int, closing byte) (next int, more, ok bool) {
+	i = skipSpace(b, i)
+	switch {
+	case i < len(b) && b[i] == ',':
+		return skipSpace(b, i+1), true, true
+	case i < len(b) && b[i] == closing:
+		return i + 1, false, true
+	}
+	return i, false, false
 }
 
 func literal(b []byte, i int, lit string) (int, bool) {
