@@ -12,9 +12,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode"
@@ -466,27 +469,54 @@ func (r *ranker) addHeld() error {
 
 // prepare takes the collection's statistics and looks every term up.
 func (r *ranker) prepare() {
+	// The terms are looked up in each file's segments side by side (a
+	// home's thousands of files, a question's terms in each: most of a
+	// question's time), each file's by one worker, gathered in file order.
+	found := make([][]segRef, len(r.files))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), 4, max(1, len(r.files)/64)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(r.files) {
+					return
+				}
+				f := r.files[k]
+				f.df = make([]float64, len(r.terms))
+				for _, s := range f.segs {
+					ref := segRef{file: f, seg: s, tis: make([]termInfo, len(r.terms))}
+					any := false
+					for i, t := range r.terms {
+						if ti, ok := s.lookup(t); ok {
+							ref.tis[i] = ti
+							f.df[i] += float64(ti.df)
+							any = true
+						}
+					}
+					if any {
+						found[k] = append(found[k], ref)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
 	var total int64
 	df := make([]int64, len(r.terms))
-	for _, f := range r.files {
-		f.df = make([]float64, len(r.terms))
+	for k, f := range r.files {
 		for _, s := range f.segs {
 			r.n += int64(s.count())
 			total += s.totalLen
-			ref := segRef{file: f, seg: s, tis: make([]termInfo, len(r.terms))}
-			any := false
-			for i, t := range r.terms {
-				if ti, ok := s.lookup(t); ok {
-					ref.tis[i] = ti
-					df[i] += int64(ti.df)
-					f.df[i] += float64(ti.df)
-					any = true
-				}
-			}
-			if any {
-				r.segs = append(r.segs, ref)
+		}
+		for _, ref := range found[k] {
+			for i, ti := range ref.tis {
+				df[i] += int64(ti.df)
 			}
 		}
+		r.segs = append(r.segs, found[k]...)
 	}
 	r.avgdl = 1
 	if r.n > 0 {
