@@ -198,6 +198,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		shares: share.New(share.DefaultClientRequests, share.DefaultTotalRequests, share.DefaultShareWait, raw)}
 	d.health.wake = make(chan struct{}, 1)
 	ctx := context.Background()
+	if err := d.secrets.load(filepath.Join(cfg.StateDir, tallyFile)); err != nil {
+		log.Warn("the credentials are counted again", "err", err)
+	}
 	d.db, err = state.Open(ctx, cfg.StateDir)
 	if err != nil {
 		lock.Unlock()

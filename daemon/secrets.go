@@ -2,7 +2,13 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -42,12 +48,111 @@ func newSecretTally() *secretTally {
 	return &secretTally{files: map[string]fileSecrets{}, held: map[string]heldSecrets{}}
 }
 
+// tallyFile, in the state directory, keeps the tally between runs: a
+// start counts again only what changed since (a home of 300 MiB of
+// sessions took 10 CPU-s to count whole, at every start).
+const tallyFile = "secrets-tally.json"
+
+// maxTallyFile bounds what is read of tallyFile (a million files' counts
+// fit in it).
+const maxTallyFile = 256 << 20
+
+// savedTally is tallyFile's content: counts by kind, no secret.
+type savedTally struct {
+	Version int                  `json:"version"`
+	At      time.Time            `json:"at"`
+	Files   map[string]savedFile `json:"files"` // by root, NUL, path
+	Held    map[string]savedHeld `json:"held"`  // by root
+}
+
+type savedFile struct {
+	Size  int64          `json:"size"`
+	Mtime time.Time      `json:"mtime"`
+	Kinds map[string]int `json:"kinds"`
+}
+
+type savedHeld struct {
+	Stamp string         `json:"stamp"`
+	Kinds map[string]int `json:"kinds"`
+}
+
+// load reads the tally a previous run saved at path; a missing file is
+// no tally, and one that does not decode is set aside (logged by the
+// caller): it is counted again.
+func (t *secretTally) load(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the credentials' tally: %w", err)
+	}
+	defer f.Close()
+	var saved savedTally
+	if err := json.NewDecoder(io.LimitReader(f, maxTallyFile)).Decode(&saved); err != nil || saved.Version != 1 {
+		if err == nil {
+			err = fmt.Errorf("version %d", saved.Version)
+		}
+		return fmt.Errorf("read the credentials' tally %s: %w (counting again)", path, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, f := range saved.Files {
+		if f.Kinds == nil {
+			f.Kinds = map[string]int{}
+		}
+		t.files[k] = fileSecrets{size: f.Size, mtime: f.Mtime, kinds: f.Kinds}
+	}
+	for k, h := range saved.Held {
+		if h.Kinds == nil {
+			h.Kinds = map[string]int{}
+		}
+		t.held[k] = heldSecrets{stamp: h.Stamp, kinds: h.Kinds}
+	}
+	t.at = saved.At
+	return nil
+}
+
+// save writes the tally to path, whole or not at all (a file beside it,
+// renamed over it).
+func (t *secretTally) save(path string) error {
+	t.mu.Lock()
+	saved := savedTally{Version: 1, At: t.at, Files: make(map[string]savedFile, len(t.files)), Held: make(map[string]savedHeld, len(t.held))}
+	for k, f := range t.files {
+		saved.Files[k] = savedFile{Size: f.size, Mtime: f.mtime, Kinds: f.kinds}
+	}
+	for k, h := range t.held {
+		saved.Held[k] = savedHeld{Stamp: h.stamp, Kinds: h.kinds}
+	}
+	data, err := json.Marshal(saved)
+	t.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("save the credentials' tally: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return fmt.Errorf("save the credentials' tally: %w", err)
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("save the credentials' tally: %w", err)
+	}
+	return nil
+}
+
 // pass counts again what changed in the policy's roots.
 func (d *Daemon) tallySecrets(ctx context.Context) {
 	t := d.secrets
 	det := secrets.Default()
 	start, cpuStart := time.Now(), cpuSeconds()
-	var read int
+	var read, heldCounted int
 	var bytes int64
 	seen := map[string]bool{}
 	// One query says which roots hold anything beyond their live files:
@@ -101,6 +206,7 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 				old := t.held[root.Path()]
 				t.mu.Unlock()
 				if old.stamp != stamp {
+					heldCounted++
 					hs := heldSecrets{stamp: stamp, kinds: map[string]int{}}
 					for _, f := range answer.SecretsHeld(ctx, det, root, gens.Held) {
 						hs.kinds[f.Kind]++
@@ -114,13 +220,20 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 		}
 	}
 	t.mu.Lock()
+	dropped := 0
 	for k := range t.files {
 		if !seen[k] {
 			delete(t.files, k)
+			dropped++
 		}
 	}
 	t.at = time.Now()
 	t.mu.Unlock()
+	if read > 0 || dropped > 0 || heldCounted > 0 {
+		if err := t.save(filepath.Join(d.cfg.StateDir, tallyFile)); err != nil {
+			d.log.Warn("the credentials' tally is not kept for the next start", "err", err)
+		}
+	}
 	// Said at info when it read something: what finding credentials
 	// costs beside the catch-up (make bench compares the two).
 	log := d.log.Debug
