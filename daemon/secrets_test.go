@@ -49,3 +49,23 @@ func TestSecretTallyKept(t *testing.T) {
 		t.Errorf("no file: %v, %+v", err, c.files)
 	}
 }
+
+// FuzzSecretTallyLoad: whatever the state directory's tally file holds,
+// a start loads it or counts again, and never fails for it.
+func FuzzSecretTallyLoad(f *testing.F) {
+	for _, s := range []string{`{"version":1,"at":"2026-11-28T10:00:00Z","files":{"r\u0000a":{"size":1,"mtime":"2026-11-28T10:00:00Z","kinds":{"x":1}}},"held":{"r":{"stamp":"s","kinds":null}}}`, "{", "null", `{"version":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), tallyFile)
+		os.WriteFile(path, data, 0o600)
+		tl := newSecretTally()
+		if err := tl.load(path); err != nil {
+			return
+		}
+		tl.status(func(string) bool { return true })
+		if err := tl.save(path); err != nil {
+			t.Fatalf("save after a load: %v", err)
+		}
+	})
+}
