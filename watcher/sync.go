@@ -55,27 +55,41 @@ func (w *Watcher) Sync(ctx context.Context) (Marks, error) {
 	if !w.syncOK.Load() {
 		return Marks{}, errNoSync
 	}
-	name := strconv.FormatUint(w.syncN.Add(1), 10)
+	name, reused := w.takeSlot()
 	ch := make(chan Marks, 1)
 	w.syncMu.Lock()
 	w.syncs[name] = ch
 	w.syncMu.Unlock()
+	p := filepath.Join(w.cfg.SyncDir, name)
+	keep := false // the slot goes back to the pool
 	defer func() {
 		w.syncMu.Lock()
 		delete(w.syncs, name)
+		if keep {
+			w.syncFree = append(w.syncFree, name)
+		}
 		w.syncMu.Unlock()
+		if !keep {
+			os.Remove(p)
+		}
 	}()
-	p := filepath.Join(w.cfg.SyncDir, name)
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return Marks{}, err
+	if reused {
+		now := time.Now()
+		if err := os.Chtimes(p, now, now); err != nil {
+			return Marks{}, err
+		}
+	} else {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return Marks{}, err
+		}
+		f.Close()
 	}
-	f.Close()
-	defer os.Remove(p)
 	t := time.NewTimer(syncWait)
 	defer t.Stop()
 	select {
 	case m := <-ch:
+		keep = m.changed != nil // not the answer to an overflow
 		return m, nil
 	case <-ctx.Done():
 		return Marks{}, ctx.Err()
@@ -84,6 +98,27 @@ func (w *Watcher) Sync(ctx context.Context) (Marks, error) {
 	case <-t.C:
 		return Marks{}, errors.New("watcher: sync marker not seen in time")
 	}
+}
+
+// takeSlot returns a marker for a Sync: a file of SyncDir a Sync made
+// before (reused: touched, its times set, for an attribute event), else a
+// new name (the file is made, for a create event). Making and removing a
+// file at each search cost three system calls, and on ext4 after many
+// deletions up to a millisecond of the kernel's to find an inode. A slot
+// goes back to the pool only once its event came through: one event a
+// touch, read before the slot is touched again, so none is merged with a
+// later one or left over. A slot whose Sync timed out, was cancelled or
+// was answered by an overflow is removed and its name never used again:
+// a late event of it wakes nobody.
+func (w *Watcher) takeSlot() (name string, reused bool) {
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	if n := len(w.syncFree); n > 0 {
+		name = w.syncFree[n-1]
+		w.syncFree = w.syncFree[:n-1]
+		return name, true
+	}
+	return strconv.FormatUint(w.syncN.Add(1), 10), false
 }
 
 // watchSyncDir empties SyncDir (markers a stopped daemon left) and

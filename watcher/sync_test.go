@@ -127,3 +127,65 @@ func TestSyncBeforeReadyDoesNotWait(t *testing.T) {
 		t.Errorf("Sync before Run: err %v, context %v; want an error at once", err, ctx.Err())
 	}
 }
+
+// TestSyncReusesItsMarker: a search after a search touches the marker
+// the first made rather than making a file of its own; a Sync given up
+// (its context done) leaves no marker behind to be reused.
+func TestSyncReusesItsMarker(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "app")
+	os.MkdirAll(root, 0o755)
+	syncDir := filepath.Join(t.TempDir(), "sync")
+	w, err := New(Config{Stores: []Store{{Name: "s", Globs: []string{filepath.Join(base, "*")}, Settle: time.Second}},
+		SyncDir: syncDir}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-w.Ready()
+	markers := func() []string {
+		ents, _ := os.ReadDir(syncDir)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	// Five in a row through one marker (a machine too busy for a marker
+	// to come through in time retires it: the run starts again).
+	var first []string
+	for ok, deadline := 0, time.Now().Add(10*time.Second); ok < 5; {
+		if _, err := w.Sync(ctx); err != nil {
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			ok, first = 0, nil
+			continue
+		}
+		if got := markers(); ok == 0 {
+			first = got
+		} else if len(got) != 1 || len(first) != 1 || got[0] != first[0] {
+			t.Fatalf("after sync %d the markers are %v, want the first one alone (%v)", ok, got, first)
+		}
+		ok++
+	}
+	// Given up before its event: the marker goes, and the next Sync makes
+	// a new one.
+	gone, stop := context.WithCancel(ctx)
+	stop()
+	if _, err := w.Sync(gone); err == nil {
+		t.Skip("the marker's event came through before the Sync saw its context done")
+	}
+	if got := markers(); len(got) != 0 {
+		t.Errorf("after a Sync given up the markers are %v, want none", got)
+	}
+	if _, err := w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := markers(); len(got) != 1 || got[0] == first[0] {
+		t.Errorf("after a new Sync the markers are %v, want a new one", got)
+	}
+}

@@ -119,10 +119,11 @@ type Watcher struct {
 	seq uint64
 	// syncs are the Sync calls waiting for their marker, by its name;
 	// syncOK says SyncDir is watched.
-	syncMu sync.Mutex
-	syncs  map[string]chan Marks
-	syncN  atomic.Uint64
-	syncOK atomic.Bool
+	syncMu   sync.Mutex
+	syncs    map[string]chan Marks
+	syncFree []string // markers whose last event came through (takeSlot)
+	syncN    atomic.Uint64
+	syncOK   atomic.Bool
 }
 
 type rootState struct {
@@ -702,7 +703,7 @@ func (w *Watcher) rootOf(p string) (string, *rootState) {
 func (w *Watcher) event(ev fsnotify.Event) {
 	p := filepath.Clean(ev.Name)
 	if w.cfg.SyncDir != "" && filepath.Dir(p) == w.cfg.SyncDir {
-		if ev.Has(fsnotify.Create) {
+		if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Chmod) { // made, or touched (takeSlot)
 			w.synced(filepath.Base(p))
 		}
 		return
