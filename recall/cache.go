@@ -193,15 +193,8 @@ func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 	if c == nil {
 		return readIndex(path, true, false, scratch)
 	}
-	if c.trusted != "" && filepath.Dir(path) == c.trusted {
-		c.mu.Lock()
-		if e := c.entries[path]; e != nil {
-			c.tick++
-			e.used = c.tick
-			c.mu.Unlock()
-			return e.idx, nil
-		}
-		c.mu.Unlock()
+	if idx := c.trustedKept(filepath.Dir(path), path); idx != nil {
+		return idx, nil
 	}
 	var st syscall.Stat_t
 	if syscall.Stat(path, &st) == nil {

@@ -105,13 +105,10 @@ func (c *ListingCache) put(key string, token uint64, at time.Time, idxDir string
 	c.files += len(e.files)
 }
 
-// cachedListRoot is listRoot through o.Listings when o.Fresh trusts the
-// root: a listing made at the same number is used as it is, with the
-// search's root and the spool's generations of now.
+// cachedListRoot lists a root keptRootFiles had no listing of, and keeps
+// the listing in o.Listings when o.Fresh trusts the root: a later search
+// takes it as it is while the root's number does not move.
 func cachedListRoot(o Options, r Root, want map[string]bool, stat statFunc) rootFiles {
-	if out, ok := keptRootFiles(o, r); ok {
-		return out
-	}
 	if o.Listings == nil || o.Fresh == nil || r.Listed != nil {
 		return listRoot(o, r, want, stat)
 	}
@@ -135,9 +132,10 @@ func cachedListRoot(o Options, r Root, want map[string]bool, stat statFunc) root
 	return l
 }
 
-// keptRootFiles is cachedListRoot's answer when the listing kept of r is
-// still good: no system call, so a search takes it without handing the
-// root to a worker.
+// keptRootFiles is the listing kept of r when it is still good (made at
+// the number o.Fresh gives now), with the search's root and the spool's
+// generations of now: no system call, so a search takes it without
+// handing the root to a worker.
 func keptRootFiles(o Options, r Root) (rootFiles, bool) {
 	if o.Listings == nil || o.Fresh == nil || r.Listed != nil {
 		return rootFiles{}, false

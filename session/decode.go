@@ -544,7 +544,8 @@ type keysRead struct {
 // folds onto one classify reads, escapes, invalid JSON). With validate,
 // b is checked to be that object and white space alone, valid JSON as
 // json.Valid has it (values deeper than maxFastDepth: not sure): telling a
-// message then reads the line once.
+// message then reads the line once. Without, b must be valid JSON already
+// (a value of a line read with validate).
 func readKeys(b []byte, validate bool) (keysRead, bool) {
 	var k keysRead
 	i := skipSpace(b, 0)
@@ -588,7 +589,7 @@ func readKeys(b []byte, validate bool) (keysRead, bool) {
 			if validate {
 				end, ok = skipJSON(b, j, 1)
 			} else {
-				end, ok = skipValue(b, j)
+				end, ok = valueEnd(b, j), true // b is valid JSON: its ends need no check
 			}
 			if !ok || !typedOK(key, b[j:end]) {
 				return k, false
@@ -601,15 +602,14 @@ func readKeys(b []byte, validate bool) (keysRead, bool) {
 			}
 			j = end
 		}
-		j = skipSpace(b, j)
+		next, more, ok := afterItem(b, j, '}')
 		switch {
-		case j < len(b) && b[j] == ',':
-			i = skipSpace(b, j+1)
-		case j < len(b) && b[j] == '}':
-			return end(j)
-		default:
+		case !ok:
 			return k, false
+		case !more:
+			return end(next - 1)
 		}
+		i = next
 	}
 }
 
@@ -692,58 +692,6 @@ func readString(b []byte, i int) (string, int, bool) {
 		}
 	}
 	return "", i, false
-}
-
-// skipValue skips one JSON value (not validating it deeply).
-func skipValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return i, false
-	}
-	switch b[i] {
-	case '"':
-		// The first quote after an even run of backslashes (none
-		// included) ends it: found with IndexByte, as fast as memory
-		// reads, where a loop over each byte was most of classify.
-		for j := i + 1; ; j++ {
-			k := bytes.IndexByte(b[j:], '"')
-			if k < 0 {
-				return i, false
-			}
-			j += k
-			n := 0
-			for p := j - 1; p > i && b[p] == '\\'; p-- {
-				n++
-			}
-			if n%2 == 0 {
-				return j + 1, true
-			}
-		}
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				k, ok := skipValue(b, j)
-				if !ok {
-					return i, false
-				}
-				j = k - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return i, false
-	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' {
-		j++
-	}
-	return j, j > i
 }
 
 // stringOf reads a JSON string; false for any other value.

@@ -27,16 +27,7 @@ func TestSyncSeesEveryEarlierChange(t *testing.T) {
 	if err := os.WriteFile(log, []byte("{}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w, err := New(Config{Stores: []Store{{Name: "s", Globs: []string{filepath.Join(base, "*")}, Settle: time.Second}},
-		SyncDir: filepath.Join(t.TempDir(), "sync")}, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-w.Ready()
+	w, ctx := runSyncWatcher(t, base, filepath.Join(t.TempDir(), "sync"))
 
 	marks := func() (uint64, uint64) {
 		t.Helper()
@@ -136,16 +127,7 @@ func TestSyncReusesItsMarker(t *testing.T) {
 	root := filepath.Join(base, "app")
 	os.MkdirAll(root, 0o755)
 	syncDir := filepath.Join(t.TempDir(), "sync")
-	w, err := New(Config{Stores: []Store{{Name: "s", Globs: []string{filepath.Join(base, "*")}, Settle: time.Second}},
-		SyncDir: syncDir}, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-w.Ready()
+	w, ctx := runSyncWatcher(t, base, syncDir)
 	markers := func() []string {
 		ents, _ := os.ReadDir(syncDir)
 		var names []string
@@ -188,4 +170,21 @@ func TestSyncReusesItsMarker(t *testing.T) {
 	if got := markers(); len(got) != 1 || got[0] == first[0] {
 		t.Errorf("after a new Sync the markers are %v, want a new one", got)
 	}
+}
+
+// runSyncWatcher runs, until the test ends, a watcher of the directories
+// in base with its sync markers in syncDir, and returns it ready.
+func runSyncWatcher(t *testing.T, base, syncDir string) (*Watcher, context.Context) {
+	t.Helper()
+	w, err := New(Config{Stores: []Store{{Name: "s", Globs: []string{filepath.Join(base, "*")}, Settle: time.Second}},
+		SyncDir: syncDir}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-w.Ready()
+	return w, ctx
 }
