@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+	"unicode/utf8"
 )
 
 // FuzzAnalyzer: any text (invalid UTF-8, huge tokens) gives terms that
@@ -96,8 +97,8 @@ func TestTermIDsAreTerms(t *testing.T) {
 		}
 		a.ResetIDs()
 	}
-	if len(a.toks) > a.maxIDs {
-		t.Errorf("%d tokens kept after ResetIDs, want at most %d", len(a.toks), a.maxIDs)
+	if a.ntoks > a.maxIDs {
+		t.Errorf("%d tokens kept after ResetIDs, want at most %d", a.ntoks, a.maxIDs)
 	}
 }
 
@@ -110,4 +111,81 @@ func TestNoWord(t *testing.T) {
 	if !noWord('→') {
 		t.Error("noWord('→') = false")
 	}
+}
+
+// slowTokens is the tokenizer as the package comment states it, a rune at
+// a time: tokens must cut and lowercase text as it does.
+func slowTokens(text []byte) (toks []string) {
+	var buf []rune
+	isWord := func(r rune) bool { return !noWord(r) && (unicode.IsLetter(r) || unicode.IsDigit(r)) }
+	rs := []rune(string(text))
+	ascii := true
+	starts := []int{} // byte offsets of each rune
+	off := 0
+	for _, r := range rs {
+		starts = append(starts, off)
+		if r == utf8.RuneError {
+			off++ // []rune turns each invalid byte into one RuneError
+			continue
+		}
+		off += utf8.RuneLen(r)
+	}
+	// A rune decoded from an invalid byte is no word.
+	valid := func(k int) bool {
+		return rs[k] != utf8.RuneError || strings.HasPrefix(string(text[starts[k]:]), "\uFFFD")
+	}
+	flush := func(end int) {
+		tok := string(buf)
+		if tok != "" && len(tok) <= maxToken && !(ascii && gutter(text, end-len(tok), end)) {
+			toks = append(toks, tok)
+		}
+		buf, ascii = buf[:0], true
+	}
+	end := 0
+	for k := 0; k < len(rs); k++ {
+		r := rs[k]
+		w := valid(k) && isWord(r)
+		apos := (r == '\'' || r == '\u2019' && valid(k)) && len(buf) > 0 && k+1 < len(rs) && rs[k+1] < utf8.RuneSelf && isWord(rs[k+1])
+		switch {
+		case w:
+			if r >= utf8.RuneSelf {
+				ascii = false
+			}
+			buf = append(buf, unicode.ToLower(r))
+		case apos:
+			buf = append(buf, '\'')
+		default:
+			if len(buf) > 0 {
+				flush(end)
+			}
+		}
+		end = starts[k] + len(string(rs[k:k+1]))
+		if rs[k] == utf8.RuneError && !valid(k) {
+			end = starts[k] + 1
+		}
+	}
+	if len(buf) > 0 {
+		flush(len(text))
+	}
+	return toks
+}
+
+// FuzzTokens holds tokens (its fast paths for lowercase ASCII) to
+// slowTokens.
+func FuzzTokens(f *testing.F) {
+	for _, s := range []string{
+		"What did Caroline's team decide about the zanzibar-quokka deploy? café 日本語 \xff\xfe ÉTÉ",
+		strings.Repeat("a", 100) + " it's ’s x don'T o'Neil 'quoted' end'",
+		"    12→func main() {\n    13\tx := 1\n12→x Ab9cD ÀB",
+		"a\u2019b a\u2019 \u2019b x\u2192y",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		var got []string
+		New().tokens([]byte(text), func(tok []byte, ascii bool) { got = append(got, string(tok)) })
+		if want := slowTokens([]byte(text)); !slices.Equal(got, want) {
+			t.Fatalf("tokens(%q) = %q, want %q", text, got, want)
+		}
+	})
 }
