@@ -529,30 +529,43 @@ func (b *builder) add(text []byte) {
 	bloom := b.bloom
 	var g uint32
 	n := 0 // the bytes rolled into g, up to 3
-	roll := func(c byte) {
-		g = (g<<8 | uint32(c)) & 0xffffff
-		if n < 2 {
-			n++
-			return
-		}
-		p := bitOf(g)
-		bloom[p/64%bloomWords] |= 1 << (p % 64)
-	}
 	for i := 0; i < len(text); {
-		c := text[i]
-		if c < utf8.RuneSelf {
-			roll(lowerASCII[c])
+		if c := text[i]; c < utf8.RuneSelf {
+			// The loop of most bytes: written out, not through a closure.
+			g = (g<<8 | uint32(lowerASCII[c])) & 0xffffff
 			i++
+			if n < 2 {
+				n++
+				continue
+			}
+			p := bitOf(g)
+			bloom[p/64%bloomWords] |= 1 << (p % 64)
 			continue
 		}
 		r, w := utf8.DecodeRune(text[i:])
-		var buf [utf8.UTFMax]byte
-		for _, c := range utf8.AppendRune(buf[:0], unicode.ToLower(r)) {
-			roll(c)
+		lower := text[i : i+w] // a rune lowercase already: its own bytes
+		if r == utf8.RuneError || !caseless(r) && unicode.ToLower(r) != r {
+			var buf [utf8.UTFMax]byte
+			lower = utf8.AppendRune(buf[:0], unicode.ToLower(r))
+		}
+		for _, c := range lower {
+			g = (g<<8 | uint32(c)) & 0xffffff
+			if n < 2 {
+				n++
+				continue
+			}
+			p := bitOf(g)
+			bloom[p/64%bloomWords] |= 1 << (p % 64)
 		}
 		i += w
 	}
 }
+
+// caseless reports runes of blocks without case (arrows, mathematical
+// operators, technical symbols), told without the Unicode tables: Claude
+// Code's "→" starts every line of every file it reads. TestCaseless checks
+// the range against them.
+func caseless(r rune) bool { return r >= 0x2190 && r < 0x2400 }
 
 // blockHeader is the size of a block's header: offset, size, first line,
 // lines, form, count and a hash of its filter.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/memwatch/memwatch/recall/query"
 )
@@ -114,12 +115,24 @@ func TestIndexTrustsOnlyAnUnchangedFile(t *testing.T) {
 	}
 }
 
+// TestCaseless: the runes caseless says have no case have none.
+func TestCaseless(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if caseless(r) && (unicode.ToLower(r) != r || unicode.ToUpper(r) != r) {
+			t.Errorf("caseless(%U) but it has a case", r)
+		}
+	}
+	if !caseless('→') {
+		t.Error("caseless('→') = false")
+	}
+}
+
 // TestBuilderSetsEveryGram: a block's filter holds the bit of each
 // trigram of its text lowercased, as a query computes them (query.Gram),
 // whatever the text's case and bytes.
 func TestBuilderSetsEveryGram(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	alphabet := []string{"a", "Z", "q", "0", " ", "\n", "é", "É", "日", "\xff", "→", "Σ", "_", "\""}
+	alphabet := []string{"a", "Z", "q", "0", " ", "\n", "é", "É", "日", "\xff", "→", "Σ", "_", "\"", "Ⓐ", "⌘", "\u2400", "\ufffd", "\xe2\x86"}
 	for n := range 500 {
 		var sb strings.Builder
 		for range n % 40 {
