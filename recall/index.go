@@ -622,6 +622,9 @@ func (b *builder) size() int64 {
 type IndexOptions struct {
 	MaxLine   int   // as the search's MaxLine (0: 1 MiB)
 	BlockSize int64 // bytes per block (0: 64 KiB); tests use small ones
+	// SegPostings bounds the postings of a term segment built in one go
+	// (0: maxSegPostings); tests use few.
+	SegPostings int
 	// Verify checks every block of an existing index first and starts it
 	// anew when one is corrupt.
 	Verify bool

@@ -519,3 +519,49 @@ func TestSegmentPulsedTerms(t *testing.T) {
 		sm.close()
 	}
 }
+
+// TestSegmentsBoundedByPostings: a log whose messages hold more postings
+// than a segment built in one go may is indexed in several (merged
+// after), and ranks as the scan does.
+func TestSegmentsBoundedByPostings(t *testing.T) {
+	dir, idx := t.TempDir(), t.TempDir()
+	root := openRoot(t, dir)
+	var b strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&b, `{"role":"user","content":"message %03d: the deploy of service %d waits for migration %d, word%d word%d"}`+"\n", i, i%9, i%17, i, i*7)
+	}
+	p := filepath.Join(dir, "s.jsonl")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, p)
+	if _, err := IndexFile(idx, root, "s.jsonl", Log, IndexOptions{SegPostings: 100}); err != nil {
+		t.Fatal(err)
+	}
+	segs := termSegmentFiles(idx, root.Path(), "s.jsonl")
+	var docs uint64
+	for _, s := range segs {
+		h, err := readSegmentHeader(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs += h.end - h.start
+	}
+	if docs != 300 || len(segs) < 2 {
+		t.Fatalf("%d segments hold %d documents, want several holding 300", len(segs), docs)
+	}
+	o := Options{Roots: []Root{{Root: root, Sources: []Source{{Glob: "*.jsonl", Kind: Log, Label: "messages"}}}}, Limit: 5, Explain: true}
+	q, _ := ParseQuery("why does migration 5 of the deploy wait")
+	scan, _, err := Search(context.Background(), q, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Index = idx
+	fast, st, err := Search(context.Background(), q, o)
+	if err != nil || st.Indexed != 1 {
+		t.Fatalf("%d files by the index, %v; want 1", st.Indexed, err)
+	}
+	if i, diff := firstDiff(scan, fast); diff || len(scan) == 0 {
+		t.Errorf("the index ranks differently from the scan at %d (%d results)", i, len(scan))
+	}
+}

@@ -57,8 +57,8 @@ import (
 // lines to see whether the question names the speaker.
 //
 // The daemon writes a segment for the complete lines each indexing pass
-// adds (IndexFile, at most maxSegDocs documents each: memory stays
-// bounded) and merges the newest two while the older is less than
+// adds (IndexFile, at most maxSegDocs documents and maxSegPostings
+// postings each: memory stays bounded) and merges the newest two while the older is less than
 // mergeRatio times the newer, so a file has O(log n) segments; merging
 // concatenates postings (the ordinals of two segments do not overlap),
 // term by term into the new file, and re-reads no text. Files under
@@ -91,6 +91,10 @@ const (
 	mergeRatio = 4
 	// maxSegDocs bounds the documents of a segment built in one go.
 	maxSegDocs = 1 << 16
+	// maxSegPostings bounds its postings (12 bytes each as they are
+	// gathered): a few messages of long tool results hold as many terms
+	// as thousands of short ones.
+	maxSegPostings = 1 << 21
 	// minTermFile is the smallest file given term segments.
 	minTermFile = 16 << 10
 )
@@ -134,11 +138,39 @@ type segBuilder struct {
 	dates    bool                   // the times' terms may be kept (analysis.TimeTerms)
 	// The indexing's way (every term kept): terms by the analyzer's ids,
 	// numbered again for the segment (local), made strings at encode.
-	a       *analysis.Analyzer
-	ids     []int32 // local id -> analyzer id (a.local the other way)
-	post    [][]posting
+	a   *analysis.Analyzer
+	ids []int32 // local id -> analyzer id (a.local the other way)
+	// Every posting, by document, its term's local id beside it: one
+	// slice grown, not one a term (their growth was a tenth of the term
+	// pass); put in term order at encode (byLocal).
+	flat    []localPosting
 	tf      []int32 // per local id, in the document being added
 	touched []int32
+}
+
+type localPosting struct {
+	l int32
+	p posting
+}
+
+// byLocal is the postings of each local id, in document order.
+func (b *segBuilder) byLocal() [][]posting {
+	at := make([]int, len(b.ids)+1)
+	for _, f := range b.flat {
+		at[f.l+1]++
+	}
+	for i := 1; i < len(at); i++ {
+		at[i] += at[i-1]
+	}
+	all := make([]posting, len(b.flat))
+	out := make([][]posting, len(b.ids))
+	for l := range out {
+		out[l] = all[at[l]:at[l]:at[l+1]]
+	}
+	for _, f := range b.flat {
+		out[f.l] = append(out[f.l], f.p)
+	}
+	return out
 }
 
 func newSegBuilder(start uint64, startOff int64, keep func(string) bool) *segBuilder {
@@ -154,10 +186,10 @@ func (b *segBuilder) add(a *analysis.Analyzer, text []byte, off, line int64, whe
 	if b.a != nil {
 		// Another analyzer (its ids are not these): by strings from here
 		// on, so no term is kept both ways.
-		for l, tid := range b.ids {
-			b.terms[b.a.Term(tid)] = b.post[l]
+		for l, ps := range b.byLocal() {
+			b.terms[b.a.Term(b.ids[l])] = ps
 		}
-		b.a, b.ids, b.post, b.tf = nil, nil, nil, nil
+		b.a, b.ids, b.flat, b.tf = nil, nil, nil, nil
 	}
 	clear(b.seen)
 	n := 0
@@ -201,7 +233,6 @@ func (b *segBuilder) addIDs(a *analysis.Analyzer, text []byte, off, line int64, 
 			l = int32(len(b.ids))
 			(*local)[id] = l
 			b.ids = append(b.ids, id)
-			b.post = append(b.post, nil)
 			b.tf = append(b.tf, 0)
 		}
 		if b.tf[l] == 0 {
@@ -220,7 +251,7 @@ func (b *segBuilder) addIDs(a *analysis.Analyzer, text []byte, off, line int64, 
 	}
 	ord := uint32(len(b.docs))
 	for _, l := range b.touched {
-		b.post[l] = append(b.post[l], posting{ord: ord, tf: uint16(min(b.tf[l], 65535))})
+		b.flat = append(b.flat, localPosting{l, posting{ord: ord, tf: uint16(min(b.tf[l], 65535))}})
 		b.tf[l] = 0
 	}
 	b.touched = b.touched[:0]
@@ -266,8 +297,8 @@ func (b *segBuilder) encode(id fileID) []byte {
 	for t, ps := range b.terms {
 		terms = append(terms, termPostings{[]byte(t), ps})
 	}
-	for l, tid := range b.ids { // empty unless built by ids (add)
-		terms = append(terms, termPostings{b.a.TermBytes(tid), b.post[l]})
+	for l, ps := range b.byLocal() { // empty unless built by ids (add)
+		terms = append(terms, termPostings{b.a.TermBytes(b.ids[l]), ps})
 	}
 	// Sorted by their first eight bytes as numbers (most terms differ
 	// there), then whole: a third of the time sorting them whole took.
@@ -1233,6 +1264,10 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 	rd := bufio.NewReaderSize(io.NewSectionReader(src, off, fi.Size()-off), int(min(1<<20, max(4096, fi.Size()-off))))
 	start := off
 	b := newSegBuilder(ord, off, nil)
+	maxPostings := o.SegPostings
+	if maxPostings <= 0 {
+		maxPostings = maxSegPostings
+	}
 	flush := func() error {
 		b.endOff, b.nextLine = off, line
 		if b.endOff == b.startOff {
@@ -1265,7 +1300,7 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		}
 		off += n
 		line++
-		if len(b.docs) >= maxSegDocs {
+		if len(b.docs) >= maxSegDocs || len(b.flat) >= maxPostings {
 			if err := flush(); err != nil {
 				return 0, err
 			}
