@@ -149,8 +149,7 @@ func TestIndexCacheDropsLeastRecentlyUsed(t *testing.T) {
 	for _, p := range []string{"a", "b", "c"} {
 		c.keep(p, &keptIndex{idx: &fileIndex{}, size: 100}, 0)
 	}
-	c.entries["a"].used = c.tick + 1 // a used since b and c were kept
-	c.tick++
+	c.entries["a"].used.Store(c.tick.Add(1)) // a used since b and c were kept
 	c.keep("d", &keptIndex{idx: &fileIndex{}, size: 100}, 0)
 	_, b := c.entries["b"]
 	_, cc := c.entries["c"]
