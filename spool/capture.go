@@ -472,8 +472,8 @@ func (c *capturer) add(gen, line int64, data []byte, size int64, hash uint64, ms
 		c.res.Cut++
 		c.res.Longest = max(c.res.Longest, size)
 	}
-	c.pend = append(c.pend, pendRow{seq: c.st.Seq, gen: gen, line: line, hash: int64(hash), msg: m, size: size, data: bytes.Clone(data)})
 	c.pk.add(c.st.Seq, data)
+	c.pend = append(c.pend, pendRow{seq: c.st.Seq, gen: gen, line: line, hash: int64(hash), msg: m, size: size, at: len(c.pk.raw) - len(data), n: len(data)})
 	if len(c.pk.raw) >= packTarget {
 		if err := c.seal(true); err != nil {
 			return err
@@ -492,7 +492,7 @@ type pendRow struct {
 	seq, gen, line, hash int64
 	msg                  int
 	size                 int64
-	data                 []byte
+	at, n                int // its text in the block's raw bytes (copied only when it goes in inline)
 }
 
 // row queues one line's insert; rows go in rowsPerInsert at a time, by
@@ -580,7 +580,7 @@ func (c *capturer) seal(pack bool) error {
 		if pack {
 			err = c.row(true, c.st.ID, r.seq, r.gen, r.line, r.hash, r.msg, r.size, c.now, c.pk.first)
 		} else {
-			err = c.row(false, c.st.ID, r.seq, r.gen, r.line, r.hash, r.msg, r.size, c.now, r.data)
+			err = c.row(false, c.st.ID, r.seq, r.gen, r.line, r.hash, r.msg, r.size, c.now, bytes.Clone(c.pk.raw[r.at:r.at+r.n]))
 		}
 		if err != nil {
 			return err
