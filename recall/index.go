@@ -818,11 +818,14 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 	rd := bufio.NewReaderSize(io.NewSectionReader(src, idx.end, fi.Size()-idx.end), int(min(1<<20, max(4096, fi.Size()-idx.end))))
 	pos := idx.end
 	for {
-		raw, n, err := readLine(rd, maxLine)
+		raw, n, err := viewLine(rd, maxLine)
 		if err != nil {
 			break // io.EOF, or a partial last line: left for later
 		}
 		lt := decodeLineText(kind, raw)
+		if kind == Text {
+			lt.search = bytes.Clone(lt.search) // raw itself, kept in memo past the next read
+		}
 		memo.put(pos, lt)
 		pos += n
 		line++
@@ -910,10 +913,26 @@ func writeNew(path string, idx *fileIndex) error {
 // max bytes of it, and returns how many bytes it spanned with the newline.
 // A partial last line is an io.ErrUnexpectedEOF.
 func readLine(r *bufio.Reader, max int) ([]byte, int64, error) {
+	chunk, err := r.ReadSlice('\n')
+	return collectLine(r, max, chunk, err)
+}
+
+// viewLine is readLine for a line used before the next read: a line
+// whole in r's buffer is returned in it, not copied (indexing a home
+// copied each of its lines twice).
+func viewLine(r *bufio.Reader, maxLen int) ([]byte, int64, error) {
+	chunk, err := r.ReadSlice('\n')
+	if err == nil {
+		return chunk[:min(len(chunk)-1, max(maxLen, 0))], int64(len(chunk)), nil
+	}
+	return collectLine(r, maxLen, chunk, err)
+}
+
+// collectLine is readLine from the first chunk ReadSlice returned.
+func collectLine(r *bufio.Reader, max int, chunk []byte, err error) ([]byte, int64, error) {
 	var line []byte
 	var n int64
 	for {
-		chunk, err := r.ReadSlice('\n')
 		n += int64(len(chunk))
 		if room := max - len(line); room > 0 {
 			line = append(line, chunk[:min(room, len(chunk))]...)
@@ -922,7 +941,7 @@ func readLine(r *bufio.Reader, max int) ([]byte, int64, error) {
 		case err == nil:
 			return bytes.TrimSuffix(line, []byte{'\n'}), n, nil
 		case errors.Is(err, bufio.ErrBufferFull):
-			continue
+			chunk, err = r.ReadSlice('\n')
 		case errors.Is(err, io.EOF) && n > 0:
 			return line, n, io.ErrUnexpectedEOF // the partial last line
 		default:

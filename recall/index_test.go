@@ -1,9 +1,11 @@
 package recall
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -158,4 +160,29 @@ func TestBuilderSetsEveryGram(t *testing.T) {
 			t.Fatalf("the filter of %q differs from its trigrams'", text)
 		}
 	}
+}
+
+// FuzzViewLine: viewLine reads what readLine reads (the line cut at max,
+// the bytes it spans, a partial last line, the end), whatever the
+// reader's buffer and the lines' lengths.
+func FuzzViewLine(f *testing.F) {
+	f.Add([]byte("one\ntwo\n\nthree, longer than the buffer\npartial"), 16, 8)
+	f.Add([]byte("\n\n\n"), 20, 0)
+	f.Add([]byte("exactly16bytes!\nx"), 16, 100)
+	f.Fuzz(func(t *testing.T, data []byte, size, max int) {
+		size, max = 16+size%64, max%40
+		a := bufio.NewReaderSize(bytes.NewReader(data), size)
+		b := bufio.NewReaderSize(bytes.NewReader(data), size)
+		for {
+			want, wn, werr := readLine(a, max)
+			want = bytes.Clone(want)
+			got, gn, gerr := viewLine(b, max)
+			if !bytes.Equal(got, want) || gn != wn || (gerr == nil) != (werr == nil) || gerr != nil && !errors.Is(gerr, werr) {
+				t.Fatalf("viewLine = %q, %d, %v; readLine = %q, %d, %v", got, gn, gerr, want, wn, werr)
+			}
+			if werr != nil {
+				return
+			}
+		}
+	})
 }

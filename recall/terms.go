@@ -1287,7 +1287,7 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		return nil
 	}
 	for {
-		raw, n, err := readLine(rd, maxLine)
+		raw, n, err := viewLine(rd, maxLine)
 		if err != nil {
 			break // io.EOF, or a partial last line: left for later
 		}
