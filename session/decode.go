@@ -193,14 +193,17 @@ func toolCall(name string, input []byte) string {
 // nothing an agent wrote is dropped.
 func Decode(line []byte) Message {
 	var r jsonReader
-	return withoutOwn(decode(line, r.unmarshal))
+	return withoutOwn(decode(line, r.unmarshal, &r))
 }
 
 // decode decodes with unmarshal: jsonReader (fastjson.go) over
 // github.com/goccy/go-json, many times as fast as encoding/json on these
 // lines (capture and indexing decode every line); a fuzz target checks
 // that they agree.
-func decode(line []byte, unmarshal func([]byte, any) error) Message {
+//
+// r, when given, is unmarshal's reader: a line it validated whole (JSON
+// and UTF-8) gives text valid as it is, never checked again.
+func decode(line []byte, unmarshal func([]byte, any) error, r *jsonReader) Message {
 	var l lineShape
 	if err := unmarshal(line, &l); err != nil {
 		return Message{Raw: true, Text: strings.ToValidUTF8(string(line), "\uFFFD")}
@@ -320,7 +323,7 @@ func decode(line []byte, unmarshal func([]byte, any) error) Message {
 			m.Raw, m.Text = true, strings.ToValidUTF8(string(line), "\uFFFD")
 		}
 	}
-	if !utf8.ValidString(m.Text) {
+	if (r == nil || !r.known(line)) && !utf8.ValidString(m.Text) {
 		m.Text = strings.ToValidUTF8(m.Text, "\uFFFD")
 	}
 	return m

@@ -73,7 +73,7 @@ func FuzzDecodeLikeTheStandardLibrary(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		got, want := Decode(line), decode(line, json.Unmarshal)
+		got, want := Decode(line), decode(line, json.Unmarshal, nil)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("Decode(%q)\n got  %+v\n want %+v (encoding/json)", line, got, want)
 		}
