@@ -1322,6 +1322,11 @@ func addTermSegment(o IndexOptions, dir, root, rel string, id fileID, b *segBuil
 		return err
 	}
 	o.wrote(name, false)
+	if b.startOff == 0 {
+		// The file's first: nothing before it to merge with (a catch-up
+		// read 1,700 headers back to learn that).
+		return nil
+	}
 	for {
 		// The chain as written: the headers alone (the file is as indexed).
 		var links []chainLink
