@@ -565,3 +565,38 @@ func TestSegmentsBoundedByPostings(t *testing.T) {
 		t.Errorf("the index ranks differently from the scan at %d (%d results)", i, len(scan))
 	}
 }
+
+// TestSortTerms: sortTerms orders terms as bytes.Compare does, whatever
+// their lengths, shared prefixes (keys that tie) and bytes.
+func TestSortTerms(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	alphabet := []byte("ab0\x00\xffz")
+	for _, n := range []int{0, 1, 2, 63, 64, 65, 1000, 5000} {
+		for range 5 {
+			terms := make([][]byte, n)
+			for i := range terms {
+				prefix := []byte(nil)
+				if r.IntN(3) == 0 {
+					prefix = []byte("sharedprefix")[:r.IntN(13)]
+				}
+				t := append([]byte(nil), prefix...)
+				for range r.IntN(12) {
+					t = append(t, alphabet[r.IntN(len(alphabet))])
+				}
+				terms[i] = t
+			}
+			order := make([]sortKey, n)
+			for i, tm := range terms {
+				order[i] = sortKey{termKey(tm), int32(i)}
+			}
+			sortTerms(order, func(i int32) []byte { return terms[i] })
+			want := slices.Clone(terms)
+			slices.SortFunc(want, bytes.Compare)
+			for i, o := range order {
+				if !bytes.Equal(terms[o.i], want[i]) {
+					t.Fatalf("%d terms: at %d got %q, want %q", n, i, terms[o.i], want[i])
+				}
+			}
+		}
+	}
+}
