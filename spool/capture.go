@@ -428,6 +428,13 @@ type capturer struct {
 // driver dominates single-row inserts.
 const rowsPerInsert = 64
 
+// insertSizes are the INSERTs' sizes (rowsPerInsert first): the rows left
+// at a commit go in by the largest that fit, with statements prepared
+// once (hotStatements), not one of their count prepared each time.
+var insertSizes = []int{rowsPerInsert, 16, 4, 1}
+
+const insertPack = `INSERT OR REPLACE INTO packs(log, first, last, data) VALUES(?,?,?,?)`
+
 const insertRow = "(?,?,?,?,?,?,?,?,?)"
 
 func insertLines(n int) string {
@@ -507,7 +514,7 @@ func (c *capturer) row(packed bool, vals ...any) error {
 		return nil
 	}
 	if *ins == nil {
-		st, err := c.tx.PrepareContext(c.ctx, q(rowsPerInsert))
+		st, err := c.s.prepared(c.ctx, c.tx, q(rowsPerInsert))
 		if err != nil {
 			return fmt.Errorf("spool: %w", err)
 		}
@@ -546,17 +553,31 @@ func (c *capturer) carry(gen, line, seq int64, msg bool) error {
 
 // insertRows inserts the lines waiting in rows and prows.
 func (c *capturer) insertRows() error {
-	if len(c.rows) > 0 {
-		if _, err := c.tx.ExecContext(c.ctx, insertLines(len(c.rows)/9), c.rows...); err != nil {
-			return fmt.Errorf("spool lines: %w", err)
-		}
-		c.rows = c.rows[:0]
+	if err := c.insertSized(c.rows, insertLines); err != nil {
+		return err
 	}
-	if len(c.prows) > 0 {
-		if _, err := c.tx.ExecContext(c.ctx, insertPacked(len(c.prows)/9), c.prows...); err != nil {
-			return fmt.Errorf("spool lines: %w", err)
+	c.rows = c.rows[:0]
+	if err := c.insertSized(c.prows, insertPacked); err != nil {
+		return err
+	}
+	c.prows = c.prows[:0]
+	return nil
+}
+
+// insertSized inserts rows (9 values each) by statements of q's sizes,
+// the largest that fit first.
+func (c *capturer) insertSized(rows []any, q func(n int) string) error {
+	for _, n := range insertSizes {
+		for len(rows) >= 9*n {
+			st, err := c.s.prepared(c.ctx, c.tx, q(n))
+			if err != nil {
+				return fmt.Errorf("spool: %w", err)
+			}
+			if _, err := st.ExecContext(c.ctx, rows[:9*n]...); err != nil {
+				return fmt.Errorf("spool lines: %w", err)
+			}
+			rows = rows[9*n:]
 		}
-		c.prows = c.prows[:0]
 	}
 	return nil
 }
@@ -569,7 +590,11 @@ func (c *capturer) seal(pack bool) error {
 	}
 	defer func() { c.pk.reset(); c.pend = c.pend[:0] }()
 	if pack {
-		if _, err := c.tx.ExecContext(c.ctx, `INSERT OR REPLACE INTO packs(log, first, last, data) VALUES(?,?,?,?)`, c.st.ID, c.pk.first, c.pk.last, c.pk.seal()); err != nil {
+		st, err := c.s.prepared(c.ctx, c.tx, insertPack)
+		if err != nil {
+			return fmt.Errorf("spool: %w", err)
+		}
+		if _, err := st.ExecContext(c.ctx, c.st.ID, c.pk.first, c.pk.last, c.pk.seal()); err != nil {
 			return fmt.Errorf("spool: %w", err)
 		}
 	} else {

@@ -296,7 +296,7 @@ func (s *Spool) packLog(ctx context.Context, log int64, st *PackStats, budget in
 // the lines were counted in the log's inline text.
 func writeBlock(ctx context.Context, tx *sql.Tx, log int64, p *packer, wasInline bool) error {
 	z := p.seal()
-	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO packs(log, first, last, data) VALUES(?,?,?,?)`, log, p.first, p.last, z); err != nil {
+	if _, err := tx.ExecContext(ctx, insertPack, log, p.first, p.last, z); err != nil {
 		return fmt.Errorf("pack spool: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE lines SET data=X'', pack=? WHERE log=? AND seq BETWEEN ? AND ?`, p.first, log, p.first, p.last); err != nil {
