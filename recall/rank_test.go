@@ -219,7 +219,12 @@ func TestSegmentByIDsAsByStrings(t *testing.T) {
 				b = append(b, words[rng.IntN(len(words))])
 			}
 			text := []byte(strings.Join(b, " "))
-			when := time.Date(2026, 11, 1+i%20, 10, 0, 0, 0, time.UTC)
+			// Months and years change, and come back (the ids of a
+			// month's terms are kept while it lasts).
+			when := time.Date(2025+rng.IntN(2), time.Month(11+i/40), 1+i%20, 10, 0, 0, 0, time.UTC)
+			if i%7 == 0 {
+				when = when.In(time.FixedZone("far", 14*3600))
+			}
 			byID.add(shared, text, int64(i*80), int64(i+1), when)
 			byStr.add(analysis.New(), text, int64(i*80), int64(i+1), when)
 		}

@@ -146,6 +146,10 @@ type segBuilder struct {
 	flat    []localPosting
 	tf      []int32 // per local id, in the document being added
 	touched []int32
+	// The time terms' ids of the last month seen (TimeTerms).
+	timeIDs []int32
+	timeYM  int
+	timeOK  bool
 }
 
 type localPosting struct {
@@ -245,8 +249,17 @@ func (b *segBuilder) addIDs(a *analysis.Analyzer, text []byte, off, line int64, 
 		count(id)
 	})
 	if b.dates && !when.IsZero() {
-		for _, t := range analysis.TimeTerms(when) {
-			count(a.TermID(t))
+		// A session's messages share their month: its terms' ids are
+		// looked up once a month, not formatted and hashed at each.
+		if ym := when.Year()*12 + int(when.Month()); !b.timeOK || ym != b.timeYM {
+			b.timeIDs = b.timeIDs[:0]
+			for _, t := range analysis.TimeTerms(when) {
+				b.timeIDs = append(b.timeIDs, a.TermID(t))
+			}
+			b.timeYM, b.timeOK = ym, true
+		}
+		for _, id := range b.timeIDs {
+			count(id)
 		}
 	}
 	ord := uint32(len(b.docs))
