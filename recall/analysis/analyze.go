@@ -127,8 +127,10 @@ const longKey = 0xff << 56
 
 // shortKey is the key of a token of 1 to 8 bytes.
 func shortKey(tok []byte) uint64 {
-	if len(tok) == 8 {
-		return binary.LittleEndian.Uint64(tok)
+	if cap(tok) >= 8 {
+		// Eight bytes read at once (the token is a slice of the text or
+		// of the buffer), those past it masked off.
+		return binary.LittleEndian.Uint64(tok[:8]) & (^uint64(0) >> (64 - 8*uint(len(tok))))
 	}
 	var k uint64
 	for i, c := range tok {
@@ -341,7 +343,7 @@ func (a *Analyzer) tokens(text []byte, fn func(tok []byte, ascii bool)) {
 		}
 		// A token: letters, digits, apostrophes between them.
 		start := i
-		for i < len(text) && wordByte[text[i]] == 1 && (text[i] < 'A' || text[i] > 'Z') {
+		for i < len(text) && lowerWord[text[i]] {
 			i++
 		}
 		tok, ascii := text[start:i], true
@@ -405,6 +407,14 @@ func lowerASCII(c byte) byte {
 	}
 	return c
 }
+
+// lowerWord marks the lowercase ASCII letters and the digits.
+var lowerWord = func() (t [256]bool) {
+	for c := range utf8.RuneSelf {
+		t[c] = wordByte[c] == 1 && (c < 'A' || c > 'Z')
+	}
+	return t
+}()
 
 // asciiSep marks the ASCII bytes that are no part of a token (an
 // apostrophe starts none).

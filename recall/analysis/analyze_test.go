@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -188,4 +189,25 @@ func FuzzTokens(f *testing.F) {
 			t.Fatalf("tokens(%q) = %q, want %q", text, got, want)
 		}
 	})
+}
+
+// TestShortKey: a token's key is its bytes, whatever follows it in
+// memory (read eight at a time, masked).
+func TestShortKey(t *testing.T) {
+	buf := []byte("abcdefghijklmnop")
+	for n := 1; n <= 8; n++ {
+		for start := 0; start+n <= len(buf); start++ {
+			tok := buf[start : start+n]
+			var want uint64
+			for i, c := range tok {
+				want |= uint64(c) << (8 * i)
+			}
+			if got := shortKey(tok); got != want {
+				t.Errorf("shortKey(%q) = %#x, want %#x", tok, got, want)
+			}
+			if got := shortKey(bytes.Clone(tok)); got != want {
+				t.Errorf("shortKey(%q), its own copy, = %#x, want %#x", tok, got, want)
+			}
+		}
+	}
 }
