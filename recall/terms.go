@@ -1328,7 +1328,8 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 	if a == nil || a.Filtered() {
 		a = analysis.New()
 	}
-	rd := bufio.NewReaderSize(io.NewSectionReader(src, off, fi.Size()-off), int(min(1<<20, max(4096, fi.Size()-off))))
+	rd := lineReader(io.NewSectionReader(src, off, fi.Size()-off))
+	defer putLineReader(rd)
 	start := off
 	b := newSegBuilder(ord, off, nil)
 	maxPostings := o.SegPostings
