@@ -3,6 +3,7 @@ package recall
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -601,6 +602,33 @@ func TestSortTerms(t *testing.T) {
 				if !bytes.Equal(terms[o.i], want[i]) {
 					t.Fatalf("%d terms: at %d got %q, want %q", n, i, terms[o.i], want[i])
 				}
+			}
+		}
+	}
+}
+
+// TestTermKey: a term's key is its first eight bytes, zero-padded,
+// whatever follows it in memory and whether it is a string or bytes
+// (termKey, bytesKey).
+func TestTermKey(t *testing.T) {
+	buf := []byte("abcdefghijklmnopqrstuvwxyz")
+	for n := 0; n <= 12; n++ {
+		for start := 0; start+n <= len(buf); start++ {
+			term := buf[start : start+n]
+			var pad [8]byte
+			copy(pad[:], term)
+			want := binary.BigEndian.Uint64(pad[:])
+			if got := termKey(term); got != want {
+				t.Errorf("termKey(%q) = %#x, want %#x", term, got, want)
+			}
+			if got := termKey(string(term)); got != want {
+				t.Errorf("termKey(string %q) = %#x, want %#x", term, got, want)
+			}
+			if got := bytesKey(term); got != want {
+				t.Errorf("bytesKey(%q) = %#x, want %#x", term, got, want)
+			}
+			if got := bytesKey(bytes.Clone(term)); got != want {
+				t.Errorf("bytesKey(a copy of %q) = %#x, want %#x", term, got, want)
 			}
 		}
 	}

@@ -315,7 +315,7 @@ func (b *segBuilder) encode(id fileID) []byte {
 	}
 	order := make([]sortKey, len(terms))
 	for i, tp := range terms {
-		order[i] = sortKey{termKey(tp.t), int32(i)}
+		order[i] = sortKey{bytesKey(tp.t), int32(i)}
 	}
 	sortTerms(order, func(i int32) []byte { return terms[i].t })
 	var posts bytes.Buffer
@@ -416,7 +416,7 @@ func (d *dictWriter) add(t []byte, ps []posting, maxTF, minLen int, posts *bytes
 	if d.n%dictBlock == 0 {
 		d.index = binary.LittleEndian.AppendUint32(d.index, uint32(len(d.dict)))
 		d.index = binary.LittleEndian.AppendUint64(d.index, d.postOff)
-		d.index = binary.BigEndian.AppendUint64(d.index, termKey(t))
+		d.index = binary.BigEndian.AppendUint64(d.index, bytesKey(t))
 	} else {
 		for shared < min(len(t), len(d.prev)) && t[shared] == d.prev[shared] {
 			shared++
@@ -808,6 +808,15 @@ func termKey[T string | []byte](t T) uint64 {
 		k |= uint64(t[i]) << (56 - 8*i)
 	}
 	return k
+}
+
+// bytesKey is termKey of bytes: eight read at once when there is room
+// after them (a term in the analyzer's arena), those past it masked off.
+func bytesKey(t []byte) uint64 {
+	if cap(t) >= 8 && len(t) > 0 {
+		return binary.BigEndian.Uint64(t[:8]) & ^(^uint64(0) >> (8 * uint(min(len(t), 8))))
+	}
+	return termKey(t)
 }
 
 // sortKey is a term to sort: its key (termKey) and which it is.
