@@ -700,10 +700,16 @@ func rssMiB(pid int) float64 {
 
 // cpuSeconds is user+system CPU time of a process (Linux /proc).
 func cpuSeconds(pid int) float64 {
+	user, sys := cpuSplit(pid)
+	return user + sys
+}
+
+// cpuSplit is a process's CPU seconds in user space and in the kernel.
+func cpuSplit(pid int) (user, sys float64) {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	ut, _ := strconv.ParseFloat(fields[11], 64)
 	st, _ := strconv.ParseFloat(fields[12], 64)
-	return (ut + st) / 100 // USER_HZ
+	return ut / 100, st / 100 // USER_HZ
 }
