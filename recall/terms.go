@@ -58,8 +58,9 @@ import (
 //
 // The daemon writes a segment for the complete lines each indexing pass
 // adds (IndexFile, at most maxSegDocs documents and maxSegPostings
-// postings each: memory stays bounded) and merges the newest two while the older is less than
-// mergeRatio times the newer, so a file has O(log n) segments; merging
+// postings each: memory stays bounded) and merges the newest two while
+// the older is less than mergeRatio times the newer, so a file has
+// O(log n) segments; merging
 // concatenates postings (the ordinals of two segments do not overlap),
 // term by term into the new file, and re-reads no text. Files under
 // minTermFile bytes get none: a search analyzes them, as fast as it would

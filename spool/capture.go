@@ -437,15 +437,21 @@ const insertPack = `INSERT OR REPLACE INTO packs(log, first, last, data) VALUES(
 
 const insertRow = "(?,?,?,?,?,?,?,?,?)"
 
-func insertLines(n int) string {
-	return "INSERT INTO lines(log, seq, gen, line, hash, msg, size, time, data) VALUES " + insertRow + strings.Repeat(","+insertRow, n-1)
-}
-
 // packedRow is a packed line: its text in its block, an empty blob here.
 const packedRow = "(?,?,?,?,?,?,?,?,X'',?)"
 
-func insertPacked(n int) string {
-	return "INSERT INTO lines(log, seq, gen, line, hash, msg, size, time, data, pack) VALUES " + packedRow + strings.Repeat(","+packedRow, n-1)
+// insertLines and insertPacked are the INSERTs of each of insertSizes'
+// counts of rows, inline and packed, written once.
+var insertLines, insertPacked = sizedInserts(
+	"INSERT INTO lines(log, seq, gen, line, hash, msg, size, time, data) VALUES ", insertRow),
+	sizedInserts("INSERT INTO lines(log, seq, gen, line, hash, msg, size, time, data, pack) VALUES ", packedRow)
+
+func sizedInserts(head, row string) map[int]string {
+	m := map[int]string{}
+	for _, n := range insertSizes {
+		m[n] = head + row + strings.Repeat(","+row, n-1)
+	}
+	return m
 }
 
 func (s *Spool) begin(ctx context.Context, st *Log) (*capturer, error) {
@@ -514,7 +520,7 @@ func (c *capturer) row(packed bool, vals ...any) error {
 		return nil
 	}
 	if *ins == nil {
-		st, err := c.s.prepared(c.ctx, c.tx, q(rowsPerInsert))
+		st, err := c.s.prepared(c.ctx, c.tx, q[rowsPerInsert])
 		if err != nil {
 			return fmt.Errorf("spool: %w", err)
 		}
@@ -566,10 +572,10 @@ func (c *capturer) insertRows() error {
 
 // insertSized inserts rows (9 values each) by statements of q's sizes,
 // the largest that fit first.
-func (c *capturer) insertSized(rows []any, q func(n int) string) error {
+func (c *capturer) insertSized(rows []any, q map[int]string) error {
 	for _, n := range insertSizes {
 		for len(rows) >= 9*n {
-			st, err := c.s.prepared(c.ctx, c.tx, q(n))
+			st, err := c.s.prepared(c.ctx, c.tx, q[n])
 			if err != nil {
 				return fmt.Errorf("spool: %w", err)
 			}

@@ -266,7 +266,7 @@ func upgrade(ctx context.Context, db *sql.DB) error {
 var hotStatements = func() []string {
 	qs := []string{insertLog, updateLog, insertPack}
 	for _, n := range insertSizes {
-		qs = append(qs, insertLines(n), insertPacked(n))
+		qs = append(qs, insertLines[n], insertPacked[n])
 	}
 	return qs
 }()
