@@ -9,7 +9,7 @@
 // newest first) and a search with a limit stops as soon as it has them.
 // Only returned lines are decoded and cut into snippets, and memory stays
 // bounded whatever the number of hits. The index (Indexer, kept by the
-// daemon in the state directory) records, for every block of about 64 KiB
+// daemon in the state directory) records, for every block of about 128 KiB
 // of a file, which trigrams its text holds; a search then reads only the
 // blocks that can hold every trigram of the query, plus the part of the
 // file written since the last complete block. The index never decides a
