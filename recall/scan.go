@@ -482,7 +482,11 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 	// A root and a name are listed once: only a root listed twice (two
 	// stores over one directory) needs its names checked against the
 	// first listing's.
-	var files []file
+	n := 0
+	for _, l := range lists {
+		n += len(l.files)
+	}
+	files := make([]file, 0, n) // grown by append, its copies were a tenth of a rare word's search
 	var seen map[string]bool
 	rootAt := map[string]int{}
 	for i, l := range lists {
