@@ -17,6 +17,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -216,14 +217,17 @@ func unknownCommand(root *cobra.Command, args []string) bool {
 	return err != nil
 }
 
-// badValue is pflag's message for a value that does not parse.
-var badValue = regexp.MustCompile(`^invalid argument "(.*)" for "(.*)" flag: (strconv\.\w+: parsing ".*": )?(.*)$`)
+// badValue is pflag's message for a value that does not parse, compiled
+// when a flag is wrong: at init, every command's start paid for it.
+var badValue = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^invalid argument "(.*)" for "(.*)" flag: (strconv\.\w+: parsing ".*": )?(.*)$`)
+})
 
 // flagError says what is wrong with a flag in words, with the command's
 // usage line: "-C, --context: abc is not a number" rather than strconv's.
 func flagError(c *cobra.Command, err error) error {
 	msg := err.Error()
-	if m := badValue.FindStringSubmatch(msg); m != nil {
+	if m := badValue().FindStringSubmatch(msg); m != nil {
 		why := m[4]
 		if m[3] != "" {
 			why = "not a number"

@@ -87,7 +87,14 @@ func InertText(s string) string {
 // highlighter marks a query's words in text (control.MarkWords).
 type highlighter struct{ re *regexp.Regexp }
 
-func newHighlighter(query string) highlighter { return highlighter{control.MarkWords(query)} }
+// newHighlighter compiles the query's expression only where it is
+// painted: a pipe or NO_COLOR marks nothing.
+func newHighlighter(query string, p Paint) highlighter {
+	if !p {
+		return highlighter{}
+	}
+	return highlighter{control.MarkWords(query)}
+}
 
 func (h highlighter) apply(p Paint, s string) string {
 	if h.re == nil || !p {
@@ -98,7 +105,7 @@ func (h highlighter) apply(p Paint, s string) string {
 
 // printResults prints recall's results for a person.
 func printResults(w io.Writer, query string, res control.RecallResponse, p Paint, explain bool, cwd string) {
-	h := newHighlighter(query)
+	h := newHighlighter(query, p)
 	for i, ps := range control.Passages(res.Results) {
 		if i > 0 {
 			fmt.Fprintln(w)
