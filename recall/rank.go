@@ -114,9 +114,12 @@ type ranker struct {
 	keep  map[string]bool
 	dates bool // the question names a date: the messages' times count
 	files []*rfile
-	segs  []segRef // every segment, with its file
-	stats Stats
-	vs    *views
+	segs  []segRef // every segment holding a query term, with its file
+	// looked holds what prepare looked up in every segment (nil: none of
+	// the terms), so scoring a document does not look its terms up again.
+	looked map[*segment][]termInfo
+	stats  Stats
+	vs     *views
 	// segFiles lists the index's segment files, by index file name.
 	segFiles  map[string][]string
 	segListed map[string]bool // the index directories listed into segFiles
@@ -506,15 +509,18 @@ func (r *ranker) prepare() {
 	wg.Wait()
 	var total int64
 	df := make([]int64, len(r.terms))
+	r.looked = map[*segment][]termInfo{}
 	for k, f := range r.files {
 		for _, s := range f.segs {
 			r.n += int64(s.count())
 			total += s.totalLen
+			r.looked[s] = nil
 		}
 		for _, ref := range found[k] {
 			for i, ti := range ref.tis {
 				df[i] += int64(ti.df)
 			}
+			r.looked[ref.seg] = ref.tis
 		}
 		r.segs = append(r.segs, found[k]...)
 	}
@@ -766,8 +772,13 @@ func (r *ranker) own(refs map[docRef]*ownInfo) {
 			cs := curs[seg]
 			if cs == nil {
 				cs = make([]*cursor, len(r.terms))
+				tis, looked := r.looked[seg]
 				for i, t := range r.terms {
-					if ti, ok := seg.lookup(t); ok {
+					if looked {
+						if tis != nil && tis[i].df > 0 {
+							cs[i] = newCursor(tis[i])
+						}
+					} else if ti, ok := seg.lookup(t); ok {
 						cs[i] = newCursor(ti)
 					}
 				}
