@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	"net/textproto"
 	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -60,13 +63,17 @@ const SystemSocket = "/run/memwatch/memwatch.sock"
 
 // Client is a typed client of the daemon's control API over its unix
 // socket: one method per endpoint, so no caller builds a URL.
+//
+// It speaks HTTP/1.0 itself, a request a connection: the daemon answers
+// without chunks and closes the connection after its answer, so reading
+// to the end is reading the answer. net/http's client and the TLS it
+// links were a third of the lean binary's start (its packages'
+// initialisation and their pages), and its connection goroutines a
+// handful of thread wake-ups a command, costly where a system call is;
+// the daemon's server is net/http's.
 type Client struct {
 	// Socket is the control socket dialled.
 	Socket string
-	// Transport dials the socket, checking who answers (the MCP proxy
-	// uses it for its own requests).
-	Transport *http.Transport
-	http      *http.Client
 	// policy, when set, is the policy (PolicyID) the daemon must run: an
 	// answer naming another is not this command's daemon's.
 	policy string
@@ -76,27 +83,28 @@ type Client struct {
 	stamp string
 }
 
+// requestTimeout bounds a request whose context has no deadline: an undo
+// may wait for a running job.
+const requestTimeout = 2 * time.Minute
+
 // NewClient is a client of the daemon on socket.
-func NewClient(socket string) *Client {
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "unix", socket)
-		if err != nil {
-			return nil, err
-		}
-		// The daemon runs as root or as this user: a socket another
-		// user's process answers is not memwatch's (it replaced the
-		// daemon's), and what the CLI would send it is not theirs.
-		if uid := PeerUID(c); uid >= 0 && uid != 0 && uid != os.Geteuid() {
-			c.Close()
-			return nil, fmt.Errorf("%w: the process answering on %s runs as uid %d, neither root nor you; it is not memwatch's daemon", ErrNotDaemon, socket, uid)
-		}
-		return c, nil
-	}}
-	return &Client{Socket: socket, Transport: tr, http: &http.Client{
-		Timeout:   2 * time.Minute, // an undo may wait for a running job
-		Transport: tr,
-	}}
+func NewClient(socket string) *Client { return &Client{Socket: socket} }
+
+// Dial connects to the daemon on socket. The daemon runs as root or as
+// this user: a socket another user's process answers is not memwatch's
+// (it replaced the daemon's), and what the CLI would send it is not
+// theirs (ErrNotDaemon). The MCP proxy dials its HTTP client with it.
+func Dial(ctx context.Context, socket string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return nil, err
+	}
+	if uid := PeerUID(c); uid >= 0 && uid != 0 && uid != os.Geteuid() {
+		c.Close()
+		return nil, fmt.Errorf("%w: the process answering on %s runs as uid %d, neither root nor you; it is not memwatch's daemon", ErrNotDaemon, socket, uid)
+	}
+	return c, nil
 }
 
 // Expect makes the client refuse a daemon that runs another policy (id,
@@ -106,31 +114,31 @@ func (c *Client) Expect(id, stamp string) { c.policy, c.stamp = id, stamp }
 
 // Alive is GET /healthz: nil when the daemon answers.
 func (c *Client) Alive(ctx context.Context) error {
-	return c.Do(ctx, http.MethodGet, "/healthz", nil, nil)
+	return c.Do(ctx, "GET", "/healthz", nil, nil)
 }
 
 // Status is GET /v1/status.
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var st Status
-	return st, c.Do(ctx, http.MethodGet, "/v1/status", nil, &st)
+	return st, c.Do(ctx, "GET", "/v1/status", nil, &st)
 }
 
 // Journal is GET /v1/journal: a page of records.
 func (c *Client) Journal(ctx context.Context, q JournalQuery) ([]Record, error) {
 	var out []Record
-	return out, c.Do(ctx, http.MethodGet, "/v1/journal?"+q.Values().Encode(), nil, &out)
+	return out, c.Do(ctx, "GET", "/v1/journal?"+q.Values().Encode(), nil, &out)
 }
 
 // JournalCount is GET /v1/journal/count.
 func (c *Client) JournalCount(ctx context.Context, q JournalQuery) (JournalCount, error) {
 	var n JournalCount
-	return n, c.Do(ctx, http.MethodGet, "/v1/journal/count?"+q.Values().Encode(), nil, &n)
+	return n, c.Do(ctx, "GET", "/v1/journal/count?"+q.Values().Encode(), nil, &n)
 }
 
 // Recall is GET /v1/recall: a page of results.
 func (c *Client) Recall(ctx context.Context, r RecallRequest) (RecallResponse, error) {
 	var out RecallResponse
-	return out, c.Do(ctx, http.MethodGet, "/v1/recall?"+r.Values().Encode(), nil, &out)
+	return out, c.Do(ctx, "GET", "/v1/recall?"+r.Values().Encode(), nil, &out)
 }
 
 // Show is GET /v1/show: the lines a citation of root names.
@@ -140,25 +148,25 @@ func (c *Client) Show(ctx context.Context, root, cite string, reveal bool) (Show
 		v.Set("reveal", "1")
 	}
 	var out ShowResponse
-	return out, c.Do(ctx, http.MethodGet, "/v1/show?"+v.Encode(), nil, &out)
+	return out, c.Do(ctx, "GET", "/v1/show?"+v.Encode(), nil, &out)
 }
 
 // Versions is GET /v1/versions?path=: a file's versions; out is
 // []Version (or raw JSON).
 func (c *Client) Versions(ctx context.Context, path string, out any) error {
-	return c.Do(ctx, http.MethodGet, "/v1/versions?path="+url.QueryEscape(path), nil, out)
+	return c.Do(ctx, "GET", "/v1/versions?path="+url.QueryEscape(path), nil, out)
 }
 
 // VersionedFiles is GET /v1/versions?root=: the files of a root that have
 // versions.
 func (c *Client) VersionedFiles(ctx context.Context, root string) ([]string, error) {
 	var out []string
-	return out, c.Do(ctx, http.MethodGet, "/v1/versions?root="+url.QueryEscape(root), nil, &out)
+	return out, c.Do(ctx, "GET", "/v1/versions?root="+url.QueryEscape(root), nil, &out)
 }
 
 // VersionContent is GET /v1/versions/content: version n of a file.
 func (c *Client) VersionContent(ctx context.Context, path string, n int64, out any) error {
-	return c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/versions/content?path=%s&n=%d", url.QueryEscape(path), n), nil, out)
+	return c.Do(ctx, "GET", fmt.Sprintf("/v1/versions/content?path=%s&n=%d", url.QueryEscape(path), n), nil, out)
 }
 
 // Restore is POST /v1/versions/restore (a RestoreRequest of the daemon).
@@ -173,13 +181,13 @@ func (c *Client) RestoreDeleted(ctx context.Context, req, out any) error {
 
 // Undo is POST /v1/undo/{id}; out is the daemon's UndoResult.
 func (c *Client) Undo(ctx context.Context, id int64, force, dryRun bool, out any) error {
-	return c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/undo/%d?force=%t&dry_run=%t", id, force, dryRun), nil, out)
+	return c.Do(ctx, "POST", fmt.Sprintf("/v1/undo/%d?force=%t&dry_run=%t", id, force, dryRun), nil, out)
 }
 
 // Redo is POST /v1/redo/{id}.
 func (c *Client) Redo(ctx context.Context, id int64) (RedoResult, error) {
 	var out RedoResult
-	return out, c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/redo/%d", id), nil, &out)
+	return out, c.Do(ctx, "POST", fmt.Sprintf("/v1/redo/%d", id), nil, &out)
 }
 
 // Trigger is POST /v1/trigger: an evaluation of a store's roots (or one).
@@ -196,7 +204,7 @@ func (c *Client) Compact(ctx context.Context, req, out any) error {
 }
 
 func (c *Client) post(ctx context.Context, path string, req, out any) error {
-	return c.DoJSON(ctx, http.MethodPost, path, req, out)
+	return c.DoJSON(ctx, "POST", path, req, out)
 }
 
 // DoJSON is Do with body (nil: none) sent as JSON.
@@ -215,42 +223,142 @@ func (c *Client) DoJSON(ctx context.Context, method, path string, body, out any)
 // answering is ErrNoDaemon; an answer of another policy's daemon too; a
 // refusal is a *RemoteError (a 400 wraps ErrUsage, a 404 ErrNotFound).
 func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://memwatch"+path, body)
-	if err != nil {
-		return err
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
+	conn, err := Dial(ctx, c.Socket)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
 			return fmt.Errorf("%w (no answer on %s; if it runs with another --state-dir or policy, give the same, or set MEMWATCH_STATE_DIR)", ErrNoDaemon, c.Socket)
 		}
 		return fmt.Errorf("control socket %s: %w", c.Socket, err)
 	}
-	defer resp.Body.Close()
-	if got := resp.Header.Get(PolicyHeader); c.policy != "" && got != "" && got != c.policy {
+	defer conn.Close()
+	// A context that ends ends the exchange: its reads and writes fail.
+	defer context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })()
+	resp, err := roundTrip(conn, method, path, body)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("control socket %s: %s %s: %w", c.Socket, method, path, err)
+	}
+	if got := resp.header.Get(PolicyHeader); c.policy != "" && got != "" && got != c.policy {
 		return fmt.Errorf("%w: the daemon on %s runs the policy %s, not %s (give --policy, or start memwatch with this one)", ErrNoDaemon, c.Socket, got, c.policy)
 	}
-	if got := resp.Header.Get(PolicyStampHeader); c.stamp != "" && got != "" && got != c.stamp {
+	if got := resp.header.Get(PolicyStampHeader); c.stamp != "" && got != "" && got != c.stamp {
 		return fmt.Errorf("%w: the policy files changed since the daemon loaded them", ErrNoDaemon)
 	}
-	if resp.StatusCode >= 300 {
+	if resp.status >= 300 {
 		var e struct {
 			Error string `json:"error"`
 			Code  string `json:"code"`
 		}
-		_ = json.NewDecoder(resp.Body).Decode(&e)
+		_ = json.NewDecoder(resp.body).Decode(&e)
 		if e.Error == "" {
-			e.Error = resp.Status
+			e.Error = resp.statusLine
 		}
-		return &RemoteError{Status: resp.StatusCode, Msg: e.Error, Code: e.Code}
+		return &RemoteError{Status: resp.status, Msg: e.Error, Code: e.Code}
 	}
 	if out == nil {
 		return nil
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	if err := json.NewDecoder(resp.body).Decode(out); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("control socket %s: %s %s: read the answer: %w", c.Socket, method, path, err)
+	}
+	return nil
+}
+
+// answer is the daemon's answer to one request.
+type answer struct {
+	status     int
+	statusLine string // "404 Not Found"
+	header     textproto.MIMEHeader
+	body       io.Reader
+}
+
+// maxAnswerHead bounds an answer's status line and headers.
+const maxAnswerHead = 64 << 10
+
+// headLimit reads at most left bytes from r, while left is not negative.
+type headLimit struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *headLimit) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return l.r.Read(p)
+	}
+	if l.left == 0 {
+		return 0, errors.New("an answer's headers longer than 64 KiB")
+	}
+	n, err := l.r.Read(p[:min(int64(len(p)), l.left)])
+	l.left -= int64(n)
+	return n, err
+}
+
+// roundTrip writes one HTTP/1.0 request for path (method, body as JSON)
+// on conn and reads the answer's head (readAnswer).
+func roundTrip(conn net.Conn, method, path string, body io.Reader) (*answer, error) {
+	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \r\n") {
+		return nil, fmt.Errorf("malformed request path %q", path)
+	}
+	var req bytes.Buffer
+	req.WriteString(method + " " + path + " HTTP/1.0\r\nHost: memwatch\r\n")
+	if body != nil {
+		b, err := io.ReadAll(body)
+		if err != nil {
+			return nil, err
+		}
+		req.WriteString("Content-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(b)) + "\r\n\r\n")
+		req.Write(b)
+	} else {
+		req.WriteString("\r\n")
+	}
+	if _, err := conn.Write(req.Bytes()); err != nil {
+		return nil, err
+	}
+	return readAnswer(conn)
+}
+
+// readAnswer reads an answer's head from r; its body is what follows.
+func readAnswer(r io.Reader) (*answer, error) {
+	lim := &headLimit{r: r, left: maxAnswerHead}
+	br := bufio.NewReader(lim)
+	tp := textproto.NewReader(br)
+	line, err := tp.ReadLine()
+	if err != nil {
+		return nil, fmt.Errorf("read the answer: %w", err)
+	}
+	proto, statusLine, _ := strings.Cut(line, " ")
+	code, _, _ := strings.Cut(statusLine, " ")
+	status, err := strconv.Atoi(code)
+	if proto != "HTTP/1.0" && proto != "HTTP/1.1" || len(code) != 3 || err != nil || status < 100 {
+		return nil, fmt.Errorf("not an HTTP answer: %q", line)
+	}
+	h, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return nil, fmt.Errorf("read the answer's headers: %w", err)
+	}
+	lim.left = -1 // the body is read by a decoder, which stops at its value's end
+	a := &answer{status: status, statusLine: statusLine, header: h, body: br}
+	if te := h.Get("Transfer-Encoding"); te != "" && te != "identity" {
+		return nil, fmt.Errorf("an answer in transfer encoding %q to an HTTP/1.0 request", te)
+	}
+	if cl := h.Get("Content-Length"); cl != "" {
+		n, err := strconv.ParseInt(cl, 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("an answer of length %q", cl)
+		}
+		a.body = io.LimitReader(br, n)
+	}
+	return a, nil
 }
 
 // RemoteError is the daemon's answer to a request it refused: a 400 is
@@ -266,9 +374,9 @@ func (e *RemoteError) Error() string { return e.Msg }
 func (e *RemoteError) Unwrap() []error {
 	var out []error
 	switch e.Status {
-	case http.StatusBadRequest:
+	case 400:
 		out = append(out, ErrUsage)
-	case http.StatusNotFound:
+	case 404:
 		out = append(out, ErrNotFound)
 	}
 	for _, c := range errorCodes {

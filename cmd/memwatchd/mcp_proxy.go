@@ -55,10 +55,13 @@ func newMCPProxy(ctx context.Context, ctl *control.Client, root, cwd string, log
 
 // connect opens a session with the daemon.
 func (p *mcpProxy) connect(ctx context.Context) (*mcp.ClientSession, error) {
-	// The control client's transport (it refuses a socket another user
-	// answers), with no overall timeout: a tool call is bounded by the
-	// daemon.
-	hc := &http.Client{Transport: p.ctl.Transport}
+	// Dialled as the control client dials (it refuses a socket another
+	// user answers), with no overall timeout: a tool call is bounded by
+	// the daemon.
+	socket := p.ctl.Socket
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return control.Dial(ctx, socket)
+	}}}
 	t := &mcp.StreamableClientTransport{Endpoint: p.endpoint, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: 2}
 	c := mcp.NewClient(&mcp.Implementation{Name: "memwatch-mcp", Version: version}, nil)
 	sess, err := c.Connect(ctx, t, nil)
