@@ -684,12 +684,22 @@ func (r *ranker) maxScore(ref segRef, pl *pool, seen map[docRef]bool) {
 		if ti.df == 0 {
 			continue
 		}
-		ts = append(ts, tcur{i: i, c: newCursor(ti), ub: r.bm25(i, ti.maxTF, ti.minLen)})
+		ts = append(ts, tcur{i: i, ub: r.bm25(i, ti.maxTF, ti.minLen)})
 	}
 	sort.Slice(ts, func(a, b int) bool { return ts[a].ub < ts[b].ub })
 	prefix := make([]float64, len(ts)+1) // prefix[j]: the most terms 0..j-1 add
 	for j, t := range ts {
 		prefix[j+1] = prefix[j] + t.ub
+	}
+	if prefix[len(ts)] < pl.threshold() {
+		// No document of the segment can enter (as the loop below would
+		// find at once): its postings are not read. Opening a cursor
+		// decodes a block of them, a tenth of a question over a home,
+		// whose segments mostly end here.
+		return
+	}
+	for j := range ts {
+		ts[j].c = newCursor(ref.tis[ts[j].i])
 	}
 	parts := make([]float64, len(r.terms))
 	for {
