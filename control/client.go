@@ -296,7 +296,7 @@ func (l *headLimit) Read(p []byte) (int, error) {
 		return l.r.Read(p)
 	}
 	if l.left == 0 {
-		return 0, errors.New("an answer's headers longer than 64 KiB")
+		return 0, fmt.Errorf("an answer's headers longer than %d KiB", maxAnswerHead>>10)
 	}
 	n, err := l.r.Read(p[:min(int64(len(p)), l.left)])
 	l.left -= int64(n)

@@ -30,9 +30,10 @@ import (
 // sessions, so a query of three trigrams reads roughly 1 block in 70 that
 // cannot match, and a rare word of eight almost none). A small block
 // stores its set bits as a list instead. Blocks of 64 KiB had filters a
-// sixteenth of the logs' size, and a search checked twice as many. Only complete blocks are
-// written, appended to the index file: the lines after the last one are
-// read directly by every search, so the index is exact however fresh.
+// sixteenth of the logs' size, and a search checked twice as many. Only
+// complete blocks are written, appended to the index file: the lines
+// after the last one are read directly by every search, so the index is
+// exact however fresh.
 //
 // File format (little endian): an 80-byte header (magic, version, the
 // file's device and inode, bytes and lines covered, a hash of the last 256

@@ -115,8 +115,9 @@ type ranker struct {
 	dates bool // the question names a date: the messages' times count
 	files []*rfile
 	segs  []segRef // every segment holding a query term, with its file
-	// looked holds what prepare looked up in every segment (nil: none of
-	// the terms), so scoring a document does not look its terms up again.
+	// looked holds what prepare found in the segments holding a query
+	// term (those of segs), so scoring a document does not look its
+	// terms up again.
 	looked map[*segment][]termInfo
 	stats  Stats
 	vs     *views
@@ -514,7 +515,6 @@ func (r *ranker) prepare() {
 		for _, s := range f.segs {
 			r.n += int64(s.count())
 			total += s.totalLen
-			r.looked[s] = nil
 		}
 		for _, ref := range found[k] {
 			for i, ti := range ref.tis {
@@ -785,7 +785,7 @@ func (r *ranker) own(refs map[docRef]*ownInfo) {
 				tis, looked := r.looked[seg]
 				for i, t := range r.terms {
 					if looked {
-						if tis != nil && tis[i].df > 0 {
+						if tis[i].df > 0 {
 							cs[i] = newCursor(tis[i])
 						}
 					} else if ti, ok := seg.lookup(t); ok {

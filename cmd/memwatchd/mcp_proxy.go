@@ -30,6 +30,11 @@ type mcpProxy struct {
 	ctl      *control.Client
 	endpoint string
 	log      *slog.Logger
+	// hc dials as the control client dials (it refuses a socket another
+	// user answers), with no overall timeout: a tool call is bounded by
+	// the daemon. One for the proxy's life: a session made again reuses
+	// its connections, not a new transport's.
+	hc *http.Client
 
 	mu   sync.Mutex // guards sess: replaced when the daemon ended it
 	sess *mcp.ClientSession
@@ -44,7 +49,11 @@ func newMCPProxy(ctx context.Context, ctl *control.Client, root, cwd string, log
 	} else if cwd != "" {
 		q.Set("cwd", cwd)
 	}
-	p := &mcpProxy{ctl: ctl, endpoint: "http://memwatch/mcp?" + q.Encode(), log: log}
+	socket := ctl.Socket
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return control.Dial(ctx, socket)
+	}}}
+	p := &mcpProxy{ctl: ctl, endpoint: "http://memwatch/mcp?" + q.Encode(), log: log, hc: hc}
 	sess, err := p.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -55,14 +64,7 @@ func newMCPProxy(ctx context.Context, ctl *control.Client, root, cwd string, log
 
 // connect opens a session with the daemon.
 func (p *mcpProxy) connect(ctx context.Context) (*mcp.ClientSession, error) {
-	// Dialled as the control client dials (it refuses a socket another
-	// user answers), with no overall timeout: a tool call is bounded by
-	// the daemon.
-	socket := p.ctl.Socket
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return control.Dial(ctx, socket)
-	}}}
-	t := &mcp.StreamableClientTransport{Endpoint: p.endpoint, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: 2}
+	t := &mcp.StreamableClientTransport{Endpoint: p.endpoint, HTTPClient: p.hc, DisableStandaloneSSE: true, MaxRetries: 2}
 	c := mcp.NewClient(&mcp.Implementation{Name: "memwatch-mcp", Version: version}, nil)
 	sess, err := c.Connect(ctx, t, nil)
 	if err != nil {
