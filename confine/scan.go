@@ -48,8 +48,8 @@ func (r *Root) Scan(dir string, descend func(rel string) bool, match func(rel st
 	if err != nil {
 		return nil, err
 	}
-	var f *os.File
-	if err := r.as(func() (err error) { f, err = r.os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0); return err }); err != nil {
+	f, err := r.openScanDir(dir)
+	if err != nil {
 		return nil, wrap("open directory", dir, err)
 	}
 	rel := dir
@@ -57,6 +57,79 @@ func (r *Root) Scan(dir string, descend func(rel string) bool, match func(rel st
 		rel = ""
 	}
 	return &Scan{owner: r.owner, stack: []*scanFrame{{f: f, rel: rel}}, descend: descend, match: match}, nil
+}
+
+// openScanDir opens the directory dir of the root for reading its entries.
+// A directory os.Root opens stats every entry it lists (its entries' Info
+// cannot be looked up lazily by path), a system call a file per listing:
+// the scan reads names and types only, so it lists a descriptor of its
+// own, reopened from the one os.Root checked.
+func (r *Root) openScanDir(dir string) (*os.File, error) {
+	var f *os.File
+	if err := r.as(func() (err error) { f, err = r.os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0); return err }); err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var fd int
+	if err := r.as(func() (err error) {
+		fd, err = unix.Openat(int(f.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return os.NewFile(uintptr(fd), dir), nil
+}
+
+// scanFrom starts a scan in the directory dirs (root-relative components,
+// each entered as the scan enters directories: a real directory, opened
+// with O_NOFOLLOW from the one above, as the owner). A component that is
+// missing, not a directory or a link is an empty scan, as a scan from the
+// top would have found nothing there.
+func (r *Root) scanFrom(dirs []string, descend func(rel string) bool, match func(rel string, d fs.DirEntry) bool) (*Scan, error) {
+	s, err := r.Scan(".", descend, match)
+	if err != nil || len(dirs) == 0 {
+		return s, err
+	}
+	top := s.stack[0]
+	for _, d := range dirs {
+		var fd int
+		err := actAs(s.owner, func() (err error) {
+			fd, err = unix.Openat(int(top.f.Fd()), d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			return err
+		})
+		top.f.Close()
+		if err != nil {
+			s.stack = nil
+			if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
+				s.Errs++ // not the owner's to read, as a scan from the top counts it
+			}
+			return s, nil
+		}
+		rel := filepath.Join(top.rel, d)
+		top = &scanFrame{f: os.NewFile(uintptr(fd), rel), rel: rel}
+		s.stack[0] = top
+	}
+	return s, nil
+}
+
+// literalDirs is the directories every alternative of a pattern starts
+// with, its leading components without a wildcard (but its last, which
+// names the files): where a scan for it starts.
+func literalDirs(pats [][]string) []string {
+	var out []string
+	for i := 0; ; i++ {
+		var c string
+		for k, p := range pats {
+			if i >= len(p)-1 || strings.ContainsAny(p[i], `*?[{\`) || p[i] == "." || p[i] == ".." || k > 0 && p[i] != c {
+				return out
+			}
+			c = p[i]
+		}
+		if len(pats) == 0 {
+			return out
+		}
+		out = append(out, c)
+	}
 }
 
 // GlobScan is a Scan of the files pattern matches (path.Match syntax,
@@ -91,7 +164,10 @@ func (r *Root) GlobScan(pattern, exclude string) (*Scan, error) {
 		}
 		return false
 	}
-	return r.Scan(".", func(rel string) bool { return matches(rel, false) }, func(rel string, d fs.DirEntry) bool {
+	// The scan starts where the pattern's literal directories lead (a
+	// memory file's "memory/*.md" reads the memory directory, not every
+	// session log beside it).
+	return r.scanFrom(literalDirs(pats), func(rel string) bool { return matches(rel, false) }, func(rel string, d fs.DirEntry) bool {
 		if d.IsDir() || !matches(rel, true) {
 			return false
 		}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -12,7 +13,7 @@ import (
 func TestGlobScanIsGlob(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"a.jsonl", "b.jsonl", "c.md", "sessions/s1.jsonl", "sessions/s2.jsonl", "sessions/x/deep.jsonl",
-		"agents/one/sessions/1.jsonl", "agents/two/sessions/2.jsonl", "agents/two/sessions/2y.jsonl", "workspace/sessions/w.jsonl", ".memwatch/archive/a.jsonl"} {
+		"agents/one/sessions/1.jsonl", "agents/two/sessions/2.jsonl", "agents/two/sessions/2y.jsonl", "workspace/sessions/w.jsonl", ".memwatch/archive/a.jsonl", "memory/MEMORY.md", "memory/HISTORY-1.md", "memory/archive/MEMORY-2.md.gz"} {
 		write(t, filepath.Join(dir, f), "x")
 	}
 	os.Symlink(filepath.Join(dir, "sessions"), filepath.Join(dir, "linked"))
@@ -20,6 +21,11 @@ func TestGlobScanIsGlob(t *testing.T) {
 	for _, tt := range []struct{ pattern, exclude string }{
 		{"*.jsonl", ""}, {"sessions/*.jsonl", ""}, {"agents/*/sessions/*[!y].jsonl", ""}, {"{workspace/sessions,sessions}/*.jsonl", ""},
 		{"*", ""}, {"sessions/*.jsonl", "s1*"}, {"linked/*.jsonl", ""},
+		// Scans that start in a directory the pattern names: one that is
+		// missing, a file, a link, or two alternatives that agree or not.
+		{"memory/MEMORY.md", ""}, {"memory/HISTORY*.md", ""}, {"memory/archive/{MEMORY,HISTORY}-[0-9]*.md{,.gz}", ""},
+		{"absent/*.md", ""}, {"a.jsonl/*", ""}, {"linked/x/*.jsonl", ""}, {"sessions/x/*.jsonl", ""},
+		{"agents/two/sessions/*.jsonl", ""}, {"{memory/MEMORY.md,memory/HISTORY-1.md}", ""}, {"{memory/*.md,sessions/*.jsonl}", ""},
 	} {
 		want, _ := r.GlobExcept(tt.pattern, tt.exclude)
 		s, err := r.GlobScan(tt.pattern, tt.exclude)
@@ -37,7 +43,7 @@ func TestGlobScanIsGlob(t *testing.T) {
 		slices.Sort(got)
 		// Glob follows a link to a directory inside the root; a scan enters
 		// none, and yields files (and links), not directories.
-		if tt.pattern == "linked/*.jsonl" {
+		if strings.HasPrefix(tt.pattern, "linked/") {
 			want = nil
 		}
 		want = slices.DeleteFunc(want, func(rel string) bool {
