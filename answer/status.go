@@ -24,10 +24,18 @@ func FleetRoots(stateDir string, caller *access.Caller, host string) (roots []re
 
 // StateDisk is what a state directory holds: its databases with their
 // write-ahead logs, and the recall index.
-func StateDisk(dir string) control.Disk {
+func StateDisk(dir string) control.Disk { return StateDiskWith(dir, IndexBytes(dir)) }
+
+// StateDiskWith is StateDisk with the index's bytes given (IndexBytes
+// lists the index, a file or two per log: a caller that knows it did not
+// change keeps them).
+func StateDiskWith(dir string, index int64) control.Disk {
 	return control.Disk{Journal: fileBytes(filepath.Join(dir, state.FileName)), Spool: fileBytes(filepath.Join(dir, spool.FileName)),
-		Index: dirBytes(filepath.Join(dir, recall.IndexDir)), Versions: fileBytes(filepath.Join(dir, versions.FileName))}
+		Index: index, Versions: fileBytes(filepath.Join(dir, versions.FileName))}
 }
+
+// IndexBytes is the size of the recall index of the state directory dir.
+func IndexBytes(dir string) int64 { return dirBytes(filepath.Join(dir, recall.IndexDir)) }
 
 // fileBytes is a file's size with its SQLite WAL, 0 when missing.
 func fileBytes(path string) int64 {

@@ -741,7 +741,22 @@ type authListener struct {
 }
 
 // disk is what the state directory holds.
-func (d *Daemon) disk() Disk { return answer.StateDisk(d.cfg.StateDir) }
+// disk is what the state directory holds. The index's bytes take a
+// listing of thousands of files: they are measured again only once the
+// indexer wrote since, and then at most every diskEvery (the metrics,
+// refreshed every 10 seconds, had an idle daemon stat every index file).
+func (d *Daemon) disk() Disk {
+	writes := d.indexes.Writes()
+	d.diskMu.Lock()
+	defer d.diskMu.Unlock()
+	if d.diskAt.IsZero() || writes != d.diskWrites && time.Since(d.diskAt) >= diskEvery {
+		d.diskIndex, d.diskWrites, d.diskAt = answer.IndexBytes(d.cfg.StateDir), writes, time.Now()
+	}
+	return answer.StateDiskWith(d.cfg.StateDir, d.diskIndex)
+}
+
+// diskEvery is how often the index's bytes are measured at most.
+const diskEvery = 10 * time.Second
 
 // handleRedo answers POST /v1/redo/{id}: the hold ends, and the file's
 // root is evaluated at once.

@@ -171,7 +171,12 @@ type Daemon struct {
 	// indexes keeps the large recall indexes parsed between searches
 	// (recall.IndexCache: at most indexCacheBytes).
 	indexes *recall.IndexCache
-	quota   layout.Quota // lines of events repeated over many files
+	// diskMu guards the index's bytes as last measured (disk).
+	diskMu     sync.Mutex
+	diskAt     time.Time
+	diskWrites uint64
+	diskIndex  int64
+	quota      layout.Quota // lines of events repeated over many files
 	// shares bounds what each client of the control API holds at once
 	// (share.Shares).
 	shares *share.Shares

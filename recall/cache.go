@@ -261,6 +261,18 @@ func (c *IndexCache) forget(path string) {
 	c.dropSegment(path)
 }
 
+// Writes counts the indexer's writes through the cache (each IndexFile,
+// each term segment written or removed): while it stays the same, the
+// index directory holds the same bytes.
+func (c *IndexCache) Writes() uint64 {
+	if c == nil {
+		return 0
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.forgets
+}
+
 // has reports whether an index of path is kept (maybe of an earlier
 // version of the file: read tells).
 func (c *IndexCache) has(path string) bool {

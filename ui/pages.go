@@ -189,7 +189,11 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	d := overviewData{Daemon: st != nil, Status: st, Admin: rc.caller.IsAdmin()}
 	if d.Admin {
 		d.StateDir = s.cfg.StateDir
-		d.Disk = answer.StateDisk(s.cfg.StateDir)
+		if st != nil {
+			d.Disk = st.Disk // the daemon's, measured as the index changes
+		} else {
+			d.Disk = answer.StateDisk(s.cfg.StateDir)
+		}
 	}
 	byName := storesOf(st)
 	for _, store := range rc.pol.Stores {
