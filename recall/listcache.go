@@ -149,8 +149,9 @@ func keptRootFiles(o Options, r Root) (rootFiles, bool) {
 		return rootFiles{}, false
 	}
 	out := rootFiles{files: make([]file, len(e.files))}
+	rp := &r
 	for i, lf := range e.files {
-		f := file{root: r, rel: lf.rel, src: r.Sources[lf.src], mtime: lf.mtime, size: lf.size, gen: 1,
+		f := file{root: rp, rel: lf.rel, src: &rp.Sources[lf.src], mtime: lf.mtime, size: lf.size, gen: 1,
 			dev: lf.dev, ino: lf.ino, ctime: lf.ctime, readable: lf.readable, idxDir: e.idxDir, idxPath: lf.idxPath}
 		if f.src.Kind == Log && o.Generation != nil {
 			if g := o.Generation(r.Root, f.rel); g > 0 {

@@ -432,7 +432,7 @@ func (r *ranker) addHeld() error {
 			}
 			key := rel + "\x00" + strconv.FormatInt(gen, 10)
 			if _, ok := logs[key]; !ok {
-				logs[key] = file{root: root, rel: rel, src: Source{Kind: Log, Label: srcs[i].Label, Strip: srcs[i].Strip}, gen: gen}
+				logs[key] = file{root: &root, rel: rel, src: &Source{Kind: Log, Label: srcs[i].Label, Strip: srcs[i].Strip}, gen: gen}
 			}
 			byLog[key] = append(byLog[key], held{line: line, raw: bytes.Clone(raw)})
 			r.stats.BytesRead += int64(len(raw))

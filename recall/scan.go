@@ -199,9 +199,12 @@ const DefaultLimit = 5
 
 // file is one file to search.
 type file struct {
-	root  Root
+	// root and src are the search's, shared by its files: a file is
+	// copied into every list a search makes, and a home's 1,700 of them
+	// with a root and a source each by value were a megabyte a request.
+	root  *Root
 	rel   string
-	src   Source
+	src   *Source
 	mtime int64
 	size  int64
 	gen   int64
@@ -486,7 +489,8 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 	for _, l := range lists {
 		n += len(l.files)
 	}
-	files := make([]file, 0, n) // grown by append, its copies were a tenth of a rare word's search
+	files := make([]file, 0, n)   // grown by append, its copies were a tenth of a rare word's search
+	listOf := make([]int32, 0, n) // the list each file came from
 	var seen map[string]bool
 	rootAt := map[string]int{}
 	for i, l := range lists {
@@ -497,6 +501,9 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 		if _, twice := rootAt[p]; !twice {
 			rootAt[p] = len(rootAt)
 			files = append(files, l.files...)
+			for range l.files {
+				listOf = append(listOf, int32(i))
+			}
 			continue
 		}
 		if seen == nil {
@@ -509,6 +516,7 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 			if key := p + "\x00" + f.rel; !seen[key] {
 				seen[key] = true
 				files = append(files, f)
+				listOf = append(listOf, int32(i))
 			}
 		}
 	}
@@ -519,6 +527,10 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 	for rank, p := range paths {
 		rootAt[p] = rank
 	}
+	rankOf := make([]int, len(lists))
+	for i := range lists {
+		rankOf[i] = rootAt[o.Roots[i].Root.Path()]
+	}
 	type key struct {
 		text  bool
 		mtime int64
@@ -528,7 +540,7 @@ func listFiles(o Options, vs *views, st *Stats) ([]file, error) {
 	keys := make([]key, len(files))
 	for i := range files {
 		f := &files[i]
-		keys[i] = key{f.src.Kind == Text, f.mtime, rootAt[f.root.Root.Path()], i}
+		keys[i] = key{f.src.Kind == Text, f.mtime, rankOf[listOf[i]], i}
 	}
 	slices.SortFunc(keys, func(a, b key) int {
 		switch {
@@ -574,11 +586,12 @@ type statFunc func(r *confine.Root, rel string) (fs.FileInfo, error)
 // want, when any), or the files the root names (Listed).
 func listRoot(o Options, r Root, want map[string]bool, stat statFunc) rootFiles {
 	var out rootFiles
+	rp := &r
 	seen := map[string]bool{}
 	// add lists rel, searched as src, unless listed already; fi is what
 	// the root's listing read of it (nil: not listed).
 	add := func(si int, rel string, gen int64, fi fs.FileInfo) {
-		src := r.Sources[si]
+		src := &rp.Sources[si]
 		if seen[rel] || !r.holds(rel) {
 			return
 		}
@@ -594,7 +607,7 @@ func listRoot(o Options, r Root, want map[string]bool, stat statFunc) rootFiles 
 			return
 		}
 		seen[rel] = true
-		f := file{root: r, rel: rel, src: src, mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: max(gen, 1), readable: r.Root.Owner().MayRead(fi)}
+		f := file{root: rp, rel: rel, src: &rp.Sources[si], mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: max(gen, 1), readable: r.Root.Owner().MayRead(fi)}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			f.dev, f.ino, f.ctime = uint64(st.Dev), uint64(st.Ino), ctimeOf(st)
 		}
@@ -633,7 +646,7 @@ func listRoot(o Options, r Root, want map[string]bool, stat statFunc) rootFiles 
 			out.unread = append(out.unread, struct {
 				f   file
 				err error
-			}{file{root: r, rel: src.Glob}, err})
+			}{file{root: rp, rel: src.Glob}, err})
 			continue
 		}
 		for _, m := range ms {
@@ -1358,7 +1371,8 @@ func (s *searcher) searchHeld() error {
 	for _, l := range s.o.Labels {
 		want[l] = true
 	}
-	for _, r := range s.o.Roots {
+	for ri := range s.o.Roots {
+		r := &s.o.Roots[ri]
 		var srcs []Source
 		for _, src := range r.Sources {
 			if (src.Kind == Log || src.Kind == Records) && (len(want) == 0 || want[src.Label]) {
@@ -1368,13 +1382,18 @@ func (s *searcher) searchHeld() error {
 		if len(srcs) == 0 {
 			continue
 		}
+		// What a held line is searched as: a log of its source's label.
+		held := make([]Source, len(srcs))
+		for i, src := range srcs {
+			held[i] = Source{Kind: Log, Label: src.Label, Strip: src.Strip}
+		}
 		err := s.o.Held(s.ctx, r.Root, func(rel string, gen, line int64, raw []byte) error {
 			name, _, _ := strings.Cut(rel, "#") // a database's conversation: DB#ID
 			i := slices.IndexFunc(srcs, func(src Source) bool { return src.holds(name) })
 			if i < 0 || !r.holds(name) {
 				return nil
 			}
-			f := file{root: r, rel: rel, src: Source{Kind: Log, Label: srcs[i].Label, Strip: srcs[i].Strip}, gen: gen}
+			f := file{root: r, rel: rel, src: &held[i], gen: gen}
 			s.stats.BytesRead += int64(len(raw))
 			if text, at, ok := s.check(f, raw); ok {
 				return s.emit(f, line, raw, text, at)
