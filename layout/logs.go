@@ -22,12 +22,33 @@ import (
 // spool, never from positions in the live file: what the agent trims or
 // clears after a capture is not lost.
 func (e *Env) CaptureLog(ctx context.Context, root *confine.Root, rel string) (spool.Log, error) {
+	if _, err := e.capture(ctx, root, rel); err != nil {
+		return spool.Log{}, err
+	}
+	return e.find(ctx, root, rel)
+}
+
+// Capture is CaptureLog for a caller that needs no more than the log
+// captured (a root's evaluation that keeps its logs for recall): no query
+// of the spool for each log that did not change.
+func (e *Env) Capture(ctx context.Context, root *confine.Root, rel string) error {
+	why, err := e.capture(ctx, root, rel)
+	if err == nil && why == "missing" {
+		_, err = e.find(ctx, root, rel) // gone: an error unless captured before
+	}
+	return err
+}
+
+// capture captures the log, reports what it captured, and says why
+// (spool.Result.Why): an error is a capture that failed, not a log that
+// is missing.
+func (e *Env) capture(ctx context.Context, root *confine.Root, rel string) (string, error) {
 	res, err := e.Spool.Capture(ctx, root, rel, spool.Options{MaxLine: int(e.Store.MaxLine), IsMessage: session.IsMessage})
 	if err != nil && res.Why != "missing" {
 		if e.StateError != nil {
 			e.StateError(root, "the lines of "+root.Join(rel), err)
 		}
-		return spool.Log{}, err
+		return "", err
 	}
 	e.CaptureBounds(root, rel, res)
 	// Said once per change: a log that stays gone is "missing" from then
@@ -45,6 +66,11 @@ func (e *Env) CaptureLog(ctx context.Context, root *confine.Root, rel string) (s
 			e.Log.Info(msg, "root", root.Path(), "log", rel, "generation", res.Gen)
 		}
 	}
+	return res.Why, nil
+}
+
+// find is the spool's row of a log captured.
+func (e *Env) find(ctx context.Context, root *confine.Root, rel string) (spool.Log, error) {
 	st, ok, err := e.Spool.Find(ctx, root.ID(), rel)
 	if err != nil {
 		return spool.Log{}, err

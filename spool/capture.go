@@ -141,6 +141,9 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 	var drained Result
 	defer func() { res.Lines, res.Messages = res.Lines+drained.Lines, res.Messages+drained.Messages }()
 	key := root.ID().Key()
+	if gen, ok := s.keptSame(root, key, rel); ok {
+		return Result{Gen: gen, Why: "same"}, nil
+	}
 	st, found, err := s.Find(ctx, root.ID(), rel)
 	if err != nil {
 		return Result{}, err
@@ -148,6 +151,7 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 	if found && st.ino == virtualIno {
 		return Result{Gen: st.Gen, Why: "same"}, nil // records come by CaptureRecords
 	}
+	opened := s.Now() // before the stat: see keepSame
 	f, fi, err := root.OpenRead(rel)
 	if found && !st.Missing && st.Gen > 0 && (err != nil || !sameInode(fi, st.dev, st.ino)) {
 		// The agent renamed another file over the log or deleted it: what
@@ -194,6 +198,7 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 		// Nothing new: no transaction at all (a start-up evaluates
 		// thousands of logs that have not changed), and no read of the
 		// lines already matched.
+		s.keepSame(key, rel, sys, st.Gen, opened)
 		return Result{Gen: st.Gen, Why: "same"}, nil
 	case !st.Missing && st.dev == dev && st.ino == ino && fi.Size() > st.Offset && s.tailIntact(f, &st):
 		res, err := s.appendLines(ctx, f, &st, o)
@@ -203,6 +208,70 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 		return res, err
 	}
 	return s.rematch(ctx, f, &st, dev, ino, o)
+}
+
+// sameStat is a log's file as a capture that found it wholly captured
+// and settled stat'ed it.
+type sameStat struct {
+	dev, ino, size, mtime, ctime, gen int64
+}
+
+// maxSame bounds the logs kept as unchanged (about 100 bytes each).
+const maxSame = 1 << 20
+
+// keptSame reports whether the log rel is still the file a capture found
+// wholly captured (keepSame), by one lstat, and its generation: a root's
+// evaluation captures each of its logs, and a query of the spool for each
+// made an agent's every write cost a fifth of a second of CPU in a
+// project of a thousand sessions. The file's change time is what no
+// write, truncation, rename over or utimes leaves as it was, and was
+// settled when kept: equal, the file is as captured. Any other finding
+// forgets it, before the capture (the one writer of the log's row, under
+// its lock) goes on.
+func (s *Spool) keptSame(root *confine.Root, rootKey, rel string) (int64, bool) {
+	k := rootKey + "\x00" + rel
+	s.mu.Lock()
+	kept, ok := s.same[k]
+	s.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	if fi, err := root.Lstat(rel); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() &&
+			(sameStat{int64(st.Dev), int64(st.Ino), fi.Size(), fi.ModTime().UnixNano(), ctimeOf(st), kept.gen}) == kept {
+			s.sameByStat.Add(1)
+			return kept.gen, true
+		}
+	}
+	s.mu.Lock()
+	delete(s.same, k)
+	s.mu.Unlock()
+	return 0, false
+}
+
+// keepSame records the log's file (st, stat'ed at the time opened,
+// before the capture read it) as wholly captured at generation gen, when
+// its change time was settled then: a write after the stat gets a later
+// change time, unless it came within the clock tick of the one before.
+func (s *Spool) keepSame(rootKey, rel string, st *syscall.Stat_t, gen int64, opened time.Time) {
+	ctime := ctimeOf(st)
+	if opened.UnixNano()-ctime < int64(mtimeSlack) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.same == nil || len(s.same) >= maxSame {
+		s.same = map[string]sameStat{} // checked by a query again: a cost, never a loss
+	}
+	s.same[rootKey+"\x00"+rel] = sameStat{int64(st.Dev), int64(st.Ino), st.Size, mtimeOf(st), ctime, gen}
+}
+
+// forgetSame forgets every log kept as unchanged: their rows changed
+// other than by a capture.
+func (s *Spool) forgetSame() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.same = nil
 }
 
 // mtimeSlack covers the coarse clock file times are taken from (a kernel

@@ -400,6 +400,7 @@ type PruneStats struct {
 // so their identity); lines of older generations are removed whole. A log
 // no consumer ever read is left alone (its consumer may not have run yet).
 func (s *Spool) Prune(ctx context.Context, cutoff time.Time) (PruneStats, error) {
+	defer s.forgetSame() // rows changed other than by a capture
 	var st PruneStats
 	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN l.pack>0 THEN l.size ELSE length(l.data) END),0) FROM lines l JOIN logs g ON g.id=l.log
 		WHERE l.data IS NOT NULL AND l.time < ? AND l.seq <= (SELECT MIN(p.seq) FROM progress p WHERE p.log=l.log)`, cutoff.UnixNano()).Scan(&st.Lines, &st.Bytes)
@@ -438,6 +439,7 @@ func (s *Spool) Prune(ctx context.Context, cutoff time.Time) (PruneStats, error)
 // Forget removes a log whose file is gone and whose lines every consumer
 // is done with, older than cutoff.
 func (s *Spool) Forget(ctx context.Context, cutoff time.Time) (int64, error) {
+	defer s.forgetSame() // rows changed other than by a capture
 	res, err := s.db.ExecContext(ctx, `DELETE FROM logs WHERE missing=1 AND changed < ?
 		AND seq <= COALESCE((SELECT MIN(p.seq) FROM progress p WHERE p.log=logs.id), 0)`, cutoff.UnixNano())
 	if err != nil {

@@ -29,5 +29,6 @@ func (s *Spool) Bind(ctx context.Context, root confine.ID) bool {
 // a replica comes from another host, whose device and inode numbers mean
 // nothing here. It returns how many roots it unbound.
 func (s *Spool) Unbind(ctx context.Context) (int, error) {
+	defer s.forgetSame() // rows changed other than by a capture
 	return state.UnbindRoots(ctx, s.db, "logs")
 }

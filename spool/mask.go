@@ -16,6 +16,7 @@ import (
 // Used by the opt-in scrub of credentials (scrub_secrets), which rewrites
 // the agent's file the same way.
 func (s *Spool) Mask(ctx context.Context, log int64, mask func(line []byte) ([]byte, bool)) (int, error) {
+	defer s.forgetSame() // rows changed other than by a capture
 	type change struct {
 		seq  int64
 		text []byte

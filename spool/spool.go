@@ -132,6 +132,9 @@ type Spool struct {
 	locks *[lockStripes]sync.Mutex
 	held  map[string]*heldLog // per log: the file last captured, still open
 	tick  int64               // orders held logs for eviction
+	// same are the logs a capture found settled and wholly captured, by
+	// the file's stat then (capture.go, keptSame).
+	same map[string]sameStat
 	// matching lists the logs whose generation may be getting its
 	// predecessor's tail back (see lineage.go), so an append to any
 	// other log costs no lookup.
@@ -139,8 +142,10 @@ type Spool struct {
 	// stmts are the statements of the hot paths, prepared once on the one
 	// connection: SQLite's parser costs more than a small capture.
 	stmts map[string]*sql.Stmt
-	// rematches counts captures that read a whole log again (tests).
-	rematches atomic.Int64
+	// rematches counts captures that read a whole log again (tests), and
+	// sameByStat those told unchanged by their stat alone.
+	rematches  atomic.Int64
+	sameByStat atomic.Int64
 	// bound lists the root keys Bind has run for.
 	bound state.Bindings
 	// blocks are the last blocks of text read, decoded.

@@ -77,14 +77,18 @@ func consolidateTargets(ctx context.Context, env *layout.Env, root *confine.Root
 	// ErrMore, with the targets found so far, says the next evaluation
 	// goes on from here.
 	err := env.EachFile(ctx, root, RuleConsolidate, o.Sessions, o.SessionsExclude, func(rel string) error {
+		if !o.Consolidate {
+			// Captured for recall; the agent consolidates its own.
+			if err := env.Capture(ctx, root, rel); !env.Refused(root, RuleConsolidate, rel, err) && err == nil {
+				env.Accepted(root, rel)
+			}
+			return nil
+		}
 		log, err := env.CaptureLog(ctx, root, rel)
 		if env.Refused(root, RuleConsolidate, rel, err) || err != nil {
 			return nil
 		}
 		env.Accepted(root, rel)
-		if !o.Consolidate {
-			return nil // captured for recall; the agent consolidates its own
-		}
 		if end, _, err := plan(ctx, env, root, log); err == nil && end > 0 {
 			out = append(out, rel)
 		}
