@@ -744,7 +744,8 @@ type authListener struct {
 // disk is what the state directory holds. The index's bytes take a
 // listing of thousands of files: they are measured again only once the
 // indexer wrote since, and then at most every diskEvery (the metrics,
-// refreshed every 10 seconds, had an idle daemon stat every index file).
+// refreshed every 10 seconds, had an idle daemon stat every index file,
+// and a busy one a sixth of an agent's every write in a large project).
 func (d *Daemon) disk() Disk {
 	writes := d.indexes.Writes()
 	d.diskMu.Lock()
@@ -755,8 +756,9 @@ func (d *Daemon) disk() Disk {
 	return answer.StateDiskWith(d.cfg.StateDir, d.diskIndex)
 }
 
-// diskEvery is how often the index's bytes are measured at most.
-const diskEvery = 10 * time.Second
+// diskEvery is how often the index's bytes are measured at most: what
+// status says of them is at most this old.
+const diskEvery = time.Minute
 
 // handleRedo answers POST /v1/redo/{id}: the hold ends, and the file's
 // root is evaluated at once.
