@@ -255,7 +255,11 @@ func (s *Spool) keptSame(root *confine.Root, rootKey, rel string) (int64, bool) 
 // change time, unless it came within the clock tick of the one before.
 func (s *Spool) keepSame(rootKey, rel string, st *syscall.Stat_t, gen int64, opened time.Time) {
 	ctime := ctimeOf(st)
-	if opened.UnixNano()-ctime < int64(mtimeSlack) {
+	slack := mtimeSlack
+	if ctime%int64(time.Second) == 0 {
+		slack = 2 * time.Second // a file system that keeps whole seconds
+	}
+	if opened.UnixNano()-ctime < int64(slack) {
 		return
 	}
 	s.mu.Lock()
