@@ -412,5 +412,5 @@ func homeBench(bin, dir string, mib, sessions int) []row {
 	rows = append(rows,
 		row{"  a rare word: recall --all --limit 10 vs rg -in, from $HOME", fmt.Sprintf("%s vs %s (%.1fx)", ms(mw), ms(peer), peer.Seconds()/mw.Seconds()), ">= 5x", verdict(5*mw <= peer)},
 		row{"  the question \"" + homeQuestion + "\" vs rg -in of its word", fmt.Sprintf("%s vs %s (%.1fx)", ms(q), ms(peer2), peer2.Seconds()/q.Seconds()), ">= 2x", verdict(2*q <= peer2)})
-	return rows
+	return append(rows, homeWrites(daemon.Process.Pid, projects)...)
 }
