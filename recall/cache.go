@@ -76,6 +76,7 @@ func (c *IndexCache) segment(path string) (*segment, error) {
 	if k := c.segs[path]; k != nil {
 		k.refs++
 		k.used = c.tick.Add(1)
+		k.seg.uses.Add(1)
 		c.mu.Unlock()
 		return k.seg, nil
 	}
@@ -96,6 +97,7 @@ func (c *IndexCache) segment(path string) (*segment, error) {
 		c.segs = map[string]*keptSegment{}
 	}
 	seg.keptBy, seg.keptPath = c, path
+	seg.uses.Store(1)
 	k := &keptSegment{seg: seg, refs: 1, used: c.tick.Add(1), size: int64(len(seg.data))}
 	c.segs[path] = k
 	c.segSize += k.size

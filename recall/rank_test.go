@@ -633,3 +633,52 @@ func TestTermKey(t *testing.T) {
 		}
 	}
 }
+
+// TestTermFilter: a kept segment's filter of terms, once built, lets
+// every term it holds through, and its look-ups answer as without it.
+func TestTermFilter(t *testing.T) {
+	b := newSegBuilder(0, 0, nil)
+	a := analysis.New()
+	for i := range 3000 {
+		b.add(a, []byte(fmt.Sprintf("message %d about the deploy%d and the rollback of service %d", i, i, i%7)), int64(i*60), int64(i+1), time.Time{})
+	}
+	b.endOff, b.nextLine = 3000*60, 3001
+	data := b.encode(fileID{dev: 1, ino: 2})
+	plain, err := parseSegment(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := parseSegment(data)
+	kept.keptBy = &IndexCache{}
+	kept.uses.Store(2)
+	var terms []string
+	for it := plain.iter(0); it.next(); {
+		terms = append(terms, string(it.term))
+	}
+	if kept.filter() == nil || len(terms) != plain.nterms {
+		t.Fatalf("no filter built for %d terms (%d walked)", plain.nterms, len(terms))
+	}
+	absent := 0
+	for i := range 20000 {
+		terms = append(terms, fmt.Sprintf("absent%d", i))
+	}
+	for _, term := range terms {
+		want, wok := plain.lookup(term)
+		got, ok := kept.lookup(term)
+		if ok != wok || got.df != want.df || got.maxTF != want.maxTF || len(got.post) != len(want.post) {
+			t.Fatalf("%q: %+v %v, want %+v %v", term, got, ok, want, wok)
+		}
+		if !kept.filter().mayHold(term) {
+			absent++
+		}
+	}
+	// About 1 in 30 of the absent terms get through two bits of twelve.
+	if absent < 19000 {
+		t.Errorf("the filter told %d of 20000 absent terms, want most", absent)
+	}
+	var fresh segment
+	fresh.keptBy = &IndexCache{}
+	if fresh.uses.Load() != 0 || fresh.filter() != nil {
+		t.Errorf("a segment kept once has a filter")
+	}
+}

@@ -16,8 +16,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/recall/analysis"
@@ -304,6 +308,11 @@ type segment struct {
 	docsAt, postAt, postEnd int64
 	docs, dict, index       []byte
 	postings                []byte
+	// has, for a segment the daemon's cache keeps, tells the terms it
+	// cannot hold (termFilter), built at its second search.
+	uses    atomic.Int32
+	hasOnce sync.Once
+	has     *termFilter
 }
 
 // encode writes the segment b describes.
@@ -801,6 +810,63 @@ func (s *segment) firstTerm(b int) []byte {
 	return d[n+m : n+m+int(l)]
 }
 
+// termFilter is a Bloom filter of a segment's terms (two bits a term of
+// about twelve): a question looks each of its terms up in every file's
+// segments, and a term a segment does not hold (a rare word: in nearly
+// all) cost a binary search and a walk of a dictionary block, memory the
+// cache had rarely kept warm.
+type termFilter struct {
+	bits []uint64
+	mask uint64
+}
+
+// maxFilterTerms bounds the terms of a segment given a filter (its bits
+// are a heap the cache does not count).
+const maxFilterTerms = 1 << 20
+
+func (f *termFilter) bitsOf(term []byte) (uint64, uint64) {
+	h := xxhash.Sum64(term)
+	return h & f.mask, (h >> 32) & f.mask
+}
+
+func (f *termFilter) add(term []byte) {
+	a, b := f.bitsOf(term)
+	f.bits[a>>6] |= 1 << (a & 63)
+	f.bits[b>>6] |= 1 << (b & 63)
+}
+
+func (f *termFilter) mayHold(term string) bool {
+	a, b := f.bitsOf(unsafe.Slice(unsafe.StringData(term), len(term)))
+	return f.bits[a>>6]&(1<<(a&63)) != 0 && f.bits[b>>6]&(1<<(b&63)) != 0
+}
+
+// filter is the segment's filter of terms: none for a segment a search
+// opened for itself, nor before the second search of a kept one (one
+// search looks each of its terms up once: a walk of the whole dictionary
+// would cost more), nor for a dictionary that does not read whole.
+func (s *segment) filter() *termFilter {
+	if s.keptBy == nil || s.nterms > maxFilterTerms || s.uses.Load() < 2 {
+		return nil
+	}
+	s.hasOnce.Do(func() {
+		n := uint64(64)
+		for n < uint64(s.nterms)*12 {
+			n <<= 1
+		}
+		f := &termFilter{bits: make([]uint64, n/64), mask: n - 1}
+		it := s.iter(0)
+		k := 0
+		for it.next() {
+			f.add(it.term)
+			k++
+		}
+		if !it.bad && k == s.nterms {
+			s.has = f
+		}
+	})
+	return s.has
+}
+
 // termKey is a term's first 8 bytes, zero-padded, as a number that
 // orders as the terms do (where two keys are equal, the terms are
 // compared whole).
@@ -888,6 +954,9 @@ func compareTerms(x, y sortKey, term func(i int32) []byte) int {
 // first terms by their keys (the block index alone, no varint decoded),
 // then a walk of one block.
 func (s *segment) lookup(term string) (termInfo, bool) {
+	if f := s.filter(); f != nil && !f.mayHold(term) {
+		return termInfo{}, false
+	}
 	blocks := (s.nterms + dictBlock - 1) / dictBlock
 	key := termKey(term)
 	// The last block whose first term is at most term.
