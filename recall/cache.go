@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/memwatch/memwatch/confine"
 )
 
 // IndexCache keeps the large indexes a daemon's searches read, parsed,
@@ -204,7 +206,7 @@ func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 	var st syscall.Stat_t
 	if syscall.Stat(path, &st) == nil {
 		c.mu.RLock()
-		if e := c.entries[path]; e != nil && e.ino == uint64(st.Ino) && e.size == st.Size && e.ctime == ctimeOf(&st) && e.ctime != 0 {
+		if e := c.entries[path]; e != nil && e.ino == uint64(st.Ino) && e.size == st.Size && e.ctime == confine.ChangeTime(&st) && e.ctime != 0 {
 			e.used.Store(c.tick.Add(1))
 			c.mu.RUnlock()
 			return e.idx, nil
@@ -232,7 +234,7 @@ func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 	}
 	var after syscall.Stat_t
 	settled := settledCtime(&before, time.Now())
-	if settled == 0 || syscall.Fstat(fd, &after) != nil || ctimeOf(&after) != settled || after.Size != before.Size || idx.data == nil {
+	if settled == 0 || syscall.Fstat(fd, &after) != nil || confine.ChangeTime(&after) != settled || after.Size != before.Size || idx.data == nil {
 		// Written lately, or while it was read: this search's alone.
 		return idx, nil
 	}

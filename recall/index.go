@@ -143,7 +143,7 @@ type fileIndex struct {
 // file systems), so a write in the tick of the stat could leave it as it
 // was.
 func settledCtime(st *syscall.Stat_t, now time.Time) int64 {
-	c := ctimeOf(st)
+	c := confine.ChangeTime(st)
 	margin := int64(50 * time.Millisecond)
 	if c%1e9 == 0 {
 		margin = int64(2 * time.Second) // whole seconds: a coarse file system
@@ -412,7 +412,7 @@ func (idx *fileIndex) current(f *os.File, fi fs.FileInfo) bool {
 		return false
 	}
 	if idx.ctime != 0 {
-		if ctimeOf(st) == idx.ctime {
+		if confine.ChangeTime(st) == idx.ctime {
 			return true
 		}
 		if fi.Size() == idx.end {

@@ -609,7 +609,7 @@ func listRoot(o Options, r Root, want map[string]bool, stat statFunc) rootFiles 
 		seen[rel] = true
 		f := file{root: rp, rel: rel, src: &rp.Sources[si], mtime: fi.ModTime().UnixNano(), size: fi.Size(), gen: max(gen, 1), readable: r.Root.Owner().MayRead(fi)}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			f.dev, f.ino, f.ctime = uint64(st.Dev), uint64(st.Ino), ctimeOf(st)
+			f.dev, f.ino, f.ctime = uint64(st.Dev), uint64(st.Ino), confine.ChangeTime(st)
 		}
 		if o.Generation != nil && src.Kind == Log && gen == 0 {
 			if g := o.Generation(r.Root, rel); g > 0 {

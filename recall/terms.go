@@ -1318,7 +1318,7 @@ func termChain(paths []string, fh *os.File, fi fs.FileInfo) []chainLink {
 	if !ok {
 		return nil
 	}
-	f := file{size: fi.Size(), dev: uint64(st.Dev), ino: uint64(st.Ino), ctime: ctimeOf(st)}
+	f := file{size: fi.Size(), dev: uint64(st.Dev), ino: uint64(st.Ino), ctime: confine.ChangeTime(st)}
 	return termChainOf(paths, f, func() (*os.File, error) { return fh, nil }, readSegmentHeader)
 }
 

@@ -198,7 +198,7 @@ func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o O
 		// Nothing new: no transaction at all (a start-up evaluates
 		// thousands of logs that have not changed), and no read of the
 		// lines already matched.
-		s.keepSame(key, rel, sys, st.Gen, opened)
+		s.keepSame(key, rel, fi, st.Gen, opened)
 		return Result{Gen: st.Gen, Why: "same"}, nil
 	case !st.Missing && st.dev == dev && st.ino == ino && fi.Size() > st.Offset && s.tailIntact(f, &st):
 		res, err := s.appendLines(ctx, f, &st, o)
@@ -238,7 +238,7 @@ func (s *Spool) keptSame(root *confine.Root, rootKey, rel string) (int64, bool) 
 	}
 	if fi, err := root.Lstat(rel); err == nil {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() &&
-			(sameStat{int64(st.Dev), int64(st.Ino), fi.Size(), fi.ModTime().UnixNano(), ctimeOf(st), kept.gen}) == kept {
+			(sameStat{int64(st.Dev), int64(st.Ino), fi.Size(), fi.ModTime().UnixNano(), confine.ChangeTime(st), kept.gen}) == kept {
 			s.sameByStat.Add(1)
 			return kept.gen, true
 		}
@@ -249,12 +249,16 @@ func (s *Spool) keptSame(root *confine.Root, rootKey, rel string) (int64, bool) 
 	return 0, false
 }
 
-// keepSame records the log's file (st, stat'ed at the time opened,
+// keepSame records the log's file (fi, stat'ed at the time opened,
 // before the capture read it) as wholly captured at generation gen, when
 // its change time was settled then: a write after the stat gets a later
 // change time, unless it came within the clock tick of the one before.
-func (s *Spool) keepSame(rootKey, rel string, st *syscall.Stat_t, gen int64, opened time.Time) {
-	ctime := ctimeOf(st)
+func (s *Spool) keepSame(rootKey, rel string, fi os.FileInfo, gen int64, opened time.Time) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	ctime := confine.ChangeTime(st)
 	slack := mtimeSlack
 	if ctime%int64(time.Second) == 0 {
 		slack = 2 * time.Second // a file system that keeps whole seconds
@@ -267,7 +271,7 @@ func (s *Spool) keepSame(rootKey, rel string, st *syscall.Stat_t, gen int64, ope
 	if s.same == nil || len(s.same) >= maxSame {
 		s.same = map[string]sameStat{} // checked by a query again: a cost, never a loss
 	}
-	s.same[rootKey+"\x00"+rel] = sameStat{int64(st.Dev), int64(st.Ino), st.Size, mtimeOf(st), ctime, gen}
+	s.same[rootKey+"\x00"+rel] = sameStat{int64(st.Dev), int64(st.Ino), fi.Size(), fi.ModTime().UnixNano(), ctime, gen}
 }
 
 // forgetSame forgets every log kept as unchanged: their rows changed

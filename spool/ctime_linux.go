@@ -1,9 +1,0 @@
-package spool
-
-import "syscall"
-
-// ctimeOf is a file's change time, in nanoseconds.
-func ctimeOf(st *syscall.Stat_t) int64 { return st.Ctim.Nano() }
-
-// mtimeOf is a file's modification time, in nanoseconds.
-func mtimeOf(st *syscall.Stat_t) int64 { return st.Mtim.Nano() }
