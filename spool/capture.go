@@ -216,8 +216,21 @@ type sameStat struct {
 	dev, ino, size, mtime, ctime, gen int64
 }
 
-// maxSame bounds the logs kept as unchanged (about 100 bytes each).
-const maxSame = 1 << 20
+// maxSame bounds the logs kept as unchanged, about 100 bytes each (a
+// home of more: the captures past it query the spool, a cost, never a
+// loss).
+const maxSame = 1 << 18
+
+// sameKey is a log's key in Spool.same: a hash of its root's key and its
+// path (what two logs share only by chance is a hash; a file's stat is
+// its own).
+func sameKey(rootKey, rel string) uint64 {
+	d := xxhash.New()
+	d.WriteString(rootKey)
+	d.WriteString("\x00")
+	d.WriteString(rel)
+	return d.Sum64()
+}
 
 // keptSame reports whether the log rel is still the file a capture found
 // wholly captured (keepSame), by one lstat, and its generation: a root's
@@ -229,7 +242,7 @@ const maxSame = 1 << 20
 // forgets it, before the capture (the one writer of the log's row, under
 // its lock) goes on.
 func (s *Spool) keptSame(root *confine.Root, rootKey, rel string) (int64, bool) {
-	k := rootKey + "\x00" + rel
+	k := sameKey(rootKey, rel)
 	s.mu.Lock()
 	kept, ok := s.same[k]
 	s.mu.Unlock()
@@ -269,9 +282,9 @@ func (s *Spool) keepSame(rootKey, rel string, fi os.FileInfo, gen int64, opened 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.same == nil || len(s.same) >= maxSame {
-		s.same = map[string]sameStat{} // checked by a query again: a cost, never a loss
+		s.same = map[uint64]sameStat{} // checked by a query again: a cost, never a loss
 	}
-	s.same[rootKey+"\x00"+rel] = sameStat{int64(st.Dev), int64(st.Ino), fi.Size(), fi.ModTime().UnixNano(), ctime, gen}
+	s.same[sameKey(rootKey, rel)] = sameStat{int64(st.Dev), int64(st.Ino), fi.Size(), fi.ModTime().UnixNano(), ctime, gen}
 }
 
 // forgetSame forgets every log kept as unchanged: their rows changed

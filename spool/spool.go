@@ -134,7 +134,7 @@ type Spool struct {
 	tick  int64               // orders held logs for eviction
 	// same are the logs a capture found settled and wholly captured, by
 	// the file's stat then (capture.go, keptSame).
-	same map[string]sameStat
+	same map[uint64]sameStat
 	// matching lists the logs whose generation may be getting its
 	// predecessor's tail back (see lineage.go), so an append to any
 	// other log costs no lookup.
