@@ -95,8 +95,7 @@ func NewClient(socket string) *Client { return &Client{Socket: socket} }
 // (it replaced the daemon's), and what the CLI would send it is not
 // theirs (ErrNotDaemon). The MCP proxy dials its HTTP client with it.
 func Dial(ctx context.Context, socket string) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", socket)
+	c, err := dialBusy(ctx, socket)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +104,34 @@ func Dial(ctx context.Context, socket string) (net.Conn, error) {
 		return nil, fmt.Errorf("%w: the process answering on %s runs as uid %d, neither root nor you; it is not memwatch's daemon", ErrNotDaemon, socket, uid)
 	}
 	return c, nil
+}
+
+// busyFor bounds how long a dial waits out a full listen queue.
+const busyFor = 10 * time.Second
+
+// dialBusy dials socket, waiting while its listen queue is full. A unix
+// socket whose queue is full refuses a non-blocking connect with EAGAIN
+// at once (Go's dials do not block), where a TCP connect would wait:
+// another client's burst of connections would fail this one, however
+// briefly the daemon takes to accept them. It tries again, from 1 ms
+// doubling to 50 ms, until the context ends or busyFor has passed.
+func dialBusy(ctx context.Context, socket string) (net.Conn, error) {
+	var d net.Dialer
+	wait, until := time.Millisecond, time.Now().Add(busyFor)
+	for {
+		c, err := d.DialContext(ctx, "unix", socket)
+		if err == nil || !errors.Is(err, syscall.EAGAIN) || time.Now().After(until) {
+			return c, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
 }
 
 // Expect makes the client refuse a daemon that runs another policy (id,

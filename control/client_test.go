@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -179,4 +181,73 @@ func FuzzReadAnswer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A full listen queue refuses a unix connect at once with EAGAIN; Dial
+// waits it out while the daemon accepts, and gives up with its context.
+func TestDialWaitsOutAFullQueue(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "memwatch.sock")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: socket}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.FileListener(os.NewFile(uintptr(fd), socket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var queued []net.Conn
+	defer func() {
+		for _, c := range queued {
+			c.Close()
+		}
+	}()
+	for {
+		c, err := net.Dial("unix", socket)
+		if errors.Is(err, syscall.EAGAIN) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if queued = append(queued, c); len(queued) > 100 {
+			t.Skip("this kernel queues past the backlog")
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err = Dial(ctx, socket)
+	cancel()
+	if !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("Dial with a full queue and a context of 100 ms: %v, want EAGAIN", err)
+	}
+
+	dialled := make(chan error, 1)
+	go func() {
+		c, err := Dial(context.Background(), socket)
+		if err == nil {
+			c.Close()
+		}
+		dialled <- err
+	}()
+	// The daemon gets to its queue a moment later: Dial is answered.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if err := <-dialled; err != nil {
+		t.Errorf("Dial while the queue drains: %v", err)
+	}
 }

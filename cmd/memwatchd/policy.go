@@ -9,6 +9,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/memwatch/memwatch/cmd/internal/cli"
@@ -110,6 +111,9 @@ func (g *globals) resolveStateDir(p *policy.Policy) string {
 // answers reports whether a daemon listens on the socket.
 func answers(socket string) bool {
 	c, err := net.DialTimeout("unix", socket, 200*time.Millisecond)
+	if errors.Is(err, syscall.EAGAIN) {
+		return true // its queue is full: it listens, busy
+	}
 	if err != nil {
 		return false
 	}
