@@ -246,7 +246,7 @@ func (x *Recaller) Resolve(ctx context.Context, req control.RecallRequest) (root
 			continue
 		}
 		path := w.ID.Path
-		r := recall.Root{Root: root, Sources: srcs, Name: recall.ProjectName(path), Store: w.Store.Name, ProjectFunc: func() string { return scope.Name(path) }, Under: under}
+		r := recall.Root{Root: root, Sources: srcs, Name: recall.ProjectName(path), Store: w.Store.Name, ProjectFunc: func() string { return x.Cache.Name(path) }, Under: under}
 		if w.Files != nil {
 			r.Listed = listed(w.Files, srcs)
 		}

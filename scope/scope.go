@@ -30,6 +30,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/layout/registry"
@@ -299,9 +300,22 @@ func (c *Cache) cwdOf(root *confine.Root, rel string) string {
 // does not change), so a daemon asked many times reads each once. Safe
 // for concurrent use; a nil Cache remembers nothing.
 type Cache struct {
-	mu sync.Mutex
-	m  map[string]string
+	mu    sync.Mutex
+	m     map[string]string
+	names map[string]named // Name's answers, by root
 }
+
+// named is a root's Name and when it was found.
+type named struct {
+	name string
+	at   time.Time
+}
+
+// nameFor is how long a Cache gives a root's Name again: a label, found
+// by looking up the directories the root's name encodes (as its owner,
+// with up to a stat a level), which a search gave each root with a
+// result, each time.
+const nameFor = time.Minute
 
 // maxCached bounds the logs a Cache remembers.
 const maxCached = 200_000
@@ -326,6 +340,29 @@ func (c *Cache) put(key, cwd string) {
 		c.m = map[string]string{}
 	}
 	c.m[key] = cwd
+}
+
+// Name is the package's Name of root, found again once nameFor has
+// passed; a nil Cache finds it each time.
+func (c *Cache) Name(root string) string {
+	if c == nil {
+		return Name(root)
+	}
+	now := time.Now()
+	c.mu.Lock()
+	e, ok := c.names[root]
+	c.mu.Unlock()
+	if ok && now.Sub(e.at) < nameFor && now.Sub(e.at) >= 0 {
+		return e.name
+	}
+	n := Name(root)
+	c.mu.Lock()
+	if c.names == nil || len(c.names) >= maxCached {
+		c.names = map[string]named{}
+	}
+	c.names[root] = named{n, now}
+	c.mu.Unlock()
+	return n
 }
 
 // Name is the short name a root goes by in results: the name of the

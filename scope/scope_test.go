@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/layout/registry"
@@ -122,9 +123,30 @@ func TestName(t *testing.T) {
 			cases = append(cases, struct{ root, want string }{root, strings.TrimPrefix(filepath.Base(root), "-")})
 		}
 	}
+	var c Cache
 	for _, tc := range cases {
 		if got := Name(tc.root); got != tc.want {
 			t.Errorf("Name(%s) = %q, want %q", tc.root, got, tc.want)
 		}
+		for range 2 { // found, then remembered
+			if got := c.Name(tc.root); got != tc.want {
+				t.Errorf("Cache.Name(%s) = %q, want %q", tc.root, got, tc.want)
+			}
+		}
+	}
+	// Remembered for nameFor: a directory made since is not looked up
+	// again until then.
+	late := enc(filepath.Join(home, "src", "late-app"))
+	before := c.Name(late)
+	if before == "late-app" {
+		t.Fatalf("Cache.Name(%s) = %q before its directory was made", late, before)
+	}
+	os.MkdirAll(filepath.Join(home, "src", "late-app"), 0o755)
+	if got := c.Name(late); got != before {
+		t.Errorf("Cache.Name(%s) = %q at once, want %q (remembered)", late, got, before)
+	}
+	c.names[late] = named{c.names[late].name, time.Now().Add(-nameFor)}
+	if got := c.Name(late); got != "late-app" {
+		t.Errorf("Cache.Name(%s) after nameFor = %q, want late-app", late, got)
 	}
 }
