@@ -121,7 +121,7 @@ func Open(p string, o Options) (*Root, error) {
 	if o.Owner != nil {
 		owner = *o.Owner
 	} else {
-		r, st, err := walkDir(b, p)
+		r, st, err := walkFrom(b, p, o.Prefixes, "")
 		if err != nil {
 			return nil, openError(p, err, Identity{UID: os.Geteuid()})
 		}
@@ -135,7 +135,7 @@ func Open(p string, o Options) (*Root, error) {
 	}
 	var r *os.Root
 	var st *syscall.Stat_t
-	err = actAs(owner, func() (err error) { r, st, err = walkDir(b, p); return err })
+	err = actAs(owner, func() (err error) { r, st, err = walkFrom(b, p, o.Prefixes, owner.key()); return err })
 	if err != nil {
 		return nil, openError(p, err, owner)
 	}

@@ -422,6 +422,10 @@ func TestPrefixesShareOnlyTheTrustedPart(t *testing.T) {
 			t.Errorf("%s in a batch: %+v, alone %+v", name, got, want)
 		}
 	}
+	// The directory above them was opened once for the batch.
+	if n := len(pre.bases); n != 1 {
+		t.Errorf("the batch opened %d base directories for two roots beside each other, want 1", n)
+	}
 	// Swapped for a link after the batch walked it.
 	if err := os.Rename(filepath.Join(home, "projects"), filepath.Join(home, "old")); err != nil {
 		t.Fatal(err)
@@ -433,5 +437,14 @@ func TestPrefixesShareOnlyTheTrustedPart(t *testing.T) {
 	_, alone := Open(filepath.Join(home, "projects", "c"), Options{})
 	if (err == nil) != (alone == nil) {
 		t.Errorf("through a link, in a batch: %v; alone: %v", err, alone)
+	}
+	// Closed, the batch keeps nothing; the roots it opened are their own.
+	pre.Close()
+	if len(pre.bases) != 0 || len(pre.old) != 0 {
+		t.Errorf("a closed batch keeps %d base directories and %d replaced", len(pre.bases), len(pre.old))
+	}
+	r := mustOpen(t, filepath.Join(home, "projects", "c"), Options{Prefixes: pre})
+	if _, err := r.Stat("."); err != nil {
+		t.Errorf("a root opened in a closed batch: %v", err)
 	}
 }

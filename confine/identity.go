@@ -1,6 +1,7 @@
 package confine
 
 import (
+	"fmt"
 	"io/fs"
 	"os/user"
 	"slices"
@@ -129,4 +130,10 @@ func LookupIdentity(name, group string) (Identity, error) {
 	id := identityOf(uid, gid)
 	id.GID = gid
 	return id, nil
+}
+
+// key names the identity in a batch's keys (Prefixes): the search
+// permission the kernel checks depends on all of it.
+func (id Identity) key() string {
+	return fmt.Sprint(id.UID, ":", id.GID, ":", id.Groups)
 }

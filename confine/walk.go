@@ -186,8 +186,11 @@ func trustedPrefix(d string) (base string, rest []string, err error) {
 // what each open finds). A batch is short: a new one for each search.
 // Safe for concurrent use; the zero value is ready, and nil keeps nothing.
 type Prefixes struct {
-	mu sync.Mutex
-	m  map[string]prefixAnswer
+	mu     sync.Mutex
+	m      map[string]prefixAnswer
+	bases  map[string]batchBase // by identity and path (openBase)
+	old    []*os.Root           // bases replaced, closed with the batch
+	closed bool
 }
 
 type prefixAnswer struct {
@@ -213,6 +216,76 @@ func (p *Prefixes) trustedPrefix(d string) (string, []string, error) {
 		p.mu.Unlock()
 	}
 	return a.base, slices.Clone(a.rest), a.err
+}
+
+// openBase opens the directory base, which a route reaches by its names
+// as written: for a batch (p not nil) and a walk that goes on below it
+// (below), once per identity who (a batch's roots are mostly the
+// projects of one directory; its open, fstat and close were a third of
+// each root's), else for the caller alone. shared is the batch's open
+// directory, which the caller does not close (Close does).
+func (p *Prefixes) openBase(base, who string, below bool) (r, shared *os.Root, err error) {
+	if p == nil || !below {
+		r, err = os.OpenRoot(base)
+		return r, nil, err
+	}
+	k := who + "\x00" + base
+	p.mu.Lock()
+	b, ok := p.bases[k]
+	p.mu.Unlock()
+	// The name still leads to the directory opened (one stat, by the
+	// name, as this identity: the kernel checks its search permission on
+	// the way again): root may have replaced it since.
+	var now syscall.Stat_t
+	if ok && syscall.Stat(base, &now) == nil && now.Dev == b.dev && now.Ino == b.ino {
+		return b.r, b.r, nil
+	}
+	if r, err = os.OpenRoot(base); err != nil {
+		return nil, nil, err
+	}
+	st, err := statRoot(r)
+	if err != nil {
+		r.Close()
+		return nil, nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return r, nil, nil // the batch is over: this walk's alone
+	}
+	if p.bases == nil {
+		p.bases = map[string]batchBase{}
+	}
+	// One replaced (by this walk or another at once) stays open until
+	// Close: a walk may be using it.
+	p.old = append(p.old, p.bases[k].r)
+	p.bases[k] = batchBase{r, uint64(st.Dev), uint64(st.Ino)}
+	return r, r, nil
+}
+
+// batchBase is a batch's open base directory and what it is.
+type batchBase struct {
+	r        *os.Root
+	dev, ino uint64
+}
+
+// Close closes the directories the batch opened (the roots it opened
+// are their callers'). A batch closed keeps nothing more.
+func (p *Prefixes) Close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range p.bases {
+		b.r.Close()
+	}
+	for _, r := range p.old {
+		if r != nil {
+			r.Close()
+		}
+	}
+	p.bases, p.old, p.closed = nil, nil, true
 }
 
 // splitPath is an absolute path's names.
@@ -246,37 +319,51 @@ func inWithin(p string, within []string) bool {
 // an owner's search permission on every directory on the way). p names
 // the destination in messages. The caller closes the result.
 func walkDir(rt route, p string) (*os.Root, *syscall.Stat_t, error) {
-	r, err := os.OpenRoot(rt.base)
+	return walkFrom(rt, p, nil, "")
+}
+
+// walkFrom is walkDir with the base opened once for a batch of opens
+// (pre's, for the identity named who: the kernel checked that identity's
+// search permission on the way to it), or for this walk alone (nil pre).
+func walkFrom(rt route, p string, pre *Prefixes, who string) (*os.Root, *syscall.Stat_t, error) {
+	r, shared, err := pre.openBase(rt.base, who, len(rt.names) > 0)
 	if err != nil {
 		return nil, nil, err
 	}
+	// release closes r unless it is the batch's.
+	release := func(r *os.Root) {
+		if r != shared {
+			r.Close()
+		}
+	}
 	names := rt.names
+	var st *syscall.Stat_t // what r is, once a name was opened
 	for i, name := range names {
 		last := i == len(names)-1
 		at := filepath.Join(append([]string{rt.base}, names[:i+1]...)...)
 		fi, err := r.Lstat(name)
 		if err != nil {
-			r.Close()
+			release(r)
 			return nil, nil, err
 		}
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0 && last:
-			r.Close()
+			release(r)
 			return nil, nil, fmt.Errorf("%s: %w", p, ErrSymlinkRoot)
 		case fi.Mode()&fs.ModeSymlink != 0:
-			r.Close()
+			release(r)
 			return nil, nil, fmt.Errorf("open store root %s: %s is a symbolic link: %w (name the directory it leads to in the store's glob instead)", p, at, ErrSymlinkParent)
 		case !fi.IsDir():
-			r.Close()
+			release(r)
 			return nil, nil, fmt.Errorf("open store root %s: %s is not a directory", p, at)
 		}
 		seen := fi.Sys().(*syscall.Stat_t)
 		sub, err := r.OpenRoot(name)
-		r.Close()
+		release(r)
 		if err != nil {
 			return nil, nil, err
 		}
-		st, err := statRoot(sub)
+		st, err = statRoot(sub)
 		if err != nil {
 			sub.Close()
 			return nil, nil, err
@@ -293,10 +380,11 @@ func walkDir(rt route, p string) (*os.Root, *syscall.Stat_t, error) {
 		}
 		r = sub
 	}
-	st, err := statRoot(r)
-	if err != nil {
-		r.Close()
-		return nil, nil, err
+	if st == nil {
+		if st, err = statRoot(r); err != nil {
+			release(r)
+			return nil, nil, err
+		}
 	}
 	return r, st, nil
 }

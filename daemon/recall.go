@@ -45,7 +45,12 @@ func (d *Daemon) handleRecall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := access.CallerOf(r.Context())
-	x, err := d.recaller(r.Context(), caller)
+	// A search opens each root it reaches, a home's tens of projects
+	// under one directory: the trusted part of their paths is walked,
+	// and its directory opened, once.
+	pre := new(confine.Prefixes)
+	defer pre.Close()
+	x, err := d.recaller(r.Context(), caller, pre)
 	if err != nil {
 		writeErr(w, http.StatusServiceUnavailable, err)
 		return
@@ -97,16 +102,13 @@ const watchSyncDir = "watch-sync"
 const indexCacheBytes = 32 << 20
 
 // recaller is the answer.Recaller of the roots caller reaches: the roots the
-// watcher found, opened as every job opens them.
-func (d *Daemon) recaller(ctx context.Context, caller *access.Caller) (*answer.Recaller, error) {
+// watcher found, opened as every job opens them, in the batch pre.
+func (d *Daemon) recaller(ctx context.Context, caller *access.Caller, pre *confine.Prefixes) (*answer.Recaller, error) {
 	ids, err := d.watch.RootIDs(ctx)
 	if err != nil {
 		return nil, err
 	}
 	p := d.Policy()
-	// A search opens each root it reaches, a home's tens of projects
-	// under one directory: the trusted part of their paths is walked once.
-	pre := new(confine.Prefixes)
 	x := &answer.Recaller{Policy: p, Cache: &d.scopes,
 		Open:    func(s *policy.Store, path string) (*confine.Root, error) { return d.openRootIn(s, path, pre) },
 		Reaches: caller.Reaches,
