@@ -40,6 +40,11 @@ type IndexCache struct {
 	mu      sync.RWMutex // guards what follows
 	size    int64
 	entries map[string]*keptIndex
+	// named are entries' of the trusted directory by their name's hash
+	// (indexPath's): a rare word looks up each of a home's thousands of
+	// logs, and hashing and comparing their paths was a tenth of its
+	// answer.
+	named map[uint64]*keptIndex
 	// segs are the term segments of the trusted directory kept mapped
 	// between searches (a question over a home opened and mapped each
 	// session's at every search, a third of its time), each with the
@@ -180,14 +185,52 @@ func (c *IndexCache) trustedKept(dir, path string) *fileIndex {
 	if c == nil || c.trusted == "" || dir != c.trusted {
 		return nil
 	}
+	h, ok := nameHash(path)
+	if !ok {
+		return nil
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	e := c.entries[path]
+	e := c.named[h]
 	if e == nil {
 		return nil
 	}
 	e.used.Store(c.tick.Add(1))
 	return e.idx
+}
+
+// nameHash is the hash an index's name holds (indexPath's sixteen hex
+// digits before .idx).
+func nameHash(path string) (uint64, bool) {
+	const hexLen, ext = 16, ".idx"
+	if len(path) < hexLen+len(ext)+1 || path[len(path)-len(ext):] != ext || path[len(path)-len(ext)-hexLen-1] != filepath.Separator {
+		return 0, false
+	}
+	var h uint64
+	for _, c := range []byte(path[len(path)-len(ext)-hexLen : len(path)-len(ext)]) {
+		switch {
+		case c >= '0' && c <= '9':
+			h = h<<4 | uint64(c-'0')
+		case c >= 'a' && c <= 'f':
+			h = h<<4 | uint64(c-'a'+10)
+		default:
+			return 0, false
+		}
+	}
+	return h, true
+}
+
+// drop removes the entry at path (c.mu held).
+func (c *IndexCache) drop(path string) {
+	e := c.entries[path]
+	if e == nil {
+		return
+	}
+	c.size -= e.size
+	delete(c.entries, path)
+	if h, ok := nameHash(path); ok && c.named[h] == e {
+		delete(c.named, h)
+	}
 }
 
 // read returns the index at path with its blocks: the kept copy when the
@@ -258,10 +301,7 @@ func (c *IndexCache) forget(path string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.forgets++
-	if e := c.entries[path]; e != nil {
-		c.size -= e.size
-		delete(c.entries, path)
-	}
+	c.drop(path)
 	c.dropSegment(path)
 }
 
@@ -298,12 +338,16 @@ func (c *IndexCache) keep(path string, e *keptIndex, forgets uint64) bool {
 		return false
 	}
 	e.idx.kept = true
-	if old := c.entries[path]; old != nil {
-		c.size -= old.size
-	}
+	c.drop(path)
 	e.used.Store(c.tick.Add(1))
 	c.entries[path] = e
 	c.size += e.size
+	if h, ok := nameHash(path); ok && filepath.Dir(path) == c.trusted && c.trusted != "" {
+		if c.named == nil {
+			c.named = map[uint64]*keptIndex{}
+		}
+		c.named[h] = e
+	}
 	if c.size <= c.max {
 		return true
 	}
@@ -319,8 +363,7 @@ func (c *IndexCache) keep(path string, e *keptIndex, forgets uint64) bool {
 		if c.size <= c.max/4*3 {
 			break
 		}
-		c.size -= c.entries[p].size
-		delete(c.entries, p)
+		c.drop(p)
 	}
 	return true
 }

@@ -162,6 +162,54 @@ func TestIndexCacheDropsLeastRecentlyUsed(t *testing.T) {
 	}
 }
 
+// TestTrustedKeptByName: an index of the trusted directory is found by
+// its name's hash as by its path, and no longer once it is forgotten,
+// replaced or dropped; one elsewhere is not trusted.
+func TestTrustedKeptByName(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "index")
+	c := NewIndexCache(300)
+	c.TrustWrites(dir)
+	a, b := indexPath(dir, "/r", "a.jsonl"), indexPath(dir, "/r", "b.jsonl")
+	if h, ok := nameHash(a); !ok || h == 0 {
+		t.Fatalf("nameHash(%s) = %x, %v", a, h, ok)
+	}
+	for _, p := range []string{"", "a.idx", "/x/0123456789abcdeg.idx", "/x/0123456789abcdef.id", "/x/123456789abcdef.idx"} {
+		if _, ok := nameHash(p); ok {
+			t.Errorf("nameHash(%q) is a hash", p)
+		}
+	}
+	first := &keptIndex{idx: &fileIndex{}, size: 100}
+	c.keep(a, first, 0)
+	if got := c.trustedKept(dir, a); got != first.idx {
+		t.Errorf("trustedKept of a kept index: %p, want %p", got, first.idx)
+	}
+	if got := c.trustedKept(dir, b); got != nil {
+		t.Errorf("trustedKept of an index never kept: %p", got)
+	}
+	second := &keptIndex{idx: &fileIndex{}, size: 100}
+	c.keep(a, second, 0)
+	if got := c.trustedKept(dir, a); got != second.idx {
+		t.Errorf("trustedKept after the index was kept again: %p, want the second %p", got, second.idx)
+	}
+	c.forget(a)
+	if got := c.trustedKept(dir, a); got != nil || len(c.named) != 0 {
+		t.Errorf("trustedKept of a forgotten index: %p (%d named)", got, len(c.named))
+	}
+	// Dropped past the bound: its name goes with it.
+	for i := range 5 {
+		c.keep(indexPath(dir, "/r", fmt.Sprint(i)), &keptIndex{idx: &fileIndex{}, size: 100}, 0)
+	}
+	if len(c.named) != len(c.entries) {
+		t.Errorf("%d named of %d entries kept", len(c.named), len(c.entries))
+	}
+	// An index of another directory is checked by a stat, never trusted.
+	other := indexPath(t.TempDir(), "/r", "a.jsonl")
+	c.keep(other, &keptIndex{idx: &fileIndex{}, size: 10}, 0)
+	if got := c.trustedKept(filepath.Dir(other), other); got != nil {
+		t.Errorf("trustedKept of an index outside the trusted directory: %p", got)
+	}
+}
+
 // TestKeptSegmentsWhileIndexing: the daemon's cache keeps term segments
 // mapped between searches while the indexer appends, merges and removes
 // them: searches running meanwhile read only live mappings (a mapping is
