@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -483,6 +484,10 @@ func (r *ranker) prepare() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// The look-ups of a segment holding none of the terms (most
+			// of a home's, for each of a question's rarer words) leave
+			// nothing behind: they go in scratch, copied when one is found.
+			scratch := make([]termInfo, len(r.terms))
 			for {
 				k := int(next.Add(1) - 1)
 				if k >= len(r.files) {
@@ -491,17 +496,20 @@ func (r *ranker) prepare() {
 				f := r.files[k]
 				f.df = make([]float64, len(r.terms))
 				for _, s := range f.segs {
-					ref := segRef{file: f, seg: s, tis: make([]termInfo, len(r.terms))}
 					any := false
 					for i, t := range r.terms {
-						if ti, ok := s.lookup(t); ok {
-							ref.tis[i] = ti
+						ti, ok := s.lookup(t)
+						if !ok {
+							ti = termInfo{} // df 0: absent
+						}
+						scratch[i] = ti
+						if ok {
 							f.df[i] += float64(ti.df)
 							any = true
 						}
 					}
 					if any {
-						found[k] = append(found[k], ref)
+						found[k] = append(found[k], segRef{file: f, seg: s, tis: slices.Clone(scratch)})
 					}
 				}
 			}
@@ -510,7 +518,12 @@ func (r *ranker) prepare() {
 	wg.Wait()
 	var total int64
 	df := make([]int64, len(r.terms))
-	r.looked = map[*segment][]termInfo{}
+	n := 0
+	for _, refs := range found {
+		n += len(refs)
+	}
+	r.looked = make(map[*segment][]termInfo, n)
+	r.segs = slices.Grow(r.segs, n)
 	for k, f := range r.files {
 		for _, s := range f.segs {
 			r.n += int64(s.count())
