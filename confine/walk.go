@@ -237,7 +237,7 @@ func (p *Prefixes) openBase(base, who string, below bool) (r, shared *os.Root, e
 	// name, as this identity: the kernel checks its search permission on
 	// the way again): root may have replaced it since.
 	var now syscall.Stat_t
-	if ok && syscall.Stat(base, &now) == nil && now.Dev == b.dev && now.Ino == b.ino {
+	if ok && syscall.Stat(base, &now) == nil && uint64(now.Dev) == b.dev && uint64(now.Ino) == b.ino {
 		return b.r, b.r, nil
 	}
 	if r, err = os.OpenRoot(base); err != nil {
