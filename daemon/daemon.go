@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -886,6 +887,12 @@ func (d *Daemon) serve(ctx context.Context) error {
 					if err := d.spool.Checkpoint(ctx); err != nil {
 						d.log.Warn("after the catch-up", "err", err)
 					}
+					// What the catch-up left goes back to the system now:
+					// the heap grows to three times what is live
+					// (defaultGCPercent), and the scavenger keeps what is
+					// under the next goal, 20-30 MiB an idle daemon held
+					// after catching up 10,000 sessions.
+					debug.FreeOSMemory()
 					d.tallySecrets(ctx)
 				}()
 			}
