@@ -120,14 +120,18 @@ func dialBusy(ctx context.Context, socket string) (net.Conn, error) {
 	wait, until := time.Millisecond, time.Now().Add(busyFor)
 	for {
 		c, err := d.DialContext(ctx, "unix", socket)
-		if err == nil || !errors.Is(err, syscall.EAGAIN) || time.Now().After(until) {
+		if err == nil || !errors.Is(err, syscall.EAGAIN) {
 			return c, err
+		}
+		full := fmt.Errorf("the daemon accepts no connection, its queue full since %v ago: %w", time.Since(until.Add(-busyFor)).Round(time.Millisecond), err)
+		if time.Now().After(until) {
+			return nil, full
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, err
+			return nil, full
 		case <-t.C:
 		}
 		wait = min(2*wait, 50*time.Millisecond)
