@@ -186,11 +186,12 @@ func lastConsolidated(path string) int {
 		return 0
 	}
 	defer f.Close()
-	tail := make([]byte, 64<<10)
-	n, _ := f.ReadAt(tail, 0)
-	if fi, err := f.Stat(); err == nil && fi.Size() > int64(len(tail)) {
-		n, _ = f.ReadAt(tail, fi.Size()-int64(len(tail)))
+	fi, err := f.Stat()
+	if err != nil {
+		return 0
 	}
+	tail := make([]byte, min(fi.Size(), 64<<10))
+	n, _ := f.ReadAt(tail, fi.Size()-int64(len(tail)))
 	ms := rangeMarker.FindAllSubmatch(tail[:n], -1)
 	if len(ms) == 0 {
 		return 0
