@@ -9,7 +9,7 @@ FUZZTIME ?= 30s
 # the tests still run, without it, and say so.
 RACE := $(shell command -v "$$($(GO) env CC)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: fixtures build install test demo bench bench-relevance lint fuzz soak stress package e2e mcp-e2e browser clean
+.PHONY: fixtures build install test race-e2e demo bench bench-relevance lint fuzz soak stress package e2e mcp-e2e browser clean
 
 # Two binaries: memwatchd (cmd/memwatchd), every command (the daemon,
 # MCP, install, ...), and memwatch (cmd/memwatch), the client: recall,
@@ -47,6 +47,12 @@ test:
 	$(GO) vet ./...
 	@[ -n "$(RACE)" ] || echo "note: no C compiler ($$($(GO) env CC)) for the race detector; running the tests without -race"
 	$(GO) test $(RACE) -timeout 25m ./test/e2e ./...
+
+# The end-to-end tests against a memwatchd built with the race detector
+# too (make test runs them against the binary as it ships; the packages'
+# tests have the race detector): several times slower daemons.
+race-e2e:
+	MEMWATCH_E2E_RACE=1 $(GO) test -race -count=1 -timeout 40m ./test/e2e
 
 # The demo is built, then run (not go run, which ends in error on the
 # Ctrl-C that stops the page); its exit status is the make's.
