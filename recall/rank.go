@@ -478,6 +478,10 @@ func (r *ranker) prepare() {
 	// home's thousands of files, a question's terms in each: most of a
 	// question's time), each file's by one worker, gathered in file order.
 	found := make([][]segRef, len(r.files))
+	hs := make([]uint64, len(r.terms))
+	for i, t := range r.terms {
+		hs[i] = termHash(t)
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), 4, max(1, len(r.files)/64)) {
@@ -498,7 +502,7 @@ func (r *ranker) prepare() {
 				for _, s := range f.segs {
 					any := false
 					for i, t := range r.terms {
-						ti, ok := s.lookup(t)
+						ti, ok := s.lookupHashed(t, hs[i])
 						if !ok {
 							ti = termInfo{} // df 0: absent
 						}
