@@ -30,5 +30,6 @@ func (s *Spool) Bind(ctx context.Context, root confine.ID) bool {
 // nothing here. It returns how many roots it unbound.
 func (s *Spool) Unbind(ctx context.Context) (int, error) {
 	defer s.forgetSame() // rows changed other than by a capture
+	defer s.bound.Unbound()
 	return state.UnbindRoots(ctx, s.db, "logs")
 }

@@ -94,3 +94,40 @@ func TestLogsBelongToTheirDirectory(t *testing.T) {
 		t.Errorf("the same owner's directory after a restore: %d held, want 3", n)
 	}
 }
+
+// TestOpenFindsBareKeys: a spool written before roots had IDs is opened
+// as a spool (Open looks for such rows): its first directory at the path
+// takes its logs, though a spool with none binds nothing.
+func TestOpenFindsBareKeys(t *testing.T) {
+	ctx := context.Background()
+	state := t.TempDir()
+	s, err := Open(ctx, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "p")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "s.jsonl"), []byte(lines(msgs(1, 3)...)), 0o644)
+	r := openRoot(t, dir)
+	if _, err := s.Capture(ctx, r, "s.jsonl", opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE logs SET root=? WHERE root=?`, dir, r.ID().Key()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(ctx, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, ok, _ := s.Find(ctx, r.ID(), "s.jsonl"); ok {
+		t.Fatal("a bare-path log found before Bind")
+	}
+	if !s.Bind(ctx, r.ID()) {
+		t.Fatal("Bind did not run on a spool holding a bare path")
+	}
+	if _, ok, err := s.Find(ctx, r.ID(), "s.jsonl"); !ok || err != nil {
+		t.Errorf("after Bind: the log not found (%v)", err)
+	}
+}

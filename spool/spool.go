@@ -206,6 +206,10 @@ func Open(ctx context.Context, dir string) (*Spool, error) {
 			return nil, fmt.Errorf("initialise spool %s: %w", path, err)
 		}
 	}
+	if err := s.bound.Check(ctx, db, "logs"); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open spool %s: %w", path, err)
+	}
 	return s, nil
 }
 

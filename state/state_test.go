@@ -110,3 +110,55 @@ func TestJournalPagesBeforeAnID(t *testing.T) {
 		t.Errorf("Latest: got %v, %v; want record 5", latest, err)
 	}
 }
+
+// TestBindingsCheck: a table whose rows are all under their directory's
+// key binds nothing (no UPDATE a root), one with a bare path or an
+// unbound key binds as before, and so does one UnbindRoots just wrote.
+func TestBindingsCheck(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "t.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE logs(root TEXT, path TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	bound := "/home/a/p\x0012:34:1000"
+	for _, tc := range []struct {
+		name string
+		keys []string
+		want bool // a Bind runs
+	}{
+		{"empty", nil, false},
+		{"all bound", []string{bound}, false},
+		{"a bare path", []string{bound, "/home/a/q"}, true},
+		{"an unbound key", []string{bound, "/home/a/q\x000:0:1000"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db.Exec(`DELETE FROM logs`)
+			for _, k := range tc.keys {
+				db.Exec(`INSERT INTO logs VALUES(?, 'x')`, k)
+			}
+			var b Bindings
+			if err := b.Check(ctx, db, "logs"); err != nil {
+				t.Fatal(err)
+			}
+			ran := false
+			b.Once("k", func() error { ran = true; return nil })
+			if ran != tc.want {
+				t.Errorf("bind ran: got %v, want %v", ran, tc.want)
+			}
+			b.Unbound()
+			ran = false
+			b.Once("k2", func() error { ran = true; return nil })
+			if !ran {
+				t.Error("after Unbound, bind did not run")
+			}
+		})
+	}
+	var b Bindings
+	if err := b.Check(ctx, db, "no_such_table"); err == nil {
+		t.Error("Check of a missing table: no error")
+	}
+}

@@ -27,6 +27,7 @@ func (s *Store) Bind(ctx context.Context, root confine.ID) {
 // captured from, keeping path and owner: run on a state restored from a
 // replica (see state.UnbindRoots).
 func (s *Store) Unbind(ctx context.Context) (int, error) {
+	defer s.bound.Unbound()
 	return state.UnbindRoots(ctx, s.db, "files")
 }
 

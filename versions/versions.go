@@ -160,6 +160,10 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := st.bound.Check(ctx, db, "files"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open versions %s: %w", path, err)
+	}
 	return st, nil
 }
 
