@@ -296,7 +296,34 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, ou
 	if out == nil {
 		return nil
 	}
+	if r, ok := out.(*RecallResponse); ok {
+		return c.readRecall(ctx, method, path, resp.body, r)
+	}
 	if err := json.NewDecoder(resp.body).Decode(out); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("control socket %s: %s %s: read the answer: %w", c.Socket, method, path, err)
+	}
+	return nil
+}
+
+// maxFastRecall bounds the answer readRecall reads whole: the daemon's
+// answers are cut at MaxAnswer bytes of text, which JSON escapes grow.
+const maxFastRecall = 4 * MaxAnswer
+
+// readRecall reads a recall answer with decodeRecall, else (an answer it
+// does not read, or a long one) with encoding/json, as Do reads others.
+func (c *Client) readRecall(ctx context.Context, method, path string, body io.Reader, out *RecallResponse) error {
+	b, err := io.ReadAll(io.LimitReader(body, maxFastRecall))
+	if err == nil && len(b) < maxFastRecall && decodeRecall(b, out) == nil {
+		return nil
+	}
+	*out = RecallResponse{}
+	if err == nil {
+		err = json.NewDecoder(io.MultiReader(bytes.NewReader(b), body)).Decode(out)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
@@ -381,6 +408,12 @@ func readAnswer(r io.Reader) (*answer, error) {
 	a := &answer{status: status, statusLine: statusLine, header: h, body: br}
 	if te := h.Get("Transfer-Encoding"); te != "" && te != "identity" {
 		return nil, fmt.Errorf("an answer in transfer encoding %q to an HTTP/1.0 request", te)
+	}
+	if status < 200 || status == 204 || status == 304 {
+		// Answers that carry no body, whatever their headers say (as
+		// net/http reads them).
+		a.body = strings.NewReader("")
+		return a, nil
 	}
 	if cl := h.Get("Content-Length"); cl != "" {
 		n, err := strconv.ParseInt(cl, 10, 64)
