@@ -45,6 +45,10 @@ func main() {
 // addCommands adds the commands this binary runs itself: reading memory.
 func addCommands(root *cobra.Command, g *cli.Globals) {
 	g.Backend = client{g}
+	// memwatchd answers completion (route sends it every command not
+	// added here): cobra's default completion command, built at every
+	// run, was a twentieth of a search's process.
+	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(cli.RecallCmd(g), cli.ShowCmd(g), cli.LogCmd(g), cli.VersionsCmd(g), cli.StatusCmd(g), cli.VersionCmd(g))
 }
 
