@@ -93,12 +93,18 @@ func (s *Spool) Capture(ctx context.Context, root *confine.Root, rel string, o O
 func (s *Spool) MarkGone(ctx context.Context, root *confine.Root, o Options) (int, error) {
 	s.Bind(ctx, root.ID())
 	n := 0
+	// Prepared once: every root's first evaluation asks it, and preparing
+	// it was most of 10,000 session directories' first evaluations.
+	live, err := s.prepared(ctx, nil, liveLogs)
+	if err != nil {
+		return 0, fmt.Errorf("list spool logs: %w", err)
+	}
 	// A page of the live logs' names at a time: a root of a million logs
 	// is never held in memory whole.
 	for after := int64(0); ; {
 		var ids []int64
 		var paths []string
-		rows, err := s.db.QueryContext(ctx, `SELECT id, path FROM logs WHERE root=? AND id>? AND missing=0 AND ino!=? ORDER BY id LIMIT 1000`, root.ID().Key(), after, virtualIno)
+		rows, err := live.QueryContext(ctx, root.ID().Key(), after, virtualIno)
 		if err != nil {
 			return n, fmt.Errorf("list spool logs: %w", err)
 		}
@@ -136,6 +142,9 @@ func (s *Spool) MarkGone(ctx context.Context, root *confine.Root, o Options) (in
 		}
 	}
 }
+
+// liveLogs pages through a root's logs that are live files.
+const liveLogs = `SELECT id, path FROM logs WHERE root=? AND id>? AND missing=0 AND ino!=? ORDER BY id LIMIT 1000`
 
 func (s *Spool) capture(ctx context.Context, root *confine.Root, rel string, o Options) (res Result, err error) {
 	var drained Result
