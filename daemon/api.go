@@ -167,9 +167,10 @@ func (d *Daemon) Undo(ctx context.Context, id int64, force, dryRun bool) (undo.R
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	// Compact: the clients are programs (memwatch, the MCP server), and
+	// indenting a search's answer, and each result again to fit it
+	// (fitAnswer), was a twelfth of a rare word's answer. jq indents.
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 // fitAnswer is how many of items fit, encoded as writeJSON encodes them,
@@ -178,11 +179,11 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func fitAnswer[T any](items []T, maxBytes int) int {
 	n := 0
 	for i := range items {
-		b, err := json.MarshalIndent(items[i], "    ", "  ")
+		b, err := json.Marshal(items[i])
 		if err != nil {
 			return i
 		}
-		if n += len(b) + 6; n > maxBytes && i > 0 {
+		if n += len(b) + 1; n > maxBytes && i > 0 {
 			return i
 		}
 	}
