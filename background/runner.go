@@ -35,6 +35,7 @@ const (
 	Version                   // a memory file's settled version
 	Index                     // one file into the recall index
 	IndexRoot                 // every searchable file of a root
+	SyncIndex                 // the index files written unsynced made durable
 )
 
 func (k Kind) String() string {
@@ -47,6 +48,8 @@ func (k Kind) String() string {
 		return "index"
 	case IndexRoot:
 		return "index-root"
+	case SyncIndex:
+		return "sync-index"
 	}
 	return "unknown"
 }

@@ -103,6 +103,11 @@ type Worker struct {
 
 // New returns a Worker of cfg.
 func New(cfg Config) *Worker {
+	if cfg.Indexes != nil && cfg.IndexDir != "" {
+		// The indexer syncs its writes in batches (syncIndexes), not a
+		// fsync a file.
+		cfg.Indexes.DeferSync()
+	}
 	return &Worker{Config: cfg, verified: map[string]bool{}, indexing: map[string]*indexScan{}, analyzer: analysis.New(), archive: map[string]bool{}}
 }
 
@@ -112,9 +117,10 @@ func (w *Worker) Losses(keep func(dir confine.ID) bool) []control.Loss {
 	return w.losses.listFor(keep)
 }
 
-// Close ends the index-root tasks' scans; the background goroutine has
-// stopped.
+// Close ends the index-root tasks' scans and syncs what was indexed;
+// the background goroutine has stopped.
 func (w *Worker) Close() {
+	w.syncIndexes()
 	for _, st := range w.indexing {
 		if st.scan != nil {
 			st.scan.Close()
@@ -170,6 +176,11 @@ func (w *Worker) OnTouched(store, root, path string) {
 
 // Run runs on the background goroutine.
 func (w *Worker) Run(ctx context.Context, t background.Task) {
+	if t.Kind == background.SyncIndex {
+		w.syncIndexes()
+		return
+	}
+	defer w.unsyncedAfter()
 	rt, ok := w.Store(t.Store)
 	if !ok {
 		return
@@ -213,6 +224,34 @@ func (w *Worker) Run(ctx context.Context, t background.Task) {
 		if w.indexRoot(ctx, root, rt, t) {
 			w.Queue.Queue(t) // the next slice, after the captures queued meanwhile
 		}
+	}
+}
+
+// syncEvery is how long an index written unsynced waits at most (while
+// the background goroutine runs) for the sync that makes it durable;
+// maxUnsynced how many wait at most.
+const (
+	syncEvery   = time.Second
+	maxUnsynced = 4096
+)
+
+// syncIndexes makes the indexes written since the last call durable
+// (recall.IndexCache.SyncIndexes); on the background goroutine, or once
+// it stopped.
+func (w *Worker) syncIndexes() {
+	if err := w.Indexes.SyncIndexes(w.IndexDir); err != nil && !w.StateFailed("", "", "the index's sync", err) {
+		w.Log.Warn("sync the index (its files stay marked unsynced: checked whole when read)", "dir", w.IndexDir, "err", err)
+	}
+}
+
+// unsyncedAfter asks for the sync of what an index task wrote unsynced:
+// at once past maxUnsynced, else within syncEvery.
+func (w *Worker) unsyncedAfter() {
+	switch n := w.Indexes.Unsynced(); {
+	case n >= maxUnsynced:
+		w.syncIndexes()
+	case n > 0:
+		w.Queue.Throttle(background.Task{Kind: background.SyncIndex}, syncEvery)
 	}
 }
 

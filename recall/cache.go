@@ -54,6 +54,9 @@ type IndexCache struct {
 	// forgets counts forget's calls: a copy read while the indexer wrote
 	// (or removed) a file is not kept, as forget came before it was.
 	forgets uint64
+	// deferSync and unsynced: see DeferSync (unsynced.go).
+	deferSync bool
+	unsynced  map[string]bool
 }
 
 type keptSegment struct {
@@ -241,7 +244,7 @@ func (c *IndexCache) drop(path string) {
 // each at every search was most of a rare word's time.
 func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 	if c == nil {
-		return readIndex(path, true, false, scratch)
+		return readIndex(path, true, false, scratch, nil)
 	}
 	if idx := c.trustedKept(filepath.Dir(path), path); idx != nil {
 		return idx, nil
@@ -269,9 +272,9 @@ func (c *IndexCache) read(path string, scratch []byte) (*fileIndex, error) {
 		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if before.Size > c.max {
-		return readIndexFD(fd, path, true, false, scratch, true)
+		return readIndexFD(fd, path, true, false, scratch, true, c)
 	}
-	idx, err := readIndexFD(fd, path, true, false, nil, false)
+	idx, err := readIndexFD(fd, path, true, false, nil, false, c)
 	if err != nil {
 		return nil, err
 	}

@@ -135,7 +135,19 @@ type fileIndex struct {
 	// whose change time is still this one is unchanged since: a search
 	// that finds no block able to match does not even open it.
 	ctime int64
+	// unsynced: the header was written with no fsync of the blocks it
+	// counts before it (IndexCache.DeferSync). A power cut may have kept
+	// the header and lost or torn those blocks, so a reader checks every
+	// block's filter against its hash (each block's header holds one)
+	// unless this process wrote or checked it (IndexCache.trusts); a
+	// torn block is a corrupt index, read around, never a hidden line.
+	// SyncIndexes makes the blocks durable and clears it.
+	unsynced bool
 }
+
+// unsyncedBit marks an unsynced header, in its block count's high bit
+// (a count is at most 1<<26).
+const unsyncedBit = 1 << 31
 
 // settledCtime is the change time of a file statted at now, when it is
 // old enough that a later write must change it: 0 otherwise. Change times
@@ -212,9 +224,10 @@ func decodeHeader(h []byte) (*fileIndex, error) {
 		return nil, errors.New("not a memwatch index")
 	}
 	le := binary.LittleEndian
+	count := le.Uint32(h[48:])
 	idx := &fileIndex{dev: le.Uint64(h[8:]), ino: le.Uint64(h[16:]), end: int64(le.Uint64(h[24:])), lines: int64(le.Uint64(h[32:])),
-		tailSum: le.Uint64(h[40:]), count: int(le.Uint32(h[48:])), blocksEnd: int64(le.Uint64(h[52:])), partial: int64(le.Uint32(h[60:])),
-		ctime: int64(le.Uint64(h[64:]))}
+		tailSum: le.Uint64(h[40:]), count: int(count &^ unsyncedBit), blocksEnd: int64(le.Uint64(h[52:])), partial: int64(le.Uint32(h[60:])),
+		ctime: int64(le.Uint64(h[64:])), unsynced: count&unsyncedBit != 0}
 	if idx.count < 0 || idx.count > 1<<26 || idx.blocksEnd < headerSize || idx.end < 0 || idx.lines < 0 {
 		return nil, errors.New("corrupt index")
 	}
@@ -229,19 +242,20 @@ func decodeHeader(h []byte) (*fileIndex, error) {
 // poller and sets a finalizer, most of the cost of a 5 KiB index). scratch,
 // when given, is that buffer (smallIndex bytes, reused while the index is
 // not closed).
-func readIndex(path string, blocks, verify bool, scratch []byte) (*fileIndex, error) {
+func readIndex(path string, blocks, verify bool, scratch []byte, c *IndexCache) (*fileIndex, error) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer syscall.Close(fd)
-	return readIndexFD(fd, path, blocks, verify, scratch, true)
+	return readIndexFD(fd, path, blocks, verify, scratch, true, c)
 }
 
 // readIndexFD is readIndex on an open index file; mapOK lets it map a
 // large one (a copy the daemon keeps is read instead: a mapping of a file
-// the indexer truncates would fault).
-func readIndexFD(fd int, path string, blocks, verify bool, scratch []byte, mapOK bool) (*fileIndex, error) {
+// the indexer truncates would fault). An unsynced index that c (nil:
+// none) does not trust is read and checked whole, whatever was asked.
+func readIndexFD(fd int, path string, blocks, verify bool, scratch []byte, mapOK bool, c *IndexCache) (*fileIndex, error) {
 	first := headerSize
 	if blocks {
 		first = smallIndex
@@ -258,6 +272,9 @@ func readIndexFD(fd int, path string, blocks, verify bool, scratch []byte, mapOK
 		return nil, errors.New("not a memwatch index")
 	}
 	idx, err := decodeHeader(buf[:headerSize])
+	if err == nil && idx.unsynced && !c.trusts(path) {
+		blocks, verify = true, true
+	}
 	if err != nil || !blocks || idx.count == 0 {
 		return idx, err
 	}
@@ -754,8 +771,11 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 	defer src.Close()
 	ctime := settledCtime(fi.Sys().(*syscall.Stat_t), now)
 	path := indexPath(dir, root.Path(), rel)
-	idx, err := readIndex(path, o.Verify, o.Verify, nil)
+	idx, err := readIndex(path, o.Verify, o.Verify, nil, o.Cache)
 	idx.close() // only the header is used from here
+	if err == nil && idx.unsynced && o.Cache.defersSync() {
+		o.Cache.markUnsynced(path) // checked whole (readIndexFD): SyncIndexes clears it
+	}
 	if err != nil || !idx.current(src, fi) {
 		// Every file gets an index, however small: a home is thousands of
 		// ordinary sessions, and a search that read each whole would read
@@ -865,8 +885,16 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 		return 0, err
 	}
 	idx.ctime = ctime
-	if err := out.Sync(); err != nil {
-		return 0, err
+	if o.Cache.defersSync() {
+		// The blocks reach the disk with the next SyncIndexes; until
+		// then the header says they may not have (fileIndex.unsynced).
+		o.Cache.markUnsynced(path)
+		idx.unsynced = true
+	} else {
+		if err := out.Sync(); err != nil {
+			return 0, err
+		}
+		idx.unsynced = false // the earlier unsynced blocks with these
 	}
 	if _, err := out.WriteAt(header(idx), 0); err != nil {
 		return 0, err
@@ -883,7 +911,11 @@ func header(idx *fileIndex) []byte {
 	le.PutUint64(h[24:], uint64(idx.end))
 	le.PutUint64(h[32:], uint64(idx.lines))
 	le.PutUint64(h[40:], idx.tailSum)
-	le.PutUint32(h[48:], uint32(idx.count))
+	count := uint32(idx.count)
+	if idx.unsynced {
+		count |= unsyncedBit
+	}
+	le.PutUint32(h[48:], count)
 	le.PutUint64(h[52:], uint64(idx.blocksEnd))
 	le.PutUint32(h[60:], uint32(idx.partial))
 	le.PutUint64(h[64:], uint64(idx.ctime))

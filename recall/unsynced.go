@@ -1,0 +1,126 @@
+package recall
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+)
+
+// An index file's header counts blocks written before it; a power cut
+// must not keep the header and lose or tear those blocks, or a search
+// would skip lines the lost filters would have shown. IndexFile orders
+// them with a fsync of each file before its header, unless its cache
+// defers the syncs (DeferSync): then the header says unsynced, readers
+// other than this process check each block's filter against its hash
+// (a torn block makes the index corrupt, read around and built anew),
+// and SyncIndexes later makes every such file's blocks durable at once
+// (one syncfs on Linux) and clears the mark. A catch-up of 10,000 small
+// session directories spent over half its time in those fsyncs.
+
+// DeferSync makes IndexFile, through this cache, write headers unsynced
+// instead of syncing each file; the indexer runs SyncIndexes, on its own
+// goroutine, before long.
+func (c *IndexCache) DeferSync() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deferSync = true
+	if c.unsynced == nil {
+		c.unsynced = map[string]bool{}
+	}
+}
+
+func (c *IndexCache) defersSync() bool {
+	if c == nil {
+		return false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.deferSync
+}
+
+// markUnsynced notes an unsynced index this process wrote or checked
+// whole: it trusts it, and SyncIndexes clears its mark.
+func (c *IndexCache) markUnsynced(path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.unsynced != nil {
+		c.unsynced[path] = true
+	}
+}
+
+// trusts reports whether this process wrote or checked the unsynced
+// index at path (c nil: none).
+func (c *IndexCache) trusts(path string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.unsynced[path]
+}
+
+// Unsynced is how many indexes wait for SyncIndexes.
+func (c *IndexCache) Unsynced() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.unsynced)
+}
+
+// SyncIndexes makes the blocks of the unsynced indexes this process
+// wrote in dir durable, then clears their headers' mark. It runs on the
+// indexer's goroutine (no IndexFile meanwhile). An index gone since is
+// forgotten; one it could not clear stays for the next call.
+func (c *IndexCache) SyncIndexes(dir string) error {
+	if c == nil {
+		return nil
+	}
+	c.mu.RLock()
+	paths := slices.Sorted(maps.Keys(c.unsynced))
+	c.mu.RUnlock()
+	if len(paths) == 0 {
+		return nil
+	}
+	if err := syncFiles(dir, paths); err != nil {
+		return fmt.Errorf("sync the index: %w", err)
+	}
+	var first error
+	for _, p := range paths {
+		err := clearUnsynced(p)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		c.mu.Lock()
+		delete(c.unsynced, p)
+		c.mu.Unlock()
+		c.forget(p)
+	}
+	return first
+}
+
+// clearUnsynced rewrites the header of the index at path without its
+// unsynced mark (one write of one sector).
+func clearUnsynced(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	idx, err := readHeader(f)
+	if err != nil || !idx.unsynced {
+		return err
+	}
+	idx.unsynced = false
+	if _, err := f.WriteAt(header(idx), 0); err != nil {
+		return err
+	}
+	return f.Close()
+}
