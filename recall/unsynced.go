@@ -9,6 +9,13 @@ import (
 	"slices"
 )
 
+// syncfsAbove is how many files SyncIndexes syncs with one syncfs rather
+// than a fsync each: a syncfs writes out every process's dirty data on
+// the file system, a cost worth it for a catch-up's thousands of files,
+// not for the few an agent's writes leave (an append's cost stays the
+// one fsync of its index).
+const syncfsAbove = 64
+
 // An index file's header counts blocks written before it; a power cut
 // must not keep the header and lose or tear those blocks, or a search
 // would skip lines the lost filters would have shown. IndexFile orders
@@ -86,7 +93,11 @@ func (c *IndexCache) SyncIndexes(dir string) error {
 	if len(paths) == 0 {
 		return nil
 	}
-	if err := syncFiles(dir, paths); err != nil {
+	sync := syncEach
+	if len(paths) >= syncfsAbove {
+		sync = func(paths []string) error { return syncFiles(dir, paths) }
+	}
+	if err := sync(paths); err != nil {
 		return fmt.Errorf("sync the index: %w", err)
 	}
 	var first error
@@ -123,4 +134,23 @@ func clearUnsynced(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// syncEach fsyncs each file.
+func syncEach(paths []string) error {
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

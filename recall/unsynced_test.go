@@ -113,3 +113,43 @@ func TestUnsyncedIndex(t *testing.T) {
 		t.Errorf("the appended line: %d results, want 1", got)
 	}
 }
+
+// TestSyncIndexesMany: past syncfsAbove files, SyncIndexes syncs them in
+// one go and clears every mark.
+func TestSyncIndexesMany(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "notes"), 0o755)
+	n := syncfsAbove + 6
+	for i := range n {
+		os.WriteFile(filepath.Join(dir, "notes", fmt.Sprintf("%03d.md", i)), []byte(fmt.Sprintf("note %d about the deploy\n", i)), 0o644)
+	}
+	root := openRoot(t, dir)
+	idxDir := filepath.Join(dir, "idx")
+	c := NewIndexCache(1 << 20)
+	c.DeferSync()
+	for i := range n {
+		if _, err := IndexFile(idxDir, root, fmt.Sprintf("notes/%03d.md", i), Text, IndexOptions{Cache: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.Unsynced(); got != n {
+		t.Fatalf("%d indexes wait for a sync, want %d", got, n)
+	}
+	if err := c.SyncIndexes(idxDir); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		f, err := os.Open(indexPath(idxDir, root.Path(), fmt.Sprintf("notes/%03d.md", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx, err := readHeader(f)
+		f.Close()
+		if err != nil || idx.unsynced {
+			t.Errorf("note %d after SyncIndexes: unsynced %v, %v", i, idx != nil && idx.unsynced, err)
+		}
+	}
+	if got := c.Unsynced(); got != 0 {
+		t.Errorf("%d still wait", got)
+	}
+}
