@@ -64,15 +64,7 @@ func TestSparseHas(t *testing.T) {
 // answered from its stale index.
 func TestIndexTrustsOnlyAnUnchangedFile(t *testing.T) {
 	dir := t.TempDir()
-	note := filepath.Join(dir, "working-memory", "detail", "n.md")
-	os.MkdirAll(filepath.Dir(note), 0o755)
-	var b strings.Builder
-	for i := range 400 {
-		fmt.Fprintf(&b, "line %04d of the notes about the deploy\n", i)
-	}
-	if err := os.WriteFile(note, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	note := writeNote(t, dir)
 	// Wait until the change time is old enough to vouch for the content.
 	waitSettled(t, note)
 	root := openRoot(t, dir)
@@ -115,6 +107,22 @@ func TestIndexTrustsOnlyAnUnchangedFile(t *testing.T) {
 	if rs, st := search("zebrafinch"); len(rs) != 1 || st.Indexed != 1 {
 		t.Errorf("reindexed: %d results, %d indexed; want 1, 1", len(rs), st.Indexed)
 	}
+}
+
+// writeNote writes a note of 400 numbered lines at
+// working-memory/detail/n.md in dir and returns its path.
+func writeNote(t *testing.T, dir string) string {
+	t.Helper()
+	note := filepath.Join(dir, "working-memory", "detail", "n.md")
+	os.MkdirAll(filepath.Dir(note), 0o755)
+	var b strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&b, "line %04d of the notes about the deploy\n", i)
+	}
+	if err := os.WriteFile(note, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return note
 }
 
 // TestCaseless: the runes caseless says have no case have none.

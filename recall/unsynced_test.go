@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -16,13 +15,7 @@ import (
 // mark. Without deferring, the header is written after a fsync, unmarked.
 func TestUnsyncedIndex(t *testing.T) {
 	dir := t.TempDir()
-	note := filepath.Join(dir, "working-memory", "detail", "n.md")
-	os.MkdirAll(filepath.Dir(note), 0o755)
-	var b strings.Builder
-	for i := range 400 {
-		fmt.Fprintf(&b, "line %04d of the notes about the deploy\n", i)
-	}
-	os.WriteFile(note, []byte(b.String()), 0o644)
+	note := writeNote(t, dir)
 	root := openRoot(t, dir)
 	idxDir := filepath.Join(dir, "idx")
 	rel := "working-memory/detail/n.md"
