@@ -99,6 +99,9 @@ type Worker struct {
 	archiveMu sync.Mutex
 	archive   map[string]bool
 	losses    losses
+	// syncFailing: the last index sync failed (said once); the
+	// background goroutine's.
+	syncFailing bool
 }
 
 // New returns a Worker of cfg.
@@ -238,9 +241,19 @@ const (
 // syncIndexes makes the indexes written since the last call durable
 // (recall.IndexCache.SyncIndexes); on the background goroutine, or once
 // it stopped.
+// A failing sync is said once, until one succeeds.
 func (w *Worker) syncIndexes() {
-	if err := w.Indexes.SyncIndexes(w.IndexDir); err != nil && !w.StateFailed("", "", "the index's sync", err) {
-		w.Log.Warn("sync the index (its files stay marked unsynced: checked whole when read)", "dir", w.IndexDir, "err", err)
+	err := w.Indexes.SyncIndexes(w.IndexDir)
+	switch {
+	case err == nil:
+		if w.syncFailing {
+			w.syncFailing = false
+			w.Log.Info("the index syncs again", "dir", w.IndexDir)
+		}
+	case w.StateFailed("", "", "the index's sync", err):
+	case !w.syncFailing:
+		w.syncFailing = true
+		w.Log.Warn("sync the index: the files it could not sync stay marked unsynced and are checked whole when read; said once until a sync succeeds", "dir", w.IndexDir, "err", err)
 	}
 }
 

@@ -81,15 +81,19 @@ func (c *IndexCache) Unsynced() int {
 
 // SyncIndexes makes the blocks of the unsynced indexes this process
 // wrote in dir durable, then clears their headers' mark. It runs on the
-// indexer's goroutine (no IndexFile meanwhile). An index gone since is
-// forgotten; one it could not clear stays for the next call.
+// indexer's goroutine (no IndexFile meanwhile). Every index it was given
+// leaves the set, synced or not: one it could not sync or clear keeps
+// its mark on disk and is checked whole when read again (a cost, never
+// a hidden line), and a failing disk cannot grow the set or have every
+// task sync it all again.
 func (c *IndexCache) SyncIndexes(dir string) error {
 	if c == nil {
 		return nil
 	}
-	c.mu.RLock()
+	c.mu.Lock()
 	paths := slices.Sorted(maps.Keys(c.unsynced))
-	c.mu.RUnlock()
+	clear(c.unsynced)
+	c.mu.Unlock()
 	if len(paths) == 0 {
 		return nil
 	}
@@ -98,23 +102,23 @@ func (c *IndexCache) SyncIndexes(dir string) error {
 		sync = func(paths []string) error { return syncFiles(dir, paths) }
 	}
 	if err := sync(paths); err != nil {
-		return fmt.Errorf("sync the index: %w", err)
+		return fmt.Errorf("sync the index (%d files stay marked unsynced): %w", len(paths), err)
 	}
 	var first error
+	failed := 0
 	for _, p := range paths {
-		err := clearUnsynced(p)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := clearUnsynced(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			failed++
 			if first == nil {
 				first = err
 			}
-			continue
 		}
-		c.mu.Lock()
-		delete(c.unsynced, p)
-		c.mu.Unlock()
 		c.forget(p)
 	}
-	return first
+	if first != nil {
+		return fmt.Errorf("clear the unsynced mark of %d of %d index files: %w", failed, len(paths), first)
+	}
+	return nil
 }
 
 // clearUnsynced rewrites the header of the index at path without its

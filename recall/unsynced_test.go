@@ -146,3 +146,34 @@ func TestSyncIndexesMany(t *testing.T) {
 		t.Errorf("%d still wait", got)
 	}
 }
+
+// TestSyncIndexesFailing: an index whose mark cannot be cleared leaves
+// the set anyway (its mark stays on disk, so it is checked whole when
+// read), and the next call has nothing to do.
+func TestSyncIndexesFailing(t *testing.T) {
+	dir := t.TempDir()
+	writeNote(t, dir)
+	root := openRoot(t, dir)
+	idxDir := filepath.Join(dir, "idx")
+	rel := "working-memory/detail/n.md"
+	c := NewIndexCache(1 << 20)
+	c.DeferSync()
+	if _, err := IndexFile(idxDir, root, rel, Text, IndexOptions{BlockSize: 1024, Cache: c}); err != nil {
+		t.Fatal(err)
+	}
+	// A directory where the index file was: it can be neither synced
+	// as a file nor rewritten.
+	path := indexPath(idxDir, root.Path(), rel)
+	c.markUnsynced(path + ".gone")
+	os.Remove(path)
+	os.Mkdir(path, 0o700)
+	if err := c.SyncIndexes(idxDir); err == nil {
+		t.Error("SyncIndexes of an index it cannot rewrite: no error")
+	}
+	if n := c.Unsynced(); n != 0 {
+		t.Errorf("%d indexes still wait after a failed sync, want 0", n)
+	}
+	if err := c.SyncIndexes(idxDir); err != nil {
+		t.Errorf("the next SyncIndexes: %v, want nothing to do", err)
+	}
+}
