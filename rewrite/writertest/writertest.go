@@ -78,24 +78,26 @@ func Main() {
 		return
 	}
 	n, _ := strconv.Atoi(os.Getenv(envKind + "_N"))
+	first, _ := strconv.Atoi(os.Getenv(envKind + "_FIRST"))
 	body, _ := strconv.Atoi(os.Getenv(envKind + "_BODY"))
 	every, _ := time.ParseDuration(os.Getenv(envKind + "_EVERY"))
-	if err := run(kind, os.Getenv(envKind+"_PATH"), n, body, every); err != nil {
+	if err := run(kind, os.Getenv(envKind+"_PATH"), first, n, body, every); err != nil {
 		fmt.Fprintln(os.Stderr, "writer:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
 }
 
-// run writes n entries; kind may carry a "/tag" suffix that only names the
-// entries, so one test can run the same kind in several rounds.
-func run(kind, path string, n, body int, every time.Duration) error {
+// run writes n entries numbered from first; kind may carry a "/tag" suffix
+// that only names the entries, so one test can run the same kind in
+// several rounds (or go on with one writer's numbering from first).
+func run(kind, path string, first, n, body int, every time.Duration) error {
 	behaviour, _, _ := strings.Cut(kind, "/")
 	switch behaviour {
 	case "inplace", "rename", "rewrite", "truncate":
 		trace := openTrace(kind)
 		defer trace.Close()
-		for i := range n {
+		for i := first; i < first+n; i++ {
 			old, err := os.ReadFile(path)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
@@ -113,7 +115,7 @@ func run(kind, path string, n, body int, every time.Duration) error {
 			time.Sleep(every)
 		}
 	case "reopen":
-		for i := range n {
+		for i := first; i < first+n; i++ {
 			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 			if err != nil {
 				return err
@@ -134,7 +136,7 @@ func run(kind, path string, n, body int, every time.Duration) error {
 			return err
 		}
 		defer f.Close()
-		for i := range n {
+		for i := first; i < first+n; i++ {
 			if behaviour == "held-seek" {
 				if _, err := f.Seek(0, io.SeekEnd); err != nil {
 					return err
@@ -200,6 +202,7 @@ type Run struct {
 	Kind  string // a Kinds name, maybe with a "/tag"
 	Path  string
 	N     int
+	First int // the number of its first entry: a later round goes on from the last
 	Every time.Duration
 	Body  int // bytes of each entry beyond its heading
 }
@@ -211,7 +214,7 @@ func Start(t testing.TB, r Run) <-chan error {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	// A race-enabled binary sleeps a second at exit unless told not to.
 	cmd.Env = append(os.Environ(), envKind+"="+r.Kind, envKind+"_PATH="+r.Path,
-		envKind+"_N="+strconv.Itoa(r.N), envKind+"_EVERY="+r.Every.String(), envKind+"_BODY="+strconv.Itoa(r.Body),
+		envKind+"_N="+strconv.Itoa(r.N), envKind+"_FIRST="+strconv.Itoa(r.First), envKind+"_EVERY="+r.Every.String(), envKind+"_BODY="+strconv.Itoa(r.Body),
 		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

@@ -47,40 +47,69 @@ func TestAgentWritesStayLive(t *testing.T) {
 	pol := writePolicy(t, dir, fmt.Sprintf("max_jobs: 4\nstores:\n  - name: apps\n    layout: now-history\n    paths: [%q]\n    settle: 5ms\n    cooldown: 0s\n    max_size: %d\n    keep_history: %d\n",
 		filepath.Join(dir, "apps", "*"), stressBody*3/2, stressKeep))
 	type run struct {
-		kind writertest.Kind
-		root string
-		n    int
-		done <-chan error
+		kind  writertest.Kind
+		root  string
+		round int // writes in each round
+		n     int // writes so far
+		done  <-chan error
 	}
 	var runs []*run
 	for _, k := range writertest.Kinds {
 		root := filepath.Join(dir, "apps", k.Name)
 		os.MkdirAll(root, 0o755)
 		os.WriteFile(filepath.Join(root, "memory.md"), []byte(startMemory(30)), 0o644)
-		runs = append(runs, &run{kind: k, root: root, n: k.N * writertest.Scale()})
+		runs = append(runs, &run{kind: k, root: root, round: k.N * writertest.Scale()})
 	}
 	// The daemon without the race detector: its timing is the one users
 	// get, and the race being tested is between it and the writers.
 	p := startBin(t, memwatchFast, "--policy", pol, "--state-dir", stateDir)
 	p.waitLog("ready", 10*time.Second)
-	for _, r := range runs {
-		r.done = writertest.Start(t, writertest.Run{Kind: r.kind.Name, Path: filepath.Join(r.root, "memory.md"), N: r.n, Every: r.kind.Every, Body: stressBody})
+	// A run that compacted rarely did not test the race. How often memwatch
+	// compacts follows the machine's load (265 to 359 of 3000 in-place
+	// writes in make stress; 14 of 300 reopen writes in CI, beside the
+	// -race build of every package, against 70-77 alone), so a writer below
+	// the floor goes on for another round, numbering on, up to maxRounds.
+	// The journal counts them (the log says a repeated line five times a
+	// minute); SQLite lets this reader beside the daemon.
+	const maxRounds = 4
+	ctx := context.Background()
+	db, err := state.Open(ctx, stateDir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, r := range runs {
-		if err := <-r.done; err != nil {
-			t.Fatalf("writer %s: %v", r.kind.Name, err)
+	defer db.Close()
+	compactions := func(r *run) int {
+		recs, err := db.Journal(ctx, state.Filter{Root: r.root, Rule: nowhistory.RuleCompact, Outcome: state.Done})
+		if err != nil {
+			t.Fatal(err)
 		}
+		return len(recs)
+	}
+	exercised := func(r *run) bool { return r.kind.Held || compactions(r) >= r.n/20 }
+	todo := runs
+	for round := 1; len(todo) > 0 && round <= maxRounds; round++ {
+		for _, r := range todo {
+			r.done = writertest.Start(t, writertest.Run{Kind: r.kind.Name, Path: filepath.Join(r.root, "memory.md"), First: r.n, N: r.round, Every: r.kind.Every, Body: stressBody})
+		}
+		var next []*run
+		for _, r := range todo {
+			if err := <-r.done; err != nil {
+				t.Fatalf("writer %s: %v", r.kind.Name, err)
+			}
+			r.n += r.round
+			if !exercised(r) {
+				next = append(next, r)
+			}
+		}
+		if round < maxRounds && len(next) > 0 {
+			t.Logf("round %d: %d writers compacted under once per 20 writes; another round for them", round, len(next))
+		}
+		todo = next
 	}
 	time.Sleep(time.Second) // the last compactions and restores
 	if err := p.stop(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	db, err := state.Open(context.Background(), stateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ctx := context.Background()
 	t.Logf("%-12s %7s %12s %10s %9s %5s %9s %6s %8s %8s", "writer", "writes", "compactions", "conflicts", "deferred", "kept", "restored", "live", "removed", "missing")
 	for _, r := range runs {
 		count := func(rule, outcome, reason string) int {
@@ -109,9 +138,6 @@ func TestAgentWritesStayLive(t *testing.T) {
 		if len(a.Missing) > 0 {
 			t.Errorf("%s: %d of %d writes are missing from the live memory.md (%d of them only in a kept copy), first %v", r.kind.Name, len(a.Missing), r.n, a.InKept, a.Missing[:min(len(a.Missing), 5)])
 		}
-		// A run that compacted rarely did not test the race; how often
-		// it compacts varies with the machine's load (265 to 359 of 3000
-		// in-place writes in make stress), so the floor is loose.
 		if !r.kind.Held && len(recs) < r.n/20 {
 			t.Errorf("%s: %d compactions for %d writes; the test did not exercise the race", r.kind.Name, len(recs), r.n)
 		}
