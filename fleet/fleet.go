@@ -34,6 +34,7 @@ import (
 	"github.com/superfly/ltx"
 
 	"github.com/memwatch/memwatch/control"
+	"github.com/memwatch/memwatch/fleet/hostname"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/replica"
@@ -280,9 +281,6 @@ func New(cfg *policy.Fleet, stateDir string, logger *slog.Logger) (*Follower, er
 	return f, nil
 }
 
-// hostName is what a host's directory may be called: one path element.
-var hostName = mirror.HostName
-
 // Hosts lists the hosts under fleet.url: the prefixes that hold a host's
 // state (one of its databases).
 func (f *Follower) Hosts(ctx context.Context) ([]string, error) {
@@ -299,7 +297,7 @@ func (f *Follower) Hosts(ctx context.Context) ([]string, error) {
 		}
 		for _, p := range res.CommonPrefixes {
 			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(p.Prefix), prefix), "/")
-			if hostName.MatchString(name) {
+			if hostname.Valid(name) { // a host's directory: one path element
 				out = append(out, name)
 			}
 		}

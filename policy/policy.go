@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/fleet/hostname"
 )
 
 // Version is the only policy schema version this build understands.
@@ -377,7 +378,7 @@ func (p *Policy) validate(partial bool) Errors {
 // every owner).
 func HostScope(s string) (host string, uid int, err error) {
 	host, owner, scoped := strings.Cut(s, ":")
-	if !hostName.MatchString(host) {
+	if !hostname.Valid(host) {
 		return "", 0, fmt.Errorf("host %q: a host is named as under fleet.url (letters, digits, '.', '_', '-'), optionally :OWNER", s)
 	}
 	if !scoped {
@@ -388,8 +389,6 @@ func HostScope(s string) (host string, uid int, err error) {
 	}
 	return host, uid, nil
 }
-
-var hostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 func (p *Policy) storeNames() []string {
 	var out []string

@@ -18,6 +18,7 @@ import (
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/daemon"
+	"github.com/memwatch/memwatch/fleet/hostname"
 	"github.com/memwatch/memwatch/fleet/mirror"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/restore"
@@ -67,7 +68,7 @@ func onHost(host, path string) (string, error) {
 	if _, _, ok := mirror.SplitHostPath(path); ok {
 		return "", cli.UsageError{Err: fmt.Errorf("%s names its host already; leave out --host", path)}
 	}
-	if !filepath.IsAbs(path) || !mirror.HostName.MatchString(host) {
+	if !filepath.IsAbs(path) || !hostname.Valid(host) {
 		return "", cli.UsageError{Err: fmt.Errorf("--host %s: give the file's whole path on that host (as recall cites it), not %q", host, path)}
 	}
 	return host + ":" + filepath.Clean(path), nil

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/fleet/hostname"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/versions"
 )
@@ -19,25 +19,32 @@ import (
 // citation names, and the versions of its memory files, read from the
 // host's replicated databases (the copy holds only the newest version).
 
-// Citation matches what recall prints on a central node, a host's path
-// (HOST:/whole/path#L5, HOST:/whole/path@3).
-var Citation = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._-]{0,127}):(/.*)$`)
+// splitCitation splits what recall prints on a central node, a host's
+// path (HOST:/whole/path#L5, HOST:/whole/path@3), into the host and the
+// path (its citation); ok is false for anything else. The path is one
+// line.
+func splitCitation(s string) (host, cite string, ok bool) {
+	host, cite, found := strings.Cut(s, ":")
+	if !found || !hostname.Valid(host) || !strings.HasPrefix(cite, "/") || strings.Contains(cite, "\n") {
+		return "", "", false
+	}
+	return host, cite, true
+}
 
 // Show returns the lines a HOST:PATH citation names, from what the
 // central node holds of the host: its replicated spool (session lines),
 // else the newest version of the memory file. ok is false when the
 // citation names no host followed here.
 func Show(ctx context.Context, stateDir, cite string) (lines []spool.Shown, host string, ok bool, err error) {
-	m := Citation.FindStringSubmatch(strings.TrimSpace(cite))
-	if m == nil {
+	host, path, ok := splitCitation(strings.TrimSpace(cite))
+	if !ok {
 		return nil, "", false, nil
 	}
-	host = m[1]
 	dir := filepath.Join(stateDir, HostsDir, host)
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || !HostName.MatchString(host) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, host, false, nil
 	}
-	c, err := spool.ParseCitation(m[2])
+	c, err := spool.ParseCitation(path)
 	if err != nil {
 		return nil, host, true, err
 	}
@@ -110,11 +117,11 @@ func CitedPath(cite string) string {
 // SplitHostPath splits HOST:/path (as recall cites a host's file) into the
 // host and the path; ok is false for anything else (a path of this host).
 func SplitHostPath(s string) (host, path string, ok bool) {
-	m := Citation.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil || !HostName.MatchString(m[1]) {
+	host, path, ok = splitCitation(strings.TrimSpace(s))
+	if !ok {
 		return "", "", false
 	}
-	return m[1], filepath.Clean(m[2]), true
+	return host, filepath.Clean(path), true
 }
 
 // fileOf finds the root of a host's versions holding path: its ID and the
@@ -201,7 +208,7 @@ func HostOwner(ctx context.Context, stateDir, host, path string) int {
 }
 
 func openVersions(ctx context.Context, stateDir, host string) (*versions.Store, error) {
-	if !HostName.MatchString(host) {
+	if !hostname.Valid(host) {
 		return nil, fmt.Errorf("%q is no host name", host)
 	}
 	dir := filepath.Join(stateDir, HostsDir, host)

@@ -34,7 +34,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +41,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/fleet/hostname"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/spool"
 	"github.com/memwatch/memwatch/versions"
@@ -620,15 +620,12 @@ func Hosts(stateDir string) []string {
 	ents, _ := os.ReadDir(filepath.Join(stateDir, HostsDir))
 	var out []string
 	for _, e := range ents {
-		if e.IsDir() && HostName.MatchString(e.Name()) {
+		if e.IsDir() && hostname.Valid(e.Name()) {
 			out = append(out, e.Name())
 		}
 	}
 	return out
 }
-
-// HostName is what a host may be called: one path element.
-var HostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // FleetRoots returns the roots of every host's copy under stateDir that
 // want accepts (by host and owner's uid there; nil: all), hosts in name

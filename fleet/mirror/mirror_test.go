@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/fleet/hostname"
 	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/session"
 	"github.com/memwatch/memwatch/spool"
@@ -250,6 +252,9 @@ func TestLocalRel(t *testing.T) {
 	}
 }
 
+// citationRE is the expression splitCitation replaced.
+var citationRE = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._-]{0,127}):(/.*)$`)
+
 // FuzzCitations: what a user or a client passes as a host's path or
 // citation never panics, and what is taken names a host and an absolute
 // path; a copy's citation maps into the generation holding its line.
@@ -258,9 +263,16 @@ func FuzzCitations(f *testing.F) {
 	f.Add("box-1:/home/a/s.jsonl@3#L5-9")
 	f.Add("../x:/etc")
 	f.Add("h:/p/log#L0")
+	f.Add("box-1:/a\nb")
+	f.Add("box-1:a")
 	f.Fuzz(func(t *testing.T, s string) {
-		if host, path, ok := SplitHostPath(s); ok && (!HostName.MatchString(host) || !filepath.IsAbs(path)) {
+		if host, path, ok := SplitHostPath(s); ok && (!hostname.Valid(host) || !filepath.IsAbs(path)) {
 			t.Fatalf("SplitHostPath(%q) = %q, %q", s, host, path)
+		}
+		// splitCitation reads what the expression it replaced read.
+		host, cite, ok := splitCitation(s)
+		if m := citationRE.FindStringSubmatch(s); ok != (m != nil) || ok && (host != m[1] || cite != m[2]) {
+			t.Fatalf("splitCitation(%q) = %q, %q, %v; the expression: %q", s, host, cite, ok, m)
 		}
 		gens := map[string][]genCopy{"log": {{Gen: 1, Start: 1, Lines: 3}, {Gen: 2, Start: 4, Lines: 5}}}
 		if c, line, ok := recite("h:/p/", gens, s); ok {
