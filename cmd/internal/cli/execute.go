@@ -159,6 +159,7 @@ or /etc/memwatch/policy.d as root; --policy FILE or $MEMWATCH_POLICY names anoth
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return UsageError{flagError(c, err)} })
 	p.Commands(root, g)
 	usageArgs(root)
+	groups(root)
 	if p.Route != nil {
 		if code, done := p.Route(root, args); done {
 			return code
@@ -206,6 +207,40 @@ func usageArgs(c *cobra.Command) {
 	}
 	for _, sub := range c.Commands() {
 		usageArgs(sub)
+	}
+}
+
+// groups makes each command that only groups others (memwatch state,
+// memwatch service) refuse a word that names none of them, as the top
+// level does: cobra prints such a command's help for any argument and
+// exits 0, so "memwatch state migrate" looked like it had worked.
+// Without an argument it prints its help, as before.
+func groups(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		groups(sub)
+	}
+	if !c.HasParent() || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if c.SuggestionsMinimumDistance <= 0 {
+			c.SuggestionsMinimumDistance = 2 // as cobra takes it for the top level
+		}
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		var names []string
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		return UsageError{fmt.Errorf("%s\nits commands: %s (memwatch %s --help says more)", msg, strings.Join(names, ", "), strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "))}
 	}
 }
 
