@@ -64,6 +64,19 @@ func (q *taskQueue) Pop() (Task, bool) {
 	return t, ok
 }
 
+// HasUrgent reports whether a capture or a version is queued.
+func (q *taskQueue) HasUrgent() bool { return len(q.urgent.ring) > 0 }
+
+// PopUrgent takes the next capture or version, as Pop would; ok is false
+// when none is queued (indexing, queued or not, stays).
+func (q *taskQueue) PopUrgent() (Task, bool) {
+	t, ok := q.urgent.pop()
+	if ok {
+		delete(q.pending, t.hash())
+	}
+	return t, ok
+}
+
 // roundRobin holds a FIFO per root and serves the roots in turn.
 type roundRobin struct {
 	fifos map[string]*fifo

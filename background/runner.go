@@ -93,6 +93,25 @@ type Runner struct {
 	// OnDrop, when set, hears of each capture dropped (the daemon's
 	// passes: the root's evaluation goes through its files again).
 	OnDrop func(root string)
+	// release, when set (HoldIndexing), is closed by Release: until then
+	// only captures and versions run, the rest waits in the queue.
+	release     chan struct{}
+	releaseOnce sync.Once
+}
+
+// HoldIndexing, called before Start, keeps every task but captures and
+// versions queued until Release: the daemon's start (its watches over
+// every root) goes first, and the catch-up's indexing of 10,000 roots
+// beside it on two cores made it later by a third. The tasks wait in the
+// runner's own queue, so none is dropped for waiting.
+func (b *Runner) HoldIndexing() { b.release = make(chan struct{}) }
+
+// Release lets the tasks HoldIndexing held run; safe to call more than
+// once, or without HoldIndexing.
+func (b *Runner) Release() {
+	if b.release != nil {
+		b.releaseOnce.Do(func() { close(b.release) })
+	}
 }
 
 // drop notes a task that was not queued.
@@ -170,11 +189,17 @@ func (b *Runner) Start() {
 			}
 			reset()
 		}
+		// held is the release's channel while indexing is held, then nil
+		// (a nil channel is never ready).
+		held := b.release
 		for {
-			if queue.Len() == 0 {
+			if queue.Len() == 0 || held != nil && !queue.HasUrgent() {
 				select {
 				case <-ctx.Done():
 					return
+				case <-held:
+					held = nil
+					continue
 				case t := <-b.in:
 					add(t)
 				case l := <-b.delay:
@@ -211,7 +236,14 @@ func (b *Runner) Start() {
 			// agent may trim, or a memory file it may save over, any
 			// moment matters more than an index, which only saves a
 			// search time.
-			t, _ := queue.Pop()
+			pop := queue.Pop
+			if held != nil {
+				pop = queue.PopUrgent
+			}
+			t, ok := pop()
+			if !ok {
+				continue // held: what is queued waits for the release
+			}
 			b.Queued.Store(int64(queue.Len() + len(b.in) + 1))
 			b.run(ctx, t)
 			b.Queued.Store(int64(queue.Len() + len(b.in)))

@@ -55,3 +55,49 @@ func TestBackgroundUrgentFirst(t *testing.T) {
 		t.Errorf("order: got %v, want %v", ran, want)
 	}
 }
+
+// TestHoldIndexingUntilRelease: a held runner runs captures and versions
+// as they come and keeps indexing queued, none dropped, until Release.
+func TestHoldIndexingUntilRelease(t *testing.T) {
+	ran := make(chan string, 16)
+	b := NewRunner(func(ctx context.Context, tk Task) { ran <- tk.Kind.String() + ":" + tk.Rel }, slog.New(slog.DiscardHandler))
+	b.HoldIndexing()
+	b.Start()
+	defer b.Stop()
+
+	b.Queue(Task{Kind: IndexRoot, Rel: "a"})
+	b.Queue(Task{Kind: Index, Rel: "b"})
+	b.Queue(Task{Kind: Capture, Rel: "log"})
+	b.After(Task{Kind: Version, Rel: "memory.md"}, 0)
+	next := func() string {
+		select {
+		case r := <-ran:
+			return r
+		case <-time.After(5 * time.Second):
+			t.Fatal("no task ran")
+			return ""
+		}
+	}
+	var got []string
+	for range 2 {
+		got = append(got, next())
+	}
+	slices.Sort(got)
+	if want := []string{"capture:log", "version:memory.md"}; !slices.Equal(got, want) {
+		t.Fatalf("before the release: got %v, want %v", got, want)
+	}
+	select {
+	case r := <-ran:
+		t.Fatalf("%s ran before the release", r)
+	case <-time.After(100 * time.Millisecond): // an index task would run at once
+	}
+	if q := b.Queued.Load(); q != 2 {
+		t.Errorf("queued before the release: %d, want the 2 index tasks", q)
+	}
+	b.Release()
+	b.Release() // twice is fine
+	got = []string{next(), next()}
+	if want := []string{"index-root:a", "index:b"}; !slices.Equal(got, want) {
+		t.Errorf("after the release: got %v, want %v", got, want)
+	}
+}

@@ -694,6 +694,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	d.catch.Start(time.Now()) // before the first index task reads a file
+	d.bg.HoldIndexing()       // until ready: the watches first (Release below)
 	d.bg.Start()
 	defer d.bg.Stop()
 	engineCtx, stopEngine := context.WithCancel(context.Background())
@@ -797,6 +798,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	d.log.Info("ready", "stores", counts.Stores, "roots", counts.Roots, "watches", counts.Watches, "polled", counts.Polled,
 		"state_dir", d.cfg.StateDir, "socket", d.cfg.Socket, "version", d.cfg.Version)
 	d.notify("READY=1\nSTATUS=watching " + fmt.Sprint(counts.Roots) + " roots")
+	d.bg.Release()
 	wg.Add(1)
 	go func() { defer wg.Done(); d.sayTwoDaemons(ctx) }()
 	flush := time.NewTicker(10 * time.Second)
