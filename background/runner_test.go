@@ -91,6 +91,10 @@ func TestHoldIndexingUntilRelease(t *testing.T) {
 		t.Fatalf("%s ran before the release", r)
 	case <-time.After(100 * time.Millisecond): // an index task would run at once
 	}
+	// The count is stored once the last capture's run returns.
+	for deadline := time.Now().Add(5 * time.Second); b.Queued.Load() != 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if q := b.Queued.Load(); q != 2 {
 		t.Errorf("queued before the release: %d, want the 2 index tasks", q)
 	}

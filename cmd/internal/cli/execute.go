@@ -240,7 +240,7 @@ func groups(c *cobra.Command) {
 				names = append(names, sub.Name())
 			}
 		}
-		return UsageError{fmt.Errorf("%s\nits commands: %s (memwatch %s --help says more)", msg, strings.Join(names, ", "), strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "))}
+		return UsageError{fmt.Errorf("%s\nits commands: %s (%s --help says more)", msg, strings.Join(names, ", "), c.CommandPath())}
 	}
 }
 
