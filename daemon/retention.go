@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -61,9 +62,18 @@ const maxKeptListed = 20
 // bytes, and lists the kept copies among them.
 func (d *Daemon) archivesHeld(ctx context.Context, stores []*policy.Store, roots map[string][]string) map[string]held {
 	out := map[string]held{}
+	// Only the roots the journal names an archive in are opened: a home
+	// of 10,000 session roots has archives in a few, if any.
+	has, err := d.db.ArchiveRoots(ctx)
+	if err != nil {
+		has = nil // each root is asked, as before
+	}
 	for _, s := range stores {
 		var h held
 		for _, path := range roots[s.Name] {
+			if has != nil && !has[filepath.Clean(path)] {
+				continue
+			}
 			root, err := s.OpenRoot(path)
 			if err != nil {
 				continue

@@ -99,7 +99,8 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		return nil, fmt.Errorf("upgrade state database %s: %w", path, err)
 	}
 	if _, err := db.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS journal_key ON journal(root, target, key) WHERE key != '';
-		CREATE INDEX IF NOT EXISTS journal_file ON journal(root, target, id)`); err != nil {
+		CREATE INDEX IF NOT EXISTS journal_file ON journal(root, target, id);
+		CREATE INDEX IF NOT EXISTS journal_archive ON journal(root) WHERE archive != ''`); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("upgrade state database %s: %w", path, err)
 	}

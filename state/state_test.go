@@ -162,3 +162,31 @@ func TestBindingsCheck(t *testing.T) {
 		t.Error("Check of a missing table: no error")
 	}
 }
+
+// TestArchiveRoots: the roots with a record that names an archive, and
+// only those (status opens no other root to count its archives).
+func TestArchiveRoots(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, r := range []Record{
+		{Store: "s", Root: "/a", Rule: "compact", Target: "memory.md", Archive: "memory.archive/1.md", Outcome: Done},
+		{Store: "s", Root: "/a", Rule: "compact", Target: "memory.md", Archive: "memory.archive/2.md", Outcome: Done},
+		{Store: "s", Root: "/b", Rule: "evaluate", Target: "memory.md", Outcome: Done},
+		{Store: "t", Root: "/c", Rule: "rotate", Target: "log.md", Archive: "log.archive/1.md", Outcome: Failed},
+	} {
+		if _, err := db.Append(ctx, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.ArchiveRoots(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]bool{"/a": true, "/c": true}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ArchiveRoots = %v, want %v", got, want)
+	}
+}
