@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/memwatch/memwatch/confine"
@@ -221,6 +222,10 @@ func (x *Recaller) Resolve(ctx context.Context, req control.RecallRequest) (root
 			res.Searched = fmt.Sprintf("every root you can read (%s is in no root and is no agent project's directory)", sc.Dir)
 		}
 	}
+	if len(want) > maxRoots {
+		want = slices.Clone(want) // the scope's may be its cache's
+		newestFirst(want)
+	}
 	refused := 0
 	for _, w := range want {
 		srcs, ok := registry.SearchSources(w.Store)
@@ -295,4 +300,21 @@ func storeNames(p *policy.Policy) []string {
 		out = []string{"none"}
 	}
 	return out
+}
+
+// newestFirst orders roots by their directories' change times, newest
+// first, for a search that opens only MaxRoots of them: the roots came in
+// the discovery's order (by path), and the cut kept the oldest of 10,000
+// session directories and left out every session begun since. A
+// directory's time moves as files are made in it (a session's as it
+// starts). The time orders the roots and nothing else: each is opened,
+// and checked, as before. A root it cannot stat goes last.
+func newestFirst(want []scope.Root) {
+	at := make(map[string]int64, len(want))
+	for _, w := range want {
+		if fi, err := os.Stat(w.ID.Path); err == nil {
+			at[w.ID.Path] = fi.ModTime().UnixNano()
+		}
+	}
+	sort.SliceStable(want, func(i, j int) bool { return at[want[i].ID.Path] > at[want[j].ID.Path] })
 }

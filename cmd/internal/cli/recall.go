@@ -108,7 +108,7 @@ is cited HOST:/path#L5, which memwatch show takes as printed.`,
 				fmt.Fprintf(g.Stderr, "recall: the first %d results: a search goes %d deep (a rarer word, --dir or --scope narrows it)\n", len(res.Results), control.MaxResults)
 			}
 			if res.Skipped > 0 {
-				fmt.Fprintf(g.Stderr, "recall: searched %d of your roots; %d more were left out (name one with --dir or a store with --store)\n", res.Roots, res.Skipped)
+				fmt.Fprintf(g.Stderr, "recall: searched the %d most recently changed of your %d roots; the %d older ones were left out (search one with --dir DIR)\n", res.Roots, res.Roots+res.Skipped, res.Skipped)
 			}
 			if res.Stats.Unread > 0 {
 				fmt.Fprintf(g.Stderr, "recall: %d file(s) left out, not readable by uid %d (%s)\n", res.Stats.Unread, os.Geteuid(), res.Stats.Why)
