@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -682,5 +683,65 @@ func TestTermFilter(t *testing.T) {
 	fresh.keptBy = &IndexCache{}
 	if fresh.uses.Load() != 0 || fresh.filter() != nil {
 		t.Errorf("a segment kept once has a filter")
+	}
+}
+
+// TestMergeSegmentsHoldsNoTermList: merging two segments of many terms
+// allocates in proportion to what the files hold, not a list of every
+// merged term (74 MiB live for a 48 MiB log of numbered messages: the
+// peak of a daemon bound to 300 MiB).
+func TestMergeSegmentsHoldsNoTermList(t *testing.T) {
+	const n = 200_000
+	build := func(start uint32) *segBuilder {
+		b := newSegBuilder(uint64(start), int64(start), func(string) bool { return true })
+		for i := range 1000 {
+			b.docs = append(b.docs, docInfo{off: int64(start) + int64(i), line: int64(start) + int64(i) + 1, len: 5})
+		}
+		for k := range n {
+			b.terms[fmt.Sprintf("m%d-%07d", start, k)] = []posting{{ord: uint32(k % 1000), tf: 1}}
+		}
+		b.endOff = int64(start) + 1000
+		b.nextLine = int64(start) + 1001
+		return b
+	}
+	dir := t.TempDir()
+	pa, pb, pm := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "m")
+	for p, bld := range map[string]*segBuilder{pa: build(0), pb: build(1000)} {
+		if err := writeSegment(p, bld.encode(fileID{dev: 1, ino: 2})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := mergeSegmentFiles(pa, pb, pm, fileID{dev: 1, ino: 2}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	var files int64
+	for _, p := range []string{pa, pb, pm} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files += fi.Size()
+	}
+	// The merged dictionary's bytes, grown by append, are most of it
+	// (about 19 MiB here); the list of merged terms made it 77 MiB.
+	if got := int64(after.TotalAlloc - before.TotalAlloc); got > 6*files {
+		t.Errorf("merging %d terms allocated %d KiB, more than six times the three files' %d KiB", 2*n, got>>10, files>>10)
+	}
+	sm, err := openSegmentAs(pm, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm.close()
+	if sm.nterms != 2*n {
+		t.Errorf("merged %d terms, want %d", sm.nterms, 2*n)
+	}
+	for _, term := range []string{"m0-0000000", "m0-0199999", "m1000-0000000", "m1000-0123456"} {
+		if _, ok := sm.lookup(term); !ok {
+			t.Errorf("the merged segment does not hold %q", term)
+		}
 	}
 }

@@ -1546,44 +1546,6 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 		return errors.New("merge term segments: not consecutive")
 	}
 	id.tailSum, id.ctime = b.id.tailSum, b.id.ctime
-	// The merged dictionary: both sorted, walked together.
-	// A term's entries without their postings, read when it is written:
-	// memory holds the dictionary and one term's postings.
-	type entry struct {
-		ti        termInfo // df 0: absent
-		off, size uint64
-	}
-	type mterm struct {
-		t      []byte
-		ta, tb entry
-	}
-	var terms []mterm
-	ia, ib := a.iter(0), b.iter(0)
-	okA, okB := ia.next(), ib.next()
-	for okA || okB {
-		var m mterm
-		c := 0
-		switch {
-		case !okB:
-			c = -1
-		case !okA:
-			c = 1
-		default:
-			c = bytes.Compare(ia.term, ib.term)
-		}
-		if c <= 0 {
-			m.t, m.ta = bytes.Clone(ia.term), entry{ia.ti, ia.postOff, ia.postLen}
-			okA = ia.next()
-		}
-		if c >= 0 {
-			m.t, m.tb = bytes.Clone(ib.term), entry{ib.ti, ib.postOff, ib.postLen}
-			okB = ib.next()
-		}
-		terms = append(terms, m)
-	}
-	if ia.bad || ib.bad || ia.i != a.nterms || ib.i != b.nterms {
-		return errCorruptSegment
-	}
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -1603,16 +1565,47 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 		w.Write(d)
 		docs[k] = d
 	}
-	// The postings, term by term, then the dictionary and its index.
+	// The two dictionaries, both sorted, walked together as the merged
+	// one's postings are written term by term: memory holds the merged
+	// dictionary's bytes and one term's postings. (A list of the merged
+	// terms first held 74 MiB for a 48 MiB log of numbered messages: the
+	// peak of a daemon bound to 300 MiB.)
+	type entry struct {
+		ti        termInfo // df 0: absent
+		off, size uint64
+	}
 	shift := uint32(a.count())
 	var ps []posting
 	var buf bytes.Buffer
 	var dw dictWriter
 	var postLen uint64
-	for _, m := range terms {
+	// The term written, in one of two buffers in turn: dw keeps the one
+	// before (dictWriter.prev), and the iterators reuse theirs.
+	var terms [2][]byte
+	ia, ib := a.iter(0), b.iter(0)
+	okA, okB := ia.next(), ib.next()
+	for n := 0; okA || okB; n++ {
+		c := 0
+		switch {
+		case !okB:
+			c = -1
+		case !okA:
+			c = 1
+		default:
+			c = bytes.Compare(ia.term, ib.term)
+		}
+		var t []byte
+		var ta, tb entry
+		if c <= 0 {
+			t, ta = ia.term, entry{ia.ti, ia.postOff, ia.postLen}
+		}
+		if c >= 0 {
+			t, tb = ib.term, entry{ib.ti, ib.postOff, ib.postLen}
+		}
+		terms[n%2] = append(terms[n%2][:0], t...)
 		ps = ps[:0]
 		maxTF, minLen := 0, 65535
-		for k, e := range []entry{m.ta, m.tb} {
+		for k, e := range []entry{ta, tb} {
 			if e.ti.df == 0 {
 				continue
 			}
@@ -1628,18 +1621,33 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 				ti.minLen = int(binary.LittleEndian.Uint16(docs[k][int(ti.ord)*docEntry+12:]))
 			}
 			maxTF, minLen = max(maxTF, ti.maxTF), min(minLen, ti.minLen)
+			off := uint32(0)
+			if k == 1 {
+				off = shift
+			}
+			if ti.pulsed {
+				// Most terms: their one posting is in the entry (no
+				// cursor made for each).
+				ps = append(ps, posting{ord: ti.ord + off, tf: uint16(ti.maxTF)})
+				continue
+			}
 			for c := newCursor(ti); !c.done; c.next() {
-				o := c.doc()
-				if k == 1 {
-					o += shift
-				}
-				ps = append(ps, posting{ord: o, tf: uint16(c.tf())})
+				ps = append(ps, posting{ord: c.doc() + off, tf: uint16(c.tf())})
 			}
 		}
 		buf.Reset()
-		dw.add(m.t, ps, maxTF, minLen, &buf)
+		dw.add(terms[n%2], ps, maxTF, minLen, &buf)
 		postLen += uint64(buf.Len())
 		w.Write(buf.Bytes())
+		if c <= 0 {
+			okA = ia.next()
+		}
+		if c >= 0 {
+			okB = ib.next()
+		}
+	}
+	if ia.bad || ib.bad || ia.i != a.nterms || ib.i != b.nterms {
+		return errCorruptSegment
 	}
 	w.Write(dw.dict)
 	w.Write(dw.index)
