@@ -62,10 +62,13 @@ func TestCrashConsistency(t *testing.T) {
 	// The kill lands at a random instant up to maxDelay after the start.
 	// How long the daemon takes to reach its rewrites depends on the
 	// machine's load: the range widens while no kill has landed after a
-	// swap, and narrows while none has landed before one.
+	// swap, and narrows while none has landed before one. Under make
+	// test's load every kill of 40 came before the swaps (the range had
+	// grown to 480 ms): it adapts every 5 iterations, and the run goes on,
+	// up to twice its iterations, until kills have landed on both sides.
 	maxDelay := 60 * time.Millisecond
-	for it := range iterations {
-		if it > 0 && it%10 == 0 {
+	for it := 0; it < iterations || (killedBefore == 0 || killedAfter == 0) && it < 2*iterations; it++ {
+		if it > 0 && it%5 == 0 {
 			switch {
 			case killedAfter == 0 && maxDelay < 4*time.Second:
 				maxDelay *= 2

@@ -137,6 +137,13 @@ func TestAgentWritesStayLive(t *testing.T) {
 		t.Logf("%-12s %7d %12d %10d %9d %5d %9d %6d %8d %8d", r.kind.Name, r.n, len(recs), conflicts, deferred, len(keptFiles), count(rewrite.RuleRestore, state.Done, ""), a.Live, a.Removed, len(a.Missing))
 		if len(a.Missing) > 0 {
 			t.Errorf("%s: %d of %d writes are missing from the live memory.md (%d of them only in a kept copy), first %v", r.kind.Name, len(a.Missing), r.n, a.InKept, a.Missing[:min(len(a.Missing), 5)])
+			// What memwatch did to that file, for a failure seen once in a
+			// loaded CI run: the log's last lines are another root's.
+			all, _ := db.Journal(ctx, state.Filter{Root: r.root, Limit: 200})
+			for i := len(all) - 1; i >= 0; i-- {
+				rec := all[i]
+				t.Logf("  journal #%d %s %s %s %s archive=%q before=%d after=%d: %s", rec.ID, rec.Time.Format("15:04:05.000"), rec.Rule, rec.Target, rec.Outcome, rec.Archive, rec.BeforeSize, rec.AfterSize, rec.Reason)
+			}
 		}
 		if !exercised(r) {
 			t.Errorf("%s: %d compactions for %d writes; the test did not exercise the race", r.kind.Name, len(recs), r.n)
