@@ -308,11 +308,12 @@ func storeNames(p *policy.Policy) []string {
 // session directories and left out every session begun since. A
 // directory's time moves as files are made in it (a session's as it
 // starts). The time orders the roots and nothing else: each is opened,
-// and checked, as before. A root it cannot stat goes last.
+// and checked, as before. The path is not followed (a root that is a
+// link is refused by the open anyway); one it cannot stat goes last.
 func newestFirst(want []scope.Root) {
 	at := make(map[string]int64, len(want))
 	for _, w := range want {
-		if fi, err := os.Stat(w.ID.Path); err == nil {
+		if fi, err := os.Lstat(w.ID.Path); err == nil {
 			at[w.ID.Path] = fi.ModTime().UnixNano()
 		}
 	}
