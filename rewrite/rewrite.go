@@ -75,7 +75,12 @@
 //     N rewritten by an agent is kept and what it added to N is put into
 //     T (see below). If an agent had already renamed a newer file onto T
 //     (N is gone), that file stays and X's additions to S are put into it.
-//     The attempt ends in ErrConflict (BusyError if a writer holds X).
+//     If a writer opened N in the instant it was live and holds it, N goes
+//     back to T (that writer's next writes go there), X is kept and what X
+//     added to S is put into T: the rewrite took effect, and is journaled
+//     done, as it is when the newer file was written from N.
+//     Otherwise the attempt ends in ErrConflict (BusyError if a writer
+//     holds X).
 //  10. JOURNAL done with the hash of what is at T, and the pre-image with
 //     every carried append (the archive's content).
 //

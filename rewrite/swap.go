@@ -293,8 +293,10 @@ func (s *swapper) classify(ctx context.Context) (why string, busy bool, err erro
 // version without them (see "Genuine conflicts" in the package doc).
 //
 // It returns the live file when that newer file was written from
-// memwatch's result (it lacks the lines the result dropped): then the
-// rewrite took effect after all, and is journaled done.
+// memwatch's result (it lacks the lines the result dropped), or when a
+// writer held the result open so that it went live again: then the
+// rewrite took effect after all, and is journaled done (a record that says
+// failed for a change in place would mislead undo and the user).
 func (s *swapper) giveBack(ctx context.Context, why string) ([]byte, error) {
 	var xdata, final []byte
 	tst, terr := s.dir.Lstat(s.name)
@@ -308,7 +310,14 @@ func (s *swapper) giveBack(ctx context.Context, why string) ([]byte, error) {
 			xdata = x.data
 			x.close()
 		}
-		s.resolveOurs(ctx)
+		if s.resolveOurs(ctx) {
+			// A writer held the result open, so it went live again: the
+			// rewrite took effect, and X's additions are put back into it.
+			if live, err := s.readAt(s.name); err == nil {
+				final = live.data
+				live.close()
+			}
+		}
 	} else if x, err := s.readAt(s.tmp); err == nil {
 		// An agent renamed a newer file onto the target after the exchange:
 		// it stays; X, older, is merged into it and kept as a backup.
@@ -325,8 +334,12 @@ func (s *swapper) giveBack(ctx context.Context, why string) ([]byte, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read the file displaced from %s (left at %s): %w", s.rec.Target, s.dir.Rel(s.tmp), err)
 	}
-	s.w.Log.Info("an agent wrote the file during the swap; its version stays live", "root", s.rec.Root, "path", s.rec.Target, "why", why)
-	if xdata != nil {
+	if final != nil {
+		s.w.Log.Info("an agent wrote the file during the swap; memwatch's result stays live, as an agent wrote it or holds it, and the agent's lines go into it", "root", s.rec.Root, "path", s.rec.Target, "why", why)
+	} else {
+		s.w.Log.Info("an agent wrote the file during the swap; its version stays live", "root", s.rec.Root, "path", s.rec.Target, "why", why)
+	}
+	if xdata != nil && final == nil {
 		// Memwatch's result was visible for an instant: a version written
 		// from it lacks what X added. Watched, and put back if that happens.
 		s.w.addRisk(ctx, s.rec.Root, s.rec.Target, risk{
@@ -343,8 +356,9 @@ func (s *swapper) giveBack(ctx context.Context, why string) ([]byte, error) {
 // resolveOurs decides about what the exchange back moved to the temp name:
 // memwatch's result as written (removed), or the result with what an agent
 // wrote into it while it was in place (its additions go into the live
-// file; the file is kept as a backup).
-func (s *swapper) resolveOurs(ctx context.Context) {
+// file; the file is kept as a backup). It reports whether the result went
+// live again instead: a writer held it open, and its next writes go there.
+func (s *swapper) resolveOurs(ctx context.Context) (resultLive bool) {
 	y, err := s.readAt(s.tmp)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -356,7 +370,7 @@ func (s *swapper) resolveOurs(ctx context.Context) {
 	if y.ino != s.oursIno || y.dev != s.oursDev {
 		// An agent renamed its own file onto the temp name: never ours to judge.
 		s.keep(s.tmp, "a file an agent put at memwatch's temp name during the swap of "+s.rec.Target)
-		return
+		return false
 	}
 	if held, ok := s.dir.Root().HeldForWriting(y.f); ok && held {
 		// A writer opened the result in the instant it was in place and
@@ -368,7 +382,7 @@ func (s *swapper) resolveOurs(ctx context.Context) {
 				defer x.close()
 				s.mergeAndKeep(ctx, s.tmp, x.data, s.snap.data, "the agent's version of "+s.rec.Target+" displaced by a writer that holds memwatch's result open")
 			}
-			return
+			return true
 		}
 	}
 	switch {
@@ -379,13 +393,14 @@ func (s *swapper) resolveOurs(ctx context.Context) {
 		if err := s.appendToTarget(tail); err != nil {
 			s.w.addRisk(ctx, s.rec.Root, s.rec.Target, risk{Record: s.rec.ID, Blocks: Added(s.newData, y.data), Always: true,
 				Until: s.w.Now().Add(riskAlways), Kept: s.keep(s.tmp, "memwatch's result of "+s.rec.Target+" with bytes an agent appended to it that could not be carried over")})
-			return
+			return false
 		}
 		s.w.Log.Info("carried bytes an agent appended to memwatch's result back into its version", "root", s.rec.Root, "path", s.rec.Target, "bytes", len(tail))
 		s.keep(s.tmp, fmt.Sprintf("memwatch's result of %s with %d bytes an agent appended to it in the instant it was in place (also appended to the agent's version)", s.rec.Target, len(tail)))
 	default:
 		s.mergeAndKeep(ctx, s.tmp, y.data, s.newData, "memwatch's result of "+s.rec.Target+" as an agent rewrote it in the instant it was in place")
 	}
+	return false
 }
 
 // mergeAndKeep keeps the file at name (holding data, an agent's version

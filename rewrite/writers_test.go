@@ -421,6 +421,75 @@ func TestAgentThatReadTheResultLosesNothing(t *testing.T) {
 	}
 }
 
+// TestAWriterHoldingTheResultKeepsTheRewrite: an agent appends to the
+// pre-image during the swap (a conflict), and another opens memwatch's
+// result in the instant it is in place and holds it. The result goes live
+// again (that writer's next lines go there), so the rewrite took effect:
+// its record says done, its archive has what it removed, and the line the
+// first agent wrote is put back into the live file.
+func TestAWriterHoldingTheResultKeepsTheRewrite(t *testing.T) {
+	ctx := context.Background()
+	w := newRewriter(t)
+	w.MaxAttempts = 1
+	dir := t.TempDir()
+	target := filepath.Join(dir, "memory.md")
+	var old strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&old, "line %d\n", i)
+	}
+	write(t, target, old.String())
+	var held *os.File
+	w.hook = func(step string) {
+		switch step {
+		case "before-exchange":
+			f := openT(t, target, os.O_WRONLY|os.O_APPEND) // the pre-image's inode
+			f.WriteString("w1\n")
+			f.Close()
+		case "after-exchange":
+			held = openT(t, target, os.O_WRONLY|os.O_APPEND) // memwatch's result
+		}
+	}
+	root := open(t, dir)
+	out, err := w.Apply(ctx, Request{Root: root, Target: "memory.md", Archive: "memory/a.md", Compute: keepNewest(3)}, &state.Record{Rule: "compact"})
+	if held == nil {
+		t.Fatal("the swap never reached its exchange")
+	}
+	if err != nil || out.Status != state.Done {
+		t.Fatalf("Apply = %+v, %v; want done (the result is live)", out, err)
+	}
+	w.hook = nil
+	if _, err := held.WriteString("w2\n"); err != nil {
+		t.Fatal(err)
+	}
+	held.Close()
+	if _, err := w.Restore(ctx, root, "memory.md", "s"); err != nil {
+		t.Fatal(err)
+	}
+	got := readT(t, target)
+	for _, l := range []string{"line 17\n", "line 19\n", "w1\n", "w2\n"} {
+		if !strings.Contains(got, l) {
+			t.Errorf("target = %q, want %q in it", got, l)
+		}
+	}
+	if strings.Contains(got, "line 0\n") {
+		t.Errorf("target = %q, want the compaction's result (line 0 archived)", got)
+	}
+	recs, _ := w.DB.Journal(ctx, state.Filter{Rule: "compact"})
+	if len(recs) != 1 || recs[0].Outcome != state.Done {
+		t.Fatalf("compaction records %+v, want one done", recs)
+	}
+	arch, err := os.ReadFile(filepath.Join(dir, "memory", "a.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := Unpack(arch); ok {
+		arch = p
+	}
+	if !strings.Contains(string(arch), "line 0\n") {
+		t.Errorf("archive = %q, want the removed lines", arch)
+	}
+}
+
 // TestPutBackSurvivesAStaleWrite: a put-back is a rewrite like any other.
 // A read-modify-write agent that read the file just before it writes its
 // next version without the lines put back; memwatch puts them back again.

@@ -2,13 +2,16 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/layout/nowhistory"
 	"github.com/memwatch/memwatch/rewrite"
 	"github.com/memwatch/memwatch/rewrite/writertest"
@@ -106,7 +109,9 @@ func TestAgentWritesStayLive(t *testing.T) {
 		}
 		todo = next
 	}
-	time.Sleep(time.Second) // the last compactions and restores
+	// The last compactions and restores: until no job is queued or running
+	// for a while far longer than the settle time.
+	waitJobsIdle(t, pol, stateDir, 500*time.Millisecond, time.Minute)
 	if err := p.stop(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +158,28 @@ func TestAgentWritesStayLive(t *testing.T) {
 		}
 	}
 	keepFailed(t, dir, p)
+}
+
+// waitJobsIdle waits until memwatch status shows no job queued or running
+// for quiet on end.
+func waitJobsIdle(t *testing.T, pol, stateDir string, quiet, timeout time.Duration) {
+	t.Helper()
+	var since time.Time
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		out, err := exec.Command(memwatchFast, "status", "--policy", pol, "--state-dir", stateDir, "--json").Output()
+		var st control.Status
+		if err != nil || json.Unmarshal(out, &st) != nil || len(st.Jobs.Running) > 0 || st.Jobs.QueuedCount > 0 || len(st.Jobs.Queued) > 0 {
+			since = time.Time{}
+			continue
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		if time.Since(since) >= quiet {
+			return
+		}
+	}
+	t.Errorf("memwatch status showed jobs queued or running for all of %v", timeout)
 }
 
 // keepFailed copies a failed run's files (roots, archives, kept copies,
