@@ -20,7 +20,7 @@ func completeStores(g *globals) cobra.CompletionFunc {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveDefault // ROOT: a directory
 		}
-		p, err := g.readPolicy()
+		p, err := g.ReadPolicy()
 		if err != nil || p == nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -64,7 +64,7 @@ func completeRecords(g *globals) cobra.CompletionFunc {
 // completeScope completes recall's --scope: all, or the sources.
 func completeScope(g *globals) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		p, _ := g.readPolicy()
+		p, _ := g.ReadPolicy()
 		return append([]cobra.Completion{"all"}, answer.Labels(p)...), cobra.ShellCompDirectiveNoFileComp
 	}
 }

@@ -87,11 +87,11 @@ func readInput(name string) ([]byte, error) {
 // withJournal opens the state database so a memory edit is journaled and
 // can be undone; it works whether or not the daemon runs.
 func (g *globals) withJournal(fn func(db *state.DB) error) error {
-	p, err := g.policyIfGiven()
+	p, err := g.PolicyIfGiven()
 	if err != nil {
 		return err
 	}
-	db, err := state.Open(context.Background(), g.resolveStateDir(p))
+	db, err := state.Open(context.Background(), g.ResolveStateDir(p))
 	if err != nil {
 		return err
 	}

@@ -16,11 +16,6 @@ import (
 	"github.com/memwatch/memwatch/state"
 )
 
-// warnf says something on stderr.
-func (g *globals) warnf(format string, args ...any) {
-	fmt.Fprintf(g.Stderr, format+"\n", args...)
-}
-
 // initPolicyPath is where memwatch init --write writes with no file.
 func initPolicyPath() string {
 	if os.Geteuid() == 0 {
@@ -31,12 +26,12 @@ func initPolicyPath() string {
 
 // controlFor finds the socket from the flags and the policy, if any.
 func (g *globals) controlFor() (*control.Client, *policy.Policy, string, error) {
-	p, err := g.readPolicy()
+	p, err := g.ReadPolicy()
 	if err != nil {
 		return nil, nil, "", err
 	}
-	dir := g.resolveStateDir(p)
-	return g.control(p, dir), p, dir, nil
+	dir := g.ResolveStateDir(p)
+	return g.Control(p, dir), p, dir, nil
 }
 
 func matchGlob(glob, p string) (bool, error) { return filepath.Match(glob, p) }
@@ -72,7 +67,7 @@ func (g *globals) rewriter(db *state.DB) *rewrite.Rewriter {
 // daemonStateDir is the state directory memwatch run uses: the one named,
 // or the default; never another daemon's.
 func (g *globals) daemonStateDir(p *policy.Policy) string {
-	dir, _ := g.namedStateDir(p)
+	dir, _ := g.NamedStateDir(p)
 	return dir
 }
 

@@ -44,7 +44,7 @@ func (f *serviceFlags) config(g *globals, needPolicy bool) (install.Config, erro
 	cfg.Policy, _ = filepath.Abs(path)
 	p := policy.Default()
 	if !f.packaged {
-		if p, err = g.loadPolicy(); err != nil {
+		if p, err = g.LoadPolicy(); err != nil {
 			return cfg, err
 		}
 	}

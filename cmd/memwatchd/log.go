@@ -23,13 +23,13 @@ type journal struct {
 }
 
 func (g *globals) OpenJournal(ctx context.Context) (cli.Journal, error) {
-	p, err := g.readPolicy()
+	p, err := g.ReadPolicy()
 	if err != nil {
 		return nil, err
 	}
-	dir := g.resolveStateDir(p)
+	dir := g.ResolveStateDir(p)
 	if stateUnreadable(dir) {
-		return &journal{p: p, ctl: g.control(p, dir)}, nil
+		return &journal{p: p, ctl: g.Control(p, dir)}, nil
 	}
 	if _, err := os.Stat(filepath.Join(dir, state.FileName)); err != nil {
 		return nil, fmt.Errorf("no journal in %s (is --state-dir or --policy right?): %w", dir, err)

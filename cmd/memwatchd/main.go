@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/cmd/internal/cli"
+	"github.com/memwatch/memwatch/cmd/internal/local"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -26,22 +27,20 @@ func execute(args []string, stdout, stderr io.Writer) int {
 		Version:  version,
 		Commands: addCommands,
 		Context:  commandContext,
-		IsUsage:  isPolicyError,
+		IsUsage:  local.IsPolicyError,
 	}, args, stdout, stderr)
 }
 
 // globals are the shared flags and what memwatchd's commands keep beside
 // them.
 type globals struct {
-	*cli.Globals
-	// warned: a policy that does not load was said already.
-	warned bool
+	*local.Env
 }
 
 // addCommands adds every command; memwatchd answers the shared ones
 // itself (g is their backend).
 func addCommands(root *cobra.Command, cg *cli.Globals) {
-	g := &globals{Globals: cg}
+	g := &globals{Env: &local.Env{Globals: cg}}
 	cg.Backend = g
 	recall := cli.RecallCmd(cg)
 	_ = recall.RegisterFlagCompletionFunc("scope", completeScope(g))

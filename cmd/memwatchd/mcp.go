@@ -63,7 +63,7 @@ Add it to Claude Code with
 			if err != nil {
 				return err
 			}
-			p, err := g.loadPolicy()
+			p, err := g.LoadPolicy()
 			if err != nil {
 				return err
 			}
@@ -75,7 +75,7 @@ Add it to Claude Code with
 			} else if cwd, err = os.Getwd(); err != nil {
 				cwd = ""
 			}
-			dir := g.resolveStateDir(p)
+			dir := g.ResolveStateDir(p)
 			if stateIsOthers(dir) {
 				// The system service's state: its daemon serves this user
 				// the tools (mcp_proxy.go).
@@ -94,7 +94,7 @@ Add it to Claude Code with
 			cfg := mcpserver.Config{Policy: func() *policy.Policy { return p }, Root: root, Cwd: cwd, Version: version, Rewriter: rw, StateDir: fleetState(p, dir)}
 			cfg.Undo = func(ctx context.Context, id int64, force, dryRun bool) (undo.Result, error) {
 				var res undo.Result
-				err := g.control(p, dir).Undo(ctx, id, force, dryRun, &res)
+				err := g.Control(p, dir).Undo(ctx, id, force, dryRun, &res)
 				if errors.Is(err, control.ErrNoDaemon) {
 					return undoOffline(dir, p, id, force, dryRun)
 				}
@@ -133,7 +133,7 @@ Add it to Claude Code with
 func (g *globals) serveMCPProxy(p *policy.Policy, dir, root, cwd string, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	px, err := newMCPProxy(ctx, g.control(p, dir), root, cwd, log)
+	px, err := newMCPProxy(ctx, g.Control(p, dir), root, cwd, log)
 	if err != nil {
 		if errors.Is(err, control.ErrNoDaemon) {
 			return fmt.Errorf("memwatch mcp: the state in %s is memwatch's service's, and the service does not answer: %w", dir, err)

@@ -37,14 +37,14 @@ With --dry-run nothing changes. Without retention keys everything is kept.`,
 		Example: `  memwatch prune --dry-run     # what retention would remove and free; nothing removed`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.loadPolicy()
+			p, err := g.LoadPolicy()
 			if err != nil {
 				return err
 			}
 			if store != "" && !hasStore(p, store) {
 				return cli.UsageError{Err: fmt.Errorf("--store %s: no such store in the policy", store)}
 			}
-			db, err := state.Open(context.Background(), g.resolveStateDir(p))
+			db, err := state.Open(context.Background(), g.ResolveStateDir(p))
 			if err != nil {
 				return err
 			}

@@ -67,11 +67,11 @@ context: the text the app injects into its prompt from its records, newest first
 				var p *policy.Policy
 				if g.Policy != "" {
 					var err error
-					if p, err = g.loadPolicy(); err != nil {
+					if p, err = g.LoadPolicy(); err != nil {
 						return err
 					}
 				}
-				journal, err := state.Open(ctx, g.resolveStateDir(p))
+				journal, err := state.Open(ctx, g.ResolveStateDir(p))
 				if err != nil {
 					return err
 				}

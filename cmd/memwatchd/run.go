@@ -54,7 +54,7 @@ failure, 2 usage or policy error.`,
 			// is wrong (control.PolicyStampHeader).
 			path, _, _ := g.PolicyRule()
 			stamp := control.PolicyStamp(path)
-			p, err := g.loadPolicy()
+			p, err := g.LoadPolicy()
 			if err != nil {
 				return err
 			}

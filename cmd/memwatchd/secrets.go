@@ -49,14 +49,14 @@ Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
   memwatch recall --all github-pat   # the lines holding a GitHub token, masked`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := g.readPolicy()
+			p, err := g.ReadPolicy()
 			if err != nil {
 				return err
 			}
 			if p == nil {
 				p = &policy.Policy{}
 			}
-			stateDir := g.resolveStateDir(p)
+			stateDir := g.ResolveStateDir(p)
 			var sp *spool.Spool
 			spoolNote := fmt.Sprintf("memwatch's spool in %s is not readable by you", stateDir)
 			if !stateUnreadable(stateDir) {

@@ -28,11 +28,11 @@ import (
 // from: a host's on a central node, else through the daemon when it
 // answers, else from the state here.
 func (g *globals) ShowCitation(ctx context.Context, arg, dir string) ([]control.Shown, string, error) {
-	p, err := g.readPolicy()
+	p, err := g.ReadPolicy()
 	if err != nil {
 		return nil, "", err
 	}
-	stateDir := g.resolveStateDir(p)
+	stateDir := g.ResolveStateDir(p)
 	if host, lines, ok, err := showHost(ctx, p, stateDir, arg); ok {
 		return lines, "what host " + host + " replicated", err
 	}
@@ -105,7 +105,7 @@ func (g *globals) showLocal(ctx context.Context, p *policy.Policy, stateDir, dir
 // memwatch's spool here, or, for a note (file), the file as it is.
 func (g *globals) showIn(ctx context.Context, p *policy.Policy, stateDir, dir string, c spool.Citation, cite string, file bool) ([]spool.Shown, error) {
 	if !file {
-		res, err := g.control(p, stateDir).Show(ctx, dir, cite, g.Reveal)
+		res, err := g.Control(p, stateDir).Show(ctx, dir, cite, g.Reveal)
 		switch {
 		case err == nil:
 			return res.Lines, nil

@@ -45,7 +45,7 @@ It refuses a state directory that holds anything (give --force to replace
 its databases) and a running daemon's.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.loadPolicy()
+			p, err := g.LoadPolicy()
 			if err != nil {
 				return err
 			}

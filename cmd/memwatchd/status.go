@@ -41,7 +41,7 @@ func (g *globals) DaemonStatus(ctx context.Context) (control.Status, error) {
 // when a policy is at hand, else the layout's default.
 func (g *globals) maxSizeFor(dir string) int64 {
 	limit := int64(100 << 10) // now-history's default max_size
-	p, err := g.readPolicy()
+	p, err := g.ReadPolicy()
 	if err != nil || p == nil {
 		return limit
 	}

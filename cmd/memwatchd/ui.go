@@ -56,14 +56,14 @@ policy sets ui: {enabled: true}.`,
 			if err != nil {
 				return err
 			}
-			p, err := g.policyIfGiven()
+			p, err := g.PolicyIfGiven()
 			if err != nil {
 				return err
 			}
 			if p == nil {
 				return cli.UsageError{Err: errors.New("memwatch ui needs the policy: give --policy (or set MEMWATCH_POLICY)")}
 			}
-			dir := g.resolveStateDir(p)
+			dir := g.ResolveStateDir(p)
 			if _, err := os.Stat(filepath.Join(dir, state.FileName)); err != nil {
 				return fmt.Errorf("no journal in %s (is --state-dir or --policy right? run as the state directory's owner): %w", dir, err)
 			}
@@ -83,7 +83,7 @@ policy sets ui: {enabled: true}.`,
 				defer sp.Close()
 				cfg.Spool = sp
 			}
-			ctl := g.control(p, dir)
+			ctl := g.Control(p, dir)
 			cfg.API = func(ctx context.Context, method, path string, body, out any) error {
 				err := ctl.DoJSON(ctx, method, path, body, out)
 				if errors.Is(err, control.ErrNoDaemon) {

@@ -45,7 +45,7 @@ it cannot race a job.`,
 			var res undo.Result
 			err = ctl.Undo(context.Background(), id, force, dryRun, &res)
 			if errors.Is(err, control.ErrNoDaemon) {
-				p, perr := g.policyIfGiven()
+				p, perr := g.PolicyIfGiven()
 				if perr != nil {
 					return perr
 				}

@@ -37,7 +37,7 @@ bounds):
   memwatch validate --expand   # and show every key its presets stand for`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.loadPolicy()
+			p, err := g.LoadPolicy()
 			if err != nil {
 				return err
 			}
