@@ -13,11 +13,13 @@ for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
 	out="$DIST/$os-$arch"
 	mkdir -p "$out"
 	# memwatchd: every command; memwatch: recall, show and version, lean,
-	# the rest by running memwatchd beside it.
+	# the rest by running memwatchd beside it; memwatch-search: a search
+	# no daemon answers.
 	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$out/memwatchd" ./cmd/memwatchd
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$out/memwatch-search" ./cmd/memwatch-search
 	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$out/memwatch" ./cmd/memwatch
 	cp -r README.md LICENSE docs packaging/policy.d/example.yaml "$out/"
-	tar -C "$out" -czf "$DIST/memwatch_${VERSION}_${os}_${arch}.tar.gz" memwatch memwatchd README.md LICENSE docs example.yaml
+	tar -C "$out" -czf "$DIST/memwatch_${VERSION}_${os}_${arch}.tar.gz" memwatch memwatchd memwatch-search README.md LICENSE docs example.yaml
 done
 # Man pages and shell completions, generated from the commands themselves
 # (gen-docs is built in only with -tags gendocs: see cmd/memwatchd/gendocs.go).

@@ -5,7 +5,8 @@
 // faults, about 10 ms a process); it links cli and control alone.
 // Every other command is memwatchd's, the full binary installed beside
 // it, which this one becomes (exec: the same process, its arguments, its
-// standard files and signals).
+// standard files and signals); a search no daemon answers is
+// memwatch-search's, the search alone (cmd/memwatch-search).
 package main
 
 import (
@@ -15,7 +16,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -27,24 +27,29 @@ import (
 // collection runs.
 const leanMemoryLimit = 64 << 20
 
-// fullBinary is the name of the full binary.
-const fullBinary = "memwatchd"
+// fullBinary is the name of the full binary, searchBinary of the search
+// with no daemon.
+const (
+	fullBinary   = "memwatchd"
+	searchBinary = "memwatch-search"
+)
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
+	d := &delegation{}
 	os.Exit(cli.Execute(cli.Program{
 		Version:  version,
-		Commands: addCommands,
+		Commands: func(root *cobra.Command, g *cli.Globals) { addCommands(root, g, d) },
 		Route:    route,
-		Delegate: runFull,
+		Delegate: d.run,
 	}, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // addCommands adds the commands this binary runs itself: reading memory.
-func addCommands(root *cobra.Command, g *cli.Globals) {
-	g.Backend = client{g}
+func addCommands(root *cobra.Command, g *cli.Globals, d *delegation) {
+	g.Backend = client{g, d}
 	// memwatchd answers completion (route sends it every command not
 	// added here): cobra's default completion command, built at every
 	// run, was a twentieth of a search's process.
@@ -54,7 +59,10 @@ func addCommands(root *cobra.Command, g *cli.Globals) {
 
 // client answers the shared commands by asking the daemon of the policy;
 // when none answers, memwatchd runs the command (cli.ErrDelegate).
-type client struct{ *cli.Globals }
+type client struct {
+	*cli.Globals
+	d *delegation
+}
 
 // route runs memwatchd with args when they name none of this binary's
 // commands (cobra finds the command as it will run it, the global flags
@@ -78,29 +86,29 @@ func route(root *cobra.Command, args []string) (code int, done bool) {
 
 // runFull becomes memwatchd with args; it returns only when it cannot.
 func runFull(args []string) int {
-	path, err := findFull()
+	path, err := cli.Beside(fullBinary)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "memwatch:", err)
+		fmt.Fprintf(os.Stderr, "memwatch: this command is memwatchd's, the full binary: install memwatch whole (memwatch, memwatchd and memwatch-search together), or run memwatchd directly (%v)\n", err)
 		return cli.ExitFailure
 	}
-	err = syscall.Exec(path, append([]string{path}, args...), os.Environ())
-	fmt.Fprintf(os.Stderr, "memwatch: run %s: %v\n", path, err)
-	return cli.ExitFailure
+	return cli.Become(path, args)
 }
 
-// findFull finds memwatchd beside this binary, and only there: the service
-// runs as root, and a PATH lookup could run a memwatchd another user put
-// in a directory of theirs.
-func findFull() (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("find memwatchd: %w", err)
+// delegation is where a command this binary hands over goes: a search
+// with no daemon to memwatch-search (the search alone, which starts in a
+// third of memwatchd's time), anything else, or a search when
+// memwatch-search is not installed, to memwatchd.
+type delegation struct {
+	search bool // set by the command that handed over: a search
+}
+
+func (d *delegation) run(args []string) int {
+	if d.search {
+		if path, err := cli.Beside(searchBinary); err == nil {
+			return cli.Become(path, args)
+		}
 	}
-	p := filepath.Join(filepath.Dir(self), fullBinary)
-	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("this command is memwatchd's, the full binary, and there is none beside this one (%s): install memwatch whole (memwatch and memwatchd together), or run memwatchd directly", p)
-	}
-	return p, nil
+	return runFull(args)
 }
 
 // leanControl is the daemon of the command's policy, as it announced

@@ -7,15 +7,14 @@ import (
 	"github.com/memwatch/memwatch/control"
 )
 
-// answerRecall has the daemon of the policy answer req; when none runs,
-// memwatchd (the full binary) searches instead (cli.ErrDelegate).
+// AnswerRecall has the daemon of the policy answer req; when none runs,
+// memwatch-search (or memwatchd) searches instead (cli.ErrDelegate).
 func (g client) AnswerRecall(ctx context.Context, req control.RecallRequest) (control.RecallResponse, error) {
-	ctl, ok := g.leanControl()
-	if !ok {
-		return control.RecallResponse{}, cli.ErrDelegate
+	if ctl, ok := g.leanControl(); ok {
+		if res, ok, err := cli.AskRecall(ctx, ctl, req); ok {
+			return res, err
+		}
 	}
-	if res, ok, err := cli.AskRecall(ctx, ctl, req); ok {
-		return res, err
-	}
+	g.d.search = true
 	return control.RecallResponse{}, cli.ErrDelegate
 }

@@ -40,11 +40,12 @@ var memwatchBin, memwatchFast string
 // raceEnv asks for the binary under test with the race detector.
 const raceEnv = "MEMWATCH_E2E_RACE"
 
-// The two programs' packages, and the system's policy directory
+// The three programs' packages, and the system's policy directory
 // (cmd/internal/cli's SystemPolicy).
 const (
 	daemonPkg    = "github.com/memwatch/memwatch/cmd/memwatchd"
 	clientPkg    = "github.com/memwatch/memwatch/cmd/memwatch"
+	searchPkg    = "github.com/memwatch/memwatch/cmd/memwatch-search"
 	systemPolicy = "/etc/memwatch/policy.d"
 )
 

@@ -16,8 +16,9 @@ import (
 // TestLeanBinary: memwatch, the client (cmd/memwatch), runs recall, show, log,
 // versions, status and version itself, links none of the daemon's heavy
 // packages, and runs every other command through memwatchd beside it
-// (arguments, exit code and output as memwatchd's); without a memwatchd
-// it says what is missing.
+// (arguments, exit code and output as memwatchd's), a search no daemon
+// answers through memwatch-search (which links none of them either);
+// without a memwatchd it says what is missing.
 func TestLeanBinary(t *testing.T) {
 	list := exec.Command("go", "list", "-deps", clientPkg)
 	list.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build builds it
@@ -40,6 +41,20 @@ func TestLeanBinary(t *testing.T) {
 		for _, dep := range strings.Fields(string(out)) {
 			if dep == heavy {
 				t.Errorf("the lean binary links %s", heavy)
+			}
+		}
+	}
+	// memwatch-search, the search with no daemon, links none of the
+	// daemon's heavy packages either: its start was most of such a search.
+	list = exec.Command("go", "list", "-deps", searchPkg)
+	out, err = list.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, heavy := range []string{"github.com/benbjohnson/litestream", "github.com/prometheus/client_golang/prometheus", "github.com/aws/aws-sdk-go-v2/service/s3", "github.com/modelcontextprotocol/go-sdk/mcp", "github.com/kardianos/service", "github.com/memwatch/memwatch/daemon", "github.com/memwatch/memwatch/replica", "google.golang.org/protobuf/proto"} {
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == heavy {
+				t.Errorf("memwatch-search links %s", heavy)
 			}
 		}
 	}
@@ -75,6 +90,21 @@ func TestLeanBinary(t *testing.T) {
 			t.Errorf("lean %q, through memwatchd: exit %d, %q; want exit 2, %q", args, code, out, want)
 		}
 	}
+	// A search no daemon answers is memwatch-search's when it is beside
+	// the client (memwatchd is not needed for it), and memwatch-search
+	// hands every other command to memwatchd.
+	searchOnly := filepath.Join(dir, "search-only")
+	os.MkdirAll(searchOnly, 0o755)
+	copyFile(t, lean, filepath.Join(searchOnly, "memwatch"), 0o755)
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(searchOnly, "memwatch-search"), searchPkg).CombinedOutput(); err != nil {
+		t.Fatalf("build memwatch-search: %v\n%s", err, out)
+	}
+	if out, code := run(filepath.Join(searchOnly, "memwatch"), "recall", "--state-dir", filepath.Join(dir, "state"), "--dir", root, "zebracorn"); code != 0 || !strings.Contains(out, "messages.jsonl#L1") {
+		t.Errorf("lean recall through memwatch-search: exit %d, %s", code, out)
+	}
+	if out, code := run(filepath.Join(searchOnly, "memwatch-search"), "validate", "--policy", bad); code != 1 || !strings.Contains(out, "memwatchd") {
+		t.Errorf("memwatch-search validate with no memwatchd beside it: exit %d, %s; want exit 1 naming memwatchd", code, out)
+	}
 	alone := filepath.Join(dir, "alone", "memwatch")
 	os.MkdirAll(filepath.Dir(alone), 0o755)
 	b, _ := os.ReadFile(lean)
@@ -85,8 +115,8 @@ func TestLeanBinary(t *testing.T) {
 }
 
 // TestClientSameEitherWay: the thin client prints the same and exits the
-// same whether the daemon answers (its warm index) or not (memwatchd does
-// the work beside it): recall of a question, a word, a phrase, with turns
+// same whether the daemon answers (its warm index) or not (memwatch-search
+// searches, memwatchd does the rest, beside it): recall of a question, a word, a phrase, with turns
 // around, as JSON, nothing found, a bad scope; show of a citation, with
 // lines around, raw, a line that is not there.
 func TestClientSameEitherWay(t *testing.T) {
@@ -99,6 +129,10 @@ func TestClientSameEitherWay(t *testing.T) {
 		t.Fatalf("build the lean memwatch: %v\n%s", err, out)
 	}
 	copyFile(t, memwatchFast, filepath.Join(bin, "memwatchd"), 0o755)
+	// Without the daemon, the searches are memwatch-search's (as installed).
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "memwatch-search"), searchPkg).CombinedOutput(); err != nil {
+		t.Fatalf("build memwatch-search: %v\n%s", err, out)
+	}
 	root := filepath.Join(dir, "agents", "a1")
 	os.MkdirAll(filepath.Join(root, "sessions"), 0o755)
 	var log strings.Builder
@@ -209,6 +243,17 @@ func TestClientSameEitherWay(t *testing.T) {
 		t.Fatalf("stop the daemon: %v", err)
 	}
 	withoutOuts, withoutCodes := runAll()
+	// With no daemon, a typo in the policy: memwatch-search says so and
+	// searches the roots it can read (no policy: the directory it is in).
+	os.WriteFile(pol, []byte(strings.Replace(string(good), "consolidate: false", "consolidate: false\n    layuot: x", 1)), 0o644)
+	cmd := exec.Command(lean, "recall", "--dir", root, "zanzibar")
+	cmd.Dir, cmd.Env = root, env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if out, err := cmd.Output(); err != nil || !strings.Contains(stderr.String(), "layuot") || !strings.Contains(string(out), "zanzibar") {
+		t.Errorf("memwatch recall with a typo in the policy and no daemon: %v, stderr:\n%s\nstdout:\n%s", err, stderr.String(), out)
+	}
+	os.WriteFile(pol, good, 0o644)
 	for i, args := range cases {
 		if withCodes[i] != withoutCodes[i] || withOuts[i] != withoutOuts[i] {
 			t.Errorf("memwatch %q: with the daemon exit %d:\n%s\nwithout it exit %d:\n%s", args, withCodes[i], withOuts[i], withoutCodes[i], withoutOuts[i])
