@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -141,6 +142,10 @@ func TestClientSameEitherWay(t *testing.T) {
 		fmt.Fprintf(&log, `{"role":%q,"content":%q,"timestamp":"2026-11-2%dT10:0%d:00Z"}`+"\n", role, m, i, i)
 	}
 	os.WriteFile(filepath.Join(root, "sessions", "s1.jsonl"), []byte(log.String()), 0o644)
+	// A session the agent deletes once the daemon has it: its lines are
+	// held in the spool, found with the daemon and without it.
+	gone := filepath.Join(root, "sessions", "s0.jsonl")
+	os.WriteFile(gone, []byte(`{"role":"user","content":"the quillowisp migration is parked","timestamp":"2026-11-19T09:00:00Z"}`+"\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "MEMORY.md"), []byte("# Memory\n- billing deploys go through staging first\n- the zanzibar runbook lives in ops/\n"), 0o644)
 	stateDir := filepath.Join(dir, "state")
 	pol := filepath.Join(dir, "policy.yaml")
@@ -164,6 +169,7 @@ func TestClientSameEitherWay(t *testing.T) {
 		{"recall", "--color", "never", "-C", "1", "eu-west-2"},
 		{"recall", "--json", "rollback"},
 		{"recall", "--color", "never", "zxqvbnmlkj"},
+		{"recall", "--color", "never", "quillowisp"},
 		{"recall", "--scope", "bogus", "deploy"},
 		{"show", "--color", "never", cite},
 		{"show", "--color", "never", "-C", "1", cite},
@@ -195,6 +201,14 @@ func TestClientSameEitherWay(t *testing.T) {
 	// it, memwatchd reads the same state.
 	p := startBin(t, filepath.Join(bin, "memwatchd"), "--policy", pol)
 	p.waitLog("caught up: every root evaluated, its logs captured and indexed", 60*time.Second)
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	spoolDB, err := sql.Open("sqlite", "file:"+filepath.Join(stateDir, "spool.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spoolDB.Close()
 	waitJournal(t, stateDir, 30*time.Second, "the compression", func(r state.Record) bool { return r.Rule == "compress-memory" && r.Outcome == state.Done })
 	// and its files' versions kept (after the change settles): the daemon
 	// has nothing left to do.
@@ -207,6 +221,13 @@ func TestClientSameEitherWay(t *testing.T) {
 		mem, _ := cmd.Output()
 		return strings.Contains(string(out), "MEMORY-pruned") && strings.Contains(string(mem), "memwatch (journal")
 	})
+	// The deleted session's lines held, and nothing left to do (a job
+	// between the two binaries' status would change its counts).
+	waitUntil(t, 30*time.Second, func() bool {
+		var missing int
+		return spoolDB.QueryRow(`SELECT missing FROM logs WHERE path='sessions/s0.jsonl'`).Scan(&missing) == nil && missing == 1
+	})
+	waitJobsIdle(t, pol, stateDir, 1500*time.Millisecond, 30*time.Second)
 	withOuts, withCodes := runAll()
 	// status is the client's too: as memwatchd prints it (but the uptime).
 	uptime := regexp.MustCompile(`up [0-9hms.]+|state directory holds: .*`)
@@ -259,7 +280,10 @@ func TestClientSameEitherWay(t *testing.T) {
 			t.Errorf("memwatch %q: with the daemon exit %d:\n%s\nwithout it exit %d:\n%s", args, withCodes[i], withOuts[i], withoutCodes[i], withoutOuts[i])
 		}
 	}
-	for i, want := range []int{0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 1, 0, 0, 0, 2, 2, 1, 1, 0, 0, 0, 1, 0} {
+	if !strings.Contains(withoutOuts[6], "the quillowisp migration") {
+		t.Errorf("memwatch recall of a deleted session's word with no daemon printed:\n%s", withoutOuts[6])
+	}
+	for i, want := range []int{0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 2, 1, 1, 0, 0, 0, 1, 0} {
 		if withCodes[i] != want {
 			t.Errorf("memwatch %q: exit %d, want %d\n%s", cases[i], withCodes[i], want, withOuts[i])
 		}

@@ -250,8 +250,11 @@ func (g *Env) AnswerRecall(ctx context.Context, req control.RecallRequest) (cont
 	x.Options = func(o *recall.Options) {
 		o.Index = idx
 		if sp != nil {
-			o.Generation = sp.Gens(ctx).Of
-			o.Held = sp.SearchHeld
+			// As the daemon: one query says which roots hold lines beyond
+			// their live files, and the others are asked nothing (a home's
+			// forty roots, each its own query, were a tenth of a search).
+			gens := sp.Gens(ctx)
+			o.Generation, o.Held = gens.Of, gens.Held
 		}
 	}
 	roots, res, done, err := x.Resolve(ctx, req)
