@@ -10,10 +10,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"runtime/debug"
-	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -25,17 +22,13 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// searchMemoryLimit is the heap at which a search's first garbage
-// collection runs (as the client's lean commands).
-const searchMemoryLimit = 64 << 20
-
 func main() {
 	os.Exit(cli.Execute(cli.Program{
 		Version:  version,
 		Commands: addCommands,
-		Route:    route,
+		Route:    cli.LeanRoute,
 		IsUsage:  local.IsPolicyError,
-		Delegate: runFull,
+		Delegate: func(args []string) int { return cli.BecomeBeside("memwatchd", args) },
 	}, os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -43,31 +36,6 @@ func addCommands(root *cobra.Command, g *cli.Globals) {
 	g.Backend = searcher{&local.Env{Globals: g}}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(cli.RecallCmd(g), cli.VersionCmd(g))
-}
-
-// route hands memwatchd every command but recall and version.
-func route(root *cobra.Command, args []string) (code int, done bool) {
-	c, _, err := root.Find(args)
-	if err != nil || c == root && !slices.Contains(args, "--version") {
-		return runFull(args), true
-	}
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		// A search is a short process: no collection until its heap
-		// nears the limit (the index's search is bounded well below it).
-		debug.SetGCPercent(-1)
-		debug.SetMemoryLimit(searchMemoryLimit)
-	}
-	return 0, false
-}
-
-// runFull becomes memwatchd with args; it returns only when it cannot.
-func runFull(args []string) int {
-	path, err := cli.Beside("memwatchd")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "memwatch: this command is memwatchd's, the full binary: install memwatch whole (memwatch, memwatchd and memwatch-search together) (%v)\n", err)
-		return cli.ExitFailure
-	}
-	return cli.Become(path, args)
 }
 
 // searcher answers recall here (local.Env.AnswerRecall); the commands

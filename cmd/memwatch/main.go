@@ -11,21 +11,14 @@ package main
 
 import (
 	"cmp"
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/memwatch/memwatch/cmd/internal/cli"
 	"github.com/memwatch/memwatch/control"
 )
-
-// leanMemoryLimit is the heap at which a lean command's first garbage
-// collection runs.
-const leanMemoryLimit = 64 << 20
 
 // fullBinary is the name of the full binary, searchBinary of the search
 // with no daemon.
@@ -42,7 +35,7 @@ func main() {
 	os.Exit(cli.Execute(cli.Program{
 		Version:  version,
 		Commands: func(root *cobra.Command, g *cli.Globals) { addCommands(root, g, d) },
-		Route:    route,
+		Route:    cli.LeanRoute,
 		Delegate: d.run,
 	}, os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -64,36 +57,6 @@ type client struct {
 	d *delegation
 }
 
-// route runs memwatchd with args when they name none of this binary's
-// commands (cobra finds the command as it will run it, the global flags
-// and their values stepped over): memwatchd's commands, help, no command
-// at all; --version is this binary's.
-func route(root *cobra.Command, args []string) (code int, done bool) {
-	c, _, err := root.Find(args)
-	if err != nil || c == root && !slices.Contains(args, "--version") {
-		return runFull(args), true
-	}
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		// A search is a process of a few milliseconds: no collection
-		// until its heap nears leanMemoryLimit (a search's memory is
-		// bounded well below: make bench measures its RSS), a tenth
-		// of its time on LoCoMo's questions.
-		debug.SetGCPercent(-1)
-		debug.SetMemoryLimit(leanMemoryLimit)
-	}
-	return 0, false
-}
-
-// runFull becomes memwatchd with args; it returns only when it cannot.
-func runFull(args []string) int {
-	path, err := cli.Beside(fullBinary)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "memwatch: this command is memwatchd's, the full binary: install memwatch whole (memwatch, memwatchd and memwatch-search together), or run memwatchd directly (%v)\n", err)
-		return cli.ExitFailure
-	}
-	return cli.Become(path, args)
-}
-
 // delegation is where a command this binary hands over goes: a search
 // with no daemon to memwatch-search (the search alone, which starts in a
 // third of memwatchd's time), anything else, or a search when
@@ -108,7 +71,7 @@ func (d *delegation) run(args []string) int {
 			return cli.Become(path, args)
 		}
 	}
-	return runFull(args)
+	return cli.BecomeBeside(fullBinary, args)
 }
 
 // leanControl is the daemon of the command's policy, as it announced

@@ -1,7 +1,8 @@
 // Command memwatchd runs every command of memwatch: the daemon, MCP,
 // install, the seeds' memory tools, and the commands the client (memwatch,
 // cmd/memwatch) runs itself when a daemon answers, which memwatchd runs
-// when none does.
+// when none does (a search: memwatch-search, cmd/memwatch-search, when it
+// is installed beside them).
 package main
 
 import (
