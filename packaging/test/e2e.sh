@@ -87,10 +87,22 @@ cin "dpkg -i /dist/$(basename "$DEB")" >/dev/null
 wait_for 15 "memwatch active with only the example policy" "systemctl is-active memwatch"
 wait_for 10 "idle log line" "journalctl -u memwatch --no-pager | grep -q 'no stores configured'"
 log "ok: active and idle with the commented example policy"
-# The three binaries side by side; a search no daemon of the directory's
-# answers runs memwatch-search (a root of its own, no policy).
+# The three binaries side by side; a search no daemon answers (a policy
+# of its own, whose socket nobody serves) runs memwatch-search.
 cin "test -x /usr/bin/memwatch && test -x /usr/bin/memwatchd && test -x /usr/bin/memwatch-search" || die "the package lacks one of memwatch, memwatchd, memwatch-search"
-cin "mkdir -p /tmp/solo && echo '{\"role\":\"user\",\"content\":\"the wombatquill note\"}' > /tmp/solo/m.jsonl && memwatch recall --state-dir /tmp/solo-state --dir /tmp/solo wombatquill | grep -q 'm.jsonl#L1'" || die "memwatch recall with no daemon (memwatch-search) found nothing"
+cin "mkdir -p /tmp/solo && echo '{\"role\":\"user\",\"content\":\"the wombatquill note\"}' > /tmp/solo/m.jsonl && cat > /tmp/solo.yaml <<'P'
+version: 1
+state_dir: /tmp/solo-state
+control:
+  socket: /tmp/solo-state/memwatch.sock
+stores:
+  - name: solo
+    layout: memory-history
+    paths: [/tmp/solo]
+    sessions: '*.jsonl'
+    consolidate: false
+P
+memwatch recall --policy /tmp/solo.yaml --dir /tmp/solo wombatquill | grep -q 'm.jsonl#L1'" || die "memwatch recall with no daemon (memwatch-search) found nothing"
 log "ok: memwatch, memwatchd and memwatch-search installed; a search with no daemon answers"
 
 log "configure a store and reload"
