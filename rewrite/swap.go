@@ -311,12 +311,12 @@ func (s *swapper) giveBack(ctx context.Context, why string) ([]byte, error) {
 			x.close()
 		}
 		if s.resolveOurs(ctx) {
-			// A writer held the result open, so it went live again: the
-			// rewrite took effect, and X's additions are put back into it.
-			if live, err := s.readAt(s.name); err == nil {
-				final = live.data
-				live.close()
-			}
+			// A writer held the result open, so its file went live again
+			// (X's additions are put back into it). The rewrite took
+			// effect if what the writer wrote there was built on the
+			// result; a version of its own written over it is the
+			// agent's, as a conflict's is.
+			final = s.liveFromResult()
 		}
 	} else if x, err := s.readAt(s.tmp); err == nil {
 		// An agent renamed a newer file onto the target after the exchange:
@@ -324,18 +324,12 @@ func (s *swapper) giveBack(ctx context.Context, why string) ([]byte, error) {
 		xdata = x.data
 		x.close()
 		s.mergeAndKeep(ctx, s.tmp, xdata, s.snap.data, "an agent replaced "+s.rec.Target+" twice during the swap; the older version")
-		if live, err := s.readAt(s.name); err == nil {
-			r := risk{Dropped: lineSample(s.snap.data, s.newData, 16), Novel: lineSample(s.newData, s.snap.data, 16)}
-			if len(r.Dropped)+len(r.Novel) > 0 && r.fromResult(live.data) {
-				final = live.data
-			}
-			live.close()
-		}
+		final = s.liveFromResult()
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read the file displaced from %s (left at %s): %w", s.rec.Target, s.dir.Rel(s.tmp), err)
 	}
 	if final != nil {
-		s.w.Log.Info("an agent wrote the file during the swap; memwatch's result stays live, as an agent wrote it or holds it, and the agent's lines go into it", "root", s.rec.Root, "path", s.rec.Target, "why", why)
+		s.w.Log.Info("an agent wrote the file during the swap; the live file is built on memwatch's result, so the rewrite took effect, and the agent's lines go into it", "root", s.rec.Root, "path", s.rec.Target, "why", why)
 	} else {
 		s.w.Log.Info("an agent wrote the file during the swap; its version stays live", "root", s.rec.Root, "path", s.rec.Target, "why", why)
 	}
@@ -351,6 +345,22 @@ func (s *swapper) giveBack(ctx context.Context, why string) ([]byte, error) {
 		})
 	}
 	return final, s.dir.Sync()
+}
+
+// liveFromResult returns the live file when it was written from
+// memwatch's result (it lacks the lines the result dropped, or has one
+// only the result had), else nil.
+func (s *swapper) liveFromResult() []byte {
+	live, err := s.readAt(s.name)
+	if err != nil {
+		return nil
+	}
+	defer live.close()
+	r := risk{Dropped: lineSample(s.snap.data, s.newData, 16), Novel: lineSample(s.newData, s.snap.data, 16)}
+	if len(r.Dropped)+len(r.Novel) > 0 && r.fromResult(live.data) {
+		return live.data
+	}
+	return nil
 }
 
 // resolveOurs decides about what the exchange back moved to the temp name:

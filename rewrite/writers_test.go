@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -421,72 +422,109 @@ func TestAgentThatReadTheResultLosesNothing(t *testing.T) {
 	}
 }
 
-// TestAWriterHoldingTheResultKeepsTheRewrite: an agent appends to the
-// pre-image during the swap (a conflict), and another opens memwatch's
-// result in the instant it is in place and holds it. The result goes live
-// again (that writer's next lines go there), so the rewrite took effect:
-// its record says done, its archive has what it removed, and the line the
-// first agent wrote is put back into the live file.
-func TestAWriterHoldingTheResultKeepsTheRewrite(t *testing.T) {
-	ctx := context.Background()
-	w := newRewriter(t)
-	w.MaxAttempts = 1
-	dir := t.TempDir()
-	target := filepath.Join(dir, "memory.md")
+// TestAWriterHoldingTheResult: an agent appends to the pre-image during
+// the swap (a conflict), and another opens memwatch's result in the
+// instant it is in place and holds it. That file goes live again (the
+// writer's next lines go there), and the line the first agent wrote is
+// put back into it. If the writer built on the result (it appends to
+// it), the rewrite took effect: its record says done, and its archive
+// has what it removed. If it wrote a version of its own over it (read
+// before the swap, written in place), the agent's version is live and
+// the record says conflict, as when the agent's own file stays.
+func TestAWriterHoldingTheResult(t *testing.T) {
 	var old strings.Builder
 	for i := range 20 {
 		fmt.Fprintf(&old, "line %d\n", i)
 	}
-	write(t, target, old.String())
-	var held *os.File
-	w.hook = func(step string) {
-		switch step {
-		case "before-exchange":
-			f := openT(t, target, os.O_WRONLY|os.O_APPEND) // the pre-image's inode
-			f.WriteString("w1\n")
-			f.Close()
-		case "after-exchange":
-			held = openT(t, target, os.O_WRONLY|os.O_APPEND) // memwatch's result
-		}
+	tests := []struct {
+		name    string
+		write   func(f *os.File) // what the writer holding the result writes
+		done    bool
+		want    []string
+		notWant []string
+	}{
+		{
+			name:    "built on the result",
+			write:   func(f *os.File) { f.Seek(0, io.SeekEnd); f.WriteString("w2\n") },
+			done:    true,
+			want:    []string{"line 17\n", "line 19\n", "w1\n", "w2\n"},
+			notWant: []string{"line 0\n"},
+		},
+		{
+			name:  "a version of its own",
+			write: func(f *os.File) { f.Truncate(0); f.WriteAt([]byte(old.String()+"w2\n"), 0) },
+			want:  []string{"line 0\n", "line 19\n", "w1\n", "w2\n"},
+		},
 	}
-	root := open(t, dir)
-	out, err := w.Apply(ctx, Request{Root: root, Target: "memory.md", Archive: "memory/a.md", Compute: keepNewest(3)}, &state.Record{Rule: "compact"})
-	if held == nil {
-		t.Fatal("the swap never reached its exchange")
-	}
-	if err != nil || out.Status != state.Done {
-		t.Fatalf("Apply = %+v, %v; want done (the result is live)", out, err)
-	}
-	w.hook = nil
-	if _, err := held.WriteString("w2\n"); err != nil {
-		t.Fatal(err)
-	}
-	held.Close()
-	if _, err := w.Restore(ctx, root, "memory.md", "s"); err != nil {
-		t.Fatal(err)
-	}
-	got := readT(t, target)
-	for _, l := range []string{"line 17\n", "line 19\n", "w1\n", "w2\n"} {
-		if !strings.Contains(got, l) {
-			t.Errorf("target = %q, want %q in it", got, l)
-		}
-	}
-	if strings.Contains(got, "line 0\n") {
-		t.Errorf("target = %q, want the compaction's result (line 0 archived)", got)
-	}
-	recs, _ := w.DB.Journal(ctx, state.Filter{Rule: "compact"})
-	if len(recs) != 1 || recs[0].Outcome != state.Done {
-		t.Fatalf("compaction records %+v, want one done", recs)
-	}
-	arch, err := os.ReadFile(filepath.Join(dir, "memory", "a.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, ok := Unpack(arch); ok {
-		arch = p
-	}
-	if !strings.Contains(string(arch), "line 0\n") {
-		t.Errorf("archive = %q, want the removed lines", arch)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newRewriter(t)
+			w.MaxAttempts = 1
+			dir := t.TempDir()
+			target := filepath.Join(dir, "memory.md")
+			write(t, target, old.String())
+			var held *os.File
+			w.hook = func(step string) {
+				switch step {
+				case "before-exchange":
+					f := openT(t, target, os.O_WRONLY|os.O_APPEND) // the pre-image's inode
+					f.WriteString("w1\n")
+					f.Close()
+				case "after-exchange":
+					held = openT(t, target, os.O_WRONLY) // memwatch's result
+					tt.write(held)
+				}
+			}
+			root := open(t, dir)
+			out, err := w.Apply(ctx, Request{Root: root, Target: "memory.md", Archive: "memory/a.md", Compute: keepNewest(3)}, &state.Record{Rule: "compact"})
+			if held == nil {
+				t.Fatal("the swap never reached its exchange")
+			}
+			held.Close()
+			w.hook = nil
+			if tt.done && (err != nil || out.Status != state.Done) {
+				t.Fatalf("Apply = %+v, %v; want done (the live file is built on the result)", out, err)
+			}
+			if !tt.done && !errors.Is(err, ErrConflict) {
+				t.Fatalf("Apply = %+v, %v; want a conflict (the agent's version is live)", out, err)
+			}
+			if _, err := w.Restore(ctx, root, "memory.md", "s"); err != nil {
+				t.Fatal(err)
+			}
+			got := readT(t, target)
+			for _, l := range tt.want {
+				if !strings.Contains(got, l) {
+					t.Errorf("target = %q, want %q in it", got, l)
+				}
+			}
+			for _, l := range tt.notWant {
+				if strings.Contains(got, l) {
+					t.Errorf("target = %q, want no %q in it", got, l)
+				}
+			}
+			recs, _ := w.DB.Journal(ctx, state.Filter{Rule: "compact"})
+			want := state.Failed
+			if tt.done {
+				want = state.Done
+			}
+			if len(recs) != 1 || recs[0].Outcome != want {
+				t.Fatalf("compaction records %+v, want one %s", recs, want)
+			}
+			if !tt.done {
+				return
+			}
+			arch, err := os.ReadFile(filepath.Join(dir, "memory", "a.md"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, ok := Unpack(arch); ok {
+				arch = p
+			}
+			if !strings.Contains(string(arch), "line 0\n") {
+				t.Errorf("archive = %q, want the removed lines", arch)
+			}
+		})
 	}
 }
 
