@@ -71,7 +71,8 @@
 //  9. EXCHANGE BACK otherwise, at once: T is X again (the agent's version,
 //     and the file a writer holding it writes to), the temp name holds N.
 //     N as written is removed; N with bytes an agent appended in the
-//     instant it was live has them appended to T, and is kept as a backup;
+//     instant it was live has them appended to T (watched as lines put
+//     back are, below), and is kept as a backup;
 //     N rewritten by an agent is kept and what it added to N is put into
 //     T (see below). If an agent had already renamed a newer file onto T
 //     (N is gone), that file stays and X's additions to S are put into it.

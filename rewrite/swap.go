@@ -406,11 +406,31 @@ func (s *swapper) resolveOurs(ctx context.Context) (resultLive bool) {
 			return false
 		}
 		s.w.Log.Info("carried bytes an agent appended to memwatch's result back into its version", "root", s.rec.Root, "path", s.rec.Target, "bytes", len(tail))
-		s.keep(s.tmp, fmt.Sprintf("memwatch's result of %s with %d bytes an agent appended to it in the instant it was in place (also appended to the agent's version)", s.rec.Target, len(tail)))
+		kept := s.keep(s.tmp, fmt.Sprintf("memwatch's result of %s with %d bytes an agent appended to it in the instant it was in place (also appended to the agent's version)", s.rec.Target, len(tail)))
+		s.watchCarried(ctx, Added(s.newData, y.data), kept)
 	default:
 		s.mergeAndKeep(ctx, s.tmp, y.data, s.newData, "memwatch's result of "+s.rec.Target+" as an agent rewrote it in the instant it was in place")
 	}
 	return false
+}
+
+// watchCarried watches lines memwatch appended to the live file (what an
+// agent wrote into the result in the instant it was live) as it watches
+// lines it put back: an agent that read the file before they were
+// appended (a read-modify-write) writes its next version without them,
+// and they go back (see mergeRisks). Lines the live file lacks already
+// are put back whatever it looks like.
+func (s *swapper) watchCarried(ctx context.Context, blocks []Block, kept string) {
+	live, err := s.readAt(s.name)
+	if err != nil {
+		return
+	}
+	defer live.close()
+	r := risk{Record: s.rec.ID, Blocks: blocks, Always: true, Until: s.w.Now().Add(riskDeferred), Kept: kept}
+	if len(Missing(live.data, blocks)) == 0 {
+		r.Restored, r.Restores = Hash(live.data), 1
+	}
+	s.w.addRisk(ctx, s.rec.Root, s.rec.Target, r)
 }
 
 // mergeAndKeep keeps the file at name (holding data, an agent's version

@@ -528,6 +528,58 @@ func TestAWriterHoldingTheResult(t *testing.T) {
 	}
 }
 
+// TestCarriedLinesSurviveAStaleWrite: an agent appends to the pre-image
+// during the swap (a conflict) and another appends to memwatch's result in
+// the instant it is live; the exchange back carries that line into the
+// agent's version. A read-modify-write agent that read the file before it
+// was carried writes its next version without it: the line goes back, as
+// a line put back after a conflict does (make stress lost such a line).
+func TestCarriedLinesSurviveAStaleWrite(t *testing.T) {
+	ctx := context.Background()
+	w := newRewriter(t)
+	w.MaxAttempts = 1
+	dir := t.TempDir()
+	target := filepath.Join(dir, "memory.md")
+	old := "# notes\n" + strings.Repeat("old line\n", 30)
+	write(t, target, old)
+	w.hook = func(step string) {
+		switch step {
+		case "before-exchange":
+			f := openT(t, target, os.O_WRONLY|os.O_APPEND) // the pre-image's inode
+			f.WriteString("w1\n")
+			f.Close()
+		case "after-exchange":
+			f := openT(t, target, os.O_WRONLY|os.O_APPEND) // memwatch's result
+			f.WriteString("w2\n")
+			f.Close()
+		}
+	}
+	root := open(t, dir)
+	if _, err := w.Apply(ctx, Request{Root: root, Target: "memory.md", Archive: "memory/a.md", Compute: keepNewest(3)}, &state.Record{Rule: "compact"}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Apply = %v, want a conflict", err)
+	}
+	w.hook = nil
+	if got, want := readT(t, target), old+"w1\nw2\n"; got != want {
+		t.Fatalf("after the conflict the target = %q, want %q (w2 carried)", got, want)
+	}
+	// The agent read the file before w2 was carried, and writes from it.
+	write(t, target, old+"w1\nw3\n")
+	if out, err := w.Restore(ctx, root, "memory.md", "s"); err != nil || out.Status != state.Done {
+		t.Fatalf("Restore = %+v, %v; want done", out, err)
+	}
+	if got := readT(t, target); !strings.Contains(got, "w2\n") || !strings.Contains(got, "w3\n") {
+		t.Errorf("target = %q, want w2 put back beside w3", got)
+	}
+	// A version written after that keeps it: nothing more to watch.
+	write(t, target, readT(t, target)+"w4\n")
+	if out, err := w.Restore(ctx, root, "memory.md", "s"); err != nil || out.Status == state.Done {
+		t.Errorf("Restore = %+v, %v; want nothing to do", out, err)
+	}
+	if got := w.RiskTargets(ctx, root.Path()); len(got) != 0 {
+		t.Errorf("RiskTargets = %v, want none left", got)
+	}
+}
+
 // TestPutBackSurvivesAStaleWrite: a put-back is a rewrite like any other.
 // A read-modify-write agent that read the file just before it writes its
 // next version without the lines put back; memwatch puts them back again.
