@@ -78,8 +78,11 @@
 //     (N is gone), that file stays and X's additions to S are put into it.
 //     If a writer opened N in the instant it was live and holds it, N goes
 //     back to T (that writer's next writes go there), X is kept and what X
-//     added to S is put into T: the rewrite took effect, and is journaled
-//     done, as it is when the newer file was written from N.
+//     added to S is put into T. When what that writer wrote into N is
+//     built on N (it lacks the lines N dropped, or has one only N had),
+//     the rewrite took effect and is journaled done, as it is when the
+//     newer file was written from N; a version of the writer's own over N
+//     is a conflict.
 //     Otherwise the attempt ends in ErrConflict (BusyError if a writer
 //     holds X).
 //  10. JOURNAL done with the hash of what is at T, and the pre-image with

@@ -292,11 +292,12 @@ func (s *swapper) classify(ctx context.Context) (why string, busy bool, err erro
 // watched: an agent that read the result in that instant writes its next
 // version without them (see "Genuine conflicts" in the package doc).
 //
-// It returns the live file when that newer file was written from
-// memwatch's result (it lacks the lines the result dropped), or when a
-// writer held the result open so that it went live again: then the
-// rewrite took effect after all, and is journaled done (a record that says
-// failed for a change in place would mislead undo and the user).
+// It returns the live file when that newer file, or the result a writer
+// held open (which then went live again), was written from memwatch's
+// result (it lacks the lines the result dropped, or has one only the
+// result had): then the rewrite took effect after all, and is journaled
+// done (a record that says failed for a change in place would mislead undo
+// and the user).
 func (s *swapper) giveBack(ctx context.Context, why string) ([]byte, error) {
 	var xdata, final []byte
 	tst, terr := s.dir.Lstat(s.name)
@@ -426,9 +427,10 @@ func (s *swapper) watchCarried(ctx context.Context, blocks []Block, kept string)
 		return
 	}
 	defer live.close()
-	r := risk{Record: s.rec.ID, Blocks: blocks, Always: true, Until: s.w.Now().Add(riskDeferred), Kept: kept}
+	// Missing already: in no live file, put back within riskAlways.
+	r := risk{Record: s.rec.ID, Blocks: blocks, Always: true, Until: s.w.Now().Add(riskAlways), Kept: kept}
 	if len(Missing(live.data, blocks)) == 0 {
-		r.Restored, r.Restores = Hash(live.data), 1
+		r.Restored, r.Restores, r.Until = Hash(live.data), 1, s.w.Now().Add(riskDeferred)
 	}
 	s.w.addRisk(ctx, s.rec.Root, s.rec.Target, r)
 }

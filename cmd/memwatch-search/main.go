@@ -2,8 +2,8 @@
 // opens the state and the index itself and searches as the user running
 // it, as memwatchd does (cmd/internal/local, shared), but links no
 // replica, metrics, MCP or service code. memwatchd's start is some 230
-// package initializers and 1,200 page faults (44-47 ms here), most of a
-// search with no daemon; this binary's is a third of it. The client
+// package initializers and 1,200 page faults (44-53 ms here), most of a
+// search with no daemon; this binary's is 137 and 640 (26-30 ms). The client
 // (memwatch) becomes it for such a search; anything else it is asked it
 // hands to memwatchd, installed beside it.
 package main

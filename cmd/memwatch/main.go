@@ -58,8 +58,8 @@ type client struct {
 }
 
 // delegation is where a command this binary hands over goes: a search
-// with no daemon to memwatch-search (the search alone, which starts in a
-// third of memwatchd's time), anything else, or a search when
+// with no daemon to memwatch-search (the search alone, which starts in
+// about half memwatchd's time), anything else, or a search when
 // memwatch-search is not installed, to memwatchd.
 type delegation struct {
 	search bool // set by the command that handed over: a search

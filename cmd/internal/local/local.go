@@ -3,7 +3,7 @@
 // directory and the daemon (as memwatchd does for every command), and
 // search here. memwatchd and memwatch-search (the search alone, without
 // the replica, metrics, MCP and service code memwatchd links, so that it
-// starts in a third of the time) share it.
+// starts in about half the time) share it.
 package local
 
 import (
