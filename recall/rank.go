@@ -502,7 +502,7 @@ func (r *ranker) prepare() {
 				for _, s := range f.segs {
 					any := false
 					for i, t := range r.terms {
-						ti, ok := s.lookupHashed(t, hs[i])
+						ti, ok := s.lookupKept(t, hs[i])
 						if !ok {
 							ti = termInfo{} // df 0: absent
 						}

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -385,6 +386,58 @@ func TestSegmentLookupByKeys(t *testing.T) {
 		if _, ok := s.lookup(absent); ok {
 			t.Errorf("lookup %q: found, want absent", absent)
 		}
+	}
+}
+
+// TestLookupKeptRemembersRight: a kept segment's remembered look-ups
+// answer as the dictionary does, for terms asked again, terms sharing a
+// slot, absent terms and terms its filter refuses, from several searches
+// at once.
+func TestLookupKeptRemembersRight(t *testing.T) {
+	var terms []string
+	b := newSegBuilder(0, 0, func(string) bool { return true })
+	for i := range 300 {
+		term := fmt.Sprintf("word%03d", i)
+		terms = append(terms, term)
+		ps := []posting{{ord: uint32(i), tf: 1}}
+		if i%3 == 0 { // some terms in many documents: postings outside the entry
+			ps = append(ps, posting{ord: uint32(i + 1), tf: 2}, posting{ord: uint32(i + 2), tf: 3})
+		}
+		b.terms[term] = ps
+		b.docs = append(b.docs, docInfo{off: int64(i), line: int64(i + 1), len: 1})
+	}
+	b.docs = append(b.docs, docInfo{off: 300, line: 301, len: 1}, docInfo{off: 301, line: 302, len: 1})
+	b.endOff = 302
+	s, err := parseSegment(b.encode(fileID{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.keptBy = NewIndexCache(1 << 20) // as the daemon's cache keeps it
+	s.uses.Store(2)                   // its filter built
+	asked := append(slices.Clone(terms), "absent", "word", "word3000", "")
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pass := range 3 {
+				for k := range asked {
+					term := asked[(k*7+g*31+pass)%len(asked)]
+					want, wantOK := s.lookup(term)
+					for range 2 {
+						got, ok := s.lookupKept(term, termHash(term))
+						if ok != wantOK || got.df != want.df || got.maxTF != want.maxTF || got.ord != want.ord || !bytes.Equal(got.post, want.post) {
+							t.Errorf("lookupKept(%q) = %+v, %v; want %+v, %v", term, got, ok, want, wantOK)
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if s.looked == nil {
+		t.Error("a kept segment remembered no look-up")
 	}
 }
 
