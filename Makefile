@@ -105,10 +105,11 @@ stress:
 # agent writing throughout), every kind of writer at 50x the size against the
 # rewrite and the daemon, the watcher overflow test, the tenants' bounds
 # at the issue's size (a 400 MiB log, 200,000 directories) and a root of
-# 1,000,000 session logs caught up beside another, and a burst of 200,000
-# logs captured whole before status says nothing is pending.
+# 1,000,000 session logs caught up beside another, a burst of 200,000
+# logs captured whole before status says nothing is pending, and 100,000
+# session logs deleted at once (make test: 5,000).
 soak:
-	MEMWATCH_CRASH_ITERATIONS=2000 MEMWATCH_WRITERS_SCALE=50 MEMWATCH_TENANTS_LOG_MIB=400 MEMWATCH_TENANTS_DIRS=200 MEMWATCH_MANY_FILES=1000000 MEMWATCH_BURST_LOGS=200000 $(GO) test $(RACE) -run 'TestCrashConsistency|TestOverflow|TestWritersLoseNothing|TestAgentWritesStayLive|TestTenantsBounded|TestManyFilesCaughtUpAlone|TestBurstCapturedWhole' -timeout 4h -v ./test/e2e ./watcher ./rewrite
+	MEMWATCH_CRASH_ITERATIONS=2000 MEMWATCH_WRITERS_SCALE=50 MEMWATCH_TENANTS_LOG_MIB=400 MEMWATCH_TENANTS_DIRS=200 MEMWATCH_MANY_FILES=1000000 MEMWATCH_BURST_LOGS=200000 MEMWATCH_MASS_DELETE_FILES=100000 $(GO) test $(RACE) -run 'TestMassDeleteBatched|TestCrashConsistency|TestOverflow|TestWritersLoseNothing|TestAgentWritesStayLive|TestTenantsBounded|TestManyFilesCaughtUpAlone|TestBurstCapturedWhole' -timeout 4h -v ./test/e2e ./watcher ./rewrite
 
 # memwatch mcp driven by an independent client: the official TypeScript MCP
 # SDK, installed from npm into test/mcp-node (skipped when node is absent);
