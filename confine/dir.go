@@ -36,7 +36,10 @@ func (r *Root) Dir(rel string) (*Dir, error) {
 		return nil, err
 	}
 	var f *os.File
-	if err := r.as(func() (err error) { f, err = r.os.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY, 0); return err }); err != nil {
+	if err := r.as(func() (err error) {
+		f, err = r.os.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|nonBlocking, 0)
+		return err
+	}); err != nil {
 		return nil, wrap("open directory", rel, err)
 	}
 	return &Dir{root: r, rel: rel, f: f, fd: int(f.Fd())}, nil

@@ -63,10 +63,14 @@ func (r *Root) Scan(dir string, descend func(rel string) bool, match func(rel st
 // A directory os.Root opens stats every entry it lists (its entries' Info
 // cannot be looked up lazily by path), a system call a file per listing:
 // the scan reads names and types only, so it lists a descriptor of its
-// own, reopened from the one os.Root checked.
+// own, reopened from the one os.Root checked. Opened O_NONBLOCK, as every
+// open here (nonBlocking).
 func (r *Root) openScanDir(dir string) (*os.File, error) {
 	var f *os.File
-	if err := r.as(func() (err error) { f, err = r.os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0); return err }); err != nil {
+	if err := r.as(func() (err error) {
+		f, err = r.os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|nonBlocking, 0)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	defer f.Close()

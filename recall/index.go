@@ -406,7 +406,7 @@ func (idx *fileIndex) parse(verify bool) error {
 // Covered reports how many bytes of rel (in the root at rootPath) the
 // index in dir covers; every search reads the rest directly.
 func Covered(dir, rootPath, rel string) int64 {
-	f, err := os.Open(indexPath(dir, rootPath, rel))
+	f, err := openIndexFile(indexPath(dir, rootPath, rel), os.O_RDONLY, 0)
 	if err != nil {
 		return 0
 	}
@@ -795,7 +795,7 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 		}
 		return 0, nil
 	}
-	out, err := os.OpenFile(path, os.O_RDWR, 0o600)
+	out, err := openIndexFile(path, os.O_RDWR, 0o600)
 	if err != nil {
 		return 0, err
 	}
@@ -924,7 +924,7 @@ func header(idx *fileIndex) []byte {
 
 // rewriteHeader writes idx's header over the index file's.
 func rewriteHeader(path string, idx *fileIndex) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := openIndexFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -938,10 +938,33 @@ func rewriteHeader(path string, idx *fileIndex) error {
 // writeNew replaces the index file with an empty one for idx.
 func writeNew(path string, idx *fileIndex) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, header(idx), 0o600); err != nil {
+	if err := writeIndexFile(tmp, header(idx)); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// openIndexFile is os.OpenFile for the index's own files, O_NONBLOCK
+// added: a regular file ignores it, and os.OpenFile, given a descriptor
+// without it, puts it in non-blocking mode to offer it to the network
+// poller (which refuses a file) and back, four fcntl calls an open (a
+// catch-up of 10,000 one-session directories opened 160,000 of the
+// index's files).
+func openIndexFile(path string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(path, flag|syscall.O_NONBLOCK, perm)
+}
+
+// writeIndexFile is os.WriteFile through openIndexFile.
+func writeIndexFile(path string, data []byte) error {
+	f, err := openIndexFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // lineReaders are the indexing passes' readers, 1 MiB each: a catch-up

@@ -548,7 +548,7 @@ func openSegment(path string) (*segment, error) { return openSegmentAs(path, fal
 // (a merge reads every posting once: mapped, they would all count in the
 // daemon's memory).
 func openSegmentAs(path string, lazy bool) (*segment, error) {
-	f, err := os.Open(path)
+	f, err := openIndexFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -1352,7 +1352,7 @@ func (o IndexOptions) wrote(path string, gone bool) {
 
 // readSegmentHeader reads what a segment file's header says.
 func readSegmentHeader(path string) (*segment, error) {
-	f, err := os.Open(path)
+	f, err := openIndexFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -1600,7 +1600,7 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 	}
 	id.tailSum, id.ctime = b.id.tailSum, b.id.ctime
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := openIndexFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
@@ -1726,7 +1726,7 @@ func mergeSegmentFiles(pa, pb, path string, id fileID) error {
 // writeSegment writes a segment file whole (temp, then rename).
 func writeSegment(path string, data []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	if err := writeIndexFile(tmp, data); err != nil {
 		os.Remove(tmp)
 		return err
 	}

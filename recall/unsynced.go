@@ -124,7 +124,7 @@ func (c *IndexCache) SyncIndexes(dir string) error {
 // clearUnsynced rewrites the header of the index at path without its
 // unsynced mark (one write of one sector).
 func clearUnsynced(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := openIndexFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func clearUnsynced(path string) error {
 // syncEach fsyncs each file.
 func syncEach(paths []string) error {
 	for _, p := range paths {
-		f, err := os.Open(p)
+		f, err := openIndexFile(p, os.O_RDONLY, 0)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

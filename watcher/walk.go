@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // walk is filepath.WalkDir without its cost in memory: a directory's
@@ -38,7 +39,10 @@ func walk(dir string, fn func(p string, d fs.DirEntry, err error) error) error {
 		}
 	}()
 	open := func(p string, d fs.DirEntry) error {
-		f, err := os.Open(p)
+		// O_NONBLOCK: a FIFO swapped in for the directory listed is not
+		// waited on (O_DIRECTORY refuses it), and os.OpenFile does not
+		// toggle the descriptor's mode (four fcntl calls a directory).
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			if err := fn(p, d, err); errors.Is(err, filepath.SkipAll) {
 				return err
