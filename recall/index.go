@@ -945,11 +945,10 @@ func writeNew(path string, idx *fileIndex) error {
 }
 
 // openIndexFile is os.OpenFile for the index's own files, O_NONBLOCK
-// added: a regular file ignores it, and os.OpenFile, given a descriptor
-// without it, puts it in non-blocking mode to offer it to the network
-// poller (which refuses a file) and back, four fcntl calls an open (a
-// catch-up of 10,000 one-session directories opened 160,000 of the
-// index's files).
+// added, which a regular file ignores: without it os.OpenFile toggles the
+// descriptor's mode, four fcntl calls an open (confine's nonBlocking
+// says why; a catch-up of 10,000 one-session directories opened 160,000
+// of the index's files).
 func openIndexFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 	return os.OpenFile(path, flag|syscall.O_NONBLOCK, perm)
 }

@@ -971,6 +971,12 @@ func (s *segment) lookupHashed(term string, h uint64) (termInfo, bool) {
 	if f := s.filter(); f != nil && !f.mayHold(h) {
 		return termInfo{}, false
 	}
+	return s.lookupDict(term)
+}
+
+// lookupDict is lookup in the dictionary itself, the filter asked
+// already (or not built).
+func (s *segment) lookupDict(term string) (termInfo, bool) {
 	blocks := (s.nterms + dictBlock - 1) / dictBlock
 	key := termKey(term)
 	// The last block whose first term is at most term.
@@ -1064,7 +1070,7 @@ func (s *segment) lookupKept(term string, h uint64) (termInfo, bool) {
 		}
 	}
 	s.lookedMu.Unlock()
-	ti, ok := s.lookupHashed(term, h)
+	ti, ok := s.lookupDict(term)
 	s.lookedMu.Lock()
 	if s.looked == nil {
 		s.looked = new([lookedSlots]lookedTerm)
