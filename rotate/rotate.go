@@ -74,40 +74,21 @@ type Archive struct {
 
 // Archives lists the archives of root that still exist, newest first.
 func Archives(ctx context.Context, db *state.DB, root *confine.Root) ([]Archive, error) {
-	// The records that name an archive, and the prunes (which name it as
-	// their target): not the whole journal of the root.
-	recs, err := db.Journal(ctx, state.Filter{Root: root.Path(), WithArchive: true})
+	recs, err := db.ArchiveRecords(ctx, root.Path(), RuleCompress, RulePrune)
 	if err != nil {
 		return nil, err
-	}
-	prunes, err := db.Journal(ctx, state.Filter{Root: root.Path(), Rule: RulePrune, Outcome: state.Done})
-	if err != nil {
-		return nil, err
-	}
-	compressed := map[string]state.Record{} // original -> its compression
-	pruned := map[string]bool{}
-	for _, r := range recs {
-		if r.Rule == RuleCompress && r.Outcome == state.Done {
-			compressed[r.Target] = r
-		}
-	}
-	for _, r := range prunes {
-		pruned[r.Target] = true
 	}
 	var out []Archive
 	seen := map[string]bool{}
 	for _, r := range recs { // newest first
-		if r.Archive == "" || r.Rule == RuleCompress || r.Rule == RulePrune || seen[r.Archive] {
+		if seen[r.Archive] {
 			continue
 		}
 		seen[r.Archive] = true
 		a := Archive{Path: r.Archive, Original: r.Archive, Target: r.Target, Record: r.ID, Time: r.Time, SHA: r.BeforeSHA,
 			Kept: r.Rule == rewrite.RuleKept, Reason: r.Reason}
-		if c, ok := compressed[r.Archive]; ok {
-			a.Path, a.Compressed, a.SHA = c.Archive, true, c.AfterSHA
-		}
-		if pruned[a.Path] {
-			continue
+		if r.CompressedTo != "" {
+			a.Path, a.Compressed, a.SHA = r.CompressedTo, true, r.CompressedSHA
 		}
 		fi, err := root.Lstat(a.Path)
 		if err != nil || !fi.Mode().IsRegular() {

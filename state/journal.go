@@ -194,6 +194,51 @@ func (d *DB) ArchiveRoots(ctx context.Context) (map[string]bool, error) {
 	return out, nil
 }
 
+// ArchiveRecord is a record that made an archive the journal still
+// holds, with the compression of that archive when one is done.
+type ArchiveRecord struct {
+	Record
+	CompressedTo  string // the compressed file's name ('' when none)
+	CompressedSHA string // its hash as the compression wrote it
+}
+
+// archiveCols is recordCols of the table aliased a.
+var archiveCols = "a." + strings.ReplaceAll(recordCols, ",", ",a.")
+
+// ArchiveRecords returns, newest first, root's records that made an
+// archive (neither a compression nor a prune, the rules named by the
+// caller) whose archive no done prune removed, under its name or its
+// compressed one. Archive retention asks at every pass: reading every
+// archive record of the root and its prunes made a year of daily
+// compactions quadratic in the journal.
+func (d *DB) ArchiveRecords(ctx context.Context, root, compressRule, pruneRule string) ([]ArchiveRecord, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT `+archiveCols+`, COALESCE(c.archive,''), COALESCE(c.after_sha,'')
+		FROM journal a INDEXED BY journal_archive
+		LEFT JOIN journal c ON c.id = (SELECT MIN(x.id) FROM journal x
+			WHERE x.root=a.root AND x.target=a.archive AND x.rule=?1 AND x.outcome=?4 AND x.archive != '')
+		WHERE a.root=?2 AND a.archive != '' AND a.rule NOT IN (?1, ?3)
+			AND NOT EXISTS (SELECT 1 FROM journal p
+				WHERE p.root=a.root AND p.target=COALESCE(c.archive, a.archive) AND p.rule=?3 AND p.outcome=?4)
+		ORDER BY a.id DESC`, compressRule, root, pruneRule, Done)
+	if err != nil {
+		return nil, fmt.Errorf("read journal: %w", err)
+	}
+	defer rows.Close()
+	var out []ArchiveRecord
+	for rows.Next() {
+		var a ArchiveRecord
+		a.Record, err = scanRecord(rows, &a.CompressedTo, &a.CompressedSHA)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read journal: %w", err)
+	}
+	return out, nil
+}
+
 // Stores and rules that appear in the journal, sorted: what a filter can
 // name (memwatch log refuses the others).
 func (d *DB) JournalNames(ctx context.Context) (stores, rules []string, err error) {
@@ -280,11 +325,12 @@ func (d *DB) DoneKey(ctx context.Context, root, target, key string) (bool, error
 
 type scanner interface{ Scan(...any) error }
 
-func scanRecord(s scanner) (Record, error) {
+// scanRecord reads recordCols, then extra: columns a query adds after them.
+func scanRecord(s scanner, extra ...any) (Record, error) {
 	var r Record
 	var t, ms, us int64
-	err := s.Scan(&r.ID, &t, &r.Store, &r.Root, &r.Rule, &r.Target, &r.Archive, &r.BeforeSHA, &r.BeforeSize,
-		&r.AfterSHA, &r.AfterSize, &r.Tokens, &ms, &us, &r.Outcome, &r.Reason, &r.Data, &r.RootDev, &r.RootIno, &r.Key, &r.Trigger)
+	err := s.Scan(append([]any{&r.ID, &t, &r.Store, &r.Root, &r.Rule, &r.Target, &r.Archive, &r.BeforeSHA, &r.BeforeSize,
+		&r.AfterSHA, &r.AfterSize, &r.Tokens, &ms, &us, &r.Outcome, &r.Reason, &r.Data, &r.RootDev, &r.RootIno, &r.Key, &r.Trigger}, extra...)...)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return r, err

@@ -190,3 +190,48 @@ func TestArchiveRoots(t *testing.T) {
 		t.Errorf("ArchiveRoots = %v, want %v", got, want)
 	}
 }
+
+// TestArchiveRecords: the records whose archive no done prune removed,
+// under its name or its compressed one, newest first, each with its
+// done compression; other roots', prunes' and compressions' records are
+// not archives.
+func TestArchiveRecords(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, r := range []Record{
+		{Root: "/a", Rule: "compact", Target: "m.md", Archive: "arc/1.md", Outcome: Done},                      // 1: compressed, then pruned
+		{Root: "/a", Rule: "compact", Target: "m.md", Archive: "arc/2.md", Outcome: Done},                      // 2: compressed
+		{Root: "/a", Rule: "compact", Target: "m.md", Archive: "arc/3.md", Outcome: Done},                      // 3: pruned as it was
+		{Root: "/a", Rule: "compact", Target: "m.md", Archive: "arc/4.md", Outcome: Done},                      // 4: a failed compression, a failed prune
+		{Root: "/b", Rule: "compact", Target: "m.md", Archive: "arc/5.md", Outcome: Done},                      // 5: another root
+		{Root: "/a", Rule: "zip", Target: "arc/1.md", Archive: "arc/1.md.gz", AfterSHA: "z1", Outcome: Done},   // 6
+		{Root: "/a", Rule: "zip", Target: "arc/2.md", Archive: "arc/2.md.gz", AfterSHA: "z2", Outcome: Done},   // 7
+		{Root: "/a", Rule: "prune", Target: "arc/1.md.gz", Outcome: Done},                                      // 8
+		{Root: "/a", Rule: "prune", Target: "arc/3.md", Outcome: Done},                                         // 9
+		{Root: "/a", Rule: "zip", Target: "arc/4.md", Archive: "arc/4.md.gz", AfterSHA: "z4", Outcome: Failed}, // 10
+		{Root: "/a", Rule: "prune", Target: "arc/4.md", Outcome: Failed},                                       // 11
+		{Root: "/a", Rule: "prune", Target: "arc/2.md", Outcome: Done},                                         // 12: its old name, not the file now
+		{Root: "/b", Rule: "prune", Target: "arc/2.md.gz", Outcome: Done},                                      // 13: another root's
+		{Root: "/a", Rule: "kept", Target: "m.md", Archive: "m.md.kept", Outcome: Done},                        // 14
+	} {
+		if _, err := db.Append(ctx, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.ArchiveRecords(ctx, "/a", "zip", "prune")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var desc []string
+	for _, a := range got {
+		desc = append(desc, fmt.Sprintf("%d %s>%s %s", a.ID, a.Archive, a.CompressedTo, a.CompressedSHA))
+	}
+	want := []string{"14 m.md.kept> ", "4 arc/4.md> ", "2 arc/2.md>arc/2.md.gz z2"}
+	if fmt.Sprint(desc) != fmt.Sprint(want) {
+		t.Errorf("ArchiveRecords = %q, want %q", desc, want)
+	}
+}
