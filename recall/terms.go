@@ -1057,9 +1057,8 @@ func (s *segment) lookupKept(term string, h uint64) (termInfo, bool) {
 	if s.keptBy == nil || s.file != nil {
 		return s.lookupHashed(term, h)
 	}
-	if f := s.filter(); f != nil && !f.mayHold(h) {
-		return termInfo{}, false
-	}
+	// The slot first: a term found before skips the filter, whose word
+	// is a cache miss of its own.
 	slot := h % lookedSlots
 	s.lookedMu.Lock()
 	if s.looked != nil {
@@ -1070,6 +1069,9 @@ func (s *segment) lookupKept(term string, h uint64) (termInfo, bool) {
 		}
 	}
 	s.lookedMu.Unlock()
+	if f := s.filter(); f != nil && !f.mayHold(h) {
+		return termInfo{}, false
+	}
 	ti, ok := s.lookupDict(term)
 	s.lookedMu.Lock()
 	if s.looked == nil {
