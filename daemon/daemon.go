@@ -946,12 +946,15 @@ func (d *Daemon) cleanTemp(ctx context.Context) {
 	}
 	todo := make(chan work)
 	var wg sync.WaitGroup
+	// One batch of opens: the roots' trusted parents are looked up once.
+	pre := new(confine.Prefixes)
+	defer pre.Close()
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for w := range todo {
-				d.cleanRootTemp(ctx, w.s, w.r)
+				d.cleanRootTemp(ctx, w.s, w.r, pre)
 			}
 		}()
 	}
@@ -964,8 +967,8 @@ func (d *Daemon) cleanTemp(ctx context.Context) {
 	wg.Wait()
 }
 
-func (d *Daemon) cleanRootTemp(ctx context.Context, s *policy.Store, r string) {
-	root, err := s.OpenRoot(r)
+func (d *Daemon) cleanRootTemp(ctx context.Context, s *policy.Store, r string, pre *confine.Prefixes) {
+	root, err := s.OpenRootIn(r, pre)
 	if err != nil {
 		return // the watcher reports refused roots
 	}
