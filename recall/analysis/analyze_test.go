@@ -3,8 +3,10 @@ package analysis
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -210,4 +212,39 @@ func TestShortKey(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkTermIDsManyTokens: TermIDs over Go's own sources (about 30
+// MB, a vocabulary of hundreds of thousands of tokens, as a home's tool
+// results are), one analyzer throughout as the daemon's indexer keeps.
+func BenchmarkTermIDsManyTokens(b *testing.B) {
+	var texts [][]byte
+	var n int64
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		b.Skip("no go command")
+	}
+	filepath.WalkDir(filepath.Join(strings.TrimSpace(string(goroot)), "src"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || n >= 30<<20 || d.IsDir() || !strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		if t, err := os.ReadFile(p); err == nil {
+			texts = append(texts, t)
+			n += int64(len(t))
+		}
+		return nil
+	})
+	if n == 0 {
+		b.Skip("no Go sources under GOROOT")
+	}
+	a := New()
+	b.SetBytes(n)
+	var sum int64
+	for b.Loop() {
+		for _, t := range texts {
+			a.TermIDs(t, func(id int32) { sum += int64(id) })
+			a.ResetIDs()
+		}
+	}
+	_ = sum
 }
