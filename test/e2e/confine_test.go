@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -94,6 +95,23 @@ func agentHelperMain() {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		fmt.Printf("%d %d\n%s", resp.StatusCode, time.Since(start).Milliseconds(), body)
+	case "gets": // args: socket, URL paths: one GET after another as this user, a JSON answer each
+		c := socketClient(args[0])
+		c.Timeout = 30 * time.Second
+		enc := json.NewEncoder(os.Stdout)
+		for _, path := range args[1:] {
+			start := time.Now()
+			var g gotAs
+			if resp, err := c.Get("http://memwatch" + path); err != nil {
+				g.Body = err.Error()
+			} else {
+				body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+				resp.Body.Close()
+				g.Code, g.Body = resp.StatusCode, string(body)
+			}
+			g.Took = time.Since(start)
+			enc.Encode(g)
+		}
 	case "flood": // args: socket, URL path, parallel, rounds: GETs at once as this user
 		n, _ := strconv.Atoi(args[2])
 		rounds, _ := strconv.Atoi(args[3])
