@@ -431,7 +431,9 @@ func TestUndoOfALimitDeletionSticks(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("limit deletions: %d, want 1", len(recs))
 	}
-	sdb, _ := sql.Open("sqlite", "file:"+path)
+	// The app waits for the daemon's write as a real one does (busy
+	// timeout): an insert refused at once left the limit nothing to do.
+	sdb, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	defer sdb.Close()
 	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", r.sock)
@@ -451,7 +453,9 @@ func TestUndoOfALimitDeletionSticks(t *testing.T) {
 		t.Fatalf("after the undo: A has %d records, want the restored 11", n)
 	}
 	// A new record: the limit applies again.
-	sdb.Exec(`INSERT INTO app_memories (app_id, content) VALUES ('A', 'a new one')`)
+	if _, err := sdb.Exec(`INSERT INTO app_memories (app_id, content) VALUES ('A', 'a new one')`); err != nil {
+		t.Fatalf("the app's new record: %v", err)
+	}
 	waitFor(t, "A back at the limit", func() bool { return count(t, path, "A") == 10 })
 }
 
