@@ -50,11 +50,7 @@ func TestDurationUnderAMillisecond(t *testing.T) {
 
 func TestTokenAndDiskDays(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTemp(t)
 	for _, u := range []struct {
 		ep, day string
 		n       int64
@@ -88,11 +84,7 @@ func TestTokenAndDiskDays(t *testing.T) {
 
 func TestJournalPagesBeforeAnID(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTemp(t)
 	for i := range 5 {
 		if _, err := db.Append(ctx, &Record{Store: "s", Root: "/r", Rule: "compact", Target: fmt.Sprint(i), Outcome: Done}); err != nil {
 			t.Fatal(err)
@@ -167,11 +159,7 @@ func TestBindingsCheck(t *testing.T) {
 // only those (status opens no other root to count its archives).
 func TestArchiveRoots(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTemp(t)
 	for _, r := range []Record{
 		{Store: "s", Root: "/a", Rule: "compact", Target: "memory.md", Archive: "memory.archive/1.md", Outcome: Done},
 		{Store: "s", Root: "/a", Rule: "compact", Target: "memory.md", Archive: "memory.archive/2.md", Outcome: Done},
@@ -197,11 +185,7 @@ func TestArchiveRoots(t *testing.T) {
 // not archives.
 func TestArchiveRecords(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTemp(t)
 	for _, r := range []Record{
 		{Root: "/a", Rule: "compact", Target: "m.md", Archive: "arc/1.md", Outcome: Done},                      // 1: compressed, then pruned
 		{Root: "/a", Rule: "compact", Target: "m.md", Archive: "arc/2.md", Outcome: Done},                      // 2: compressed
@@ -234,4 +218,16 @@ func TestArchiveRecords(t *testing.T) {
 	if fmt.Sprint(desc) != fmt.Sprint(want) {
 		t.Errorf("ArchiveRecords = %q, want %q", desc, want)
 	}
+}
+
+// openTemp opens a state database in a temporary directory, closed with
+// the test.
+func openTemp(t *testing.T) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
