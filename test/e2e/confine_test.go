@@ -83,18 +83,6 @@ func agentHelperMain() {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-	case "get": // args: socket, URL path: one GET over the socket as this user
-		c := socketClient(args[0])
-		c.Timeout = 30 * time.Second
-		start := time.Now()
-		resp, err := c.Get("http://memwatch" + args[1])
-		if err != nil {
-			fmt.Printf("0 %d\n%v", time.Since(start).Milliseconds(), err)
-			os.Exit(0)
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		fmt.Printf("%d %d\n%s", resp.StatusCode, time.Since(start).Milliseconds(), body)
 	case "gets": // args: socket, URL paths: one GET after another as this user, a JSON answer each
 		c := socketClient(args[0])
 		c.Timeout = 30 * time.Second

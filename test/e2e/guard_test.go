@@ -27,17 +27,8 @@ import (
 // took as the client saw it, and the start of the body.
 func getAs(t *testing.T, helper string, u tenant, sock, path string) (int, time.Duration, string) {
 	t.Helper()
-	cmd := u.command(helper, "-test.run=^$")
-	cmd.Env = append(cmd.Env, helperEnv+"=get", helperEnv+"_ARGS="+sock+"\x1f"+path)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("GET %s as %s: %v", path, u.name, err)
-	}
-	head, body, _ := strings.Cut(string(out), "\n")
-	var code int
-	var ms int64
-	fmt.Sscanf(head, "%d %d", &code, &ms)
-	return code, time.Duration(ms) * time.Millisecond, body
+	g := getsAs(t, helper, u, sock, []string{path})[0]
+	return g.Code, g.Took, g.Body
 }
 
 // gotAs is one answer of getsAs.
@@ -49,7 +40,7 @@ type gotAs struct {
 
 // getsAs is getAs for many paths, asked one after another by one client
 // process (each start of this race-built binary costs a tenth of a
-// second, more than most requests).
+// second, more than most requests), each timed alone.
 func getsAs(t *testing.T, helper string, u tenant, sock string, paths []string) []gotAs {
 	t.Helper()
 	cmd := u.command(helper, "-test.run=^$")
