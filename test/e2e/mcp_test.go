@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -278,6 +279,7 @@ func TestMCPConformance(t *testing.T) {
 	pol := writePolicy(t, dir, fmt.Sprintf("control:\n  tcp: %s\n  token_file: %s\nstores:\n  - name: s\n    layout: session-detail\n    paths: [%q]\n", addr, tokenFile, filepath.Join(dir, "ws", "*")))
 	p := start(t, "--policy", pol, "--state-dir", filepath.Join(dir, "state"))
 	p.waitLog("ready", 10*time.Second)
+	var proxyLog syncBuffer
 	target, _ := url.Parse("http://" + addr)
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -285,6 +287,9 @@ func TestMCPConformance(t *testing.T) {
 			r.Out.Header.Set("Authorization", "Bearer "+token)
 		},
 		FlushInterval: -1, // server-sent events as they come
+		// What the proxy saw go wrong (a stream it had to cut because
+		// the daemon's side broke), reported with a failure.
+		ErrorLog: log.New(&proxyLog, "proxy: ", log.Lmicroseconds),
 	}
 	front := httptest.NewServer(proxy)
 	defer front.Close()
@@ -295,9 +300,23 @@ func TestMCPConformance(t *testing.T) {
 		out, _ := cmd.CombinedOutput()
 		return regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(string(out), "")
 	}
-	out := run("server-sse-polling")
-	if !strings.Contains(out, "Passed: 3/3, 0 failed, 0 warnings") {
-		t.Errorf("server-sse-polling:\n%s", out)
+	// The scenario's exception (its check ServerSSEPollingTest, printed
+	// "Error: Error: ..."): the suite's client lost a connection, once in
+	// CI ("terminated", a stream cut between the suite, the proxy and the
+	// daemon) and never in 60 runs here. Such an attempt is logged, with
+	// what the proxy saw, and run again, twice at most; a check that
+	// fails (no priming event, no retry, no resumed answer) fails the
+	// test at once.
+	for attempt := 1; ; attempt++ {
+		out := run("server-sse-polling")
+		if strings.Contains(out, "Passed: 3/3, 0 failed, 0 warnings") {
+			break
+		}
+		if !strings.Contains(out, "Error: Error: ") || attempt == 3 {
+			t.Errorf("server-sse-polling (attempt %d):\n%s\nthe proxy's log:\n%s", attempt, out, proxyLog.String())
+			break
+		}
+		t.Logf("server-sse-polling, attempt %d, lost its connection (run again):\n%s\nthe proxy's log:\n%s", attempt, out, proxyLog.String())
 	}
 	for _, sc := range []string{"server-initialize", "logging-set-level", "ping", "tools-list"} {
 		if out := run(sc); !strings.Contains(out, "0 failed") {
