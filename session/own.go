@@ -90,12 +90,42 @@ func withoutOwn(m Message) Message {
 // (IsMessage then decodes it rather than trusting its shape): a tool's
 // name holding memwatch or recall_memory/recall_show in any case (as
 // OwnTool folds it), the marks OwnResult looks for, or an escape that could
-// spell any of them. One pass of four-byte windows, each folded as ASCII
-// letters fold (a superset of a case-insensitive match): five searches of
-// the line were a third of telling a message.
+// spell any of them. Four-byte windows, each folded as ASCII letters fold
+// (a superset of a case-insensitive match), tried eight start positions
+// at a time: every line captured is read through here (a home's lines
+// at 940 MB/s, one window at a time 610).
 func mayBeOwn(line []byte) bool {
-	memw, lme, lsh, found, cited := ownGrams[0], ownGrams[1], ownGrams[2], ownGrams[3], ownGrams[4]
 	i := 0
+	for ; i+11 <= len(line); i += 8 {
+		// w0..w3: the bytes at i+k+0..3 for the eight starts k in lane k.
+		w0 := binary.LittleEndian.Uint64(line[i:])
+		w1 := binary.LittleEndian.Uint64(line[i+1:])
+		w2 := binary.LittleEndian.Uint64(line[i+2:])
+		w3 := binary.LittleEndian.Uint64(line[i+3:])
+		// A backslash followed by u.
+		if zeroBytes((w0^lane('\\'))|(w1^lane('u'))) != 0 {
+			return true
+		}
+		f0, f1, f2, f3 := w0|laneFold, w1|laneFold, w2|laneFold, w3|laneFold
+		// Each gram's misses, a zero byte where it matches: memw,
+		// l_me, l_sh, "(s) ", "ed >" (ownGrams), folded.
+		l0, u1 := f0^lane('l'), f1^lane('_'|0x20)
+		memw := (f0 ^ lane('m')) | (f1 ^ lane('e')) | (f2 ^ lane('m')) | (f3 ^ lane('w'))
+		lme := l0 | u1 | (f2 ^ lane('m')) | (f3 ^ lane('e'))
+		lsh := l0 | u1 | (f2 ^ lane('s')) | (f3 ^ lane('h'))
+		found := (f0 ^ lane('(')) | (f1 ^ lane('s')) | (f2 ^ lane(')')) | (f3 ^ lane(' '))
+		cited := (f0 ^ lane('e')) | (f1 ^ lane('d')) | (f2 ^ lane(' ')) | (f3 ^ lane('>'))
+		if zeroBytes(memw)|zeroBytes(lme)|zeroBytes(lsh)|zeroBytes(found)|zeroBytes(cited) != 0 {
+			return true
+		}
+	}
+	return mayBeOwnFrom(line, i)
+}
+
+// mayBeOwnFrom is mayBeOwn one window at a time, for the starts from i
+// on (the few the eight-at-a-time loop leaves at a line's end).
+func mayBeOwnFrom(line []byte, i int) bool {
+	memw, lme, lsh, found, cited := ownGrams[0], ownGrams[1], ownGrams[2], ownGrams[3], ownGrams[4]
 	for ; i+4 <= len(line); i++ {
 		w := binary.LittleEndian.Uint32(line[i:])
 		if uint16(w) == '\\'|'u'<<8 {
@@ -113,6 +143,15 @@ func mayBeOwn(line []byte) bool {
 	}
 	return false
 }
+
+// zeroBytes is not zero when a byte of x is (exactly: the borrow that
+// could mark a byte wrongly only follows a zero byte below it).
+func zeroBytes(x uint64) uint64 { return (x - 0x0101010101010101) &^ x & 0x8080808080808080 }
+
+// lane is c in each byte of a word.
+func lane(c byte) uint64 { return uint64(c) * 0x0101010101010101 }
+
+const laneFold = 0x2020202020202020
 
 const asciiFold = 0x20202020
 

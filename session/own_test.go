@@ -52,3 +52,53 @@ func FuzzOwnResult(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMayBeOwn: eight windows at a time answer as one at a time does,
+// whatever the line's length and wherever a mark falls.
+func FuzzMayBeOwn(f *testing.F) {
+	for _, s := range []string{"", "memw", "xxxxxxxMEMWATCHxxxxxxxx", "recall_memory", "recall_show", "result(s) for", "marked >", "\\u0077", "aaaaaaaaaa\\u",
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", `{"name":"mcp__MemWatch__x"}`, "Found 1 result(s) for: q", "ed >", "(S) ", "l_Sh", "\x08S\x09\x00"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		for i := range min(len(line), 9) {
+			// Every alignment of the marks against the eight lanes.
+			if got, want := mayBeOwn(line[i:]), mayBeOwnFrom(line[i:], 0); got != want {
+				t.Errorf("mayBeOwn(%q) = %v, one window at a time says %v", line[i:], got, want)
+			}
+		}
+	})
+}
+
+// TestMayBeOwnEveryPlace puts each mark at every offset of a line of
+// every length up to 40: found wherever it is, and nothing found in the
+// same line without it.
+func TestMayBeOwnEveryPlace(t *testing.T) {
+	for _, mark := range []string{"memw", "MEMW", "l_me", "L_SH", "(s) ", "ed >", "\\u", "\x08S\x09\x00"} {
+		for n := len(mark); n <= 40; n++ {
+			for at := 0; at+len(mark) <= n; at++ {
+				line := []byte(strings.Repeat("a", n))
+				if mayBeOwn(line) {
+					t.Fatalf("mayBeOwn(%q) = true, want false", line)
+				}
+				copy(line[at:], mark)
+				if !mayBeOwn(line) {
+					t.Fatalf("mayBeOwn(%q) = false, want true", line)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkMayBeOwn(b *testing.B) {
+	// A tool result's JSON: escapes, code, no mark.
+	line := []byte(`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":"     1\u2192package main\n     2\u2192\n     3\u2192import (\n     4\u2192\t\"fmt\"\n     5\u2192)\n     6\u2192\n     7\u2192func main() {\n     8\u2192\tfmt.Println(\"hello, world\") // a comment\n     9\u2192}\n"}]}}`)
+	line = []byte(strings.ReplaceAll(string(line), `\u2192`, "→"))
+	line = []byte(strings.Repeat(string(line[:len(line)-5]), 20))
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if mayBeOwn(line) {
+			b.Fatal("a mark in the benchmark's line")
+		}
+	}
+}
