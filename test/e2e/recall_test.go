@@ -16,7 +16,10 @@ import (
 // recall answers through its index, within a second of a write, exactly
 // as the scan does.
 func TestRecallCommand(t *testing.T) {
-	out, err := exec.Command(memwatchBin, "recall", "--dir", "/nonexistent/session", "jwt").CombinedOutput()
+	// Its own runtime directory: no other test's daemon announced there.
+	cmd := exec.Command(memwatchBin, "recall", "--dir", "/nonexistent/session", "jwt")
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
 	if code := exitCode(err); code != 2 || !strings.Contains(string(out), "no such directory") {
 		t.Errorf("missing --dir: exit %d, %s", code, out)
 	}

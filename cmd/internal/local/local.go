@@ -79,13 +79,17 @@ func (g *Env) LoadPolicy() (*policy.Policy, error) {
 // PolicyIfGiven loads the policy a client command uses to find the daemon
 // and its state (cli/target.go's rule); nil when there is none. With none at
 // all, this user's own running daemon (as it announced itself) is this
-// user's: its policy is used.
+// user's: its policy is used, while it is there (a daemon being stopped
+// whose policy was removed is none).
 func (g *Env) PolicyIfGiven() (*policy.Policy, error) {
 	_, named, exists := g.PolicyRule()
 	if !exists && !named {
 		noDir := g.StateDir == "" && os.Getenv("MEMWATCH_STATE_DIR") == ""
 		d, ok := control.Discover()
 		if !ok || !noDir || d.Policy == "" {
+			return nil, nil
+		}
+		if _, err := os.Stat(d.Policy); err != nil {
 			return nil, nil
 		}
 		g.Policy = d.Policy
