@@ -107,15 +107,15 @@ func mayBeOwn(line []byte) bool {
 			return true
 		}
 		f0, f1, f2, f3 := w0|laneFold, w1|laneFold, w2|laneFold, w3|laneFold
-		// Each gram's misses, a zero byte where it matches: memw,
-		// l_me, l_sh, "(s) ", "ed >" (ownGrams), folded.
-		l0, u1 := f0^lane('l'), f1^lane('_'|0x20)
-		memw := (f0 ^ lane('m')) | (f1 ^ lane('e')) | (f2 ^ lane('m')) | (f3 ^ lane('w'))
-		lme := l0 | u1 | (f2 ^ lane('m')) | (f3 ^ lane('e'))
-		lsh := l0 | u1 | (f2 ^ lane('s')) | (f3 ^ lane('h'))
-		found := (f0 ^ lane('(')) | (f1 ^ lane('s')) | (f2 ^ lane(')')) | (f3 ^ lane(' '))
-		cited := (f0 ^ lane('e')) | (f1 ^ lane('d')) | (f2 ^ lane(' ')) | (f3 ^ lane('>'))
-		if zeroBytes(memw)|zeroBytes(lme)|zeroBytes(lsh)|zeroBytes(found)|zeroBytes(cited) != 0 {
+		// Each gram's misses, a zero byte where it matches: written
+		// out (a loop over the five ran at 650 MB/s).
+		g := &ownLanes
+		m0 := (f0 ^ g[0][0]) | (f1 ^ g[0][1]) | (f2 ^ g[0][2]) | (f3 ^ g[0][3])
+		m1 := (f0 ^ g[1][0]) | (f1 ^ g[1][1]) | (f2 ^ g[1][2]) | (f3 ^ g[1][3])
+		m2 := (f0 ^ g[2][0]) | (f1 ^ g[2][1]) | (f2 ^ g[2][2]) | (f3 ^ g[2][3])
+		m3 := (f0 ^ g[3][0]) | (f1 ^ g[3][1]) | (f2 ^ g[3][2]) | (f3 ^ g[3][3])
+		m4 := (f0 ^ g[4][0]) | (f1 ^ g[4][1]) | (f2 ^ g[4][2]) | (f3 ^ g[4][3])
+		if zeroBytes(m0)|zeroBytes(m1)|zeroBytes(m2)|zeroBytes(m3)|zeroBytes(m4) != 0 {
 			return true
 		}
 	}
@@ -152,6 +152,20 @@ func zeroBytes(x uint64) uint64 { return (x - 0x0101010101010101) &^ x & 0x80808
 func lane(c byte) uint64 { return uint64(c) * 0x0101010101010101 }
 
 const laneFold = 0x2020202020202020
+
+// ownLanes are ownGrams' bytes, each in every lane of a word:
+// ownLanes[g][j] is byte j of gram g, folded. mayBeOwn writes out five:
+// the index below fails to compile for another count.
+var _ = [1]struct{}{}[len(ownGrams)-5]
+
+var ownLanes = func() (l [len(ownGrams)][4]uint64) {
+	for g, gram := range ownGrams {
+		for j := range 4 {
+			l[g][j] = lane(byte(gram >> (8 * j)))
+		}
+	}
+	return l
+}()
 
 const asciiFold = 0x20202020
 
