@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/user"
@@ -89,10 +90,17 @@ func (g *Env) PolicyIfGiven() (*policy.Policy, error) {
 		if !ok || !noDir || d.Policy == "" {
 			return nil, nil
 		}
-		if _, err := os.Stat(d.Policy); err != nil {
-			return nil, nil
-		}
 		g.Policy = d.Policy
+		p, err := g.LoadPolicy()
+		if err != nil {
+			if _, serr := os.Stat(d.Policy); errors.Is(serr, fs.ErrNotExist) {
+				// Gone before or while it loaded: that daemon is
+				// being stopped, its policy removed.
+				g.Policy = ""
+				return nil, nil
+			}
+		}
+		return p, err
 	}
 	return g.LoadPolicy()
 }
