@@ -517,6 +517,7 @@ type capturer struct {
 	// (packs.go), pend their rows; what is too little to pack at a commit
 	// stays inline, counted in inline.
 	pk     packer
+	buf    *packBuf // pk's buffers (packBufs), returned at abort
 	pend   []pendRow
 	inline int64
 	prows  []any     // packed lines waiting for pins, 9 values each
@@ -555,6 +556,8 @@ func sizedInserts(head, row string) map[int]string {
 
 func (s *Spool) begin(ctx context.Context, st *Log) (*capturer, error) {
 	c := &capturer{s: s, ctx: ctx, st: st, now: s.Now().UnixNano()}
+	c.buf = packBufs.Get().(*packBuf)
+	c.pk.raw = c.buf.raw[:0]
 	return c, c.open()
 }
 
@@ -699,7 +702,7 @@ func (c *capturer) seal(pack bool) error {
 		if err != nil {
 			return fmt.Errorf("spool: %w", err)
 		}
-		if _, err := st.ExecContext(c.ctx, c.st.ID, c.pk.first, c.pk.last, c.pk.seal()); err != nil {
+		if _, err := st.ExecContext(c.ctx, c.st.ID, c.pk.first, c.pk.last, c.zipped()); err != nil {
 			return fmt.Errorf("spool: %w", err)
 		}
 	} else {
@@ -762,6 +765,20 @@ func (c *capturer) abort() {
 		}
 		c.tx.Rollback()
 	}
+	if c.buf != nil && cap(c.pk.raw) <= maxPackBuf && cap(c.buf.z) <= maxPackBuf {
+		// Nothing refers to them now: an inline line's row got a copy,
+		// a block's statement has run (the driver copies what it binds).
+		c.buf.raw = c.pk.raw[:0]
+		packBufs.Put(c.buf)
+	}
+	c.buf, c.pk.raw = nil, nil
+}
+
+// zipped is the block gathered, compressed into the capture's buffer:
+// valid until the next.
+func (c *capturer) zipped() []byte {
+	c.buf.z = c.pk.seal(c.buf.z)
+	return c.buf.z
 }
 
 // appendLines captures the complete lines after st.Offset as the live

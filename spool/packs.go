@@ -79,8 +79,27 @@ func (p *packer) add(seq int64, data []byte) {
 
 func (p *packer) reset() { p.n, p.text, p.raw = 0, 0, p.raw[:0] }
 
-// seal returns the block's compressed bytes.
-func (p *packer) seal() []byte { return zenc.EncodeAll(p.raw, make([]byte, 0, len(p.raw)/3)) }
+// seal returns the block's compressed bytes, in dst's memory when it has
+// room.
+func (p *packer) seal(dst []byte) []byte {
+	if cap(dst) < len(p.raw)/3 {
+		dst = make([]byte, 0, len(p.raw)/3)
+	}
+	return zenc.EncodeAll(p.raw, dst[:0])
+}
+
+// packBuf is a capture's block buffers, kept from one capture to the next
+// (packBufs): grown by doubling for each log, a home's catch-up allocated
+// three times its logs' bytes in them.
+type packBuf struct{ raw, z []byte }
+
+var packBufs = sync.Pool{New: func() any {
+	return &packBuf{raw: make([]byte, 0, packTarget+packTarget/4), z: make([]byte, 0, packTarget/2)}
+}}
+
+// maxPackBuf is the largest buffer put back into packBufs (a block with a
+// line of a MiB is rare: its buffer goes).
+const maxPackBuf = 2 * packTarget
 
 // unpackBlock splits a block into its lines' texts, first to last.
 func unpackBlock(z []byte, first, last int64) ([][]byte, error) {
@@ -295,7 +314,7 @@ func (s *Spool) packLog(ctx context.Context, log int64, st *PackStats, budget in
 // writeBlock stores p's block and points its lines at it; wasInline says
 // the lines were counted in the log's inline text.
 func writeBlock(ctx context.Context, tx *sql.Tx, log int64, p *packer, wasInline bool) error {
-	z := p.seal()
+	z := p.seal(nil)
 	if _, err := tx.ExecContext(ctx, insertPack, log, p.first, p.last, z); err != nil {
 		return fmt.Errorf("pack spool: %w", err)
 	}
@@ -371,7 +390,7 @@ func (s *Spool) repack(ctx context.Context, tx *sql.Tx) error {
 			}
 			p.add(seq, l)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE packs SET data=? WHERE log=? AND first=?`, p.seal(), k.log, k.first); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE packs SET data=? WHERE log=? AND first=?`, p.seal(nil), k.log, k.first); err != nil {
 			return fmt.Errorf("repack spool: %w", err)
 		}
 	}

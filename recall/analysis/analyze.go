@@ -51,7 +51,11 @@ type Analyzer struct {
 	terms     []termEnt // by id
 	termBytes []byte
 	local     []int32 // a segment builder's ids by these (addIDs)
-	maxIDs    int     // maxTermIDs (tests make it small)
+	// hot is a direct-mapped cache of short tokens' ids in front of toks:
+	// a home's tokens are mostly a few thousand ("err", "return", "the"),
+	// found here in the CPU's cache where toks, tens of MiB, misses it.
+	hot    *[hotSlots]hotSlot
+	maxIDs int // maxTermIDs (tests make it small)
 	// only, when set, holds the first two bytes of every term wanted
 	// (a bit per pair): a token starting otherwise is not stemmed (it
 	// cannot be one of them), and stands as the term otherTerm.
@@ -124,6 +128,21 @@ type tokenSlot struct {
 }
 
 const longKey = 0xff << 56
+
+// hotSlots is the size of Analyzer.hot (256 KiB).
+const (
+	hotBits  = 14
+	hotSlots = 1 << hotBits
+)
+
+// hotSlot is a short token's key (0: empty) and its term's id.
+type hotSlot struct {
+	key uint64
+	id  int32
+}
+
+// hotIndex is a short key's slot in Analyzer.hot (Fibonacci hashing).
+func hotIndex(key uint64) uint64 { return key * 0x9e3779b97f4a7c15 >> (64 - hotBits) }
 
 // shortKey is the key of a token of 1 to 8 bytes.
 func shortKey(tok []byte) uint64 {
@@ -215,6 +234,7 @@ func (a *Analyzer) ResetIDs() {
 	if len(a.terms) > a.maxIDs || a.ntoks > a.maxIDs {
 		a.toks, a.ntoks, a.tokBytes, a.local = nil, 0, nil, nil
 		a.termSlots, a.terms, a.termBytes = nil, nil, nil
+		a.hot = nil
 	}
 }
 
@@ -223,8 +243,16 @@ func (a *Analyzer) id(tok []byte, ascii bool) int32 {
 	var key uint64
 	var h uint32
 	short := len(tok) <= 8
+	var hot *hotSlot
 	if short {
 		key = shortKey(tok)
+		if a.hot == nil {
+			a.hot = new([hotSlots]hotSlot)
+		}
+		hot = &a.hot[hotIndex(key)]
+		if hot.key == key {
+			return hot.id
+		}
 		h = uint32(mix64(key ^ a.seed64))
 	} else {
 		h = uint32(maphash.Bytes(a.seed, tok))
@@ -239,6 +267,7 @@ func (a *Analyzer) id(tok []byte, ascii bool) int32 {
 			}
 			if short {
 				if t.key == key {
+					*hot = hotSlot{key: key, id: t.id}
 					return t.id
 				}
 			} else if t.key>>56 == 0xff {
@@ -265,6 +294,9 @@ func (a *Analyzer) id(tok []byte, ascii bool) int32 {
 		}
 	}
 	a.toks[i] = tokenSlot{key: key, hash: h, id: id}
+	if short {
+		*hot = hotSlot{key: key, id: id}
+	}
 	return id
 }
 

@@ -88,7 +88,7 @@ func TestTermIDsAreTerms(t *testing.T) {
 	for round := range 3 {
 		var sb strings.Builder
 		for i := range a.maxIDs/2 + 1000 {
-			fmt.Fprintf(&sb, "w%dx%d deploying ", i, round)
+			fmt.Fprintf(&sb, "w%dx%d deploying deploys ", i, round) // short and long tokens kept across a reset
 			if i%700 == 0 {
 				check(sb.String())
 				sb.Reset()
