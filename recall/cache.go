@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/memwatch/memwatch/confine"
 )
 
@@ -36,6 +38,11 @@ type IndexCache struct {
 	// side by side under mu's read lock (a home's 1,700 look-ups a rare
 	// word, one lock each, spun on a mutex a tenth of the search).
 	tick atomic.Uint64
+
+	// writing serializes the writes of one index file (IndexFile, the
+	// clearing of its unsynced mark): the indexer's goroutine and a
+	// rule's capture (capture.Worker.CaptureLog) both index logs.
+	writing [64]sync.Mutex
 
 	mu      sync.RWMutex // guards what follows
 	size    int64
@@ -369,4 +376,15 @@ func (c *IndexCache) keep(path string, e *keptIndex, forgets uint64) bool {
 		c.drop(p)
 	}
 	return true
+}
+
+// lockWrite takes the lock of the index file at path's writes and returns
+// its release.
+func (c *IndexCache) lockWrite(path string) func() {
+	if c == nil {
+		return func() {}
+	}
+	m := &c.writing[xxhash.Sum64String(path)%uint64(len(c.writing))]
+	m.Lock()
+	return m.Unlock
 }

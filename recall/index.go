@@ -11,6 +11,7 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"syscall"
 	"time"
@@ -658,6 +659,9 @@ type IndexOptions struct {
 	// Analyzer, when given, analyzes the text (its stems cached across
 	// files: a home's sessions share most of their words); nil: a new one.
 	Analyzer *analysis.Analyzer
+	// Lines, when given, is a capture's decode of the log's new lines
+	// (LineMemo), used for those the file still holds as they were.
+	Lines *LineMemo
 }
 
 // IndexFile brings the indexes of rel (a file of root, searched as kind)
@@ -667,7 +671,12 @@ type IndexOptions struct {
 // indexed anew. It returns how many bytes it indexed.
 func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOptions) (int64, error) {
 	memo := &lineMemo{room: maxLineMemo}
-	defer o.Cache.forget(indexPath(dir, root.Path(), rel))
+	if o.Lines != nil && kind == Log {
+		memo = &o.Lines.m
+	}
+	path := indexPath(dir, root.Path(), rel)
+	defer o.Cache.lockWrite(path)()
+	defer o.Cache.forget(path)
 	n, err := indexBlocks(dir, root, rel, kind, o, memo)
 	if err != nil {
 		return n, err
@@ -679,38 +688,84 @@ func IndexFile(dir string, root *confine.Root, rel string, kind Kind, o IndexOpt
 // maxLineMemo bounds the text a lineMemo keeps.
 const maxLineMemo = 16 << 20
 
-// lineMemo carries the lines the trigram pass decoded to the term pass,
-// by offset, so a log's line is decoded once (decoding JSON was a third
-// of indexing a home); past room bytes the term pass decodes again.
+// lineMemo carries the lines one pass over a file decoded to the next, by
+// offset: the trigram pass's to the term pass, a capture's to both
+// (LineMemo), so a log's line is parsed once (decoding JSON was a third
+// of indexing a home); past room bytes a pass decodes again. A line is
+// taken only with the length and hash it was kept with: the file may have
+// been rewritten between two passes, each of which opens it.
 type lineMemo struct {
-	offs  []int64
-	lines []lineText
-	next  int // the term pass's place
+	lines []memoLine // by offset, increasing
+	next  int        // the line after the last one found
 	room  int
 }
 
-func (m *lineMemo) put(off int64, lt lineText) {
-	if m == nil || len(lt.search) > m.room {
+type memoLine struct {
+	off int64
+	n   int
+	sum uint64 // xxhash of the line
+	lt  lineText
+}
+
+// put keeps the line raw (its hash sum) at off, decoded as lt; lines are
+// kept in increasing offsets (one before the last kept is not).
+func (m *lineMemo) put(off int64, raw []byte, sum uint64, lt lineText) {
+	if m == nil || m.room <= 0 {
+		return
+	}
+	if len(lt.search) > m.room {
 		m.room = 0
 		return
 	}
+	if k := len(m.lines); k > 0 && m.lines[k-1].off >= off {
+		return
+	}
 	m.room -= len(lt.search)
-	m.offs = append(m.offs, off)
-	m.lines = append(m.lines, lt)
+	m.lines = append(m.lines, memoLine{off: off, n: len(raw), sum: sum, lt: lt})
 }
 
-// get returns the line decoded at off, asked in increasing offsets.
-func (m *lineMemo) get(off int64) (lineText, bool) {
-	if m == nil {
+// get returns the line kept at off if it is raw, asked mostly in
+// increasing offsets.
+func (m *lineMemo) get(off int64, raw []byte) (lineText, bool) {
+	if m == nil || len(m.lines) == 0 {
 		return lineText{}, false
 	}
-	for m.next < len(m.offs) && m.offs[m.next] < off {
-		m.next++
+	i := m.next
+	if i >= len(m.lines) || m.lines[i].off != off {
+		i = sort.Search(len(m.lines), func(k int) bool { return m.lines[k].off >= off })
+		if i == len(m.lines) || m.lines[i].off != off {
+			return lineText{}, false
+		}
 	}
-	if m.next < len(m.offs) && m.offs[m.next] == off {
-		return m.lines[m.next], true
+	l := &m.lines[i]
+	if l.n != len(raw) || l.sum != xxhash.Sum64(raw) {
+		return lineText{}, false
 	}
-	return lineText{}, false
+	m.next = i + 1
+	return l.lt, true
+}
+
+// LineMemo is a capture's decode of a log's new lines, handed to the
+// index built right after it (IndexOptions.Lines): a line parsed once,
+// where the capture told messages by a parse of its own and the index
+// decoded the line again. One LineMemo serves one IndexFile; not safe for
+// concurrent use.
+type LineMemo struct{ m lineMemo }
+
+// NewLineMemo returns an empty memo.
+func NewLineMemo() *LineMemo { return &LineMemo{m: lineMemo{room: maxLineMemo}} }
+
+// Message decodes the whole log line at file offset off (sum its xxhash)
+// as the index reads it, keeps it, and reports whether it is a
+// conversation message, as session.IsMessage does. Past the memo's room
+// it asks session.IsMessage alone.
+func (l *LineMemo) Message(off int64, line []byte, sum uint64) bool {
+	if l.m.room <= 0 {
+		return session.IsMessage(line, false)
+	}
+	lt := decodeLineText(Log, line)
+	l.m.put(off, line, sum, lt)
+	return lt.msg
 }
 
 // lineText is a raw line as recall reads it: the text queries match
@@ -722,6 +777,7 @@ type lineText struct {
 	id     string
 	doc    int
 	when   time.Time
+	msg    bool // a conversation message (session.IsMessage)
 }
 
 func decodeLineText(k Kind, raw []byte) lineText {
@@ -743,7 +799,7 @@ func decodeLineText(k Kind, raw []byte) lineText {
 	}
 	search := make([]byte, 0, len(role)+2+len(m.Text)) // the text copied once
 	search = append(append(append(search, role...), ": "...), m.Text...)
-	lt := lineText{search: search, id: m.ID, doc: len(role) + 2, when: m.Time}
+	lt := lineText{search: search, id: m.ID, doc: len(role) + 2, when: m.Time, msg: m.Role != "" && !m.Meta && !m.Raw}
 	if m.Meta {
 		lt.doc, lt.when = -1, time.Time{}
 	}
@@ -847,11 +903,14 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 		if err != nil {
 			break // io.EOF, or a partial last line: left for later
 		}
-		lt := decodeLineText(kind, raw)
-		if kind == Text {
-			lt.search = bytes.Clone(lt.search) // raw itself, kept in memo past the next read
+		lt, ok := memo.get(pos, raw)
+		if !ok {
+			lt = decodeLineText(kind, raw)
+			if kind == Text {
+				lt.search = bytes.Clone(lt.search) // raw itself, kept in memo past the next read
+			}
+			memo.put(pos, raw, xxhash.Sum64(raw), lt)
 		}
-		memo.put(pos, lt)
 		pos += n
 		line++
 		blockLines++

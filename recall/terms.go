@@ -1514,7 +1514,7 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		if err != nil {
 			break // io.EOF, or a partial last line: left for later
 		}
-		lt, ok := memo.get(off)
+		lt, ok := memo.get(off, raw)
 		if !ok {
 			lt = decodeLineText(kind, raw)
 		}

@@ -107,7 +107,7 @@ func (c *IndexCache) SyncIndexes(dir string) error {
 	var first error
 	failed := 0
 	for _, p := range paths {
-		if err := clearUnsynced(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := c.clearUnsynced(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			failed++
 			if first == nil {
 				first = err
@@ -122,8 +122,16 @@ func (c *IndexCache) SyncIndexes(dir string) error {
 }
 
 // clearUnsynced rewrites the header of the index at path without its
-// unsynced mark (one write of one sector).
-func clearUnsynced(path string) error {
+// unsynced mark (one write of one sector), unless it was written again
+// since the sync: its new blocks wait for the next.
+func (c *IndexCache) clearUnsynced(path string) error {
+	defer c.lockWrite(path)()
+	c.mu.RLock()
+	again := c.unsynced[path]
+	c.mu.RUnlock()
+	if again {
+		return nil
+	}
 	f, err := openIndexFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err

@@ -31,6 +31,11 @@ type Options struct {
 	// IsMessage tells message lines from metadata, state and invalid lines;
 	// cut is true when data is only the start of the line. Required.
 	IsMessage func(data []byte, cut bool) bool
+	// Message, when set, tells a whole line appended to the log instead
+	// of IsMessage, given its file offset and xxhash too, and must answer
+	// as IsMessage would: the caller keeps its own decode of the line
+	// (recall.LineMemo, for the index built next).
+	Message func(off int64, data []byte, hash uint64) bool
 }
 
 // Result says what a capture found.
@@ -823,7 +828,12 @@ func (s *Spool) appendLines(ctx context.Context, f *os.File, st *Log, o Options)
 	_, err = scanLines(f, st.Offset, o.MaxLine, func(data []byte, size int64, hash uint64, off int64) error {
 		st.Lines++
 		st.tailOff, st.tailHash, st.Offset = off, hash, off+size+1
-		msg := o.IsMessage(data, int64(len(data)) < size)
+		var msg bool
+		if cut := int64(len(data)) < size; o.Message != nil && !cut {
+			msg = o.Message(off, data, hash)
+		} else {
+			msg = o.IsMessage(data, cut)
+		}
 		if msg {
 			if seq, ok := lin.match(hash); ok {
 				c.live(seq)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/session"
 )
@@ -636,5 +638,60 @@ func TestGensHeldAsSearchHeld(t *testing.T) {
 	}
 	if got := g.Of(roots["quiet"], "s.jsonl"); got != 0 {
 		t.Errorf("the quiet log's generation: %d, want 0 (never rewritten)", got)
+	}
+}
+
+// TestCaptureToldByMessage: with Options.Message, each whole line appended
+// is told by it, given its file offset and hash; a line cut at MaxLine is
+// told by IsMessage; what is captured is the same as without.
+func TestCaptureToldByMessage(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	root := openRoot(t, dir)
+	long := `{"role":"user","content":"` + strings.Repeat("x", 200) + `"}`
+	content := lines(msg(1), `{"type":"summary","summary":"s"}`, long, "not json", msg(2))
+	os.WriteFile(filepath.Join(dir, "s.jsonl"), []byte(content), 0o644)
+	type told struct {
+		off  int64
+		line string
+	}
+	var byMessage, byIsMessage []told
+	o := Options{MaxLine: 100,
+		IsMessage: func(data []byte, cut bool) bool {
+			byIsMessage = append(byIsMessage, told{-1, string(data)})
+			return session.IsMessage(data, cut)
+		},
+		Message: func(off int64, data []byte, hash uint64) bool {
+			if hash != xxhash.Sum64(data) {
+				t.Errorf("the line at %d came with another hash", off)
+			}
+			byMessage = append(byMessage, told{off, string(data)})
+			return session.IsMessage(data, false)
+		}}
+	s := newSpool(t)
+	got, err := s.Capture(ctx, root, "s.jsonl", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []told
+	off := int64(0)
+	for _, l := range strings.SplitAfter(strings.TrimSuffix(content, "\n"), "\n") {
+		if l = strings.TrimSuffix(l, "\n"); l != long {
+			want = append(want, told{off, l})
+		}
+		off += int64(len(l)) + 1
+	}
+	if !slices.Equal(byMessage, want) {
+		t.Errorf("told by Message: %+v, want %+v", byMessage, want)
+	}
+	if len(byIsMessage) != 1 || byIsMessage[0].line != long[:100] {
+		t.Errorf("told by IsMessage: %+v, want the long line cut", byIsMessage)
+	}
+	plain, err := newSpool(t).Capture(ctx, root, "s.jsonl", Options{MaxLine: 100, IsMessage: session.IsMessage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != plain {
+		t.Errorf("captured %+v, without Message %+v", got, plain)
 	}
 }

@@ -1,0 +1,129 @@
+package recall
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/session"
+)
+
+// captured fills a LineMemo as a capture does: each whole line of text
+// given at its offset, with its hash. It checks each answer against
+// session.IsMessage.
+func captured(t *testing.T, text string) *LineMemo {
+	t.Helper()
+	m := NewLineMemo()
+	off := int64(0)
+	for line := range strings.SplitAfterSeq(text, "\n") {
+		if !strings.HasSuffix(line, "\n") {
+			break // a partial last line: not captured
+		}
+		raw := []byte(strings.TrimSuffix(line, "\n"))
+		if got, want := m.Message(off, raw, xxhash.Sum64(raw)), session.IsMessage(raw, false); got != want {
+			t.Errorf("LineMemo.Message(%q) = %v, session.IsMessage says %v", raw, got, want)
+		}
+		off += int64(len(line))
+	}
+	return m
+}
+
+// settle waits until the change time of the file at path is old enough
+// for an index to vouch for it (settledCtime): else whether an index holds
+// it depends on how soon after the write it was built.
+func settle(t *testing.T, path string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := confine.ChangeTime(fi.Sys().(*syscall.Stat_t))
+	wait := 100 * time.Millisecond
+	if c%1e9 == 0 {
+		wait = 3 * time.Second // whole seconds: a coarse file system
+	}
+	time.Sleep(time.Until(time.Unix(0, c).Add(wait)))
+}
+
+// indexDir indexes dir's messages.jsonl into a new directory (a fresh
+// analyzer each, as two daemons would) and returns its files' contents.
+func indexDir(t *testing.T, dir string, lines *LineMemo) map[string]string {
+	t.Helper()
+	idx := t.TempDir()
+	if _, err := IndexFile(idx, openRoot(t, dir), "messages.jsonl", Log, IndexOptions{BlockSize: 4096, SegPostings: 2000, Lines: lines}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	ents, _ := os.ReadDir(idx)
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join(idx, e.Name()))
+		out[e.Name()] = string(b)
+	}
+	if len(out) < 2 {
+		t.Fatalf("index of %s: %d files, want a trigram index and term segments", dir, len(out))
+	}
+	return out
+}
+
+func sameIndex(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d index files, want %d", what, len(got), len(want))
+	}
+	for name, w := range want {
+		if g, ok := got[name]; !ok || !bytes.Equal([]byte(g), []byte(w)) {
+			t.Errorf("%s: index file %s differs from the one indexed from the file alone", what, name)
+		}
+	}
+}
+
+// TestIndexFromCapturedLines: an index built from a capture's decode of
+// the lines (IndexOptions.Lines) is the index built from the file alone,
+// byte for byte; and a decode of other bytes at the same offsets (the
+// log rewritten in place between the capture and the index, its lines as
+// long as before) is not used.
+func TestIndexFromCapturedLines(t *testing.T) {
+	dir := corpus(t, t.TempDir(), 1, 3000)[0]
+	path := filepath.Join(dir, "messages.jsonl")
+	b, _ := os.ReadFile(path)
+	text := string(b) + `{"role":"user","content":"a partial last line`
+	os.WriteFile(path, []byte(text), 0o644)
+	settle(t, path)
+	alone := indexDir(t, dir, nil)
+	sameIndex(t, "from the capture's lines", indexDir(t, dir, captured(t, text)), alone)
+
+	// The words change, not the lengths: only the hashes tell.
+	other := strings.NewReplacer("deploy", "yolped", "token", "nekot", "zebrafinch", "quokkaflux").Replace(text)
+	if len(other) != len(text) || other == text {
+		t.Fatal("the rewrite must keep every line's length")
+	}
+	memo := captured(t, text)
+	os.WriteFile(path, []byte(other), 0o644)
+	settle(t, path)
+	sameIndex(t, "from a capture of the bytes before a rewrite", indexDir(t, dir, memo), indexDir(t, dir, nil))
+}
+
+// FuzzLineMemoMessage: what a capture is told of a whole line through a
+// LineMemo is what session.IsMessage says of it.
+func FuzzLineMemoMessage(f *testing.F) {
+	for _, s := range []string{`{"role":"user","content":"hi"}`, `{"type":"summary","summary":"s"}`, "not json\r", `{"role":"assistant","content":[{"type":"tool_use","name":"Bash","input":{}}]}` + "\r",
+		`{"type":"user","message":{"role":"user","content":"<command-name>/x</command-name>"}}`, `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","content":"x"}]}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if bytes.IndexByte(line, '\n') >= 0 {
+			return // a line has none
+		}
+		m := NewLineMemo()
+		if got, want := m.Message(0, line, xxhash.Sum64(line)), session.IsMessage(line, false); got != want {
+			t.Errorf("LineMemo.Message(%q) = %v, session.IsMessage says %v", line, got, want)
+		}
+	})
+}
