@@ -87,11 +87,17 @@ type Config struct {
 // job's goroutine).
 type Worker struct {
 	Config
-	// Only the background goroutine uses these: the index files checked
-	// whole in this run, the index-root tasks' places between their
-	// slices, the indexing's analyzer (its stems kept across files).
-	verified map[string]bool
+	// indexing is the index-root tasks' places between their slices;
+	// only the background goroutine uses it.
 	indexing map[string]*indexScan
+	// verified is the index files checked whole in this run; verMu guards
+	// it (rules' captures index too: CaptureLog).
+	verMu    sync.Mutex
+	verified map[string]bool
+	// anMu guards the indexing's analyzer (its stems kept across files),
+	// one for the background goroutine and rules' captures (CaptureLog):
+	// with one each, a catch-up stemmed and numbered each word twice.
+	anMu     sync.Mutex
 	analyzer *analysis.Analyzer
 	// archive says, per root and path, whether a file is one of
 	// memwatch's archives (never versioned); archiveMu guards it (the
@@ -113,6 +119,83 @@ func New(cfg Config) *Worker {
 	}
 	return &Worker{Config: cfg, verified: map[string]bool{}, indexing: map[string]*indexScan{}, analyzer: analysis.New(), archive: map[string]bool{}}
 }
+
+// CaptureLog captures the log rel of store's root into the spool, as a
+// rule does before it reads (on the rule's goroutine), indexing it from
+// the same read when its index is behind (captureIndexed).
+func (w *Worker) CaptureLog(ctx context.Context, store string, root *confine.Root, rel string, o spool.Options) (spool.Result, error) {
+	rt, ok := w.Store(store)
+	if !ok {
+		return w.Spool.Capture(ctx, root, rel, o)
+	}
+	res, err := w.captureIndexed(ctx, rt, root, rel, o, func(lines *recall.LineMemo) {
+		w.indexWith(root, rt, rel, recall.Log, lines)
+		// Its writes are synced with the indexer's, soon.
+		if w.Indexes.Unsynced() >= maxUnsynced {
+			w.Queue.Queue(background.Task{Kind: background.SyncIndex})
+		} else {
+			w.Queue.Throttle(background.Task{Kind: background.SyncIndex}, syncEvery)
+		}
+	})
+	return res, err
+}
+
+// captureIndexed captures the log rel into the spool. When recall indexes
+// the log and its index is behind, the capture decodes each new line
+// whole and index brings the index up to date from those lines at once:
+// a catch-up's logs are parsed once, not by the capture to tell messages
+// and again by the indexer. Whichever of a root's evaluation (CaptureLog)
+// and its index pass (indexRoot) comes to a log first does both; the
+// other finds it done.
+func (w *Worker) captureIndexed(ctx context.Context, rt Store, root *confine.Root, rel string, o spool.Options, index func(*recall.LineMemo)) (spool.Result, error) {
+	if !w.logIndexBehind(rt, root, rel) {
+		return w.Spool.Capture(ctx, root, rel, o)
+	}
+	lines := recall.NewLineMemo()
+	o.Message = lines.Message
+	res, err := w.Spool.Capture(ctx, root, rel, o)
+	if err == nil && res.Lines > 0 {
+		index(lines)
+	}
+	return res, err
+}
+
+// isSessionLog reports whether rel is a session log the spool captures.
+func isSessionLog(rt Store, rel string) bool {
+	sl, ok := rt.Layout.(layout.SessionLogs)
+	if !ok {
+		return false
+	}
+	for _, g := range sl.Logs(rt.Policy) {
+		if confine.Match(g.Glob, g.Exclude, rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// logIndexBehind reports whether rel is a session log recall indexes (a source of
+// the store's layout of kind Log, captured) whose index covers less than
+// the file.
+func (w *Worker) logIndexBehind(rt Store, root *confine.Root, rel string) bool {
+	sr, ok := rt.Layout.(layout.Searchable)
+	if !ok || w.IndexDir == "" || strings.HasSuffix(rel, ".gz") || !isSessionLog(rt, rel) {
+		return false
+	}
+	for _, src := range sr.Sources(rt.Policy) {
+		if src.Kind == recall.Log && confine.Match(src.Glob, src.Exclude, rel) {
+			fi, err := root.Stat(rel)
+			return err == nil && fi.Size() >= oneReadFrom && recall.Covered(w.IndexDir, root.Path(), rel) <= fi.Size()-oneReadFrom
+		}
+	}
+	return false
+}
+
+// oneReadFrom is the least a log's index must lack for its capture and
+// indexing to share a read (captureIndexed): below it, the two files
+// opened more cost more than a second parse (10,000 one-line logs caught
+// up in 6.3 s instead of 4.6).
+const oneReadFrom = 64 << 10
 
 // Losses are the recent deletions and large cuts agents made, newest
 // first, of the directories keep accepts.
@@ -197,26 +280,7 @@ func (w *Worker) Run(ctx context.Context, t background.Task) {
 	case background.Capture:
 		t0 := time.Now()
 		res, err := w.Spool.Capture(ctx, root, t.Rel, spool.Options{MaxLine: int(rt.Policy.MaxLine), IsMessage: session.IsMessage})
-		if err != nil {
-			if w.StateFailed(t.Store, t.Root, "the lines of "+filepath.Join(t.Root, t.Rel), err) {
-				return
-			}
-			if !layout.IsRefusal(err) && ctx.Err() == nil {
-				w.Log.Debug("capture on write failed; the rule captures before it reads", "root", t.Root, "log", t.Rel, "err", err)
-			}
-			return
-		}
-		w.Metrics.Captured.Add(float64(res.Lines))
-		rt.Env.CaptureBounds(root, t.Rel, res)
-		if res.Why == "gone" {
-			// What the rules owe a log the agent deleted is found by an
-			// evaluation after it was marked gone (one, however many go:
-			// the engine merges them).
-			w.Submit(jobs.Job{Store: t.Store, Root: t.Root, Rule: w.EvaluateRule, Reason: jobs.ReasonLogGone})
-		}
-		if res.Why != "same" {
-			w.Log.Debug("captured", "root", t.Root, "log", t.Rel, "lines", res.Lines, "why", res.Why, "gen", res.Gen, "took", time.Since(t0))
-		}
+		w.captured(ctx, rt, root, t.Store, t.Rel, res, err, t0)
 	case background.Index:
 		w.indexFile(root, rt, t.Rel, t.Src)
 	case background.Version:
@@ -227,6 +291,32 @@ func (w *Worker) Run(ctx context.Context, t background.Task) {
 		if w.indexRoot(ctx, root, rt, t) {
 			w.Queue.Queue(t) // the next slice, after the captures queued meanwhile
 		}
+	}
+}
+
+// captured reports a capture the background goroutine made of the log rel
+// of store's root (on its write, or with its index: indexRoot), started
+// at t0.
+func (w *Worker) captured(ctx context.Context, rt Store, root *confine.Root, store, rel string, res spool.Result, err error, t0 time.Time) {
+	if err != nil {
+		if w.StateFailed(store, root.Path(), "the lines of "+root.Join(rel), err) {
+			return
+		}
+		if !layout.IsRefusal(err) && ctx.Err() == nil {
+			w.Log.Debug("capture failed; the rule captures before it reads", "root", root.Path(), "log", rel, "err", err)
+		}
+		return
+	}
+	w.Metrics.Captured.Add(float64(res.Lines))
+	rt.Env.CaptureBounds(root, rel, res)
+	if res.Why == "gone" {
+		// What the rules owe a log the agent deleted is found by an
+		// evaluation after it was marked gone (one, however many go:
+		// the engine merges them).
+		w.Submit(jobs.Job{Store: store, Root: root.Path(), Rule: w.EvaluateRule, Reason: jobs.ReasonLogGone})
+	}
+	if res.Why != "same" {
+		w.Log.Debug("captured", "root", root.Path(), "log", rel, "lines", res.Lines, "why", res.Why, "gen", res.Gen, "took", time.Since(t0))
 	}
 }
 
@@ -321,7 +411,20 @@ func (w *Worker) indexRoot(ctx context.Context, root *confine.Root, rt Store, t 
 		}
 		rels, done := st.scan.Next(32)
 		for _, m := range rels {
-			w.indexFile(root, rt, m, src.Kind)
+			indexed := false
+			if src.Kind == recall.Log && w.logIndexBehind(rt, root, m) {
+				// A log the spool captures too: both from one read, unless
+				// its root's evaluation did them first (CaptureLog).
+				t0 := time.Now()
+				res, err := w.captureIndexed(ctx, rt, root, m, spool.Options{MaxLine: int(rt.Policy.MaxLine), IsMessage: session.IsMessage}, func(lines *recall.LineMemo) {
+					w.indexWith(root, rt, m, src.Kind, lines)
+					indexed = true
+				})
+				w.captured(ctx, rt, root, t.Store, m, res, err, t0)
+			}
+			if !indexed {
+				w.indexFile(root, rt, m, src.Kind)
+			}
 			if fi, err := root.Stat(m); err == nil {
 				w.Progress.Read(t.Store, t.Root, fi.Size())
 			}
@@ -346,24 +449,38 @@ func (w *Worker) indexRoot(ctx context.Context, root *confine.Root, rt Store, t 
 	if len(w.indexing) == 0 {
 		// Every root indexed (the catch-up's end, mostly): the stems
 		// kept for it go, so an idle daemon holds no table of them.
+		w.anMu.Lock()
 		w.analyzer = analysis.New()
+		w.anMu.Unlock()
 	}
 	return false
 }
 
 func (w *Worker) indexFile(root *confine.Root, rt Store, rel string, kind recall.Kind) {
+	w.indexWith(root, rt, rel, kind, nil)
+}
+
+// indexWith indexes rel, from the lines a capture decoded when given.
+func (w *Worker) indexWith(root *confine.Root, rt Store, rel string, kind recall.Kind, lines *recall.LineMemo) {
 	if strings.HasSuffix(rel, ".gz") {
 		return // searched decompressed, never through the index
 	}
 	// The first time in a run, an index is checked whole: a corrupt one
 	// is built anew (searches meanwhile trust only its structure).
 	key := root.Path() + "\x00" + rel
-	n, err := recall.IndexFile(w.IndexDir, root, rel, kind, recall.IndexOptions{MaxLine: int(rt.Policy.MaxLine), Verify: !w.verified[key], Listing: w.Segments, Analyzer: w.analyzer, Cache: w.Indexes})
+	w.verMu.Lock()
+	verified := w.verified[key]
+	w.verMu.Unlock()
+	w.anMu.Lock()
+	n, err := recall.IndexFile(w.IndexDir, root, rel, kind, recall.IndexOptions{MaxLine: int(rt.Policy.MaxLine), Verify: !verified, Listing: w.Segments, Analyzer: w.analyzer, Cache: w.Indexes, Lines: lines})
+	w.anMu.Unlock()
 	if err == nil {
+		w.verMu.Lock()
 		if len(w.verified) >= maxVerified {
 			clear(w.verified) // checked whole again: a cost, never a loss
 		}
 		w.verified[key] = true
+		w.verMu.Unlock()
 	}
 	if err != nil {
 		if !w.StateFailed(rt.Policy.Name, root.Path(), "the index of "+root.Join(rel), err) && !layout.IsRefusal(err) {

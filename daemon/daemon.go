@@ -329,6 +329,12 @@ func (d *Daemon) apply(p *policy.Policy) error {
 		}
 		env := &layout.Env{Store: s, Rewriter: d.rw, DB: d.db, Spool: d.spool, Now: time.Now, Warnings: &d.warnings, Busy: &layout.BusyTargets{},
 			OnBound: func(store, key string) { d.metrics.Bounds.WithLabelValues(store, key).Inc() },
+			CaptureInto: func(ctx context.Context, root *confine.Root, rel string, o spool.Options) (spool.Result, error) {
+				if d.capture == nil { // built at the end of New
+					return d.spool.Capture(ctx, root, rel, o)
+				}
+				return d.capture.CaptureLog(ctx, s.Name, root, rel, o)
+			},
 			StateError: func(root *confine.Root, what string, err error) bool {
 				return d.stateFailed(s.Name, root.Path(), what, err)
 			},

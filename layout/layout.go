@@ -35,8 +35,12 @@ type Env struct {
 	LLM *compact.Client
 	// Spool holds the captured lines of session logs.
 	Spool *spool.Spool
-	Log   *slog.Logger
-	Now   func() time.Time
+	// CaptureInto, when set, captures a log into Spool for a rule (and may
+	// index it for recall from the same read: capture.Worker.CaptureLog);
+	// nil: Spool.Capture.
+	CaptureInto func(ctx context.Context, root *confine.Root, rel string, o spool.Options) (spool.Result, error)
+	Log         *slog.Logger
+	Now         func() time.Time
 	// Warnings collects conditions shown by memwatch status; may be nil.
 	Warnings *Warnings
 

@@ -43,7 +43,11 @@ func (e *Env) Capture(ctx context.Context, root *confine.Root, rel string) error
 // (spool.Result.Why): an error is a capture that failed, not a log that
 // is missing.
 func (e *Env) capture(ctx context.Context, root *confine.Root, rel string) (string, error) {
-	res, err := e.Spool.Capture(ctx, root, rel, spool.Options{MaxLine: int(e.Store.MaxLine), IsMessage: session.IsMessage})
+	capture := e.Spool.Capture
+	if e.CaptureInto != nil {
+		capture = e.CaptureInto
+	}
+	res, err := capture(ctx, root, rel, spool.Options{MaxLine: int(e.Store.MaxLine), IsMessage: session.IsMessage})
 	if err != nil && res.Why != "missing" {
 		if e.StateError != nil {
 			e.StateError(root, "the lines of "+root.Join(rel), err)
