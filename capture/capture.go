@@ -128,7 +128,7 @@ func (w *Worker) CaptureLog(ctx context.Context, store string, root *confine.Roo
 	if !ok {
 		return w.Spool.Capture(ctx, root, rel, o)
 	}
-	res, err := w.captureIndexed(ctx, rt, root, rel, o, func(lines *recall.LineMemo) {
+	res, err := w.captureIndexed(ctx, rt, root, rel, false, o, func(lines *recall.LineMemo) {
 		w.indexWith(root, rt, rel, recall.Log, lines)
 		// Its writes are synced with the indexer's, soon.
 		if w.Indexes.Unsynced() >= maxUnsynced {
@@ -147,14 +147,31 @@ func (w *Worker) CaptureLog(ctx context.Context, store string, root *confine.Roo
 // and again by the indexer. Whichever of a root's evaluation (CaptureLog)
 // and its index pass (indexRoot) comes to a log first does both; the
 // other finds it done.
-func (w *Worker) captureIndexed(ctx context.Context, rt Store, root *confine.Root, rel string, o spool.Options, index func(*recall.LineMemo)) (spool.Result, error) {
-	if !w.logIndexBehind(rt, root, rel) {
-		return w.Spool.Capture(ctx, root, rel, o)
+//
+// behind says the caller found the index behind (logIndexBehind) already;
+// else that is asked at the first new line, if any: a rule's evaluation
+// captures every log of its root, most of them unchanged, at each event.
+func (w *Worker) captureIndexed(ctx context.Context, rt Store, root *confine.Root, rel string, behind bool, o spool.Options, index func(*recall.LineMemo)) (spool.Result, error) {
+	var lines *recall.LineMemo
+	if behind {
+		lines = recall.NewLineMemo()
 	}
-	lines := recall.NewLineMemo()
-	o.Message = lines.Message
+	asked := behind
+	isMessage := o.IsMessage
+	o.Message = func(off int64, data []byte, hash uint64) bool {
+		if !asked {
+			asked = true
+			if w.logIndexBehind(rt, root, rel) {
+				lines = recall.NewLineMemo()
+			}
+		}
+		if lines == nil {
+			return isMessage(data, false)
+		}
+		return lines.Message(off, data, hash)
+	}
 	res, err := w.Spool.Capture(ctx, root, rel, o)
-	if err == nil && res.Lines > 0 {
+	if err == nil && lines != nil && res.Lines > 0 {
 		index(lines)
 	}
 	return res, err
@@ -416,7 +433,7 @@ func (w *Worker) indexRoot(ctx context.Context, root *confine.Root, rt Store, t 
 				// A log the spool captures too: both from one read, unless
 				// its root's evaluation did them first (CaptureLog).
 				t0 := time.Now()
-				res, err := w.captureIndexed(ctx, rt, root, m, spool.Options{MaxLine: int(rt.Policy.MaxLine), IsMessage: session.IsMessage}, func(lines *recall.LineMemo) {
+				res, err := w.captureIndexed(ctx, rt, root, m, true, spool.Options{MaxLine: int(rt.Policy.MaxLine), IsMessage: session.IsMessage}, func(lines *recall.LineMemo) {
 					w.indexWith(root, rt, m, src.Kind, lines)
 					indexed = true
 				})
