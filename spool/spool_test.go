@@ -14,6 +14,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/recall"
 	"github.com/memwatch/memwatch/session"
 )
 
@@ -83,14 +84,7 @@ func captured(t *testing.T, s *Spool, root *confine.Root, rel string) []string {
 }
 
 func TestCaptureScenarios(t *testing.T) {
-	ctx := context.Background()
-	type step struct {
-		write   func(t *testing.T, p string)
-		why     string
-		newMsgs int   // messages captured by this step
-		gen     int64 // live generation after it
-		live    int64 // messages in the live file
-	}
+	type step = captureStep
 	appendTo := func(s string) func(*testing.T, string) {
 		return func(t *testing.T, p string) {
 			f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -164,29 +158,55 @@ func TestCaptureScenarios(t *testing.T) {
 			{appendTo(lines(msg(1), msg(2))), "trimmed", 2, 2, 2},
 		}},
 	}
+	// The same with each new line told through a recall.LineMemo, as
+	// the daemon captures a log it indexes from the same read.
+	memo := opts
+	memo.Message = func(off int64, data []byte, hash uint64) bool {
+		return recall.NewLineMemo().Message(off, data, hash)
+	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newSpool(t)
-			// Each step is a moment of its own, seconds after the one
-			// before: no step is a trim still being written.
-			now := time.Now()
-			s.Now = func() time.Time { now = now.Add(3 * time.Second); return now }
-			dir := t.TempDir()
-			root := openRoot(t, dir)
-			p := filepath.Join(dir, "s.jsonl")
-			for i, st := range tt.steps {
-				st.write(t, p)
-				res, err := s.Capture(ctx, root, "s.jsonl", opts)
-				if err != nil && st.why != "missing" {
-					t.Fatalf("step %d: %v", i, err)
-				}
-				log, _, _ := s.Find(ctx, root.ID(), "s.jsonl")
-				if res.Why != st.why || res.Messages != st.newMsgs || log.Gen != st.gen || log.LiveMsgs != st.live {
-					t.Errorf("step %d: why %q, %d new messages, gen %d, %d live; want %q, %d, %d, %d",
-						i, res.Why, res.Messages, log.Gen, log.LiveMsgs, st.why, st.newMsgs, st.gen, st.live)
-				}
-			}
-		})
+		for _, o := range []struct {
+			name string
+			o    Options
+		}{{"", opts}, {"/memo", memo}} {
+			t.Run(tt.name+o.name, func(t *testing.T) { runCaptureSteps(t, tt.steps, o.o) })
+		}
+	}
+}
+
+// captureStep is a step of a capture scenario: what the agent does to its
+// log, then what the capture must say.
+type captureStep struct {
+	write   func(t *testing.T, p string)
+	why     string
+	newMsgs int   // messages captured by this step
+	gen     int64 // live generation after it
+	live    int64 // messages in the live file
+}
+
+// runCaptureSteps runs a scenario's steps against a new spool, a capture
+// with o after each.
+func runCaptureSteps(t *testing.T, steps []captureStep, o Options) {
+	ctx := context.Background()
+	s := newSpool(t)
+	// Each step is a moment of its own, seconds after the one before: no
+	// step is a trim still being written.
+	now := time.Now()
+	s.Now = func() time.Time { now = now.Add(3 * time.Second); return now }
+	dir := t.TempDir()
+	root := openRoot(t, dir)
+	p := filepath.Join(dir, "s.jsonl")
+	for i, st := range steps {
+		st.write(t, p)
+		res, err := s.Capture(ctx, root, "s.jsonl", o)
+		if err != nil && st.why != "missing" {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		log, _, _ := s.Find(ctx, root.ID(), "s.jsonl")
+		if res.Why != st.why || res.Messages != st.newMsgs || log.Gen != st.gen || log.LiveMsgs != st.live {
+			t.Errorf("step %d: why %q, %d new messages, gen %d, %d live; want %q, %d, %d, %d",
+				i, res.Why, res.Messages, log.Gen, log.LiveMsgs, st.why, st.newMsgs, st.gen, st.live)
+		}
 	}
 }
 
