@@ -279,7 +279,7 @@ func (a *Analyzer) id(tok []byte, ascii bool) int32 {
 		}
 	}
 	id := int32(-1)
-	if t := a.term(tok, ascii); t != "" {
+	if t := stem(string(tok), tok, ascii); t != "" {
 		id = a.termID([]byte(t))
 	}
 	if !short {
@@ -509,18 +509,27 @@ func (a *Analyzer) term(tok []byte, ascii bool) string {
 		return t
 	}
 	w := string(tok)
-	t := w
-	switch {
-	case english.IsStopWord(w):
-		t = ""
-	case ascii && !hasDigit(tok):
-		t = english.Stem(w, false)
-	}
+	t := stem(w, tok, ascii)
 	if len(a.stems) >= maxStemCache {
 		clear(a.stems)
 	}
 	a.stems[w] = t
 	return t
+}
+
+// stem is the term of the lowercased token w (tok, its bytes): "" for a
+// stopword. TermIDs calls it for a token its table does not hold yet, not
+// through the stems' cache: the table holds every token between two
+// ResetIDs (a home's catch-up has none), so the cache only missed, and
+// its strings were more for the collector to walk.
+func stem(w string, tok []byte, ascii bool) string {
+	switch {
+	case english.IsStopWord(w):
+		return ""
+	case ascii && !hasDigit(tok):
+		return english.Stem(w, false)
+	}
+	return w
 }
 
 func hasDigit(b []byte) bool {
