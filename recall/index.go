@@ -909,7 +909,9 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 			if kind == Text {
 				lt.search = bytes.Clone(lt.search) // raw itself, kept in memo past the next read
 			}
-			memo.put(pos, raw, xxhash.Sum64(raw), lt)
+			if memo.room > 0 { // past it, no line is kept: nor hashed
+				memo.put(pos, raw, xxhash.Sum64(raw), lt)
+			}
 		}
 		pos += n
 		line++

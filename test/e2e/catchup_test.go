@@ -83,10 +83,13 @@ func TestCatchUpWhileAgentsWrite(t *testing.T) {
 	wg.Wait()
 	t.Logf("lines appended to each session, through the catch-up and after: %v", written)
 
+	runtime := t.TempDir()
 	recall := func(env, sess, word string) (string, string) {
 		t.Helper()
 		cmd := exec.Command(memwatchFast, "recall", "--dir", sess, "--explain", word)
-		cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+env)
+		// A runtime directory of its own: no other test's daemon is
+		// announced there.
+		cmd.Env = append(os.Environ(), "MEMWATCH_STATE_DIR="+env, "XDG_RUNTIME_DIR="+runtime)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, _ := cmd.Output()
