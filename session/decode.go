@@ -590,9 +590,9 @@ func readKeys(b []byte, validate bool) (keysRead, bool) {
 		default:
 			var end int
 			if validate {
-				end, ok = skipJSON(b, j, 1)
+				end, ok = skipJSON(b, j, 1, nil)
 			} else {
-				end, ok = valueEnd(b, j), true // b is valid JSON: its ends need no check
+				end, ok = valueEnd(b, j, nil), true // b is valid JSON: its ends need no check
 			}
 			if !ok || !typedOK(key, b[j:end]) {
 				return k, false

@@ -26,11 +26,65 @@ import (
 // FuzzDecodeLikeTheStandardLibrary holds to encoding/json too.
 type jsonReader struct {
 	valid [][]byte // values read whole and valid, or sliced from those
+	big   bigStrings
+}
+
+// bigStrings are the long strings a validation found, their ends and
+// whether they hold escapes. A tool's result is a string nested three or
+// four deep (the line, its message, a part, the part's content): each
+// level's value is found by its end, so its bytes were walked again at
+// each, then once more to unquote it. Found here, its end is known at
+// once. The strings are told by where they start in the line (every
+// value read is sliced from it), so a string of another line, or a
+// buffer that is not the line, is never one of them.
+type bigStrings struct {
+	s [maxBigStrings]bigString
+	n int
+}
+
+type bigString struct {
+	at  *byte // the opening quote
+	n   int   // the string's length, quotes included
+	esc bool
+}
+
+const (
+	bigStringMin  = 128 // shorter strings are walked again: cheaper than a look-up
+	maxBigStrings = 16  // past these a line's strings are walked again
+)
+
+func (e *bigStrings) add(b []byte, i, end int, esc bool) {
+	if e != nil && end-i >= bigStringMin && e.n < maxBigStrings {
+		e.s[e.n] = bigString{at: &b[i], n: end - i, esc: esc}
+		e.n++
+	}
+}
+
+// find is the string at b[i] when the validation kept it.
+func (e *bigStrings) find(b []byte, i int) (bigString, bool) {
+	if e == nil || e.n == 0 || i >= len(b) {
+		return bigString{}, false
+	}
+	p := &b[i]
+	for _, s := range e.s[:e.n] {
+		if s.at == p && i+s.n <= len(b) {
+			return s, true
+		}
+	}
+	return bigString{}, false
+}
+
+// end is stringEnd, for a kept string without walking it.
+func (e *bigStrings) end(b []byte, i int) int {
+	if s, ok := e.find(b, i); ok {
+		return i + s.n
+	}
+	return stringEnd(b, i)
 }
 
 func (r *jsonReader) unmarshal(data []byte, v any) error {
 	if !r.known(data) {
-		if !validJSON(data) {
+		if !validJSONKeeping(data, &r.big) {
 			return gojson.Unmarshal(data, v)
 		}
 		r.keep(data)
@@ -51,7 +105,7 @@ func (r *jsonReader) unmarshal(data []byte, v any) error {
 		i := skipSpace(data, 0)
 		switch data[min(i, len(data)-1)] {
 		case '"':
-			if s, ok := unquote(data, i); ok {
+			if s, ok := r.big.unquote(data, i); ok {
 				*p = s
 				return nil
 			}
@@ -82,9 +136,14 @@ func (r *jsonReader) keep(data []byte) {
 }
 
 // validJSON reports one JSON value and white space, in valid UTF-8.
-func validJSON(b []byte) bool {
-	end, ok := skipJSON(b, skipSpace(b, 0), 0)
-	return ok && skipSpace(b, end) == len(b) && utf8.Valid(b)
+func validJSON(b []byte) bool { return validJSONKeeping(b, nil) }
+
+// validJSONKeeping is validJSON keeping the long strings' ends in e. Its
+// strings are checked for UTF-8 as they are read (scanString): outside
+// them, a byte beyond ASCII is no JSON.
+func validJSONKeeping(b []byte, e *bigStrings) bool {
+	end, ok := skipJSON(b, skipSpace(b, 0), 0, e)
+	return ok && skipSpace(b, end) == len(b)
 }
 
 var errNotString = errors.New("decode string: not a string")
@@ -101,23 +160,23 @@ func (r *jsonReader) decodeShape(b []byte, l *lineShape) bool {
 	_, ok := r.walkObject(b, skipSpace(b, 0), func(key string, b []byte, i int) (int, bool) {
 		switch key {
 		case "type":
-			return setString(b, i, &l.Type)
+			return r.setString(b, i, &l.Type)
 		case "role":
-			return setString(b, i, &l.Role)
+			return r.setString(b, i, &l.Role)
 		case "name":
-			return setString(b, i, &l.Name)
+			return r.setString(b, i, &l.Name)
 		case "_type":
-			return setString(b, i, &l.MetaType)
+			return r.setString(b, i, &l.MetaType)
 		case "uuid":
-			return setString(b, i, &l.UUID)
+			return r.setString(b, i, &l.UUID)
 		case "parentUuid":
-			return setString(b, i, &l.ParentUID)
+			return r.setString(b, i, &l.ParentUID)
 		case "parentId":
-			return setString(b, i, &l.ParentID)
+			return r.setString(b, i, &l.ParentID)
 		case "$rewindTo":
-			return setString(b, i, &l.RewindTo)
+			return r.setString(b, i, &l.RewindTo)
 		case "sessionId":
-			return setString(b, i, &l.SessionID)
+			return r.setString(b, i, &l.SessionID)
 		case "content":
 			return r.setRaw(b, i, &l.Content)
 		case "parts":
@@ -146,7 +205,7 @@ func (r *jsonReader) decodeShape(b []byte, l *lineShape) bool {
 			return r.setRaw(b, i, &l.Set)
 		case "timestamp":
 			// stamp's UnmarshalJSON gets the value as it is, null too.
-			end := valueEnd(b, i)
+			end := valueEnd(b, i, &r.big)
 			l.Timestamp.Time = parseStamp(b[i:end])
 			return end, true
 		case "isMeta":
@@ -156,7 +215,7 @@ func (r *jsonReader) decodeShape(b []byte, l *lineShape) bool {
 		case "isCompactSummary":
 			return setBool(b, i, &l.Compact)
 		}
-		return skipOther(b, i, key, shapeKeys)
+		return skipOther(b, i, key, shapeKeys, &r.big)
 	})
 	return ok
 }
@@ -200,11 +259,11 @@ func (r *jsonReader) decodePart(b []byte, i int, p *part) (int, bool) {
 	return r.walkObject(b, i, func(key string, b []byte, i int) (int, bool) {
 		switch key {
 		case "type":
-			return setString(b, i, &p.Type)
+			return r.setString(b, i, &p.Type)
 		case "text":
-			return setString(b, i, &p.Text)
+			return r.setString(b, i, &p.Text)
 		case "name":
-			return setString(b, i, &p.Name)
+			return r.setString(b, i, &p.Name)
 		case "input":
 			return r.setRaw(b, i, &p.Input)
 		case "arguments":
@@ -212,7 +271,7 @@ func (r *jsonReader) decodePart(b []byte, i int, p *part) (int, bool) {
 		case "content":
 			return r.setRaw(b, i, &p.Content)
 		}
-		return skipOther(b, i, key, partKeys)
+		return skipOther(b, i, key, partKeys, &r.big)
 	})
 }
 
@@ -265,28 +324,30 @@ var (
 // skipOther skips the value of a key decode does not read; false for a
 // field the fast path does not decode (tool_calls, toolsUsed, action) or
 // a key that folds onto one.
-func skipOther(b []byte, i int, key string, known []string) (int, bool) {
+func skipOther(b []byte, i int, key string, known []string, e *bigStrings) (int, bool) {
 	for _, k := range known {
-		if strings.EqualFold(key, k) {
+		// The key is ASCII (walkObject): only a key of k's length folds
+		// onto it.
+		if len(k) == len(key) && strings.EqualFold(key, k) {
 			return i, false
 		}
 	}
-	return valueEnd(b, i), true
+	return valueEnd(b, i, e), true
 }
 
-func setString(b []byte, i int, dst *string) (int, bool) {
+func (r *jsonReader) setString(b []byte, i int, dst *string) (int, bool) {
 	if i < len(b) && b[i] == 'n' {
 		return i + len("null"), true // null leaves a string as it was
 	}
-	s, ok := unquote(b, i)
+	s, ok := r.big.unquote(b, i)
 	if ok {
 		*dst = s
 	}
-	return stringEnd(b, i), ok
+	return r.big.end(b, i), ok
 }
 
 func setBool(b []byte, i int, dst *bool) (int, bool) {
-	end := valueEnd(b, i)
+	end := valueEnd(b, i, nil)
 	switch string(b[i:end]) {
 	case "true":
 		*dst = true
@@ -302,26 +363,27 @@ func setBool(b []byte, i int, dst *bool) (int, bool) {
 // setRaw slices the value from the line: json.RawMessage takes it as it
 // is, null included.
 func (r *jsonReader) setRaw(b []byte, i int, dst *json.RawMessage) (int, bool) {
-	end := valueEnd(b, i)
+	end := valueEnd(b, i, &r.big)
 	*dst = b[i:end:end]
 	r.keep(*dst)
 	return end, true
 }
 
-// valueEnd returns where the valid value at i ends.
-func valueEnd(b []byte, i int) int {
+// valueEnd returns where the valid value at i ends; e, when set, holds
+// the ends of its long strings.
+func valueEnd(b []byte, i int, e *bigStrings) int {
 	if i >= len(b) {
 		return i
 	}
 	switch b[i] {
 	case '"':
-		return stringEnd(b, i)
+		return e.end(b, i)
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(b); j++ {
 			switch b[j] {
 			case '"':
-				j = stringEnd(b, j) - 1
+				j = e.end(b, j) - 1
 			case '{', '[':
 				depth++
 			case '}', ']':
@@ -359,14 +421,18 @@ func stringEnd(b []byte, i int) int {
 	return len(b)
 }
 
-// skipJSON validates the value at i and returns where it ends.
-func skipJSON(b []byte, i, depth int) (int, bool) {
+// skipJSON validates the value at i and returns where it ends, keeping
+// its long strings' ends in e when set.
+func skipJSON(b []byte, i, depth int, e *bigStrings) (int, bool) {
 	if i >= len(b) || depth > maxFastDepth {
 		return i, false
 	}
 	switch c := b[i]; {
 	case c == '"':
-		end, _, ok := scanString(b, i)
+		end, esc, ok := scanString(b, i)
+		if ok {
+			e.add(b, i, end, esc)
+		}
 		return end, ok
 	case c == '{':
 		i = skipSpace(b, i+1)
@@ -385,7 +451,7 @@ func skipJSON(b []byte, i, depth int) (int, bool) {
 			if i >= len(b) || b[i] != ':' {
 				return i, false
 			}
-			if i, ok = skipJSON(b, skipSpace(b, i+1), depth+1); !ok {
+			if i, ok = skipJSON(b, skipSpace(b, i+1), depth+1, e); !ok {
 				return i, false
 			}
 			var more bool
@@ -400,7 +466,7 @@ func skipJSON(b []byte, i, depth int) (int, bool) {
 		}
 		for {
 			var ok, more bool
-			if i, ok = skipJSON(b, i, depth+1); !ok {
+			if i, ok = skipJSON(b, i, depth+1, e); !ok {
 				return i, false
 			}
 			if i, more, ok = afterItem(b, i, ']'); !ok || !more {
@@ -485,17 +551,18 @@ const (
 	highs = 0x8080808080808080
 )
 
-// scanString validates the string at i (its escapes and the absence of
-// control bytes) and returns where it ends and whether it holds escapes.
-// Eight bytes are tested at a time for a quote, a backslash or a control
-// byte: tool results are most of a log's bytes.
+// scanString validates the string at i (its escapes, its UTF-8 and the
+// absence of control bytes) and returns where it ends and whether it
+// holds escapes. Eight bytes are tested at a time for a quote, a
+// backslash, a control byte or one beyond ASCII: tool results are most of
+// a log's bytes.
 func scanString(b []byte, i int) (end int, esc, ok bool) {
 	j := i + 1
 	for {
 		for j+8 <= len(b) {
 			x := binary.LittleEndian.Uint64(b[j:])
 			q, s := x^(ones*'"'), x^(ones*'\\')
-			m := ((q - ones) &^ q) | ((s - ones) &^ s) | ((x - ones*0x20) &^ x)
+			m := ((q - ones) &^ q) | ((s - ones) &^ s) | ((x - ones*0x20) &^ x) | x
 			if m&highs != 0 {
 				// The lowest flagged byte is exact: borrows only
 				// reach the bytes above it.
@@ -504,7 +571,7 @@ func scanString(b []byte, i int) (end int, esc, ok bool) {
 			}
 			j += 8
 		}
-		for j < len(b) && b[j] != '"' && b[j] != '\\' && b[j] >= 0x20 {
+		for j < len(b) && b[j] != '"' && b[j] != '\\' && b[j] >= 0x20 && b[j] < utf8.RuneSelf {
 			j++
 		}
 		if j >= len(b) {
@@ -515,6 +582,13 @@ func scanString(b []byte, i int) (end int, esc, ok bool) {
 			return j + 1, esc, true
 		case c < 0x20:
 			return j, esc, false
+		case c >= utf8.RuneSelf:
+			r, n := utf8.DecodeRune(b[j:])
+			if r == utf8.RuneError && n == 1 {
+				return j, esc, false
+			}
+			j += n
+			continue
 		}
 		esc = true
 		if j+1 >= len(b) {
@@ -557,11 +631,23 @@ func hex4(b []byte, i int) (rune, bool) {
 
 // unquote reads the valid string at i as encoding/json unquotes it;
 // false for a surrogate escape, which is go-json's to read.
-func unquote(b []byte, i int) (string, bool) {
+func unquote(b []byte, i int) (string, bool) { return (*bigStrings)(nil).unquote(b, i) }
+
+// unquote is unquote, a kept string read without looking for its end
+// and, when it has no escape, copied as it is.
+func (e *bigStrings) unquote(b []byte, i int) (string, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return "", false
 	}
-	raw := b[i+1 : max(stringEnd(b, i)-1, i+1)]
+	s, kept := e.find(b, i)
+	if kept && !s.esc {
+		return string(b[i+1 : i+s.n-1]), true
+	}
+	end := i + s.n
+	if !kept {
+		end = stringEnd(b, i)
+	}
+	raw := b[i+1 : max(end-1, i+1)]
 	k := bytes.IndexByte(raw, '\\')
 	if k < 0 {
 		return string(raw), true

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // TestFastFieldsKnown: the fast decoder knows every field of the structs
@@ -51,7 +52,16 @@ var fastCases = []string{
 	`[{"Text":"a"}]`, `[1]`, `["a"]`, `[{"type":"text"}`, `{"role":"user","content":"` + strings.Repeat("x", 100) + `\n` + strings.Repeat("é", 30) + `"}`,
 	strings.Repeat("[", 600) + strings.Repeat("]", 600), `{"a":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}`, "{\"role\":\"user\",\"content\":\"tab\there\"}",
 	"{\"role\":\"user\"}\n", "\t{\"role\":\"user\"}\r\n",
+	// Long strings (bigStrings keeps their ends), nested as a tool's result
+	// is, with escapes, beyond ASCII, invalid UTF-8, surrogates.
+	`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","content":"` + long + `"},{"type":"text","text":"` + long + `"}]},"toolUseResult":{"file":{"content":"` + long + `"}},"uuid":"` + strings.Repeat("u", 130) + `"}`,
+	`{"role":"assistant","content":[{"type":"tool_use","name":"Read","input":{"file_path":"` + strings.Repeat("p/", 80) + `"}}],"summary":"` + long + `\ud83d\ude00"}`,
+	`{"role":"user","content":"` + strings.Repeat("é→", 60) + "\xff" + `"}`, `{"role":"user","content":"` + long + `\ud800"}`, `{"role":"user","content":"` + long + `\x"}`, `{"role":"user","content":"` + long,
 }
+
+// long is a tool result's text: lines numbered as Claude Code's Read
+// numbers them, quotes and tabs escaped.
+var long = strings.Repeat(`     1\u2192func main() {\n\tfmt.Println(\"hello, world\")\n}\n`, 4)
 
 func fastUnmarshal(data []byte, v any) error {
 	var r jsonReader
@@ -188,4 +198,40 @@ func depth(b []byte) int {
 		}
 	}
 	return most
+}
+
+// TestBigStringsKept: the validation keeps the long strings of a line
+// with the end and the escapes a walk of each finds, and the reads that
+// use them (valueEnd, unquote) answer as the walks do.
+func TestBigStringsKept(t *testing.T) {
+	kept := 0
+	for _, in := range fastCases {
+		b := []byte(in)
+		var e bigStrings
+		if !validJSONKeeping(b, &e) {
+			continue
+		}
+		for _, s := range e.s[:e.n] {
+			i := int(uintptr(unsafe.Pointer(s.at)) - uintptr(unsafe.Pointer(&b[0])))
+			end, esc, ok := scanString(b, i)
+			if !ok || s.n != end-i || s.esc != esc || s.n < bigStringMin {
+				t.Errorf("%.40q: kept the string at %d as %d bytes (escapes %v); a walk says %d (%v, %v)", in, i, s.n, s.esc, end-i, esc, ok)
+			}
+			if got, want := valueEnd(b, i, &e), stringEnd(b, i); got != want {
+				t.Errorf("%.40q: valueEnd of the kept string at %d = %d, want %d", in, i, got, want)
+			}
+			got, gotOK := e.unquote(b, i)
+			want, wantOK := unquote(b, i)
+			if got != want || gotOK != wantOK {
+				t.Errorf("%.40q: unquote of the kept string at %d = %q, %v; want %q, %v", in, i, got, gotOK, want, wantOK)
+			}
+			kept++
+		}
+		if got, want := valueEnd(b, skipSpace(b, 0), &e), valueEnd(b, skipSpace(b, 0), nil); got != want {
+			t.Errorf("%.40q: valueEnd of the line = %d with its strings kept, %d without", in, got, want)
+		}
+	}
+	if kept < 6 {
+		t.Errorf("kept %d long strings in the cases, want at least 6", kept)
+	}
 }
