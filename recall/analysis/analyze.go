@@ -54,8 +54,10 @@ type Analyzer struct {
 	// hot is a direct-mapped cache of short tokens' ids in front of toks:
 	// a home's tokens are mostly a few thousand ("err", "return", "the"),
 	// found here in the CPU's cache where toks, tens of MiB, misses it.
-	hot    *[hotSlots]hotSlot
-	maxIDs int // maxTermIDs (tests make it small)
+	hot *[hotSlots]hotSlot
+	// hotLong is hot's for tokens of 9 to 16 bytes (192 KiB).
+	hotLong *[hotSlots / 2]hotLongSlot
+	maxIDs  int // maxTermIDs (tests make it small)
 	// only, when set, holds the first two bytes of every term wanted
 	// (a bit per pair): a token starting otherwise is not stemmed (it
 	// cannot be one of them), and stands as the term otherTerm.
@@ -139,6 +141,15 @@ const (
 type hotSlot struct {
 	key uint64
 	id  int32
+}
+
+// hotLongSlot is a token of 9 to 16 bytes (its bytes, zero-padded) and
+// its term's id: identifiers and longer words, an eighth of a home's
+// tokens, each else a hash of its bytes and a probe of toks (a miss of
+// the CPU's cache) and a comparison in tokBytes (another).
+type hotLongSlot struct {
+	k0, k1 uint64
+	id     int32
 }
 
 // hotIndex is a short key's slot in Analyzer.hot (Fibonacci hashing).
@@ -234,7 +245,7 @@ func (a *Analyzer) ResetIDs() {
 	if len(a.terms) > a.maxIDs || a.ntoks > a.maxIDs {
 		a.toks, a.ntoks, a.tokBytes, a.local = nil, 0, nil, nil
 		a.termSlots, a.terms, a.termBytes = nil, nil, nil
-		a.hot = nil
+		a.hot, a.hotLong = nil, nil
 	}
 }
 
@@ -244,6 +255,7 @@ func (a *Analyzer) id(tok []byte, ascii bool) int32 {
 	var h uint32
 	short := len(tok) <= 8
 	var hot *hotSlot
+	var hl *hotLongSlot
 	if short {
 		key = shortKey(tok)
 		if a.hot == nil {
@@ -255,6 +267,16 @@ func (a *Analyzer) id(tok []byte, ascii bool) int32 {
 		}
 		h = uint32(mix64(key ^ a.seed64))
 	} else {
+		if len(tok) <= 16 {
+			k0, k1 := binary.LittleEndian.Uint64(tok), shortKey(tok[8:])
+			if a.hotLong == nil {
+				a.hotLong = new([hotSlots / 2]hotLongSlot)
+			}
+			hl = &a.hotLong[hotIndex(k0^mix64(k1))>>1]
+			if hl.k0 == k0 && hl.k1 == k1 {
+				return hl.id
+			}
+		}
 		h = uint32(maphash.Bytes(a.seed, tok))
 	}
 	mask := uint32(len(a.toks) - 1)
@@ -273,6 +295,9 @@ func (a *Analyzer) id(tok []byte, ascii bool) int32 {
 			} else if t.key>>56 == 0xff {
 				off, n := uint32(t.key), uint32(t.key>>32)&0xffff
 				if string(a.tokBytes[off:off+n]) == string(tok) {
+					if hl != nil {
+						*hl = hotLongSlot{k0: binary.LittleEndian.Uint64(tok), k1: shortKey(tok[8:]), id: t.id}
+					}
 					return t.id
 				}
 			}
@@ -296,6 +321,8 @@ func (a *Analyzer) id(tok []byte, ascii bool) int32 {
 	a.toks[i] = tokenSlot{key: key, hash: h, id: id}
 	if short {
 		*hot = hotSlot{key: key, id: id}
+	} else if hl != nil {
+		*hl = hotLongSlot{k0: binary.LittleEndian.Uint64(tok), k1: shortKey(tok[8:]), id: id}
 	}
 	return id
 }

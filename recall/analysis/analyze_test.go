@@ -88,7 +88,7 @@ func TestTermIDsAreTerms(t *testing.T) {
 	for round := range 3 {
 		var sb strings.Builder
 		for i := range a.maxIDs/2 + 1000 {
-			fmt.Fprintf(&sb, "w%dx%d deploying deploys ", i, round) // short and long tokens kept across a reset
+			fmt.Fprintf(&sb, "w%dx%d deploying deploys Reconfigurations decentralizations ", i, round) // tokens of 7, 9, 16 and 17 bytes kept across a reset
 			if i%700 == 0 {
 				check(sb.String())
 				sb.Reset()
