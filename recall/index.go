@@ -832,14 +832,25 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 	if err == nil && idx.unsynced && o.Cache.defersSync() {
 		o.Cache.markUnsynced(path) // checked whole (readIndexFD): SyncIndexes clears it
 	}
+	var out *os.File
+	created := false
 	if err != nil || !idx.current(src, fi) {
 		// Every file gets an index, however small: a home is thousands of
 		// ordinary sessions, and a search that read each whole would read
 		// them all for a rare word.
 		st := fi.Sys().(*syscall.Stat_t)
 		idx = &fileIndex{dev: uint64(st.Dev), ino: uint64(st.Ino), blocksEnd: headerSize}
-		if err := writeNew(path, idx); err != nil {
-			return 0, err
+		if errors.Is(err, fs.ErrNotExist) && fi.Size() > 0 {
+			// The first index of the file: made in place, its header
+			// (zeros, no index to a reader) written last. A home's first
+			// start makes thousands: one file each, not one renamed.
+			out, err = openIndexFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+			created = out != nil
+		}
+		if out == nil {
+			if err := writeNew(path, idx); err != nil {
+				return 0, err
+			}
 		}
 	}
 	if fi.Size() == idx.end {
@@ -851,9 +862,10 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 		}
 		return 0, nil
 	}
-	out, err := openIndexFile(path, os.O_RDWR, 0o600)
-	if err != nil {
-		return 0, err
+	if out == nil {
+		if out, err = openIndexFile(path, os.O_RDWR, 0o600); err != nil {
+			return 0, err
+		}
 	}
 	defer out.Close()
 	if idx.partial > 0 {
@@ -942,6 +954,10 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 		return 0, err
 	}
 	if idx.end == start {
+		if created {
+			_, err := out.WriteAt(header(idx), 0) // no whole line yet
+			return 0, err
+		}
 		return 0, nil
 	}
 	if idx.tailSum, err = tailSum(src, idx.end); err != nil {
