@@ -109,6 +109,63 @@ func TestIndexTrustsOnlyAnUnchangedFile(t *testing.T) {
 	}
 }
 
+// TestFirstIndexCutShort: a file's first index is written in place, its
+// header last. Killed before the header (the file empty, its header
+// zeros, its blocks cut anywhere), it answers for nothing: a search reads
+// the file and finds what it holds, and the next indexing makes it whole.
+func TestFirstIndexCutShort(t *testing.T) {
+	dir := t.TempDir()
+	note := writeNote(t, dir)
+	waitSettled(t, note)
+	root := openRoot(t, dir)
+	idxDir := filepath.Join(dir, "idx")
+	rel := "working-memory/detail/n.md"
+	path := indexPath(idxDir, root.Path(), rel)
+	search := func(word string) ([]Result, Stats) {
+		t.Helper()
+		q, _ := ParseQuery(word)
+		rs, st, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: sessionSources}}, Limit: 10, Index: idxDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs, st
+	}
+	if _, err := IndexFile(idxDir, root, rel, Text, IndexOptions{BlockSize: 1024}); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, headerSize, headerSize + 1, len(whole) / 2, len(whole)} {
+		cut := append(make([]byte, headerSize), whole[headerSize:]...)[:n]
+		if err := os.WriteFile(path, cut, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if rs, st := search("0123"); len(rs) != 1 || st.Indexed != 0 {
+			t.Errorf("index cut at %d of %d before its header: %d results, %d files answered by the index; want 1, 0", n, len(whole), len(rs), st.Indexed)
+		}
+		if _, err := IndexFile(idxDir, root, rel, Text, IndexOptions{BlockSize: 1024}); err != nil {
+			t.Fatal(err)
+		}
+		if rs, st := search("zebrafinch"); len(rs) != 0 || st.Indexed != 1 || st.BytesRead != 0 {
+			t.Errorf("indexed again after a cut at %d: %d results, %d indexed, %d bytes read; want 0, 1, 0", n, len(rs), st.Indexed, st.BytesRead)
+		}
+	}
+	// A file of one line not ended yet: its first index is an empty one,
+	// header and all.
+	partial := "working-memory/detail/partial.md"
+	if err := os.WriteFile(filepath.Join(dir, partial), []byte("no newline yet"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := IndexFile(idxDir, root, partial, Text, IndexOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if idx, err := readIndex(indexPath(idxDir, root.Path(), partial), true, true, nil, nil); err != nil || idx.end != 0 {
+		t.Errorf("the first index of a file without a whole line: %+v, %v; want an empty index", idx, err)
+	}
+}
+
 // writeNote writes a note of 400 numbered lines at
 // working-memory/detail/n.md in dir and returns its path.
 func writeNote(t *testing.T, dir string) string {
