@@ -337,6 +337,17 @@ func (w *Worker) captured(ctx context.Context, rt Store, root *confine.Root, sto
 	}
 }
 
+// ForgetTerms lets the terms and stems the analyzer kept go, so an idle
+// daemon holds no table of them: at the catch-up's end (the daemon), and
+// at a sync with no root being indexed. Not at each root's end: a
+// catch-up of 10,000 one-session directories made (and cleared) an
+// analyzer's tables 10,000 times, its tokens stemmed anew each time.
+func (w *Worker) ForgetTerms() {
+	w.anMu.Lock()
+	w.analyzer = analysis.New()
+	w.anMu.Unlock()
+}
+
 // syncEvery is how long an index written unsynced waits at most (while
 // the background goroutine runs) for the sync that makes it durable;
 // maxUnsynced how many wait at most.
@@ -350,6 +361,11 @@ const (
 // it stopped.
 // A failing sync is said once, until one succeeds.
 func (w *Worker) syncIndexes() {
+	if len(w.indexing) == 0 {
+		// No root is being indexed: the analyzer's tables go, at most
+		// once a syncEvery (ForgetTerms).
+		w.ForgetTerms()
+	}
 	err := w.Indexes.SyncIndexes(w.IndexDir)
 	switch {
 	case err == nil:
@@ -463,13 +479,6 @@ func (w *Worker) indexRoot(ctx context.Context, root *confine.Root, rt Store, t 
 		st.scan.Close()
 	}
 	delete(w.indexing, key)
-	if len(w.indexing) == 0 {
-		// Every root indexed (the catch-up's end, mostly): the stems
-		// kept for it go, so an idle daemon holds no table of them.
-		w.anMu.Lock()
-		w.analyzer = analysis.New()
-		w.anMu.Unlock()
-	}
 	return false
 }
 

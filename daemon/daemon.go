@@ -900,6 +900,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 					// (defaultGCPercent), and the scavenger keeps what is
 					// under the next goal, 20-30 MiB an idle daemon held
 					// after catching up 10,000 sessions.
+					d.capture.ForgetTerms()
 					debug.FreeOSMemory()
 					d.tallySecrets(ctx)
 				}()
