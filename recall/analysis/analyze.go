@@ -394,6 +394,10 @@ func (a *Analyzer) tokens(text []byte, fn func(tok []byte, ascii bool)) {
 			return
 		}
 		if c := text[i]; c >= utf8.RuneSelf {
+			if c == 0xe2 && i+2 < len(text) && text[i+1] == 0x86 && text[i+2] == 0x92 {
+				i += 3 // "→", after every line number of a file Claude Code read
+				continue
+			}
 			r, n := utf8.DecodeRune(text[i:])
 			if noWord(r) || !unicode.IsLetter(r) && !unicode.IsDigit(r) {
 				i += n

@@ -181,6 +181,7 @@ func FuzzTokens(f *testing.F) {
 		strings.Repeat("a", 100) + " it's ’s x don'T o'Neil 'quoted' end'",
 		"    12→func main() {\n    13\tx := 1\n12→x Ab9cD ÀB",
 		"a\u2019b a\u2019 \u2019b x\u2192y",
+		"\u2192\xe2\x86 a\u2193b\u2192\u2192c\xe2\x86\x92",
 	} {
 		f.Add(s)
 	}
