@@ -844,8 +844,10 @@ func indexBlocks(dir string, root *confine.Root, rel string, kind Kind, o IndexO
 			// The first index of the file: made in place, its header
 			// (zeros, no index to a reader) written last. A home's first
 			// start makes thousands: one file each, not one renamed.
-			out, err = openIndexFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-			created = out != nil
+			// Failing, it is replaced as any other is.
+			if f, err := openIndexFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+				out, created = f, true
+			}
 		}
 		if out == nil {
 			if err := writeNew(path, idx); err != nil {
