@@ -15,6 +15,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/recall/query"
 )
 
@@ -63,27 +64,15 @@ func TestSparseHas(t *testing.T) {
 // rewritten in place since (same size, same last bytes) is read, never
 // answered from its stale index.
 func TestIndexTrustsOnlyAnUnchangedFile(t *testing.T) {
-	dir := t.TempDir()
-	note := writeNote(t, dir)
-	// Wait until the change time is old enough to vouch for the content.
-	waitSettled(t, note)
-	root := openRoot(t, dir)
-	idxDir := filepath.Join(dir, "idx")
+	root, idxDir := settledNote(t)
+	note := filepath.Join(root.Path(), "working-memory", "detail", "n.md")
 	build := func() {
 		t.Helper()
 		if _, err := IndexFile(idxDir, root, "working-memory/detail/n.md", Text, IndexOptions{BlockSize: 1024}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	search := func(word string) ([]Result, Stats) {
-		t.Helper()
-		q, _ := ParseQuery(word)
-		rs, st, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: sessionSources}}, Limit: 10, Index: idxDir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rs, st
-	}
+	search := searchWith(t, root, idxDir)
 	build()
 	if rs, st := search("zebrafinch"); len(rs) != 0 || st.Indexed != 1 || st.BytesRead != 0 {
 		t.Errorf("an unchanged note: %d results, %d indexed, %d bytes read; want 0, 1, 0", len(rs), st.Indexed, st.BytesRead)
@@ -114,22 +103,11 @@ func TestIndexTrustsOnlyAnUnchangedFile(t *testing.T) {
 // zeros, its blocks cut anywhere), it answers for nothing: a search reads
 // the file and finds what it holds, and the next indexing makes it whole.
 func TestFirstIndexCutShort(t *testing.T) {
-	dir := t.TempDir()
-	note := writeNote(t, dir)
-	waitSettled(t, note)
-	root := openRoot(t, dir)
-	idxDir := filepath.Join(dir, "idx")
+	root, idxDir := settledNote(t)
+	dir := root.Path()
 	rel := "working-memory/detail/n.md"
 	path := indexPath(idxDir, root.Path(), rel)
-	search := func(word string) ([]Result, Stats) {
-		t.Helper()
-		q, _ := ParseQuery(word)
-		rs, st, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: sessionSources}}, Limit: 10, Index: idxDir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rs, st
-	}
+	search := searchWith(t, root, idxDir)
 	if _, err := IndexFile(idxDir, root, rel, Text, IndexOptions{BlockSize: 1024}); err != nil {
 		t.Fatal(err)
 	}
@@ -163,6 +141,30 @@ func TestFirstIndexCutShort(t *testing.T) {
 	}
 	if idx, err := readIndex(indexPath(idxDir, root.Path(), partial), true, true, nil, nil); err != nil || idx.end != 0 {
 		t.Errorf("the first index of a file without a whole line: %+v, %v; want an empty index", idx, err)
+	}
+}
+
+// settledNote writes writeNote's note in a new directory, waits until
+// its change time is old enough to vouch for its content, and returns its
+// root and an index directory beside it.
+func settledNote(t *testing.T) (*confine.Root, string) {
+	t.Helper()
+	dir := t.TempDir()
+	waitSettled(t, writeNote(t, dir))
+	return openRoot(t, dir), filepath.Join(dir, "idx")
+}
+
+// searchWith returns a search of root's sessions for a word, through the
+// index in idxDir.
+func searchWith(t *testing.T, root *confine.Root, idxDir string) func(word string) ([]Result, Stats) {
+	return func(word string) ([]Result, Stats) {
+		t.Helper()
+		q, _ := ParseQuery(word)
+		rs, st, err := Search(context.Background(), q, Options{Roots: []Root{{Root: root, Sources: sessionSources}}, Limit: 10, Index: idxDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs, st
 	}
 }
 
