@@ -105,7 +105,7 @@ func (r *jsonReader) unmarshal(data []byte, v any) error {
 		i := skipSpace(data, 0)
 		switch data[min(i, len(data)-1)] {
 		case '"':
-			if s, ok := r.big.unquote(data, i); ok {
+			if s, _, ok := r.big.unquote(data, i); ok {
 				*p = s
 				return nil
 			}
@@ -339,11 +339,11 @@ func (r *jsonReader) setString(b []byte, i int, dst *string) (int, bool) {
 	if i < len(b) && b[i] == 'n' {
 		return i + len("null"), true // null leaves a string as it was
 	}
-	s, ok := r.big.unquote(b, i)
+	s, end, ok := r.big.unquote(b, i)
 	if ok {
 		*dst = s
 	}
-	return r.big.end(b, i), ok
+	return end, ok
 }
 
 func setBool(b []byte, i int, dst *bool) (int, bool) {
@@ -629,28 +629,26 @@ func hex4(b []byte, i int) (rune, bool) {
 	return r, true
 }
 
-// unquote reads the valid string at i as encoding/json unquotes it;
-// false for a surrogate escape, which is go-json's to read.
-func unquote(b []byte, i int) (string, bool) { return (*bigStrings)(nil).unquote(b, i) }
-
-// unquote is unquote, a kept string read without looking for its end
-// and, when it has no escape, copied as it is.
-func (e *bigStrings) unquote(b []byte, i int) (string, bool) {
+// unquote reads the valid string at i as encoding/json unquotes it, and
+// returns where it ends; false for a surrogate escape, which is go-json's
+// to read. A string e kept is read without looking for its end and, with
+// no escape, copied as it is; e may be nil.
+func (e *bigStrings) unquote(b []byte, i int) (string, int, bool) {
 	if i >= len(b) || b[i] != '"' {
-		return "", false
+		return "", i, false
 	}
 	s, kept := e.find(b, i)
-	if kept && !s.esc {
-		return string(b[i+1 : i+s.n-1]), true
-	}
 	end := i + s.n
+	if kept && !s.esc {
+		return string(b[i+1 : end-1]), end, true
+	}
 	if !kept {
 		end = stringEnd(b, i)
 	}
 	raw := b[i+1 : max(end-1, i+1)]
 	k := bytes.IndexByte(raw, '\\')
 	if k < 0 {
-		return string(raw), true
+		return string(raw), end, true
 	}
 	// A Builder's String is the bytes written, not a copy of them:
 	// tool results are most of what is read.
@@ -659,7 +657,7 @@ func (e *bigStrings) unquote(b []byte, i int) (string, bool) {
 	for ; k >= 0; k = bytes.IndexByte(raw, '\\') {
 		out.Write(raw[:k])
 		if k+1 >= len(raw) {
-			return "", false
+			return "", end, false
 		}
 		switch c := raw[k+1]; c {
 		case 'b':
@@ -675,7 +673,7 @@ func (e *bigStrings) unquote(b []byte, i int) (string, bool) {
 		case 'u':
 			r, ok := hex4(raw, k+2)
 			if !ok || utf8.RuneLen(r) < 0 { // a surrogate half
-				return "", false
+				return "", end, false
 			}
 			out.WriteRune(r)
 			raw = raw[k+6:]
@@ -686,5 +684,5 @@ func (e *bigStrings) unquote(b []byte, i int) (string, bool) {
 		raw = raw[k+2:]
 	}
 	out.Write(raw)
-	return out.String(), true
+	return out.String(), end, true
 }

@@ -137,7 +137,7 @@ func TestFastPathTaken(t *testing.T) {
 	} else if _, ok := r.decodeParts(in); !ok {
 		t.Error("parts: not on the fast path")
 	}
-	if _, ok := unquote([]byte(`"a\nb \u00e9 \"q\""`), 0); !ok {
+	if _, _, ok := (*bigStrings)(nil).unquote([]byte(`"a\nb \u00e9 \"q\""`), 0); !ok {
 		t.Error("string: not on the fast path")
 	}
 }
@@ -220,10 +220,10 @@ func TestBigStringsKept(t *testing.T) {
 			if got, want := valueEnd(b, i, &e), stringEnd(b, i); got != want {
 				t.Errorf("%.40q: valueEnd of the kept string at %d = %d, want %d", in, i, got, want)
 			}
-			got, gotOK := e.unquote(b, i)
-			want, wantOK := unquote(b, i)
-			if got != want || gotOK != wantOK {
-				t.Errorf("%.40q: unquote of the kept string at %d = %q, %v; want %q, %v", in, i, got, gotOK, want, wantOK)
+			got, gotEnd, gotOK := e.unquote(b, i)
+			want, wantEnd, wantOK := (*bigStrings)(nil).unquote(b, i)
+			if got != want || gotEnd != wantEnd || gotOK != wantOK {
+				t.Errorf("%.40q: unquote of the kept string at %d = %q, %d, %v; want %q, %d, %v", in, i, got, gotEnd, gotOK, want, wantEnd, wantOK)
 			}
 			kept++
 		}

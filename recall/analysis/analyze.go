@@ -256,6 +256,7 @@ func (a *Analyzer) id(tok []byte, ascii bool) int32 {
 	short := len(tok) <= 8
 	var hot *hotSlot
 	var hl *hotLongSlot
+	var k0, k1 uint64 // a token of 9 to 16 bytes: its two words, hl's key
 	if short {
 		key = shortKey(tok)
 		if a.hot == nil {
@@ -268,7 +269,7 @@ func (a *Analyzer) id(tok []byte, ascii bool) int32 {
 		h = uint32(mix64(key ^ a.seed64))
 	} else {
 		if len(tok) <= 16 {
-			k0, k1 := binary.LittleEndian.Uint64(tok), shortKey(tok[8:])
+			k0, k1 = binary.LittleEndian.Uint64(tok), shortKey(tok[8:])
 			if a.hotLong == nil {
 				a.hotLong = new([hotSlots / 2]hotLongSlot)
 			}
@@ -296,7 +297,7 @@ func (a *Analyzer) id(tok []byte, ascii bool) int32 {
 				off, n := uint32(t.key), uint32(t.key>>32)&0xffff
 				if string(a.tokBytes[off:off+n]) == string(tok) {
 					if hl != nil {
-						*hl = hotLongSlot{k0: binary.LittleEndian.Uint64(tok), k1: shortKey(tok[8:]), id: t.id}
+						*hl = hotLongSlot{k0: k0, k1: k1, id: t.id}
 					}
 					return t.id
 				}
@@ -322,7 +323,7 @@ func (a *Analyzer) id(tok []byte, ascii bool) int32 {
 	if short {
 		*hot = hotSlot{key: key, id: id}
 	} else if hl != nil {
-		*hl = hotLongSlot{k0: binary.LittleEndian.Uint64(tok), k1: shortKey(tok[8:]), id: id}
+		*hl = hotLongSlot{k0: k0, k1: k1, id: id}
 	}
 	return id
 }
