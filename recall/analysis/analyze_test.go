@@ -12,6 +12,8 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/kljensen/snowball/english"
 )
 
 // FuzzAnalyzer: any text (invalid UTF-8, huge tokens) gives terms that
@@ -248,4 +250,79 @@ func BenchmarkTermIDsManyTokens(b *testing.B) {
 		}
 	}
 	_ = sum
+}
+
+// stemKept checks the one promise of stemmable: a word it says the
+// stemmer leaves alone, the stemmer leaves alone.
+func stemKept(t testing.TB, w string) {
+	if !stemmable([]byte(w)) {
+		if got := english.Stem(w, false); got != w {
+			t.Fatalf("stemmable(%q) = false, but the stemmer makes it %q", w, got)
+		}
+	}
+}
+
+// TestStemmable holds stemmable to the stemmer for every word of up to
+// three bytes of letters and apostrophes, and for longer ones over the
+// letters the suffixes are made of (each ending in every byte), and
+// checks it skips words: a stemmable that said true of all would pass.
+func TestStemmable(t *testing.T) {
+	letters := "abcdefghijklmnopqrstuvwxyz'"
+	var words func(prefix string, n int, alphabet string, fn func(string))
+	words = func(prefix string, n int, alphabet string, fn func(string)) {
+		if n == 0 {
+			fn(prefix)
+			return
+		}
+		for i := range len(alphabet) {
+			words(prefix+alphabet[i:i+1], n-1, alphabet, fn)
+		}
+	}
+	skipped := 0
+	check := func(w string) {
+		stemKept(t, w)
+		if !stemmable([]byte(w)) {
+			skipped++
+		}
+	}
+	for n := 1; n <= 3; n++ {
+		words("", n, letters, check)
+	}
+	for n := 4; n <= 5; n++ {
+		words("", n-1, "aeilnotsy", func(p string) {
+			for i := range len(letters) {
+				check(p + letters[i:i+1])
+			}
+		})
+	}
+	// Words the stemmer changes, by their last byte: each suffix it
+	// removes needs the word long enough for its regions (R1, R2), which
+	// the words above are not.
+	for _, w := range []string{"independent", "adjustment", "irritant", "electric", "criticism", "feudalism",
+		"operator", "fertilizer", "computer", "relation", "organization", "adoption", "jumped", "agreed",
+		"studied", "running", "singing", "hopeful", "conditional", "controll", "probabli", "analogi",
+		"valenci", "sensitiviti", "happy", "quickly", "skies", "dying", "gently", "generalization",
+		"communism", "arsenal", "ayy", "news", "proceeding", "innings", "deadbeef", "return", "ctx"} {
+		stemKept(t, w)
+	}
+	if skipped == 0 {
+		t.Fatal("stemmable said every word may change")
+	}
+}
+
+// FuzzStemmable: whatever word stemmable says the stemmer leaves alone,
+// the stemmer leaves alone.
+func FuzzStemmable(f *testing.F) {
+	for _, s := range []string{"deadbeef", "return", "ayy", "o'k", "'tis", "generalization", "independent", "electric", "operator", "analogi"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, w string) {
+		b := []byte(strings.ToLower(w))
+		for _, c := range b {
+			if c >= utf8.RuneSelf || wordByte[c] == 0 || c >= '0' && c <= '9' {
+				return // stem asks stemmable only of ASCII words without digits
+			}
+		}
+		stemKept(t, string(b))
+	})
 }
