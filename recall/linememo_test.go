@@ -2,6 +2,7 @@ package recall
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/recall/analysis"
 	"github.com/memwatch/memwatch/session"
 )
 
@@ -126,4 +128,42 @@ func FuzzLineMemoMessage(f *testing.F) {
 			t.Errorf("LineMemo.Message(%q) = %v, session.IsMessage says %v", line, got, want)
 		}
 	})
+}
+
+// TestReusedSegmentBuilder: a builder reset after a bigger segment
+// (segBuilders keeps them) encodes what a new one does, byte for byte:
+// none of the bigger one's postings, terms or bytes stay in it. Indexing a
+// file after a bigger one gives the index it had before.
+func TestReusedSegmentBuilder(t *testing.T) {
+	small := []string{"the deploy failed on the auth token", "rolled back the schema migration", "Überprüfung café"}
+	var big []string
+	for i := range 500 {
+		big = append(big, fmt.Sprintf("line %d of a longer session: retried handler tests %d times, zebrafinch%d", i, i%7, i))
+	}
+	when := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	// Each build with an analyzer of its own: its ids start afresh, so
+	// any id the builder kept from the one before is another term.
+	build := func(b *segBuilder, docs []string) []byte {
+		a := analysis.New()
+		for i, d := range docs {
+			b.add(a, []byte(d), int64(100*i), int64(i+1), when)
+		}
+		b.endOff, b.nextLine = int64(100*len(docs)), int64(len(docs)+1)
+		return bytes.Clone(b.encode(fileID{dev: 1, ino: 2}))
+	}
+	want := build(newSegBuilder(0, 0, nil), small)
+	b := newSegBuilder(0, 0, nil)
+	build(b, big)
+	b.reset(0, 0)
+	if got := build(b, small); !bytes.Equal(got, want) {
+		t.Fatalf("a reused builder's segment (%d bytes) differs from a new one's (%d bytes)", len(got), len(want))
+	}
+
+	smallDir := corpus(t, t.TempDir(), 1, 300)[0]
+	bigDir := corpus(t, t.TempDir(), 1, 3000)[0]
+	settle(t, filepath.Join(smallDir, "messages.jsonl"))
+	settle(t, filepath.Join(bigDir, "messages.jsonl"))
+	before := indexDir(t, smallDir, nil)
+	indexDir(t, bigDir, nil)
+	sameIndex(t, "after a bigger file's", indexDir(t, smallDir, nil), before)
 }

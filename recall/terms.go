@@ -159,6 +159,71 @@ type segBuilder struct {
 	timeIDs []int32
 	timeYM  int
 	timeOK  bool
+	// enc is encode's and byLocal's memory, kept with a builder reused
+	// (segBuilders).
+	enc encodeScratch
+}
+
+// encodeScratch is the memory a segment's encoding works in.
+type encodeScratch struct {
+	at    []int
+	all   []posting
+	lists [][]posting
+	terms []termPostings
+	order []sortKey
+	posts bytes.Buffer
+	docs  []byte
+	out   []byte
+	dw    dictWriter
+}
+
+type termPostings struct {
+	t  []byte
+	ps []posting
+}
+
+// segBuilders keeps the indexer's builders (getSegBuilder), their slices
+// grown once: a catch-up builds a segment a session, and growing each
+// builder's anew was a third of the bytes it allocated.
+var segBuilders = sync.Pool{New: func() any { return &segBuilder{terms: map[string][]posting{}, seen: map[string]int{}} }}
+
+// getSegBuilder is newSegBuilder(start, startOff, nil) from segBuilders;
+// putSegBuilder gives it back once its segment is written (encode's bytes
+// are the builder's: not kept past that).
+func getSegBuilder(start uint64, startOff int64) *segBuilder {
+	b := segBuilders.Get().(*segBuilder)
+	b.reset(start, startOff)
+	return b
+}
+
+func putSegBuilder(b *segBuilder) {
+	if cap(b.flat) > maxPostingsKept || cap(b.enc.out) > maxEncodedKept {
+		return // a rare huge segment's memory is not held
+	}
+	b.a = nil
+	segBuilders.Put(b)
+}
+
+// maxPostingsKept and maxEncodedKept bound the memory a pooled builder
+// keeps.
+const (
+	maxPostingsKept = 1 << 18
+	maxEncodedKept  = 8 << 20
+)
+
+// reset empties b for a segment from ordinal start and offset startOff,
+// keeping the memory of its slices.
+func (b *segBuilder) reset(start uint64, startOff int64) {
+	b.start, b.startOff, b.endOff = start, startOff, startOff
+	b.docs = b.docs[:0]
+	clear(b.terms)
+	b.totalLen, b.nextLine = 0, 0
+	b.keep = nil
+	clear(b.seen)
+	b.dates = true
+	b.a = nil
+	b.ids, b.flat, b.tf, b.touched = b.ids[:0], b.flat[:0], b.tf[:0], b.touched[:0]
+	b.timeIDs, b.timeYM, b.timeOK = b.timeIDs[:0], 0, false
 }
 
 type localPosting struct {
@@ -168,15 +233,18 @@ type localPosting struct {
 
 // byLocal is the postings of each local id, in document order.
 func (b *segBuilder) byLocal() [][]posting {
-	at := make([]int, len(b.ids)+1)
+	e := &b.enc
+	at := grow(e.at, len(b.ids)+1)
+	clear(at)
 	for _, f := range b.flat {
 		at[f.l+1]++
 	}
 	for i := 1; i < len(at); i++ {
 		at[i] += at[i-1]
 	}
-	all := make([]posting, len(b.flat))
-	out := make([][]posting, len(b.ids))
+	all := grow(e.all, len(b.flat))
+	out := grow(e.lists, len(b.ids))
+	e.at, e.all, e.lists = at, all, out
 	for l := range out {
 		out[l] = all[at[l]:at[l]:at[l+1]]
 	}
@@ -320,24 +388,24 @@ type segment struct {
 
 // encode writes the segment b describes.
 func (b *segBuilder) encode(id fileID) []byte {
-	type termPostings struct {
-		t  []byte
-		ps []posting
-	}
-	terms := make([]termPostings, 0, len(b.terms)+len(b.ids))
+	e := &b.enc
+	terms := e.terms[:0]
 	for t, ps := range b.terms {
 		terms = append(terms, termPostings{[]byte(t), ps})
 	}
 	for l, ps := range b.byLocal() { // empty unless built by ids (add)
 		terms = append(terms, termPostings{b.a.TermBytes(b.ids[l]), ps})
 	}
-	order := make([]sortKey, len(terms))
+	order := grow(e.order, len(terms))
 	for i, tp := range terms {
 		order[i] = sortKey{bytesKey(tp.t), int32(i)}
 	}
+	e.terms, e.order = terms, order
 	sortTerms(order, func(i int32) []byte { return terms[i].t })
-	var posts bytes.Buffer
-	var dw dictWriter
+	posts := &e.posts
+	posts.Reset()
+	dw := &e.dw
+	*dw = dictWriter{dict: dw.dict[:0], index: dw.index[:0], blk: dw.blk}
 	for _, o := range order {
 		t, ps := terms[o.i].t, terms[o.i].ps
 		maxTF, minLen := uint16(0), uint16(65535)
@@ -345,10 +413,11 @@ func (b *segBuilder) encode(id fileID) []byte {
 			maxTF = max(maxTF, p.tf)
 			minLen = min(minLen, uint16(b.docs[p.ord].len))
 		}
-		dw.add(t, ps, int(maxTF), int(minLen), &posts)
+		dw.add(t, ps, int(maxTF), int(minLen), posts)
 	}
 	le := binary.LittleEndian
-	docs := make([]byte, len(b.docs)*docEntry)
+	docs := grow(e.docs, len(b.docs)*docEntry)
+	e.docs = docs
 	for i, d := range b.docs {
 		le.PutUint64(docs[i*docEntry:], uint64(d.off))
 		line := uint32(min(d.line, labelled-1))
@@ -358,7 +427,8 @@ func (b *segBuilder) encode(id fileID) []byte {
 		le.PutUint32(docs[i*docEntry+8:], line)
 		le.PutUint16(docs[i*docEntry+12:], uint16(d.len))
 	}
-	out := make([]byte, termHeader, termHeader+len(docs)+posts.Len()+len(dw.dict)+len(dw.index))
+	out := grow(e.out, termHeader+len(docs)+posts.Len()+len(dw.dict)+len(dw.index))[:termHeader]
+	clear(out) // put leaves bytes of the header as they were
 	h := segmentHeader{start: b.start, end: b.start + uint64(len(b.docs)), startOff: b.startOff, endOff: b.endOff,
 		totalLen: b.totalLen, nterms: dw.n, nextLine: b.nextLine, id: id}
 	h.postAt = termHeader + uint64(len(docs))
@@ -369,7 +439,17 @@ func (b *segBuilder) encode(id fileID) []byte {
 	out = append(out, docs...)
 	out = append(out, posts.Bytes()...)
 	out = append(out, dw.dict...)
-	return append(out, dw.index...)
+	out = append(out, dw.index...)
+	e.out = out
+	return out
+}
+
+// grow is s with length n, its memory reused when it has room.
+func grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n, n+n/4)
 }
 
 // segmentHeader is what a segment's first termHeader bytes say.
@@ -1486,7 +1566,8 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 	rd := lineReader(io.NewSectionReader(src, off, fi.Size()-off))
 	defer putLineReader(rd)
 	start := off
-	b := newSegBuilder(ord, off, nil)
+	b := getSegBuilder(ord, off)
+	defer func() { putSegBuilder(b) }()
 	maxPostings := o.SegPostings
 	if maxPostings <= 0 {
 		maxPostings = maxSegPostings
@@ -1506,7 +1587,7 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 		if err := addTermSegment(o, dir, root.Path(), rel, id, b); err != nil {
 			return err
 		}
-		b = newSegBuilder(b.start+uint64(len(b.docs)), off, nil)
+		b.reset(b.start+uint64(len(b.docs)), off)
 		return nil
 	}
 	for {
