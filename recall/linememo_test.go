@@ -2,9 +2,11 @@ package recall
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -166,4 +168,88 @@ func TestReusedSegmentBuilder(t *testing.T) {
 	before := indexDir(t, smallDir, nil)
 	indexDir(t, bigDir, nil)
 	sameIndex(t, "after a bigger file's", indexDir(t, smallDir, nil), before)
+}
+
+// TestIndexedInStepsAsAtOnce: the two indexes of a log start where each
+// left off, the trigram index at its last partial block and the term
+// segments at the last segment's end (the memo of the lines carried from
+// one pass to the other, by offset). Indexed as it grew, cut mid-line each
+// time, the log's trigram blocks are those of an index built at once, byte
+// for byte, its term segments cover it whole, and both find the same
+// lines.
+func TestIndexedInStepsAsAtOnce(t *testing.T) {
+	whole := corpus(t, t.TempDir(), 1, 3000)[0]
+	text, err := os.ReadFile(filepath.Join(whole, "messages.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := t.TempDir()
+	path := filepath.Join(grown, "messages.jsonl")
+	steps, idxDir := t.TempDir(), t.TempDir()
+	root := openRoot(t, grown)
+	o := IndexOptions{BlockSize: 4096, SegPostings: 2000}
+	for _, n := range []int{len(text) / 5, len(text)/5 + 1, len(text) / 2, len(text) - 7, len(text)} {
+		if err := os.WriteFile(path, text[:n], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if n == len(text) {
+			settle(t, path)
+		}
+		if _, err := IndexFile(steps, root, "messages.jsonl", Log, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, filepath.Join(whole, "messages.jsonl"))
+	wholeRoot := openRoot(t, whole)
+	if _, err := IndexFile(idxDir, wholeRoot, "messages.jsonl", Log, o); err != nil {
+		t.Fatal(err)
+	}
+	got, err1 := os.ReadFile(indexPath(steps, root.Path(), "messages.jsonl"))
+	want, err2 := os.ReadFile(indexPath(idxDir, wholeRoot.Path(), "messages.jsonl"))
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	// The headers name other files (device, inode): the blocks are compared.
+	if !bytes.Equal(got[headerSize:], want[headerSize:]) {
+		t.Errorf("the trigram blocks of the log indexed in steps (%d bytes) differ from those indexed at once (%d bytes)", len(got), len(want))
+	}
+	paths := NewSegmentListing().files(steps, termPrefix(steps, root.Path(), "messages.jsonl"))
+	fh, fi := openStat(t, path)
+	if chain := termChain(paths, fh, fi); len(chain) == 0 || chain[len(chain)-1].hdr.endOff != int64(len(text)) {
+		t.Errorf("the term segments of the log indexed in steps: %d in the chain, want them to cover its %d bytes", len(chain), len(text))
+	}
+	for _, word := range []string{"deploy", "migration", "Überprüfung", "rolled back"} {
+		lines := func(r *confine.Root, idx string) []int64 {
+			q, _ := ParseQuery(word)
+			rs, _, err := Search(context.Background(), q, Options{Roots: []Root{{Root: r, Sources: sessionSources}}, Limit: 10000, Index: idx})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []int64
+			for _, r := range rs {
+				if r.Source == "messages" { // the corpus has notes beside it
+					out = append(out, r.LineNumber)
+				}
+			}
+			slices.Sort(out)
+			return out
+		}
+		if a, b := lines(root, steps), lines(wholeRoot, idxDir); len(a) == 0 || !slices.Equal(a, b) {
+			t.Errorf("%q: found on %d lines indexed in steps, %d at once, or other lines", word, len(a), len(b))
+		}
+	}
+}
+
+func openStat(t *testing.T, path string) (*os.File, os.FileInfo) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, fi
 }
