@@ -197,7 +197,7 @@ func getSegBuilder(start uint64, startOff int64) *segBuilder {
 }
 
 func putSegBuilder(b *segBuilder) {
-	if cap(b.flat) > maxPostingsKept || cap(b.enc.out) > maxEncodedKept {
+	if cap(b.flat) > maxPostingsKept || cap(b.enc.out) > maxEncodedKept || cap(b.enc.all) > maxPostingsKept {
 		return // a rare huge segment's memory is not held
 	}
 	b.a = nil
@@ -205,10 +205,10 @@ func putSegBuilder(b *segBuilder) {
 }
 
 // maxPostingsKept and maxEncodedKept bound the memory a pooled builder
-// keeps.
+// keeps: a session's segment is a few thousand postings, tens of KiB.
 const (
-	maxPostingsKept = 1 << 18
-	maxEncodedKept  = 8 << 20
+	maxPostingsKept = 1 << 16
+	maxEncodedKept  = 1 << 20
 )
 
 // reset empties b for a segment from ordinal start and offset startOff,
@@ -441,6 +441,10 @@ func (b *segBuilder) encode(id fileID) []byte {
 	out = append(out, dw.dict...)
 	out = append(out, dw.index...)
 	e.out = out
+	// The terms' bytes are the analyzer's: a builder kept in the pool
+	// must not hold its memory past a reset of its tables.
+	clear(terms)
+	dw.prev = nil
 	return out
 }
 
