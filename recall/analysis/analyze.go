@@ -559,7 +559,7 @@ func stem(w string, tok []byte, ascii bool) string {
 	case english.IsStopWord(w):
 		return ""
 	case ascii && !hasDigit(tok) && stemmable(tok):
-		return english.Stem(w, false)
+		return english2(w)
 	}
 	return w
 }

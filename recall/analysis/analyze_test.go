@@ -326,3 +326,72 @@ func FuzzStemmable(f *testing.F) {
 		stemKept(t, string(b))
 	})
 }
+
+// TestEnglish2 holds english2 to the snowball package's stemmer: every
+// word of up to three letters, longer ones over the letters suffixes are
+// made of, and words each step and rule exists for.
+func TestEnglish2(t *testing.T) {
+	check := func(w string) {
+		if english.IsStopWord(w) {
+			return // stem asks english2 of no stopword
+		}
+		if got, want := english2(w), english.Stem(w, false); got != want {
+			t.Fatalf("english2(%q) = %q, the stemmer says %q", w, got, want)
+		}
+	}
+	var words func(prefix string, n int, alphabet string)
+	words = func(prefix string, n int, alphabet string) {
+		if n == 0 {
+			check(prefix)
+			return
+		}
+		for i := range len(alphabet) {
+			words(prefix+alphabet[i:i+1], n-1, alphabet)
+		}
+	}
+	for n := 1; n <= 3; n++ {
+		words("", n, "abcdefghijklmnopqrstuvwxyz'")
+	}
+	for n := 4; n <= 5; n++ {
+		words("", n, "abdeilnostyg")
+	}
+	for _, w := range []string{"independent", "adjustment", "irritant", "electric", "criticism", "feudalism",
+		"operator", "fertilizer", "computer", "relation", "organization", "adoption", "jumped", "agreed",
+		"studied", "running", "singing", "hopeful", "conditional", "controll", "probabli", "analogi",
+		"valenci", "sensitiviti", "happy", "quickly", "skies", "dying", "gently", "generalization",
+		"communism", "arsenal", "ayy", "news", "proceeding", "innings", "deadbeef", "return", "ctx",
+		"caresses", "ponies", "ties", "cats", "feed", "agreed", "plastered", "bled", "motoring", "sing",
+		"conflated", "troubled", "sized", "hopping", "tanned", "falling", "hissing", "fizzed", "failing",
+		"filing", "cry", "by", "say", "relational", "conditional", "rational", "valency", "digitizer",
+		"conformability", "radically", "differently", "vilely", "analogously", "vietnamization",
+		"predication", "operator", "feudalism", "decisiveness", "hopefulness", "callousness",
+		"formality", "sensitivity", "sensibility", "triplicate", "formative", "formalize", "electricity",
+		"electrical", "goodness", "revival", "allowance", "inference", "airliner", "gyroscopic",
+		"adjustable", "defensible", "irritant", "replacement", "adjustment", "dependent", "adoption",
+		"homologou", "communism", "activate", "angularity", "homologous", "effective", "bowdlerize",
+		"probate", "rate", "cease", "controll", "roll", "generate", "generously", "communal", "arsenic",
+		"yellow", "eyeing", "sayings", "toying", "yyy", "ayyy", "beautiful", "beautifully", "lessli",
+		"fearlessly", "atlases", "cosmoses", "biases", "skiing", "ugliness", "bbbbed", "zzzing", "eeding"} {
+		check(w)
+	}
+}
+
+// FuzzEnglish2: english2 is the snowball package's stemmer for any word
+// of lowercase letters (others go to the package itself).
+func FuzzEnglish2(f *testing.F) {
+	for _, s := range []string{"generalization", "hopefulness", "sensitiviti", "ayy", "sayings", "controll", "o'k", "eeding"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, w string) {
+		if len(w) > 64 {
+			return
+		}
+		w = strings.ToLower(strings.TrimSpace(w))
+		if english.IsStopWord(w) {
+			return // stem asks english2 of no stopword
+		}
+		if got, want := english2(w), english.Stem(w, false); got != want {
+			t.Fatalf("english2(%q) = %q, the stemmer says %q", w, got, want)
+		}
+	})
+}
