@@ -201,73 +201,73 @@ func (p *porter) step1c() {
 	}
 }
 
-// step2s are step 2's suffixes, in the order they are tried, and what
-// each becomes ("li" and "ogi" are decided apart).
-var step2s = []struct{ s, repl string }{
+// suffixRepl is a suffix of steps 2 and 3 and what it becomes.
+type suffixRepl struct{ s, repl string }
+
+// step2s are step 2's suffixes, in the order they are tried ("li" and
+// "ogi" are decided apart).
+var step2s = []suffixRepl{
 	{"ational", "ate"}, {"fulness", "ful"}, {"iveness", "ive"}, {"ization", "ize"}, {"ousness", "ous"},
 	{"biliti", "ble"}, {"lessli", "less"}, {"tional", "tion"}, {"alism", "al"}, {"aliti", "al"}, {"ation", "ate"},
 	{"entli", "ent"}, {"fulli", "ful"}, {"iviti", "ive"}, {"ousli", "ous"}, {"anci", "ance"}, {"abli", "able"},
 	{"alli", "al"}, {"ator", "ate"}, {"enci", "ence"}, {"izer", "ize"}, {"bli", "ble"}, {"ogi", ""}, {"li", ""},
 }
 
-func (p *porter) step2() {
-	n := len(p.b)
-	if n == 0 {
-		return
-	}
-	last := p.b[n-1]
-	for _, x := range step2s {
-		if x.s[len(x.s)-1] != last || n < len(x.s) || string(p.b[n-len(x.s):]) != x.s {
-			continue
-		}
-		if len(x.s) > n-p.r1 {
-			return
-		}
-		switch x.s {
-		case "li":
-			if n >= 3 {
-				switch p.b[n-3] {
-				case 'c', 'd', 'e', 'g', 'h', 'k', 'm', 'n', 'r', 't':
-					p.replace(2, "")
-				}
-			}
-		case "ogi":
-			if n >= 4 && p.b[n-4] == 'l' {
-				p.replace(3, "og")
-			}
-		default:
-			p.replace(len(x.s), x.repl)
-		}
-		return
-	}
-}
-
-var step3s = []struct{ s, repl string }{
+// step3s are step 3's ("ative" is decided apart).
+var step3s = []suffixRepl{
 	{"ational", "ate"}, {"tional", "tion"}, {"alize", "al"}, {"icate", "ic"}, {"ative", ""},
 	{"iciti", "ic"}, {"ical", "ic"}, {"ful", ""}, {"ness", ""},
 }
 
-func (p *porter) step3() {
+// inR1 is the first of table the word ends with, when that one is in R1
+// (a later one is not tried: the snowball package's way).
+func (p *porter) inR1(table []suffixRepl) (suffixRepl, bool) {
 	n := len(p.b)
 	if n == 0 {
-		return
+		return suffixRepl{}, false
 	}
 	last := p.b[n-1]
-	for _, x := range step3s {
-		if x.s[len(x.s)-1] != last || n < len(x.s) || string(p.b[n-len(x.s):]) != x.s {
-			continue
+	for _, x := range table {
+		if x.s[len(x.s)-1] == last && n >= len(x.s) && string(p.b[n-len(x.s):]) == x.s {
+			return x, len(x.s) <= n-p.r1
 		}
-		if len(x.s) > n-p.r1 {
-			return
-		}
-		if x.s == "ative" {
-			if n-p.r2 >= 5 {
-				p.replace(5, "")
-			}
-			return
-		}
-		p.replace(len(x.s), x.repl)
+	}
+	return suffixRepl{}, false
+}
+
+func (p *porter) step2() {
+	x, ok := p.inR1(step2s)
+	if !ok {
 		return
+	}
+	n := len(p.b)
+	switch x.s {
+	case "li":
+		if n >= 3 {
+			switch p.b[n-3] {
+			case 'c', 'd', 'e', 'g', 'h', 'k', 'm', 'n', 'r', 't':
+				p.replace(2, "")
+			}
+		}
+	case "ogi":
+		if n >= 4 && p.b[n-4] == 'l' {
+			p.replace(3, "og")
+		}
+	default:
+		p.replace(len(x.s), x.repl)
+	}
+}
+
+func (p *porter) step3() {
+	x, ok := p.inR1(step3s)
+	switch {
+	case !ok:
+	case x.s == "ative":
+		if len(p.b)-p.r2 >= 5 {
+			p.replace(5, "")
+		}
+	default:
+		p.replace(len(x.s), x.repl)
 	}
 }
 
