@@ -188,10 +188,18 @@ func TestIndexedInStepsAsAtOnce(t *testing.T) {
 	steps, idxDir := t.TempDir(), t.TempDir()
 	root := openRoot(t, grown)
 	o := IndexOptions{BlockSize: 4096, SegPostings: 2000}
+	// Appended as an agent writes, a piece at a time (cut mid-line).
+	log, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	written := 0
 	for _, n := range []int{len(text) / 5, len(text)/5 + 1, len(text) / 2, len(text) - 7, len(text)} {
-		if err := os.WriteFile(path, text[:n], 0o644); err != nil {
+		if _, err := log.Write(text[written:n]); err != nil {
 			t.Fatal(err)
 		}
+		written = n
 		if n == len(text) {
 			settle(t, path)
 		}

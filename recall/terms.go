@@ -1571,7 +1571,7 @@ func indexTerms(dir string, root *confine.Root, rel string, kind Kind, o IndexOp
 	defer putLineReader(rd)
 	start := off
 	b := getSegBuilder(ord, off)
-	defer func() { putSegBuilder(b) }()
+	defer putSegBuilder(b)
 	maxPostings := o.SegPostings
 	if maxPostings <= 0 {
 		maxPostings = maxSegPostings

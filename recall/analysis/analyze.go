@@ -558,7 +558,7 @@ func stem(w string, tok []byte, ascii bool) string {
 	switch {
 	case english.IsStopWord(w):
 		return ""
-	case ascii && !hasDigit(tok) && stemmable(tok):
+	case ascii && !hasDigit(tok):
 		return english2(w)
 	}
 	return w
@@ -608,8 +608,9 @@ func (a *Analyzer) Scratch() *[]int32 { return &a.local }
 // that ends in none of them is its own stem. Half of a home's distinct
 // words are (identifiers: "ctx", "err", "json", "deadbeef", "return"),
 // and the stemmer, which makes each a slice of runes, cost a microsecond
-// a word. TestStemmable and FuzzStemmable hold it to the stemmer.
-func stemmable(w []byte) bool {
+// a word. TestStemmable and FuzzStemmable hold it to the stemmer; a
+// word it says true of may still be its own stem.
+func stemmable(w string) bool {
 	n := len(w)
 	if n <= 2 {
 		return false

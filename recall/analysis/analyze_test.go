@@ -255,7 +255,7 @@ func BenchmarkTermIDsManyTokens(b *testing.B) {
 // stemKept checks the one promise of stemmable: a word it says the
 // stemmer leaves alone, the stemmer leaves alone.
 func stemKept(t testing.TB, w string) {
-	if !stemmable([]byte(w)) {
+	if !stemmable(w) {
 		if got := english.Stem(w, false); got != w {
 			t.Fatalf("stemmable(%q) = false, but the stemmer makes it %q", w, got)
 		}
@@ -281,7 +281,7 @@ func TestStemmable(t *testing.T) {
 	skipped := 0
 	check := func(w string) {
 		stemKept(t, w)
-		if !stemmable([]byte(w)) {
+		if !stemmable(w) {
 			skipped++
 		}
 	}
@@ -307,6 +307,19 @@ func TestStemmable(t *testing.T) {
 	}
 	if skipped == 0 {
 		t.Fatal("stemmable said every word may change")
+	}
+}
+
+// TestSpecialStems: the words english2 stems by its list are stemmed so
+// by the package (but for stopwords, which stem never asks it of).
+func TestSpecialStems(t *testing.T) {
+	for w, want := range specialStems {
+		if english.IsStopWord(w) {
+			continue
+		}
+		if got := english.Stem(w, false); got != want {
+			t.Errorf("specialStems[%q] = %q, the package says %q", w, want, got)
+		}
 	}
 }
 
