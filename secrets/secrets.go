@@ -26,10 +26,12 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 	"unsafe"
 
 	toml "github.com/pelletier/go-toml/v2"
@@ -78,12 +80,20 @@ type rule struct {
 	// only on the text around each keyword, not on the whole text: a
 	// line of code holding "key" or "token" costs a window, not a pass.
 	near bool
+	// gate, when not 0, is the fewest distinct bytes a value of the
+	// rule holds: a window of a near rule is read by mayHoldValue first
+	// (gate.go). Only gitleaks' catch-all has one.
+	gate int
 	// windowed: the rule is first run around its keywords (windows.go);
 	// longest bounds its matches.
 	windowed bool
 	prefix   bool
 	longest  int
 	anchored *regexp.Regexp // a prefix rule's expression, from the start only
+	// needs are texts a match holds one of each of (windows.go): where
+	// a windowed or prefix rule's text holds none of a set, the
+	// expression is not run.
+	needs [][]string
 	// prep makes the fields above from the rule's source when the rule
 	// is first run (Default's): a process that checks one query for a
 	// credential compiles the rules its keywords name, not all 200 (40 ms
@@ -118,6 +128,9 @@ func (r *rule) ready() {
 				continue
 			}
 			r.allow = append(r.allow, al)
+		}
+		if parsed, err := syntax.Parse(p.regex, syntax.Perl); err == nil {
+			r.needs = needs(parsed)
 		}
 		if !r.near {
 			r.longest, r.windowed, r.prefix = windowable(p.regex, p.keywords)
@@ -200,6 +213,9 @@ func newDetector(compile bool, configs ...[]byte) (*Detector, error) {
 		}
 		ru := rule{id: r.ID, entropy: r.Entropy, secretGroup: r.SecretGroup, near: strings.Contains(r.Regex, `[\w.-]{0,50}?(?:`),
 			prep: &rulePrep{regex: r.Regex, keywords: kws, allow: r.Allowlists}}
+		if r.ID == genericRule && r.Regex == genericNames+genericTemplate && r.SecretGroup <= 1 {
+			ru.gate = minDistinct(r.Entropy)
+		}
 		if compile {
 			if ru.ready(); ru.prep.err != nil {
 				return nil, fmt.Errorf("rule %s: %w", r.ID, ru.prep.err)
@@ -295,6 +311,16 @@ func (d *Detector) Find(text string) []Finding {
 		w    [2]int
 	}
 	var wins []win
+	folding := 0 // 1: text holds no rune that folds to ASCII, 2: it does
+	folded := func() bool {
+		if folding == 0 {
+			folding = 1
+			if folds(text) {
+				folding = 2
+			}
+		}
+		return folding == 2
+	}
 	for _, m := range ms {
 		start := int(m.pos)
 		end := start + len(d.kw.words[m.word])
@@ -303,14 +329,14 @@ func (d *Detector) Find(text string) []Finding {
 			r.ready()
 			switch {
 			case slices.Contains(whole, ri):
-			case r.near:
+			case r.near && !d.whole && !folded():
 				if assigned(text, end) { // else a name with no value after it: "the token", "a key"
 					wins = append(wins, win{ri, window(text, start, end)})
 				}
 			case !r.windowed || d.whole:
 				whole = append(whole, ri)
 			case r.prefix:
-				if r.anchored.MatchString(r.fromKeyword(text, start)) {
+				if t := r.fromKeyword(text, start); holdsNeeds(t, r.needs) && r.anchored.MatchString(t) {
 					whole = append(whole, ri)
 				}
 			default:
@@ -338,15 +364,27 @@ func (d *Detector) Find(text string) []Finding {
 		r := &d.rules[ri]
 		if !r.near {
 			for _, w := range merge(ws) {
-				if r.re.MatchString(text[w[0]:w[1]]) {
+				if t := text[w[0]:w[1]]; holdsNeeds(t, r.needs) && r.re.MatchString(t) {
 					whole = append(whole, ri)
 					break
 				}
 			}
 			continue
 		}
+		var ends []int // of the rule's keywords, for its gate
+		if r.gate > 0 {
+			for _, m := range ms {
+				if slices.Contains(d.rulesOf[m.word], ri) {
+					ends = append(ends, int(m.pos)+len(d.kw.words[m.word]))
+				}
+			}
+			sort.Ints(ends)
+		}
 		last := -1
 		for _, w := range merge(ws) {
+			if r.gate > 0 && !mayHoldValue(text, w, ends, r.gate) {
+				continue
+			}
 			for _, f := range r.find(text[w[0]:w[1]], w[0], d.global) {
 				if f.Start >= last {
 					out = append(out, f)
@@ -392,6 +430,13 @@ func (d *Detector) Find(text string) []Finding {
 	return kept
 }
 
+// folds reports whether text holds a rune that case folding makes an
+// ASCII letter (U+017F and U+212A: s and k to (?i)): a name spelled with
+// one is found by no keyword, so the near rules read such a text whole.
+func folds(text string) bool {
+	return strings.Contains(text, "\u212a") || strings.Contains(text, "\u017f")
+}
+
 // genericRule is gitleaks' catch-all rule.
 const genericRule = "generic-api-key"
 
@@ -423,13 +468,21 @@ func window(text string, start, end int) [2]int {
 //
 // And the value is long enough to be one (every near rule wants 8 bytes
 // and more): x := f(y) gives no credential. A quick look, not a match:
-// the rule's expression decides.
+// the rule's expression decides. It looks for more than the expression
+// could match, never less: a byte beyond ASCII between the name and the
+// operator may be a letter to the expressions' (?i) (U+017F and U+212A
+// fold to s and k), and then the expression decides.
 func assigned(text string, end int) bool {
 	i, lim := end, min(len(text), end+24)
-	for i < lim && (valueByte(text[i]) || text[i] == ' ' || text[i] == '\t') && !strings.ContainsRune("=", rune(text[i])) {
-		i++
+	for ; i < lim && text[i] != '='; i++ {
+		if text[i] >= utf8.RuneSelf {
+			return true
+		}
+		if !valueByte(text[i]) && text[i] != ' ' && text[i] != '\t' {
+			break
+		}
 	}
-	for k := 0; k < 3 && i < len(text) && strings.IndexByte(" \t'\"", text[i]) >= 0; k++ {
+	for k := 0; k < 3 && i < len(text) && strings.IndexByte(" \t\n\f\r'\"", text[i]) >= 0; k++ {
 		i++
 	}
 	op := i
@@ -439,11 +492,11 @@ func assigned(text string, end int) bool {
 	if i == op {
 		return false
 	}
-	for k := 0; k < 5 && i < len(text) && strings.IndexByte("`'\" \t=", text[i]) >= 0; k++ {
+	for k := 0; k < 5 && i < len(text) && strings.IndexByte("`'\" \t\n\f\r=", text[i]) >= 0; k++ {
 		i++
 	}
 	n := 0
-	for i < len(text) && valueByte(text[i]) {
+	for i < len(text) && (valueByte(text[i]) || text[i] >= utf8.RuneSelf) {
 		i++
 		n++
 	}

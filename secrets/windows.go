@@ -3,6 +3,7 @@ package secrets
 import (
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -253,4 +254,118 @@ func hasKeyword(lit string, keywords []string) bool {
 		}
 	}
 	return false
+}
+
+// maxNeeds bounds the texts of one set needs works out.
+const maxNeeds = 32
+
+// needs returns sets of texts of which every match of re holds one of
+// each (case as written): the runs of what re's top level matches exactly,
+// a literal or a choice among a few (curl's [ \t\n\r](?:-u|--user)). A
+// rule that matches from its keyword over the rest of a line (curl's .*)
+// is read by the expression only where the line holds them.
+func needs(re *syntax.Regexp) [][]string {
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	if re.Op != syntax.OpConcat {
+		return nil
+	}
+	var out [][]string
+	var run []string // the exact texts of the run so far, nil: none
+	end := func() {
+		if len(run) > 0 && slices.IndexFunc(run, func(s string) bool { return len(s) < 2 }) < 0 {
+			out = append(out, run)
+		}
+		run = nil
+	}
+	for _, sub := range re.Sub {
+		ex := exactly(sub)
+		if ex == nil {
+			end()
+			continue
+		}
+		if run == nil {
+			run = ex
+			continue
+		}
+		if len(run)*len(ex) > maxNeeds {
+			end()
+			run = ex
+			continue
+		}
+		var next []string
+		for _, a := range run {
+			for _, b := range ex {
+				next = append(next, a+b)
+			}
+		}
+		run = next
+	}
+	end()
+	return out
+}
+
+// exactly returns the texts re matches, when they are few and re matches
+// nothing else (no case folding): nil otherwise.
+func exactly(re *syntax.Regexp) []string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase != 0 {
+			return nil
+		}
+		return []string{string(re.Rune)}
+	case syntax.OpCapture:
+		return exactly(re.Sub[0])
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpBeginText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return []string{""}
+	case syntax.OpCharClass:
+		var out []string
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			for r := re.Rune[i]; r <= re.Rune[i+1]; r++ {
+				if len(out) == 8 {
+					return nil
+				}
+				out = append(out, string(r))
+			}
+		}
+		return out
+	case syntax.OpAlternate:
+		var out []string
+		for _, sub := range re.Sub {
+			ex := exactly(sub)
+			if ex == nil || len(out)+len(ex) > maxNeeds {
+				return nil
+			}
+			out = append(out, ex...)
+		}
+		return out
+	case syntax.OpConcat:
+		out := []string{""}
+		for _, sub := range re.Sub {
+			ex := exactly(sub)
+			if ex == nil || len(out)*len(ex) > maxNeeds {
+				return nil
+			}
+			var next []string
+			for _, a := range out {
+				for _, b := range ex {
+					next = append(next, a+b)
+				}
+			}
+			out = next
+		}
+		return out
+	}
+	return nil
+}
+
+// holdsNeeds reports whether text holds one of each set of needs.
+func holdsNeeds(text string, needs [][]string) bool {
+	for _, set := range needs {
+		if !slices.ContainsFunc(set, func(s string) bool { return strings.Contains(text, s) }) {
+			return false
+		}
+	}
+	return true
 }

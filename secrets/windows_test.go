@@ -3,6 +3,7 @@ package secrets
 import (
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -35,6 +36,7 @@ func TestWindowsFindWhatTheWholeTextHolds(t *testing.T) {
 		"theyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
 		"vault s.Xk3Rv9QmZ2Tn8Wb5Yc4JvR7k here, as.Xk3Rv9QmZ2Tn8Wb5Yc4JvR7k not",
 	)
+	texts = append(texts, gateTexts...)
 	for _, text := range texts {
 		got, want := Default().Find(text), whole.Find(text)
 		if !reflect.DeepEqual(got, want) {
@@ -43,9 +45,55 @@ func TestWindowsFindWhatTheWholeTextHolds(t *testing.T) {
 	}
 }
 
+// gateTexts are what the generic rule's gate (gate.go) and the needs of
+// the prefix rules read: every way between a name and its value, values
+// that end and values that go on, the runes case folding adds, curl with
+// and without a header or a user.
+var gateTexts = []string{
+	"api_key\n= Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"my secret\r\n: 'Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq'",
+	"token\f:\f\"Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\"",
+	"auth :::= Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq;",
+	"credential ?= =====Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"password => `Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq`",
+	"access || Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\\nnext",
+	"creds, Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\\r",
+	"secretvalue_of-the.x  = Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"secretvalue_of-the.long.name = Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"key = Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq(x)",
+	"key = Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq+abc/def==",
+	"key = abcdefghij",
+	"key = aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	"x.Key = binary.BigEndian.Uint64(b)",
+	"token := os.Getenv(\"GITHUB_TOKEN\")",
+	"\u017fecret = Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"\u212aey = Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"apikey=Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"API_KEY: " + strings.Repeat("Xk3Rv9QmZ2Tn8Wb5", 12),
+	"key = a1b2c3d4e5f6",
+	"key = a1b2c3d4e5f",
+	"secret12345678901234567890=Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"secret123456789012345678901=Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"token'\"\n=Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"key: \"'`\nXk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"key:=====Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"token = os.Getenv; \u017fecret = Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"token = os.Getenv; \u212aey = Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"token\u212a\u017f = Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+	"key = Xk3Rv9QmZ2\u212aTn8Wb5Yc4",
+	"curl https://api.example.com -H \"Authorization: Bearer Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\"",
+	"curl https://api.example.com\n  --header 'X-Api-Key: Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq'",
+	"curl -u admin:Xk3Rv9QmZ2Tn8Wb5 https://example.com",
+	"curl --user=\"admin:Xk3Rv9QmZ2Tn8Wb5\" https://example.com",
+	"curl https://example.com -o out.txt; echo key = Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
+}
+
 func FuzzWindows(f *testing.F) {
 	for _, s := range samples {
 		f.Add(s.text)
+	}
+	for _, s := range gateTexts {
+		f.Add(s)
 	}
 	f.Add("s.Xk3Rv9QmZ2Tn8Wb5Yc4JvR7k")
 	whole := wholeDetector(f)
@@ -54,4 +102,63 @@ func FuzzWindows(f *testing.F) {
 			t.Fatalf("%q: windows %+v, whole %+v", text, got, want)
 		}
 	})
+}
+
+// TestGenericGateReadsTheRule: the gate of gitleaks' catch-all rule is on
+// (the vendored rule still reads as the gate does: a change of it turns
+// the gate off, and this fails), and a value is told by its distinct
+// bytes as the rule's entropy needs.
+func TestGenericGateReadsTheRule(t *testing.T) {
+	d := Default()
+	for _, r := range d.rules {
+		if r.id == genericRule && r.gate != 12 {
+			t.Fatalf("%s: gate %d, want 12 (its expression or entropy changed: read gate.go again)", r.id, r.gate)
+		}
+	}
+	for _, c := range []struct {
+		entropy float64
+		want    int
+	}{{0, 1}, {3, 9}, {3.5, 12}, {4, 17}, {4.5, 23}} {
+		if got := minDistinct(c.entropy); got != c.want {
+			t.Errorf("minDistinct(%v) = %d, want %d", c.entropy, got, c.want)
+		}
+	}
+	// Whatever finds a value of 12 distinct bytes or more finds one of 11.
+	for _, v := range []string{"abcdefghijkl", "abcdefghijk"} {
+		if h := entropy(v); (h > 3.5) != (len(v) >= 12) {
+			t.Errorf("entropy(%q) = %v", v, h)
+		}
+	}
+}
+
+// TestNeedsHeldByMatches: every match of a rule with needs holds one of
+// each set, and curl's rules need the option that names what they find.
+func TestNeedsHeldByMatches(t *testing.T) {
+	d := wholeDetector(t)
+	var texts []string
+	for _, s := range samples {
+		texts = append(texts, s.text)
+	}
+	texts = append(texts, gateTexts...)
+	held := 0
+	for i := range d.rules {
+		r := &d.rules[i]
+		if len(r.needs) == 0 {
+			continue
+		}
+		for _, text := range texts {
+			for _, m := range r.re.FindAllString(text, -1) {
+				held++
+				if !holdsNeeds(m, r.needs) {
+					t.Errorf("%s: match %q holds none of a set of %q", r.id, m, r.needs)
+				}
+			}
+		}
+		if r.id == "curl-auth-user" && !slices.ContainsFunc(r.needs, func(set []string) bool { return slices.Contains(set, " --user") }) {
+			t.Errorf("%s: needs %q, want a set with \" --user\"", r.id, r.needs)
+		}
+	}
+	if held < 5 {
+		t.Errorf("%d matches of rules with needs, want the samples' and curl's", held)
+	}
 }
