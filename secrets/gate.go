@@ -79,11 +79,22 @@ var operators = []string{"=", ">", ":=", "::=", ":::=", "||", ":", "=>", "?=", "
 // foldRunes are the UTF-8 of U+017F and U+212A.
 var foldRunes = []string{"\u017f", "\u212a"}
 
+// valueGate is what the catch-all rule asks of a value before it is a
+// finding: the value is the whole run of value bytes from where it starts
+// (what ends a value is none of a value's bytes), so where it may start
+// tells what it is.
+type valueGate struct {
+	distinct int     // minDistinct(entropy): a first look
+	entropy  float64 // a value is above it (the rule's entropy)
+	// letters: the rule allows a value of letters and "_.-" alone (its
+	// allowlist ^[a-zA-Z_.-]+$: identifiers, target.URL.Host).
+	letters bool
+}
+
 // mayHoldValue reports whether the window text[w[0]:w[1]] may hold a
-// match of the generic rule: a name ending at one of ends (sorted) inside
-// it, followed as the expression allows by a value whose run of bytes
-// holds at least distinct distinct bytes.
-func mayHoldValue(text string, w [2]int, ends []int, distinct int) bool {
+// finding of the generic rule: a name ending at one of ends (sorted)
+// inside it, followed as the expression allows by a value g lets through.
+func mayHoldValue(text string, w [2]int, ends []int, g *valueGate) bool {
 	win := text[w[0]:w[1]]
 	for _, r := range foldRunes {
 		if strings.Contains(win, r) {
@@ -95,18 +106,17 @@ func mayHoldValue(text string, w [2]int, ends []int, distinct int) bool {
 		if ke > w[1] {
 			break
 		}
-		if valueAfter(win, ke-w[0], distinct) {
+		if valueAfter(win, ke-w[0], g) {
 			return true
 		}
 	}
 	return false
 }
 
-// valueAfter reports whether a value may start after the name ending at
-// ke in text: every way through the expression's [ \t\w.-]{0,20},
-// [\s'"]{0,3}, operator and [\x60'"\s=]{0,5}, to a run of value bytes of
-// at least 10 holding at least distinct distinct bytes.
-func valueAfter(text string, ke, distinct int) bool {
+// valueAfter reports whether a value g lets through may start after the
+// name ending at ke in text: every way through the expression's
+// [ \t\w.-]{0,20}, [\s'"]{0,3}, operator and [\x60'"\s=]{0,5}.
+func valueAfter(text string, ke int, g *valueGate) bool {
 	// Each set is the offsets from ke reached so far (at most 32).
 	names := span(text, ke, 1, nameGap, 20)
 	quotes := span(text, ke, names, quoteGap, 3)
@@ -120,7 +130,7 @@ func valueAfter(text string, ke, distinct int) bool {
 	}
 	starts := span(text, ke, ops, valueGap, 5)
 	for o := range offsets(starts) {
-		if runDistinct(text[min(ke+o, len(text)):], 10) >= distinct {
+		if g.lets(text[min(ke+o, len(text)):]) {
 			return true
 		}
 	}
@@ -150,25 +160,53 @@ func offsets(set uint64) func(func(int) bool) {
 	}
 }
 
-// runDistinct is the count of distinct bytes of the run of value bytes
-// text starts with, 0 when the run is shorter than least or not followed
-// by what ends a value: [\x60'"\s;], \n or \r escaped, or the end of
-// the text. (A value ends where its run does: the bytes that end one are
-// none of a value's.)
-func runDistinct(text string, least int) int {
+// lets reports whether the value text starts with may be a finding: its
+// run of value bytes is 10 bytes or more, is followed by what ends a value
+// ([\x60'"\s;], \n or \r escaped, or the end of the text), holds enough
+// distinct bytes, is above the entropy, and is not of letters and "_.-"
+// alone when the rule allows those.
+func (g *valueGate) lets(text string) bool {
 	var seen [256]bool
-	n, i := 0, 0
+	n, i, other := 0, 0, false
 	for ; i < len(text) && valueRun[text[i]]; i++ {
-		if !seen[text[i]] {
-			seen[text[i]] = true
+		c := text[i]
+		if !seen[c] {
+			seen[c] = true
 			n++
+			other = other || !identByte(c)
 		}
 	}
-	if i < least {
-		return 0
+	if i < 10 || n < g.distinct || g.letters && !other {
+		return false
 	}
 	if i < len(text) && !valueEnd[text[i]] && !strings.HasPrefix(text[i:], `\n`) && !strings.HasPrefix(text[i:], `\r`) {
-		return 0
+		return false
 	}
-	return n
+	return entropy(text[:i]) > g.entropy
+}
+
+// identByte reports the bytes of the allowlist ^[a-zA-Z_.-]+$.
+func identByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || c == '.' || c == '-'
+}
+
+// lettersAllowed is the allowlist that lets a value of letters and "_.-"
+// alone be.
+const lettersAllowed = `^[a-zA-Z_.-]+$`
+
+// allowsLetters reports whether lists let every value of letters and
+// "_.-" alone be: one of them, of the value itself, has that expression
+// and needs nothing else.
+func allowsLetters(lists []allowlist) bool {
+	for _, a := range lists {
+		if a.target != "" || a.and && len(a.stopwords) > 0 {
+			continue
+		}
+		for _, re := range a.regexes {
+			if re.String() == lettersAllowed {
+				return true
+			}
+		}
+	}
+	return false
 }

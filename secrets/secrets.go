@@ -80,10 +80,10 @@ type rule struct {
 	// only on the text around each keyword, not on the whole text: a
 	// line of code holding "key" or "token" costs a window, not a pass.
 	near bool
-	// gate, when not 0, is the fewest distinct bytes a value of the
-	// rule holds: a window of a near rule is read by mayHoldValue first
-	// (gate.go). Only gitleaks' catch-all has one.
-	gate int
+	// gate, when set, is what a value of the rule must be: a window of
+	// the rule is read by mayHoldValue first (gate.go). Only gitleaks'
+	// catch-all has one.
+	gate *valueGate
 	// windowed: the rule is first run around its keywords (windows.go);
 	// longest bounds its matches.
 	windowed bool
@@ -128,6 +128,9 @@ func (r *rule) ready() {
 				continue
 			}
 			r.allow = append(r.allow, al)
+		}
+		if r.gate != nil {
+			r.gate.letters = allowsLetters(r.allow)
 		}
 		if parsed, err := syntax.Parse(p.regex, syntax.Perl); err == nil {
 			r.needs = needs(parsed)
@@ -214,7 +217,7 @@ func newDetector(compile bool, configs ...[]byte) (*Detector, error) {
 		ru := rule{id: r.ID, entropy: r.Entropy, secretGroup: r.SecretGroup, near: strings.Contains(r.Regex, `[\w.-]{0,50}?(?:`),
 			prep: &rulePrep{regex: r.Regex, keywords: kws, allow: r.Allowlists}}
 		if r.ID == genericRule && r.Regex == genericNames+genericTemplate && r.SecretGroup <= 1 {
-			ru.gate = minDistinct(r.Entropy)
+			ru.gate = &valueGate{distinct: minDistinct(r.Entropy), entropy: r.Entropy}
 		}
 		if compile {
 			if ru.ready(); ru.prep.err != nil {
@@ -372,7 +375,7 @@ func (d *Detector) Find(text string) []Finding {
 			continue
 		}
 		var ends []int // of the rule's keywords, for its gate
-		if r.gate > 0 {
+		if r.gate != nil {
 			for _, m := range ms {
 				if slices.Contains(d.rulesOf[m.word], ri) {
 					ends = append(ends, int(m.pos)+len(d.kw.words[m.word]))
@@ -382,7 +385,7 @@ func (d *Detector) Find(text string) []Finding {
 		}
 		last := -1
 		for _, w := range merge(ws) {
-			if r.gate > 0 && !mayHoldValue(text, w, ends, r.gate) {
+			if r.gate != nil && !mayHoldValue(text, w, ends, r.gate) {
 				continue
 			}
 			for _, f := range r.find(text[w[0]:w[1]], w[0], d.global) {

@@ -71,6 +71,13 @@ var gateTexts = []string{
 	"apikey=Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
 	"API_KEY: " + strings.Repeat("Xk3Rv9QmZ2Tn8Wb5", 12),
 	"key = a1b2c3d4e5f6",
+	"key = a1b2c3d4e5f6a", // 3.547 bits a byte
+	"key = a1b2c3d4e5f6aaaaaaaaaaaaaaaaaaaaaaaa",
+	"key = abcdefghijklmnopq1",
+	"key = abcdefghijklmnopqr",
+	"key = -abcdefghijklmnopq",
+	"authority := target.URL.Host;",
+	"authority := target.URL.Host1;",
 	"key = a1b2c3d4e5f",
 	"secret12345678901234567890=Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
 	"secret123456789012345678901=Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",
@@ -110,9 +117,14 @@ func FuzzWindows(f *testing.F) {
 // bytes as the rule's entropy needs.
 func TestGenericGateReadsTheRule(t *testing.T) {
 	d := Default()
-	for _, r := range d.rules {
-		if r.id == genericRule && r.gate != 12 {
-			t.Fatalf("%s: gate %d, want 12 (its expression or entropy changed: read gate.go again)", r.id, r.gate)
+	for i := range d.rules {
+		r := &d.rules[i]
+		if r.id != genericRule {
+			continue
+		}
+		r.ready()
+		if r.gate == nil || *r.gate != (valueGate{distinct: 12, entropy: 3.5, letters: true}) {
+			t.Fatalf("%s: gate %+v, want 12 distinct bytes, 3.5 bits, letters allowed (its expression, entropy or allowlist changed: read gate.go again)", r.id, r.gate)
 		}
 	}
 	for _, c := range []struct {
