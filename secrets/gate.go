@@ -162,7 +162,7 @@ func offsets(set uint64) func(func(int) bool) {
 
 // lets reports whether the value text starts with may be a finding: its
 // run of value bytes is 10 bytes or more, is followed by what ends a value
-// ([\x60'"\s;], \n or \r escaped, or the end of the text), holds enough
+// ([\x60'"\s;], \n or \r escaped (\N, \R), or the end of the text), holds enough
 // distinct bytes, is above the entropy, and is not of letters and "_.-"
 // alone when the rule allows those.
 func (g *valueGate) lets(text string) bool {
@@ -179,10 +179,16 @@ func (g *valueGate) lets(text string) bool {
 	if i < 10 || n < g.distinct || g.letters && !other {
 		return false
 	}
-	if i < len(text) && !valueEnd[text[i]] && !strings.HasPrefix(text[i:], `\n`) && !strings.HasPrefix(text[i:], `\r`) {
+	if i < len(text) && !valueEnd[text[i]] && !escapedBreak(text[i:]) {
 		return false
 	}
 	return entropy(text[:i]) > g.entropy
+}
+
+// escapedBreak reports text starting with \n or \r escaped, as the
+// expression's \\[nr] matches them under (?i): \N and \R too.
+func escapedBreak(text string) bool {
+	return len(text) >= 2 && text[0] == '\\' && (text[1]|0x20 == 'n' || text[1]|0x20 == 'r')
 }
 
 // identByte reports the bytes of the allowlist ^[a-zA-Z_.-]+$.

@@ -314,11 +314,11 @@ func (d *Detector) Find(text string) []Finding {
 		w    [2]int
 	}
 	var wins []win
-	folding := 0 // 1: text holds no rune that folds to ASCII, 2: it does
+	folding := 0 // 1: no name in text is spelled with a rune that folds to ASCII, 2: one may be
 	folded := func() bool {
 		if folding == 0 {
 			folding = 1
-			if folds(text) {
+			if d.foldedName(text) {
 				folding = 2
 			}
 		}
@@ -433,11 +433,38 @@ func (d *Detector) Find(text string) []Finding {
 	return kept
 }
 
-// folds reports whether text holds a rune that case folding makes an
-// ASCII letter (U+017F and U+212A: s and k to (?i)): a name spelled with
-// one is found by no keyword, so the near rules read such a text whole.
-func folds(text string) bool {
-	return strings.Contains(text, "\u212a") || strings.Contains(text, "\u017f")
+// foldedName reports whether text may hold a keyword spelled with a rune
+// that case folding makes an ASCII letter (U+017F and U+212A: s and k to
+// (?i)): no keyword is found there, so the near rules read such a text
+// whole. The text is read again with those runes as their letters.
+func (d *Detector) foldedName(text string) bool {
+	if !strings.Contains(text, "\u212a") && !strings.Contains(text, "\u017f") {
+		return false
+	}
+	var b strings.Builder
+	var at []int // where a rune was read as its letter
+	for i := 0; i < len(text); {
+		switch {
+		case strings.HasPrefix(text[i:], "\u212a"):
+			at = append(at, b.Len())
+			b.WriteByte('k')
+			i += len("\u212a")
+		case strings.HasPrefix(text[i:], "\u017f"):
+			at = append(at, b.Len())
+			b.WriteByte('s')
+			i += len("\u017f")
+		default:
+			b.WriteByte(text[i])
+			i++
+		}
+	}
+	for _, m := range d.kw.find(b.String(), nil) {
+		start, end := int(m.pos), int(m.pos)+len(d.kw.words[m.word])
+		if k := sort.SearchInts(at, start); k < len(at) && at[k] < end {
+			return true
+		}
+	}
+	return false
 }
 
 // genericRule is gitleaks' catch-all rule.
