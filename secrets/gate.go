@@ -19,9 +19,13 @@ import (
 // code, where its names (key, token, auth) are on every screen, it was a
 // third of counting a home's credentials. The gate reads a window as the
 // expression would, from each name, over what may come between the name
-// and the value, to the runs of bytes a value may be, and lets the
-// expression run only where one of those runs holds enough distinct
-// bytes: `token := os.Getenv("TOKEN")` does not ("os.Getenv", 8).
+// and the value, to where a value may start; a value is the whole run of
+// value bytes from there (what ends a value is none of a value's bytes),
+// so the gate asks of it what the rule asks of the value, and lets the
+// expression run only where one may be a finding: `token :=
+// os.Getenv("TOKEN")` is not (a value ends before a quote, a space, ";"
+// or \n, not "("), nor `host = target.URL.Host` (letters alone: the
+// rule's allowlist).
 //
 // The gate only says where a finding cannot be: it reads more than the
 // expression could (every way through what comes between the name and the
@@ -72,8 +76,8 @@ func byteClass(extra string, alnum bool) (t [256]bool) {
 	return t
 }
 
-// operators are the expression's, longest first at each start: the gate
-// takes every one that is there.
+// operators are the expression's: the gate takes every one that is
+// there.
 var operators = []string{"=", ">", ":=", "::=", ":::=", "||", ":", "=>", "?=", ","}
 
 // foldRunes are the UTF-8 of U+017F and U+212A.
