@@ -38,12 +38,18 @@ var credentials = []struct{ kind, line, value string }{
 	{"digitalocean-pat", "DO_TOKEN=dop_v1_3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d", "dop_v1_3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d3f9b2c7d1e8a4f6b0c5d9e2a7f1b3c8d"},
 }
 
+// splitCredential is a name and its value on two lines, as YAML and
+// configs print them: the value is a credential to gitleaks' catch-all
+// rule once the line's text is read (it was shown in the clear).
+const splitCredential, splitValue = "okapi_secret\n= Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq", "Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq"
+
 // TestSecretsNeverLeave: a session's tool output holds credentials of 12
-// kinds, the assistant repeats two, and the fake LLM endpoint's answer
-// repeats three. None of the values goes to the endpoint or into
-// HISTORY.md or MEMORY.md, the log or the journal, recall, show or MCP
-// recall_memory; the agent's own file is as it wrote it; show --reveal
-// gives its owner a value; the masks name the kinds.
+// kinds (and a name and its value on two lines), the assistant repeats
+// two, and the fake LLM endpoint's answer repeats three. None of the
+// values goes to the endpoint or into HISTORY.md or MEMORY.md, the log or
+// the journal, recall, show or MCP recall_memory; the agent's own file is
+// as it wrote it; show --reveal gives its owner a value; the masks name
+// the kinds.
 func TestSecretsNeverLeave(t *testing.T) {
 	dir := t.TempDir()
 	root := filepath.Join(dir, "ws", "a")
@@ -59,7 +65,8 @@ func TestSecretsNeverLeave(t *testing.T) {
 	session := line("user", "why does the okapi deploy fail?") +
 		line("assistant", "Let me read the env file for the okapi deploy.") +
 		line("tool", "cat .env\n"+env.String()) +
-		line("assistant", fmt.Sprintf("The okapi deploy uses %s and %s; the database password is wrong.", credentials[0].value, credentials[1].value))
+		line("assistant", fmt.Sprintf("The okapi deploy uses %s and %s; the database password is wrong.", credentials[0].value, credentials[1].value)) +
+		line("tool", "cat okapi.yaml\n"+splitCredential+"\n")
 	logPath := filepath.Join(root, "sessions", "s1.jsonl")
 	os.WriteFile(logPath, []byte(session), 0o600)
 	answer, _ := json.Marshal(map[string]string{
@@ -93,6 +100,9 @@ stores:
 				t.Errorf("%s holds the %s value:\n%s", what, c.kind, s[:min(len(s), 2000)])
 			}
 		}
+		if strings.Contains(s, splitValue) {
+			t.Errorf("%s holds the value given on the line after its name:\n%s", what, s[:min(len(s), 2000)])
+		}
 	}
 	for i, r := range srv.Requests() {
 		b, _ := json.Marshal(r)
@@ -123,6 +133,10 @@ stores:
 	leaks("recall of a value", run("recall", "--policy", pol, "--state-dir", stateDir, "--dir", root, credentials[4].value))
 	leaks("show", run("show", "--policy", pol, "--state-dir", stateDir, "--dir", root, "sessions/s1.jsonl#L1-4"))
 	leaks("show --raw", run("show", "--policy", pol, "--state-dir", stateDir, "--dir", root, "--raw", "sessions/s1.jsonl#L3"))
+	leaks("show --raw of the two lines", run("show", "--policy", pol, "--state-dir", stateDir, "--dir", root, "--raw", "sessions/s1.jsonl#L5"))
+	if out := run("recall", "--policy", pol, "--state-dir", stateDir, "--dir", root, "okapi.yaml"); !strings.Contains(out, "s1.jsonl#L5") || !strings.Contains(out, "[REDACTED:generic-api-key]") {
+		t.Errorf("recall of the value given on the line after its name: want its line, masked:\n%s", out)
+	}
 	if out := run("show", "--policy", pol, "--state-dir", stateDir, "--dir", root, "--reveal", "sessions/s1.jsonl#L3"); !strings.Contains(out, credentials[0].value) {
 		t.Errorf("show --reveal does not give the owner the value:\n%s", out)
 	}
