@@ -94,6 +94,10 @@ type rule struct {
 	// a windowed or prefix rule's text holds none of a set, the
 	// expression is not run.
 	needs [][]string
+	// bounded: every match starts with \b, so a keyword with a word's
+	// byte before it starts none ("os." for vault's "s.", "key" for
+	// jwt's "ey").
+	bounded bool
 	// prep makes the fields above from the rule's source when the rule
 	// is first run (Default's): a process that checks one query for a
 	// credential compiles the rules its keywords name, not all 200 (40 ms
@@ -134,6 +138,7 @@ func (r *rule) ready() {
 		}
 		if parsed, err := syntax.Parse(p.regex, syntax.Perl); err == nil {
 			r.needs = needs(parsed)
+			r.bounded = startsBounded(parsed)
 		}
 		if !r.near {
 			r.longest, r.windowed, r.prefix = windowable(p.regex, p.keywords)
@@ -339,6 +344,9 @@ func (d *Detector) Find(text string) []Finding {
 			case !r.windowed || d.whole:
 				whole = append(whole, ri)
 			case r.prefix:
+				if r.bounded && start > 0 && isWordByte(text[start-1]) && isWordByte(text[start]) {
+					break // no \b here: a match of the rule starts elsewhere
+				}
 				if t := r.fromKeyword(text, start); holdsNeeds(t, r.needs) && r.anchored.MatchString(t) {
 					whole = append(whole, ri)
 				}

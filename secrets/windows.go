@@ -369,3 +369,27 @@ func holdsNeeds(text string, needs [][]string) bool {
 	}
 	return true
 }
+
+// startsBounded reports whether every match of re starts with \b.
+func startsBounded(re *syntax.Regexp) bool {
+	for {
+		switch re.Op {
+		case syntax.OpWordBoundary:
+			return true
+		case syntax.OpCapture:
+			re = re.Sub[0]
+		case syntax.OpConcat:
+			if len(re.Sub) == 0 {
+				return false
+			}
+			re = re.Sub[0]
+		default:
+			return false
+		}
+	}
+}
+
+// isWordByte reports an ASCII word byte, as \b reads them.
+func isWordByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_'
+}
