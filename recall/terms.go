@@ -185,7 +185,7 @@ type termPostings struct {
 // segBuilders keeps the indexer's builders (getSegBuilder), their slices
 // grown once: a catch-up builds a segment a session, and growing each
 // builder's anew was a third of the bytes it allocated.
-var segBuilders = sync.Pool{New: func() any { return &segBuilder{terms: map[string][]posting{}, seen: map[string]int{}} }}
+var segBuilders = sync.Pool{New: func() any { return newSegBuilder(0, 0, nil) }}
 
 // getSegBuilder is newSegBuilder(start, startOff, nil) from segBuilders;
 // putSegBuilder gives it back once its segment is written (encode's bytes
@@ -255,7 +255,10 @@ func (b *segBuilder) byLocal() [][]posting {
 }
 
 func newSegBuilder(start uint64, startOff int64, keep func(string) bool) *segBuilder {
-	return &segBuilder{start: start, startOff: startOff, endOff: startOff, terms: map[string][]posting{}, keep: keep, seen: map[string]int{}, dates: true}
+	b := &segBuilder{terms: map[string][]posting{}, seen: map[string]int{}}
+	b.reset(start, startOff)
+	b.keep = keep
+	return b
 }
 
 // add analyzes one document's text.

@@ -123,16 +123,12 @@ func starts(re *syntax.Regexp) (out []string, exact, ok bool) {
 		acc := []string{""}
 		for _, sub := range re.Sub {
 			ss, ex, ok := starts(sub)
-			if !ok || len(acc)*len(ss) > maxStarts {
+			if ok {
+				acc, ok = cross(acc, ss, maxStarts)
+			}
+			if !ok {
 				return nil, false, false
 			}
-			var next []string
-			for _, a := range acc {
-				for _, b := range ss {
-					next = append(next, a+b)
-				}
-			}
-			acc = next
 			if !ex {
 				return acc, false, true
 			}
@@ -289,16 +285,10 @@ func needs(re *syntax.Regexp) [][]string {
 			run = ex
 			continue
 		}
-		if len(run)*len(ex) > maxNeeds {
+		next, ok := cross(run, ex, maxNeeds)
+		if !ok {
 			end()
-			run = ex
-			continue
-		}
-		var next []string
-		for _, a := range run {
-			for _, b := range ex {
-				next = append(next, a+b)
-			}
+			next = ex
 		}
 		run = next
 	}
@@ -344,20 +334,31 @@ func exactly(re *syntax.Regexp) []string {
 		out := []string{""}
 		for _, sub := range re.Sub {
 			ex := exactly(sub)
-			if ex == nil || len(out)*len(ex) > maxNeeds {
+			if ex == nil {
 				return nil
 			}
-			var next []string
-			for _, a := range out {
-				for _, b := range ex {
-					next = append(next, a+b)
-				}
+			var ok bool
+			if out, ok = cross(out, ex, maxNeeds); !ok {
+				return nil
 			}
-			out = next
 		}
 		return out
 	}
 	return nil
+}
+
+// cross is every text of a followed by one of b; false past max of them.
+func cross(a, b []string, max int) ([]string, bool) {
+	if len(a)*len(b) > max {
+		return nil, false
+	}
+	out := make([]string, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			out = append(out, x+y)
+		}
+	}
+	return out, true
 }
 
 // holdsNeeds reports whether text holds one of each set of needs.
