@@ -26,17 +26,7 @@ func Decode(lines []spool.Shown, rel string, reveal bool) []spool.Shown {
 		l.Text = textOf(l.Data, jsonl)
 		if !reveal {
 			l.Text = secrets.Masked(l.Text)
-			if jsonl {
-				// Inside its strings as the agent's reader reads them
-				// (a name and its value on two lines are one), then
-				// as it is.
-				if m, kinds := secrets.Default().MaskLine(l.Data); len(kinds) > 0 {
-					l.Data = m
-				}
-			}
-			if m, n := secrets.Default().Mask(string(l.Data)); n > 0 {
-				l.Data = []byte(m)
-			}
+			l.Data = secrets.MaskedLine(l.Data)
 		}
 	}
 	return lines

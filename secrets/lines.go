@@ -63,6 +63,23 @@ func (d *Detector) MaskLine(line []byte) ([]byte, []string) {
 	return append(out, line[last:]...), kinds
 }
 
+// MaskedLine is a log's line as it is shown written (show --raw, a page's
+// line that is no message) with Default's credentials masked: inside a
+// JSON line's strings as the agent's reader reads them (a name and its
+// value on two lines are one there, and an escape in the raw bytes), then
+// in the line as it is.
+func MaskedLine(line []byte) []byte {
+	d := Default()
+	out, _ := d.MaskLine(line)
+	if t := bytes.TrimLeft(line, " \t"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		// What MaskLine read as JSON: its bytes outside the strings too.
+		if m, n := d.Mask(string(out)); n > 0 {
+			return []byte(m)
+		}
+	}
+	return out
+}
+
 // stringEnd is the offset just after the JSON string literal starting
 // at line[start] (a quote), or -1 when it does not end.
 func stringEnd(line []byte, start int) int {

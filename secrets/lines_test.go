@@ -55,3 +55,23 @@ func FuzzMaskLine(f *testing.F) {
 		}
 	})
 }
+
+// TestMaskedLine: a line shown as written is masked inside a JSON line's
+// strings (a name and its value on two lines, an escape between them in
+// the raw bytes) and as it is; a note's line as text.
+func TestMaskedLine(t *testing.T) {
+	for _, c := range []struct{ line, value string }{
+		{`{"content":"api_key\n= Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq"}`, "Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq"},
+		{`{"a":1, "b":"AWS_ACCESS_KEY_ID=AKIAQYLPMN5HFIQR7XQZ"}`, "AKIAQYLPMN5HFIQR7XQZ"},
+		{`{"cut":"AWS_ACCESS_KEY_ID=AKIAQYLPMN5HFIQR7XQZ`, "AKIAQYLPMN5HFIQR7XQZ"},
+		{"export GITHUB_TOKEN=ghp_R3vQy8NcLkZt0WmPb2XsJd7HfAe5Ug9KiOqY", "ghp_R3vQy8NcLkZt0WmPb2XsJd7HfAe5Ug9KiOqY"},
+	} {
+		got := string(MaskedLine([]byte(c.line)))
+		if strings.Contains(got, c.value) || !strings.Contains(got, "[REDACTED:") {
+			t.Errorf("MaskedLine(%q) = %q, want its value masked", c.line, got)
+		}
+	}
+	if got, want := string(MaskedLine([]byte(`{"content":"nothing here"}`))), `{"content":"nothing here"}`; got != want {
+		t.Errorf("a line with no credential: got %q, want it as it was", got)
+	}
+}

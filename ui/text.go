@@ -63,6 +63,7 @@ func lineText(line []byte, jsonl bool) string {
 		case m.Text != "":
 			return cut("meta: " + m.Text)
 		}
+		line = secrets.MaskedLine(line) // shown as written: masked inside its strings too
 	}
 	return cut(string(line))
 }
