@@ -71,8 +71,9 @@ type HeldFunc func(ctx context.Context, root *confine.Root, fn func(rel string, 
 // its version of the log (PATH@GEN#L).
 func SecretsHeld(ctx context.Context, d *secrets.Detector, root *confine.Root, held HeldFunc) []control.SecretFinding {
 	var out []control.SecretFinding
+	var buf []byte
 	held(ctx, root, func(rel string, gen, line int64, raw []byte) error {
-		for _, f := range d.FindBytes(raw) {
+		for _, f := range d.FindLine(raw, &buf) {
 			cite := fmt.Sprintf("%s/%s@%d#L%d", root.Path(), rel, gen, line)
 			out = append(out, control.SecretFinding{Kind: f.Rule, Root: root.Path(), File: rel, Line: line, Cite: cite})
 		}
@@ -93,12 +94,12 @@ func SecretsInFile(ctx context.Context, d *secrets.Detector, root *confine.Root,
 	// small sessions allocates little.
 	rd := bufio.NewReaderSize(f, int(min(64<<10, max(4096, fi.Size()+1))))
 	var no int64
-	var buf []byte
+	var buf, read []byte
 	for ctx.Err() == nil {
 		line, err := readBounded(rd, maxSecretLine, &buf)
 		if len(line) > 0 {
 			no++
-			for _, fd := range d.FindBytes(line) {
+			for _, fd := range d.FindLine(line, &read) {
 				out = append(out, control.SecretFinding{Kind: fd.Rule, Root: root.Path(), File: rel, Line: no, Cite: fmt.Sprintf("%s/%s#L%d", root.Path(), rel, no), Live: true, Since: fi.ModTime()})
 			}
 		}

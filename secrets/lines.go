@@ -3,7 +3,110 @@ package secrets
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
+	"unicode/utf16"
+	"unicode/utf8"
 )
+
+// FindLine returns the credentials of one line of a file as its agent's
+// reader reads it: a JSON line is read with its strings' escapes
+// unescaped in place (a tool result's {\"api_key\": \"...\"}, a
+// quoted .env value, a name and its value on two lines), as MaskLine
+// masks it; any other line as it is. Findings are placed in that reading,
+// not in the line's bytes: they are to count, not to cut. buf is reused
+// for the reading.
+func (d *Detector) FindLine(line []byte, buf *[]byte) []Finding {
+	if t := bytes.TrimLeft(line, " \t"); len(t) > 0 && (t[0] == '{' || t[0] == '[') && bytes.IndexByte(t, '\\') >= 0 {
+		*buf = unescapeJSON((*buf)[:0], line)
+		line = *buf
+	}
+	return d.FindBytes(line)
+}
+
+// unescapeJSON appends line to dst with each JSON escape replaced by what
+// it stands for (the structure's quotes kept); an escape that is no
+// valid one is kept as it is. Nothing is longer unescaped, so the line is
+// written in place of a slice its length: a tool result has an escape
+// every few dozen bytes (each line's \n, each indent's \t).
+func unescapeJSON(dst, line []byte) []byte {
+	n0 := len(dst)
+	dst = slices.Grow(dst, len(line))[:n0+len(line)]
+	out := dst[n0:]
+	j := 0
+	for i := 0; i < len(line); {
+		k := bytes.IndexByte(line[i:], '\\')
+		if k < 0 || i+k+1 == len(line) {
+			j += copy(out[j:], line[i:])
+			break
+		}
+		j += copy(out[j:], line[i:i+k])
+		i += k
+		n := 2
+		switch e := line[i+1]; e {
+		case 'n':
+			out[j] = '\n'
+		case 't':
+			out[j] = '\t'
+		case 'r':
+			out[j] = '\r'
+		case 'b':
+			out[j] = '\b'
+		case 'f':
+			out[j] = '\f'
+		case '"', '\\', '/':
+			out[j] = e
+		case 'u':
+			r, ok := hex4(line[i+2:])
+			if !ok {
+				j += copy(out[j:], line[i:i+2])
+				i += 2
+				continue
+			}
+			n = 6
+			if utf16.IsSurrogate(r) {
+				r2, ok2 := rune(0), false
+				if len(line) >= i+12 && line[i+6] == '\\' && line[i+7] == 'u' {
+					r2, ok2 = hex4(line[i+8:])
+				}
+				if r = utf16.DecodeRune(r, r2); ok2 && r != utf8.RuneError {
+					n = 12
+				}
+			}
+			j += utf8.EncodeRune(out[j:], r)
+			i += n
+			continue
+		default:
+			j += copy(out[j:], line[i:i+2])
+			i += 2
+			continue
+		}
+		j++
+		i += n
+	}
+	return dst[:n0+j]
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
 
 // MaskLine masks the credentials of one line of a log as the agent wrote
 // it, and returns the kinds it masked (one per value). A JSON line is

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestMaskLine: a JSONL line keeps parsing and keeps every byte outside
@@ -74,4 +75,56 @@ func TestMaskedLine(t *testing.T) {
 	if got, want := string(MaskedLine([]byte(`{"content":"nothing here"}`))), `{"content":"nothing here"}`; got != want {
 		t.Errorf("a line with no credential: got %q, want it as it was", got)
 	}
+}
+
+// TestFindLine: a credential written inside a JSONL line's string (a tool
+// result's text) is found as in the text itself, whatever the escapes
+// between its name and its value (quotes, a tab, a newline, \u escapes);
+// a line that is not JSON is read as it is. Each of these is missed in
+// the line's raw bytes, where \" and \t are no quote and no space.
+func TestFindLine(t *testing.T) {
+	d := Default()
+	texts := []string{
+		`{"api_key": "Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq", "n": 1}`,
+		"config:\napi_key\n  = Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\n",
+		"export OKAPI_SECRET=\"Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\"\n",
+		"password:\tXk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\n",
+		`aws = "AKIAQYLPMN5HFIQR7XQZ"`,
+		"api_key = \"Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\" <\u00e9> & \U0001F511",
+	}
+	for _, s := range samples {
+		texts = append(texts, s.text, `"`+s.text+`"`, "\t"+s.text+"\n")
+	}
+	var buf []byte
+	for _, text := range texts {
+		want := kindsOf(d.Find(text))
+		if len(want) == 0 {
+			t.Fatalf("the text itself holds no credential: %q", text)
+		}
+		content, _ := json.Marshal(text) // escapes <, > and & as \u003c too
+		line := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","content":` + string(content) + `}]}}` + "\n"
+		if got := kindsOf(d.FindLine([]byte(line), &buf)); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("in a JSON line %s: found %v, want %v", content, got, want)
+		}
+	}
+	// Not JSON: its backslashes are its own.
+	if got := d.FindLine([]byte(`password:\tXk3Rv9QmZ2Tn8Wb5Yc4JvR7kq`), &buf); len(got) != 0 {
+		t.Errorf("a line that is no JSON read unescaped: %v", got)
+	}
+}
+
+// FuzzUnescapeJSON: a string encoded as JSON reads back as itself, and
+// any line is read without a panic.
+func FuzzUnescapeJSON(f *testing.F) {
+	f.Add("say \"hi\"\n\tto <you> & \u2028 \U0001F511", []byte(`{"a":"\ud83d\udd11 \ud800 \u00zz \q \"`))
+	f.Fuzz(func(t *testing.T, s string, line []byte) {
+		unescapeJSON(nil, line)
+		if !utf8.ValidString(s) {
+			return
+		}
+		b, _ := json.Marshal(s)
+		if got := string(unescapeJSON(nil, b)); got != `"`+s+`"` {
+			t.Fatalf("unescapeJSON(%s) = %q, want %q", b, got, `"`+s+`"`)
+		}
+	})
 }

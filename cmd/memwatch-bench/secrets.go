@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -99,17 +100,19 @@ func secretsBench(bin, dir string, mib int) []row {
 	if catchup == 0 || count == 0 {
 		return []row{{"credential detection vs the catch-up", "no figure: the daemon said no catch-up or no count", "", ""}}
 	}
-	// The detector alone on the same lines, in this process.
+	// The detector alone on the same lines, in this process, each read as
+	// the count reads it (a JSON line's escapes unescaped).
 	d := secrets.Default()
 	found := 0
+	var buf []byte
 	c0 := cpuSelf()
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			fail(err)
 		}
-		for _, l := range strings.Split(string(b), "\n") {
-			found += len(d.Find(l))
+		for l := range bytes.SplitSeq(b, []byte("\n")) {
+			found += len(d.FindLine(l, &buf))
 		}
 	}
 	detect := cpuSelf() - c0

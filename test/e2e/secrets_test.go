@@ -195,6 +195,16 @@ func TestSecretsCommand(t *testing.T) {
 	if !strings.Contains(out, "7d3a-env.jsonl#L1") {
 		t.Errorf("no file and line:\n%s", out)
 	}
+	// Values the JSON line escapes around (a quoted .env value, a JSON
+	// config, a tab): counted as the agent's reader reads the line.
+	for i, text := range []string{`OKAPI_SECRET="Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq"`, `{"api_key": "Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq"}`, "password:\tXk3Rv9QmZ2Tn8Wb5Yc4JvR7kq"} {
+		tool, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "t1", "content": "cat config\n" + text + "\n"}}}})
+		name := fmt.Sprintf("9e1f-escaped%d.jsonl", i)
+		os.WriteFile(filepath.Join(root, name), append(tool, '\n'), 0o644)
+		if out, code := secretsOf(); code != 1 || !strings.Contains(out, name+"#L1") || strings.Contains(out, "Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq") {
+			t.Errorf("%q in a tool result: exit %d, want %s#L1 named, the value not printed\n%s", text, code, name, out)
+		}
+	}
 	// A kind's name finds the lines that hold one, the value masked.
 	for _, c := range credentials[:3] {
 		cmd := exec.Command(memwatchFast, "recall", "--all", c.kind, "--policy", pol, "--state-dir", filepath.Join(home, "state"))
