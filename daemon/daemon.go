@@ -668,6 +668,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if perr := d.db.Put(context.WithoutCancel(ctx), "daemon", "clean-stop", []byte("1")); perr != nil {
 			d.log.Warn("remember the clean stop", "err", perr)
 		}
+		// Here, not as the stop begins: the running jobs and the
+		// background's tasks have ended ("waiting for running jobs" came
+		// after "stopped" in the log).
+		d.log.Info("stopped")
 	}
 	return err
 }
@@ -860,7 +864,6 @@ func (d *Daemon) serve(ctx context.Context) error {
 			d.log.Info("stopping", "reason", context.Cause(ctx))
 			d.notify("STOPPING=1")
 			stopAll()
-			d.log.Info("stopped")
 			return nil
 		case err := <-errs:
 			d.log.Error("component failed; stopping", "err", err)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -295,4 +298,74 @@ func TestStopDuringStartupIsClean(t *testing.T) {
 			t.Fatalf("stop after %dms of startup: %v", i%10, err)
 		}
 	}
+}
+
+// TestStoppedIsLoggedLast: stopped while an LLM compaction is in flight,
+// the daemon logs "waiting for running jobs", and "stopped" only once
+// that job has ended: the last line of its log (it was logged before the
+// wait, so a person saw a stopped daemon still at work).
+func TestStoppedIsLoggedLast(t *testing.T) {
+	good := "# now\n\n## State | compacted\n- runs: 1\n\n## Item A\n- a\n\n## Patterns\n- p\n\n# History\n\n## 2026-01-15-2000 | run 0\n"
+	srv := llmtest.New(t, llmtest.Step{Content: good, Delay: 500 * time.Millisecond})
+	root := filepath.Join(t.TempDir(), "app")
+	os.MkdirAll(root, 0o755)
+	dir := t.TempDir()
+	p, err := policy.Parse("policy.yaml", []byte(llmPolicy(root, srv.BaseURL())), registry.Specs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	d, err := New(Config{Policy: p, PolicyPath: "policy.yaml", StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "s.sock"), Version: "test"},
+		slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	<-d.watch.Ready()
+	os.WriteFile(filepath.Join(root, "memory.md"), memory(20, "v1"), 0o644)
+	for deadline := time.Now().Add(10 * time.Second); srv.Calls() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no LLM call within 10 s")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec struct{ Msg string }
+		json.Unmarshal([]byte(l), &rec)
+		msgs = append(msgs, rec.Msg)
+	}
+	waiting := slices.Index(msgs, "waiting for running jobs")
+	if waiting < 0 {
+		t.Fatalf("no job was running at the stop: %q", msgs)
+	}
+	if got := msgs[len(msgs)-1]; got != "stopped" {
+		t.Errorf("last log line %q, want \"stopped\" (the log: %q)", got, msgs[waiting:])
+	}
+	if n := strings.Count(logs.String(), `"msg":"stopped"`); n != 1 {
+		t.Errorf("\"stopped\" logged %d times", n)
+	}
+}
+
+// lockedBuffer is a log's bytes, written from many goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
