@@ -124,6 +124,10 @@ func (c *Progress) Status(now time.Time, evaluated, total int64, reach func(stri
 		st.BytesTotal += max(p.BytesTotal, p.Bytes)
 		if p.Files < p.FilesTotal || !c.counted {
 			st.Roots = append(st.Roots, *p)
+			if p.Files == 0 && p.Bytes == 0 {
+				st.Waiting++
+				st.WaitingBytes += p.BytesTotal
+			}
 		}
 	}
 	if el := now.Sub(c.started).Seconds(); el > 0 {
@@ -140,8 +144,13 @@ func (c *Progress) Status(now time.Time, evaluated, total int64, reach func(stri
 		// Nothing read yet: as long as the count took, at least a second.
 		st.Left = max(time.Second, now.Sub(c.started).Round(time.Second))
 	}
+	// Under way first: a person asks what is being read now.
 	sort.Slice(st.Roots, func(i, j int) bool {
-		return st.Roots[i].BytesTotal-st.Roots[i].Bytes > st.Roots[j].BytesTotal-st.Roots[j].Bytes
+		a, b := st.Roots[i], st.Roots[j]
+		if wa, wb := a.Files == 0 && a.Bytes == 0, b.Files == 0 && b.Bytes == 0; wa != wb {
+			return wb
+		}
+		return a.BytesTotal-a.Bytes > b.BytesTotal-b.Bytes
 	})
 	if len(st.Roots) > maxCatchUpRoots {
 		st.Roots = st.Roots[:maxCatchUpRoots]

@@ -200,8 +200,12 @@ type CatchUp struct {
 	BytesTotal int64         `json:"bytes_total"`
 	Rate       float64       `json:"bytes_per_second"`
 	Left       time.Duration `json:"left"`
-	// Roots are the roots still catching up, most left first.
+	// Roots are the roots still catching up: those under way first, then
+	// those not started, each most left first.
 	Roots []RootProgress `json:"roots,omitempty"`
+	// Waiting counts the roots not started yet, and their bytes.
+	Waiting      int64 `json:"roots_waiting,omitempty"`
+	WaitingBytes int64 `json:"bytes_waiting,omitempty"`
 }
 
 // RootProgress is one root's part of the catch-up.

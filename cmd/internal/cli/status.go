@@ -130,8 +130,17 @@ func printStatus(g *Globals, w io.Writer, st control.Status) {
 	}
 	if c := st.CatchUp; c != nil {
 		fmt.Fprintf(w, "\ncatching up since start: %s\n", c)
+		under := 0
 		for _, r := range c.Roots {
+			if r.Files == 0 && r.Bytes == 0 && c.Waiting > 0 {
+				break // said below, in one line
+			}
+			under++
 			fmt.Fprintf(w, "  %s (%s): %d of %d files, %s of %s\n", r.Root, r.Store, r.Files, r.FilesTotal, g.Size(int64(r.Bytes)), g.Size(int64(r.BytesTotal)))
+		}
+		if c.Waiting > 0 {
+			and := map[bool]string{true: "and ", false: ""}[under > 0]
+			fmt.Fprintf(w, "  %s%d root(s) not started yet, %s (memwatch status --json lists them)\n", and, c.Waiting, g.Size(c.WaitingBytes))
 		}
 	}
 	if len(st.Uncaptured) > 0 {
