@@ -9,14 +9,15 @@ import (
 )
 
 // FindLine returns the credentials of one line of a file as its agent's
-// reader reads it: a JSON line is read with its strings' escapes
-// unescaped in place (a tool result's {\"api_key\": \"...\"}, a
-// quoted .env value, a name and its value on two lines), as MaskLine
-// masks it; any other line as it is. Findings are placed in that reading,
+// reader reads it: a JSON line, or a line of a JSON file written out on
+// many lines (its first byte a quote: "text": "..."), is read with its
+// strings' escapes unescaped in place (a tool result's
+// {\"api_key\": \"...\"}, a quoted .env value, a name and its value on
+// two lines), as MaskedLine masks it; any other line as it is. Findings are placed in that reading,
 // not in the line's bytes: they are to count, not to cut. buf is reused
 // for the reading.
 func (d *Detector) FindLine(line []byte, buf *[]byte) []Finding {
-	if t := bytes.TrimLeft(line, " \t"); len(t) > 0 && (t[0] == '{' || t[0] == '[') && bytes.IndexByte(t, '\\') >= 0 {
+	if t := bytes.TrimLeft(line, " \t"); len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == '"') && bytes.IndexByte(t, '\\') >= 0 {
 		*buf = unescapeJSON((*buf)[:0], line)
 		line = *buf
 	}
@@ -123,6 +124,13 @@ func (d *Detector) MaskLine(line []byte) ([]byte, []string) {
 		out, _ := d.Mask(string(line))
 		return []byte(out), kindsOf(fs)
 	}
+	return d.maskLiterals(line)
+}
+
+// maskLiterals masks the credentials inside the JSON string literals of
+// line, each decoded, masked and encoded again, and returns the kinds it
+// masked; the bytes outside the literals are kept.
+func (d *Detector) maskLiterals(line []byte) ([]byte, []string) {
 	var out []byte
 	var kinds []string
 	last := 0
@@ -131,8 +139,9 @@ func (d *Detector) MaskLine(line []byte) ([]byte, []string) {
 			continue
 		}
 		start, end := i, stringEnd(line, i)
-		if end < 0 {
-			break
+		cut := end < 0 // a literal the line ends in (cut short): read to its end
+		if cut {
+			end = len(line)
 		}
 		lit := line[start:end]
 		i = end - 1
@@ -141,7 +150,9 @@ func (d *Detector) MaskLine(line []byte) ([]byte, []string) {
 			continue
 		}
 		var s string
-		if json.Unmarshal(lit, &s) != nil {
+		if cut {
+			s = string(unescapeJSON(nil, lit[1:]))
+		} else if json.Unmarshal(lit, &s) != nil {
 			continue
 		}
 		fs := d.Find(s)
@@ -155,8 +166,12 @@ func (d *Detector) MaskLine(line []byte) ([]byte, []string) {
 		if enc.Encode(masked) != nil {
 			continue
 		}
+		enc2 := bytes.TrimRight(b.Bytes(), "\n")
+		if cut {
+			enc2 = enc2[:len(enc2)-1] // no closing quote it did not have
+		}
 		out = append(out, line[last:start]...)
-		out = append(out, bytes.TrimRight(b.Bytes(), "\n")...)
+		out = append(out, enc2...)
 		last = end
 		kinds = append(kinds, kindsOf(fs)...)
 	}
@@ -174,7 +189,12 @@ func (d *Detector) MaskLine(line []byte) ([]byte, []string) {
 func MaskedLine(line []byte) []byte {
 	d := Default()
 	out, _ := d.MaskLine(line)
-	if t := bytes.TrimLeft(line, " \t"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+	if bytes.IndexByte(out, '\\') >= 0 && bytes.IndexByte(out, '"') >= 0 {
+		// The strings of a line that is no JSON alone (a JSON file
+		// written out on many lines, a line cut short), read unescaped.
+		out, _ = d.maskLiterals(out)
+	}
+	if t := bytes.TrimLeft(line, " \t"); len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == '"') {
 		// What MaskLine read as JSON: its bytes outside the strings too.
 		if m, n := d.Mask(string(out)); n > 0 {
 			return []byte(m)

@@ -66,6 +66,13 @@ func TestMaskedLine(t *testing.T) {
 		{`{"a":1, "b":"AWS_ACCESS_KEY_ID=AKIAQYLPMN5HFIQR7XQZ"}`, "AKIAQYLPMN5HFIQR7XQZ"},
 		{`{"cut":"AWS_ACCESS_KEY_ID=AKIAQYLPMN5HFIQR7XQZ`, "AKIAQYLPMN5HFIQR7XQZ"},
 		{"export GITHUB_TOKEN=ghp_R3vQy8NcLkZt0WmPb2XsJd7HfAe5Ug9KiOqY", "ghp_R3vQy8NcLkZt0WmPb2XsJd7HfAe5Ug9KiOqY"},
+		// A JSON file written out on many lines (opencode's, a config):
+		// a line is no JSON alone; its strings are read unescaped.
+		{`    "text": "export OKAPI_SECRET=\"Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\"\n",`, "Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq"},
+		{`      "output": "{\"api_key\": \"Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\"}"`, "Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq"},
+		{`  "password:\tXk3Rv9QmZ2Tn8Wb5Yc4JvR7kq",`, "Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq"},
+		// A JSON line cut short inside a string.
+		{`{"content":"cat .env\nOKAPI_SECRET=\"Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\"\nPORT=80`, "Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq"},
 	} {
 		got := string(MaskedLine([]byte(c.line)))
 		if strings.Contains(got, c.value) || !strings.Contains(got, "[REDACTED:") {
@@ -107,6 +114,10 @@ func TestFindLine(t *testing.T) {
 			t.Errorf("in a JSON line %s: found %v, want %v", content, got, want)
 		}
 	}
+	// A line of a JSON file written out on many lines.
+	if got := kindsOf(d.FindLine([]byte(`    "text": "export OKAPI_SECRET=\"Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\"\n",`), &buf)); len(got) != 1 {
+		t.Errorf("a pretty-printed JSON file's line: found %v, want one", got)
+	}
 	// Not JSON: its backslashes are its own.
 	if got := d.FindLine([]byte(`password:\tXk3Rv9QmZ2Tn8Wb5Yc4JvR7kq`), &buf); len(got) != 0 {
 		t.Errorf("a line that is no JSON read unescaped: %v", got)
@@ -125,6 +136,19 @@ func FuzzUnescapeJSON(f *testing.F) {
 		b, _ := json.Marshal(s)
 		if got := string(unescapeJSON(nil, b)); got != `"`+s+`"` {
 			t.Fatalf("unescapeJSON(%s) = %q, want %q", b, got, `"`+s+`"`)
+		}
+	})
+}
+
+// FuzzMaskedLine: any line is shown without a panic, and a line holding
+// no rule's keyword is shown as it is.
+func FuzzMaskedLine(f *testing.F) {
+	f.Add([]byte(`    "text": "export OKAPI_SECRET=\"Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kq\"\n",`))
+	f.Add([]byte(`{"cut":"a \"b\" \u00e9 \ud83d`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		got := MaskedLine(line)
+		if !Default().mentions(line) && string(got) != string(line) {
+			t.Fatalf("no keyword, yet changed: %q -> %q", line, got)
 		}
 	})
 }
