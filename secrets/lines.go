@@ -13,9 +13,9 @@ import (
 // many lines (its first byte a quote: "text": "..."), is read with its
 // strings' escapes unescaped in place (a tool result's
 // {\"api_key\": \"...\"}, a quoted .env value, a name and its value on
-// two lines), as MaskedLine masks it; any other line as it is. Findings are placed in that reading,
-// not in the line's bytes: they are to count, not to cut. buf is reused
-// for the reading.
+// two lines), as MaskedLine masks it; any other line as it is. Findings
+// are placed in that reading, not in the line's bytes: they are to
+// count, not to cut. buf is reused for the reading.
 func (d *Detector) FindLine(line []byte, buf *[]byte) []Finding {
 	if t := bytes.TrimLeft(line, " \t"); len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == '"') && bytes.IndexByte(t, '\\') >= 0 {
 		*buf = unescapeJSON((*buf)[:0], line)
@@ -26,9 +26,10 @@ func (d *Detector) FindLine(line []byte, buf *[]byte) []Finding {
 
 // unescapeJSON appends line to dst with each JSON escape replaced by what
 // it stands for (the structure's quotes kept); an escape that is no
-// valid one is kept as it is. Nothing is longer unescaped, so the line is
-// written in place of a slice its length: a tool result has an escape
-// every few dozen bytes (each line's \n, each indent's \t).
+// valid one is kept as it is. Nothing is longer unescaped, so the line
+// is written into a slice its length, a run between escapes copied at
+// once (a tool result of source code has an escape every 12 bytes: each
+// line's \n, each indent's \t).
 func unescapeJSON(dst, line []byte) []byte {
 	n0 := len(dst)
 	dst = slices.Grow(dst, len(line))[:n0+len(line)]
