@@ -36,57 +36,53 @@ func unescapeJSON(dst, line []byte) []byte {
 	out := dst[n0:]
 	j := 0
 	for i := 0; i < len(line); {
-		k := bytes.IndexByte(line[i:], '\\')
-		if k < 0 || i+k+1 == len(line) {
-			j += copy(out[j:], line[i:])
+		if line[i] != '\\' { // else an escape right after the last (\n\t\t)
+			k := bytes.IndexByte(line[i:], '\\')
+			if k < 0 {
+				j += copy(out[j:], line[i:])
+				break
+			}
+			j += copy(out[j:], line[i:i+k])
+			i += k
+		}
+		if i+1 == len(line) {
+			out[j] = '\\'
+			j++
 			break
 		}
-		j += copy(out[j:], line[i:i+k])
-		i += k
-		n := 2
-		switch e := line[i+1]; e {
-		case 'n':
-			out[j] = '\n'
-		case 't':
-			out[j] = '\t'
-		case 'r':
-			out[j] = '\r'
-		case 'b':
-			out[j] = '\b'
-		case 'f':
-			out[j] = '\f'
-		case '"', '\\', '/':
-			out[j] = e
-		case 'u':
-			r, ok := hex4(line[i+2:])
-			if !ok {
-				j += copy(out[j:], line[i:i+2])
-				i += 2
-				continue
-			}
-			n = 6
-			if utf16.IsSurrogate(r) {
-				r2, ok2 := rune(0), false
-				if len(line) >= i+12 && line[i+6] == '\\' && line[i+7] == 'u' {
-					r2, ok2 = hex4(line[i+8:])
-				}
-				if r = utf16.DecodeRune(r, r2); ok2 && r != utf8.RuneError {
-					n = 12
-				}
-			}
-			j += utf8.EncodeRune(out[j:], r)
-			i += n
+		e := line[i+1]
+		if c := escaped[e]; c != 0 {
+			out[j] = c
+			i, j = i+2, j+1
 			continue
-		default:
+		}
+		r, ok := rune(0), false
+		if e == 'u' {
+			r, ok = hex4(line[i+2:])
+		}
+		if !ok { // no escape: kept as it is
 			j += copy(out[j:], line[i:i+2])
 			i += 2
 			continue
 		}
-		j++
+		n := 6
+		if utf16.IsSurrogate(r) {
+			r2, ok2 := rune(0), false
+			if len(line) >= i+12 && line[i+6] == '\\' && line[i+7] == 'u' {
+				r2, ok2 = hex4(line[i+8:])
+			}
+			if r = utf16.DecodeRune(r, r2); ok2 && r != utf8.RuneError {
+				n = 12
+			}
+		}
+		j += utf8.EncodeRune(out[j:], r)
 		i += n
 	}
 	return dst[:n0+j]
 }
+
+// escaped is what each one-letter JSON escape stands for (0: none is).
+var escaped = [256]byte{'n': '\n', 't': '\t', 'r': '\r', 'b': '\b', 'f': '\f', '"': '"', '\\': '\\', '/': '/'}
 
 // hex4 reads the four hex digits of a \u escape.
 func hex4(b []byte) (rune, bool) {

@@ -152,3 +152,19 @@ func FuzzMaskedLine(f *testing.F) {
 		}
 	})
 }
+
+// TestUnescapeJSON: what is no valid escape is kept as written; a lone
+// surrogate reads as U+FFFD, as encoding/json reads it.
+func TestUnescapeJSON(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`a\nb\t\tc\"d\\e\/f`, "a\nb\t\tc\"d\\e/f"},
+		{`\q\u00zz\u12`, `\q\u00zz\u12`},
+		{`end\`, `end\`},
+		{`\ud83d\udd11 \ud83d x \udd11 \ud83d\u0041`, "\U0001F511 \uFFFD x \uFFFD \uFFFDA"},
+		{`\u00e9\u2028`, "\u00e9\u2028"},
+	} {
+		if got := string(unescapeJSON([]byte("kept:"), []byte(c.in))); got != "kept:"+c.want {
+			t.Errorf("unescapeJSON(%q) = %q, want %q", c.in, got, "kept:"+c.want)
+		}
+	}
+}
