@@ -31,8 +31,11 @@ type agentFind struct {
 	// root is the preset's root glob under the home directory.
 	root string
 	// sessions are globs (relative to a root) of the agent's session logs,
-	// and memory of its memory files, for the counts init prints.
+	// and memory of its memory files, for the counts init prints;
+	// exclude is a glob of the names among them that are none (the
+	// preset's sessions_exclude).
 	sessions, memory []string
+	exclude          string
 	// listed, when set, returns roots the agent itself lists (Crush's
 	// projects), wherever they are: init names each in the policy.
 	listed func(home string) ([]string, error)
@@ -42,7 +45,7 @@ var agentFinds = []agentFind{
 	{preset: "claude-code", root: ".claude/projects/*", sessions: []string{"*.jsonl"}, memory: []string{"memory/*.md"}},
 	{preset: "codex", root: ".codex", sessions: []string{"sessions/*/*/*/rollout-*.jsonl"}},
 	{preset: "nanobot", root: ".nanobot", sessions: []string{"workspace/sessions/*.jsonl", "sessions/*.jsonl"}, memory: []string{"workspace/memory/*.md", "workspace/memory/history.jsonl"}},
-	{preset: "openclaw", root: ".openclaw", sessions: []string{"agents/*/sessions/*[!y].jsonl", "agents/*/agent/openclaw-agent.sqlite"}, memory: []string{"workspace/MEMORY.md", "workspace/memory/*.md"}},
+	{preset: "openclaw", root: ".openclaw", sessions: []string{"agents/*/sessions/*.jsonl", "agents/*/agent/openclaw-agent.sqlite"}, exclude: "*.trajectory.jsonl", memory: []string{"workspace/MEMORY.md", "workspace/memory/*.md"}},
 	{preset: "gemini-cli", root: ".gemini", sessions: []string{"tmp/*/chats/session-*.jsonl"}, memory: []string{"GEMINI.md"}},
 	{preset: "qwen-code", root: ".qwen/projects/*", sessions: []string{"chats/*.jsonl"}, memory: []string{"memory/*.md"}},
 	{preset: "opencode", root: ".local/share/opencode", sessions: []string{"opencode.db"}},
@@ -289,6 +292,11 @@ func findAgent(home string, a agentFind, stderr io.Writer) (found, bool) {
 			for _, g := range globs {
 				ms, _ := filepath.Glob(filepath.Join(globEscape(r), g))
 				for _, m := range ms {
+					if a.exclude != "" {
+						if skip, _ := filepath.Match(a.exclude, filepath.Base(m)); skip {
+							continue
+						}
+					}
 					if fi, err := os.Lstat(m); err == nil && fi.Mode().IsRegular() {
 						*n++
 						*size += fi.Size()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -141,5 +142,48 @@ func TestInitSaysTheServiceKeeps(t *testing.T) {
 	sayServiceKeeps(context.Background(), &b, home, filepath.Join(dir, "none.sock"))
 	if b.Len() != 0 {
 		t.Errorf("no service: said %q", b.String())
+	}
+}
+
+// TestInitFindsEachAgentBySessions: a home holding one session of an
+// agent, where the agent itself wrote it (the recordings' paths in
+// session/testdata/agents), and nothing else of it: init finds that
+// agent and counts the one session. OpenClaw's run trace beside it is no
+// session (its glob once counted only the traces: "*[!y]" is no negation
+// to Go's matcher).
+func TestInitFindsEachAgentBySessions(t *testing.T) {
+	wheres, _ := filepath.Glob(filepath.Join("..", "..", "session", "testdata", "agents", "*", "where"))
+	if len(wheres) < 12 {
+		t.Fatalf("%d recordings, want the agents' where files", len(wheres))
+	}
+	for _, w := range wheres {
+		b, err := os.ReadFile(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel := strings.TrimSpace(string(b))
+		name := filepath.Base(filepath.Dir(w))
+		t.Run(name, func(t *testing.T) {
+			home := t.TempDir()
+			path := filepath.Join(home, rel)
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			os.WriteFile(path, []byte("{}\n"), 0o644)
+			if strings.HasPrefix(rel, ".openclaw/") && strings.HasSuffix(rel, ".jsonl") {
+				// A trace beside it, as OpenClaw writes one per session.
+				os.WriteFile(strings.TrimSuffix(path, ".jsonl")+".trajectory.jsonl", []byte("{}\n{}\n"), 0o644)
+			}
+			var logs int
+			var size int64
+			var agents []string
+			for _, a := range agentFinds {
+				if f, ok := findAgent(home, a, io.Discard); ok {
+					logs, size = logs+f.logs, size+f.logBytes
+					agents = append(agents, a.preset)
+				}
+			}
+			if len(agents) != 1 || logs != 1 || size != 3 {
+				t.Errorf("init over a home of %s: agents %v, %d session log(s) of %d bytes; want one agent, its one log of 3 bytes", rel, agents, logs, size)
+			}
+		})
 	}
 }
