@@ -385,6 +385,22 @@ func TestAlternatives(t *testing.T) {
 	}
 }
 
+// TestCheckGlobNegation: a shell's [!...] is refused with the fix, where
+// it would have matched what it meant to leave out; [^...] and a ! that
+// does not open a class are globs.
+func TestCheckGlobNegation(t *testing.T) {
+	for _, p := range []string{"sessions/*[!y].jsonl", "{a,b[!c]}/*"} {
+		if err := CheckGlob(p); err == nil || !strings.Contains(err.Error(), "[^...]") {
+			t.Errorf("CheckGlob(%q) = %v, want an error saying [^...]", p, err)
+		}
+	}
+	for _, p := range []string{"sessions/*[^y].jsonl", "notes!/*.md", "[a!]*"} {
+		if err := CheckGlob(p); err != nil {
+			t.Errorf("CheckGlob(%q) = %v, want nil", p, err)
+		}
+	}
+}
+
 func FuzzAlternatives(f *testing.F) {
 	for _, s := range []string{"a", "{a,b}/c", "{", "}{", "{a,{b,c}}", "[{]"} {
 		f.Add(s)

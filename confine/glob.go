@@ -51,6 +51,11 @@ func CheckGlob(pattern string) error {
 		if _, err := path.Match(p, ""); err != nil {
 			return fmt.Errorf("glob %q: %w", pattern, err)
 		}
+		if strings.Contains(p, "[!") {
+			// A shell's negation: here the class of ! and the rest, which
+			// silently matches what was meant to be left out.
+			return fmt.Errorf("glob %q: [!...] is no negation here (it is the class of ! and the rest); write [^...]", pattern)
+		}
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ func TestGlobScanIsGlob(t *testing.T) {
 	os.Symlink(filepath.Join(dir, "sessions"), filepath.Join(dir, "linked"))
 	r := mustOpen(t, dir, Options{})
 	for _, tt := range []struct{ pattern, exclude string }{
-		{"*.jsonl", ""}, {"sessions/*.jsonl", ""}, {"agents/*/sessions/*[!y].jsonl", ""}, {"{workspace/sessions,sessions}/*.jsonl", ""},
+		{"*.jsonl", ""}, {"sessions/*.jsonl", ""}, {"agents/*/sessions/*[^y].jsonl", ""}, {"{workspace/sessions,sessions}/*.jsonl", ""},
 		{"*", ""}, {"sessions/*.jsonl", "s1*"}, {"linked/*.jsonl", ""},
 		// Scans that start in a directory the pattern names: one that is
 		// missing, a file, a link, or two alternatives that agree or not.
@@ -69,7 +69,7 @@ func TestListingIsGlob(t *testing.T) {
 	r := mustOpen(t, dir, Options{})
 	l := r.Listing()
 	for _, tt := range []struct{ pattern, exclude string }{
-		{"*.jsonl", ""}, {"sessions/*.jsonl", ""}, {"agents/*/sessions/*[!y].jsonl", ""}, {"{workspace/sessions,sessions}/*.jsonl", ""},
+		{"*.jsonl", ""}, {"sessions/*.jsonl", ""}, {"agents/*/sessions/*[^y].jsonl", ""}, {"{workspace/sessions,sessions}/*.jsonl", ""},
 		{"*", ""}, {"sessions/*.jsonl", "s1*"}, {"linked/*.jsonl", ""}, {"memory/MEMORY.md", ""}, {"memory/HISTORY*.md", ""},
 		{"absent/*.md", ""}, {"memory/archive/{MEMORY,HISTORY}-[0-9]*.md{,.gz}", ""}, {"*.jsonl", ""},
 	} {

@@ -307,6 +307,10 @@ func (d *decoder) globs(n ast.Node, field string) []string {
 			d.errorf(it, "bad glob %q: %v", g, err)
 			continue
 		}
+		if strings.Contains(g, "[!") {
+			d.errorf(it, "bad glob %q: [!...] is no negation here (it is the class of ! and the rest); write [^...]", g)
+			continue
+		}
 		out = append(out, filepath.Clean(g))
 	}
 	return out

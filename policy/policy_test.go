@@ -110,6 +110,8 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top-level key", "version: 1\nstors: []\n", `p.yaml:2:1: unknown key "stors" in top level; did you mean "stores"?`},
 		{"wrong type", head + "    keep_history: ten\n", `p.yaml:6:19: keep_history must be an integer, not "ten"`},
 		{"bad glob", "version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"/x/[a\"]\n", `p.yaml:5:13: bad glob "/x/[a": syntax error in pattern`},
+		{"shell negation", "version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"/x/[!.]*\"]\n", `p.yaml:5:13: bad glob "/x/[!.]*": [!...] is no negation here (it is the class of ! and the rest); write [^...]`},
+		{"shell negation in a root's glob", "version: 1\nstores:\n  - name: oc\n    preset: openclaw\n    paths: [\"/x\"]\n    sessions: \"agents/*/sessions/*[!y].jsonl\"\n", `p.yaml:6:15: sessions: glob "agents/*/sessions/*[!y].jsonl": [!...] is no negation here (it is the class of ! and the rest); write [^...]`},
 		{"relative path", "version: 1\nstores:\n  - name: apps\n    layout: now-history\n    paths: [\"x/*\"]\n", `p.yaml:5:13: path "x/*" must be absolute (or start with ~/)`},
 		{"bad size", head + "    max_size: 10 parsecs\n", `p.yaml:6:15: max_size: invalid size "10 parsecs": want a number with an optional unit B, KB, KiB, MB, MiB, GB or GiB (e.g. 100KiB)`},
 		{"bad duration", head + "    settle: soon\n", `p.yaml:6:13: settle: invalid duration "soon": want e.g. 500ms, 30s, 10m, 2h or 90d`},
