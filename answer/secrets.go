@@ -31,7 +31,7 @@ func SecretsInRoot(ctx context.Context, d *secrets.Detector, root *confine.Root,
 		out = append(out, SecretsInFile(ctx, d, root, m.Rel)...)
 	}
 	if sp != nil {
-		out = append(out, SecretsHeld(ctx, d, root, sp.SearchHeld)...)
+		out = append(out, SecretsHeld(ctx, d, root, sp.HeldLines)...)
 	}
 	return out
 }
@@ -63,19 +63,19 @@ func SearchableFiles(root *confine.Root, srcs []recall.Source) []confine.Matched
 	return out
 }
 
-// HeldFunc reads a root's held lines (spool.Spool.SearchHeld, or one
-// search's or tally's spool.Gens.Held).
-type HeldFunc func(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error
+// HeldFunc reads a root's held lines (spool.Spool.HeldLines, or one
+// tally's spool.Gens.HeldLines).
+type HeldFunc func(ctx context.Context, root *confine.Root, fn func(spool.HeldLine) error) error
 
 // SecretsHeld reads a root's held lines for credentials, each cited at
 // its version of the log (PATH@GEN#L).
 func SecretsHeld(ctx context.Context, d *secrets.Detector, root *confine.Root, held HeldFunc) []control.SecretFinding {
 	var out []control.SecretFinding
 	var buf []byte
-	held(ctx, root, func(rel string, gen, line int64, raw []byte) error {
-		for _, f := range d.FindLine(raw, &buf) {
-			cite := fmt.Sprintf("%s/%s@%d#L%d", root.Path(), rel, gen, line)
-			out = append(out, control.SecretFinding{Kind: f.Rule, Root: root.Path(), File: rel, Line: line, Cite: cite})
+	held(ctx, root, func(h spool.HeldLine) error {
+		for _, f := range d.FindLine(h.Data, &buf) {
+			cite := fmt.Sprintf("%s/%s@%d#L%d", root.Path(), h.Path, h.Gen, h.Line)
+			out = append(out, control.SecretFinding{Kind: f.Rule, Root: root.Path(), File: h.Path, Line: h.Line, Cite: cite, Since: h.Time})
 		}
 		return ctx.Err()
 	})

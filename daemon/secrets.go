@@ -209,7 +209,7 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 				if old.stamp != stamp {
 					heldCounted++
 					hs := heldSecrets{stamp: stamp, kinds: map[string]int{}}
-					for _, f := range answer.SecretsHeld(ctx, det, root, gens.Held) {
+					for _, f := range answer.SecretsHeld(ctx, det, root, gens.HeldLines) {
 						hs.kinds[f.Kind]++
 					}
 					t.mu.Lock()

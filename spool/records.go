@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -119,6 +120,7 @@ type HeldLine struct {
 	Path      string // the log, relative to the root
 	Gen, Line int64  // where it was captured (the citation: Path@Gen#L<Line>)
 	Data      []byte
+	Time      time.Time // when it was captured
 }
 
 // Held calls fn with the messages of root's logs that are in the spool but
@@ -138,11 +140,12 @@ func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) err
 	}
 	for rows.Next() {
 		var h HeldLine
-		var log, seq, pack int64
-		if err := rows.Scan(&h.Path, &h.Gen, &h.Line, &h.Data, &log, &seq, &pack); err != nil {
+		var log, seq, pack, at int64
+		if err := rows.Scan(&h.Path, &h.Gen, &h.Line, &h.Data, &log, &seq, &pack, &at); err != nil {
 			rows.Close()
 			return err
 		}
+		h.Time = time.Unix(0, at)
 		if h.Data, err = s.text(ctx, log, seq, pack, h.Data); err != nil {
 			rows.Close()
 			return err
@@ -183,7 +186,7 @@ func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) err
 		return err
 	}
 	for _, l := range logs {
-		q := `SELECT gen, line, data, log, seq, pack FROM lines l WHERE log=? AND msg=1 AND data IS NOT NULL AND gen<?
+		q := `SELECT gen, line, data, log, seq, pack, time FROM lines l WHERE log=? AND msg=1 AND data IS NOT NULL AND gen<?
 			AND NOT EXISTS (SELECT 1 FROM carried c WHERE c.log=l.log AND c.gen=? AND c.seq=l.seq) ORDER BY seq DESC`
 		if err := s.eachHeld(ctx, l.path, q, []any{l.id, l.gen, l.gen}, fn); err != nil {
 			return err
@@ -194,7 +197,7 @@ func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) err
 
 // The queries of Held, prepared once.
 const (
-	heldGone = `SELECT l.path, n.gen, n.line, n.data, n.log, n.seq, n.pack FROM logs l JOIN lines n ON n.log = l.id
+	heldGone = `SELECT l.path, n.gen, n.line, n.data, n.log, n.seq, n.pack, n.time FROM logs l JOIN lines n ON n.log = l.id
 		WHERE l.root=? AND (l.missing=1 OR l.ino=?) AND n.msg=1 AND n.data IS NOT NULL ORDER BY l.path, n.seq DESC`
 	heldRewritten = `SELECT id, path, gen FROM logs WHERE root=? AND missing=0 AND ino!=? AND gen>1 ORDER BY path`
 )
@@ -207,10 +210,11 @@ func (s *Spool) eachHeld(ctx context.Context, path, q string, args []any, fn fun
 	defer rows.Close()
 	for rows.Next() {
 		h := HeldLine{Path: path}
-		var log, seq, pack int64
-		if err := rows.Scan(&h.Gen, &h.Line, &h.Data, &log, &seq, &pack); err != nil {
+		var log, seq, pack, at int64
+		if err := rows.Scan(&h.Gen, &h.Line, &h.Data, &log, &seq, &pack, &at); err != nil {
 			return err
 		}
+		h.Time = time.Unix(0, at)
 		var err error
 		if h.Data, err = s.text(ctx, log, seq, pack, h.Data); err != nil {
 			return err
@@ -220,6 +224,11 @@ func (s *Spool) eachHeld(ctx context.Context, path, q string, args []any, fn fun
 		}
 	}
 	return rows.Err()
+}
+
+// HeldLines is Held of a root (answer.HeldFunc).
+func (s *Spool) HeldLines(ctx context.Context, root *confine.Root, fn func(HeldLine) error) error {
+	return s.Held(ctx, root.ID(), fn)
 }
 
 // SearchHeld is Held for recall (recall.Options.Held): the held messages

@@ -456,6 +456,18 @@ func (g *Gens) Holds(root confine.ID) bool {
 	return g.holds(root)
 }
 
+// HeldLines is Spool.HeldLines for one tally: nothing asked of a root
+// that holds nothing.
+func (g *Gens) HeldLines(ctx context.Context, root *confine.Root, fn func(HeldLine) error) error {
+	g.mu.Lock()
+	holds := g.holds(root.ID())
+	g.mu.Unlock()
+	if !holds {
+		return nil
+	}
+	return g.s.HeldLines(ctx, root, fn)
+}
+
 // Held is Spool.SearchHeld for one search: nothing asked of a root that
 // holds nothing.
 func (g *Gens) Held(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error {

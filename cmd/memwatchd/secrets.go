@@ -81,7 +81,14 @@ Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
 			} else {
 				for _, f := range found {
 					where := "the agent's file"
-					if !f.Live {
+					switch {
+					case f.Live:
+					case spool.IsRecordLog(f.File):
+						// A conversation of a database or a document: the
+						// spool holds each as records, whether or not the
+						// agent still has it.
+						where = "the spool (captured from the agent's transcript)"
+					default:
 						where = "the spool (gone from the agent's file)"
 					}
 					fmt.Fprintf(g.RawOut, "%-28s %s  %s  in %s\n", f.Kind, cli.InertText(f.Cite), f.Since.Local().Format("2006-01-02 15:04"), where)
