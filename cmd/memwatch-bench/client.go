@@ -62,7 +62,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Micros
 // startDaemon runs memwatch on a policy, announcing itself under run (the
 // client finds it there by the policy), and waits for its catch-up.
 func startDaemon(bin, pol, state, run string) (stop func()) {
-	cmd := exec.Command(bin, "run", "--policy", pol, "--state-dir", state, "--log-format", "json")
+	cmd := dieWithUs(exec.Command(bin, "run", "--policy", pol, "--state-dir", state, "--log-format", "json"))
 	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+run)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {

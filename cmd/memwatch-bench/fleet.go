@@ -34,7 +34,7 @@ func fleetBench(bin, dir string, hosts, mib int) []row {
 	}
 	var hs []*host
 	startHost := func(h *host) *exec.Cmd {
-		cmd := exec.Command(bin, "run", "--policy", h.pol, "--state-dir", h.state, "--log-format", "json")
+		cmd := dieWithUs(exec.Command(bin, "run", "--policy", h.pol, "--state-dir", h.state, "--log-format", "json"))
 		cmd.Env = env
 		if err := cmd.Start(); err != nil {
 			fail(err)
@@ -103,7 +103,7 @@ func fleetBench(bin, dir string, hosts, mib int) []row {
 	cpol := filepath.Join(central, "policy.yaml")
 	os.WriteFile(cpol, []byte("version: 1\nfleet:\n  url: s3://bench/fleet\n"+s3), 0o644)
 	cstate := filepath.Join(central, "state")
-	c := exec.Command(bin, "run", "--policy", cpol, "--state-dir", cstate, "--log-format", "json")
+	c := dieWithUs(exec.Command(bin, "run", "--policy", cpol, "--state-dir", cstate, "--log-format", "json"))
 	c.Env = env
 	t1 := time.Now()
 	if err := c.Start(); err != nil {

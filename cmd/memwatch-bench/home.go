@@ -298,7 +298,7 @@ func homeBench(bin, dir string, mib, sessions int) []row {
 	}
 
 	fmt.Fprintf(os.Stderr, "home: the daemon's catch-up from a cold start...\n")
-	daemon := command("run", "--log-format", "json")
+	daemon := dieWithUs(command("run", "--log-format", "json"))
 	stderr, _ := daemon.StderrPipe()
 	if err := daemon.Start(); err != nil {
 		fail(err)

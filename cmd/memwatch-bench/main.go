@@ -495,7 +495,7 @@ func indexLagBench(bin, dir string) []row {
 	state := filepath.Join(dir, "lag-state")
 	pol := filepath.Join(dir, "lag-policy.yaml")
 	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstores:\n  - name: s\n    layout: session-detail\n    paths: [%q]\n    summary_every: 100000000\n    session_idle: 24h\n", filepath.Dir(sess)+"/*")), 0o644)
-	cmd := exec.Command(bin, "run", "--policy", pol, "--state-dir", state)
+	cmd := dieWithUs(exec.Command(bin, "run", "--policy", pol, "--state-dir", state))
 	if err := cmd.Start(); err != nil {
 		fail(err)
 	}
@@ -584,7 +584,7 @@ func daemonBench(bin, dir string, n int, idle time.Duration, samples int) []row 
 	// indexed at start (the catch-up), as issue #32 measured it.
 	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstores:\n  - name: sessions\n    layout: session-detail\n    paths: [%q]\n    settle: %v\n    sweep: 0\n",
 		filepath.Join(store, "*"), settle)), 0o644)
-	cmd := exec.Command(bin, "run", "--policy", pol, "--state-dir", filepath.Join(dir, "state"), "--log-format", "json", "--log-level", "debug")
+	cmd := dieWithUs(exec.Command(bin, "run", "--policy", pol, "--state-dir", filepath.Join(dir, "state"), "--log-format", "json", "--log-level", "debug"))
 	stderr, _ := cmd.StderrPipe()
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {

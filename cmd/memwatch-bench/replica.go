@@ -75,7 +75,7 @@ func startS3(dir, bench string) (addr string, stop func()) {
 	}
 	addr = l.Addr().String()
 	l.Close()
-	srv := exec.Command(gw, "--port", addr, "posix", data)
+	srv := dieWithUs(exec.Command(gw, "--port", addr, "posix", data))
 	srv.Env = append(os.Environ(), "ROOT_ACCESS_KEY=bench", "ROOT_SECRET_KEY=bench-secret-0123456789")
 	if err := srv.Start(); err != nil {
 		fail(err)

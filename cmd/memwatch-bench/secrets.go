@@ -72,7 +72,7 @@ func secretsBench(bin, dir string, mib int) []row {
 	// of the credentials right after it, each with its CPU seconds.
 	pol := filepath.Join(dir, "secrets-policy.yaml")
 	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\nstores:\n  - name: cc\n    preset: claude-code\n    paths: [%q]\n", filepath.Join(dir, "secrets-home", "*"))), 0o644)
-	cmd := exec.Command(bin, "run", "--policy", pol, "--state-dir", filepath.Join(dir, "secrets-state"), "--log-format", "json")
+	cmd := dieWithUs(exec.Command(bin, "run", "--policy", pol, "--state-dir", filepath.Join(dir, "secrets-state"), "--log-format", "json"))
 	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+filepath.Join(dir, "secrets-run"))
 	os.MkdirAll(filepath.Join(dir, "secrets-run"), 0o700)
 	stderr, _ := cmd.StderrPipe()

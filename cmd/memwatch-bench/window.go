@@ -126,7 +126,7 @@ func startWindowDaemonWith(bin, dir string, history int64, extra string, env []s
 	pol := filepath.Join(dir, "policy.yaml")
 	os.WriteFile(pol, []byte(fmt.Sprintf("version: 1\n"+extra+"stores:\n  - name: w\n    layout: memory-history\n    paths: [%q]\n    sessions: sessions/*.jsonl\n    window: 50\n    keep: 10\n    session_idle: 1h\n",
 		filepath.Join(dir, "ws", "*"))), 0o644)
-	cmd := exec.Command(bin, "run", "--policy", pol, "--state-dir", filepath.Join(dir, "state"), "--log-format", "json")
+	cmd := dieWithUs(exec.Command(bin, "run", "--policy", pol, "--state-dir", filepath.Join(dir, "state"), "--log-format", "json"))
 	cmd.Env = append(os.Environ(), env...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
