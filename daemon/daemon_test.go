@@ -300,13 +300,15 @@ func TestStopDuringStartupIsClean(t *testing.T) {
 	}
 }
 
-// TestStoppedIsLoggedLast: stopped while an LLM compaction is in flight,
-// the daemon logs "waiting for running jobs", and "stopped" only once
-// that job has ended: the last line of its log (it was logged before the
-// wait, so a person saw a stopped daemon still at work).
+// TestStoppedIsLoggedLast: stopped while an LLM compaction is in flight
+// (the fake endpoint holds its answer until the test lets it go), the
+// daemon logs "waiting for running jobs", and "stopped" only once that
+// job has ended: the last line of its log (it was logged before the wait,
+// so a person saw a stopped daemon still at work).
 func TestStoppedIsLoggedLast(t *testing.T) {
 	good := "# now\n\n## State | compacted\n- runs: 1\n\n## Item A\n- a\n\n## Patterns\n- p\n\n# History\n\n## 2026-01-15-2000 | run 0\n"
-	srv := llmtest.New(t, llmtest.Step{Content: good, Delay: 500 * time.Millisecond})
+	release := make(chan struct{})
+	srv := llmtest.New(t, llmtest.Step{Content: good, Wait: release})
 	root := filepath.Join(t.TempDir(), "app")
 	os.MkdirAll(root, 0o755)
 	dir := t.TempDir()
@@ -331,6 +333,17 @@ func TestStoppedIsLoggedLast(t *testing.T) {
 		}
 	}
 	cancel()
+	// The job is held in its LLM call until the engine says it waits for
+	// it; then the call ends, and so does the job.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), `"msg":"waiting for running jobs"`); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no \"waiting for running jobs\" within 10 s of the stop:\n%s", logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), `"msg":"stopped"`) {
+		t.Errorf("\"stopped\" logged while a job still runs")
+	}
+	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

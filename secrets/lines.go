@@ -13,7 +13,9 @@ import (
 // many lines (its first byte a quote: "text": "..."), is read with its
 // strings' escapes unescaped in place (a tool result's
 // {\"api_key\": \"...\"}, a quoted .env value, a name and its value on
-// two lines), as MaskedLine masks it; any other line as it is. Findings
+// two lines), as MaskedLine masks such a line; any other line as it is
+// (MaskedLine reads the strings of any line holding an escape: a mask
+// errs wide, a count does not unescape a note's own backslashes). Findings
 // are placed in that reading, not in the line's bytes: they are to
 // count, not to cut. buf is reused for the reading.
 func (d *Detector) FindLine(line []byte, buf *[]byte) []Finding {
@@ -179,23 +181,21 @@ func (d *Detector) maskLiterals(line []byte) ([]byte, []string) {
 }
 
 // MaskedLine is a log's line as it is shown written (show --raw, a page's
-// line that is no message) with Default's credentials masked: inside a
-// JSON line's strings as the agent's reader reads them (a name and its
-// value on two lines are one there, and an escape in the raw bytes), then
-// in the line as it is.
+// line that is no message) with Default's credentials masked: inside its
+// JSON strings as the agent's reader reads them (a name and its value on
+// two lines, a value between escaped quotes: in the raw bytes the escapes
+// hide it from the rules), in a JSON line, a line of a JSON file written
+// out on many lines or a line cut short alike; then in the line as it is.
 func MaskedLine(line []byte) []byte {
 	d := Default()
-	out, _ := d.MaskLine(line)
-	if bytes.IndexByte(out, '\\') >= 0 && bytes.IndexByte(out, '"') >= 0 {
-		// The strings of a line that is no JSON alone (a JSON file
-		// written out on many lines, a line cut short), read unescaped.
-		out, _ = d.maskLiterals(out)
+	out := line
+	if bytes.IndexByte(line, '\\') >= 0 && bytes.IndexByte(line, '"') >= 0 {
+		// Without an escape, a string reads as its raw bytes: the pass
+		// below sees what it holds.
+		out, _ = d.maskLiterals(line)
 	}
-	if t := bytes.TrimLeft(line, " \t"); len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == '"') {
-		// What MaskLine read as JSON: its bytes outside the strings too.
-		if m, n := d.Mask(string(out)); n > 0 {
-			return []byte(m)
-		}
+	if m, n := d.Mask(string(out)); n > 0 {
+		return []byte(m)
 	}
 	return out
 }

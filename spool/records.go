@@ -234,7 +234,7 @@ func (s *Spool) HeldLines(ctx context.Context, root *confine.Root, fn func(HeldL
 // SearchHeld is Held for recall (recall.Options.Held): the held messages
 // of root's logs as (log, generation, line, text).
 func (s *Spool) SearchHeld(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error {
-	return s.Held(ctx, root.ID(), func(h HeldLine) error { return fn(h.Path, h.Gen, h.Line, h.Data) })
+	return s.HeldLines(ctx, root, func(h HeldLine) error { return fn(h.Path, h.Gen, h.Line, h.Data) })
 }
 
 // RootKeys lists the roots the spool holds logs of, by key

@@ -11,15 +11,10 @@ import (
 // secrets printed the zero time, 0001-01-01, for every one).
 func TestHeldRecordsAreDated(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newSpool(t)
 	at := time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)
 	s.Now = func() time.Time { return at }
-	root := openRoot(t, dir)
+	root := openRoot(t, t.TempDir())
 	recs := []Record{{Key: 1, Data: []byte(`{"role":"user","content":"hello"}`)}, {Key: 2, Data: []byte(`{"role":"assistant","content":"hi"}`)}}
 	if _, err := s.CaptureRecords(ctx, root.ID(), "agent.db#s1", recs, Options{IsMessage: func([]byte, bool) bool { return true }}); err != nil {
 		t.Fatal(err)

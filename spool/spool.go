@@ -471,13 +471,7 @@ func (g *Gens) HeldLines(ctx context.Context, root *confine.Root, fn func(HeldLi
 // Held is Spool.SearchHeld for one search: nothing asked of a root that
 // holds nothing.
 func (g *Gens) Held(ctx context.Context, root *confine.Root, fn func(rel string, gen, line int64, raw []byte) error) error {
-	g.mu.Lock()
-	holds := g.holds(root.ID())
-	g.mu.Unlock()
-	if !holds {
-		return nil
-	}
-	return g.s.SearchHeld(ctx, root, fn)
+	return g.HeldLines(ctx, root, func(h HeldLine) error { return fn(h.Path, h.Gen, h.Line, h.Data) })
 }
 
 // Gens returns the generations for one search.

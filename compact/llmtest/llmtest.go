@@ -26,6 +26,10 @@ type Step struct {
 	Raw          string        // a raw response body instead of a completion
 	FinishReason string        // default "stop"; "length" for truncated output
 	Tokens       int           // usage.total_tokens, default 100
+
+	// Wait, when set, holds the answer until it is closed (or the client
+	// gives up): a test decides when the call ends, no delay guessed.
+	Wait <-chan struct{}
 }
 
 // Server is the fake endpoint. Its URL plus "/v1" is the base_url.
@@ -120,6 +124,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if st.Hang {
 		<-r.Context().Done()
 		return
+	}
+	if st.Wait != nil {
+		select {
+		case <-st.Wait:
+		case <-r.Context().Done():
+			return
+		}
 	}
 	if st.Delay > 0 {
 		select {
