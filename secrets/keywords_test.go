@@ -50,3 +50,31 @@ func (k *keywords) each(text string, fn func(pos int, word string)) {
 		fn(int(m.pos), k.words[m.word])
 	}
 }
+
+// TestKeywordsSharedClasses: with more distinct bytes in the keywords
+// than a class has room for, those past the 63rd share a class; a place
+// passes more often and every keyword is still found.
+func TestKeywordsSharedClasses(t *testing.T) {
+	var words []string
+	for c := byte('!'); c < '~'-2; c++ {
+		if 'A' <= c && c <= 'Z' {
+			continue
+		}
+		words = append(words, string([]byte{c, c + 1, c + 2}), string([]byte{'q', c}))
+	}
+	k := newKeywords(words)
+	if k.class['}'] != 63 || k.class['|'] != 63 {
+		t.Fatalf("class of '|', '}': got %d, %d, want 63 (shared)", k.class['|'], k.class['}'])
+	}
+	texts := []string{"", "q", "q}", "{|}", "xx{|}yy", "Q!", "abcdefghijklmnopqrstuvwxyz", "|}~ q{ ABC", strings.Repeat("q~x{|", 40)}
+	for _, text := range texts {
+		var got []string
+		k.each(text, func(pos int, w string) { got = append(got, fmt.Sprint(pos, w)) })
+		want := naiveKeywords(words, text)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%q: got %v, want %v", text, got, want)
+		}
+	}
+}
