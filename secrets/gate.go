@@ -2,7 +2,6 @@ package secrets
 
 import (
 	"math"
-	"sort"
 	"strings"
 )
 
@@ -95,26 +94,17 @@ type valueGate struct {
 	letters bool
 }
 
-// mayHoldValue reports whether the window text[w[0]:w[1]] may hold a
-// finding of the generic rule: a name ending at one of ends (sorted)
-// inside it, followed as the expression allows by a value g lets through.
-func mayHoldValue(text string, w [2]int, ends []int, g *valueGate) bool {
+// mayHoldValue reports whether the window text[w[0]:w[1]] of a name
+// ending at ke may hold a finding of the generic rule: the name followed,
+// as the expression allows, by a value g lets through.
+func mayHoldValue(text string, w [2]int, ke int, g *valueGate) bool {
 	win := text[w[0]:w[1]]
 	for _, r := range foldRunes {
 		if strings.Contains(win, r) {
 			return true
 		}
 	}
-	first := sort.SearchInts(ends, w[0])
-	for _, ke := range ends[first:] {
-		if ke > w[1] {
-			break
-		}
-		if valueAfter(win, ke-w[0], g) {
-			return true
-		}
-	}
-	return false
+	return valueAfter(win, ke-w[0], g)
 }
 
 // valueAfter reports whether a value g lets through may start after the

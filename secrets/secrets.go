@@ -317,6 +317,7 @@ func (d *Detector) Find(text string) []Finding {
 	type win struct {
 		rule int
 		w    [2]int
+		ke   int // where its keyword ends
 	}
 	var wins []win
 	folding := 0 // 1: no name in text is spelled with a rune that folds to ASCII, 2: one may be
@@ -339,7 +340,7 @@ func (d *Detector) Find(text string) []Finding {
 			case slices.Contains(whole, ri):
 			case r.near && !d.whole && !folded():
 				if assigned(text, end) { // else a name with no value after it: "the token", "a key"
-					wins = append(wins, win{ri, window(text, start, end)})
+					wins = append(wins, win{ri, window(text, start, end), end})
 				}
 			case !r.windowed || d.whole:
 				whole = append(whole, ri)
@@ -351,7 +352,7 @@ func (d *Detector) Find(text string) []Finding {
 					whole = append(whole, ri)
 				}
 			default:
-				wins = append(wins, win{ri, r.windowAround(text, start, end)})
+				wins = append(wins, win{ri, r.windowAround(text, start, end), end})
 			}
 		}
 	}
@@ -362,17 +363,22 @@ func (d *Detector) Find(text string) []Finding {
 	// Windows by rule, in the order the rules first had one.
 	for len(wins) > 0 {
 		ri := wins[0].rule
+		r := &d.rules[ri]
 		var ws [][2]int
 		rest := wins[:0]
 		for _, w := range wins {
-			if w.rule == ri {
-				ws = append(ws, w.w)
-			} else {
+			switch {
+			case w.rule != ri:
 				rest = append(rest, w)
+			case r.gate == nil || mayHoldValue(text, w.w, w.ke, r.gate):
+				// A gated rule reads only the windows whose name may
+				// have a value after it: merged with the others, a
+				// source file naming a key on every line was one window,
+				// read whole for one name.
+				ws = append(ws, w.w)
 			}
 		}
 		wins = rest
-		r := &d.rules[ri]
 		if !r.near {
 			for _, w := range merge(ws) {
 				if t := text[w[0]:w[1]]; holdsNeeds(t, r.needs) && r.re.MatchString(t) {
@@ -382,20 +388,8 @@ func (d *Detector) Find(text string) []Finding {
 			}
 			continue
 		}
-		var ends []int // of the rule's keywords, for its gate
-		if r.gate != nil {
-			for _, m := range ms {
-				if slices.Contains(d.rulesOf[m.word], ri) {
-					ends = append(ends, int(m.pos)+len(d.kw.words[m.word]))
-				}
-			}
-			sort.Ints(ends)
-		}
 		last := -1
 		for _, w := range merge(ws) {
-			if r.gate != nil && !mayHoldValue(text, w, ends, r.gate) {
-				continue
-			}
 			for _, f := range r.find(text[w[0]:w[1]], w[0], d.global) {
 				if f.Start >= last {
 					out = append(out, f)
