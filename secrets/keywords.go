@@ -170,35 +170,48 @@ func (k *keywords) find(text string, out []kwMatch) []kwMatch {
 		if i, w = k.next(text, i, w); i < 0 {
 			break
 		}
-		a, b := fold(text[i]), fold(text[i+1])
-		if p := uint16(a)<<8 | uint16(b); k.short[p>>6]&(1<<(p&63)) != 0 {
-			if n := len(out); n > 0 && int(out[n-1].pos) > i {
-				sorted = false
-			}
-			out = append(out, kwMatch{int32(i), k.shortOf[p]})
+		out = k.at(text, i, out, &sorted)
+	}
+	return k.last(text, out, n0, sorted)
+}
+
+// at appends the keywords at the place i of text whose three bytes
+// passed: a two-byte keyword starting there, a longer one anchored there.
+// sorted is cleared when one is found before a match already in out.
+func (k *keywords) at(text string, i int, out []kwMatch, sorted *bool) []kwMatch {
+	a, b := fold(text[i]), fold(text[i+1])
+	if p := uint16(a)<<8 | uint16(b); k.short[p>>6]&(1<<(p&63)) != 0 {
+		if n := len(out); n > 0 && int(out[n-1].pos) > i {
+			*sorted = false
 		}
-		h := hash3(a, b, fold(text[i+2]))
-		if k.head[h] == 0 {
+		out = append(out, kwMatch{int32(i), k.shortOf[p]})
+	}
+	h := hash3(a, b, fold(text[i+2]))
+	if k.head[h] == 0 {
+		return out
+	}
+words:
+	for _, an := range k.lists[k.head[h]-1] {
+		w, start := k.words[an.word], i-int(an.off)
+		if start < 0 || start+len(w) > len(text) {
 			continue
 		}
-	words:
-		for _, an := range k.lists[k.head[h]-1] {
-			w, start := k.words[an.word], i-int(an.off)
-			if start < 0 || start+len(w) > len(text) {
-				continue
+		for j := 0; j < len(w); j++ {
+			if fold(text[start+j]) != w[j] {
+				continue words
 			}
-			for j := 0; j < len(w); j++ {
-				if fold(text[start+j]) != w[j] {
-					continue words
-				}
-			}
-			if n := len(out); n > 0 && int(out[n-1].pos) > start {
-				sorted = false
-			}
-			out = append(out, kwMatch{int32(start), an.word})
 		}
+		if n := len(out); n > 0 && int(out[n-1].pos) > start {
+			*sorted = false
+		}
+		out = append(out, kwMatch{int32(start), an.word})
 	}
-	// The last place: a two-byte keyword alone.
+	return out
+}
+
+// last appends a two-byte keyword that the last two bytes of text are,
+// and sorts what find appended from n0 on when it is not in order.
+func (k *keywords) last(text string, out []kwMatch, n0 int, sorted bool) []kwMatch {
 	a, b := fold(text[len(text)-2]), fold(text[len(text)-1])
 	if p := uint16(a)<<8 | uint16(b); k.short[p>>6]&(1<<(p&63)) != 0 {
 		out = append(out, kwMatch{int32(len(text) - 2), k.shortOf[p]})
