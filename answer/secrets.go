@@ -6,8 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
 	"sort"
 	"strings"
+	"syscall"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
@@ -132,5 +137,108 @@ func readBounded(rd *bufio.Reader, max int, buf *[]byte) ([]byte, error) {
 			return line, nil
 		}
 		return line, err
+	}
+}
+
+// FileCount is a count of one file's credentials by kind, and where it
+// stopped: the next count of the file reads only what was appended (an
+// agent's session grows by lines; reading it whole at every hourly count
+// cost as much as the file's size).
+type FileCount struct {
+	Dev, Ino uint64
+	// End is where the last complete line read ends; Sum is a hash of
+	// the (up to) 256 bytes before it, which a file rewritten since
+	// shows there.
+	End int64
+	Sum uint64
+	// Kinds counts the credentials of the lines before End; Partial
+	// those of what follows it, a line not ended yet (counted again
+	// with what completes it).
+	Kinds   map[string]int
+	Partial map[string]int
+}
+
+// CountSecretsInFile counts the credentials of a file by kind. When the
+// file is prev's, grown (its device and inode, at least prev.End bytes,
+// the same bytes before prev.End), only what follows prev.End is read;
+// read is how many bytes were.
+func CountSecretsInFile(ctx context.Context, d *secrets.Detector, root *confine.Root, rel string, prev FileCount) (c FileCount, read int64, err error) {
+	f, fi, err := root.OpenRead(rel)
+	if err != nil {
+		return FileCount{}, 0, err
+	}
+	defer f.Close()
+	c = FileCount{Kinds: map[string]int{}, Partial: map[string]int{}}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		c.Dev, c.Ino = uint64(st.Dev), uint64(st.Ino)
+	}
+	if prev.Ino != 0 && prev.Dev == c.Dev && prev.Ino == c.Ino && prev.End > 0 && fi.Size() >= prev.End {
+		if sum, err := sumBefore(f, prev.End); err == nil && sum == prev.Sum {
+			c.End = prev.End
+			maps.Copy(c.Kinds, prev.Kinds)
+		}
+	}
+	if _, err := f.Seek(c.End, io.SeekStart); err != nil {
+		return FileCount{}, 0, fmt.Errorf("count the credentials of %s: %w", rel, err)
+	}
+	rd := bufio.NewReaderSize(f, int(min(64<<10, max(4096, fi.Size()-c.End+1))))
+	var buf, scratch []byte
+	for ctx.Err() == nil {
+		line, n, complete, err := readCounted(rd, maxSecretLine, &buf)
+		read += n
+		into := c.Partial
+		if complete {
+			into = c.Kinds
+			c.End += n
+		}
+		if len(line) > 0 {
+			for _, fd := range d.FindLine(line, &scratch) {
+				into[fd.Rule]++
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return FileCount{}, read, err
+	}
+	if c.Sum, err = sumBefore(f, c.End); err != nil {
+		return FileCount{}, read, fmt.Errorf("count the credentials of %s: %w", rel, err)
+	}
+	return c, read, nil
+}
+
+// sumBefore hashes the (up to) 256 bytes of f before end.
+func sumBefore(f *os.File, end int64) (uint64, error) {
+	var b [256]byte
+	from := max(0, end-int64(len(b)))
+	n, err := f.ReadAt(b[:end-from], from)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(n) == end-from) {
+		return 0, err
+	}
+	return xxhash.Sum64(b[:n]), nil
+}
+
+// readCounted reads a line as readBounded does, and says how many bytes
+// of the file it took and whether it ended in a newline.
+func readCounted(rd *bufio.Reader, max int, buf *[]byte) (line []byte, n int64, complete bool, err error) {
+	chunk, err := rd.ReadSlice('\n')
+	n = int64(len(chunk))
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return chunk[:min(len(chunk), max)], n, err == nil, err
+	}
+	line = append((*buf)[:0], chunk[:min(len(chunk), max)]...)
+	defer func() { *buf = line[:0] }()
+	for {
+		chunk, err = rd.ReadSlice('\n')
+		n += int64(len(chunk))
+		if len(line) < max {
+			line = append(line, chunk[:min(len(chunk), max-len(line))]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return line, n, err == nil, err
 	}
 }

@@ -34,10 +34,13 @@ type secretTally struct {
 	at    time.Time
 }
 
+// fileSecrets is a file's count, and its size and time when counted: a
+// file unchanged since is not read; one grown is read from where the
+// count stopped (answer.FileCount).
 type fileSecrets struct {
 	size  int64
 	mtime time.Time
-	kinds map[string]int
+	answer.FileCount
 }
 
 type heldSecrets struct {
@@ -70,6 +73,13 @@ type savedFile struct {
 	Size  int64          `json:"size"`
 	Mtime time.Time      `json:"mtime"`
 	Kinds map[string]int `json:"kinds"`
+	// Where the count stopped (a tally saved without them counts each
+	// file whole once more).
+	Dev     uint64         `json:"dev,omitempty"`
+	Ino     uint64         `json:"ino,omitempty"`
+	End     int64          `json:"end,omitempty"`
+	Sum     uint64         `json:"sum,omitempty"`
+	Partial map[string]int `json:"partial,omitempty"`
 }
 
 type savedHeld struct {
@@ -102,7 +112,10 @@ func (t *secretTally) load(path string) error {
 		if f.Kinds == nil {
 			f.Kinds = map[string]int{}
 		}
-		t.files[k] = fileSecrets{size: f.Size, mtime: f.Mtime, kinds: f.Kinds}
+		if f.Partial == nil {
+			f.Partial = map[string]int{}
+		}
+		t.files[k] = fileSecrets{size: f.Size, mtime: f.Mtime, FileCount: answer.FileCount{Dev: f.Dev, Ino: f.Ino, End: f.End, Sum: f.Sum, Kinds: f.Kinds, Partial: f.Partial}}
 	}
 	for k, h := range saved.Held {
 		if h.Kinds == nil {
@@ -120,7 +133,7 @@ func (t *secretTally) save(path string) error {
 	t.mu.Lock()
 	saved := savedTally{Version: 1, At: t.at, Files: make(map[string]savedFile, len(t.files)), Held: make(map[string]savedHeld, len(t.held))}
 	for k, f := range t.files {
-		saved.Files[k] = savedFile{Size: f.size, Mtime: f.mtime, Kinds: f.kinds}
+		saved.Files[k] = savedFile{Size: f.size, Mtime: f.mtime, Kinds: f.Kinds, Dev: f.Dev, Ino: f.Ino, End: f.End, Sum: f.Sum, Partial: f.Partial}
 	}
 	for k, h := range t.held {
 		saved.Held[k] = savedHeld{Stamp: h.stamp, Kinds: h.kinds}
@@ -188,12 +201,17 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 				if ok && old.size == fi.Size() && old.mtime.Equal(fi.ModTime()) {
 					continue
 				}
-				read++
-				bytes += fi.Size()
-				fs := fileSecrets{size: fi.Size(), mtime: fi.ModTime(), kinds: map[string]int{}}
-				for _, f := range answer.SecretsInFile(ctx, det, root, rel) {
-					fs.kinds[f.Kind]++
+				c, n, err := answer.CountSecretsInFile(ctx, det, root, rel, old.FileCount)
+				if ctx.Err() != nil {
+					root.Close()
+					return
 				}
+				if err != nil { // gone since the listing, or unreadable: none counted
+					c = answer.FileCount{Kinds: map[string]int{}}
+				}
+				read++
+				bytes += n
+				fs := fileSecrets{size: fi.Size(), mtime: fi.ModTime(), FileCount: c}
 				t.mu.Lock()
 				t.files[key] = fs
 				t.mu.Unlock()
@@ -278,9 +296,11 @@ func (t *secretTally) status(reach func(root string) bool) *control.SecretsStatu
 		if !reach(root) {
 			continue
 		}
-		for k, n := range fs.kinds {
-			st.Kinds[k] += n
-			st.Found += n
+		for _, kinds := range []map[string]int{fs.Kinds, fs.Partial} {
+			for k, n := range kinds {
+				st.Kinds[k] += n
+				st.Found += n
+			}
 		}
 	}
 	for root, hs := range t.held {

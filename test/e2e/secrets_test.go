@@ -254,6 +254,62 @@ func TestStatusCountsSecrets(t *testing.T) {
 	}
 }
 
+// TestCountReadsWhatWasAppended: the daemon's count of credentials reads
+// a session once; at the next start, after the agent appended a turn
+// holding one more, it reads only that turn and counts one more.
+func TestCountReadsWhatWasAppended(t *testing.T) {
+	t.Parallel()
+	home, _, root := claudeHome(t)
+	catEnv(root)
+	session := filepath.Join(root, "7d3a-env.jsonl")
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	state := filepath.Join(home, "state")
+	found := func() int {
+		out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", state).Output()
+		var st control.Status
+		if err != nil || json.Unmarshal(out, &st) != nil || st.Secrets == nil {
+			t.Fatalf("status: %v\n%s", err, out)
+		}
+		return st.Secrets.Found
+	}
+	// bytesRead waits for the count's log line and says what it read.
+	bytesRead := func(p *proc) int64 {
+		l := p.waitLog("counted the credentials in the agents' memory", 30*time.Second)
+		n, _ := l["bytes"].(float64)
+		return int64(n)
+	}
+
+	p := start(t, "--policy", pol, "--state-dir", state)
+	fi, _ := os.Stat(session)
+	if got := bytesRead(p); got < fi.Size() {
+		t.Errorf("first count read %d bytes, want the whole session's %d at least", got, fi.Size())
+	}
+	before := found()
+	if err := p.stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	turn, _ := json.Marshal(map[string]any{"type": "assistant", "message": map[string]any{"role": "assistant", "content": []map[string]any{{"type": "text", "text": "Set it: export OPENAI_KEY=sk-proj-Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxT3BlbkFJXk3Rv9QmZ2Tn8Wb5Yc4J"}}}})
+	turn = append(turn, '\n')
+	f, err := os.OpenFile(session, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(turn)
+	f.Close()
+
+	p = start(t, "--policy", pol, "--state-dir", state)
+	if got, want := bytesRead(p), int64(len(turn)); got != want {
+		t.Errorf("the count after a turn appended read %d bytes, want the turn's %d", got, want)
+	}
+	if got := found(); got != before+1 {
+		t.Errorf("status counts %d credentials, want %d (one more)", got, before+1)
+	}
+}
+
 // catEnv writes a Claude Code session whose tool result is a .env holding
 // every credential of credentials, as 7d3a-env.jsonl in root.
 func catEnv(root string) {
