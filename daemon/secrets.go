@@ -19,6 +19,7 @@ import (
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/secrets"
+	"github.com/memwatch/memwatch/spool"
 )
 
 // secretTally is what the daemon knows of the credentials in the agents'
@@ -45,6 +46,15 @@ type fileSecrets struct {
 
 type heldSecrets struct {
 	stamp string // the root's logs as the spool knew them (Logs)
+	kinds map[string]int
+	// logs are the counts of each log's held lines, by its id: when the
+	// root's stamp changes (a line captured in any of its logs), only
+	// the logs whose own stamp changed are read for credentials again.
+	logs map[int64]heldLog
+}
+
+type heldLog struct {
+	stamp string // the log's generation, last sequence and whether it is gone
 	kinds map[string]int
 }
 
@@ -83,6 +93,12 @@ type savedFile struct {
 }
 
 type savedHeld struct {
+	Stamp string                 `json:"stamp"`
+	Kinds map[string]int         `json:"kinds"`
+	Logs  map[int64]savedHeldLog `json:"logs,omitempty"`
+}
+
+type savedHeldLog struct {
 	Stamp string         `json:"stamp"`
 	Kinds map[string]int `json:"kinds"`
 }
@@ -121,7 +137,14 @@ func (t *secretTally) load(path string) error {
 		if h.Kinds == nil {
 			h.Kinds = map[string]int{}
 		}
-		t.held[k] = heldSecrets{stamp: h.Stamp, kinds: h.Kinds}
+		logs := map[int64]heldLog{}
+		for id, l := range h.Logs {
+			if l.Kinds == nil {
+				l.Kinds = map[string]int{}
+			}
+			logs[id] = heldLog{stamp: l.Stamp, kinds: l.Kinds}
+		}
+		t.held[k] = heldSecrets{stamp: h.Stamp, kinds: h.Kinds, logs: logs}
 	}
 	t.at = saved.At
 	return nil
@@ -136,7 +159,11 @@ func (t *secretTally) save(path string) error {
 		saved.Files[k] = savedFile{Size: f.size, Mtime: f.mtime, Kinds: f.Kinds, Dev: f.Dev, Ino: f.Ino, End: f.End, Sum: f.Sum, Partial: f.Partial}
 	}
 	for k, h := range t.held {
-		saved.Held[k] = savedHeld{Stamp: h.stamp, Kinds: h.kinds}
+		logs := make(map[int64]savedHeldLog, len(h.logs))
+		for id, l := range h.logs {
+			logs[id] = savedHeldLog{Stamp: l.stamp, Kinds: l.kinds}
+		}
+		saved.Held[k] = savedHeld{Stamp: h.stamp, Kinds: h.kinds, Logs: logs}
 	}
 	data, err := json.Marshal(saved)
 	t.mu.Unlock()
@@ -166,7 +193,7 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 	t := d.secrets
 	det := secrets.Default()
 	start, cpuStart := time.Now(), cpuSeconds()
-	var read, heldCounted int
+	var read, heldCounted, heldRead int
 	var bytes int64
 	seen := map[string]bool{}
 	// One query says which roots hold anything beyond their live files:
@@ -220,15 +247,44 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 				t.mu.Lock()
 				delete(t.held, root.Path())
 				t.mu.Unlock()
-			} else if stamp := d.heldStamp(ctx, root); stamp != "" {
+			} else if stamp, logs := d.heldStamp(ctx, root); stamp != "" {
 				t.mu.Lock()
 				old := t.held[root.Path()]
 				t.mu.Unlock()
 				if old.stamp != stamp {
 					heldCounted++
-					hs := heldSecrets{stamp: stamp, kinds: map[string]int{}}
-					for _, f := range answer.SecretsHeld(ctx, det, root, gens.HeldLines) {
-						hs.kinds[f.Kind]++
+					hs := heldSecrets{stamp: stamp, kinds: map[string]int{}, logs: map[int64]heldLog{}}
+					kept := map[int64]bool{}
+					var buf []byte
+					gens.HeldLines(ctx, root, func(h spool.HeldLine) error {
+						if kept[h.Log] {
+							return nil
+						}
+						l, ok := hs.logs[h.Log]
+						if !ok {
+							if o, counted := old.logs[h.Log]; counted && o.stamp == logs[h.Log] {
+								// Unchanged since it was counted: its held
+								// lines are the ones counted then.
+								hs.logs[h.Log], kept[h.Log] = o, true
+								return nil
+							}
+							l = heldLog{stamp: logs[h.Log], kinds: map[string]int{}}
+							hs.logs[h.Log] = l
+						}
+						heldRead++
+						for _, f := range det.FindLine(h.Data, &buf) {
+							l.kinds[f.Rule]++
+						}
+						return ctx.Err()
+					})
+					if ctx.Err() != nil {
+						root.Close()
+						return
+					}
+					for _, l := range hs.logs {
+						for k, n := range l.kinds {
+							hs.kinds[k] += n
+						}
 					}
 					t.mu.Lock()
 					t.held[root.Path()] = hs
@@ -262,25 +318,28 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 	// Said at info when it read something: what finding credentials
 	// costs beside the catch-up (make bench compares the two).
 	log := d.log.Debug
-	if read > 0 {
+	if read > 0 || heldRead > 0 {
 		log = d.log.Info
 	}
-	log("counted the credentials in the agents' memory", "files_read", read, "bytes", bytes,
+	log("counted the credentials in the agents' memory", "files_read", read, "bytes", bytes, "held_lines_read", heldRead,
 		"took", time.Since(start).Round(time.Millisecond).String(), "cpu_seconds", fmt.Sprintf("%.2f", cpuSeconds()-cpuStart))
 }
 
 // heldStamp sums up a root's logs in the spool (their ids, sequence
-// numbers and whether they are gone): it changes when its held lines may.
-func (d *Daemon) heldStamp(ctx context.Context, root *confine.Root) string {
+// numbers, generations and whether they are gone): it changes when its
+// held lines may; and each log's part of it, by id.
+func (d *Daemon) heldStamp(ctx context.Context, root *confine.Root) (string, map[int64]string) {
 	logs, err := d.spool.Logs(ctx, root.ID())
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	var b strings.Builder
+	each := make(map[int64]string, len(logs))
 	for _, l := range logs {
-		fmt.Fprintf(&b, "%d:%d:%d:%t;", l.ID, l.Seq, l.Gen, l.Missing)
+		each[l.ID] = fmt.Sprintf("%d:%d:%t", l.Seq, l.Gen, l.Missing)
+		fmt.Fprintf(&b, "%d:%s;", l.ID, each[l.ID])
 	}
-	return b.String()
+	return b.String(), each
 }
 
 // status sums the counts of the roots reach says the caller may see.

@@ -117,6 +117,7 @@ func (s *Spool) CaptureRecords(ctx context.Context, root confine.ID, rel string,
 // the agent has since trimmed, cleared or deleted from its log, or a record
 // of a database transcript.
 type HeldLine struct {
+	Log       int64  // the log's id (Log.ID)
 	Path      string // the log, relative to the root
 	Gen, Line int64  // where it was captured (the citation: Path@Gen#L<Line>)
 	Data      []byte
@@ -145,7 +146,7 @@ func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) err
 			rows.Close()
 			return err
 		}
-		h.Time = time.Unix(0, at)
+		h.Time, h.Log = time.Unix(0, at), log
 		if h.Data, err = s.text(ctx, log, seq, pack, h.Data); err != nil {
 			rows.Close()
 			return err
@@ -214,7 +215,7 @@ func (s *Spool) eachHeld(ctx context.Context, path, q string, args []any, fn fun
 		if err := rows.Scan(&h.Gen, &h.Line, &h.Data, &log, &seq, &pack, &at); err != nil {
 			return err
 		}
-		h.Time = time.Unix(0, at)
+		h.Time, h.Log = time.Unix(0, at), log
 		var err error
 		if h.Data, err = s.text(ctx, log, seq, pack, h.Data); err != nil {
 			return err

@@ -310,6 +310,62 @@ func TestCountReadsWhatWasAppended(t *testing.T) {
 	}
 }
 
+// TestCountKeepsHeldCounts: a session the agent deleted is counted from
+// the spool once; later counts, after the agent wrote to another session
+// of the project, read none of its lines again and still count it.
+func TestCountKeepsHeldCounts(t *testing.T) {
+	t.Parallel()
+	home, _, root := claudeHome(t)
+	catEnv(root)
+	other := filepath.Join(root, "9b1e-work.jsonl")
+	turn := func(text string) []byte {
+		b, _ := json.Marshal(map[string]any{"type": "assistant", "message": map[string]any{"role": "assistant", "content": []map[string]any{{"type": "text", "text": text}}}})
+		return append(b, '\n')
+	}
+	os.WriteFile(other, turn("nothing secret here"), 0o644)
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	state := filepath.Join(home, "state")
+	found := func() int {
+		out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", state).Output()
+		var st control.Status
+		if err != nil || json.Unmarshal(out, &st) != nil || st.Secrets == nil {
+			t.Fatalf("status: %v\n%s", err, out)
+		}
+		return st.Secrets.Found
+	}
+	heldRead := func(p *proc) int {
+		l := p.waitLog("counted the credentials in the agents' memory", 30*time.Second)
+		n, _ := l["held_lines_read"].(float64)
+		return int(n)
+	}
+	run := func(change func()) (held, n int) {
+		change()
+		p := start(t, "--policy", pol, "--state-dir", state)
+		held, n = heldRead(p), found()
+		if err := p.stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return held, n
+	}
+
+	_, all := run(func() {})
+	held, n := run(func() { os.Remove(filepath.Join(root, "7d3a-env.jsonl")) })
+	if held == 0 || n != all {
+		t.Errorf("after the session was deleted: %d held lines read, %d credentials counted; want some read, %d counted", held, n, all)
+	}
+	held, n = run(func() {
+		f, _ := os.OpenFile(other, os.O_APPEND|os.O_WRONLY, 0)
+		f.Write(turn("still nothing"))
+		f.Close()
+	})
+	if held != 0 || n != all {
+		t.Errorf("after another session grew: %d held lines read, %d credentials counted; want none read, %d counted", held, n, all)
+	}
+}
+
 // catEnv writes a Claude Code session whose tool result is a .env holding
 // every credential of credentials, as 7d3a-env.jsonl in root.
 func catEnv(root string) {
