@@ -255,6 +255,15 @@ func (x *Recaller) Resolve(ctx context.Context, req control.RecallRequest) (root
 		if w.Files != nil {
 			r.Listed = listed(w.Files, srcs)
 		}
+		if w.Records != nil {
+			r.Records = map[string]bool{}
+			for _, rel := range w.Records {
+				r.Records[rel] = true
+			}
+			for _, rel := range w.Files {
+				r.Records[rel] = true // a project's log gone from the root
+			}
+		}
 		roots = append(roots, r)
 	}
 	if len(roots) == 0 && len(want) > 0 && refused > 0 {
@@ -266,7 +275,7 @@ func (x *Recaller) Resolve(ctx context.Context, req control.RecallRequest) (root
 // listed are a project's files of a shared root, each with the source
 // that searches it.
 func listed(files []string, srcs []recall.Source) []recall.Listed {
-	var out []recall.Listed
+	out := []recall.Listed{} // none: no file of the root is searched
 	for _, f := range files {
 		for i, s := range srcs {
 			if s.Kind != recall.Records && confine.Match(s.Glob, s.Exclude, f) {

@@ -428,7 +428,7 @@ func (r *ranker) addHeld() error {
 					break
 				}
 			}
-			if i < 0 || !root.holds(name) {
+			if i < 0 || !root.holds(name) || !root.holdsHeld(rel) {
 				return nil
 			}
 			key := rel + "\x00" + strconv.FormatInt(gen, 10)

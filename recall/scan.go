@@ -63,6 +63,15 @@ type Root struct {
 	// Under, when set, keeps the search to the files under this directory
 	// of the root (recall --dir ROOT/sessions/2026/11), held lines too.
 	Under string
+	// Records, when not nil, are the only held logs searched in this
+	// root (a project's conversations of a database, DB#ID, and its
+	// files gone from the root), the others left out.
+	Records map[string]bool
+}
+
+// holdsHeld reports whether the held log rel is searched (Records).
+func (r Root) holdsHeld(rel string) bool {
+	return r.Records == nil || r.Records[rel]
 }
 
 // holds reports whether rel is one of the files r is searched for.
@@ -1390,7 +1399,7 @@ func (s *searcher) searchHeld() error {
 		err := s.o.Held(s.ctx, r.Root, func(rel string, gen, line int64, raw []byte) error {
 			name, _, _ := strings.Cut(rel, "#") // a database's conversation: DB#ID
 			i := slices.IndexFunc(srcs, func(src Source) bool { return src.holds(name) })
-			if i < 0 || !r.holds(name) {
+			if i < 0 || !r.holds(name) || !r.holdsHeld(rel) {
 				return nil
 			}
 			f := file{root: r, rel: rel, src: &held[i], gen: gen}

@@ -9,15 +9,18 @@
 //     ~/.claude/projects/<the directory, / as ->, Pi's
 //     sessions/--<directory>--/, Gemini CLI's tmp/<sha256 of it>/, Codex's
 //     rollouts whose session_meta names it as their cwd, a project's own
-//     .crush, ...);
+//     .crush, opencode's and Kilo Code's conversations whose row in their
+//     database names it as their directory, ...);
 //   - anywhere else: every root (the caller then keeps those it reaches).
 //
-// It reads only names, and for Codex the first line of each rollout, of
-// roots it is given, opened by the caller as the roots' owner.
+// It reads only names, for Codex the first line of each rollout, and
+// for a database of transcripts its sessions' directories, of roots it
+// is given, opened by the caller as the roots' owner.
 package scope
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -36,6 +39,8 @@ import (
 	"github.com/memwatch/memwatch/layout/registry"
 	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/recall"
+	"github.com/memwatch/memwatch/spool"
+	"github.com/memwatch/memwatch/transcripts"
 )
 
 // Candidate is a root of the policy, as its store knows it.
@@ -51,6 +56,10 @@ type Root struct {
 	// project's (relative to the root): the root holds several projects'
 	// sessions (Codex's ~/.codex, Gemini CLI's ~/.gemini).
 	Files []string
+	// Records, when not nil, are the root's only conversations of a
+	// database that are the project's (spool.RecordLog: DB#ID): those
+	// that ran in it (opencode's ~/.local/share/opencode/opencode.db).
+	Records []string
 	// Why says how it belongs to the project ("" for a root the directory
 	// is in, or every root).
 	Why string
@@ -79,7 +88,12 @@ func (s Scope) String() string {
 		var parts []string
 		for _, r := range s.Roots {
 			p := r.ID.Path
-			if r.Files != nil {
+			switch {
+			case r.Records != nil && len(r.Files) == 0:
+				p = fmt.Sprintf("%d conversation(s) of %s", len(r.Records), r.ID.Path)
+			case r.Records != nil:
+				p = fmt.Sprintf("%d file(s) and %d conversation(s) of %s", len(r.Files), len(r.Records), r.ID.Path)
+			case r.Files != nil:
 				p = fmt.Sprintf("%d file(s) of %s", len(r.Files), r.ID.Path)
 			}
 			parts = append(parts, fmt.Sprintf("%s (%s)", p, r.Store.Name))
@@ -141,7 +155,17 @@ func Of(cands []Candidate, dir string, open Opener, cache *Cache) Scope {
 		case encs[base] != "":
 			found[encs[base]] = append(found[encs[base]], Root{Candidate: c, Why: whys[base]})
 		default:
-			for d, r := range cache.projectFiles(c, anc, open) {
+			files := cache.projectFiles(c, anc, open)
+			for d, r := range cache.projectRecords(c, anc, open) {
+				if files == nil {
+					files = map[string]Root{}
+				}
+				if f, ok := files[d]; ok {
+					r.Files, r.Why = f.Files, f.Why+", "+r.Why
+				}
+				files[d] = r
+			}
+			for d, r := range files {
 				found[d] = append(found[d], r)
 			}
 		}
@@ -256,6 +280,97 @@ func (cache *Cache) projectFiles(c Candidate, dirs []string, open Opener) map[st
 	return out
 }
 
+// projectRecords lists the conversations of a root's transcript
+// databases (its store's sources of records) that ran in one of dirs,
+// by that directory, each root with no file of its own (Files empty):
+// the database is the only place the agent keeps which project a
+// conversation was of. The database is read as the root's owner, the
+// way the layout reads it.
+func (cache *Cache) projectRecords(c Candidate, dirs []string, open Opener) map[string]Root {
+	srcs, _ := registry.SearchSources(c.Store)
+	var globs []string
+	for _, src := range srcs {
+		if src.Kind == recall.Records && strings.HasSuffix(src.Glob, ".db") {
+			globs = append(globs, src.Glob)
+		}
+	}
+	if len(globs) == 0 || open == nil {
+		return nil
+	}
+	root, err := open(c)
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	out := map[string]Root{}
+	for _, glob := range globs {
+		sc, err := root.GlobScan(glob, "")
+		if err != nil {
+			continue
+		}
+		rels, _ := sc.Next(16)
+		sc.Close()
+		for _, rel := range rels {
+			for d, ids := range cache.sessionsIn(root, rel, dirs) {
+				r := out[d]
+				r.Candidate, r.Why = c, "conversations that ran in the project"
+				if r.Files == nil {
+					r.Files = []string{}
+				}
+				for _, id := range ids {
+					r.Records = append(r.Records, spool.RecordLog(rel, id))
+				}
+				out[d] = r
+			}
+		}
+	}
+	return out
+}
+
+// sessionsIn is transcripts.ProjectSessions of the database rel of root,
+// read as its owner, remembered while the database and its log keep
+// their size and time (a conversation started since is in it).
+func (c *Cache) sessionsIn(root *confine.Root, rel string, dirs []string) map[string][]string {
+	var stamp strings.Builder
+	for _, f := range []string{rel, rel + "-wal"} {
+		if fi, err := root.Stat(f); err == nil {
+			fmt.Fprintf(&stamp, "%d:%d;", fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	key := root.ID().Key() + "\x00" + rel + "\x00" + stamp.String() + "\x00" + strings.Join(dirs, "\x00")
+	if c != nil {
+		c.mu.Lock()
+		m, ok := c.sessions[key]
+		c.mu.Unlock()
+		if ok {
+			return m
+		}
+	}
+	var m map[string][]string
+	_ = root.Do(func() error {
+		path, err := root.RealPath(rel)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		m, err = transcripts.ProjectSessions(ctx, path, dirs)
+		return err
+	})
+	if c != nil {
+		c.mu.Lock()
+		if c.sessions == nil || len(c.sessions) >= maxSessionSets {
+			c.sessions = map[string]map[string][]string{}
+		}
+		c.sessions[key] = m
+		c.mu.Unlock()
+	}
+	return m
+}
+
+// maxSessionSets bounds the answers of sessionsIn a Cache remembers.
+const maxSessionSets = 256
+
 // underNamed is the directory rel is filed under by name (encs: an
 // encoded name to the directory it names), and why ("": none).
 func underNamed(rel string, encs, whys map[string]string) (string, string) {
@@ -300,9 +415,10 @@ func (c *Cache) cwdOf(root *confine.Root, rel string) string {
 // does not change), so a daemon asked many times reads each once. Safe
 // for concurrent use; a nil Cache remembers nothing.
 type Cache struct {
-	mu    sync.Mutex
-	m     map[string]string
-	names map[string]named // Name's answers, by root
+	mu       sync.Mutex
+	m        map[string]string
+	names    map[string]named               // Name's answers, by root
+	sessions map[string]map[string][]string // sessionsIn's, by database, stamp and directories
 }
 
 // named is a root's Name and when it was found.

@@ -31,7 +31,7 @@ var openCode = &Format{Name: "opencode", Table: "part", Sessions: openCodeSessio
 func openCodeSessions(ctx context.Context, db *sql.DB) ([]Session, error) {
 	// A sub-agent's session (a task the agent delegated) is the agent
 	// talking to itself: its result is in the parent's tool output.
-	return childSessions(ctx, db, `SELECT id, coalesce(parent_id, '') FROM session ORDER BY id`)
+	return childSessions(ctx, db, `SELECT id, coalesce(parent_id, ''), coalesce(directory, '') FROM session ORDER BY id`)
 }
 
 // ocMessage is one message of a session, with its parts' data.

@@ -43,26 +43,69 @@ type Session struct {
 	// Internal sessions are the agent's own (scheduled jobs, dreaming):
 	// not conversations of the user's; they are left out.
 	Internal bool
+	// Dir is the directory the conversation ran in, when the agent
+	// keeps it (opencode's session.directory): its project.
+	Dir string
 }
 
 // childSessions lists the sessions query returns as (id, parent id)
 // rows: a session with a parent is one the agent started for itself, so
 // Internal.
+// A third column, when the query has one, is the session's directory.
 func childSessions(ctx context.Context, db *sql.DB, query string) ([]Session, error) {
 	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
 	var out []Session
 	for rows.Next() {
-		var id, parent string
-		if err := rows.Scan(&id, &parent); err != nil {
+		var s Session
+		var parent string
+		dest := []any{&s.ID, &parent, &s.Dir}
+		if err := rows.Scan(dest[:len(cols)]...); err != nil {
 			return nil, err
 		}
-		out = append(out, Session{ID: id, Internal: parent != ""})
+		s.Internal = parent != ""
+		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// ProjectSessions lists the conversations of the database at path (as
+// Open takes it) that ran in one of dirs, by that directory: a project's
+// own conversations, for a request made from it. A database of no format
+// memwatch reads, or whose agent keeps no directory, has none.
+func ProjectSessions(ctx context.Context, path string, dirs []string) (map[string][]string, error) {
+	db, err := Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	f, err := Detect(ctx, db)
+	if err != nil || f == nil {
+		return nil, err
+	}
+	sessions, err := f.Sessions(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	want := map[string]bool{}
+	for _, d := range dirs {
+		want[d] = true
+	}
+	out := map[string][]string{}
+	for _, s := range sessions {
+		if !s.Internal && s.Dir != "" && want[filepath.Clean(s.Dir)] {
+			d := filepath.Clean(s.Dir)
+			out[d] = append(out[d], s.ID)
+		}
+	}
+	return out, nil
 }
 
 // Format is one agent's transcript database.
