@@ -256,7 +256,7 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 					hs := heldSecrets{stamp: stamp, kinds: map[string]int{}, logs: map[int64]heldLog{}}
 					kept := map[int64]bool{}
 					var buf []byte
-					gens.HeldLines(ctx, root, func(h spool.HeldLine) error {
+					err := gens.HeldLines(ctx, root, func(h spool.HeldLine) error {
 						if kept[h.Log] {
 							return nil
 						}
@@ -280,6 +280,12 @@ func (d *Daemon) tallySecrets(ctx context.Context) {
 					if ctx.Err() != nil {
 						root.Close()
 						return
+					}
+					if err != nil {
+						// Counted again at the next pass, the old count kept.
+						d.log.Warn("the spool's lines of a root were not read for credentials", "root", root.Path(), "err", err)
+						root.Close()
+						continue
 					}
 					for _, l := range hs.logs {
 						for k, n := range l.kinds {
