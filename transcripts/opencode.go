@@ -31,6 +31,16 @@ var openCode = &Format{Name: "opencode", Table: "part", Sessions: openCodeSessio
 func openCodeSessions(ctx context.Context, db *sql.DB) ([]Session, error) {
 	// A sub-agent's session (a task the agent delegated) is the agent
 	// talking to itself: its result is in the parent's tool output.
+	// Each session's directory, where its table has one (a database of
+	// an older schema, or a fork's, may not: its sessions are read
+	// without it).
+	dir, err := hasColumn(ctx, db, "session", "directory")
+	if err != nil {
+		return nil, err
+	}
+	if !dir {
+		return childSessions(ctx, db, `SELECT id, coalesce(parent_id, '') FROM session ORDER BY id`)
+	}
 	return childSessions(ctx, db, `SELECT id, coalesce(parent_id, ''), coalesce(directory, '') FROM session ORDER BY id`)
 }
 

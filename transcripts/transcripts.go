@@ -76,6 +76,13 @@ func childSessions(ctx context.Context, db *sql.DB, query string) ([]Session, er
 	return out, rows.Err()
 }
 
+// hasColumn reports whether table has column.
+func hasColumn(ctx context.Context, db *sql.DB, table, column string) (bool, error) {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name=?`, table, column).Scan(&n)
+	return n > 0, err
+}
+
 // ProjectSessions lists the conversations of the database at path (as
 // Open takes it) that ran in one of dirs, by that directory: a project's
 // own conversations, for a request made from it. A database of no format

@@ -428,3 +428,41 @@ func FuzzClineDocument(f *testing.F) {
 		}
 	})
 }
+
+// TestProjectSessions: opencode's sessions are listed by the directory
+// they ran in; a database whose session table has no directory (an
+// older schema) is read all the same, and has no project's sessions.
+func TestProjectSessions(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, schema string
+		want         map[string][]string
+	}{
+		{"with directories", `CREATE TABLE session(id TEXT, parent_id TEXT, directory TEXT);
+			INSERT INTO session VALUES('ses_1', NULL, '/src/billing'), ('ses_2', NULL, '/src/ledger/'), ('ses_3', 'ses_1', '/src/billing'), ('ses_4', NULL, '/src/billing')`,
+			map[string][]string{"/src/billing": {"ses_1", "ses_4"}, "/src/ledger": {"ses_2"}}},
+		{"an older schema", `CREATE TABLE session(id TEXT, parent_id TEXT); INSERT INTO session VALUES('ses_1', NULL)`, map[string][]string{}},
+	} {
+		path := filepath.Join(t.TempDir(), "opencode.db")
+		db, err := sql.Open("sqlite", "file:"+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(c.schema + `; CREATE TABLE message(id TEXT, session_id TEXT, time_created INTEGER, data TEXT);
+			CREATE TABLE part(id TEXT, message_id TEXT, session_id TEXT, data TEXT)`); err != nil {
+			t.Fatal(err)
+		}
+		ss, err := openCode.Sessions(ctx, db)
+		db.Close()
+		if err != nil || len(ss) == 0 {
+			t.Fatalf("%s: sessions %v, %v", c.name, ss, err)
+		}
+		got, err := ProjectSessions(ctx, path, []string{"/src/billing", "/src/ledger", "/src"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
