@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -237,6 +238,43 @@ r = resource.getrusage(resource.RUSAGE_SELF)
 print(r.ru_utime + r.ru_stime)
 `
 
+// catchUp starts the daemon d from a cold start and reads its log until
+// it says it caught up: its CPU then (user+sys, and sys), its peak RSS,
+// how long it took, and the rest of its log (0 CPU: it never said so).
+func catchUp(d *exec.Cmd) (cpu, sys, peak float64, took time.Duration, sc *bufio.Scanner) {
+	fmt.Fprintf(os.Stderr, "home: the daemon's catch-up from a cold start...\n")
+	syscall.Sync()
+	stderr, _ := d.StderrPipe()
+	if err := d.Start(); err != nil {
+		fail(err)
+	}
+	t0 := time.Now()
+	sc = bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		peak = max(peak, peakRSSMiB(d.Process.Pid))
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		if strings.HasPrefix(fmt.Sprint(m["msg"]), "caught up") {
+			took = time.Since(t0)
+			user, s := cpuSplit(d.Process.Pid)
+			return user + s, s, max(peak, peakRSSMiB(d.Process.Pid)), took, sc
+		}
+	}
+	return 0, 0, peak, 0, sc
+}
+
+// runsOf lists a measure's runs: "9.3 and 9.9 s".
+func runsOf(runs []float64) string {
+	var parts []string
+	for _, r := range runs {
+		parts = append(parts, fmt.Sprintf("%.1f", r))
+	}
+	return strings.Join(parts, " and ") + " s"
+}
+
 func homeBench(bin, dir string, mib, sessions int) []row {
 	home := filepath.Join(dir, "home")
 	bin, _ = filepath.Abs(bin) // run from the home
@@ -273,21 +311,47 @@ func homeBench(bin, dir string, mib, sessions int) []row {
 		return nil
 	})
 
-	// The peers first, on a page cache as warm as memwatch's.
+	// The peers first, on a page cache as warm as memwatch's. Each
+	// measured run starts with nothing of the one before left to write
+	// back (the home just generated, the peer's database): the kernel's
+	// writeback of another program's files is no one's catch-up.
 	exec.Command("sh", "-c", "cat "+filepath.Join(projects, "*", "*.jsonl")+" > /dev/null").Run()
-	var ftsCPU float64
-	var ftsSize int64
-	if _, err := exec.LookPath("python3"); err == nil {
+	// Each side twice, in turns (FTS5, memwatch, FTS5, memwatch), the
+	// better run of each compared: the kernel's share of either swings by
+	// a second from run to run on this kind of machine (free page
+	// reporting, an ext4 without a journal skipping inodes freed in the
+	// last 30 s), and one run each made the ratio a coin to flip.
+	fts := func() (float64, int64) {
+		if _, err := exec.LookPath("python3"); err != nil {
+			return 0, 0
+		}
 		fmt.Fprintf(os.Stderr, "home: SQLite FTS5 over the same messages...\n")
 		db := filepath.Join(dir, "home-fts.db")
+		defer os.Remove(db)
+		syscall.Sync()
 		out, err := exec.Command("python3", "-c", ftsScript, projects, db).Output()
-		if err == nil {
-			ftsCPU, _ = strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
-			if fi, err := os.Stat(db); err == nil {
-				ftsSize = fi.Size()
-			}
+		if err != nil {
+			return 0, 0
 		}
-		os.Remove(db)
+		cpu, _ := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+		var size int64
+		if fi, err := os.Stat(db); err == nil {
+			size = fi.Size()
+		}
+		return cpu, size
+	}
+	ftsCPU, ftsSize := fts()
+	ftsRuns := []float64{ftsCPU}
+	// memwatch's first run, in a state directory of its own, outside the
+	// home: its catch-up's CPU only.
+	first := dieWithUs(command("run", "--log-format", "json"))
+	first.Env = append(first.Env, "MEMWATCH_STATE_DIR="+filepath.Join(dir, "home-state-first"))
+	firstCPU, firstSys, firstPeak, firstTook, _ := catchUp(first)
+	first.Process.Kill()
+	first.Wait()
+	if c, _ := fts(); c > 0 {
+		ftsRuns = append(ftsRuns, c)
+		ftsCPU = min(ftsCPU, c)
 	}
 	var zstdSize int64
 	if _, err := exec.LookPath("zstd"); err == nil {
@@ -297,41 +361,30 @@ func homeBench(bin, dir string, mib, sessions int) []row {
 		}
 	}
 
-	fmt.Fprintf(os.Stderr, "home: the daemon's catch-up from a cold start...\n")
 	daemon := dieWithUs(command("run", "--log-format", "json"))
-	stderr, _ := daemon.StderrPipe()
-	if err := daemon.Start(); err != nil {
-		fail(err)
-	}
+	catchCPU, catchSys, peak, took, sc := catchUp(daemon)
 	defer func() { daemon.Process.Kill(); daemon.Wait() }()
-	t0 := time.Now()
-	var catchCPU, catchSys, peak float64
-	var took time.Duration
-	sc := bufio.NewScanner(stderr)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		peak = max(peak, peakRSSMiB(daemon.Process.Pid))
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) != nil {
-			continue
-		}
-		if strings.HasPrefix(fmt.Sprint(m["msg"]), "caught up") {
-			took = time.Since(t0)
-			user, sys := cpuSplit(daemon.Process.Pid)
-			catchCPU, catchSys = user+sys, sys
-			peak = max(peak, peakRSSMiB(daemon.Process.Pid))
-			break
-		}
-	}
 	if catchCPU == 0 {
 		return append(rows, row{"home: catch-up", "no figure: the daemon never said it caught up", "", "FAIL"})
+	}
+	catchRuns := []float64{catchCPU}
+	bestCPU, bestSys := catchCPU, catchSys
+	if firstCPU > 0 {
+		catchRuns = append([]float64{firstCPU}, catchRuns...)
+		peak = max(peak, firstPeak)
+		if firstCPU < catchCPU {
+			bestCPU, bestSys, took = firstCPU, firstSys, firstTook
+		}
 	}
 	// The count of credentials runs right after the catch-up (status
 	// shows it); the searches are timed once the daemon is idle, as a
 	// person searching a home caught up meets it.
 	counted := make(chan float64, 1)
 	go func() {
-		defer io.Copy(io.Discard, stderr)
+		defer func() {
+			for sc.Scan() { // the rest of its log, unread
+			}
+		}()
 		for sc.Scan() {
 			var m map[string]any
 			if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == countedMsg {
@@ -358,12 +411,12 @@ func homeBench(bin, dir string, mib, sessions int) []row {
 	})
 	ratio := float64(stateSize+beside) / float64(logBytes)
 	rows = append(rows,
-		row{"  catch-up from a cold start (start to caught up), CPU", fmt.Sprintf("%.1f s (%.1f in the kernel; %.1f s wall)", catchCPU, catchSys, took.Seconds()), "", ""})
+		row{"  catch-up from a cold start (start to caught up), CPU", fmt.Sprintf("%.1f s (%.1f in the kernel; %.1f s wall), the better of %s", bestCPU, bestSys, took.Seconds(), runsOf(catchRuns)), "", ""})
 	if countCPU >= 0 {
 		rows = append(rows, row{"  then the count of credentials, CPU", fmt.Sprintf("%.1f s", countCPU), "", ""})
 	}
 	if ftsCPU > 0 {
-		rows = append(rows, row{"  same, vs SQLite FTS5 indexing the messages' text (python3)", fmt.Sprintf("%.1f s, %.2fx FTS5", ftsCPU, catchCPU/ftsCPU), "<= 1x", verdict(catchCPU <= ftsCPU)})
+		rows = append(rows, row{"  same, vs SQLite FTS5 indexing the messages' text (python3)", fmt.Sprintf("%.1f s, the better of %s: %.2fx FTS5", ftsCPU, runsOf(ftsRuns), bestCPU/ftsCPU), "<= 1x", verdict(bestCPU <= ftsCPU)})
 	}
 	rows = append(rows,
 		row{"  peak RSS through the catch-up", fmt.Sprintf("%.0f MiB", peak), "<= 300 MiB", verdict(peak <= 300)},
