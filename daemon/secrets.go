@@ -73,10 +73,15 @@ const maxTallyFile = 256 << 20
 
 // savedTally is tallyFile's content: counts by kind, no secret.
 type savedTally struct {
-	Version int                  `json:"version"`
-	At      time.Time            `json:"at"`
-	Files   map[string]savedFile `json:"files"` // by root, NUL, path
-	Held    map[string]savedHeld `json:"held"`  // by root
+	Version int `json:"version"`
+	// Detector is the secrets.Fingerprint of the detector that counted:
+	// a tally of another (memwatch upgraded, its rules or its reading of
+	// a line changed) is counted again, or unchanged files would keep
+	// what the old one found.
+	Detector string               `json:"detector"`
+	At       time.Time            `json:"at"`
+	Files    map[string]savedFile `json:"files"` // by root, NUL, path
+	Held     map[string]savedHeld `json:"held"`  // by root
 }
 
 type savedFile struct {
@@ -116,9 +121,13 @@ func (t *secretTally) load(path string) error {
 	}
 	defer f.Close()
 	var saved savedTally
-	if err := json.NewDecoder(io.LimitReader(f, maxTallyFile)).Decode(&saved); err != nil || saved.Version != 1 {
-		if err == nil {
+	if err := json.NewDecoder(io.LimitReader(f, maxTallyFile)).Decode(&saved); err != nil || saved.Version != 1 || saved.Detector != secrets.Fingerprint() {
+		switch {
+		case err != nil:
+		case saved.Version != 1:
 			err = fmt.Errorf("version %d", saved.Version)
+		default:
+			err = fmt.Errorf("made by another detector (%q, this one %s)", saved.Detector, secrets.Fingerprint())
 		}
 		return fmt.Errorf("read the credentials' tally %s: %w (counting again)", path, err)
 	}
@@ -154,7 +163,7 @@ func (t *secretTally) load(path string) error {
 // renamed over it).
 func (t *secretTally) save(path string) error {
 	t.mu.Lock()
-	saved := savedTally{Version: 1, At: t.at, Files: make(map[string]savedFile, len(t.files)), Held: make(map[string]savedHeld, len(t.held))}
+	saved := savedTally{Version: 1, Detector: secrets.Fingerprint(), At: t.at, Files: make(map[string]savedFile, len(t.files)), Held: make(map[string]savedHeld, len(t.held))}
 	for k, f := range t.files {
 		saved.Files[k] = savedFile{Size: f.size, Mtime: f.mtime, Kinds: f.Kinds, Dev: f.Dev, Ino: f.Ino, End: f.End, Sum: f.Sum, Partial: f.Partial}
 	}

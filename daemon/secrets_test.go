@@ -36,7 +36,10 @@ func TestSecretTallyKept(t *testing.T) {
 		t.Errorf("the tally's file: %v, %v; want mode 0600", fi, err)
 	}
 
-	for _, bad := range []string{"{", `{"version":2,"files":{}}`, `{"version":1,"files":{"k":{"size":"x"}}}`, "\x00\xff"} {
+	// A tally of another detector (memwatch upgraded, its rules or its
+	// reading changed) is counted again.
+	old := `{"version":1,"detector":"0123456789abcdef","files":{"k":{"size":1,"kinds":{"x":1}}}}`
+	for _, bad := range []string{"{", `{"version":2,"files":{}}`, `{"version":1,"files":{"k":{"size":"x"}}}`, "\x00\xff", old, `{"version":1,"files":{}}`} {
 		os.WriteFile(path, []byte(bad), 0o600)
 		c := newSecretTally()
 		if err := c.load(path); err == nil {

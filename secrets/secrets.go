@@ -34,6 +34,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/cespare/xxhash/v2"
 	toml "github.com/pelletier/go-toml/v2"
 )
 
@@ -44,6 +45,24 @@ var gitleaksConfig []byte
 //
 //go:embed memwatch.toml
 var memwatchConfig []byte
+
+// readingGeneration numbers how a line is read for credentials, beside
+// the rules: 1, as its bytes; 2, a JSON line with its escapes unescaped
+// (FindLine). Bump it when the same rules find other credentials in the
+// same lines (TestFingerprintFollowsFindings says when): a count kept
+// from before (the daemon's tally) is then counted again.
+const readingGeneration = 2
+
+// Fingerprint names what this detector finds: its rules and how it reads
+// a line. A count made by a detector of another fingerprint is stale.
+func Fingerprint() string {
+	h := xxhash.New()
+	h.Write(gitleaksConfig)
+	h.Write([]byte{0})
+	h.Write(memwatchConfig)
+	fmt.Fprintf(h, "\x00%d", readingGeneration)
+	return fmt.Sprintf("%016x", h.Sum64())
+}
 
 // gitleaksRevision is the revision of gitleaks whose config/gitleaks.toml
 // this is.
