@@ -254,20 +254,21 @@ func TestStatusCountsSecrets(t *testing.T) {
 	}
 }
 
-// TestCountReadsWhatWasAppended: the daemon's count of credentials reads
-// a session once; at the next start, after the agent appended a turn
-// holding one more, it reads only that turn and counts one more.
-func TestCountReadsWhatWasAppended(t *testing.T) {
-	t.Parallel()
-	home, _, root := claudeHome(t)
+// countedHome is a Claude Code home (claudeHome, catEnv: every credential
+// in one session), the policy init writes for it and a state directory;
+// found is status's count of credentials, counted what the daemon p's
+// count said it read (a field of its log line, once it has counted).
+func countedHome(t *testing.T) (home, root, pol, state string, found func() int, counted func(p *proc, field string) int64) {
+	t.Helper()
+	home, _, root = claudeHome(t)
 	catEnv(root)
-	session := filepath.Join(root, "7d3a-env.jsonl")
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	pol = filepath.Join(t.TempDir(), "policy.yaml")
 	if out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput(); err != nil {
 		t.Fatalf("init: %v\n%s", err, out)
 	}
-	state := filepath.Join(home, "state")
-	found := func() int {
+	state = filepath.Join(home, "state")
+	found = func() int {
+		t.Helper()
 		out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", state).Output()
 		var st control.Status
 		if err != nil || json.Unmarshal(out, &st) != nil || st.Secrets == nil {
@@ -275,12 +276,23 @@ func TestCountReadsWhatWasAppended(t *testing.T) {
 		}
 		return st.Secrets.Found
 	}
-	// bytesRead waits for the count's log line and says what it read.
-	bytesRead := func(p *proc) int64 {
+	counted = func(p *proc, field string) int64 {
+		t.Helper()
 		l := p.waitLog("counted the credentials in the agents' memory", 30*time.Second)
-		n, _ := l["bytes"].(float64)
+		n, _ := l[field].(float64)
 		return int64(n)
 	}
+	return home, root, pol, state, found, counted
+}
+
+// TestCountReadsWhatWasAppended: the daemon's count of credentials reads
+// a session once; at the next start, after the agent appended a turn
+// holding one more, it reads only that turn and counts one more.
+func TestCountReadsWhatWasAppended(t *testing.T) {
+	t.Parallel()
+	_, root, pol, state, found, counted := countedHome(t)
+	session := filepath.Join(root, "7d3a-env.jsonl")
+	bytesRead := func(p *proc) int64 { return counted(p, "bytes") }
 
 	p := start(t, "--policy", pol, "--state-dir", state)
 	fi, _ := os.Stat(session)
@@ -315,32 +327,14 @@ func TestCountReadsWhatWasAppended(t *testing.T) {
 // of the project, read none of its lines again and still count it.
 func TestCountKeepsHeldCounts(t *testing.T) {
 	t.Parallel()
-	home, _, root := claudeHome(t)
-	catEnv(root)
+	_, root, pol, state, found, counted := countedHome(t)
 	other := filepath.Join(root, "9b1e-work.jsonl")
 	turn := func(text string) []byte {
 		b, _ := json.Marshal(map[string]any{"type": "assistant", "message": map[string]any{"role": "assistant", "content": []map[string]any{{"type": "text", "text": text}}}})
 		return append(b, '\n')
 	}
 	os.WriteFile(other, turn("nothing secret here"), 0o644)
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	if out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput(); err != nil {
-		t.Fatalf("init: %v\n%s", err, out)
-	}
-	state := filepath.Join(home, "state")
-	found := func() int {
-		out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", state).Output()
-		var st control.Status
-		if err != nil || json.Unmarshal(out, &st) != nil || st.Secrets == nil {
-			t.Fatalf("status: %v\n%s", err, out)
-		}
-		return st.Secrets.Found
-	}
-	heldRead := func(p *proc) int {
-		l := p.waitLog("counted the credentials in the agents' memory", 30*time.Second)
-		n, _ := l["held_lines_read"].(float64)
-		return int(n)
-	}
+	heldRead := func(p *proc) int { return int(counted(p, "held_lines_read")) }
 	run := func(change func()) (held, n int) {
 		change()
 		p := start(t, "--policy", pol, "--state-dir", state)
