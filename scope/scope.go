@@ -347,7 +347,7 @@ func (c *Cache) sessionsIn(root *confine.Root, rel string, dirs []string) map[st
 		}
 	}
 	var m map[string][]string
-	_ = root.Do(func() error {
+	err := root.Do(func() error {
 		path, err := root.RealPath(rel)
 		if err != nil {
 			return err
@@ -357,7 +357,7 @@ func (c *Cache) sessionsIn(root *confine.Root, rel string, dirs []string) map[st
 		m, err = transcripts.ProjectSessions(ctx, path, dirs)
 		return err
 	})
-	if c != nil {
+	if c != nil && err == nil { // a database busy or cut short is read again
 		c.mu.Lock()
 		if c.sessions == nil || len(c.sessions) >= maxSessionSets {
 			c.sessions = map[string]map[string][]string{}
