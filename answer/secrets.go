@@ -29,10 +29,20 @@ import (
 const maxSecretLine = 4 << 20
 
 // SecretsInRoot reads a root's searchable files (srcs) and, with sp, the
-// spool's lines of its logs gone from their files, for credentials.
-func SecretsInRoot(ctx context.Context, d *secrets.Detector, root *confine.Root, srcs []recall.Source, sp *spool.Spool) []control.SecretFinding {
+// spool's lines of its logs gone from their files, for credentials; a
+// file tally says holds none as it is now is not read (tally may be nil).
+func SecretsInRoot(ctx context.Context, d *secrets.Detector, root *confine.Root, srcs []recall.Source, sp *spool.Spool, tally *SavedTally) []control.SecretFinding {
 	var out []control.SecretFinding
 	for _, m := range SearchableFiles(root, srcs) {
+		if tally != nil {
+			fi := m.Info
+			if fi == nil || !fi.Mode().IsRegular() {
+				fi, _ = root.Stat(m.Rel)
+			}
+			if tally.NoneIn(root.Path(), m.Rel, fi) {
+				continue
+			}
+		}
 		out = append(out, SecretsInFile(ctx, d, root, m.Rel)...)
 	}
 	if sp != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/secrets"
@@ -93,5 +94,29 @@ func TestCountSecretsGrown(t *testing.T) {
 		}
 		prev = c
 		prev.Kinds = maps.Clone(c.Kinds)
+	}
+}
+
+// TestTallyNoneIn: a file is vouched for only when the tally counted
+// none in it at its size and time now.
+func TestTallyNoneIn(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.jsonl")
+	os.WriteFile(path, []byte("x\n"), 0o600)
+	fi, _ := os.Stat(path)
+	tally := &SavedTally{Files: map[string]SavedFile{
+		"/r\x00none":    {Size: fi.Size(), Mtime: fi.ModTime(), Kinds: map[string]int{"jwt": 0}},
+		"/r\x00some":    {Size: fi.Size(), Mtime: fi.ModTime(), Kinds: map[string]int{"jwt": 1}},
+		"/r\x00partial": {Size: fi.Size(), Mtime: fi.ModTime(), Partial: map[string]int{"jwt": 1}},
+		"/r\x00grown":   {Size: fi.Size() - 1, Mtime: fi.ModTime()},
+		"/r\x00touched": {Size: fi.Size(), Mtime: fi.ModTime().Add(-time.Second)},
+	}}
+	for rel, want := range map[string]bool{"none": true, "some": false, "partial": false, "grown": false, "touched": false, "unknown": false} {
+		if got := tally.NoneIn("/r", rel, fi); got != want {
+			t.Errorf("NoneIn(%s) = %v, want %v", rel, got, want)
+		}
+	}
+	if (*SavedTally)(nil).NoneIn("/r", "none", fi) || tally.NoneIn("/r", "none", nil) {
+		t.Error("no tally, or no file: vouched for")
 	}
 }

@@ -3,10 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -62,74 +59,17 @@ func newSecretTally() *secretTally {
 	return &secretTally{files: map[string]fileSecrets{}, held: map[string]heldSecrets{}}
 }
 
-// tallyFile, in the state directory, keeps the tally between runs: a
-// start counts again only what changed since (a home of 300 MiB of
-// sessions took 10 CPU-s to count whole, at every start).
-const tallyFile = "secrets-tally.json"
-
-// maxTallyFile bounds what is read of tallyFile (a million files' counts
-// fit in it).
-const maxTallyFile = 256 << 20
-
-// savedTally is tallyFile's content: counts by kind, no secret.
-type savedTally struct {
-	Version int `json:"version"`
-	// Detector is the secrets.Fingerprint of the detector that counted:
-	// a tally of another (memwatch upgraded, its rules or its reading of
-	// a line changed) is counted again, or unchanged files would keep
-	// what the old one found.
-	Detector string               `json:"detector"`
-	At       time.Time            `json:"at"`
-	Files    map[string]savedFile `json:"files"` // by root, NUL, path
-	Held     map[string]savedHeld `json:"held"`  // by root
-}
-
-type savedFile struct {
-	Size  int64          `json:"size"`
-	Mtime time.Time      `json:"mtime"`
-	Kinds map[string]int `json:"kinds"`
-	// Where the count stopped (a tally saved without them counts each
-	// file whole once more).
-	Dev     uint64         `json:"dev,omitempty"`
-	Ino     uint64         `json:"ino,omitempty"`
-	End     int64          `json:"end,omitempty"`
-	Sum     uint64         `json:"sum,omitempty"`
-	Partial map[string]int `json:"partial,omitempty"`
-}
-
-type savedHeld struct {
-	Stamp string                 `json:"stamp"`
-	Kinds map[string]int         `json:"kinds"`
-	Logs  map[int64]savedHeldLog `json:"logs,omitempty"`
-}
-
-type savedHeldLog struct {
-	Stamp string         `json:"stamp"`
-	Kinds map[string]int `json:"kinds"`
-}
+// tallyFile, in the state directory, keeps the tally between runs
+// (answer.SavedTally).
+const tallyFile = answer.TallyFile
 
 // load reads the tally a previous run saved at path; a missing file is
 // no tally, and one that does not decode is set aside (logged by the
 // caller): it is counted again.
 func (t *secretTally) load(path string) error {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read the credentials' tally: %w", err)
-	}
-	defer f.Close()
-	var saved savedTally
-	if err := json.NewDecoder(io.LimitReader(f, maxTallyFile)).Decode(&saved); err != nil || saved.Version != 1 || saved.Detector != secrets.Fingerprint() {
-		switch {
-		case err != nil:
-		case saved.Version != 1:
-			err = fmt.Errorf("version %d", saved.Version)
-		default:
-			err = fmt.Errorf("made by another detector (%q, this one %s)", saved.Detector, secrets.Fingerprint())
-		}
-		return fmt.Errorf("read the credentials' tally %s: %w (counting again)", path, err)
+	saved, err := answer.ReadTally(path)
+	if err != nil || saved == nil {
+		return err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -163,16 +103,16 @@ func (t *secretTally) load(path string) error {
 // renamed over it).
 func (t *secretTally) save(path string) error {
 	t.mu.Lock()
-	saved := savedTally{Version: 1, Detector: secrets.Fingerprint(), At: t.at, Files: make(map[string]savedFile, len(t.files)), Held: make(map[string]savedHeld, len(t.held))}
+	saved := answer.SavedTally{Version: 1, Detector: secrets.Fingerprint(), At: t.at, Files: make(map[string]answer.SavedFile, len(t.files)), Held: make(map[string]answer.SavedHeld, len(t.held))}
 	for k, f := range t.files {
-		saved.Files[k] = savedFile{Size: f.size, Mtime: f.mtime, Kinds: f.Kinds, Dev: f.Dev, Ino: f.Ino, End: f.End, Sum: f.Sum, Partial: f.Partial}
+		saved.Files[k] = answer.SavedFile{Size: f.size, Mtime: f.mtime, Kinds: f.Kinds, Dev: f.Dev, Ino: f.Ino, End: f.End, Sum: f.Sum, Partial: f.Partial}
 	}
 	for k, h := range t.held {
-		logs := make(map[int64]savedHeldLog, len(h.logs))
+		logs := make(map[int64]answer.SavedHeldLog, len(h.logs))
 		for id, l := range h.logs {
-			logs[id] = savedHeldLog{Stamp: l.stamp, Kinds: l.kinds}
+			logs[id] = answer.SavedHeldLog{Stamp: l.stamp, Kinds: l.kinds}
 		}
-		saved.Held[k] = savedHeld{Stamp: h.stamp, Kinds: h.kinds, Logs: logs}
+		saved.Held[k] = answer.SavedHeld{Stamp: h.stamp, Kinds: h.kinds, Logs: logs}
 	}
 	data, err := json.Marshal(saved)
 	t.mu.Unlock()

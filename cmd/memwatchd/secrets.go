@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -36,7 +37,9 @@ memwatch's spool does (a log the agent deleted or rewrote since). Values
 are never printed: memwatch show --reveal CITATION prints one for you.
 
 It reads the files of every root you can read (or --dir's), and the spool
-where you can read memwatch's state. memwatch changes neither unless a
+where you can read memwatch's state (there, a file the daemon's count
+found none in, unchanged since, is not read again). memwatch changes
+neither unless a
 store asks for scrub_secrets: true (the agent's logs masked once idle, no
 copy kept; see docs/security.md). To stop a credential leaking, rotate
 it. memwatch recall KIND (memwatch recall aws-access-token) finds the
@@ -58,8 +61,12 @@ Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
 			}
 			stateDir := g.ResolveStateDir(p)
 			var sp *spool.Spool
+			var tally *answer.SavedTally
 			spoolNote := fmt.Sprintf("memwatch's spool in %s is not readable by you", stateDir)
 			if !stateUnreadable(stateDir) {
+				// The daemon's tally: a file it counted none in, not
+				// changed since, is not read again (an error: all are).
+				tally, _ = answer.ReadTally(filepath.Join(stateDir, answer.TallyFile))
 				if s, err := spool.OpenReadOnly(cmd.Context(), stateDir); err == nil {
 					sp = s
 					defer sp.Close()
@@ -67,7 +74,7 @@ Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
 					spoolNote = fmt.Sprintf("there is no spool in %s (give the daemon's --state-dir or --policy)", stateDir)
 				}
 			}
-			found, err := findSecrets(cmd.Context(), p, dir, sp)
+			found, err := findSecrets(cmd.Context(), p, dir, sp, tally)
 			if err != nil {
 				return err
 			}
@@ -120,11 +127,11 @@ Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
 
 // findSecrets reads the searchable files of the policy's roots (or dir)
 // and the spool's held lines for credentials, newest first.
-func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Spool) ([]secretFinding, error) {
+func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Spool, tally *answer.SavedTally) ([]secretFinding, error) {
 	d := secrets.Default()
 	var out []secretFinding
 	scan := func(root *confine.Root, srcs []recall.Source) {
-		out = append(out, answer.SecretsInRoot(ctx, d, root, srcs, sp)...)
+		out = append(out, answer.SecretsInRoot(ctx, d, root, srcs, sp, tally)...)
 		root.Close()
 	}
 	if dir != "" {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -357,6 +358,52 @@ func TestCountKeepsHeldCounts(t *testing.T) {
 	})
 	if held != 0 || n != all {
 		t.Errorf("after another session grew: %d held lines read, %d credentials counted; want none read, %d counted", held, n, all)
+	}
+}
+
+// TestSecretsReadsWhatTheTallyCannotVouchFor: memwatch secrets lists the
+// same credentials with the daemon's tally as without it (it skips only
+// the files the tally counted none in, unchanged since), and a file that
+// had none when counted and was written since is read.
+func TestSecretsReadsWhatTheTallyCannotVouchFor(t *testing.T) {
+	t.Parallel()
+	_, root, pol, state, _, counted := countedHome(t)
+	clean := filepath.Join(root, "2c4d-clean.jsonl")
+	os.WriteFile(clean, []byte(`{"type":"user","message":{"role":"user","content":"nothing to hide"}}`+"\n"), 0o644)
+	p := start(t, "--policy", pol, "--state-dir", state)
+	counted(p, "bytes")
+	if err := p.stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	list := func() []string {
+		out, _ := exec.Command(memwatchFast, "secrets", "--json", "--policy", pol, "--state-dir", state).Output()
+		var fs []struct{ Kind, Citation string }
+		if err := json.Unmarshal(out, &fs); err != nil {
+			t.Fatalf("secrets --json: %v\n%s", err, out)
+		}
+		var got []string
+		for _, f := range fs {
+			got = append(got, f.Kind+" "+f.Citation)
+		}
+		slices.Sort(got)
+		return got
+	}
+	withTally := list()
+	tally := filepath.Join(state, "secrets-tally.json")
+	kept, err := os.ReadFile(tally)
+	if err != nil {
+		t.Fatalf("the daemon kept no tally: %v", err)
+	}
+	os.Remove(tally)
+	if without := list(); !slices.Equal(withTally, without) || len(without) < len(credentials) {
+		t.Fatalf("with the tally:\n%s\nwithout:\n%s", strings.Join(withTally, "\n"), strings.Join(without, "\n"))
+	}
+	os.WriteFile(tally, kept, 0o600)
+	f, _ := os.OpenFile(clean, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"type":"assistant","message":{"role":"assistant","content":"export GITHUB_TOKEN=ghp_R3vQy8NcLkZt0WmPb2XsJd7HfAe5Ug9KiOqY"}}` + "\n")
+	f.Close()
+	if got := list(); len(got) != len(withTally)+1 || !strings.Contains(strings.Join(got, "\n"), "2c4d-clean.jsonl#L2") {
+		t.Errorf("after a credential was written where the tally counted none:\n%s", strings.Join(got, "\n"))
 	}
 }
 
