@@ -488,6 +488,7 @@ func RootOpener(policy func() *policy.Policy) func(path string) (*confine.Root, 
 // onChange runs on the watcher goroutine: it only queues work.
 func (d *Daemon) onChange(c watcher.Change) {
 	d.passes.Changed(c.Root, false)
+	d.secrets.markChanged(c.Root)
 	d.log.Debug("change", "store", c.Store, "root", c.Root, "reason", c.Reason, "paths", len(c.Paths), "first", c.Paths[:min(len(c.Paths), 2)])
 	if len(c.Paths) == 0 {
 		// A whole root (found, rescanned): bring its index up to date.
@@ -909,6 +910,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 				}()
 			}
 		case <-flush.C:
+			d.recountChanged(ctx, &wg)
 			d.quota.Flush()
 			d.logLimit.Flush(d.rawLog)
 			if c, err := d.watch.Counts(ctx); err == nil {

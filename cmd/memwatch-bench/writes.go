@@ -54,7 +54,10 @@ func homeWrites(pid int, projects string) []row {
 			return nil
 		}
 	}
-	waitIdle(pid, 3*time.Minute)
+	// Quiet for longer than the daemon's 10 s tick: the credentials of
+	// the project just copied are counted at a tick after it is captured
+	// (daemon.recountEvery), work of the copy's, not of the writes timed.
+	waitQuiet(pid, 3*time.Minute, 12*time.Second)
 	small, ok1 := writeCost(pid, biggest)
 	large, ok2 := writeCost(pid, many)
 	if !ok1 || !ok2 {
@@ -107,8 +110,10 @@ const writeRuns = 8
 
 // waitIdle waits until the daemon has used no CPU for a while (longer
 // than the policy's settle time of 500 ms, with its slack), at most max.
-func waitIdle(pid int, max time.Duration) bool {
-	const quiet = 2 * time.Second
+func waitIdle(pid int, max time.Duration) bool { return waitQuiet(pid, max, 2*time.Second) }
+
+// waitQuiet waits until the daemon has used no CPU for quiet, at most max.
+func waitQuiet(pid int, max, quiet time.Duration) bool {
 	deadline := time.Now().Add(max)
 	last, since := cpuTime(pid), time.Now()
 	for time.Now().Before(deadline) {

@@ -323,6 +323,27 @@ func TestCountReadsWhatWasAppended(t *testing.T) {
 	}
 }
 
+// TestStatusCountsWhatWasJustWritten: a credential an agent writes while
+// the daemon runs is in status's count within a minute or so, not at the
+// next hourly count.
+func TestStatusCountsWhatWasJustWritten(t *testing.T) {
+	t.Parallel()
+	_, root, pol, state, found, counted := countedHome(t)
+	p := start(t, "--policy", pol, "--state-dir", state)
+	counted(p, "bytes")
+	before := found()
+	f, err := os.OpenFile(filepath.Join(root, "7d3a-env.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"type":"assistant","message":{"role":"assistant","content":"Set it: export OPENAI_KEY=sk-proj-Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxT3BlbkFJXk3Rv9QmZ2Tn8Wb5Yc4J"}}` + "\n")
+	f.Close()
+	waitUntil(t, 90*time.Second, func() bool { return found() == before+1 })
+	if got := found(); got != before+1 {
+		t.Errorf("status counts %d credentials 90 s after one more was written, want %d", got, before+1)
+	}
+}
+
 // TestCountKeepsHeldCounts: a session the agent deleted is counted from
 // the spool once; later counts, after the agent wrote to another session
 // of the project, read none of its lines again and still count it.
