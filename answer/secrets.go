@@ -111,7 +111,7 @@ func SecretsInFile(ctx context.Context, d *secrets.Detector, root *confine.Root,
 	var no int64
 	var buf, read []byte
 	for ctx.Err() == nil {
-		line, err := readBounded(rd, maxSecretLine, &buf)
+		line, _, _, err := readLine(rd, maxSecretLine, &buf)
 		if len(line) > 0 {
 			no++
 			for _, fd := range d.FindLine(line, &read) {
@@ -123,31 +123,6 @@ func SecretsInFile(ctx context.Context, d *secrets.Detector, root *confine.Root,
 		}
 	}
 	return out
-}
-
-// readBounded reads a line, its first max bytes kept (the rest skipped).
-// The line is read into the reader's buffer when it fits (valid until the
-// next read), else into *buf, reused from line to line.
-func readBounded(rd *bufio.Reader, max int, buf *[]byte) ([]byte, error) {
-	chunk, err := rd.ReadSlice('\n')
-	if !errors.Is(err, bufio.ErrBufferFull) {
-		return chunk[:min(len(chunk), max)], err
-	}
-	line := append((*buf)[:0], chunk[:min(len(chunk), max)]...)
-	defer func() { *buf = line[:0] }()
-	for {
-		chunk, err := rd.ReadSlice('\n')
-		if len(line) < max {
-			line = append(line, chunk[:min(len(chunk), max-len(line))]...)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err == io.EOF && len(line) > 0 {
-			return line, nil
-		}
-		return line, err
-	}
 }
 
 // FileCount is a count of one file's credentials by kind, and where it
@@ -178,7 +153,7 @@ func CountSecretsInFile(ctx context.Context, d *secrets.Detector, root *confine.
 		return FileCount{}, 0, err
 	}
 	defer f.Close()
-	c = FileCount{Kinds: map[string]int{}, Partial: map[string]int{}}
+	c = FileCount{Kinds: map[string]int{}}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		c.Dev, c.Ino = uint64(st.Dev), uint64(st.Ino)
 	}
@@ -194,17 +169,21 @@ func CountSecretsInFile(ctx context.Context, d *secrets.Detector, root *confine.
 	rd := bufio.NewReaderSize(f, int(min(64<<10, max(4096, fi.Size()-c.End+1))))
 	var buf, scratch []byte
 	for ctx.Err() == nil {
-		line, n, complete, err := readCounted(rd, maxSecretLine, &buf)
+		line, n, complete, err := readLine(rd, maxSecretLine, &buf)
 		read += n
-		into := c.Partial
 		if complete {
-			into = c.Kinds
 			c.End += n
 		}
-		if len(line) > 0 {
-			for _, fd := range d.FindLine(line, &scratch) {
-				into[fd.Rule]++
+		for _, fd := range d.FindLine(line, &scratch) {
+			into := c.Kinds
+			if !complete {
+				// Most files end in a newline: no map a file for this.
+				if c.Partial == nil {
+					c.Partial = map[string]int{}
+				}
+				into = c.Partial
 			}
+			into[fd.Rule]++
 		}
 		if err != nil {
 			break
@@ -230,9 +209,11 @@ func sumBefore(f *os.File, end int64) (uint64, error) {
 	return xxhash.Sum64(b[:n]), nil
 }
 
-// readCounted reads a line as readBounded does, and says how many bytes
-// of the file it took and whether it ended in a newline.
-func readCounted(rd *bufio.Reader, max int, buf *[]byte) (line []byte, n int64, complete bool, err error) {
+// readLine reads a line, its first max bytes kept (the rest skipped),
+// and says how many bytes of the file it took and whether it ended in a
+// newline. The line is read into the reader's buffer when it fits (valid
+// until the next read), else into *buf, reused from line to line.
+func readLine(rd *bufio.Reader, max int, buf *[]byte) (line []byte, n int64, complete bool, err error) {
 	chunk, err := rd.ReadSlice('\n')
 	n = int64(len(chunk))
 	if !errors.Is(err, bufio.ErrBufferFull) {

@@ -123,9 +123,6 @@ func (t *secretTally) load(path string) error {
 		if f.Kinds == nil {
 			f.Kinds = map[string]int{}
 		}
-		if f.Partial == nil {
-			f.Partial = map[string]int{}
-		}
 		t.files[k] = fileSecrets{size: f.Size, mtime: f.Mtime, FileCount: answer.FileCount{Dev: f.Dev, Ino: f.Ino, End: f.End, Sum: f.Sum, Kinds: f.Kinds, Partial: f.Partial}}
 	}
 	for k, h := range saved.Held {
@@ -339,7 +336,7 @@ func (d *Daemon) countSecrets(ctx context.Context, only map[string]bool) {
 		// count runs once a catch-up is done, and the daemon is idle
 		// after it (it held 95 MiB after 10,000 sessions, 66 with this).
 		// Not after a pass of changed roots: it reads what they gained,
-		// and a forced collection cost 40 ms of an appended line's CPU.
+		// little, and a forced collection would be a cost of each change.
 		debug.FreeOSMemory()
 	}
 	// Said at info when it read something: what finding credentials

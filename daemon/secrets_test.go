@@ -16,7 +16,7 @@ func TestSecretTallyKept(t *testing.T) {
 	path := filepath.Join(t.TempDir(), tallyFile)
 	at := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	a := newSecretTally()
-	a.files["/home/u/.claude/projects/p\x00s.jsonl"] = fileSecrets{size: 42, mtime: at, FileCount: answer.FileCount{Dev: 2049, Ino: 77, End: 40, Sum: 9, Kinds: map[string]int{"aws-access-token": 2}, Partial: map[string]int{}}}
+	a.files["/home/u/.claude/projects/p\x00s.jsonl"] = fileSecrets{size: 42, mtime: at, FileCount: answer.FileCount{Dev: 2049, Ino: 77, End: 40, Sum: 9, Kinds: map[string]int{"aws-access-token": 2}}}
 	a.held["/home/u/.claude/projects/p"] = heldSecrets{stamp: "1:7:1:false;", kinds: map[string]int{"github-pat": 1}, logs: map[int64]heldLog{1: {stamp: "7:1:false", kinds: map[string]int{"github-pat": 1}}}}
 	a.at = at
 	if err := a.save(path); err != nil {
