@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"github.com/mattn/go-isatty"
 	_ "modernc.org/sqlite"
 )
 
@@ -257,7 +258,9 @@ stores:
 // foreground until Ctrl-C, when a person is watching (a terminal); else
 // it says how to open it. Either way no process outlives the demo.
 func reviewPage(bin, dir, policyPath string) error {
-	if fi, err := os.Stdout.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+	// A terminal, not any character device: make demo > /dev/null served
+	// the page until killed.
+	if !isatty.IsTerminal(os.Stdout.Fd()) {
 		fmt.Printf("\n==> the review page: %s ui --policy %s   (each change with its diff and an Undo button, a search with citations)\n", rel(bin), rel(policyPath))
 		return nil
 	}
