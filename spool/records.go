@@ -118,6 +118,7 @@ func (s *Spool) CaptureRecords(ctx context.Context, root confine.ID, rel string,
 // of a database transcript.
 type HeldLine struct {
 	Log       int64  // the log's id (Log.ID)
+	Seq       int64  // its sequence number in the log
 	Path      string // the log, relative to the root
 	Gen, Line int64  // where it was captured (the citation: Path@Gen#L<Line>)
 	Data      []byte
@@ -146,7 +147,7 @@ func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) err
 			rows.Close()
 			return err
 		}
-		h.Time, h.Log = time.Unix(0, at), log
+		h.Time, h.Log, h.Seq = time.Unix(0, at), log, seq
 		if h.Data, err = s.text(ctx, log, seq, pack, h.Data); err != nil {
 			rows.Close()
 			return err
@@ -215,7 +216,7 @@ func (s *Spool) eachHeld(ctx context.Context, path, q string, args []any, fn fun
 		if err := rows.Scan(&h.Gen, &h.Line, &h.Data, &log, &seq, &pack, &at); err != nil {
 			return err
 		}
-		h.Time, h.Log = time.Unix(0, at), log
+		h.Time, h.Log, h.Seq = time.Unix(0, at), log, seq
 		var err error
 		if h.Data, err = s.text(ctx, log, seq, pack, h.Data); err != nil {
 			return err
@@ -226,6 +227,30 @@ func (s *Spool) eachHeld(ctx context.Context, path, q string, args []any, fn fun
 	}
 	return rows.Err()
 }
+
+// HeldOf calls fn with the held lines of one log, as Logs listed it,
+// whose sequence numbers are above after and at most the log's last, in
+// the order they were captured: a count of them made up to after,
+// continued, at the cost of what was captured since. A log neither gone,
+// nor a database's conversation, nor rewritten holds none.
+func (s *Spool) HeldOf(ctx context.Context, l Log, after int64, fn func(HeldLine) error) error {
+	switch {
+	case l.Missing || l.ino == virtualIno:
+		q := `SELECT gen, line, data, log, seq, pack, time FROM lines
+			WHERE log=? AND seq>? AND seq<=? AND msg=1 AND data IS NOT NULL ORDER BY seq`
+		return s.eachHeld(ctx, l.Path, q, []any{l.ID, after, l.Seq}, fn)
+	case l.Gen > 1:
+		q := `SELECT gen, line, data, log, seq, pack, time FROM lines l
+			WHERE log=? AND seq>? AND seq<=? AND msg=1 AND data IS NOT NULL AND gen<?
+			AND NOT EXISTS (SELECT 1 FROM carried c WHERE c.log=l.log AND c.gen=? AND c.seq=l.seq) ORDER BY seq`
+		return s.eachHeld(ctx, l.Path, q, []any{l.ID, after, l.Seq, l.Gen, l.Gen}, fn)
+	}
+	return nil
+}
+
+// HoldsLines reports whether l may hold lines that are in no live file
+// (HeldOf has some to read).
+func (l Log) HoldsLines() bool { return l.Missing || l.ino == virtualIno || l.Gen > 1 }
 
 // HeldLines is Held of a root (answer.HeldFunc).
 func (s *Spool) HeldLines(ctx context.Context, root *confine.Root, fn func(HeldLine) error) error {

@@ -715,3 +715,83 @@ func TestCaptureToldByMessage(t *testing.T) {
 		t.Errorf("captured %+v, without Message %+v", got, plain)
 	}
 }
+
+// TestHeldOfContinues: HeldOf reads of one log what Held reads of it, and
+// from a sequence number on, what was captured after it: a tally of a
+// database's conversation reads its new records only.
+func TestHeldOfContinues(t *testing.T) {
+	ctx := context.Background()
+	s := newSpool(t)
+	opt := Options{IsMessage: func(b []byte, cut bool) bool { return bytes.Contains(b, []byte(`"role"`)) }}
+	dirs := map[string]string{"gone": t.TempDir(), "rewritten": t.TempDir(), "quiet": t.TempDir()}
+	roots := map[string]*confine.Root{}
+	for name, dir := range dirs {
+		roots[name] = openRoot(t, dir)
+		os.WriteFile(filepath.Join(dir, "s.jsonl"), []byte(lines(msgs(0, 5)...)), 0o644)
+		if _, err := s.Capture(ctx, roots[name], "s.jsonl", opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(filepath.Join(dirs["gone"], "s.jsonl"))
+	replace(t, filepath.Join(dirs["rewritten"], "s.jsonl"), lines(msgs(10, 12)...))
+	for _, name := range []string{"gone", "rewritten"} {
+		if _, err := s.Capture(ctx, roots[name], "s.jsonl", opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := openRoot(t, t.TempDir())
+	roots["db"] = db
+	rec := func(k int64) Record {
+		return Record{Key: k, Data: []byte(fmt.Sprintf(`{"role":"user","content":"record %d"}`, k))}
+	}
+	if _, err := s.CaptureRecords(ctx, db.ID(), "agent.db#s1", []Record{rec(1), rec(2)}, opt); err != nil {
+		t.Fatal(err)
+	}
+	held := func(r *confine.Root, l Log, after int64) []string {
+		t.Helper()
+		var out []string
+		if err := s.HeldOf(ctx, l, after, func(h HeldLine) error {
+			out = append(out, fmt.Sprint(h.Path, h.Gen, h.Line, string(h.Data)))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	logOf := func(r *confine.Root) Log {
+		t.Helper()
+		logs, err := s.Logs(ctx, r.ID())
+		if err != nil || len(logs) != 1 {
+			t.Fatalf("logs: %v, %v", logs, err)
+		}
+		return logs[0]
+	}
+	for name, r := range roots {
+		var want []string
+		s.SearchHeld(ctx, r, func(rel string, gen, line int64, raw []byte) error {
+			want = append(want, fmt.Sprint(rel, gen, line, string(raw)))
+			return nil
+		})
+		l := logOf(r)
+		got := held(r, l, 0)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: HeldOf read %q, want %q", name, got, want)
+		}
+		if l.HoldsLines() != (len(want) > 0) {
+			t.Errorf("%s: HoldsLines %v with %d lines held", name, l.HoldsLines(), len(want))
+		}
+	}
+	first := logOf(db)
+	if _, err := s.CaptureRecords(ctx, db.ID(), "agent.db#s1", []Record{rec(1), rec(2), rec(3)}, opt); err != nil {
+		t.Fatal(err)
+	}
+	got := held(db, logOf(db), first.Seq)
+	if want := []string{fmt.Sprint("agent.db#s1", int64(1), int64(3), string(rec(3).Data))}; !slices.Equal(got, want) {
+		t.Errorf("after %d: %q, want %q", first.Seq, got, want)
+	}
+	if got := held(db, first, first.Seq); len(got) != 0 {
+		t.Errorf("after the log's last sequence number, as listed before: %q, want none", got)
+	}
+}
