@@ -488,7 +488,6 @@ func RootOpener(policy func() *policy.Policy) func(path string) (*confine.Root, 
 // onChange runs on the watcher goroutine: it only queues work.
 func (d *Daemon) onChange(c watcher.Change) {
 	d.passes.Changed(c.Root, false)
-	d.secrets.markChanged(c.Root)
 	d.log.Debug("change", "store", c.Store, "root", c.Root, "reason", c.Reason, "paths", len(c.Paths), "first", c.Paths[:min(len(c.Paths), 2)])
 	if len(c.Paths) == 0 {
 		// A whole root (found, rescanned): bring its index up to date.
@@ -572,6 +571,10 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 				d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: r.Name, Target: t, Reason: j.Reason})
 			}
 		}
+		// What the agent wrote is captured now (a database's new
+		// conversations are spool lines only): the root's credentials
+		// are counted again within a minute (recountChanged).
+		d.secrets.markChanged(j.Root)
 		if more {
 			d.engine.Submit(jobs.Job{Store: j.Store, Root: j.Root, Rule: ruleEvaluate, Reason: jobs.ReasonNextSlice})
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -30,9 +31,10 @@ type secretTally struct {
 	files map[string]fileSecrets // by root, then path
 	held  map[string]heldSecrets // by root
 	at    time.Time
-	// changed are the roots the watcher saw change since a pass began;
-	// a pass of them runs at most every recountEvery (recountChanged),
-	// so status counts a credential an agent just wrote within a minute.
+	// changed are the roots evaluated after a change since a pass began
+	// (what the agent wrote captured); a pass of them runs at most every
+	// recountEvery (recountChanged), so status counts a credential an
+	// agent just wrote, or one in a log it just deleted, within a minute.
 	changed map[string]bool
 	last    time.Time // the last pass of changed roots began
 	// pass is held through a pass: one at a time.
@@ -40,10 +42,11 @@ type secretTally struct {
 }
 
 // recountEvery is how often at most the roots that changed are counted
-// again: each such pass stats their files and reads what they gained.
+// again: each such pass stats their files and reads what they gained, and
+// the held lines of the logs the spool saw change (countHeld).
 const recountEvery = 30 * time.Second
 
-// markChanged notes a root the watcher saw change.
+// markChanged notes a root evaluated after a change.
 func (t *secretTally) markChanged(root string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -92,7 +95,9 @@ type heldSecrets struct {
 	kinds map[string]int
 	// logs are the counts of each log's held lines, by its id: when the
 	// root's stamp changes (a line captured in any of its logs), only
-	// the logs whose own stamp changed are read for credentials again.
+	// the logs whose own stamp changed are read for credentials again,
+	// from where their count stopped when they only gained lines
+	// (countHeld).
 	logs map[int64]heldLog
 }
 
@@ -249,50 +254,18 @@ func (d *Daemon) countSecrets(ctx context.Context, only map[string]bool) {
 				t.files[key] = fs
 				t.mu.Unlock()
 			}
-			switch {
-			case only != nil:
-				// A pass of changed roots counts their files only: the
-				// held lines (logs gone, a database's conversations) are
-				// read by the hourly pass, as a log's stamp changes with
-				// each line captured and reading them is no event's cost.
-			case !gens.Holds(root.ID()):
+			if !gens.Holds(root.ID()) {
 				t.mu.Lock()
 				delete(t.held, root.Path())
 				t.mu.Unlock()
-			default:
-				stamp, logs := d.heldStamp(ctx, root)
-				if stamp == "" {
-					break
-				}
+			} else if stamp, logs := d.heldStamp(ctx, root); stamp != "" {
 				t.mu.Lock()
 				old := t.held[root.Path()]
 				t.mu.Unlock()
 				if old.stamp != stamp {
 					heldCounted++
-					hs := heldSecrets{stamp: stamp, kinds: map[string]int{}, logs: map[int64]heldLog{}}
-					kept := map[int64]bool{}
-					var buf []byte
-					err := gens.HeldLines(ctx, root, func(h spool.HeldLine) error {
-						if kept[h.Log] {
-							return nil
-						}
-						l, ok := hs.logs[h.Log]
-						if !ok {
-							if o, counted := old.logs[h.Log]; counted && o.stamp == logs[h.Log] {
-								// Unchanged since it was counted: its held
-								// lines are the ones counted then.
-								hs.logs[h.Log], kept[h.Log] = o, true
-								return nil
-							}
-							l = heldLog{stamp: logs[h.Log], kinds: map[string]int{}}
-							hs.logs[h.Log] = l
-						}
-						heldRead++
-						for _, f := range det.FindLine(h.Data, &buf) {
-							l.kinds[f.Rule]++
-						}
-						return ctx.Err()
-					})
+					hs, n, err := d.countHeld(ctx, det, gens, root, old, stamp, logs)
+					heldRead += n
 					if ctx.Err() != nil {
 						root.Close()
 						return
@@ -300,17 +273,11 @@ func (d *Daemon) countSecrets(ctx context.Context, only map[string]bool) {
 					if err != nil {
 						// Counted again at the next pass, the old count kept.
 						d.log.Warn("the spool's lines of a root were not read for credentials", "root", root.Path(), "err", err)
-						root.Close()
-						continue
+					} else {
+						t.mu.Lock()
+						t.held[root.Path()] = hs
+						t.mu.Unlock()
 					}
-					for _, l := range hs.logs {
-						for k, n := range l.kinds {
-							hs.kinds[k] += n
-						}
-					}
-					t.mu.Lock()
-					t.held[root.Path()] = hs
-					t.mu.Unlock()
 				}
 			}
 			root.Close()
@@ -351,19 +318,108 @@ func (d *Daemon) countSecrets(ctx context.Context, only map[string]bool) {
 
 // heldStamp sums up a root's logs in the spool (their ids, sequence
 // numbers, generations and whether they are gone): it changes when its
-// held lines may; and each log's part of it, by id.
-func (d *Daemon) heldStamp(ctx context.Context, root *confine.Root) (string, map[int64]string) {
+// held lines may. The logs come with it.
+func (d *Daemon) heldStamp(ctx context.Context, root *confine.Root) (string, []spool.Log) {
 	logs, err := d.spool.Logs(ctx, root.ID())
 	if err != nil {
 		return "", nil
 	}
 	var b strings.Builder
-	each := make(map[int64]string, len(logs))
 	for _, l := range logs {
-		each[l.ID] = fmt.Sprintf("%d:%d:%t", l.Seq, l.Gen, l.Missing)
-		fmt.Fprintf(&b, "%d:%s;", l.ID, each[l.ID])
+		fmt.Fprintf(&b, "%d:%s;", l.ID, logStamp(l))
 	}
-	return b.String(), each
+	return b.String(), logs
+}
+
+// logStamp is a log's part of its root's stamp: its last sequence
+// number, its generation and whether it is gone.
+func logStamp(l spool.Log) string { return fmt.Sprintf("%d:%d:%t", l.Seq, l.Gen, l.Missing) }
+
+// grownSince reports whether l only gained lines since the count whose
+// stamp was stamp (the same generation, as gone as it was), and the
+// last sequence number that count read.
+func grownSince(stamp string, l spool.Log) (int64, bool) {
+	var seq, gen int64
+	var missing bool
+	if _, err := fmt.Sscanf(stamp, "%d:%d:%t", &seq, &gen, &missing); err != nil {
+		return 0, false
+	}
+	return seq, gen == l.Gen && missing == l.Missing && seq <= l.Seq
+}
+
+// manyHeldLogs is how many logs of a root to read anew one query each,
+// at most: past it, one pass over the root's held lines reads them all
+// (an agent that deleted 200,000 sessions costs one pass, not a query
+// each).
+const manyHeldLogs = 64
+
+// countHeld counts the credentials in the held lines of a root's logs
+// whose stamp changed since old: a log that only gained lines (a
+// database's conversation going on, a deleted log's late lines) is read
+// from where its count stopped; one newly gone or rewritten, whole; a
+// live log never rewritten holds none. It returns the count and how many
+// lines it read.
+func (d *Daemon) countHeld(ctx context.Context, det *secrets.Detector, gens *spool.Gens, root *confine.Root, old heldSecrets, stamp string, logs []spool.Log) (heldSecrets, int, error) {
+	hs := heldSecrets{stamp: stamp, kinds: map[string]int{}, logs: map[int64]heldLog{}}
+	var changed []spool.Log
+	for _, l := range logs {
+		if o, counted := old.logs[l.ID]; counted && o.stamp == logStamp(l) {
+			hs.logs[l.ID] = o // unchanged since it was counted
+		} else if l.HoldsLines() {
+			changed = append(changed, l)
+		}
+	}
+	read := 0
+	var buf []byte
+	count := func(kinds map[string]int) func(spool.HeldLine) error {
+		return func(h spool.HeldLine) error {
+			read++
+			for _, f := range det.FindLine(h.Data, &buf) {
+				kinds[f.Rule]++
+			}
+			return ctx.Err()
+		}
+	}
+	if len(changed) > manyHeldLogs {
+		// One pass over the root's held lines, each changed log counted
+		// anew, the others' lines passed by.
+		fresh := make(map[int64]heldLog, len(changed))
+		seqs := make(map[int64]int64, len(changed))
+		for _, l := range changed {
+			fresh[l.ID] = heldLog{stamp: logStamp(l), kinds: map[string]int{}}
+			seqs[l.ID] = l.Seq
+		}
+		err := gens.HeldLines(ctx, root, func(h spool.HeldLine) error {
+			if l, ok := fresh[h.Log]; ok && h.Seq <= seqs[h.Log] {
+				return count(l.kinds)(h) // what the log's stamp says was captured
+			}
+			return nil
+		})
+		if err != nil {
+			return heldSecrets{}, read, err
+		}
+		maps.Copy(hs.logs, fresh)
+	} else {
+		for _, l := range changed {
+			after, kinds := int64(0), map[string]int{}
+			if o, counted := old.logs[l.ID]; counted {
+				if seq, grown := grownSince(o.stamp, l); grown {
+					after = seq
+					maps.Copy(kinds, o.kinds)
+				}
+			}
+			if err := d.spool.HeldOf(ctx, l, after, count(kinds)); err != nil {
+				return heldSecrets{}, read, err
+			}
+			hs.logs[l.ID] = heldLog{stamp: logStamp(l), kinds: kinds}
+		}
+	}
+	for _, l := range hs.logs {
+		for k, n := range l.kinds {
+			hs.kinds[k] += n
+		}
+	}
+	return hs, read, nil
 }
 
 // status sums the counts of the roots reach says the caller may see.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/test/fixtures/dbrows/rows"
 )
 
@@ -25,39 +26,7 @@ func TestRecallScopesDatabaseConversations(t *testing.T) {
 	billing, ledger := filepath.Join(home, "src", "billing"), filepath.Join(home, "src", "ledger")
 	os.MkdirAll(billing, 0o755)
 	os.MkdirAll(ledger, 0o755)
-	dir := filepath.Join("..", "..", "session", "testdata", "agents", "opencode-1.18.33")
-	dbPath := filepath.Join(home, ".local", "share", "opencode", "opencode.db")
-	os.MkdirAll(filepath.Dir(dbPath), 0o755)
-	db, err := sql.Open("sqlite", "file:"+dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(readFile(t, filepath.Join(dir, "schema.sql"))); err != nil {
-		t.Fatal(err)
-	}
-	recorded, err := rows.Turn(dir, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []struct{ proj, suffix, word string }{{billing, "", "eu-west-2"}, {ledger, "L", "ap-south-9"}} {
-		for _, r := range recorded {
-			row := rows.Row{Table: r.Table, Row: map[string]json.RawMessage{}}
-			for c, v := range r.Row {
-				s := string(v)
-				if c == "directory" {
-					s = `"` + p.proj + `"`
-				}
-				// Another conversation: its ids made its own (their order
-				// kept), its region another.
-				s = strings.NewReplacer("ses_", "ses"+p.suffix+"_", "msg_", "msg"+p.suffix+"_", "prt_", "prt"+p.suffix+"_", "eu-west-2", p.word).Replace(s)
-				row.Row[c] = json.RawMessage(s)
-			}
-			if err := row.Insert(db); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	db.Close()
+	writeConversations(t, home, []conversation{{billing, "", "eu-west-2"}, {ledger, "L", "ap-south-9"}})
 
 	pol := filepath.Join(t.TempDir(), "policy.yaml")
 	if out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput(); err != nil {
@@ -103,5 +72,86 @@ func TestRecallScopesDatabaseConversations(t *testing.T) {
 	out, stderr, code := recallAt(billing, "does billing deploy through ap-south-9 at night?")
 	if code != 0 || !strings.Contains(out, "eu-west-2") || strings.Contains(out, "ap-south-9") {
 		t.Errorf("a question from billing: exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+// conversation is the recorded opencode's conversation as another
+// project's: its directory, a suffix making its ids its own (their order
+// kept), and what stands for its region (eu-west-2).
+type conversation struct{ proj, suffix, word string }
+
+// writeConversations writes the recorded opencode's schema (when the
+// database is new) and its one conversation as each of convs into the
+// database opencode keeps in home.
+func writeConversations(t *testing.T, home string, convs []conversation) {
+	t.Helper()
+	dir := filepath.Join("..", "..", "session", "testdata", "agents", "opencode-1.18.33")
+	dbPath := filepath.Join(home, ".local", "share", "opencode", "opencode.db")
+	_, err := os.Stat(dbPath)
+	fresh := err != nil
+	os.MkdirAll(filepath.Dir(dbPath), 0o755)
+	db, err := sql.Open("sqlite", "file:"+dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if fresh {
+		if _, err := db.Exec(readFile(t, filepath.Join(dir, "schema.sql"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recorded, err := rows.Turn(dir, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range convs {
+		for _, r := range recorded {
+			row := rows.Row{Table: r.Table, Row: map[string]json.RawMessage{}}
+			for c, v := range r.Row {
+				s := string(v)
+				if c == "directory" {
+					s = `"` + p.proj + `"`
+				}
+				s = strings.NewReplacer("ses_", "ses"+p.suffix+"_", "msg_", "msg"+p.suffix+"_", "prt_", "prt"+p.suffix+"_", "eu-west-2", p.word).Replace(s)
+				row.Row[c] = json.RawMessage(s)
+			}
+			if err := row.Insert(db); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestStatusCountsADatabaseConversation: opencode's conversations are
+// rows of its database, held by the spool, not lines of a file: one that
+// goes on with a credential is counted by status within a minute, as a
+// session file's is.
+func TestStatusCountsADatabaseConversation(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	billing := filepath.Join(home, "src", "billing")
+	os.MkdirAll(billing, 0o755)
+	writeConversations(t, home, []conversation{{billing, "", "eu-west-2"}})
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if out, err := exec.Command(memwatchFast, "init", "--home", home, "--write", pol).CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	state := filepath.Join(home, "state")
+	found := func() int {
+		t.Helper()
+		out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", state).Output()
+		var st control.Status
+		if err != nil || json.Unmarshal(out, &st) != nil || st.Secrets == nil {
+			t.Fatalf("status: %v\n%s", err, out)
+		}
+		return st.Secrets.Found
+	}
+	p := start(t, "--policy", pol, "--state-dir", state)
+	p.waitLog("counted the credentials in the agents' memory", 60*time.Second)
+	before := found()
+	writeConversations(t, home, []conversation{{billing, "K", "OPENAI_KEY=sk-proj-Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxT3BlbkFJXk3Rv9QmZ2Tn8Wb5Yc4J"}})
+	waitUntil(t, 90*time.Second, func() bool { return found() > before })
+	if got := found(); got <= before {
+		t.Errorf("status counts %d credentials 90 s after a conversation holding one went on in opencode's database, want more than %d", got, before)
 	}
 }

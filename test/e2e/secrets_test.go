@@ -344,6 +344,70 @@ func TestStatusCountsWhatWasJustWritten(t *testing.T) {
 	}
 }
 
+// TestStatusKeepsWhatADeletedSessionHeld: a session the agent deletes
+// leaves the file but not memwatch (the spool holds its lines): status
+// still counts its credentials once the watcher's pass counted the
+// root again, beside one just written into another session.
+func TestStatusKeepsWhatADeletedSessionHeld(t *testing.T) {
+	t.Parallel()
+	_, root, pol, state, found, counted := countedHome(t)
+	other := filepath.Join(root, "9b1e-work.jsonl")
+	os.WriteFile(other, []byte(`{"type":"user","message":{"role":"user","content":"nothing secret here"}}`+"\n"), 0o644)
+	p := start(t, "--policy", pol, "--state-dir", state)
+	counted(p, "bytes")
+	before := found()
+	if before == 0 {
+		t.Fatal("status counts no credential in the session to delete")
+	}
+	if err := os.Remove(filepath.Join(root, "7d3a-env.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(other, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"type":"assistant","message":{"role":"assistant","content":"Set it: export OPENAI_KEY=sk-proj-Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxT3BlbkFJXk3Rv9QmZ2Tn8Wb5Yc4J"}}` + "\n")
+	f.Close()
+	waitUntil(t, 90*time.Second, func() bool { return found() == before+1 })
+	if got := found(); got != before+1 {
+		t.Errorf("status counts %d credentials 90 s after a session holding %d was deleted and one more was written elsewhere, want %d", got, before, before+1)
+	}
+}
+
+// TestStatusKeepsWhatManyDeletedSessionsHeld: more sessions deleted at
+// once than are read a query each (one pass over the project's held
+// lines reads them): status counts the credentials they held, each once.
+func TestStatusKeepsWhatManyDeletedSessionsHeld(t *testing.T) {
+	t.Parallel()
+	_, root, pol, state, found, counted := countedHome(t)
+	const n = 80
+	for i := range n {
+		line := fmt.Sprintf(`{"type":"assistant","message":{"role":"assistant","content":"Set it: export OPENAI_KEY=sk-proj-Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxT3BlbkFJXk3Rv9QmZ2Tn8W%04d"}}`, i)
+		os.WriteFile(filepath.Join(root, fmt.Sprintf("%04d-many.jsonl", i)), []byte(line+"\n"), 0o644)
+	}
+	p := start(t, "--policy", pol, "--state-dir", state)
+	counted(p, "bytes")
+	before := found()
+	if before < n {
+		t.Fatalf("status counts %d credentials, want %d at least", before, n)
+	}
+	if err := p.stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Deleted while memwatch was stopped: the next start finds them all
+	// gone at once.
+	for i := range n {
+		os.Remove(filepath.Join(root, fmt.Sprintf("%04d-many.jsonl", i)))
+	}
+	p = start(t, "--policy", pol, "--state-dir", state)
+	if held := counted(p, "held_lines_read"); held != n {
+		t.Errorf("the count after the deletions read %d held lines, want %d", held, n)
+	}
+	if got := found(); got != before {
+		t.Errorf("status counts %d credentials after %d sessions holding one each were deleted, want %d", got, n, before)
+	}
+}
+
 // TestCountKeepsHeldCounts: a session the agent deleted is counted from
 // the spool once; later counts, after the agent wrote to another session
 // of the project, read none of its lines again and still count it.
