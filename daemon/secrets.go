@@ -264,7 +264,7 @@ func (d *Daemon) countSecrets(ctx context.Context, only map[string]bool) {
 				t.mu.Unlock()
 				if old.stamp != stamp {
 					heldCounted++
-					hs, n, err := d.countHeld(ctx, det, gens, root, old, stamp, logs)
+					hs, n, err := d.countHeld(ctx, det, root, old, stamp, logs)
 					heldRead += n
 					if ctx.Err() != nil {
 						root.Close()
@@ -326,32 +326,10 @@ func (d *Daemon) heldStamp(ctx context.Context, root *confine.Root) (string, []s
 	}
 	var b strings.Builder
 	for _, l := range logs {
-		fmt.Fprintf(&b, "%d:%s;", l.ID, logStamp(l))
+		fmt.Fprintf(&b, "%d:%s;", l.ID, l.Stamp())
 	}
 	return b.String(), logs
 }
-
-// logStamp is a log's part of its root's stamp: its last sequence
-// number, its generation and whether it is gone.
-func logStamp(l spool.Log) string { return fmt.Sprintf("%d:%d:%t", l.Seq, l.Gen, l.Missing) }
-
-// grownSince reports whether l only gained lines since the count whose
-// stamp was stamp (the same generation, as gone as it was), and the
-// last sequence number that count read.
-func grownSince(stamp string, l spool.Log) (int64, bool) {
-	var seq, gen int64
-	var missing bool
-	if _, err := fmt.Sscanf(stamp, "%d:%d:%t", &seq, &gen, &missing); err != nil {
-		return 0, false
-	}
-	return seq, gen == l.Gen && missing == l.Missing && seq <= l.Seq
-}
-
-// manyHeldLogs is how many logs of a root to read anew one query each,
-// at most: past it, one pass over the root's held lines reads them all
-// (an agent that deleted 200,000 sessions costs one pass, not a query
-// each).
-const manyHeldLogs = 64
 
 // countHeld counts the credentials in the held lines of a root's logs
 // whose stamp changed since old: a log that only gained lines (a
@@ -359,60 +337,36 @@ const manyHeldLogs = 64
 // from where its count stopped; one newly gone or rewritten, whole; a
 // live log never rewritten holds none. It returns the count and how many
 // lines it read.
-func (d *Daemon) countHeld(ctx context.Context, det *secrets.Detector, gens *spool.Gens, root *confine.Root, old heldSecrets, stamp string, logs []spool.Log) (heldSecrets, int, error) {
+func (d *Daemon) countHeld(ctx context.Context, det *secrets.Detector, root *confine.Root, old heldSecrets, stamp string, logs []spool.Log) (heldSecrets, int, error) {
 	hs := heldSecrets{stamp: stamp, kinds: map[string]int{}, logs: map[int64]heldLog{}}
 	var changed []spool.Log
+	after := map[int64]int64{}
 	for _, l := range logs {
-		if o, counted := old.logs[l.ID]; counted && o.stamp == logStamp(l) {
+		o, counted := old.logs[l.ID]
+		switch {
+		case counted && o.stamp == l.Stamp():
 			hs.logs[l.ID] = o // unchanged since it was counted
-		} else if l.HoldsLines() {
+		case l.HoldsLines():
 			changed = append(changed, l)
+			kinds := map[string]int{}
+			if seq, grown := l.GrownSince(o.stamp); counted && grown {
+				after[l.ID] = seq
+				maps.Copy(kinds, o.kinds)
+			}
+			hs.logs[l.ID] = heldLog{stamp: l.Stamp(), kinds: kinds}
 		}
 	}
 	read := 0
 	var buf []byte
-	count := func(kinds map[string]int) func(spool.HeldLine) error {
-		return func(h spool.HeldLine) error {
-			read++
-			for _, f := range det.FindLine(h.Data, &buf) {
-				kinds[f.Rule]++
-			}
-			return ctx.Err()
+	err := d.spool.HeldOfLogs(ctx, root.ID(), changed, func(l spool.Log) int64 { return after[l.ID] }, func(h spool.HeldLine) error {
+		read++
+		for _, f := range det.FindLine(h.Data, &buf) {
+			hs.logs[h.Log].kinds[f.Rule]++
 		}
-	}
-	if len(changed) > manyHeldLogs {
-		// One pass over the root's held lines, each changed log counted
-		// anew, the others' lines passed by.
-		fresh := make(map[int64]heldLog, len(changed))
-		seqs := make(map[int64]int64, len(changed))
-		for _, l := range changed {
-			fresh[l.ID] = heldLog{stamp: logStamp(l), kinds: map[string]int{}}
-			seqs[l.ID] = l.Seq
-		}
-		err := gens.HeldLines(ctx, root, func(h spool.HeldLine) error {
-			if l, ok := fresh[h.Log]; ok && h.Seq <= seqs[h.Log] {
-				return count(l.kinds)(h) // what the log's stamp says was captured
-			}
-			return nil
-		})
-		if err != nil {
-			return heldSecrets{}, read, err
-		}
-		maps.Copy(hs.logs, fresh)
-	} else {
-		for _, l := range changed {
-			after, kinds := int64(0), map[string]int{}
-			if o, counted := old.logs[l.ID]; counted {
-				if seq, grown := grownSince(o.stamp, l); grown {
-					after = seq
-					maps.Copy(kinds, o.kinds)
-				}
-			}
-			if err := d.spool.HeldOf(ctx, l, after, count(kinds)); err != nil {
-				return heldSecrets{}, read, err
-			}
-			hs.logs[l.ID] = heldLog{stamp: logStamp(l), kinds: kinds}
-		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return heldSecrets{}, read, err
 	}
 	for _, l := range hs.logs {
 		for k, n := range l.kinds {

@@ -252,6 +252,51 @@ func (s *Spool) HeldOf(ctx context.Context, l Log, after int64, fn func(HeldLine
 // (HeldOf has some to read).
 func (l Log) HoldsLines() bool { return l.Missing || l.ino == virtualIno || l.Gen > 1 }
 
+// manyHeldLogs is how many logs HeldOfLogs reads a query each, at most:
+// past it, one pass over the root's held lines reads them (an agent that
+// deleted 200,000 sessions costs one pass, not a query each).
+const manyHeldLogs = 64
+
+// HeldOfLogs is HeldOf of each of logs, some of root's as Logs listed
+// them, from after(l) on.
+func (s *Spool) HeldOfLogs(ctx context.Context, root confine.ID, logs []Log, after func(Log) int64, fn func(HeldLine) error) error {
+	if len(logs) <= manyHeldLogs {
+		for _, l := range logs {
+			if err := s.HeldOf(ctx, l, after(l), fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	span := make(map[int64][2]int64, len(logs)) // above, at most
+	for _, l := range logs {
+		span[l.ID] = [2]int64{after(l), l.Seq}
+	}
+	return s.Held(ctx, root, func(h HeldLine) error {
+		if sp, ok := span[h.Log]; ok && h.Seq > sp[0] && h.Seq <= sp[1] {
+			return fn(h)
+		}
+		return nil
+	})
+}
+
+// Stamp is what a count of l's held lines was made of: its last sequence
+// number, its generation and whether it is gone. A log whose stamp
+// changed may hold other lines; GrownSince tells one that only gained.
+func (l Log) Stamp() string { return fmt.Sprintf("%d:%d:%t", l.Seq, l.Gen, l.Missing) }
+
+// GrownSince reports whether l only gained lines since stamp was its
+// Stamp (the same generation, as gone as it was), and the last sequence
+// number it had then.
+func (l Log) GrownSince(stamp string) (int64, bool) {
+	var seq, gen int64
+	var missing bool
+	if _, err := fmt.Sscanf(stamp, "%d:%d:%t", &seq, &gen, &missing); err != nil {
+		return 0, false
+	}
+	return seq, gen == l.Gen && missing == l.Missing && seq <= l.Seq
+}
+
 // HeldLines is Held of a root (answer.HeldFunc).
 func (s *Spool) HeldLines(ctx context.Context, root *confine.Root, fn func(HeldLine) error) error {
 	return s.Held(ctx, root.ID(), fn)
