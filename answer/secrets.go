@@ -30,7 +30,8 @@ const maxSecretLine = 4 << 20
 
 // SecretsInRoot reads a root's searchable files (srcs) and, with sp, the
 // spool's lines of its logs gone from their files, for credentials; a
-// file tally says holds none as it is now is not read (tally may be nil).
+// file or a log's held lines tally says hold none as they are now are
+// not read (tally may be nil).
 func SecretsInRoot(ctx context.Context, d *secrets.Detector, root *confine.Root, srcs []recall.Source, sp *spool.Spool, tally *SavedTally) []control.SecretFinding {
 	var out []control.SecretFinding
 	for _, m := range SearchableFiles(root, srcs) {
@@ -46,7 +47,11 @@ func SecretsInRoot(ctx context.Context, d *secrets.Detector, root *confine.Root,
 		out = append(out, SecretsInFile(ctx, d, root, m.Rel)...)
 	}
 	if sp != nil {
-		out = append(out, SecretsHeld(ctx, d, root, sp.HeldLines)...)
+		held := HeldFunc(sp.HeldLines)
+		if tally != nil {
+			held = tally.heldUnvouched(sp)
+		}
+		out = append(out, SecretsHeld(ctx, d, root, held)...)
 	}
 	return out
 }

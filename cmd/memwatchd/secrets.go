@@ -37,10 +37,10 @@ memwatch's spool does (a log the agent deleted or rewrote since). Values
 are never printed: memwatch show --reveal CITATION prints one for you.
 
 It reads the files of every root you can read (or --dir's), and the spool
-where you can read memwatch's state (there, a file the daemon's count
-found none in, unchanged since, is not read again). memwatch changes
-neither unless a
-store asks for scrub_secrets: true (the agent's logs masked once idle, no
+where you can read memwatch's state (there, a file, or a deleted log's
+lines in the spool, that the daemon's count found none in, unchanged
+since, is not read again). memwatch changes neither unless a store asks
+for scrub_secrets: true (the agent's logs masked once idle, no
 copy kept; see docs/security.md). To stop a credential leaking, rotate
 it. memwatch recall KIND (memwatch recall aws-access-token) finds the
 lines that hold one, masked.
@@ -166,6 +166,20 @@ func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Sp
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Since.After(out[j].Since) })
+	// Newest first; then by place, so the order is the same however the
+	// spool's lines were read (a whole root's, or a log's at a time).
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.Since.Equal(b.Since) {
+			return a.Since.After(b.Since)
+		}
+		if a.Root != b.Root || a.File != b.File {
+			return a.Root < b.Root || a.Root == b.Root && a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Cite < b.Cite || a.Cite == b.Cite && a.Kind < b.Kind
+	})
 	return out, nil
 }

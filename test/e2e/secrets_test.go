@@ -613,3 +613,88 @@ func TestScrubSecrets(t *testing.T) {
 		t.Errorf("undo of a scrub: exit %d\n%s\nwant a refusal saying why", code, out)
 	}
 }
+
+// TestSecretsReadsHeldLinesTheTallyCannotVouchFor: of the spool's lines of
+// deleted sessions, memwatch secrets reads those of the logs the daemon's
+// tally did not count none in, as they are now: the list is the same with
+// the tally as without; a log the tally says holds none (here, falsely,
+// to see it is not read) is not read; one whose stamp changed since is.
+func TestSecretsReadsHeldLinesTheTallyCannotVouchFor(t *testing.T) {
+	t.Parallel()
+	_, root, pol, state, _, counted := countedHome(t)
+	gone := map[string]string{
+		"5e6f-gone-clean.jsonl": `{"type":"user","message":{"role":"user","content":"nothing to hide"}}`,
+		"8a9b-gone-key.jsonl":   `{"type":"assistant","message":{"role":"assistant","content":"export GITHUB_TOKEN=ghp_R3vQy8NcLkZt0WmPb2XsJd7HfAe5Ug9KiOqY"}}`,
+	}
+	for name, line := range gone {
+		os.WriteFile(filepath.Join(root, name), []byte(line+"\n"), 0o644)
+	}
+	run := func() {
+		p := start(t, "--policy", pol, "--state-dir", state)
+		counted(p, "bytes")
+		if err := p.stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	for name := range gone {
+		os.Remove(filepath.Join(root, name))
+	}
+	run()
+	list := func() string {
+		out, _ := exec.Command(memwatchFast, "secrets", "--json", "--policy", pol, "--state-dir", state).Output()
+		var fs []struct{ Kind, Citation string }
+		if err := json.Unmarshal(out, &fs); err != nil {
+			t.Fatalf("secrets --json: %v\n%s", err, out)
+		}
+		var got []string
+		for _, f := range fs {
+			got = append(got, f.Kind+" "+f.Citation)
+		}
+		slices.Sort(got)
+		return strings.Join(got, "\n")
+	}
+	withTally := list()
+	if !strings.Contains(withTally, "8a9b-gone-key.jsonl@") {
+		t.Fatalf("the deleted session's credential is not listed:\n%s", withTally)
+	}
+	path := filepath.Join(state, "secrets-tally.json")
+	kept, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	if without := list(); without != withTally {
+		t.Fatalf("with the tally:\n%s\nwithout:\n%s", withTally, without)
+	}
+	// The tally made to say every held log holds none: none is read.
+	var tally map[string]any
+	json.Unmarshal(kept, &tally)
+	forged := 0
+	for _, h := range tally["held"].(map[string]any) {
+		for _, l := range h.(map[string]any)["logs"].(map[string]any) {
+			l.(map[string]any)["kinds"] = map[string]any{}
+			forged++
+		}
+	}
+	write := func() {
+		b, _ := json.Marshal(tally)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	if got := list(); forged == 0 || strings.Contains(got, "8a9b-gone-key.jsonl@") {
+		t.Errorf("a held log the tally vouches for was read (%d logs in the tally):\n%s", forged, got)
+	}
+	// Its stamp another: read.
+	for _, h := range tally["held"].(map[string]any) {
+		for _, l := range h.(map[string]any)["logs"].(map[string]any) {
+			l.(map[string]any)["stamp"] = "0:0:false"
+		}
+	}
+	write()
+	if got := list(); got != withTally {
+		t.Errorf("held logs whose stamp changed since the tally, listed:\n%s\nwant:\n%s", got, withTally)
+	}
+}
