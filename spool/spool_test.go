@@ -795,3 +795,67 @@ func TestHeldOfContinues(t *testing.T) {
 		t.Errorf("after the log's last sequence number, as listed before: %q, want none", got)
 	}
 }
+
+// TestHeldOfLogsAsHeldOf: past manyHeldLogs logs, HeldOfLogs reads the
+// root's held lines in one pass; what it gives is what HeldOf gives of
+// each, from each log's sequence number on.
+func TestHeldOfLogsAsHeldOf(t *testing.T) {
+	ctx := context.Background()
+	s := newSpool(t)
+	opt := Options{IsMessage: func(b []byte, cut bool) bool { return true }}
+	db := openRoot(t, t.TempDir())
+	for i := range manyHeldLogs + 6 {
+		recs := []Record{{Key: 1, Data: []byte(fmt.Sprintf(`{"role":"user","content":"%d-1"}`, i))}, {Key: 2, Data: []byte(fmt.Sprintf(`{"role":"user","content":"%d-2"}`, i))}}
+		if _, err := s.CaptureRecords(ctx, db.ID(), fmt.Sprintf("agent.db#s%d", i), recs, opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs, err := s.Logs(ctx, db.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := func(l Log) int64 { return l.ID % 3 } // 0, 1 or 2 of each log's two lines read before
+	for _, n := range []int{manyHeldLogs, len(logs)} {
+		var got, want []string
+		for _, l := range logs[:n] {
+			s.HeldOf(ctx, l, after(l), func(h HeldLine) error {
+				want = append(want, fmt.Sprint(h.Log, h.Seq, string(h.Data)))
+				return nil
+			})
+		}
+		if err := s.HeldOfLogs(ctx, db.ID(), logs[:n], after, func(h HeldLine) error {
+			got = append(got, fmt.Sprint(h.Log, h.Seq, string(h.Data)))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) || len(want) == 0 {
+			t.Errorf("%d logs: HeldOfLogs gave %d lines, HeldOf %d:\n%q\n%q", n, len(got), len(want), got, want)
+		}
+	}
+}
+
+func TestLogGrownSince(t *testing.T) {
+	l := Log{Seq: 10, Gen: 2}
+	for _, c := range []struct {
+		then  Log
+		seq   int64
+		grown bool
+	}{
+		{Log{Seq: 7, Gen: 2}, 7, true},
+		{Log{Seq: 10, Gen: 2}, 10, true},
+		{Log{Seq: 7, Gen: 1}, 7, false},
+		{Log{Seq: 7, Gen: 2, Missing: true}, 7, false},
+		{Log{Seq: 12, Gen: 2}, 12, false},
+	} {
+		seq, grown := l.GrownSince(c.then.Stamp())
+		if seq != c.seq || grown != c.grown {
+			t.Errorf("since %s: got %d, %v; want %d, %v", c.then.Stamp(), seq, grown, c.seq, c.grown)
+		}
+	}
+	if _, grown := l.GrownSince("not a stamp"); grown {
+		t.Error("grown since a stamp that is none")
+	}
+}
