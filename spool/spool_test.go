@@ -611,14 +611,12 @@ func TestAppendedLogIsNotReadAgain(t *testing.T) {
 	}
 }
 
-// TestGensHeldAsSearchHeld: a search's Held (one query says which roots
-// hold anything) finds what SearchHeld finds in each root: a deleted
-// log's lines, a rewritten log's earlier generation, nothing in a root
-// whose logs are all live and never rewritten.
-func TestGensHeldAsSearchHeld(t *testing.T) {
+// heldRoots are three roots of a log captured by s: "gone" (deleted
+// since), "rewritten" (its second generation captured), "quiet" (live,
+// never rewritten).
+func heldRoots(t *testing.T, s *Spool, opt Options) map[string]*confine.Root {
+	t.Helper()
 	ctx := context.Background()
-	s := newSpool(t)
-	opt := Options{IsMessage: func(b []byte, cut bool) bool { return bytes.Contains(b, []byte(`"role"`)) }}
 	dirs := map[string]string{"gone": t.TempDir(), "rewritten": t.TempDir(), "quiet": t.TempDir()}
 	roots := map[string]*confine.Root{}
 	for name, dir := range dirs {
@@ -635,6 +633,18 @@ func TestGensHeldAsSearchHeld(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return roots
+}
+
+// TestGensHeldAsSearchHeld: a search's Held (one query says which roots
+// hold anything) finds what SearchHeld finds in each root: a deleted
+// log's lines, a rewritten log's earlier generation, nothing in a root
+// whose logs are all live and never rewritten.
+func TestGensHeldAsSearchHeld(t *testing.T) {
+	ctx := context.Background()
+	s := newSpool(t)
+	opt := Options{IsMessage: func(b []byte, cut bool) bool { return bytes.Contains(b, []byte(`"role"`)) }}
+	roots := heldRoots(t, s, opt)
 	g := s.Gens(ctx)
 	for name, r := range roots {
 		var want, got []string
@@ -723,22 +733,7 @@ func TestHeldOfContinues(t *testing.T) {
 	ctx := context.Background()
 	s := newSpool(t)
 	opt := Options{IsMessage: func(b []byte, cut bool) bool { return bytes.Contains(b, []byte(`"role"`)) }}
-	dirs := map[string]string{"gone": t.TempDir(), "rewritten": t.TempDir(), "quiet": t.TempDir()}
-	roots := map[string]*confine.Root{}
-	for name, dir := range dirs {
-		roots[name] = openRoot(t, dir)
-		os.WriteFile(filepath.Join(dir, "s.jsonl"), []byte(lines(msgs(0, 5)...)), 0o644)
-		if _, err := s.Capture(ctx, roots[name], "s.jsonl", opt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.Remove(filepath.Join(dirs["gone"], "s.jsonl"))
-	replace(t, filepath.Join(dirs["rewritten"], "s.jsonl"), lines(msgs(10, 12)...))
-	for _, name := range []string{"gone", "rewritten"} {
-		if _, err := s.Capture(ctx, roots[name], "s.jsonl", opt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	roots := heldRoots(t, s, opt)
 	db := openRoot(t, t.TempDir())
 	roots["db"] = db
 	rec := func(k int64) Record {

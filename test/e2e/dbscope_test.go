@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/test/fixtures/dbrows/rows"
 )
 
@@ -137,15 +136,7 @@ func TestStatusCountsADatabaseConversation(t *testing.T) {
 		t.Fatalf("init: %v\n%s", err, out)
 	}
 	state := filepath.Join(home, "state")
-	found := func() int {
-		t.Helper()
-		out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", state).Output()
-		var st control.Status
-		if err != nil || json.Unmarshal(out, &st) != nil || st.Secrets == nil {
-			t.Fatalf("status: %v\n%s", err, out)
-		}
-		return st.Secrets.Found
-	}
+	found := func() int { t.Helper(); return statusFound(t, pol, state) }
 	p := start(t, "--policy", pol, "--state-dir", state)
 	p.waitLog("counted the credentials in the agents' memory", 60*time.Second)
 	before := found()

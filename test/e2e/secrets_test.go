@@ -268,15 +268,7 @@ func countedHome(t *testing.T) (home, root, pol, state string, found func() int,
 		t.Fatalf("init: %v\n%s", err, out)
 	}
 	state = filepath.Join(home, "state")
-	found = func() int {
-		t.Helper()
-		out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", state).Output()
-		var st control.Status
-		if err != nil || json.Unmarshal(out, &st) != nil || st.Secrets == nil {
-			t.Fatalf("status: %v\n%s", err, out)
-		}
-		return st.Secrets.Found
-	}
+	found = func() int { t.Helper(); return statusFound(t, pol, state) }
 	counted = func(p *proc, field string) int64 {
 		t.Helper()
 		l := p.waitLog("counted the credentials in the agents' memory", 30*time.Second)
@@ -284,6 +276,34 @@ func countedHome(t *testing.T) (home, root, pol, state string, found func() int,
 		return int64(n)
 	}
 	return home, root, pol, state, found, counted
+}
+
+// secretsListed is what memwatch secrets --json lists, a finding's kind
+// and citation a line, sorted.
+func secretsListed(t *testing.T, pol, state string) []string {
+	t.Helper()
+	out, _ := exec.Command(memwatchFast, "secrets", "--json", "--policy", pol, "--state-dir", state).Output()
+	var fs []struct{ Kind, Citation string }
+	if err := json.Unmarshal(out, &fs); err != nil {
+		t.Fatalf("secrets --json: %v\n%s", err, out)
+	}
+	var got []string
+	for _, f := range fs {
+		got = append(got, f.Kind+" "+f.Citation)
+	}
+	slices.Sort(got)
+	return got
+}
+
+// statusFound is how many credentials memwatch status counts.
+func statusFound(t *testing.T, pol, state string) int {
+	t.Helper()
+	out, err := exec.Command(memwatchFast, "status", "--json", "--policy", pol, "--state-dir", state).Output()
+	var st control.Status
+	if err != nil || json.Unmarshal(out, &st) != nil || st.Secrets == nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	return st.Secrets.Found
 }
 
 // TestCountReadsWhatWasAppended: the daemon's count of credentials reads
@@ -460,19 +480,7 @@ func TestSecretsReadsWhatTheTallyCannotVouchFor(t *testing.T) {
 	if err := p.stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	list := func() []string {
-		out, _ := exec.Command(memwatchFast, "secrets", "--json", "--policy", pol, "--state-dir", state).Output()
-		var fs []struct{ Kind, Citation string }
-		if err := json.Unmarshal(out, &fs); err != nil {
-			t.Fatalf("secrets --json: %v\n%s", err, out)
-		}
-		var got []string
-		for _, f := range fs {
-			got = append(got, f.Kind+" "+f.Citation)
-		}
-		slices.Sort(got)
-		return got
-	}
+	list := func() []string { return secretsListed(t, pol, state) }
 	withTally := list()
 	tally := filepath.Join(state, "secrets-tally.json")
 	kept, err := os.ReadFile(tally)
@@ -641,19 +649,7 @@ func TestSecretsReadsHeldLinesTheTallyCannotVouchFor(t *testing.T) {
 		os.Remove(filepath.Join(root, name))
 	}
 	run()
-	list := func() string {
-		out, _ := exec.Command(memwatchFast, "secrets", "--json", "--policy", pol, "--state-dir", state).Output()
-		var fs []struct{ Kind, Citation string }
-		if err := json.Unmarshal(out, &fs); err != nil {
-			t.Fatalf("secrets --json: %v\n%s", err, out)
-		}
-		var got []string
-		for _, f := range fs {
-			got = append(got, f.Kind+" "+f.Citation)
-		}
-		slices.Sort(got)
-		return strings.Join(got, "\n")
-	}
+	list := func() string { return strings.Join(secretsListed(t, pol, state), "\n") }
 	withTally := list()
 	if !strings.Contains(withTally, "8a9b-gone-key.jsonl@") {
 		t.Fatalf("the deleted session's credential is not listed:\n%s", withTally)
