@@ -281,20 +281,25 @@ func (s *Spool) HeldOfLogs(ctx context.Context, root confine.ID, logs []Log, aft
 }
 
 // Stamp is what a count of l's held lines was made of: its last sequence
-// number, its generation and whether it is gone. A log whose stamp
-// changed may hold other lines; GrownSince tells one that only gained.
-func (l Log) Stamp() string { return fmt.Sprintf("%d:%d:%t", l.Seq, l.Gen, l.Missing) }
+// number, its generation, whether it is gone, and a hash of its path (a
+// tally kept beside another spool, its ids given to other logs, vouches
+// for none of them). A log whose stamp changed may hold other lines;
+// GrownSince tells one that only gained.
+func (l Log) Stamp() string {
+	return fmt.Sprintf("%d:%d:%t:%x", l.Seq, l.Gen, l.Missing, uint32(xxhash.Sum64String(l.Path)))
+}
 
 // GrownSince reports whether l only gained lines since stamp was its
-// Stamp (the same generation, as gone as it was), and the last sequence
-// number it had then.
+// Stamp (the same log, generation, as gone as it was), and the last
+// sequence number it had then.
 func (l Log) GrownSince(stamp string) (int64, bool) {
 	var seq, gen int64
 	var missing bool
-	if _, err := fmt.Sscanf(stamp, "%d:%d:%t", &seq, &gen, &missing); err != nil {
+	var path uint32
+	if _, err := fmt.Sscanf(stamp, "%d:%d:%t:%x", &seq, &gen, &missing, &path); err != nil {
 		return 0, false
 	}
-	return seq, gen == l.Gen && missing == l.Missing && seq <= l.Seq
+	return seq, gen == l.Gen && missing == l.Missing && seq <= l.Seq && path == uint32(xxhash.Sum64String(l.Path))
 }
 
 // HeldLines is Held of a root (answer.HeldFunc).

@@ -853,4 +853,8 @@ func TestLogGrownSince(t *testing.T) {
 	if _, grown := l.GrownSince("not a stamp"); grown {
 		t.Error("grown since a stamp that is none")
 	}
+	other := Log{Seq: 7, Gen: 2, Path: "other.jsonl"}
+	if _, grown := l.GrownSince(other.Stamp()); grown || other.Stamp() == (Log{Seq: 7, Gen: 2}).Stamp() {
+		t.Error("another log's stamp of the same numbers vouches for this one")
+	}
 }
