@@ -56,6 +56,25 @@ func SecretsInRoot(ctx context.Context, d *secrets.Detector, root *confine.Root,
 	return out
 }
 
+// SortSecrets orders findings newest first, then by place (root, file,
+// line, citation): the same order however the spool's lines were read (a
+// whole root's, or a log's at a time).
+func SortSecrets(fs []control.SecretFinding) {
+	sort.Slice(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if !a.Since.Equal(b.Since) {
+			return a.Since.After(b.Since)
+		}
+		if a.Root != b.Root || a.File != b.File {
+			return a.Root < b.Root || a.Root == b.Root && a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Cite < b.Cite || a.Cite == b.Cite && a.Kind < b.Kind
+	})
+}
+
 // SearchableFiles lists a root's files recall searches (not databases,
 // not compressed archives), once each, with what the listing read of each
 // (Info nil: stat it).

@@ -172,6 +172,13 @@ func (c *Client) Recall(ctx context.Context, r RecallRequest) (RecallResponse, e
 	return out, c.Do(ctx, "GET", "/v1/recall?"+r.Values().Encode(), nil, &out)
 }
 
+// Secrets is GET /v1/secrets: where credentials sit in the caller's
+// roots, the spool's lines of them included.
+func (c *Client) Secrets(ctx context.Context) (SecretsResponse, error) {
+	var out SecretsResponse
+	return out, c.Do(ctx, "GET", "/v1/secrets", nil, &out)
+}
+
 // Show is GET /v1/show: the lines a citation of root names.
 func (c *Client) Show(ctx context.Context, root, cite string, reveal bool) (ShowResponse, error) {
 	v := url.Values{"root": {root}, "cite": {cite}}

@@ -106,6 +106,19 @@ type Shown struct {
 	Text string `json:",omitempty"`
 }
 
+// SecretsResponse answers GET /v1/secrets: memwatch secrets as the daemon
+// reads it for a caller who cannot read memwatch's state (a daemon run
+// by root): the credentials in the files and the spool's lines of the
+// roots the caller reaches, newest first.
+type SecretsResponse struct {
+	Findings []SecretFinding `json:"findings"`
+	// More counts the findings past MaxSecretFindings, left out.
+	More int `json:"more,omitempty"`
+}
+
+// MaxSecretFindings bounds the findings of one answer.
+const MaxSecretFindings = 10000
+
 // ShowResponse answers GET /v1/show.
 type ShowResponse struct {
 	Root  string  `json:"root"`

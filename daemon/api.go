@@ -67,6 +67,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("GET /metrics", d.handleMetrics)
 	mux.HandleFunc("GET /v1/recall", d.handleRecall)
 	mux.HandleFunc("GET /v1/show", d.handleShow)
+	mux.HandleFunc("GET /v1/secrets", d.handleSecrets)
 	// The Go runtime's profiles, for what the daemon's memory and time
 	// go to: the administrator's alone.
 	mux.HandleFunc("GET /debug/pprof/{profile...}", d.adminOnly(pprof.Index))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -12,10 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/memwatch/memwatch/access"
 	"github.com/memwatch/memwatch/answer"
 	"github.com/memwatch/memwatch/confine"
 	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/layout/registry"
+	"github.com/memwatch/memwatch/policy"
 	"github.com/memwatch/memwatch/secrets"
 	"github.com/memwatch/memwatch/spool"
 )
@@ -151,18 +154,7 @@ func (t *secretTally) load(path string) error {
 // renamed over it).
 func (t *secretTally) save(path string) error {
 	t.mu.Lock()
-	saved := answer.SavedTally{Version: 1, Detector: secrets.Fingerprint(), At: t.at, Files: make(map[string]answer.SavedFile, len(t.files)), Held: make(map[string]answer.SavedHeld, len(t.held))}
-	for k, f := range t.files {
-		saved.Files[k] = answer.SavedFile{Size: f.size, Mtime: f.mtime, Kinds: f.Kinds, Dev: f.Dev, Ino: f.Ino, End: f.End, Sum: f.Sum, Partial: f.Partial}
-	}
-	for k, h := range t.held {
-		logs := make(map[int64]answer.SavedHeldLog, len(h.logs))
-		for id, l := range h.logs {
-			logs[id] = answer.SavedHeldLog{Stamp: l.stamp, Kinds: l.kinds}
-		}
-		saved.Held[k] = answer.SavedHeld{Stamp: h.stamp, Kinds: h.kinds, Logs: logs}
-	}
-	data, err := json.Marshal(saved)
+	data, err := json.Marshal(t.savedLocked())
 	t.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("save the credentials' tally: %w", err)
@@ -183,6 +175,75 @@ func (t *secretTally) save(path string) error {
 		return fmt.Errorf("save the credentials' tally: %w", err)
 	}
 	return nil
+}
+
+// savedLocked is the tally as it is saved (t.mu held). Its maps are the
+// tally's own, never written once counted: it may be read after t.mu is
+// let go.
+func (t *secretTally) savedLocked() *answer.SavedTally {
+	saved := answer.SavedTally{Version: 1, Detector: secrets.Fingerprint(), At: t.at, Files: make(map[string]answer.SavedFile, len(t.files)), Held: make(map[string]answer.SavedHeld, len(t.held))}
+	for k, f := range t.files {
+		saved.Files[k] = answer.SavedFile{Size: f.size, Mtime: f.mtime, Kinds: f.Kinds, Dev: f.Dev, Ino: f.Ino, End: f.End, Sum: f.Sum, Partial: f.Partial}
+	}
+	for k, h := range t.held {
+		logs := make(map[int64]answer.SavedHeldLog, len(h.logs))
+		for id, l := range h.logs {
+			logs[id] = answer.SavedHeldLog{Stamp: l.stamp, Kinds: l.kinds}
+		}
+		saved.Held[k] = answer.SavedHeld{Stamp: h.stamp, Kinds: h.kinds, Logs: logs}
+	}
+	return &saved
+}
+
+// saved is the tally now, for a listing to skip what it vouches for (nil
+// before the first count).
+func (t *secretTally) saved() *answer.SavedTally {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.at.IsZero() {
+		return nil
+	}
+	return t.savedLocked()
+}
+
+// handleSecrets is GET /v1/secrets: memwatch secrets for a caller who
+// cannot read memwatch's state (a daemon run by root, its state root's):
+// the files and the spool's lines of each root the caller reaches, read
+// by the daemon as the root's owner, what the tally vouches for skipped.
+func (d *Daemon) handleSecrets(w http.ResponseWriter, r *http.Request) {
+	if !d.needRight(w, r, policy.RightRead) {
+		return
+	}
+	ctx := r.Context()
+	caller := access.CallerOf(ctx)
+	det, tally := secrets.Default(), d.secrets.saved()
+	res := control.SecretsResponse{Findings: []control.SecretFinding{}}
+	for _, s := range d.Policy().Stores {
+		srcs, ok := registry.SearchSources(s)
+		if !ok || !caller.ReachesStore(s) {
+			continue
+		}
+		for _, id := range s.RootIDs() {
+			if !caller.Reaches(s, id) {
+				continue
+			}
+			root, err := d.openRoot(s, id.Path)
+			if err != nil {
+				continue
+			}
+			res.Findings = append(res.Findings, answer.SecretsInRoot(ctx, det, root, srcs, d.spool, tally)...)
+			root.Close()
+			if err := ctx.Err(); err != nil {
+				writeErr(w, http.StatusServiceUnavailable, err)
+				return
+			}
+		}
+	}
+	answer.SortSecrets(res.Findings)
+	if n := len(res.Findings); n > control.MaxSecretFindings {
+		res.More, res.Findings = n-control.MaxSecretFindings, res.Findings[:control.MaxSecretFindings]
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 // pass counts again what changed in the policy's roots.
