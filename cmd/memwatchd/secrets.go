@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 
 	"github.com/spf13/cobra"
 
@@ -39,11 +39,12 @@ are never printed: memwatch show --reveal CITATION prints one for you.
 It reads the files of every root you can read (or --dir's), and the spool
 where you can read memwatch's state (there, a file, or a deleted log's
 lines in the spool, that the daemon's count found none in, unchanged
-since, is not read again). memwatch changes neither unless a store asks
-for scrub_secrets: true (the agent's logs masked once idle, no
-copy kept; see docs/security.md). To stop a credential leaking, rotate
-it. memwatch recall KIND (memwatch recall aws-access-token) finds the
-lines that hold one, masked.
+since, is not read again). Where you cannot (a daemon run by root), the
+daemon reads your roots and the spool's lines of them for you. memwatch
+changes neither unless a store asks for scrub_secrets: true (the
+agent's logs masked once idle, no copy kept; see docs/security.md). To
+stop a credential leaking, rotate it. memwatch recall KIND (memwatch
+recall aws-access-token) finds the lines that hold one, masked.
 
 Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
 2 on a usage error.`,
@@ -74,9 +75,26 @@ Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
 					spoolNote = fmt.Sprintf("there is no spool in %s (give the daemon's --state-dir or --policy)", stateDir)
 				}
 			}
-			found, err := findSecrets(cmd.Context(), p, dir, sp, tally)
-			if err != nil {
-				return err
+			var found []secretFinding
+			var more int
+			fromDaemon := false
+			if sp == nil && dir == "" {
+				// memwatch's state is not this user's to read (a daemon run
+				// by root): the daemon reads this user's roots, the spool's
+				// lines of them included, as it does for recall.
+				res, err := g.Control(p, stateDir).Secrets(cmd.Context())
+				switch {
+				case err == nil:
+					found, more, fromDaemon = res.Findings, res.More, true
+				case !errors.Is(err, control.ErrNoDaemon):
+					fmt.Fprintf(g.Stderr, "secrets: the daemon did not answer (%v); your files alone are read\n", err)
+				}
+			}
+			if !fromDaemon {
+				var err error
+				if found, err = findSecrets(cmd.Context(), p, dir, sp, tally); err != nil {
+					return err
+				}
 			}
 			if asJSON {
 				if found == nil {
@@ -101,7 +119,10 @@ Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
 					fmt.Fprintf(g.RawOut, "%-28s %s  %s  in %s\n", f.Kind, cli.InertText(f.Cite), f.Since.Local().Format("2006-01-02 15:04"), where)
 				}
 			}
-			if sp == nil {
+			switch {
+			case more > 0:
+				fmt.Fprintf(g.Stderr, "secrets: %d more found than listed\n", more)
+			case sp == nil && !fromDaemon:
 				fmt.Fprintf(g.Stderr, "secrets: %s; the agents' files alone were read\n", spoolNote)
 			}
 			if len(found) == 0 {
@@ -166,20 +187,6 @@ func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Sp
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// Newest first; then by place, so the order is the same however the
-	// spool's lines were read (a whole root's, or a log's at a time).
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if !a.Since.Equal(b.Since) {
-			return a.Since.After(b.Since)
-		}
-		if a.Root != b.Root || a.File != b.File {
-			return a.Root < b.Root || a.Root == b.Root && a.File < b.File
-		}
-		if a.Line != b.Line {
-			return a.Line < b.Line
-		}
-		return a.Cite < b.Cite || a.Cite == b.Cite && a.Kind < b.Kind
-	})
+	answer.SortSecrets(out)
 	return out, nil
 }

@@ -399,3 +399,45 @@ func wsDaemon(t *testing.T, base, top string, args ...string) (pol, sock, bin st
 	p.waitLog("ready", 10*time.Second)
 	return pol, sock, bin, p
 }
+
+// TestIdentityOwnSecrets: under a daemon run by root, whose state a user
+// cannot read, memwatch secrets lists the user's credentials the spool
+// alone holds now (the daemon reads them for the user's roots), and none
+// of another user's.
+func TestIdentityOwnSecrets(t *testing.T) {
+	t.Parallel()
+	base, alice, bob := tenants(t)
+	aRoot, bRoot := filepath.Join(alice.home, "ws", "a"), filepath.Join(bob.home, "ws", "b")
+	key := func(n int) string {
+		return fmt.Sprintf(`{"role":"assistant","content":"Set it: export OPENAI_KEY=sk-proj-Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxT3BlbkFJXk3Rv9QmZ2Tn8Wb5Y%03d"}`, n) + "\n"
+	}
+	alice.write(t, filepath.Join(aRoot, "sessions", "s1.jsonl"), key(1))
+	bob.write(t, filepath.Join(bRoot, "sessions", "s1.jsonl"), key(2))
+	stateDir := filepath.Join(base, "state")
+	pol, _, bin, p := wsDaemon(t, base, "", "--state-dir", stateDir)
+	p.waitLog("counted the credentials in the agents' memory", 30*time.Second)
+	secretsAs := func(u tenant) (string, int) {
+		out, err := u.command(bin, "secrets", "--policy", pol, "--json").Output()
+		return string(out), exitCode(err)
+	}
+	// Both clear their logs: the lines are only in memwatch's spool now.
+	os.Truncate(filepath.Join(aRoot, "sessions", "s1.jsonl"), 0)
+	os.Truncate(filepath.Join(bRoot, "sessions", "s1.jsonl"), 0)
+	waitUntil(t, 15*time.Second, func() bool {
+		out, _ := secretsAs(alice)
+		return strings.Contains(out, aRoot+"/sessions/s1.jsonl@")
+	})
+	out, code := secretsAs(alice)
+	if code != 1 || !strings.Contains(out, aRoot+"/sessions/s1.jsonl@") {
+		t.Errorf("alice's secrets (exit %d) do not list her credential the spool alone holds:\n%s", code, out)
+	}
+	if strings.Contains(out, bRoot) || strings.Contains(out, bob.home) {
+		t.Errorf("alice's secrets list bob's:\n%s", out)
+	}
+	if out, _ := secretsAs(bob); !strings.Contains(out, bRoot+"/sessions/s1.jsonl@") || strings.Contains(out, aRoot) {
+		t.Errorf("bob's secrets:\n%s", out)
+	}
+	if err := p.stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
