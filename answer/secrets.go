@@ -28,12 +28,41 @@ import (
 // maxSecretLine bounds a line read for credentials.
 const maxSecretLine = 4 << 20
 
+// SecretList gathers findings: with a Max, the newest Max of them, those
+// let go counted in More (a root of a million credentials costs twice Max
+// findings of memory, not a million).
+type SecretList struct {
+	Max   int // 0: no bound
+	Found []control.SecretFinding
+	More  int
+}
+
+func (l *SecretList) add(f control.SecretFinding) {
+	l.Found = append(l.Found, f)
+	if l.Max > 0 && len(l.Found) >= 2*l.Max {
+		l.trim()
+	}
+}
+
+func (l *SecretList) trim() {
+	sortSecrets(l.Found)
+	if l.Max > 0 && len(l.Found) > l.Max {
+		l.More += len(l.Found) - l.Max
+		l.Found = l.Found[:l.Max]
+	}
+}
+
+// Sorted returns the findings kept, newest first.
+func (l *SecretList) Sorted() []control.SecretFinding {
+	l.trim()
+	return l.Found
+}
+
 // SecretsInRoot reads a root's searchable files (srcs) and, with sp, the
-// spool's lines of its logs gone from their files, for credentials; a
-// file or a log's held lines tally says hold none as they are now are
-// not read (tally may be nil).
-func SecretsInRoot(ctx context.Context, d *secrets.Detector, root *confine.Root, srcs []recall.Source, sp *spool.Spool, tally *SavedTally) []control.SecretFinding {
-	var out []control.SecretFinding
+// spool's lines of its logs gone from their files, for credentials, into
+// out; a file or a log's held lines tally says hold none as they are now
+// are not read (tally may be nil).
+func SecretsInRoot(ctx context.Context, d *secrets.Detector, root *confine.Root, srcs []recall.Source, sp *spool.Spool, tally *SavedTally, out *SecretList) {
 	for _, m := range SearchableFiles(root, srcs) {
 		if tally != nil {
 			fi := m.Info
@@ -44,22 +73,21 @@ func SecretsInRoot(ctx context.Context, d *secrets.Detector, root *confine.Root,
 				continue
 			}
 		}
-		out = append(out, SecretsInFile(ctx, d, root, m.Rel)...)
+		SecretsInFile(ctx, d, root, m.Rel, out)
 	}
 	if sp != nil {
 		held := HeldFunc(sp.HeldLines)
 		if tally != nil {
 			held = tally.heldUnvouched(sp)
 		}
-		out = append(out, SecretsHeld(ctx, d, root, held)...)
+		SecretsHeld(ctx, d, root, held, out)
 	}
-	return out
 }
 
-// SortSecrets orders findings newest first, then by place (root, file,
+// sortSecrets orders findings newest first, then by place (root, file,
 // line, citation): the same order however the spool's lines were read (a
 // whole root's, or a log's at a time).
-func SortSecrets(fs []control.SecretFinding) {
+func sortSecrets(fs []control.SecretFinding) {
 	sort.Slice(fs, func(i, j int) bool {
 		a, b := fs[i], fs[j]
 		if !a.Since.Equal(b.Since) {
@@ -108,27 +136,24 @@ type HeldFunc func(ctx context.Context, root *confine.Root, fn func(spool.HeldLi
 
 // SecretsHeld reads a root's held lines for credentials, each cited at
 // its version of the log (PATH@GEN#L).
-func SecretsHeld(ctx context.Context, d *secrets.Detector, root *confine.Root, held HeldFunc) []control.SecretFinding {
-	var out []control.SecretFinding
+func SecretsHeld(ctx context.Context, d *secrets.Detector, root *confine.Root, held HeldFunc, out *SecretList) {
 	var buf []byte
 	held(ctx, root, func(h spool.HeldLine) error {
 		for _, f := range d.FindLine(h.Data, &buf) {
 			cite := fmt.Sprintf("%s/%s@%d#L%d", root.Path(), h.Path, h.Gen, h.Line)
-			out = append(out, control.SecretFinding{Kind: f.Rule, Root: root.Path(), File: h.Path, Line: h.Line, Cite: cite, Since: h.Time})
+			out.add(control.SecretFinding{Kind: f.Rule, Root: root.Path(), File: h.Path, Line: h.Line, Cite: cite, Since: h.Time})
 		}
 		return ctx.Err()
 	})
-	return out
 }
 
 // SecretsInFile reads one file line by line for credentials.
-func SecretsInFile(ctx context.Context, d *secrets.Detector, root *confine.Root, rel string) []control.SecretFinding {
+func SecretsInFile(ctx context.Context, d *secrets.Detector, root *confine.Root, rel string, out *SecretList) {
 	f, fi, err := root.OpenRead(rel)
 	if err != nil {
-		return nil
+		return
 	}
 	defer f.Close()
-	var out []control.SecretFinding
 	// A buffer the file's size, up to 64 KiB: a home of ten thousand
 	// small sessions allocates little.
 	rd := bufio.NewReaderSize(f, int(min(64<<10, max(4096, fi.Size()+1))))
@@ -139,14 +164,13 @@ func SecretsInFile(ctx context.Context, d *secrets.Detector, root *confine.Root,
 		if len(line) > 0 {
 			no++
 			for _, fd := range d.FindLine(line, &read) {
-				out = append(out, control.SecretFinding{Kind: fd.Rule, Root: root.Path(), File: rel, Line: no, Cite: fmt.Sprintf("%s/%s#L%d", root.Path(), rel, no), Live: true, Since: fi.ModTime()})
+				out.add(control.SecretFinding{Kind: fd.Rule, Root: root.Path(), File: rel, Line: no, Cite: fmt.Sprintf("%s/%s#L%d", root.Path(), rel, no), Live: true, Since: fi.ModTime()})
 			}
 		}
 		if err != nil {
 			break
 		}
 	}
-	return out
 }
 
 // FileCount is a count of one file's credentials by kind, and where it

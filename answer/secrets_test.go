@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/memwatch/memwatch/confine"
+	"github.com/memwatch/memwatch/control"
 	"github.com/memwatch/memwatch/secrets"
 )
 
@@ -118,5 +119,35 @@ func TestTallyNoneIn(t *testing.T) {
 	}
 	if (*SavedTally)(nil).NoneIn("/r", "none", fi) || tally.NoneIn("/r", "none", nil) {
 		t.Error("no tally, or no file: vouched for")
+	}
+}
+
+// TestSecretListKeepsTheNewest: with a Max, a list holds at most twice
+// Max findings at any time and gives the newest Max, counting the rest.
+func TestSecretListKeepsTheNewest(t *testing.T) {
+	l := SecretList{Max: 3}
+	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for i := range 20 {
+		// Out of order: i*7 mod 20 visits every minute once.
+		l.add(control.SecretFinding{Kind: "k", File: "f", Line: int64(i), Since: base.Add(time.Duration(i*7%20) * time.Minute)})
+		if len(l.Found) >= 2*l.Max {
+			t.Fatalf("after %d findings it holds %d, want fewer than %d", i+1, len(l.Found), 2*l.Max)
+		}
+	}
+	got := l.Sorted()
+	if len(got) != 3 || l.More != 17 {
+		t.Fatalf("got %d findings and %d more, want 3 and 17", len(got), l.More)
+	}
+	for i, f := range got {
+		if want := base.Add(time.Duration(19-i) * time.Minute); !f.Since.Equal(want) {
+			t.Errorf("finding %d of %v, want %v", i, f.Since, want)
+		}
+	}
+	var all SecretList
+	for i := range 5 {
+		all.add(control.SecretFinding{Line: int64(i), Since: base})
+	}
+	if got := all.Sorted(); len(got) != 5 || all.More != 0 || got[0].Line != 0 {
+		t.Errorf("no Max: %d findings, %d more, first line %d; want 5, 0, 0", len(got), all.More, got[0].Line)
 	}
 }

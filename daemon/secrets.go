@@ -154,7 +154,7 @@ func (t *secretTally) load(path string) error {
 // renamed over it).
 func (t *secretTally) save(path string) error {
 	t.mu.Lock()
-	data, err := json.Marshal(t.savedLocked())
+	data, err := json.Marshal(t.savedLocked(nil))
 	t.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("save the credentials' tally: %w", err)
@@ -177,15 +177,22 @@ func (t *secretTally) save(path string) error {
 	return nil
 }
 
-// savedLocked is the tally as it is saved (t.mu held). Its maps are the
+// savedLocked is the tally as it is saved (t.mu held), of the roots keep
+// says (nil: all). Its maps are the
 // tally's own, never written once counted: it may be read after t.mu is
 // let go.
-func (t *secretTally) savedLocked() *answer.SavedTally {
-	saved := answer.SavedTally{Version: 1, Detector: secrets.Fingerprint(), At: t.at, Files: make(map[string]answer.SavedFile, len(t.files)), Held: make(map[string]answer.SavedHeld, len(t.held))}
+func (t *secretTally) savedLocked(keep func(root string) bool) *answer.SavedTally {
+	saved := answer.SavedTally{Version: 1, Detector: secrets.Fingerprint(), At: t.at, Files: map[string]answer.SavedFile{}, Held: map[string]answer.SavedHeld{}}
 	for k, f := range t.files {
+		if root, _, _ := strings.Cut(k, "\x00"); keep != nil && !keep(root) {
+			continue
+		}
 		saved.Files[k] = answer.SavedFile{Size: f.size, Mtime: f.mtime, Kinds: f.Kinds, Dev: f.Dev, Ino: f.Ino, End: f.End, Sum: f.Sum, Partial: f.Partial}
 	}
 	for k, h := range t.held {
+		if keep != nil && !keep(k) {
+			continue
+		}
 		logs := make(map[int64]answer.SavedHeldLog, len(h.logs))
 		for id, l := range h.logs {
 			logs[id] = answer.SavedHeldLog{Stamp: l.stamp, Kinds: l.kinds}
@@ -195,15 +202,15 @@ func (t *secretTally) savedLocked() *answer.SavedTally {
 	return &saved
 }
 
-// saved is the tally now, for a listing to skip what it vouches for (nil
-// before the first count).
-func (t *secretTally) saved() *answer.SavedTally {
+// saved is the tally of the roots keep says (nil: all) now, for a listing
+// to skip what it vouches for (nil before the first count).
+func (t *secretTally) saved(keep func(root string) bool) *answer.SavedTally {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.at.IsZero() {
 		return nil
 	}
-	return t.savedLocked()
+	return t.savedLocked(keep)
 }
 
 // handleSecrets is GET /v1/secrets: memwatch secrets for a caller who
@@ -216,32 +223,45 @@ func (d *Daemon) handleSecrets(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	caller := access.CallerOf(ctx)
-	det, tally := secrets.Default(), d.secrets.saved()
-	res := control.SecretsResponse{Findings: []control.SecretFinding{}}
+	det := secrets.Default()
+	reach := map[string]bool{}
+	type reached struct {
+		s  *policy.Store
+		id confine.ID
+	}
+	var roots []reached
 	for _, s := range d.Policy().Stores {
-		srcs, ok := registry.SearchSources(s)
-		if !ok || !caller.ReachesStore(s) {
+		if !caller.ReachesStore(s) {
 			continue
 		}
 		for _, id := range s.RootIDs() {
-			if !caller.Reaches(s, id) {
-				continue
-			}
-			root, err := d.openRoot(s, id.Path)
-			if err != nil {
-				continue
-			}
-			res.Findings = append(res.Findings, answer.SecretsInRoot(ctx, det, root, srcs, d.spool, tally)...)
-			root.Close()
-			if err := ctx.Err(); err != nil {
-				writeErr(w, http.StatusServiceUnavailable, err)
-				return
+			if caller.Reaches(s, id) {
+				reach[id.Path] = true
+				roots = append(roots, reached{s, id})
 			}
 		}
 	}
-	answer.SortSecrets(res.Findings)
-	if n := len(res.Findings); n > control.MaxSecretFindings {
-		res.More, res.Findings = n-control.MaxSecretFindings, res.Findings[:control.MaxSecretFindings]
+	tally := d.secrets.saved(func(root string) bool { return reach[root] })
+	out := answer.SecretList{Max: control.MaxSecretFindings}
+	for _, r := range roots {
+		srcs, ok := registry.SearchSources(r.s)
+		if !ok {
+			continue
+		}
+		root, err := d.openRoot(r.s, r.id.Path)
+		if err != nil {
+			continue
+		}
+		answer.SecretsInRoot(ctx, det, root, srcs, d.spool, tally, &out)
+		root.Close()
+		if err := ctx.Err(); err != nil {
+			writeErr(w, http.StatusServiceUnavailable, err)
+			return
+		}
+	}
+	res := control.SecretsResponse{Findings: out.Sorted(), More: out.More}
+	if res.Findings == nil {
+		res.Findings = []control.SecretFinding{}
 	}
 	writeJSON(w, http.StatusOK, res)
 }

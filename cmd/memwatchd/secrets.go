@@ -150,9 +150,9 @@ Exit status: 1 when credentials are found (as gitleaks), 0 when none are,
 // and the spool's held lines for credentials, newest first.
 func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Spool, tally *answer.SavedTally) ([]secretFinding, error) {
 	d := secrets.Default()
-	var out []secretFinding
+	var out answer.SecretList // the user's own process: every finding
 	scan := func(root *confine.Root, srcs []recall.Source) {
-		out = append(out, answer.SecretsInRoot(ctx, d, root, srcs, sp, tally)...)
+		answer.SecretsInRoot(ctx, d, root, srcs, sp, tally, &out)
 		root.Close()
 	}
 	if dir != "" {
@@ -187,6 +187,5 @@ func findSecrets(ctx context.Context, p *policy.Policy, dir string, sp *spool.Sp
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	answer.SortSecrets(out)
-	return out, nil
+	return out.Sorted(), nil
 }
