@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -188,9 +189,8 @@ func (s *Spool) Held(ctx context.Context, root confine.ID, fn func(HeldLine) err
 		return err
 	}
 	for _, l := range logs {
-		q := `SELECT gen, line, data, log, seq, pack, time FROM lines l WHERE log=? AND msg=1 AND data IS NOT NULL AND gen<?
-			AND NOT EXISTS (SELECT 1 FROM carried c WHERE c.log=l.log AND c.gen=? AND c.seq=l.seq) ORDER BY seq DESC`
-		if err := s.eachHeld(ctx, l.path, q, []any{l.id, l.gen, l.gen}, fn); err != nil {
+		q := heldOfRewritten + ` ORDER BY seq DESC`
+		if err := s.eachHeld(ctx, l.path, q, []any{l.id, 0, int64(math.MaxInt64), l.gen, l.gen}, fn); err != nil {
 			return err
 		}
 	}
@@ -202,6 +202,16 @@ const (
 	heldGone = `SELECT l.path, n.gen, n.line, n.data, n.log, n.seq, n.pack, n.time FROM logs l JOIN lines n ON n.log = l.id
 		WHERE l.root=? AND (l.missing=1 OR l.ino=?) AND n.msg=1 AND n.data IS NOT NULL ORDER BY l.path, n.seq DESC`
 	heldRewritten = `SELECT id, path, gen FROM logs WHERE root=? AND missing=0 AND ino!=? AND gen>1 ORDER BY path`
+	// heldOfRewritten is a rewritten log's held lines (the generations
+	// before the live one, less what was carried into it) of sequence
+	// numbers in a range: log, above, at most, the live generation twice.
+	heldOfRewritten = `SELECT gen, line, data, log, seq, pack, time FROM lines l
+		WHERE log=? AND seq>? AND seq<=? AND msg=1 AND data IS NOT NULL AND gen<?
+		AND NOT EXISTS (SELECT 1 FROM carried c WHERE c.log=l.log AND c.gen=? AND c.seq=l.seq)`
+	// heldOfGone is the same of a log gone whole or a database's
+	// conversation: every message.
+	heldOfGone = `SELECT gen, line, data, log, seq, pack, time FROM lines
+		WHERE log=? AND seq>? AND seq<=? AND msg=1 AND data IS NOT NULL`
 )
 
 func (s *Spool) eachHeld(ctx context.Context, path, q string, args []any, fn func(HeldLine) error) error {
@@ -236,14 +246,9 @@ func (s *Spool) eachHeld(ctx context.Context, path, q string, args []any, fn fun
 func (s *Spool) HeldOf(ctx context.Context, l Log, after int64, fn func(HeldLine) error) error {
 	switch {
 	case l.Missing || l.ino == virtualIno:
-		q := `SELECT gen, line, data, log, seq, pack, time FROM lines
-			WHERE log=? AND seq>? AND seq<=? AND msg=1 AND data IS NOT NULL ORDER BY seq`
-		return s.eachHeld(ctx, l.Path, q, []any{l.ID, after, l.Seq}, fn)
+		return s.eachHeld(ctx, l.Path, heldOfGone+` ORDER BY seq`, []any{l.ID, after, l.Seq}, fn)
 	case l.Gen > 1:
-		q := `SELECT gen, line, data, log, seq, pack, time FROM lines l
-			WHERE log=? AND seq>? AND seq<=? AND msg=1 AND data IS NOT NULL AND gen<?
-			AND NOT EXISTS (SELECT 1 FROM carried c WHERE c.log=l.log AND c.gen=? AND c.seq=l.seq) ORDER BY seq`
-		return s.eachHeld(ctx, l.Path, q, []any{l.ID, after, l.Seq, l.Gen, l.Gen}, fn)
+		return s.eachHeld(ctx, l.Path, heldOfRewritten+` ORDER BY seq`, []any{l.ID, after, l.Seq, l.Gen, l.Gen}, fn)
 	}
 	return nil
 }
