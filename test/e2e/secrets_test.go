@@ -295,6 +295,20 @@ func secretsListed(t *testing.T, pol, state string) []string {
 	return got
 }
 
+// appendKey appends to a session, as the agent does, a turn holding one
+// credential.
+func appendKey(t *testing.T, session string) {
+	t.Helper()
+	f, err := os.OpenFile(session, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(`{"type":"assistant","message":{"role":"assistant","content":"Set it: export OPENAI_KEY=sk-proj-Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxT3BlbkFJXk3Rv9QmZ2Tn8Wb5Yc4J"}}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // statusFound is how many credentials memwatch status counts.
 func statusFound(t *testing.T, pol, state string) int {
 	t.Helper()
@@ -352,12 +366,7 @@ func TestStatusCountsWhatWasJustWritten(t *testing.T) {
 	p := start(t, "--policy", pol, "--state-dir", state)
 	counted(p, "bytes")
 	before := found()
-	f, err := os.OpenFile(filepath.Join(root, "7d3a-env.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString(`{"type":"assistant","message":{"role":"assistant","content":"Set it: export OPENAI_KEY=sk-proj-Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxT3BlbkFJXk3Rv9QmZ2Tn8Wb5Yc4J"}}` + "\n")
-	f.Close()
+	appendKey(t, filepath.Join(root, "7d3a-env.jsonl"))
 	waitUntil(t, 90*time.Second, func() bool { return found() == before+1 })
 	if got := found(); got != before+1 {
 		t.Errorf("status counts %d credentials 90 s after one more was written, want %d", got, before+1)
@@ -382,12 +391,7 @@ func TestStatusKeepsWhatADeletedSessionHeld(t *testing.T) {
 	if err := os.Remove(filepath.Join(root, "7d3a-env.jsonl")); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(other, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString(`{"type":"assistant","message":{"role":"assistant","content":"Set it: export OPENAI_KEY=sk-proj-Xk3Rv9QmZ2Tn8Wb5Yc4JvR7kLpQxT3BlbkFJXk3Rv9QmZ2Tn8Wb5Yc4J"}}` + "\n")
-	f.Close()
+	appendKey(t, other)
 	waitUntil(t, 90*time.Second, func() bool { return found() == before+1 })
 	if got := found(); got != before+1 {
 		t.Errorf("status counts %d credentials 90 s after a session holding %d was deleted and one more was written elsewhere, want %d", got, before, before+1)
