@@ -272,7 +272,10 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		Indexes: d.indexes, Segments: d.segments, Progress: &d.catch, Metrics: d.metrics, Log: log, Quota: &d.quota, Warnings: &d.warnings,
 		Store: d.captureStore, StoresOf: d.captureStoresOf, OpenRoot: d.openRoot, StateFailed: d.stateFailed, Submit: d.engine.Submit, EvaluateRule: ruleEvaluate})
 	d.bg = background.NewRunner(d.capture.Run, log)
-	d.bg.OnDrop = func(root string) { d.passes.Changed(root, true) }
+	d.bg.OnDrop = func(root string) {
+		d.passes.Changed(root, true)
+		d.scans.Changed(root) // a log no capture took: the next evaluation goes through all
+	}
 	d.capture.Queue = d.bg
 	d.watch, err = watcher.New(watcher.Config{Stores: watchStores(cfg.Policy), Handle: d.onChange, Refuse: d.onRefuse, Touched: d.capture.OnTouched,
 		SyncDir: filepath.Join(cfg.StateDir, watchSyncDir)}, log)
@@ -488,12 +491,42 @@ func RootOpener(policy func() *policy.Policy) func(path string) (*confine.Root, 
 // onChange runs on the watcher goroutine: it only queues work.
 func (d *Daemon) onChange(c watcher.Change) {
 	d.passes.Changed(c.Root, false)
+	d.scans.Changed(c.Root, changedFiles(c)...)
 	d.log.Debug("change", "store", c.Store, "root", c.Root, "reason", c.Reason, "paths", len(c.Paths), "first", c.Paths[:min(len(c.Paths), 2)])
 	if len(c.Paths) == 0 {
 		// A whole root (found, rescanned): bring its index up to date.
 		d.bg.Queue(background.Task{Kind: background.IndexRoot, Store: c.Store, Root: c.Root})
 	}
 	d.engine.Submit(jobs.Job{Store: c.Store, Root: c.Root, Rule: ruleEvaluate, Reason: c.Reason})
+}
+
+// changedFiles is what the watcher told changed in c's root, file by
+// file (relative to it); none when it did not tell (a root found, rescanned
+// or polled, a flood).
+func changedFiles(c watcher.Change) []string {
+	if c.Reason != jobs.ReasonChange {
+		return nil
+	}
+	rels := make([]string, 0, len(c.Paths))
+	for _, p := range c.Paths {
+		rel, err := filepath.Rel(c.Root, p)
+		if err != nil || !filepath.IsLocal(rel) {
+			return nil
+		}
+		rels = append(rels, rel)
+	}
+	return rels
+}
+
+// followsChanges reports an evaluation started by changes the watcher
+// told file by file (changedFiles): it may go through those files alone
+// (layout.FollowingChanges).
+func followsChanges(r jobs.Reason) bool {
+	switch r {
+	case jobs.ReasonChange, jobs.ReasonChangedDuringPass, jobs.ReasonChangedWhileRunning:
+		return true
+	}
+	return false
 }
 
 // runJob runs on a worker goroutine, one per root at a time.
@@ -529,6 +562,9 @@ func (d *Daemon) runJob(ctx context.Context, j jobs.Job) (jobs.Result, error) {
 	}
 	if j.Rule == ruleEvaluate {
 		d.passes.Begin(j.Root)
+		if followsChanges(j.Reason) {
+			ctx = layout.FollowingChanges(ctx)
+		}
 		// Lines an agent wrote that a conflict left out of its live file
 		// come first, whatever the layout (see rewrite.Restore).
 		for _, t := range d.rw.RiskTargets(ctx, j.Root) {
