@@ -115,6 +115,30 @@ func (s *Scans) Changed(root string, rels ...string) {
 	}
 }
 
+// Followed reports where the evaluations of root stand against its
+// changes: when a rule last went through every file (the latest of its
+// rules'), how many changes were told, and how far the rule furthest
+// behind went through them.
+func (s *Scans) Followed(root string) (lastAll time.Time, told, through uint64) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rc := s.changed[root]
+	if rc == nil {
+		return
+	}
+	through = rc.seq
+	for _, p := range rc.passes {
+		if p.full.After(lastAll) {
+			lastAll = p.full
+		}
+		through = min(through, p.seen)
+	}
+	return lastAll, rc.seq, through
+}
+
 // maxRoots bounds the roots whose changes are followed: past it they are
 // all forgotten, each root's next evaluation a pass through every file.
 const maxRoots = 1 << 16
