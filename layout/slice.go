@@ -120,23 +120,29 @@ func (s *Scans) Changed(root string, rels ...string) {
 // rules'), how many changes were told, and how far the rule furthest
 // behind went through them.
 func (s *Scans) Followed(root string) (lastAll time.Time, told, through uint64) {
+	s.withChanges(root, func(rc *rootChanges) {
+		told, through = rc.seq, rc.seq
+		for _, p := range rc.passes {
+			if p.full.After(lastAll) {
+				lastAll = p.full
+			}
+			through = min(through, p.seen)
+		}
+	})
+	return lastAll, told, through
+}
+
+// withChanges calls fn with root's changes, s locked; not when none are
+// kept.
+func (s *Scans) withChanges(root string, fn func(rc *rootChanges)) {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rc := s.changed[root]
-	if rc == nil {
-		return
+	if rc := s.changed[root]; rc != nil {
+		fn(rc)
 	}
-	through = rc.seq
-	for _, p := range rc.passes {
-		if p.full.After(lastAll) {
-			lastAll = p.full
-		}
-		through = min(through, p.seen)
-	}
-	return lastAll, rc.seq, through
 }
 
 // maxRoots bounds the roots whose changes are followed: past it they are
@@ -159,26 +165,20 @@ func (s *Scans) rootChanges(root string) *rootChanges {
 // key, sorted, and the change they go up to; ok is false when the
 // evaluation must go through every file.
 func (s *Scans) changedSince(root, key string, now time.Time) (rels []string, upto uint64, ok bool) {
-	if s == nil {
-		return nil, 0, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rc := s.changed[root]
-	if rc == nil {
-		return nil, 0, false
-	}
-	p := rc.passes[key]
-	if p == nil || p.full.IsZero() || now.Sub(p.full) >= FullPassEvery || rc.whole > p.seen {
-		return nil, 0, false
-	}
-	for rel, seq := range rc.files {
-		if seq > p.seen {
-			rels = append(rels, rel)
+	s.withChanges(root, func(rc *rootChanges) {
+		p := rc.passes[key]
+		if p == nil || p.full.IsZero() || now.Sub(p.full) >= FullPassEvery || rc.whole > p.seen {
+			return
 		}
-	}
-	slices.Sort(rels)
-	return rels, rc.seq, true
+		for rel, seq := range rc.files {
+			if seq > p.seen {
+				rels = append(rels, rel)
+			}
+		}
+		slices.Sort(rels)
+		upto, ok = rc.seq, true
+	})
+	return rels, upto, ok
 }
 
 // passBegins notes a pass of key through every file of root beginning.
@@ -201,33 +201,26 @@ func (s *Scans) passBegins(root, key string) {
 // upto, or (full) through every file, since the changes its pass began
 // after. The changes every rule went through are forgotten.
 func (s *Scans) passed(root, key string, upto uint64, full bool, now time.Time) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rc := s.changed[root]
-	if rc == nil {
-		return
-	}
-	p := rc.passes[key]
-	if p == nil {
-		return
-	}
-	if full {
-		p.seen, p.full = p.from, now
-	} else {
-		p.seen = max(p.seen, upto)
-	}
-	least := p.seen
-	for _, q := range rc.passes {
-		least = min(least, q.seen)
-	}
-	for rel, seq := range rc.files {
-		if seq <= least {
-			delete(rc.files, rel)
+	s.withChanges(root, func(rc *rootChanges) {
+		p := rc.passes[key]
+		if p == nil {
+			return
 		}
-	}
+		if full {
+			p.seen, p.full = p.from, now
+		} else {
+			p.seen = max(p.seen, upto)
+		}
+		least := p.seen
+		for _, q := range rc.passes {
+			least = min(least, q.seen)
+		}
+		for rel, seq := range rc.files {
+			if seq <= least {
+				delete(rc.files, rel)
+			}
+		}
+	})
 }
 
 // Progress is how far a pass through a large root's files is (the
