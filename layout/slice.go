@@ -38,6 +38,7 @@ type Scans struct {
 	// changed is, by root path, what changed since its passes (see
 	// Changed).
 	changed map[string]*rootChanges
+	files   int // the changed files kept, of every root
 }
 
 // An agent's write makes the daemon evaluate the root it wrote in, and an
@@ -56,8 +57,12 @@ type Scans struct {
 const FullPassEvery = time.Minute
 
 // maxChanged bounds the files followed one by one in a root between
-// passes; past it the next evaluation goes through every file.
-const maxChanged = 4096
+// passes, maxChangedAll in all roots (a root whose evaluations fail keeps
+// its files); past them the next evaluation goes through every file.
+const (
+	maxChanged    = 4096
+	maxChangedAll = 1 << 18
+)
 
 // rootChanges is what changed in a root: each file with the number of its
 // last change, and the passes of each rule (by EachFile's key).
@@ -102,7 +107,9 @@ func (s *Scans) Changed(root string, rels ...string) {
 	defer s.mu.Unlock()
 	rc := s.rootChanges(root)
 	rc.seq++
-	if len(rels) == 0 || len(rc.files)+len(rels) > maxChanged {
+	kept := len(rc.files)
+	defer func() { s.files += len(rc.files) - kept }()
+	if len(rels) == 0 || kept+len(rels) > maxChanged || s.files+len(rels) > maxChangedAll {
 		rc.whole = rc.seq
 		clear(rc.files)
 		return
@@ -151,7 +158,7 @@ const maxRoots = 1 << 16
 
 func (s *Scans) rootChanges(root string) *rootChanges {
 	if s.changed == nil || len(s.changed) >= maxRoots && s.changed[root] == nil {
-		s.changed = map[string]*rootChanges{}
+		s.changed, s.files = map[string]*rootChanges{}, 0
 	}
 	rc := s.changed[root]
 	if rc == nil {
@@ -218,6 +225,7 @@ func (s *Scans) passed(root, key string, upto uint64, full bool, now time.Time) 
 		for rel, seq := range rc.files {
 			if seq <= least {
 				delete(rc.files, rel)
+				s.files--
 			}
 		}
 	})

@@ -3,6 +3,7 @@ package layout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -111,5 +112,42 @@ func TestChangedBounded(t *testing.T) {
 	}
 	if _, _, ok := s.changedSince(root, key, now); ok {
 		t.Errorf("got the changed files past maxChanged, want a pass of all")
+	}
+}
+
+// TestChangedBoundedInAll: past maxChangedAll files kept in all roots, a
+// root's change is a pass through every file; the count follows what
+// passes forget.
+func TestChangedBoundedInAll(t *testing.T) {
+	s := &Scans{}
+	now := time.Unix(1_800_000_000, 0)
+	roots := maxChangedAll / maxChanged
+	for r := range roots {
+		root := fmt.Sprint("/r", r)
+		s.passBegins(root, "k")
+		s.passed(root, "k", 0, true, now)
+		rels := make([]string, maxChanged)
+		for i := range rels {
+			rels[i] = fmt.Sprint(i)
+		}
+		s.Changed(root, rels...)
+	}
+	if s.files != maxChangedAll {
+		t.Fatalf("got %d files kept, want %d", s.files, maxChangedAll)
+	}
+	s.passBegins("/last", "k")
+	s.passed("/last", "k", 0, true, now)
+	s.Changed("/last", "a.jsonl")
+	if _, _, ok := s.changedSince("/last", "k", now); ok {
+		t.Errorf("got the changed files past maxChangedAll, want a pass of all")
+	}
+	_, upto, _ := s.changedSince("/r0", "k", now)
+	s.passed("/r0", "k", upto, false, now)
+	if want := maxChangedAll - maxChanged; s.files != want {
+		t.Errorf("got %d files kept after a root's were gone through, want %d", s.files, want)
+	}
+	s.Changed("/last", "a.jsonl")
+	if rels, _, ok := s.changedSince("/last", "k", now); ok {
+		t.Errorf("got %q after a change not followed, want a pass of all", rels)
 	}
 }
