@@ -199,7 +199,7 @@ const lettersAllowed = `^[a-zA-Z_.-]+$`
 // and needs nothing else.
 func allowsLetters(lists []allowlist) bool {
 	for _, a := range lists {
-		if a.target != "" || a.and && len(a.stopwords) > 0 {
+		if a.target != "" || a.and && a.stopwords.n > 0 {
 			continue
 		}
 		for _, re := range a.regexes {

@@ -174,7 +174,7 @@ type allowlist struct {
 	target    string // "" (the secret), "match" or "line"
 	and       bool
 	regexes   []*regexp.Regexp
-	stopwords []string
+	stopwords stopwords
 }
 
 // The config's shape (the fields memwatch uses).
@@ -282,13 +282,15 @@ func compileAllowlist(t tomlAllowlist) (allowlist, error) {
 		}
 		a.regexes = append(a.regexes, re)
 	}
+	words := make([]string, 0, len(t.StopWords))
 	for _, w := range t.StopWords {
-		a.stopwords = append(a.stopwords, strings.ToLower(w))
+		words = append(words, strings.ToLower(w))
 	}
+	a.stopwords = newStopwords(words)
 	if len(t.Paths) > 0 && a.and {
 		// An allowlist of some files AND of some text: it never applies to
 		// text of no file.
-		a.regexes, a.stopwords = nil, nil
+		a.regexes, a.stopwords = nil, stopwords{}
 	}
 	return a, nil
 }
@@ -636,23 +638,14 @@ func allowed(lists []allowlist, secret, match, line string) bool {
 				break
 			}
 		}
-		sw := false
-		if len(a.stopwords) > 0 {
-			ls := strings.ToLower(secret)
-			for _, w := range a.stopwords {
-				if strings.Contains(ls, w) {
-					sw = true
-					break
-				}
-			}
-		}
+		sw := a.stopwords.n > 0 && a.stopwords.in(strings.ToLower(secret))
 		switch {
 		case a.and:
-			ok := len(a.regexes) > 0 || len(a.stopwords) > 0
+			ok := len(a.regexes) > 0 || a.stopwords.n > 0
 			if len(a.regexes) > 0 {
 				ok = ok && re
 			}
-			if len(a.stopwords) > 0 {
+			if a.stopwords.n > 0 {
 				ok = ok && sw
 			}
 			if ok {
@@ -660,6 +653,59 @@ func allowed(lists []allowlist, secret, match, line string) bool {
 			}
 		case re || sw:
 			return true
+		}
+	}
+	return false
+}
+
+// stopwords tells whether a text holds one of an allowlist's words.
+// gitleaks' lists hold hundreds, and each finding is tested against them:
+// a Contains a word was a tenth of counting a home's credentials. The
+// words are kept by their first two bytes, so a text is read once, a
+// table look-up a place.
+type stopwords struct {
+	n     int                 // the words
+	short []string            // the words of fewer than two bytes
+	pairs map[uint16][]string // the others, by their first two bytes
+	has   *[1 << 16 / 64]uint64
+}
+
+func newStopwords(words []string) stopwords {
+	s := stopwords{n: len(words)}
+	for _, w := range words {
+		if len(w) < 2 {
+			s.short = append(s.short, w)
+			continue
+		}
+		if s.pairs == nil {
+			s.pairs, s.has = map[uint16][]string{}, new([1 << 16 / 64]uint64)
+		}
+		p := uint16(w[0])<<8 | uint16(w[1])
+		s.pairs[p] = append(s.pairs[p], w)
+		s.has[p/64] |= 1 << (p % 64)
+	}
+	return s
+}
+
+// in reports whether text holds one of the words (strings.Contains).
+func (s *stopwords) in(text string) bool {
+	for _, w := range s.short {
+		if strings.Contains(text, w) {
+			return true
+		}
+	}
+	if s.has == nil {
+		return false
+	}
+	for i := 0; i+1 < len(text); i++ {
+		p := uint16(text[i])<<8 | uint16(text[i+1])
+		if s.has[p/64]&(1<<(p%64)) == 0 {
+			continue
+		}
+		for _, w := range s.pairs[p] {
+			if strings.HasPrefix(text[i:], w) {
+				return true
+			}
 		}
 	}
 	return false
