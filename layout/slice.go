@@ -76,10 +76,19 @@ type rootChanges struct {
 
 // rulePass is where a rule's evaluation of a root stands: the changes up
 // to seen went through it; full is when its last pass through every file
-// ended, from is seq when the pass under way began.
+// ended, from is seq when the pass under way (running) began.
 type rulePass struct {
 	seen, from uint64
 	full       time.Time
+	running    bool
+}
+
+// needs reports whether the pass may still go through changed files: one
+// under way, or one whose next evaluation may follow changes. Another
+// (of a root's earlier identity, or a minute old) begins with a pass
+// through every file and needs none kept for it.
+func (p *rulePass) needs(now time.Time) bool {
+	return p.running || !p.full.IsZero() && now.Sub(p.full) < FullPassEvery
 }
 
 type followKey struct{}
@@ -201,12 +210,13 @@ func (s *Scans) passBegins(root, key string) {
 		p = &rulePass{}
 		rc.passes[key] = p
 	}
-	p.from = rc.seq
+	p.from, p.running = rc.seq, true
 }
 
 // passed notes key's evaluation of root done: through the changes up to
 // upto, or (full) through every file, since the changes its pass began
-// after. The changes every rule went through are forgotten.
+// after. The changes every rule that needs them went through are
+// forgotten.
 func (s *Scans) passed(root, key string, upto uint64, full bool, now time.Time) {
 	s.withChanges(root, func(rc *rootChanges) {
 		p := rc.passes[key]
@@ -214,13 +224,15 @@ func (s *Scans) passed(root, key string, upto uint64, full bool, now time.Time) 
 			return
 		}
 		if full {
-			p.seen, p.full = p.from, now
+			p.seen, p.full, p.running = p.from, now, false
 		} else {
 			p.seen = max(p.seen, upto)
 		}
-		least := p.seen
+		least := rc.seq
 		for _, q := range rc.passes {
-			least = min(least, q.seen)
+			if q.needs(now) {
+				least = min(least, q.seen)
+			}
 		}
 		for rel, seq := range rc.files {
 			if seq <= least {

@@ -151,3 +151,38 @@ func TestChangedBoundedInAll(t *testing.T) {
 		t.Errorf("got %q after a change not followed, want a pass of all", rels)
 	}
 }
+
+// TestChangedForgottenPastStalePasses: the pass of a rule that will go
+// through every file next (a root's earlier identity, a minute old) keeps
+// no changed file; one under way keeps those it has not gone through.
+func TestChangedForgottenPastStalePasses(t *testing.T) {
+	s := &Scans{}
+	root := "/r"
+	now := time.Unix(1_800_000_000, 0)
+	for _, key := range []string{"old", "new"} {
+		s.passBegins(root, key)
+		s.passed(root, key, 0, true, now)
+	}
+	now = now.Add(FullPassEvery)
+	s.passBegins(root, "new") // "old" is not evaluated again
+	s.passed(root, "new", 0, true, now)
+	s.Changed(root, "a.jsonl")
+	_, upto, ok := s.changedSince(root, "new", now)
+	if !ok {
+		t.Fatal("got no changed files to follow, want a.jsonl")
+	}
+	s.passed(root, "new", upto, false, now)
+	if n := len(s.changed[root].files); n != 0 || s.files != 0 {
+		t.Errorf("got %d files kept (%d in all) past a stale pass, want 0", n, s.files)
+	}
+	s.passBegins(root, "slow") // a first pass, in slices, under way
+	s.Changed(root, "b.jsonl")
+	_, upto, _ = s.changedSince(root, "new", now)
+	s.passed(root, "new", upto, false, now)
+	if rels, _, _ := s.changedSince(root, "slow", now); len(rels) != 0 {
+		t.Errorf("got %q to follow for a pass under way, want a pass of all", rels)
+	}
+	if _, ok := s.changed[root].files["b.jsonl"]; !ok {
+		t.Errorf("got b.jsonl forgotten while a pass under way has not gone through it")
+	}
+}
